@@ -1,0 +1,1 @@
+// placeholder: filled in by the foundation issue's work in progress
