@@ -9,10 +9,10 @@
 // `GgmlTypeTraits::can_dequantize`).
 
 #include <cstdint>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace paceline::engine {
 
@@ -53,10 +53,10 @@ enum class GgmlType : uint32_t {
 
 struct GgmlTypeTraits {
   GgmlType type;
-  std::string_view name;  // ggml's spelling, e.g. "Q4_K", "F16"
-  int64_t block_size;     // elements per block (1 for plain types)
-  int64_t type_size;      // bytes per block
-  bool can_dequantize;    // DequantizeRow supports it
+  absl::string_view name;  // ggml's spelling, e.g. "Q4_K", "F16"
+  int64_t block_size;      // elements per block (1 for plain types)
+  int64_t type_size;       // bytes per block
+  bool can_dequantize;     // DequantizeRow supports it
 };
 
 // Traits for an on-disk type id, or nullptr when the id is unknown.

@@ -16,12 +16,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/ggml_type.h"
 
 namespace paceline::engine {
@@ -43,16 +43,16 @@ enum class GgufValueType : uint32_t {
   kFloat64 = 12,
 };
 
-std::string_view GgufValueTypeName(GgufValueType type);
+absl::string_view GgufValueTypeName(GgufValueType type);
 
 // One metadata value. Scalars are held by value, strings as views into the
 // mapping, arrays as a vector of element values (arrays may nest).
 struct GgufValue {
   GgufValueType type = GgufValueType::kUint8;
-  uint64_t u = 0;          // unsigned integer types and bool
-  int64_t i = 0;           // signed integer types
-  double f = 0;            // kFloat32, kFloat64
-  std::string_view s;      // kString
+  uint64_t u = 0;       // unsigned integer types and bool
+  int64_t i = 0;        // signed integer types
+  double f = 0;         // kFloat32, kFloat64
+  absl::string_view s;  // kString
   GgufValueType element_type = GgufValueType::kUint8;  // kArray only
   std::vector<GgufValue> elements;                     // kArray only
 };
@@ -73,7 +73,8 @@ class GgufFile {
   // Maps and validates `path`. Errors: NotFound / PermissionDenied from the
   // OS, DataLoss or InvalidArgument for a malformed file (message names the
   // problem and its byte offset), Unimplemented for an unsupported version.
-  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(
+      const std::string& path);
 
   // Same validation over bytes the caller keeps alive (tests, the fuzzer).
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBuffer(
@@ -92,26 +93,26 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const {
     return metadata_;
   }
-  const GgufValue* Find(std::string_view key) const;
-  bool Has(std::string_view key) const { return Find(key) != nullptr; }
+  const GgufValue* Find(absl::string_view key) const;
+  bool Has(absl::string_view key) const { return Find(key) != nullptr; }
 
   // Typed getters: NotFound when the key is absent; InvalidArgument naming
   // the key and both types when the stored type does not convert. Integer
   // getters accept any integer type whose value fits; GetFloat accepts
   // floats and integers.
-  absl::StatusOr<std::string_view> GetString(std::string_view key) const;
-  absl::StatusOr<uint64_t> GetUint(std::string_view key) const;
-  absl::StatusOr<int64_t> GetInt(std::string_view key) const;
-  absl::StatusOr<double> GetFloat(std::string_view key) const;
-  absl::StatusOr<bool> GetBool(std::string_view key) const;
-  absl::StatusOr<std::vector<std::string_view>> GetStringArray(
-      std::string_view key) const;
-  absl::StatusOr<std::vector<float>> GetFloatArray(std::string_view key) const;
-  absl::StatusOr<std::vector<int64_t>> GetIntArray(std::string_view key) const;
+  absl::StatusOr<absl::string_view> GetString(absl::string_view key) const;
+  absl::StatusOr<uint64_t> GetUint(absl::string_view key) const;
+  absl::StatusOr<int64_t> GetInt(absl::string_view key) const;
+  absl::StatusOr<double> GetFloat(absl::string_view key) const;
+  absl::StatusOr<bool> GetBool(absl::string_view key) const;
+  absl::StatusOr<std::vector<absl::string_view>> GetStringArray(
+      absl::string_view key) const;
+  absl::StatusOr<std::vector<float>> GetFloatArray(absl::string_view key) const;
+  absl::StatusOr<std::vector<int64_t>> GetIntArray(absl::string_view key) const;
 
   // Tensors in file order, and lookup by name (nullptr when absent).
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
-  const GgufTensorInfo* FindTensor(std::string_view name) const;
+  const GgufTensorInfo* FindTensor(absl::string_view name) const;
 
  private:
   GgufFile() = default;

@@ -26,16 +26,16 @@ struct ModelConfig {
   std::string name;          // general.name, or the shape name
 
   int64_t n_layers = 0;
-  int64_t n_embd = 0;        // model (residual) width
+  int64_t n_embd = 0;  // model (residual) width
   int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;    // == n_heads without GQA
-  int64_t head_dim = 0;      // attention.key_length when present
-  int64_t n_ff = 0;          // FFN hidden width
+  int64_t n_kv_heads = 0;  // == n_heads without GQA
+  int64_t head_dim = 0;    // attention.key_length when present
+  int64_t n_ff = 0;        // FFN hidden width
   int64_t n_vocab = 0;
   int64_t context_length = 0;
 
   RopeLayout rope_layout = RopeLayout::kAdjacentPairs;
-  int64_t rope_dim = 0;            // rotated dims per head (<= head_dim)
+  int64_t rope_dim = 0;  // rotated dims per head (<= head_dim)
   double rope_freq_base = 10000.0;
   RopeScaling rope_scaling = RopeScaling::kNone;
   double rope_scaling_factor = 1.0;

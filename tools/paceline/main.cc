@@ -1,1 +1,59 @@
-int main() { return 0; }
+// `paceline`: the command-line tool. Dispatches to one subcommand.
+
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "tools/paceline/cli.h"
+#include "tools/paceline/commands.h"
+
+namespace paceline::tools {
+namespace {
+
+struct Command {
+  absl::string_view name;
+  absl::string_view summary;
+  int (*run)(std::span<const std::string> args);
+};
+
+constexpr Command kCommands[] = {
+    {"inspect", "show a model file's architecture, shape and tokenizer",
+     RunInspect},
+    {"tokenize", "print the token ids of a text", RunTokenize},
+    {"plan", "plan weight and KV-cache memory for a model and load", RunPlan},
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: paceline COMMAND [ARGS...]\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    out << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary
+        << "\n";
+  }
+  out << "\nRun `paceline COMMAND --help` for a command's flags.\n";
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return kExitUsage;
+  }
+  const absl::string_view name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintUsage(std::cout);
+    return kExitOk;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Command& c : kCommands) {
+    if (c.name == name) return c.run(args);
+  }
+  std::cerr << "paceline: unknown command '" << name << "'\n\n";
+  PrintUsage(std::cerr);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace paceline::tools
+
+int main(int argc, char** argv) { return paceline::tools::Main(argc, argv); }

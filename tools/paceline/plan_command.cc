@@ -1,1 +1,9 @@
-// placeholder: filled in by the foundation issue's work in progress
+#include <span>
+#include <string>
+
+#include "tools/paceline/commands.h"
+
+namespace paceline::tools {
+// Placeholder until the memory planner lands (issue 2, in progress).
+int RunPlan(std::span<const std::string>) { return 1; }
+}  // namespace paceline::tools
