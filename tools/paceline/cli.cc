@@ -89,6 +89,29 @@ int Failure(absl::string_view command, const absl::Status& status) {
   return kExitFailure;
 }
 
+std::string GroupDigits(uint64_t n) {
+  std::string digits = absl::StrCat(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  if (bytes < 1000) return absl::StrCat(bytes, " B");
+  static constexpr const char* kDecimal[] = {"kB", "MB", "GB", "TB", "PB"};
+  static constexpr const char* kBinary[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double dec = static_cast<double>(bytes) / 1000,
+         bin = static_cast<double>(bytes) / 1024;
+  int di = 0, bi = 0;
+  while (dec >= 1000 && di < 4) dec /= 1000, ++di;
+  while (bin >= 1024 && bi < 4) bin /= 1024, ++bi;
+  return absl::StrFormat("%.2f %s (%.2f %s)", dec, kDecimal[di], bin,
+                         kBinary[bi]);
+}
+
 std::string JsonQuote(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {

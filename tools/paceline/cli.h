@@ -62,6 +62,12 @@ int UsageError(absl::string_view command, absl::string_view usage,
 // kExitFailure.
 int Failure(absl::string_view command, const absl::Status& status);
 
+// "1,185,376" — digits grouped by thousands.
+std::string GroupDigits(uint64_t n);
+
+// "14.0 GB (13.0 GiB)" — decimal and binary units side by side.
+std::string HumanBytes(uint64_t bytes);
+
 // JSON string literal (quotes included) with the escapes JSON requires.
 std::string JsonQuote(absl::string_view s);
 

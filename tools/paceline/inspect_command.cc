@@ -1,9 +1,169 @@
+// `paceline inspect MODEL [--json]`: what a GGUF model file holds.
+
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/ggml_type.h"
+#include "engine/gguf_file.h"
+#include "engine/model_config.h"
+#include "engine/tokenizer.h"
+#include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 
 namespace paceline::tools {
-// Placeholder until the memory planner lands (issue 2, in progress).
-int RunInspect(std::span<const std::string>) { return 1; }
+namespace {
+
+constexpr char kUsage[] =
+    "usage: paceline inspect MODEL.gguf [--json]\n"
+    "\n"
+    "Shows a GGUF model file's architecture, hyper-parameters, parameter\n"
+    "count, tensor types, file size and tokenizer.\n"
+    "\n"
+    "  --json   one JSON object instead of the table\n";
+
+constexpr FlagDef kFlags[] = {{"json", false}};
+
+absl::string_view RopeLayoutName(engine::RopeLayout layout) {
+  return layout == engine::RopeLayout::kNeoxHalves ? "neox halves"
+                                                   : "adjacent pairs";
+}
+
+struct Summary {
+  const engine::GgufFile* file;
+  engine::ModelConfig config;
+  const engine::Tokenizer* tokenizer;
+  uint64_t parameters = 0;                    // elements of all tensors
+  std::map<std::string, int> type_histogram;  // type name -> tensor count
+  bool chat_template = false;
+};
+
+void PrintTable(const std::string& path, const Summary& s) {
+  const engine::ModelConfig& c = s.config;
+  auto row = [](absl::string_view key, absl::string_view value) {
+    std::cout << absl::StrFormat("%-14s %s\n", key, value);
+  };
+  row("file", path);
+  row("size", absl::StrCat(GroupDigits(s.file->file_size()), " bytes, ",
+                           HumanBytes(s.file->file_size())));
+  row("format",
+      absl::StrCat("GGUF v", s.file->version(), ", ", s.file->tensors().size(),
+                   " tensors, ", s.file->metadata().size(),
+                   " metadata keys, alignment ", s.file->alignment()));
+  row("architecture", c.architecture);
+  if (!c.name.empty()) row("name", c.name);
+  row("layers", absl::StrCat(c.n_layers));
+  row("embedding", absl::StrCat(c.n_embd));
+  row("heads", absl::StrCat(c.n_heads, " (head dim ", c.head_dim, ")"));
+  row("kv heads", absl::StrCat(c.n_kv_heads));
+  row("ffn", absl::StrCat(c.n_ff));
+  row("vocab", absl::StrCat(c.n_vocab));
+  row("context", absl::StrCat(c.context_length));
+  row("rope", absl::StrCat(RopeLayoutName(c.rope_layout), ", ", c.rope_dim,
+                           " dims, base ", c.rope_freq_base));
+  row("rms norm eps", absl::StrCat(c.rms_norm_eps));
+  row("output", c.tied_output ? "tied to token embedding" : "separate matrix");
+  row("parameters", absl::StrFormat("%s (%.2f M)", GroupDigits(s.parameters),
+                                    static_cast<double>(s.parameters) / 1e6));
+  std::string types;
+  for (const auto& [name, count] : s.type_histogram) {
+    absl::StrAppend(&types, types.empty() ? "" : ", ", name, " x", count);
+  }
+  row("tensor types", types);
+  row("tokenizer",
+      absl::StrCat(s.tokenizer->model(), " (",
+                   s.tokenizer->model() == "llama" ? "SentencePiece BPE"
+                                                   : "byte-level BPE",
+                   s.tokenizer->pre().empty()
+                       ? ""
+                       : absl::StrCat(", pre ", s.tokenizer->pre()),
+                   "), ", s.tokenizer->vocab_size(), " tokens, BOS ",
+                   s.tokenizer->bos_id(), ", EOS ", s.tokenizer->eos_id()));
+  row("chat template", s.chat_template ? "yes" : "no");
+}
+
+void PrintJson(const std::string& path, const Summary& s) {
+  const engine::ModelConfig& c = s.config;
+  std::string types;
+  for (const auto& [name, count] : s.type_histogram) {
+    absl::StrAppend(&types, types.empty() ? "" : ", ", JsonQuote(name), ": ",
+                    count);
+  }
+  std::cout << "{\n"
+            << "  \"file\": " << JsonQuote(path) << ",\n"
+            << "  \"file_size_bytes\": " << s.file->file_size() << ",\n"
+            << "  \"gguf_version\": " << s.file->version() << ",\n"
+            << "  \"tensor_count\": " << s.file->tensors().size() << ",\n"
+            << "  \"architecture\": " << JsonQuote(c.architecture) << ",\n"
+            << "  \"name\": " << JsonQuote(c.name) << ",\n"
+            << "  \"layers\": " << c.n_layers << ",\n"
+            << "  \"embedding_length\": " << c.n_embd << ",\n"
+            << "  \"heads\": " << c.n_heads << ",\n"
+            << "  \"kv_heads\": " << c.n_kv_heads << ",\n"
+            << "  \"head_dim\": " << c.head_dim << ",\n"
+            << "  \"feed_forward_length\": " << c.n_ff << ",\n"
+            << "  \"vocab_size\": " << c.n_vocab << ",\n"
+            << "  \"context_length\": " << c.context_length << ",\n"
+            << "  \"rope_layout\": " << JsonQuote(RopeLayoutName(c.rope_layout))
+            << ",\n"
+            << "  \"rope_dim\": " << c.rope_dim << ",\n"
+            << "  \"rope_freq_base\": " << c.rope_freq_base << ",\n"
+            << "  \"rms_norm_eps\": " << c.rms_norm_eps << ",\n"
+            << "  \"tied_output\": " << (c.tied_output ? "true" : "false")
+            << ",\n"
+            << "  \"parameters\": " << s.parameters << ",\n"
+            << "  \"tensor_types\": {" << types << "},\n"
+            << "  \"tokenizer\": " << JsonQuote(s.tokenizer->model()) << ",\n"
+            << "  \"tokenizer_pre\": " << JsonQuote(s.tokenizer->pre()) << ",\n"
+            << "  \"tokenizer_vocab_size\": " << s.tokenizer->vocab_size()
+            << ",\n"
+            << "  \"chat_template\": " << (s.chat_template ? "true" : "false")
+            << "\n}\n";
+}
+
+}  // namespace
+
+int RunInspect(std::span<const std::string> args) {
+  auto parsed = ParseArgs(args, kFlags);
+  if (!parsed.ok()) {
+    return UsageError("inspect", kUsage, parsed.status().message());
+  }
+  if (parsed->help()) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (parsed->positional().size() != 1) {
+    return UsageError("inspect", kUsage, "expected exactly one MODEL file");
+  }
+  const std::string& path = parsed->positional()[0];
+  auto file = engine::GgufFile::Open(path);
+  if (!file.ok()) return Failure("inspect", file.status());
+  auto config = engine::ModelConfigFromGguf(**file);
+  if (!config.ok()) return Failure("inspect", config.status());
+  auto tokenizer = engine::Tokenizer::FromGguf(**file);
+  if (!tokenizer.ok()) return Failure("inspect", tokenizer.status());
+
+  Summary summary{.file = file->get(),
+                  .config = *std::move(config),
+                  .tokenizer = tokenizer->get()};
+  for (const engine::GgufTensorInfo& t : (*file)->tensors()) {
+    summary.parameters += static_cast<uint64_t>(t.num_elements());
+    ++summary
+          .type_histogram[std::string(engine::GetGgmlTypeTraits(t.type).name)];
+  }
+  summary.chat_template = (*file)->Has("tokenizer.chat_template");
+  if (parsed->Has("json")) {
+    PrintJson(path, summary);
+  } else {
+    PrintTable(path, summary);
+  }
+  return kExitOk;
+}
+
 }  // namespace paceline::tools
