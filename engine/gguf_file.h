@@ -7,7 +7,12 @@
 // every metadata value (all types, nested arrays), every tensor info, the
 // alignment, and that each tensor's bytes lie inside the file, aligned and
 // not overlapping another tensor. Anything wrong is an error Status naming
-// what and the byte offset where it was found; a bad file never crashes.
+// what and the byte offset where it was found; a bad file never crashes, and
+// no length, count or nesting it claims is allocated before the bytes that
+// back it are known to exist (see gguf_reader.h for the limits).
+//
+// Stricter than ggml in two ways: every dimension must be >= 1 (no empty
+// tensors, so every `data` points at real bytes), and a bool must be 0 or 1.
 //
 // Thread-safety: immutable after Open(); all const methods may be called
 // concurrently. Views (string_view, tensor data pointers) stay valid for the
@@ -25,6 +30,8 @@
 #include "engine/ggml_type.h"
 
 namespace paceline::engine {
+
+class GgufReader;  // gguf_reader.h
 
 // GGUF metadata value types (on-disk ids).
 enum class GgufValueType : uint32_t {
@@ -72,7 +79,11 @@ class GgufFile {
  public:
   // Maps and validates `path`. Errors: NotFound / PermissionDenied from the
   // OS, DataLoss or InvalidArgument for a malformed file (message names the
-  // problem and its byte offset), Unimplemented for an unsupported version.
+  // problem and its byte offset), Unimplemented for an unsupported version
+  // (1, big-endian), ResourceExhausted for metadata arrays over the reader's
+  // limit. DataLoss means the file claims more bytes than it has (truncated
+  // or a corrupt length); InvalidArgument means a value is wrong whatever
+  // follows. Messages start with `path`.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(
       const std::string& path);
 
@@ -87,6 +98,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
   uint64_t alignment() const { return alignment_; }
+  // Start of the data section: the end of the tensor infos rounded up to
+  // alignment(). A file without tensors may end before it.
   uint64_t data_offset() const { return data_offset_; }
 
   // Metadata in file order.
@@ -117,6 +130,13 @@ class GgufFile {
  private:
   GgufFile() = default;
   absl::Status Parse();
+  absl::Status ParseMetadata(GgufReader& r, uint64_t kv_count);
+  absl::Status ParseAlignment();
+  absl::Status ParseTensorInfos(GgufReader& r, uint64_t tensor_count,
+                                std::vector<uint64_t>* info_offsets);
+  absl::Status ParseTensorInfo(GgufReader& r, GgufTensorInfo* t);
+  absl::Status CheckTensorData(const std::vector<uint64_t>& info_offsets);
+  absl::StatusOr<const GgufValue*> FindOrNotFound(absl::string_view key) const;
 
   // Constant after Open().
   void* mapping_ = nullptr;  // munmap'ed in the destructor when owned
@@ -126,6 +146,7 @@ class GgufFile {
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::vector<uint64_t> metadata_offsets_;  // file offset of each entry
   absl::flat_hash_map<std::string, size_t> metadata_index_;
   std::vector<GgufTensorInfo> tensors_;
   absl::flat_hash_map<std::string, size_t> tensor_index_;

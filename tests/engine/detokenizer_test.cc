@@ -1,1 +1,206 @@
-// placeholder: filled in by the foundation issue's work in progress
+#include "engine/detokenizer.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "engine/gguf_file.h"
+#include "engine/tokenizer.h"
+#include "engine/unicode.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine {
+namespace {
+
+const std::string kReplacement = "\xEF\xBF\xBD";
+
+// <unk> <s> </s>, byte tokens <0x00>..<0xFF> (ids 3..258), then a few
+// pieces.
+std::unique_ptr<Tokenizer> SpmTokenizer() {
+  TokenizerVocab v;
+  v.model = "llama";
+  auto add = [&v](std::string text, TokenType type) {
+    v.tokens.push_back(std::move(text));
+    v.token_types.push_back(type);
+  };
+  add("<unk>", TokenType::kUnknown);
+  add("<s>", TokenType::kControl);
+  add("</s>", TokenType::kControl);
+  for (int b = 0; b < 256; ++b) {
+    add(absl::StrFormat("<0x%02X>", b), TokenType::kByte);
+  }
+  add("\xE2\x96\x81Once", TokenType::kNormal);  // 259
+  add(",", TokenType::kNormal);                 // 260
+  add("\xE2\x96\x81upon", TokenType::kNormal);  // 261
+  add("\xE2\x96\x81", TokenType::kNormal);      // 262
+  v.bos_id = 1;
+  v.eos_id = 2;
+  v.unk_id = 0;
+  v.add_bos = true;
+  v.add_space_prefix = true;
+  auto t = Tokenizer::Create(std::move(v));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+int32_t Byte(uint8_t b) { return 3 + b; }
+
+// Pushes each id and returns what each push emitted.
+std::vector<std::string> PushAll(IncrementalDetokenizer& d,
+                                 const std::vector<int32_t>& ids) {
+  std::vector<std::string> out;
+  for (int32_t id : ids) out.push_back(d.Push(id));
+  return out;
+}
+
+TEST(DetokenizerTest, EmojiArrivingByteByByteWaitsUntilComplete) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  // 🦙 = F0 9F A6 99
+  EXPECT_EQ(PushAll(d, {Byte(0xF0), Byte(0x9F), Byte(0xA6), Byte(0x99)}),
+            (std::vector<std::string>{"", "", "", "\xF0\x9F\xA6\x99"}));
+  EXPECT_EQ(d.pending_bytes(), 0u);
+  EXPECT_EQ(d.Flush(), "");
+}
+
+TEST(DetokenizerTest, CjkArrivingByteByByte) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  // 你好 = E4 BD A0 E5 A5 BD
+  EXPECT_EQ(
+      PushAll(d, {Byte(0xE4), Byte(0xBD), Byte(0xA0), Byte(0xE5), Byte(0xA5)}),
+      (std::vector<std::string>{"", "", "\xE4\xBD\xA0", "", ""}));
+  EXPECT_EQ(d.pending_bytes(), 2u);
+  EXPECT_EQ(d.Push(Byte(0xBD)), "\xE5\xA5\xBD");
+}
+
+TEST(DetokenizerTest, InvalidBytesBecomeReplacementCharacters) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  EXPECT_EQ(d.Push(Byte(0xFF)), kReplacement);  // never valid
+  EXPECT_EQ(d.Push(Byte(0x80)), kReplacement);  // lone continuation
+  EXPECT_EQ(d.Push(Byte(0xE4)), "");            // could still complete
+  EXPECT_EQ(d.Push(Byte('A')), kReplacement + "A");
+  EXPECT_EQ(d.Push(Byte(0xC0)), kReplacement);  // overlong lead
+  EXPECT_EQ(d.Push(Byte(0xED)), "");
+  EXPECT_EQ(d.Push(Byte(0xA0)), kReplacement + kReplacement);  // surrogate
+}
+
+TEST(DetokenizerTest, FlushReplacesADanglingTail) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  EXPECT_EQ(d.Push(259), " Once");
+  EXPECT_EQ(d.Push(Byte(0xF0)), "");
+  EXPECT_EQ(d.Push(Byte(0x9F)), "");
+  EXPECT_EQ(d.Flush(), kReplacement);  // one per incomplete character
+  EXPECT_EQ(d.Flush(), "");
+  // Flush starts a new stream.
+  EXPECT_EQ(d.Push(260), ",");
+}
+
+TEST(DetokenizerTest, KeepsLeadingSpaceByDefault) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  // A continuation after a prompt: every word keeps its own space.
+  EXPECT_EQ(PushAll(d, {260, 259, 261}),
+            (std::vector<std::string>{",", " Once", " upon"}));
+}
+
+TEST(DetokenizerTest, StripLeadingSpaceOption) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get(), {.strip_leading_space = true});
+  EXPECT_EQ(PushAll(d, {259, 261}),
+            (std::vector<std::string>{"Once", " upon"}));
+  d.Flush();
+  // Only the first token of a stream is stripped (a leading BOS has no
+  // text, so nothing is stripped then, as in llama.cpp's detokenize).
+  EXPECT_EQ(PushAll(d, {1, 259}), (std::vector<std::string>{"", " Once"}));
+}
+
+TEST(DetokenizerTest, ControlTokensHaveNoText) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  EXPECT_EQ(d.Push(1), "");
+  EXPECT_EQ(d.Push(2), "");
+  EXPECT_EQ(d.Push(0), "");
+  EXPECT_EQ(d.Push(-5), "");  // out of range
+}
+
+TEST(DetokenizerTest, ControlTokenBetweenBytesDoesNotBreakACharacter) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get());
+  EXPECT_EQ(PushAll(d, {Byte(0xC3), 1, Byte(0xA9)}),
+            (std::vector<std::string>{"", "", "\xC3\xA9"}));
+}
+
+std::string Stream(const Tokenizer& t, const std::vector<int32_t>& ids,
+                   IncrementalDetokenizer::Options options = {}) {
+  IncrementalDetokenizer d(&t, options);
+  std::string out;
+  for (int32_t id : ids) {
+    const std::string piece = d.Push(id);
+    EXPECT_EQ(SanitizeUtf8(piece), piece) << "emitted invalid UTF-8";
+    out += piece;
+  }
+  return out + d.Flush();
+}
+
+TEST(DetokenizerTest, SpmRoundTripThroughByteFallback) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  // Everything but "▁Once", ",", "▁upon", "▁" falls back to bytes.
+  const std::string text =
+      "Once upon, \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\xA6\x99!";
+  const std::vector<int32_t> ids = t->Encode(text, false);
+  EXPECT_EQ(Stream(*t, ids), " " + text);
+  EXPECT_EQ(Stream(*t, ids, {.strip_leading_space = true}), text);
+}
+
+TEST(DetokenizerTest, ByteLevelBpeRoundTrip) {
+  TokenizerVocab v;
+  v.model = "gpt2";
+  v.pre = "gpt-2";
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(EncodeUtf8(ByteToUnicode(static_cast<uint8_t>(b))));
+  }
+  auto t = Tokenizer::Create(std::move(v));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string text = "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE4\xBD\xA0";
+  const std::vector<int32_t> ids = (*t)->Encode(text, false);
+  ASSERT_EQ(ids.size(), text.size());  // no merges: one token per byte
+  EXPECT_EQ(Stream(**t, ids), text);
+  // Cut after the second byte of 🦙: nothing of it shows yet.
+  IncrementalDetokenizer d(t->get());
+  std::string shown;
+  for (size_t i = 0; i < 8; ++i) shown += d.Push(ids[i]);
+  EXPECT_EQ(shown, "caf\xC3\xA9 ");
+  EXPECT_EQ(d.pending_bytes(), 2u);
+}
+
+TEST(DetokenizerTest, Stories260KContinuation) {
+  const std::string path = PACELINE_SHARED_DIR "/models/stories260K.gguf";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "test model not found: " << path;
+  }
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto t = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<int32_t> ids = (*t)->Encode("Once upon a time", true);
+  EXPECT_EQ(Stream(**t, ids), " Once upon a time");
+  const std::vector<int32_t> more = (*t)->Encode("Once upon a time,", false);
+  // The continuation after the prompt: "," then " there" etc. keep spaces.
+  EXPECT_EQ(Stream(**t, {more.back()}), ",");
+}
+
+}  // namespace
+}  // namespace paceline::engine

@@ -1,1 +1,341 @@
-// placeholder: filled in by the foundation issue's work in progress
+// The memory planner's arithmetic, checked against hand arithmetic, and the
+// dtype and byte-size parsers the CLI feeds it.
+
+#include "engine/memory_plan.h"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "engine/ggml_type.h"
+#include "engine/model_config.h"
+#include "engine/model_shapes.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+ModelConfig Llama7b() {
+  absl::StatusOr<ModelConfig> c = FindModelShape("llama-7b");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ModelConfig{};
+}
+
+MemoryPlanRequest Request(GgmlType weights, int64_t context, int64_t sequences,
+                          std::optional<uint64_t> memory = std::nullopt) {
+  MemoryPlanRequest r;
+  r.weights_type = weights;
+  r.context = context;
+  r.sequences = sequences;
+  r.memory_bytes = memory;
+  return r;
+}
+
+MemoryPlan Plan(const ModelConfig& config, const MemoryPlanRequest& request) {
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(config, request);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : MemoryPlan{};
+}
+
+TEST(DtypeTest, WeightsAndKvNames) {
+  EXPECT_EQ(*ParseWeightsDtype("f32"), GgmlType::kF32);
+  EXPECT_EQ(*ParseWeightsDtype("f16"), GgmlType::kF16);
+  EXPECT_EQ(*ParseWeightsDtype("bf16"), GgmlType::kBF16);
+  EXPECT_EQ(*ParseWeightsDtype("q8_0"), GgmlType::kQ8_0);
+  EXPECT_EQ(*ParseWeightsDtype("q4_0"), GgmlType::kQ4_0);
+  EXPECT_EQ(*ParseKvDtype("f32"), GgmlType::kF32);
+  EXPECT_EQ(*ParseKvDtype("f16"), GgmlType::kF16);
+  EXPECT_EQ(*ParseKvDtype("bf16"), GgmlType::kBF16);
+
+  absl::Status bad = ParseKvDtype("q4_0").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.message(), "f32, f16, bf16")) << bad;
+  EXPECT_FALSE(ParseWeightsDtype("F16").ok());
+  EXPECT_FALSE(ParseWeightsDtype("q4_k").ok());
+  EXPECT_FALSE(ParseWeightsDtype("").ok());
+
+  for (auto name : {"f32", "f16", "bf16", "q8_0", "q4_0"}) {
+    EXPECT_EQ(DtypeName(*ParseWeightsDtype(name)), name);
+  }
+  EXPECT_EQ(DtypeName(GgmlType::kQ4_K), "q4_k");
+}
+
+TEST(ParseByteSizeTest, PlainNumbersAndUnits) {
+  EXPECT_EQ(*ParseByteSize("0"), 0u);
+  EXPECT_EQ(*ParseByteSize("123456789"), 123456789u);
+  EXPECT_EQ(*ParseByteSize("1e9"), 1'000'000'000u);
+  EXPECT_EQ(*ParseByteSize("2.5E3"), 2500u);
+  EXPECT_EQ(*ParseByteSize("24GiB"), 24 * kGiB);
+  EXPECT_EQ(*ParseByteSize("16GB"), 16'000'000'000u);
+  EXPECT_EQ(*ParseByteSize("512MiB"), 512u << 20);
+  EXPECT_EQ(*ParseByteSize("512 mib"), 512u << 20);
+  EXPECT_EQ(*ParseByteSize(" 1.5GiB "), 3 * kGiB / 2);
+  EXPECT_EQ(*ParseByteSize("1KB"), 1000u);
+  EXPECT_EQ(*ParseByteSize("1kib"), 1024u);
+  EXPECT_EQ(*ParseByteSize("2TB"), 2'000'000'000'000u);
+  EXPECT_EQ(*ParseByteSize("1TiB"), uint64_t{1} << 40);
+  EXPECT_EQ(*ParseByteSize("100B"), 100u);
+  EXPECT_EQ(*ParseByteSize(".5KiB"), 512u);
+  EXPECT_EQ(*ParseByteSize("1e-3GB"), 1'000'000u);
+  EXPECT_EQ(*ParseByteSize("1.50000000000000000000000000GB"), 1'500'000'000u);
+}
+
+TEST(ParseByteSizeTest, FractionsRoundDown) {
+  EXPECT_EQ(*ParseByteSize("1.9"), 1u);
+  EXPECT_EQ(*ParseByteSize("0.1KiB"), 102u);
+  EXPECT_EQ(*ParseByteSize("1e-3"), 0u);
+  EXPECT_EQ(*ParseByteSize("1e-100"), 0u);
+}
+
+TEST(ParseByteSizeTest, LimitsOf64Bits) {
+  EXPECT_EQ(*ParseByteSize("18446744073709551615"),
+            std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(ParseByteSize("18446744073709551616").status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ParseByteSize("1e20").status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ParseByteSize("16777216TiB").status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ParseByteSize("1e99999").status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(ParseByteSizeTest, Rejects) {
+  for (auto text : {"", " ", "GiB", "-1", "+1", "1x", "1 G", "1e", "1e+",
+                    "1..5", "abc", "1GiB2", "0x10", "1,000", "nan", "inf"}) {
+    absl::Status s = ParseByteSize(text).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << "'" << text << "': " << s;
+  }
+}
+
+// Llama 2 7B: 6,738,415,616 parameters. The field's "7B at FP16 is ~14 GB"
+// is 7e9 × 2; the exact figure is 13.48 GB.
+TEST(PlanMemoryTest, Llama7bWeights) {
+  const ModelConfig c = Llama7b();
+  const MemoryPlan f16 = Plan(c, Request(GgmlType::kF16, 4096, 1));
+  EXPECT_EQ(f16.parameters, 6'738'415'616);
+  EXPECT_EQ(f16.weights_dtype, "f16");
+  EXPECT_EQ(f16.weights_bytes, 13'476'831'232u);
+  EXPECT_NEAR(static_cast<double>(f16.weights_bytes), 14e9, 0.6e9);
+
+  EXPECT_EQ(Plan(c, Request(GgmlType::kBF16, 4096, 1)).weights_bytes,
+            13'476'831'232u);
+  EXPECT_EQ(Plan(c, Request(GgmlType::kF32, 4096, 1)).weights_bytes,
+            26'953'662'464u);
+  // Q8_0: 34 bytes per 32 weights.
+  EXPECT_EQ(Plan(c, Request(GgmlType::kQ8_0, 4096, 1)).weights_bytes,
+            6'738'415'616u / 32 * 34);
+  // Q4_0: 18 bytes per 32 weights (4.5 bits): ~3.8 GB.
+  const MemoryPlan q4 = Plan(c, Request(GgmlType::kQ4_0, 4096, 1));
+  EXPECT_EQ(q4.weights_dtype, "q4_0");
+  EXPECT_EQ(q4.weights_bytes, 3'790'358'784u);
+  EXPECT_NEAR(static_cast<double>(q4.weights_bytes), 3.8e9, 0.05e9);
+}
+
+TEST(PlanMemoryTest, PartialQuantBlockRoundsUp) {
+  ModelConfig c;  // a toy shape whose parameter count is not a multiple of 32
+  c.architecture = "llama";
+  c.n_layers = 1;
+  c.n_embd = 3;
+  c.n_heads = 1;
+  c.n_kv_heads = 1;
+  c.head_dim = 3;
+  c.n_ff = 5;
+  c.n_vocab = 7;
+  c.context_length = 16;
+  const int64_t params = c.ParameterCount();
+  ASSERT_GT(params, 0);
+  ASSERT_NE(params % 32, 0);
+  const uint64_t blocks = static_cast<uint64_t>(params) / 32 + 1;
+  EXPECT_EQ(Plan(c, Request(GgmlType::kQ4_0, 1, 1)).weights_bytes, blocks * 18);
+  EXPECT_EQ(Plan(c, Request(GgmlType::kQ8_0, 1, 1)).weights_bytes, blocks * 34);
+  EXPECT_EQ(Plan(c, Request(GgmlType::kF16, 1, 1)).weights_bytes,
+            static_cast<uint64_t>(params) * 2);
+}
+
+// 2 × layers × kv_heads × head_dim × bytes per element.
+TEST(PlanMemoryTest, KvBytesPerToken) {
+  struct Case {
+    const char* shape;
+    GgmlType kv;
+    uint64_t expected;
+  };
+  const Case cases[] = {
+      {"llama-7b", GgmlType::kF16, 2 * 32 * 32 * 128 * 2},    // 512 KiB
+      {"llama-7b", GgmlType::kF32, 2 * 32 * 32 * 128 * 4},    // 1 MiB
+      {"llama-3-8b", GgmlType::kF16, 2 * 32 * 8 * 128 * 2},   // 128 KiB
+      {"llama-1b", GgmlType::kF16, 2 * 16 * 8 * 64 * 2},      // 32 KiB
+      {"qwen3-0.6b", GgmlType::kBF16, 2 * 28 * 8 * 128 * 2},  // 112 KiB
+      {"stories110m", GgmlType::kF32, 2 * 12 * 12 * 64 * 4},  // 72 KiB
+  };
+  for (const Case& k : cases) {
+    absl::StatusOr<ModelConfig> c = FindModelShape(k.shape);
+    ASSERT_TRUE(c.ok()) << c.status();
+    MemoryPlanRequest r = Request(GgmlType::kF16, 100, 3);
+    r.kv_type = k.kv;
+    const MemoryPlan plan = Plan(*c, r);
+    EXPECT_EQ(plan.kv_bytes_per_token, k.expected) << k.shape;
+    EXPECT_EQ(plan.kv_bytes, k.expected * 300) << k.shape;
+    EXPECT_EQ(plan.kv_dtype, DtypeName(k.kv));
+  }
+}
+
+TEST(PlanMemoryTest, HeadDimFallsBackToWidthOverHeads) {
+  ModelConfig c = Llama7b();
+  c.head_dim = 0;
+  EXPECT_EQ(Plan(c, Request(GgmlType::kF16, 1, 1)).kv_bytes_per_token,
+            524'288u);
+}
+
+TEST(PlanMemoryTest, TotalsAndRuleOfThumb) {
+  const MemoryPlan p = Plan(Llama7b(), Request(GgmlType::kF16, 4096, 8));
+  EXPECT_EQ(p.context, 4096);
+  EXPECT_EQ(p.sequences, 8);
+  EXPECT_EQ(p.kv_bytes, uint64_t{524'288} * 4096 * 8);  // 16 GiB
+  EXPECT_EQ(p.kv_bytes, 16 * kGiB);
+  EXPECT_EQ(p.total_bytes, 13'476'831'232u + 16 * kGiB);
+  EXPECT_EQ(p.rule_of_thumb_bytes, 17'519'880'601u);  // floor(× 1.3)
+  EXPECT_FALSE(p.fit.has_value());
+}
+
+TEST(PlanMemoryTest, SomeSequencesFit) {
+  // (24 GiB − 13,476,831,232) / (512 KiB × 4096) = 5.72.
+  const MemoryPlan p =
+      Plan(Llama7b(), Request(GgmlType::kF16, 4096, 8, 24 * kGiB));
+  ASSERT_TRUE(p.fit.has_value());
+  EXPECT_EQ(p.fit->memory_bytes, 24 * kGiB);
+  EXPECT_TRUE(p.fit->weights_fit);
+  EXPECT_EQ(p.fit->weights_shortfall_bytes, 0u);
+  EXPECT_EQ(p.fit->sequences_that_fit, 5);
+  EXPECT_FALSE(p.fit->fits);
+  EXPECT_EQ(p.fit->shortfall_bytes, p.total_bytes - 24 * kGiB);
+  EXPECT_EQ(p.fit->shortfall_bytes, 4'886'896'640u);
+}
+
+TEST(PlanMemoryTest, AllRequestedSequencesFit) {
+  // (24 GiB − 3,790,358,784) / 2 GiB = 10.23.
+  const MemoryPlan p =
+      Plan(Llama7b(), Request(GgmlType::kQ4_0, 4096, 8, 24 * kGiB));
+  ASSERT_TRUE(p.fit.has_value());
+  EXPECT_TRUE(p.fit->weights_fit);
+  EXPECT_TRUE(p.fit->fits);
+  EXPECT_EQ(p.fit->sequences_that_fit, 10);
+  EXPECT_EQ(p.fit->shortfall_bytes, 0u);
+}
+
+TEST(PlanMemoryTest, ExactFitIsAFit) {
+  MemoryPlan p = Plan(Llama7b(), Request(GgmlType::kF16, 4096, 2));
+  p = Plan(Llama7b(), Request(GgmlType::kF16, 4096, 2, p.total_bytes));
+  EXPECT_TRUE(p.fit->fits);
+  EXPECT_EQ(p.fit->sequences_that_fit, 2);
+  p = Plan(Llama7b(), Request(GgmlType::kF16, 4096, 2, p.total_bytes - 1));
+  EXPECT_FALSE(p.fit->fits);
+  EXPECT_EQ(p.fit->shortfall_bytes, 1u);
+  EXPECT_EQ(p.fit->sequences_that_fit, 1);
+}
+
+TEST(PlanMemoryTest, WeightsAloneDoNotFit) {
+  const MemoryPlan p =
+      Plan(Llama7b(), Request(GgmlType::kF16, 4096, 8, 8'000'000'000));
+  ASSERT_TRUE(p.fit.has_value());
+  EXPECT_FALSE(p.fit->weights_fit);
+  EXPECT_EQ(p.fit->weights_shortfall_bytes, 13'476'831'232u - 8'000'000'000);
+  EXPECT_EQ(p.fit->sequences_that_fit, 0);
+  EXPECT_FALSE(p.fit->fits);
+  EXPECT_EQ(p.fit->shortfall_bytes, p.total_bytes - 8'000'000'000);
+
+  const MemoryPlan zero = Plan(Llama7b(), Request(GgmlType::kF16, 1, 1, 0));
+  EXPECT_FALSE(zero.fit->weights_fit);
+  EXPECT_EQ(zero.fit->weights_shortfall_bytes, zero.weights_bytes);
+}
+
+TEST(PlanMemoryTest, FileBytesReplaceDtypeArithmetic) {
+  MemoryPlanRequest r;
+  r.weights_file_bytes = 1'185'000;
+  r.context = 10;
+  r.sequences = 1;
+  const MemoryPlan p = Plan(Llama7b(), r);
+  EXPECT_EQ(p.weights_dtype, "file");
+  EXPECT_EQ(p.weights_bytes, 1'185'000u);
+  EXPECT_EQ(p.parameters, 6'738'415'616);
+  EXPECT_EQ(p.total_bytes, 1'185'000u + 524'288u * 10);
+}
+
+TEST(PlanMemoryTest, InvalidRequests) {
+  const ModelConfig c = Llama7b();
+  auto code = [&](const MemoryPlanRequest& r) {
+    return PlanMemory(c, r).status().code();
+  };
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(code(Request(GgmlType::kF16, 0, 1)), kInvalid);
+  EXPECT_EQ(code(Request(GgmlType::kF16, -4096, 1)), kInvalid);
+  EXPECT_EQ(code(Request(GgmlType::kF16, 4096, 0)), kInvalid);
+  EXPECT_EQ(code(Request(GgmlType::kF16, 4096, -1)), kInvalid);
+
+  MemoryPlanRequest neither = Request(GgmlType::kF16, 1, 1);
+  neither.weights_type.reset();
+  EXPECT_EQ(code(neither), kInvalid);
+  MemoryPlanRequest both = Request(GgmlType::kF16, 1, 1);
+  both.weights_file_bytes = 100;
+  EXPECT_EQ(code(both), kInvalid);
+  MemoryPlanRequest quantized_kv = Request(GgmlType::kF16, 1, 1);
+  quantized_kv.kv_type = GgmlType::kQ8_0;
+  EXPECT_EQ(code(quantized_kv), kInvalid);
+
+  ModelConfig no_layers = c;
+  no_layers.n_layers = 0;
+  EXPECT_EQ(
+      PlanMemory(no_layers, Request(GgmlType::kF16, 1, 1)).status().code(),
+      kInvalid);
+  ModelConfig no_kv_heads = c;
+  no_kv_heads.n_kv_heads = 0;
+  EXPECT_EQ(
+      PlanMemory(no_kv_heads, Request(GgmlType::kF16, 1, 1)).status().code(),
+      kInvalid);
+  EXPECT_EQ(
+      PlanMemory(ModelConfig{}, Request(GgmlType::kF16, 1, 1)).status().code(),
+      kInvalid);
+}
+
+TEST(PlanMemoryTest, OverflowIsAnErrorNotAWrap) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const ModelConfig c = Llama7b();
+  constexpr auto kOutOfRange = absl::StatusCode::kOutOfRange;
+  EXPECT_EQ(PlanMemory(c, Request(GgmlType::kF16, kMax, 1)).status().code(),
+            kOutOfRange);
+  EXPECT_EQ(
+      PlanMemory(c, Request(GgmlType::kF16, 1 << 20, kMax)).status().code(),
+      kOutOfRange);
+  MemoryPlanRequest huge_file;
+  huge_file.weights_file_bytes = std::numeric_limits<uint64_t>::max() - 10;
+  huge_file.context = 1;
+  huge_file.sequences = 1;
+  EXPECT_EQ(PlanMemory(c, huge_file).status().code(), kOutOfRange);
+
+  // Weights and KV fit in 64 bits, weights × 1.3 does not.
+  huge_file.weights_file_bytes = std::numeric_limits<uint64_t>::max() / 10 * 8;
+  EXPECT_EQ(PlanMemory(c, huge_file).status().code(), kOutOfRange);
+}
+
+TEST(PlanMemoryTest, RuleOfThumbIsExact) {
+  MemoryPlanRequest r;
+  r.context = 1;
+  r.sequences = 1;
+  for (uint64_t w : {0ull, 1ull, 9ull, 10ull, 13ull, 1'000'000'007ull}) {
+    r.weights_file_bytes = w;
+    EXPECT_EQ(Plan(Llama7b(), r).rule_of_thumb_bytes, w * 13 / 10) << w;
+  }
+  r.weights_file_bytes = std::numeric_limits<uint64_t>::max() / 13 * 10;
+  const uint64_t w = *r.weights_file_bytes;
+  EXPECT_EQ(Plan(Llama7b(), r).rule_of_thumb_bytes,
+            w + w / 10 * 3 + w % 10 * 3 / 10);
+}
+
+}  // namespace
+}  // namespace paceline::engine

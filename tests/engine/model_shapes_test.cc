@@ -1,1 +1,221 @@
-// placeholder: filled in by the foundation issue's work in progress
+// The named shapes against their published configs (sources cited in
+// engine/model_shapes.cc), their parameter counts, and dummy: specs.
+
+#include "engine/model_shapes.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "engine/ggml_type.h"
+#include "engine/model_config.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine {
+namespace {
+
+ModelConfig Shape(absl::string_view name) {
+  absl::StatusOr<ModelConfig> config = FindModelShape(name);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : ModelConfig{};
+}
+
+// Embedding, per block (attention, FFN, two norms, optional QKV bias and
+// QK-norm), final norm, and the output matrix unless tied: written out here
+// independently of ModelConfig::ParameterCount().
+int64_t HandParameterCount(const ModelConfig& c) {
+  const int64_t q = c.n_heads * c.head_dim;
+  const int64_t kv = c.n_kv_heads * c.head_dim;
+  int64_t block = c.n_embd * q + 2 * c.n_embd * kv + q * c.n_embd +
+                  3 * c.n_embd * c.n_ff + 2 * c.n_embd;
+  if (c.qkv_bias) block += q + 2 * kv;
+  if (c.qk_norm) block += 2 * c.head_dim;
+  const int64_t embedding = c.n_vocab * c.n_embd;
+  return embedding + c.n_layers * block + c.n_embd +
+         (c.tied_output ? 0 : embedding);
+}
+
+TEST(ModelShapesTest, NamesAreListedOnceAndAllResolve) {
+  const std::vector<absl::string_view> names = ModelShapeNames();
+  for (absl::string_view required :
+       {"stories110m", "llama-1b", "llama-7b", "llama-3-8b", "qwen3-0.6b"}) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), required), 1) << required;
+  }
+  for (absl::string_view name : names) {
+    ModelConfig c = Shape(name);
+    EXPECT_EQ(c.name, name);
+    EXPECT_GT(c.n_layers, 0) << name;
+    EXPECT_EQ(c.n_heads % c.n_kv_heads, 0) << name;
+    EXPECT_EQ(c.rope_dim, c.head_dim) << name;
+    EXPECT_GT(c.context_length, 0) << name;
+  }
+}
+
+TEST(ModelShapesTest, UnknownShapeListsKnownOnes) {
+  absl::StatusOr<ModelConfig> c = FindModelShape("llama-70b");
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "llama-70b"));
+  for (absl::string_view name : ModelShapeNames()) {
+    EXPECT_TRUE(absl::StrContains(c.status().message(), name)) << name;
+  }
+  EXPECT_FALSE(FindModelShape("LLAMA-7B").ok());
+  EXPECT_FALSE(FindModelShape("").ok());
+}
+
+// llama2.c README "models" table: 110M = dim 768, 12 layers, 12 heads, 12 KV
+// heads, context 1024; FFN 2048 from model.py; separate output matrix.
+TEST(ModelShapesTest, Stories110m) {
+  ModelConfig c = Shape("stories110m");
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_embd, 768);
+  EXPECT_EQ(c.n_layers, 12);
+  EXPECT_EQ(c.n_heads, 12);
+  EXPECT_EQ(c.n_kv_heads, 12);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.n_ff, 2048);
+  EXPECT_EQ(c.n_vocab, 32000);
+  EXPECT_EQ(c.context_length, 1024);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_EQ(c.rope_layout, RopeLayout::kAdjacentPairs);
+}
+
+// meta-llama/Llama-3.2-1B config.json.
+TEST(ModelShapesTest, Llama1b) {
+  ModelConfig c = Shape("llama-1b");
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_embd, 2048);
+  EXPECT_EQ(c.n_layers, 16);
+  EXPECT_EQ(c.n_heads, 32);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.n_ff, 8192);
+  EXPECT_EQ(c.n_vocab, 128256);
+  EXPECT_EQ(c.context_length, 131072);
+  EXPECT_DOUBLE_EQ(c.rope_freq_base, 500000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_TRUE(c.tied_output);
+}
+
+// meta-llama/Llama-2-7b-hf config.json.
+TEST(ModelShapesTest, Llama7b) {
+  ModelConfig c = Shape("llama-7b");
+  EXPECT_EQ(c.n_embd, 4096);
+  EXPECT_EQ(c.n_layers, 32);
+  EXPECT_EQ(c.n_heads, 32);
+  EXPECT_EQ(c.n_kv_heads, 32);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.n_ff, 11008);
+  EXPECT_EQ(c.n_vocab, 32000);
+  EXPECT_EQ(c.context_length, 4096);
+  EXPECT_DOUBLE_EQ(c.rope_freq_base, 10000.0);
+  EXPECT_FALSE(c.tied_output);
+}
+
+// meta-llama/Meta-Llama-3-8B config.json.
+TEST(ModelShapesTest, Llama3_8b) {
+  ModelConfig c = Shape("llama-3-8b");
+  EXPECT_EQ(c.n_embd, 4096);
+  EXPECT_EQ(c.n_layers, 32);
+  EXPECT_EQ(c.n_heads, 32);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.n_ff, 14336);
+  EXPECT_EQ(c.n_vocab, 128256);
+  EXPECT_EQ(c.context_length, 8192);
+  EXPECT_DOUBLE_EQ(c.rope_freq_base, 500000.0);
+  EXPECT_FALSE(c.tied_output);
+}
+
+// Qwen/Qwen3-0.6B config.json.
+TEST(ModelShapesTest, Qwen3_0_6b) {
+  ModelConfig c = Shape("qwen3-0.6b");
+  EXPECT_EQ(c.architecture, "qwen3");
+  EXPECT_EQ(c.n_embd, 1024);
+  EXPECT_EQ(c.n_layers, 28);
+  EXPECT_EQ(c.n_heads, 16);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);  // not 1024 / 16
+  EXPECT_EQ(c.n_ff, 3072);
+  EXPECT_EQ(c.n_vocab, 151936);
+  EXPECT_EQ(c.context_length, 40960);
+  EXPECT_DOUBLE_EQ(c.rope_freq_base, 1e6);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.rope_layout, RopeLayout::kNeoxHalves);
+}
+
+// Qwen/Qwen2-0.5B config.json.
+TEST(ModelShapesTest, Qwen2_0_5b) {
+  ModelConfig c = Shape("qwen2-0.5b");
+  EXPECT_EQ(c.architecture, "qwen2");
+  EXPECT_EQ(c.n_embd, 896);
+  EXPECT_EQ(c.n_layers, 24);
+  EXPECT_EQ(c.n_heads, 14);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.n_ff, 4864);
+  EXPECT_EQ(c.n_vocab, 151936);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_FALSE(c.qk_norm);
+}
+
+TEST(ModelShapesTest, ParameterCountsMatchHandArithmetic) {
+  for (absl::string_view name : ModelShapeNames()) {
+    ModelConfig c = Shape(name);
+    EXPECT_EQ(c.ParameterCount(), HandParameterCount(c)) << name;
+  }
+}
+
+// The published totals (and ANCHORS.md for the 110M shape).
+TEST(ModelShapesTest, ParameterCountsMatchPublishedTotals) {
+  EXPECT_EQ(Shape("stories110m").ParameterCount(), 134'105'856);   // 134.1M
+  EXPECT_EQ(Shape("qwen2-0.5b").ParameterCount(), 494'032'768);    // 0.49B
+  EXPECT_EQ(Shape("qwen3-0.6b").ParameterCount(), 596'049'920);    // 0.6B
+  EXPECT_EQ(Shape("llama-1b").ParameterCount(), 1'235'814'400);    // 1.24B
+  EXPECT_EQ(Shape("llama-7b").ParameterCount(), 6'738'415'616);    // 6.74B
+  EXPECT_EQ(Shape("llama-3-8b").ParameterCount(), 8'030'261'248);  // 8.03B
+}
+
+TEST(DummyModelSpecTest, ShapeOnly) {
+  absl::StatusOr<DummyModelSpec> spec = ParseDummyModelSpec("dummy:llama-1b");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->shape, "llama-1b");
+  EXPECT_EQ(spec->config.n_layers, 16);
+  EXPECT_FALSE(spec->weights_type.has_value());
+}
+
+TEST(DummyModelSpecTest, ShapeAndDtype) {
+  absl::StatusOr<DummyModelSpec> spec =
+      ParseDummyModelSpec("dummy:qwen3-0.6b:q4_0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->shape, "qwen3-0.6b");
+  EXPECT_EQ(spec->weights_type, GgmlType::kQ4_0);
+}
+
+TEST(DummyModelSpecTest, Errors) {
+  EXPECT_FALSE(IsDummyModelSpec("model.gguf"));
+  EXPECT_TRUE(IsDummyModelSpec("dummy:x"));
+  EXPECT_EQ(ParseDummyModelSpec("model.gguf").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDummyModelSpec("dummy:").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:f16:x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:q5_k").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status unknown = ParseDummyModelSpec("dummy:gpt-5").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(unknown.message(), "stories110m"));
+}
+
+}  // namespace
+}  // namespace paceline::engine

@@ -1,1 +1,64 @@
-// placeholder: filled in by the foundation issue's work in progress
+// The top-level `paceline` dispatch: help, usage errors, unknown commands.
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tools/run_command.h"
+
+namespace paceline::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+TEST(PacelineCliTest, HelpListsCommandsOnStdout) {
+  for (const std::string flag : {"--help", "-h", "help"}) {
+    SCOPED_TRACE(flag);
+    CommandResult r = RunPaceline({flag});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("usage: paceline COMMAND"));
+    EXPECT_THAT(r.out, HasSubstr("inspect"));
+    EXPECT_THAT(r.out, HasSubstr("tokenize"));
+    EXPECT_THAT(r.out, HasSubstr("plan"));
+    EXPECT_THAT(r.err, IsEmpty());
+  }
+}
+
+TEST(PacelineCliTest, NoArgumentsIsUsageError) {
+  CommandResult r = RunPaceline({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, IsEmpty());
+  EXPECT_THAT(r.err, HasSubstr("usage: paceline COMMAND"));
+}
+
+TEST(PacelineCliTest, UnknownCommandIsUsageError) {
+  CommandResult r = RunPaceline({"frobnicate", "--model", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, IsEmpty());
+  EXPECT_THAT(r.err, HasSubstr("unknown command 'frobnicate'"));
+  EXPECT_THAT(r.err, HasSubstr("usage: paceline COMMAND"));
+}
+
+TEST(PacelineCliTest, CommandHelpExitsZero) {
+  CommandResult r = RunPaceline({"plan", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("usage: paceline plan"));
+}
+
+TEST(RunCommandTest, CapturesBothStreamsAndExitCode) {
+  CommandResult r =
+      RunCommand({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+}
+
+TEST(RunCommandTest, ReportsSignalsAndMissingPrograms) {
+  EXPECT_EQ(RunCommand({"/bin/sh", "-c", "kill -9 $$"}).exit_code, 128 + 9);
+  CommandResult missing = RunCommand({"/nonexistent/program"});
+  EXPECT_NE(missing.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace paceline::testing

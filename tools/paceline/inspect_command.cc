@@ -151,7 +151,10 @@ int RunInspect(std::span<const std::string> args) {
 
   Summary summary{.file = file->get(),
                   .config = *std::move(config),
-                  .tokenizer = tokenizer->get()};
+                  .tokenizer = tokenizer->get(),
+                  .parameters = 0,
+                  .type_histogram = {},
+                  .chat_template = false};
   for (const engine::GgufTensorInfo& t : (*file)->tensors()) {
     summary.parameters += static_cast<uint64_t>(t.num_elements());
     ++summary

@@ -1,9 +1,390 @@
+// `paceline plan`: weight and KV-cache memory for a model and a load, and
+// how many sequences fit in a memory budget (engine/memory_plan.h).
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "engine/ggml_type.h"
+#include "engine/gguf_file.h"
+#include "engine/memory_plan.h"
+#include "engine/model_config.h"
+#include "engine/model_shapes.h"
+#include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 
 namespace paceline::tools {
-// Placeholder until the memory planner lands (issue 2, in progress).
-int RunPlan(std::span<const std::string>) { return 1; }
+namespace {
+
+constexpr absl::string_view kCommand = "plan";
+
+constexpr absl::string_view kUsage =
+    R"(usage: paceline plan --model MODEL --context N --sequences N [flags]
+
+Plans memory for serving MODEL: the weight bytes, the KV-cache bytes for
+--sequences sequences of --context tokens each, their total next to the
+rule of thumb (weights x 1.3), and, given --memory, how many sequences of
+that context fit in the budget.
+
+  --model MODEL          a GGUF file, or dummy:SHAPE[:DTYPE] for a named shape
+  --context N            tokens per sequence
+  --sequences N          concurrent sequences
+  --weights-dtype DTYPE  f32, f16, bf16, q8_0 or q4_0 (default: a file's own
+                         tensor bytes; f16 for a dummy shape without DTYPE)
+  --kv-dtype DTYPE       f32, f16 or bf16 (default f16)
+  --memory BYTES         budget: 24GiB, 16GB, 512MiB, 1e9, plain bytes
+  --json                 print one JSON object instead of the table
+)";
+
+constexpr FlagDef kFlags[] = {
+    {"model", true},         {"context", true},  {"sequences", true},
+    {"weights-dtype", true}, {"kv-dtype", true}, {"memory", true},
+    {"json", false},
+};
+
+// What was asked for, once the command line is valid.
+struct PlanArgs {
+  std::string model;
+  int64_t context = 0;
+  int64_t sequences = 0;
+  std::optional<engine::GgmlType> weights_type;
+  engine::GgmlType kv_type = engine::GgmlType::kF16;
+  std::optional<uint64_t> memory_bytes;
+  bool json = false;
+};
+
+struct PlanModel {
+  engine::ModelConfig config;
+  std::optional<engine::GgmlType> spec_weights_type;  // dummy:SHAPE:DTYPE
+  std::optional<uint64_t> file_tensor_bytes;          // a GGUF file's
+};
+
+// `status` with the flag it is about in front of its message.
+absl::Status ForFlag(absl::string_view flag, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("--", flag, ": ", status.message()));
+}
+
+absl::StatusOr<int64_t> PositiveIntFlag(const ParsedArgs& parsed,
+                                        absl::string_view flag) {
+  ASSIGN_OR_RETURN(const int64_t value, ParseIntFlag(flag, *parsed.Get(flag)));
+  if (value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be positive, got ", value));
+  }
+  return value;
+}
+
+// Checks the command line; the error is a message for UsageError.
+absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
+  if (!parsed.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", parsed.positional()[0], "'"));
+  }
+  for (absl::string_view flag : {"model", "context", "sequences"}) {
+    if (!parsed.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " is required"));
+    }
+  }
+  PlanArgs args;
+  args.model = *parsed.Get("model");
+  if (args.model.empty()) {
+    return absl::InvalidArgumentError("--model must not be empty");
+  }
+  ASSIGN_OR_RETURN(args.context, PositiveIntFlag(parsed, "context"));
+  ASSIGN_OR_RETURN(args.sequences, PositiveIntFlag(parsed, "sequences"));
+  if (std::optional<std::string> v = parsed.Get("weights-dtype")) {
+    absl::StatusOr<engine::GgmlType> type = engine::ParseWeightsDtype(*v);
+    if (!type.ok()) return ForFlag("weights-dtype", type.status());
+    args.weights_type = *type;
+  }
+  if (std::optional<std::string> v = parsed.Get("kv-dtype")) {
+    absl::StatusOr<engine::GgmlType> type = engine::ParseKvDtype(*v);
+    if (!type.ok()) return ForFlag("kv-dtype", type.status());
+    args.kv_type = *type;
+  }
+  if (std::optional<std::string> v = parsed.Get("memory")) {
+    absl::StatusOr<uint64_t> bytes = engine::ParseByteSize(*v);
+    if (!bytes.ok()) return ForFlag("memory", bytes.status());
+    args.memory_bytes = *bytes;
+  }
+  args.json = parsed.Has("json");
+  return args;
+}
+
+absl::StatusOr<PlanModel> LoadModel(const std::string& model) {
+  PlanModel out;
+  if (engine::IsDummyModelSpec(model)) {
+    absl::StatusOr<engine::DummyModelSpec> spec =
+        engine::ParseDummyModelSpec(model);
+    if (!spec.ok()) return spec.status();
+    out.config = std::move(spec->config);
+    out.spec_weights_type = spec->weights_type;
+    return out;
+  }
+  absl::StatusOr<std::unique_ptr<engine::GgufFile>> file =
+      engine::GgufFile::Open(model);
+  if (!file.ok()) {
+    if (absl::StrContains(file.status().message(), model)) return file.status();
+    return absl::Status(file.status().code(),
+                        absl::StrCat(model, ": ", file.status().message()));
+  }
+  absl::StatusOr<engine::ModelConfig> config =
+      engine::ModelConfigFromGguf(**file);
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat(model, ": ", config.status().message()));
+  }
+  out.config = *std::move(config);
+  absl::StatusOr<uint64_t> bytes = engine::GgufTensorBytes(**file);
+  if (!bytes.ok()) return bytes.status();
+  out.file_tensor_bytes = *bytes;
+  return out;
+}
+
+int64_t HeadDim(const engine::ModelConfig& c) {
+  if (c.head_dim > 0 || c.n_heads <= 0) return c.head_dim;
+  return c.n_embd / c.n_heads;
+}
+
+std::string WithCommas(uint64_t n) {
+  std::string digits = absl::StrCat(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "6,738,415,616 (6.74 billion)", "292,800 (292.80 thousand)".
+std::string HumanCount(int64_t n) {
+  const double v = static_cast<double>(n);
+  if (v >= 1e9)
+    return absl::StrFormat("%s (%.2f billion)", WithCommas(n), v / 1e9);
+  if (v >= 1e6)
+    return absl::StrFormat("%s (%.2f million)", WithCommas(n), v / 1e6);
+  if (v >= 1e3)
+    return absl::StrFormat("%s (%.2f thousand)", WithCommas(n), v / 1e3);
+  return WithCommas(n);
+}
+
+// "13.48 GB" / "12.55 GiB": the largest unit that keeps the value >= 1.
+std::string HumanBytes(uint64_t bytes, bool binary) {
+  static constexpr absl::string_view kDecimal[] = {"B",  "kB", "MB", "GB",
+                                                   "TB", "PB", "EB"};
+  static constexpr absl::string_view kBinary[] = {"B",   "KiB", "MiB", "GiB",
+                                                  "TiB", "PiB", "EiB"};
+  const double base = binary ? 1024.0 : 1000.0;
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= base && unit + 1 < std::size(kDecimal)) {
+    value /= base;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrCat(bytes, " B");
+  return absl::StrFormat("%.2f %s", value,
+                         binary ? kBinary[unit] : kDecimal[unit]);
+}
+
+// An aligned two-column table whose byte rows have three right-aligned
+// cells: decimal units, binary units, exact bytes.
+class Table {
+ public:
+  void Text(std::string label, std::string text) {
+    rows_.push_back({std::move(label), {std::move(text)}, false});
+  }
+  void Bytes(std::string label, uint64_t bytes) {
+    rows_.push_back({std::move(label),
+                     {HumanBytes(bytes, false), HumanBytes(bytes, true),
+                      absl::StrCat(WithCommas(bytes), " bytes")},
+                     true});
+  }
+  std::string Render() const {
+    size_t label_width = 0;
+    size_t widths[3] = {0, 0, 0};
+    for (const Row& row : rows_) {
+      label_width = std::max(label_width, row.label.size());
+      if (!row.bytes) continue;
+      for (size_t i = 0; i < 3; ++i) {
+        widths[i] = std::max(widths[i], row.cells[i].size());
+      }
+    }
+    std::string out;
+    for (const Row& row : rows_) {
+      absl::StrAppend(&out, row.label,
+                      std::string(label_width + 2 - row.label.size(), ' '));
+      if (!row.bytes) {
+        absl::StrAppend(&out, row.cells[0], "\n");
+        continue;
+      }
+      for (size_t i = 0; i < 3; ++i) {
+        absl::StrAppend(&out, i > 0 ? "   " : "",
+                        std::string(widths[i] - row.cells[i].size(), ' '),
+                        row.cells[i]);
+      }
+      out += "\n";
+    }
+    return out;
+  }
+
+ private:
+  struct Row {
+    std::string label;
+    std::vector<std::string> cells;
+    bool bytes;
+  };
+  std::vector<Row> rows_;
+};
+
+std::string Sequences(int64_t n) {
+  return absl::StrCat(n, n == 1 ? " sequence" : " sequences");
+}
+
+std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
+                        const engine::MemoryPlan& plan) {
+  Table t;
+  const bool named = !c.name.empty() && !engine::IsDummyModelSpec(args.model);
+  t.Text("model",
+         absl::StrCat(args.model, " (", c.architecture,
+                      named ? absl::StrCat(", \"", c.name, "\"") : "", ")"));
+  t.Text("shape",
+         absl::StrCat(c.n_layers, " layers, width ", c.n_embd, ", ", c.n_heads,
+                      " heads, ", c.n_kv_heads, " KV heads x ", HeadDim(c),
+                      ", trained context ", c.context_length));
+  t.Text("parameters", HumanCount(plan.parameters));
+  t.Bytes(absl::StrCat("weights (", plan.weights_dtype, ")"),
+          plan.weights_bytes);
+  t.Bytes(absl::StrCat("KV per token (", plan.kv_dtype, ")"),
+          plan.kv_bytes_per_token);
+  t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
+                       Sequences(plan.sequences), ")"),
+          plan.kv_bytes);
+  t.Bytes("total (weights + KV)", plan.total_bytes);
+  t.Bytes("rule of thumb (weights x 1.3)", plan.rule_of_thumb_bytes);
+  if (plan.fit.has_value()) {
+    const engine::MemoryFit& fit = *plan.fit;
+    t.Bytes("memory budget", fit.memory_bytes);
+    if (!fit.weights_fit) {
+      t.Text("fits", "no: the weights alone do not fit");
+      t.Bytes("weights over budget by", fit.weights_shortfall_bytes);
+    } else if (fit.fits) {
+      t.Text("fits",
+             absl::StrCat("yes: room for ", Sequences(fit.sequences_that_fit),
+                          " of ", plan.context, " tokens"));
+    } else {
+      t.Text(
+          "fits",
+          absl::StrCat("no: room for ", Sequences(fit.sequences_that_fit),
+                       " of ", plan.context, " tokens, not ", plan.sequences));
+      t.Bytes("total over budget by", fit.shortfall_bytes);
+    }
+  }
+  if (c.context_length > 0 && plan.context > c.context_length) {
+    t.Text("note", absl::StrCat("context ", plan.context,
+                                " is beyond the model's trained context ",
+                                c.context_length));
+  }
+  return t.Render();
+}
+
+std::string FormatJson(const PlanArgs& args, const engine::ModelConfig& c,
+                       const engine::MemoryPlan& plan) {
+  std::vector<std::pair<absl::string_view, std::string>> fields = {
+      {"model", JsonQuote(args.model)},
+      {"name", JsonQuote(c.name)},
+      {"architecture", JsonQuote(c.architecture)},
+      {"layers", absl::StrCat(c.n_layers)},
+      {"kv_heads", absl::StrCat(c.n_kv_heads)},
+      {"head_dim", absl::StrCat(HeadDim(c))},
+      {"model_context_length", absl::StrCat(c.context_length)},
+      {"parameters", absl::StrCat(plan.parameters)},
+      {"weights_dtype", JsonQuote(plan.weights_dtype)},
+      {"weights_bytes", absl::StrCat(plan.weights_bytes)},
+      {"kv_dtype", JsonQuote(plan.kv_dtype)},
+      {"kv_bytes_per_token", absl::StrCat(plan.kv_bytes_per_token)},
+      {"context", absl::StrCat(plan.context)},
+      {"sequences", absl::StrCat(plan.sequences)},
+      {"kv_bytes", absl::StrCat(plan.kv_bytes)},
+      {"total_bytes", absl::StrCat(plan.total_bytes)},
+      {"rule_of_thumb_bytes", absl::StrCat(plan.rule_of_thumb_bytes)},
+  };
+  const std::optional<engine::MemoryFit>& fit = plan.fit;
+  auto or_null = [&](auto value) {
+    return fit.has_value() ? absl::StrCat(value) : std::string("null");
+  };
+  auto bool_or_null = [&](bool value) {
+    return fit.has_value() ? std::string(value ? "true" : "false")
+                           : std::string("null");
+  };
+  const engine::MemoryFit f = fit.value_or(engine::MemoryFit{});
+  fields.push_back({"memory_bytes", or_null(f.memory_bytes)});
+  fields.push_back({"fits", bool_or_null(f.fits)});
+  fields.push_back({"sequences_that_fit", or_null(f.sequences_that_fit)});
+  fields.push_back({"shortfall_bytes", or_null(f.shortfall_bytes)});
+  fields.push_back({"weights_fit", bool_or_null(f.weights_fit)});
+  fields.push_back(
+      {"weights_shortfall_bytes", or_null(f.weights_shortfall_bytes)});
+  std::string out = "{\n";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    absl::StrAppend(&out, "  ", JsonQuote(fields[i].first), ": ",
+                    fields[i].second, i + 1 < fields.size() ? ",\n" : "\n");
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace
+
+int RunPlan(std::span<const std::string> argv) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(argv, kFlags);
+  if (!parsed.ok()) {
+    return UsageError(kCommand, kUsage, parsed.status().message());
+  }
+  if (parsed->help()) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  absl::StatusOr<PlanArgs> args = ParsePlanArgs(*parsed);
+  if (!args.ok()) return UsageError(kCommand, kUsage, args.status().message());
+
+  absl::StatusOr<PlanModel> model = LoadModel(args->model);
+  if (!model.ok()) return Failure(kCommand, model.status());
+
+  engine::MemoryPlanRequest request;
+  request.kv_type = args->kv_type;
+  request.context = args->context;
+  request.sequences = args->sequences;
+  request.memory_bytes = args->memory_bytes;
+  if (args->weights_type.has_value()) {
+    request.weights_type = args->weights_type;
+  } else if (model->spec_weights_type.has_value()) {
+    request.weights_type = model->spec_weights_type;
+  } else if (model->file_tensor_bytes.has_value()) {
+    request.weights_file_bytes = model->file_tensor_bytes;
+  } else {
+    request.weights_type = engine::GgmlType::kF16;
+  }
+  absl::StatusOr<engine::MemoryPlan> plan =
+      engine::PlanMemory(model->config, request);
+  if (!plan.ok()) return Failure(kCommand, plan.status());
+
+  std::cout << (args->json ? FormatJson(*args, model->config, *plan)
+                           : FormatTable(*args, model->config, *plan));
+  return kExitOk;
+}
+
 }  // namespace paceline::tools
