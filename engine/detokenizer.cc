@@ -1,7 +1,6 @@
 #include "engine/detokenizer.h"
 
-#include <string_view>
-
+#include "absl/strings/string_view.h"
 #include "engine/unicode.h"
 
 namespace paceline::engine {
@@ -14,19 +13,19 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
     : tokenizer_(tokenizer), options_(options) {}
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
-  std::string_view piece = tokenizer_->TokenBytes(id);
+  absl::string_view piece = tokenizer_->TokenBytes(id);
   if (first_token_) {
     first_token_ = false;
     if (options_.strip_leading_space && !piece.empty() && piece[0] == ' ') {
       piece.remove_prefix(1);
     }
   }
-  pending_.append(piece);
+  pending_.append(piece.data(), piece.size());
 
   std::string out;
   size_t i = 0;
   while (i < pending_.size()) {
-    const Utf8Scan scan = ScanUtf8(std::string_view(pending_).substr(i));
+    const Utf8Scan scan = ScanUtf8(absl::string_view(pending_).substr(i));
     if (scan.kind == Utf8Scan::kIncomplete) break;  // wait for more bytes
     if (scan.kind == Utf8Scan::kValid) {
       out.append(pending_, i, scan.length);

@@ -12,7 +12,7 @@ namespace {
 using Stage = PreTokenizer::Stage;
 
 struct Variant {
-  std::vector<std::string_view> names;
+  std::vector<absl::string_view> names;
   std::vector<Stage> stages;
   bool ignore_merges;
 };
@@ -224,9 +224,9 @@ void SplitLlama3(Piece& p, size_t max_digits) {
   }
 }
 
-bool IsPunctOrListed(uint32_t c, CodepointFlags f, std::string_view listed) {
+bool IsPunctOrListed(uint32_t c, CodepointFlags f, absl::string_view listed) {
   return f.is_punctuation() || (c < 128 && listed.find(static_cast<char>(c)) !=
-                                               std::string_view::npos);
+                                               absl::string_view::npos);
 }
 
 bool IsAsciiDigit(uint32_t c) { return c >= '0' && c <= '9'; }
@@ -313,9 +313,9 @@ void SplitByMatches(Stage stage, Piece& p) {
 
 }  // namespace
 
-absl::StatusOr<PreTokenizer> PreTokenizer::Create(std::string_view pre) {
+absl::StatusOr<PreTokenizer> PreTokenizer::Create(absl::string_view pre) {
   for (const Variant& v : Variants()) {
-    for (std::string_view name : v.names) {
+    for (absl::string_view name : v.names) {
       if (name == pre) {
         return PreTokenizer(std::string(pre), v.stages, v.ignore_merges);
       }
@@ -367,7 +367,7 @@ std::vector<size_t> PreTokenizer::SplitCodepoints(
   return lengths;
 }
 
-std::vector<std::string> PreTokenizer::Split(std::string_view text) const {
+std::vector<std::string> PreTokenizer::Split(absl::string_view text) const {
   const std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
   std::vector<std::string> pieces;
   size_t begin = 0;

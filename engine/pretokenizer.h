@@ -38,11 +38,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace paceline::engine {
@@ -66,11 +66,11 @@ class PreTokenizer {
   };
 
   // InvalidArgument for a name not listed above.
-  static absl::StatusOr<PreTokenizer> Create(std::string_view pre);
+  static absl::StatusOr<PreTokenizer> Create(absl::string_view pre);
   // A pre-tokenizer running exactly `stages` (tests).
   static PreTokenizer FromStages(std::string name, std::vector<Stage> stages);
 
-  std::string_view name() const { return name_; }
+  absl::string_view name() const { return name_; }
   const std::vector<Stage>& stages() const { return stages_; }
 
   // Llama-3 variants look a whole piece up in the vocabulary before merging
@@ -80,7 +80,7 @@ class PreTokenizer {
   // Splits `text` (decoded with DecodeUtf8Lenient, so invalid bytes are
   // U+FFFD) into pieces, each returned as UTF-8; no piece is empty and their
   // concatenation is the decoded text re-encoded.
-  std::vector<std::string> Split(std::string_view text) const;
+  std::vector<std::string> Split(absl::string_view text) const;
 
   // The same split over codepoints: the length (in codepoints) of each
   // piece, in order, summing to cpts.size().

@@ -17,12 +17,12 @@ constexpr uint8_t kRstrip = 2;
 // Token texts llama.cpp treats as control tokens whatever their type: end of
 // turn/message and fill-in-the-middle markers. The first group also ends
 // generation.
-constexpr std::string_view kEndOfTurnTexts[] = {
+constexpr absl::string_view kEndOfTurnTexts[] = {
     "<|eot_id|>",    "<|im_end|>",    "<|end|>",
     "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
     "<EOT>",         "_<EOT>",        "<｜end▁of▁sentence｜>",
 };
-constexpr std::string_view kFimTexts[] = {
+constexpr absl::string_view kFimTexts[] = {
     "<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>",
     "<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>",  "<SUF>",
     "<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>",   "<MID>",
@@ -30,13 +30,13 @@ constexpr std::string_view kFimTexts[] = {
     "<|repo_name|>",  "<fim-repo>",   "<REPO>",          "<|file_sep|>",
 };
 // FIM markers that also end generation (pad, repo, file separator).
-constexpr std::string_view kFimEogTexts[] = {
+constexpr absl::string_view kFimEogTexts[] = {
     "<|fim_pad|>",   "<fim-pad>",  "<PAD>",  "<|fim_repo|>",
     "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>",
 };
 
 template <size_t N>
-bool OneOf(std::string_view text, const std::string_view (&list)[N]) {
+bool OneOf(absl::string_view text, const absl::string_view (&list)[N]) {
   return std::find(std::begin(list), std::end(list), text) != std::end(list);
 }
 
@@ -50,7 +50,7 @@ int HexValue(char c) {
 }
 
 // The byte of an SPM byte token "<0xAB>", or -1.
-int ParseByteToken(std::string_view text) {
+int ParseByteToken(absl::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') {
     return -1;
   }
@@ -166,7 +166,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
     for (int b = 0; b < 256; ++b) {
       static constexpr char kHex[] = "0123456789ABCDEF";
       const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
-      int32_t id = t->TokenId(std::string_view(name, sizeof(name)));
+      int32_t id = t->TokenId(absl::string_view(name, sizeof(name)));
       if (id < 0) id = t->TokenId(std::string(1, static_cast<char>(b)));
       t->byte_tokens_[b] = id;
     }
@@ -186,9 +186,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
       const absl::string_view left_text = merge.substr(0, space);
       const absl::string_view right_text = merge.substr(space + 1);
       const int32_t left =
-          t->TokenId(std::string_view(left_text.data(), left_text.size()));
+          t->TokenId(absl::string_view(left_text.data(), left_text.size()));
       const int32_t right =
-          t->TokenId(std::string_view(right_text.data(), right_text.size()));
+          t->TokenId(absl::string_view(right_text.data(), right_text.size()));
       if (left < 0 || right < 0) return error("names an unknown token");
       const int32_t result = t->TokenId(absl::StrCat(left_text, right_text));
       if (result < 0) return error("the merged text is not a token");
@@ -276,7 +276,7 @@ float Tokenizer::TokenScore(int32_t id) const {
   return (id >= 0 && id < vocab_size()) ? scores_[id] : 0.0f;
 }
 
-int32_t Tokenizer::TokenId(std::string_view text) const {
+int32_t Tokenizer::TokenId(absl::string_view text) const {
   const auto it =
       token_to_id_.find(absl::string_view(text.data(), text.size()));
   return it == token_to_id_.end() ? -1 : it->second;
@@ -293,24 +293,24 @@ std::string Tokenizer::Decode(absl::Span<const int32_t> ids) const {
 }
 
 std::vector<Tokenizer::Fragment> Tokenizer::Partition(
-    std::string_view text, bool parse_special) const {
+    absl::string_view text, bool parse_special) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, text});
   std::vector<Fragment> next;
   for (int32_t id : parse_special ? special_ids_ : user_defined_ids_) {
-    const std::string_view needle = tokens_[id];
+    const absl::string_view needle = tokens_[id];
     next.clear();
     for (const Fragment& fragment : fragments) {
       if (fragment.token >= 0 ||
-          fragment.text.find(needle) == std::string_view::npos) {
+          fragment.text.find(needle) == absl::string_view::npos) {
         next.push_back(fragment);
         continue;
       }
-      std::string_view rest = fragment.text;
+      absl::string_view rest = fragment.text;
       size_t match;
-      while ((match = rest.find(needle)) != std::string_view::npos) {
-        std::string_view left = rest.substr(0, match);
+      while ((match = rest.find(needle)) != absl::string_view::npos) {
+        absl::string_view left = rest.substr(0, match);
         if (strip_[id] & kLstrip) {
           while (!left.empty() && IsAsciiSpace(left.back())) {
             left.remove_suffix(1);
@@ -332,14 +332,14 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(
   return fragments;
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text,
+std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
                                        bool add_bos) const {
   EncodeOptions options;
   options.add_bos = add_bos;
   return Encode(text, options);
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text,
+std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
                                        const EncodeOptions& options) const {
   std::vector<int32_t> out;
   if (options.add_bos && bos_id_ >= 0) out.push_back(bos_id_);

@@ -38,11 +38,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/gguf_file.h"
 #include "engine/pretokenizer.h"
@@ -112,12 +112,10 @@ class Tokenizer {
 
   // No special-token parsing; BOS only when `add_bos` and the model has one
   // (pass add_bos() for the model's own preference). EOS is never added.
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos) const;
-  std::vector<int32_t> Encode(std::string_view text,
+  std::vector<int32_t> Encode(absl::string_view text, bool add_bos) const;
+  std::vector<int32_t> Encode(absl::string_view text,
                               const EncodeOptions& options) const;
 
-  // std::string (not a view) so it works with both std::string_view and
-  // absl::string_view, which are distinct types in this Abseil build.
   const std::string& model() const { return model_; }
   const std::string& pre() const { return pre_; }
   int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
@@ -139,7 +137,7 @@ class Tokenizer {
   const std::string& TokenText(int32_t id) const;
   float TokenScore(int32_t id) const;
   // The id of a vocabulary string, -1 when absent.
-  int32_t TokenId(std::string_view text) const;
+  int32_t TokenId(absl::string_view text) const;
 
   // The raw bytes a token stands for in output text: SPM '▁' -> ' ' and
   // <0xAB> -> the byte 0xAB; gpt2 undoes the byte-to-unicode mapping
@@ -159,14 +157,14 @@ class Tokenizer {
   // One stretch of input: raw text, or a special token cut out of it.
   struct Fragment {
     int32_t token = -1;  // >= 0: a special token
-    std::string_view text;
+    absl::string_view text;
   };
-  std::vector<Fragment> Partition(std::string_view text,
+  std::vector<Fragment> Partition(absl::string_view text,
                                   bool parse_special) const;
 
-  void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
-  void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
-  void EncodeBpeWord(std::string_view word, std::vector<int32_t>* out) const;
+  void EncodeSpm(absl::string_view text, std::vector<int32_t>* out) const;
+  void EncodeBpe(absl::string_view text, std::vector<int32_t>* out) const;
+  void EncodeBpeWord(absl::string_view word, std::vector<int32_t>* out) const;
 
   // Constant after Create().
   std::string model_;

@@ -36,7 +36,7 @@ struct LowerPriority {
 
 }  // namespace
 
-void Tokenizer::EncodeBpe(std::string_view text,
+void Tokenizer::EncodeBpe(absl::string_view text,
                           std::vector<int32_t>* out) const {
   const std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
   std::string utf8;
@@ -54,7 +54,7 @@ void Tokenizer::EncodeBpe(std::string_view text,
 }
 
 // `word` is byte-encoded, so every character is one symbol of 1-2 bytes.
-void Tokenizer::EncodeBpeWord(std::string_view word,
+void Tokenizer::EncodeBpeWord(absl::string_view word,
                               std::vector<int32_t>* out) const {
   if (pretokenizer_->ignore_merges()) {
     if (const int32_t id = TokenId(word); id >= 0) {
@@ -115,7 +115,7 @@ void Tokenizer::EncodeBpeWord(std::string_view word,
     // A character that is not a token: llama.cpp looks each of its UTF-8
     // bytes up as a one-byte token and drops the misses.
     for (char c : word.substr(symbols[i].start, symbols[i].length)) {
-      if (const int32_t id = TokenId(std::string_view(&c, 1)); id >= 0) {
+      if (const int32_t id = TokenId(absl::string_view(&c, 1)); id >= 0) {
         out->push_back(id);
       }
     }

@@ -38,7 +38,7 @@ struct LowerPriority {
 // `text` is already escaped (spaces are U+2581). Symbols start as UTF-8
 // characters cut by their lead byte alone, so invalid bytes survive to the
 // byte fallback untouched.
-void Tokenizer::EncodeSpm(std::string_view text,
+void Tokenizer::EncodeSpm(absl::string_view text,
                           std::vector<int32_t>* out) const {
   std::vector<Symbol> symbols;
   for (size_t offset = 0; offset < text.size();) {
@@ -82,7 +82,7 @@ void Tokenizer::EncodeSpm(std::string_view text,
   }
 
   for (int i = 0; i != -1; i = symbols[i].next) {
-    const std::string_view piece =
+    const absl::string_view piece =
         text.substr(symbols[i].start, symbols[i].length);
     const int32_t id = TokenId(piece);
     if (id >= 0) {

@@ -69,7 +69,7 @@ CodepointFlags GetCodepointFlags(uint32_t cpt) {
   return CodepointFlags{(it - 1)->flags};
 }
 
-std::string_view UnicodeDataVersion() {
+absl::string_view UnicodeDataVersion() {
   return unicode_internal::kUnicodeVersion;
 }
 
@@ -79,7 +79,7 @@ size_t Utf8LengthFromLeadByte(uint8_t lead) {
   return kLengths[lead >> 4];
 }
 
-uint32_t DecodeUtf8Lenient(std::string_view text, size_t* offset) {
+uint32_t DecodeUtf8Lenient(absl::string_view text, size_t* offset) {
   const size_t i = *offset;
   const size_t avail = text.size() - i;
   const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[i + k]); };
@@ -113,7 +113,7 @@ uint32_t DecodeUtf8Lenient(std::string_view text, size_t* offset) {
   return cpt;
 }
 
-std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text) {
+std::vector<uint32_t> DecodeUtf8Lenient(absl::string_view text) {
   std::vector<uint32_t> cpts;
   cpts.reserve(text.size());
   size_t offset = 0;
@@ -155,7 +155,7 @@ int UnicodeToByte(uint32_t cpt) {
   return cpt < t.cpt_to_byte.size() ? t.cpt_to_byte[cpt] : -1;
 }
 
-Utf8Scan ScanUtf8(std::string_view text) {
+Utf8Scan ScanUtf8(absl::string_view text) {
   const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
   const uint8_t b0 = byte(0);
   if (b0 < 0x80) return {Utf8Scan::kValid, 1, b0};
@@ -185,14 +185,14 @@ Utf8Scan ScanUtf8(std::string_view text) {
   return {Utf8Scan::kValid, len, cpt};
 }
 
-std::string SanitizeUtf8(std::string_view text) {
+std::string SanitizeUtf8(absl::string_view text) {
   std::string out;
   out.reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
     const Utf8Scan scan = ScanUtf8(text.substr(i));
     if (scan.kind == Utf8Scan::kValid) {
-      out.append(text.substr(i, scan.length));
+      out.append(text.data() + i, scan.length);
     } else {
       AppendUtf8(kReplacementCodepoint, &out);
     }

@@ -25,8 +25,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace paceline::engine {
 
@@ -64,7 +65,7 @@ struct CodepointFlags {
 CodepointFlags GetCodepointFlags(uint32_t cpt);
 
 // The Unicode version of the generated tables, e.g. "14.0.0".
-std::string_view UnicodeDataVersion();
+absl::string_view UnicodeDataVersion();
 
 // llama.cpp's length table: 1 for 0x00-0xBF (continuation bytes included),
 // 2 for 0xC0-0xDF, 3 for 0xE0-0xEF, 4 for 0xF0-0xFF.
@@ -73,8 +74,8 @@ size_t Utf8LengthFromLeadByte(uint8_t lead);
 // Decodes one codepoint at `*offset` (< text.size()) and advances `*offset`
 // past it (by exactly one byte for an invalid sequence, which yields
 // U+FFFD). See the header comment for the exact rules.
-uint32_t DecodeUtf8Lenient(std::string_view text, size_t* offset);
-std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text);
+uint32_t DecodeUtf8Lenient(absl::string_view text, size_t* offset);
+std::vector<uint32_t> DecodeUtf8Lenient(absl::string_view text);
 
 // Appends the UTF-8 encoding of `cpt` (surrogates are encoded like any other
 // value, as llama.cpp does); values above U+10FFFF append U+FFFD.
@@ -97,11 +98,11 @@ struct Utf8Scan {
   size_t length;
   uint32_t codepoint;  // kValid only
 };
-Utf8Scan ScanUtf8(std::string_view text);
+Utf8Scan ScanUtf8(absl::string_view text);
 
 // `text` with every ill-formed subpart (an incomplete tail included)
 // replaced by U+FFFD.
-std::string SanitizeUtf8(std::string_view text);
+std::string SanitizeUtf8(absl::string_view text);
 
 }  // namespace paceline::engine
 

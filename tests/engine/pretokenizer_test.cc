@@ -15,7 +15,7 @@ namespace {
 
 using Pieces = std::vector<std::string>;
 
-Pieces Split(std::string_view pre, std::string_view text) {
+Pieces Split(absl::string_view pre, absl::string_view text) {
   auto pretokenizer = PreTokenizer::Create(pre);
   EXPECT_TRUE(pretokenizer.ok()) << pretokenizer.status();
   if (!pretokenizer.ok()) return {};

@@ -15,9 +15,9 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size())
-             .find(text) != std::string_view::npos;
+bool Contains(const absl::Status& status, absl::string_view text) {
+  return absl::string_view(status.message().data(), status.message().size())
+             .find(text) != absl::string_view::npos;
 }
 
 // <unk> <s> </s>, the 256 byte tokens (ids 3..258), then scored pieces.
@@ -289,7 +289,7 @@ TEST(BpeTokenizerTest, EndOfTurnTokensAreControl) {
 }
 
 TEST(TokenizerValidationTest, RejectsInconsistentVocabularies) {
-  const auto expect_error = [](TokenizerVocab vocab, std::string_view key) {
+  const auto expect_error = [](TokenizerVocab vocab, absl::string_view key) {
     auto t = Tokenizer::Create(std::move(vocab));
     ASSERT_FALSE(t.ok()) << key;
     EXPECT_TRUE(Contains(t.status(), key)) << t.status();
