@@ -160,26 +160,16 @@ int64_t HeadDim(const engine::ModelConfig& c) {
   return c.n_embd / c.n_heads;
 }
 
-std::string WithCommas(uint64_t n) {
-  std::string digits = absl::StrCat(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 // "6,738,415,616 (6.74 billion)", "292,800 (292.80 thousand)".
 std::string HumanCount(int64_t n) {
   const double v = static_cast<double>(n);
   if (v >= 1e9)
-    return absl::StrFormat("%s (%.2f billion)", WithCommas(n), v / 1e9);
+    return absl::StrFormat("%s (%.2f billion)", GroupDigits(n), v / 1e9);
   if (v >= 1e6)
-    return absl::StrFormat("%s (%.2f million)", WithCommas(n), v / 1e6);
+    return absl::StrFormat("%s (%.2f million)", GroupDigits(n), v / 1e6);
   if (v >= 1e3)
-    return absl::StrFormat("%s (%.2f thousand)", WithCommas(n), v / 1e3);
-  return WithCommas(n);
+    return absl::StrFormat("%s (%.2f thousand)", GroupDigits(n), v / 1e3);
+  return GroupDigits(n);
 }
 
 // "13.48 GB" / "12.55 GiB": the largest unit that keeps the value >= 1.
@@ -210,7 +200,7 @@ class Table {
   void Bytes(std::string label, uint64_t bytes) {
     rows_.push_back({std::move(label),
                      {HumanBytes(bytes, false), HumanBytes(bytes, true),
-                      absl::StrCat(WithCommas(bytes), " bytes")},
+                      absl::StrCat(GroupDigits(bytes), " bytes")},
                      true});
   }
   std::string Render() const {
