@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -21,7 +20,7 @@
 namespace paceline::engine {
 namespace {
 
-constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr absl::string_view kAlignmentKey = "general.alignment";
@@ -184,15 +183,14 @@ absl::Status GgufFile::Parse() {
   GgufReader r(base_, size_);
 
   // Header: magic, version, tensor count, metadata count.
-  RETURN_IF_ERROR(r.Need(4, "magic"));
-  if (std::memcmp(base_, kMagic, 4) != 0) {
+  ASSIGN_OR_RETURN(const uint32_t magic, r.ReadU32("magic"));
+  if (magic != kMagic) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a GGUF file: magic at offset 0 is ",
                      absl::CHexEscape(absl::string_view(
                          reinterpret_cast<const char*>(base_), 4)),
                      ", want GGUF"));
   }
-  RETURN_IF_ERROR(r.Seek(4, "version"));
   ASSIGN_OR_RETURN(version_, r.ReadU32("version"));
   if (version_ == 1) {
     return absl::UnimplementedError("unsupported GGUF version 1 (offset 4)");

@@ -69,16 +69,6 @@ absl::Status GgufReader::Need(uint64_t bytes, absl::string_view what) const {
       ": need ", bytes, " bytes, ", remaining(), " remain"));
 }
 
-absl::Status GgufReader::Seek(uint64_t offset, absl::string_view what) {
-  if (offset > size_) {
-    return absl::DataLossError(
-        absl::StrCat("unexpected end of data: ", what, " at offset ", offset,
-                     " is past the end (", size_, " bytes)"));
-  }
-  offset_ = offset;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<uint8_t> GgufReader::ReadU8(absl::string_view what) {
   RETURN_IF_ERROR(Need(1, what));
   return data_[offset_++];

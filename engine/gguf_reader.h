@@ -43,9 +43,6 @@ class GgufReader {
   // DataLoss naming `what` unless `bytes` more bytes remain.
   absl::Status Need(uint64_t bytes, absl::string_view what) const;
 
-  // Moves to absolute offset `offset` (<= size).
-  absl::Status Seek(uint64_t offset, absl::string_view what);
-
   absl::StatusOr<uint8_t> ReadU8(absl::string_view what);
   absl::StatusOr<uint16_t> ReadU16(absl::string_view what);
   absl::StatusOr<uint32_t> ReadU32(absl::string_view what);

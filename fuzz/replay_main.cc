@@ -1,8 +1,8 @@
 // Runs LLVMFuzzerTestOneInput over saved inputs, for builds without
 // libFuzzer (gcc): ctest replays the seed corpus and past crashes with it so
 // that they stay fixed. Arguments are files or directories (read flat, in
-// name order). Exits nonzero when an argument cannot be read or no input
-// was found; a failing input aborts inside the target.
+// name order, skipping *.md notes). Exits nonzero when an argument cannot be
+// read or no input was found; a failing input aborts inside the target.
 
 #include <algorithm>
 #include <cstdint>
@@ -35,7 +35,10 @@ int main(int argc, char** argv) {
     std::error_code ec;
     if (std::filesystem::is_directory(arg, ec)) {
       for (const auto& entry : std::filesystem::directory_iterator(arg, ec)) {
-        if (entry.is_regular_file()) inputs.push_back(entry.path());
+        // Notes (README.md) may sit next to the inputs.
+        if (entry.is_regular_file() && entry.path().extension() != ".md") {
+          inputs.push_back(entry.path());
+        }
       }
     } else if (std::filesystem::is_regular_file(arg, ec)) {
       inputs.push_back(arg);

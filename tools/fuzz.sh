@@ -35,14 +35,16 @@ cmake -S . -B "$build_dir" "${generator[@]}" \
   -DPACELINE_FUZZ=ON >/dev/null
 cmake --build "$build_dir" --target gguf_fuzzer
 
+# The working corpus starts from the seeds and past findings (not the
+# regressions folder's README).
 mkdir -p fuzz/corpus
-cp -n fuzz/seeds/* fuzz/corpus/ 2>/dev/null || true
-corpora=(fuzz/corpus)
-if compgen -G "fuzz/regressions/*" >/dev/null; then corpora+=(fuzz/regressions); fi
+for f in fuzz/seeds/* fuzz/regressions/*; do
+  if [[ -f "$f" && "$f" != *.md ]]; then cp -n "$f" fuzz/corpus/; fi
+done
 
-# New coverage goes into the first corpus directory only. Inputs stay a few
-# KB, so any single allocation over 128 MB is a finding (the reader must not
-# allocate what a file merely claims), as is an input taking over 10 s.
+# Inputs stay a few KB, so any single allocation over 128 MB is a finding
+# (the reader must not allocate what a file merely claims), as is an input
+# taking over 10 s.
 # Artifacts are named fuzz/crash-{crash,oom,timeout,leak}-<sha1>, which
 # .gitignore's /fuzz/crash-* keeps out of commits.
 "$build_dir/fuzz/gguf_fuzzer" \
@@ -52,4 +54,4 @@ if compgen -G "fuzz/regressions/*" >/dev/null; then corpora+=(fuzz/regressions);
   -dict=fuzz/gguf.dict \
   -artifact_prefix=fuzz/crash- \
   -print_final_stats=1 \
-  "$@" "${corpora[@]}"
+  "$@" fuzz/corpus
