@@ -80,9 +80,9 @@ void PrintTable(const std::string& path, const Summary& s) {
       absl::StrCat(s.tokenizer->model(), " (",
                    s.tokenizer->model() == "llama" ? "SentencePiece BPE"
                                                    : "byte-level BPE",
-                   s.tokenizer->pre().empty()
+                   s.tokenizer->model() == "llama"
                        ? ""
-                       : absl::StrCat(", pre ", s.tokenizer->pre()),
+                       : absl::StrCat(", pre-tokenizer ", s.tokenizer->pre()),
                    "), ", s.tokenizer->vocab_size(), " tokens, BOS ",
                    s.tokenizer->bos_id(), ", EOS ", s.tokenizer->eos_id()));
   row("chat template", s.chat_template ? "yes" : "no");
