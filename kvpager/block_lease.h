@@ -1,0 +1,80 @@
+#ifndef PACELINE_KVPAGER_BLOCK_LEASE_H_
+#define PACELINE_KVPAGER_BLOCK_LEASE_H_
+
+// A sequence's hold on its KV blocks. KvPager::Allocate and KvPager::Fork
+// create leases; KvPager::Append and KvPager::MarkComputed grow them.
+//
+// Ownership: a lease owns one reference to each block of its table and
+// returns them when it is destroyed, reset or assigned over (TGI's block
+// allocation with Drop). Cancelling, finishing or preempting a sequence is
+// destroying its lease; nothing else frees blocks. Blocks are released last
+// block first, so a finished prompt's tail is evicted before its head.
+//
+// Move-only. A moved-from lease is empty (owns nothing). A lease must be
+// destroyed (or reset) before its pager, on the pager's thread.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kvpager/block_table.h"
+#include "kvpager/prefix_cache.h"
+
+namespace paceline::kvpager {
+
+class KvPager;
+
+class BlockLease {
+ public:
+  // An empty lease.
+  BlockLease() = default;
+
+  BlockLease(BlockLease&& other) noexcept;
+  BlockLease& operator=(BlockLease&& other) noexcept;
+  BlockLease(const BlockLease&) = delete;
+  BlockLease& operator=(const BlockLease&) = delete;
+
+  ~BlockLease() { Reset(); }
+
+  // Returns the blocks to the pager now; the lease becomes empty.
+  void Reset();
+
+  bool empty() const { return pager_ == nullptr; }
+
+  // The sequence's block table, a view valid until the lease next changes
+  // (block_table.h).
+  BlockTable table() const {
+    return BlockTable{block_size_, num_tokens_, block_ids()};
+  }
+  absl::Span<const int32_t> block_ids() const { return blocks_; }
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+
+  // Tokens the table covers: the prompt plus everything appended.
+  int32_t num_tokens() const { return num_tokens_; }
+  // Leading prompt tokens whose K/V came from the prefix cache at
+  // admission: a multiple of the block size, at most num_tokens() - 1. The
+  // sequence starts computing at this position. A fork copies its source's.
+  int32_t num_cached_tokens() const { return num_cached_tokens_; }
+  // The most tokens reported computed (KvPager::MarkComputed), or
+  // num_cached_tokens() if more.
+  int32_t num_computed_tokens() const { return num_computed_tokens_; }
+
+ private:
+  friend class KvPager;
+
+  // Leaves the lease empty without releasing anything.
+  void Clear();
+
+  KvPager* pager_ = nullptr;
+  int32_t block_size_ = 0;
+  int32_t num_tokens_ = 0;
+  int32_t num_cached_tokens_ = 0;
+  int32_t num_computed_tokens_ = 0;
+  Salt salt_;
+  ChainCursor chain_;            // the full blocks registered so far
+  std::vector<int32_t> blocks_;  // (ceil(num_tokens / block_size))
+};
+
+}  // namespace paceline::kvpager
+
+#endif  // PACELINE_KVPAGER_BLOCK_LEASE_H_

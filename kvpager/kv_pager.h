@@ -1,0 +1,220 @@
+#ifndef PACELINE_KVPAGER_KV_PAGER_H_
+#define PACELINE_KVPAGER_KV_PAGER_H_
+
+// KvPager: the PagedAttention-style KV block allocator the scheduler talks
+// to. It speaks in check/act pairs (nano-vllm's block manager):
+//
+//   CanAllocate(prompt, salt) / Allocate   admit a sequence
+//   CanAppend(lease, n)       / Append     grow it by n tokens
+//   MarkComputed(lease, n)                 its first n tokens' K/V exist
+//   Fork(lease)                            share it (n > 1 samples)
+//   Free(lease), or destroy the lease      finish, cancel or preempt it
+//
+// and hands out block tables as values (BlockLease::table()).
+//
+// Reservation-free: Allocate takes blocks for the prompt only; a sequence
+// then grows one block at a time, taking a new block only when its last one
+// is full. When no block is free, allocation evicts the least recently used
+// cached block. A check that passes guarantees the act right after it; an
+// act that cannot be covered fails with ResourceExhausted and changes
+// nothing (never a half-done allocation).
+//
+// Prefix cache (prefix_cache.h). A full block's key is H(parent key, salt,
+// its token ids). Allocate shares the longest chain of cached full blocks
+// of the prompt under the same salt. Salt = the tenant by default, so
+// tenants never share cache (no cross-tenant timing side channel); an
+// operator-declared shared scope (a public system prompt) passes a common
+// salt. Hits always leave the prompt's last token to compute, because the
+// engine must run it to produce logits: at most floor((len - 1) / B) blocks
+// are shared, so a block-aligned prompt recomputes its whole last block
+// (as vLLM does), and no sequence ever writes into a block it got from the
+// cache.
+//
+// A full block becomes cacheable only once it is computed: the scheduler
+// calls MarkComputed(lease, num_computed_tokens) after each engine step
+// (prefill chunks and decode tokens alike, so blocks filled by generated
+// tokens become cacheable too). Never mark tokens whose K/V may not be
+// written: a lease preempted mid-prefill would otherwise leave garbage in
+// the cache.
+//
+// Copy-on-write: Fork shares every block, including a partial last block.
+// The first Append into a shared partial block moves the appender onto a
+// fresh copy and returns the (src, dst) pair for the engine to copy
+// (block_table.h says when). Full blocks are never written, so they are
+// shared without copies.
+//
+// Threading: none inside. The serving loop's engine thread owns the pager
+// and every lease (DESIGN.md §2): all calls, and lease destruction, happen
+// on that thread, so there are no locks. The pager must outlive its leases
+// and must not move (Create returns it on the heap).
+//
+// Errors: InvalidArgument for bad arguments (an empty prompt, a lease that
+// is empty or from another pager, a count out of range); ResourceExhausted
+// when the pool cannot cover an act. No call aborts on bad input.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kvpager/block_hash.h"
+#include "kvpager/block_lease.h"
+#include "kvpager/block_pool.h"
+#include "kvpager/block_table.h"
+#include "kvpager/pager_stats.h"
+#include "kvpager/prefix_cache.h"
+
+namespace paceline::kvpager {
+
+class KvPager {
+ public:
+  // The longest sequence a lease may hold.
+  static constexpr int32_t kMaxSequenceTokens = int32_t{1} << 30;
+
+  // A pager over `num_blocks` blocks of `block_size` tokens. num_blocks
+  // comes from the memory planner (KV budget / bytes per block).
+  // InvalidArgument unless both are >= 1 and num_blocks * block_size fits
+  // in int32 (every KV slot has an int32 index). `hash` is for tests only
+  // (block_hash.h); the cache stays exact whatever it returns.
+  static absl::StatusOr<std::unique_ptr<KvPager>> Create(
+      int32_t num_blocks, int32_t block_size, BlockHashFn hash = &HashBlock);
+
+  KvPager(const KvPager&) = delete;
+  KvPager& operator=(const KvPager&) = delete;
+  // Precondition: every lease has been destroyed.
+  ~KvPager();
+
+  int32_t block_size() const { return pool_.block_size(); }
+  int32_t num_blocks() const { return pool_.num_blocks(); }
+
+  // --- Admission -------------------------------------------------------
+
+  // The lookup alone: how many leading tokens of `prompt` Allocate would
+  // take from the cache right now (a multiple of block_size, at most
+  // prompt.size() - 1; 0 for an empty prompt). Changes nothing, counts
+  // nothing.
+  int32_t CachedPrefixTokens(absl::Span<const int32_t> prompt,
+                             absl::string_view salt) const;
+
+  // Whether Allocate(prompt, salt) would succeed now: the blocks the prompt
+  // needs beyond its cache hits are at most the free blocks plus the cached
+  // ones that are not among the hits. False for an invalid prompt.
+  bool CanAllocate(absl::Span<const int32_t> prompt,
+                   absl::string_view salt) const;
+
+  // A lease whose table covers the prompt: shared cache hits first
+  // (num_cached_tokens()), then new blocks holding the rest of the prompt.
+  // A successful Allocate counts one prefix query. InvalidArgument for an
+  // empty prompt or one longer than kMaxSequenceTokens; ResourceExhausted,
+  // with nothing changed, when !CanAllocate. Being all-or-nothing, Allocate
+  // is its own check: calling it directly walks the prompt's chain once
+  // instead of twice (CanAllocate walks it too).
+  absl::StatusOr<BlockLease> Allocate(absl::Span<const int32_t> prompt,
+                                      absl::string_view salt);
+
+  // --- Growth ----------------------------------------------------------
+
+  // Whether Append of `num_new_tokens` would succeed now: it needs one block
+  // per block boundary crossed, plus one when the last block is partial and
+  // shared (copy-on-write). False for an empty or foreign lease, a negative
+  // count, or a length past kMaxSequenceTokens.
+  bool CanAppend(const BlockLease& lease, int32_t num_new_tokens) const;
+
+  // Appends `tokens` to the lease's sequence. When its last block is partial
+  // and shared, first moves the lease onto a copy and appends {src, dst} to
+  // `*copies` (at most one pair per call; `copies` must be non-null).
+  // InvalidArgument for an empty or foreign lease, a null `copies` or a
+  // length past kMaxSequenceTokens; ResourceExhausted, with nothing
+  // changed, when !CanAppend.
+  absl::Status Append(BlockLease* lease, absl::Span<const int32_t> tokens,
+                      std::vector<BlockCopy>* copies);
+
+  // Reports that the K/V of the sequence's first `num_computed_tokens`
+  // tokens are written; the full blocks among them enter the prefix cache.
+  // A smaller count than before is a no-op. InvalidArgument for an empty or
+  // foreign lease or a count outside [0, num_tokens()].
+  absl::Status MarkComputed(BlockLease* lease, int32_t num_computed_tokens);
+
+  // A second lease on the same blocks (each block's refcount + 1), with the
+  // same tokens and progress. Needs no free block. Fork once the source's
+  // tokens are computed: K/V written later into a still-shared partial
+  // block would be seen by both. InvalidArgument for an empty or foreign
+  // lease.
+  absl::StatusOr<BlockLease> Fork(const BlockLease& lease);
+
+  // Returns the lease's blocks (the same as destroying it).
+  void Free(BlockLease lease) { lease.Reset(); }
+
+  // --- Cache maintenance -----------------------------------------------
+
+  // Evicts up to `max_blocks` cached blocks, least recently used first;
+  // returns how many. Counts as evictions.
+  int32_t EvictCached(int32_t max_blocks);
+
+  // Drops every prefix-cache entry (cached blocks become free; used blocks
+  // stay with their leases but are no longer shared with newcomers). Live
+  // leases keep working; those that had registered blocks register nothing
+  // more (their chains are gone). Not counted as evictions.
+  void ResetPrefixCache();
+
+  // --- Observation -----------------------------------------------------
+
+  PagerStats Stats() const;
+
+  // Optional; `observer` must outlive the pager or be replaced by nullptr.
+  void set_observer(PagerObserver* observer) { observer_ = observer; }
+
+  // Read-only internals for tests and debugging; the scheduler and engine
+  // use leases and tables only.
+  const BlockPool& pool() const { return pool_; }
+  const PrefixCache& prefix_cache() const { return cache_; }
+
+  // Checks the pool's and the cache's invariants (O(num_blocks)). The
+  // relation between refcounts and leases is the caller's to check: the
+  // pager does not track its leases.
+  absl::Status CheckConsistency() const;
+
+ private:
+  friend class BlockLease;
+
+  KvPager(int32_t num_blocks, int32_t block_size, BlockHashFn hash);
+
+  int32_t BlocksFor(int64_t num_tokens) const {
+    return static_cast<int32_t>((num_tokens + block_size() - 1) / block_size());
+  }
+  // What admitting a valid prompt takes: its cache hits (appended to
+  // `*hits` when non-null), the new blocks, and whether the pool covers
+  // them. `salt` is null for a salt never interned (no hits possible).
+  struct Admission {
+    ChainCursor chain;       // after the hits
+    int32_t new_blocks = 0;  // blocks taken from the free or cached ones
+    bool fits = false;
+  };
+  Admission PlanAdmission(absl::Span<const int32_t> prompt, const Salt* salt,
+                          std::vector<int32_t>* hits) const;
+  // Hit blocks may be at most floor((len - 1) / B): the last token is
+  // always computed.
+  int32_t MaxHitBlocks(size_t prompt_tokens) const {
+    return static_cast<int32_t>((prompt_tokens - 1) / block_size());
+  }
+  absl::Status CheckLease(const BlockLease& lease) const;
+  // A block for writing: free if any, else the LRU cached block, evicted.
+  // Precondition: pool_.num_available() > 0.
+  int32_t TakeBlock();
+  // Called by BlockLease::Reset.
+  void ReleaseLease(BlockLease* lease);
+
+  BlockPool pool_;
+  PrefixCache cache_;
+  PagerObserver* observer_ = nullptr;
+  int64_t live_leases_ = 0;
+  PagerStats counters_;                   // the counter fields only
+  mutable std::vector<int32_t> scratch_;  // PlanAdmission's hits, reused
+};
+
+}  // namespace paceline::kvpager
+
+#endif  // PACELINE_KVPAGER_KV_PAGER_H_
