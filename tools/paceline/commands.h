@@ -12,6 +12,7 @@ namespace paceline::tools {
 int RunInspect(std::span<const std::string> args);
 int RunTokenize(std::span<const std::string> args);
 int RunPlan(std::span<const std::string> args);
+int RunGenerate(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 

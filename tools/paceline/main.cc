@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
      RunInspect},
     {"tokenize", "print the token ids of a text", RunTokenize},
     {"plan", "plan weight and KV-cache memory for a model and load", RunPlan},
+    {"generate", "generate a continuation of a prompt on the CPU",
+     RunGenerate},
 };
 
 void PrintUsage(std::ostream& out) {

@@ -1,0 +1,208 @@
+// The CPU engine end to end on random weights of the stories110m shape
+// (dummy:stories110m, dim 768, 12 layers, vocab 32000) in F32, F16, Q8_0
+// and Q4_0:
+//   BM_Decode/TYPE/B    one decode step for B sequences, each at its own
+//                       position (64..191) in its own blocks; tokens/s
+//                       counts B per step. At B = 1 it also reports the
+//                       weight bytes streamed per second (weight_GB/s):
+//                       bytes read per token × tokens/s.
+//   BM_Prefill/TYPE     one 512-token prompt in one step; tokens/s.
+//   BM_ReadBandwidth    a 1 GiB read-only sum on the engine's thread count:
+//                       the roofline to divide weight_GB/s by.
+// Wall time (UseRealTime): the work runs on the engine's thread pool.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "benchmark/benchmark.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/model_shapes.h"
+#include "engine/weights.h"
+
+namespace paceline::engine::cpu {
+namespace {
+
+constexpr int64_t kContextStart = 64;  // positions prefilled before timing
+constexpr int64_t kContextEnd = 192;   // decode wraps back to kContextStart
+constexpr int64_t kPrefill = 512;
+
+std::shared_ptr<const ModelWeights> Weights(GgmlType type) {
+  static auto* cache =
+      new std::map<GgmlType, std::shared_ptr<const ModelWeights>>;
+  auto it = cache->find(type);
+  if (it != cache->end()) return it->second;
+  auto shape = FindModelShape("stories110m");
+  auto w = ModelWeights::Dummy(*shape, type, 0);
+  if (!w.ok()) return nullptr;
+  std::shared_ptr<const ModelWeights> shared = std::move(*w);
+  (*cache)[type] = shared;
+  return shared;
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab) {
+  std::mt19937 rng(1);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+void BM_Decode(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t batch = state.range(1);
+  auto weights = Weights(type);
+  if (weights == nullptr) return state.SkipWithError("weights");
+  const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
+  CpuEngineOptions options;
+  options.num_blocks = static_cast<int32_t>(batch * blocks_per_seq);
+  options.max_tokens_per_step =
+      static_cast<int32_t>(std::max<int64_t>(batch, kContextStart));
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  const int64_t vocab = weights->config().n_vocab;
+
+  std::vector<std::vector<int32_t>> tables(batch);
+  for (int64_t s = 0; s < batch; ++s) {
+    for (int64_t b = 0; b < blocks_per_seq; ++b) {
+      tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    }
+  }
+  // Fill every sequence's first kContextStart positions.
+  ForwardBatch batch_value;
+  for (int64_t s = 0; s < batch; ++s) {
+    batch_value.tokens = RandomTokens(kContextStart, vocab);
+    batch_value.sequences = {SequenceSlice{.token_begin = 0,
+                                           .token_count = kContextStart,
+                                           .position_begin = 0,
+                                           .block_table = tables[s],
+                                           .needs_logits = false}};
+    if (!(*engine)->Forward(batch_value, {}).ok()) {
+      return state.SkipWithError("prefill");
+    }
+  }
+  batch_value.tokens = RandomTokens(batch, vocab);
+  batch_value.sequences.clear();
+  for (int64_t s = 0; s < batch; ++s) {
+    batch_value.sequences.push_back(
+        SequenceSlice{.token_begin = static_cast<int32_t>(s),
+                      .token_count = 1,
+                      .position_begin = kContextStart,
+                      .block_table = tables[s],
+                      .needs_logits = true});
+  }
+  std::vector<float> logits(batch * vocab);
+  int64_t position = kContextStart;
+  for (auto _ : state) {
+    for (SequenceSlice& slice : batch_value.sequences) {
+      slice.position_begin = static_cast<int32_t>(position);
+    }
+    if (!(*engine)->Forward(batch_value, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("forward");
+    }
+    benchmark::DoNotOptimize(logits.data());
+    if (++position == kContextEnd) position = kContextStart;
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(batch * state.iterations()),
+                         benchmark::Counter::kIsRate);
+  if (batch == 1) {
+    state.counters["weight_GB/s"] =
+        benchmark::Counter(static_cast<double>(weights->MatMulBytesPerToken()) *
+                               state.iterations() / 1e9,
+                           benchmark::Counter::kIsRate);
+  }
+  state.counters["weight_MB/token"] =
+      static_cast<double>(weights->MatMulBytesPerToken()) / 1e6;
+}
+
+void BM_Prefill(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  auto weights = Weights(type);
+  if (weights == nullptr) return state.SkipWithError("weights");
+  CpuEngineOptions options;
+  options.num_blocks = kPrefill / 16;
+  options.max_tokens_per_step = kPrefill;
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  std::vector<int32_t> table(kPrefill / 16);
+  for (int32_t i = 0; i < kPrefill / 16; ++i) table[i] = i;
+  ForwardBatch batch;
+  batch.tokens = RandomTokens(kPrefill, weights->config().n_vocab);
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = kPrefill,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .needs_logits = true}};
+  std::vector<float> logits(weights->config().n_vocab);
+  for (auto _ : state) {
+    if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("forward");
+    }
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(kPrefill * state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  constexpr int64_t kFloats = int64_t{1} << 28;  // 1 GiB
+  std::vector<float> data(kFloats, 1.0f);
+  ThreadPool pool(0);
+  std::vector<double> partial(pool.num_threads() * 8);
+  for (auto _ : state) {
+    pool.ParallelFor(pool.num_threads(), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const auto [lo, hi] = ThreadPool::Partition(
+            kFloats, static_cast<int>(t), pool.num_threads());
+        float acc[16] = {};
+        for (int64_t i = lo; i + 16 <= hi; i += 16) {
+          for (int k = 0; k < 16; ++k) acc[k] += data[i + k];
+        }
+        double sum = 0;
+        for (float a : acc) sum += a;
+        partial[t * 8] = sum;
+      }
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(kFloats) * 4 * state.iterations() / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_0};
+
+void DecodeArgs(benchmark::internal::Benchmark* b) {
+  for (GgmlType t : kTypes) {
+    for (int64_t batch : {1, 8, 32, 64}) {
+      b->Args({static_cast<int64_t>(t), batch});
+    }
+  }
+  b->ArgNames({"type", "batch"});
+}
+
+void PrefillArgs(benchmark::internal::Benchmark* b) {
+  for (GgmlType t : kTypes) b->Arg(static_cast<int64_t>(t));
+  b->ArgNames({"type"});
+}
+
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Apply(DecodeArgs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Prefill)
+    ->Apply(PrefillArgs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace paceline::engine::cpu
+
+BENCHMARK_MAIN();

@@ -1,0 +1,386 @@
+// CPU matmul kernels against the machine's memory roofline, in one run.
+//
+// 1. BM_ReadBandwidth: sum of a 1 GiB buffer with 1 and 2 threads, each
+//    thread walking its half as 1 stream (ANCHORS.md's kernel) or as 4
+//    side-by-side streams (faster here): the read bandwidth decode is
+//    bounded by. Runs first; later benchmarks report their weight traffic
+//    as a fraction of the faster of the two (bw_frac).
+// 2. BM_MatMul: MatMul over weights in each type, for n_tokens = 1 (GEMV:
+//    decode of one sequence), 8/32/64 (batched decode: one weight read per
+//    step) and 512 (prefill). Every iteration uses the next of several
+//    copies of the matrix, 1 GiB in all, so weights come from DRAM as they
+//    do in decode, not from the cache of the previous iteration.
+//
+// Counters: weight_GB/s = weight bytes / time (GEMV's roofline metric),
+// bw_frac = that / the read bandwidth with the same thread count (for
+// GEMV measured again right before it, read_GB/s, since the machine's
+// load drifts; otherwise the faster BM_ReadBandwidth kernel),
+// tok/s = n_tokens / time, GFLOP/s = 2 * rows * cols * n_tokens / time.
+//
+// Arguments: rows, cols, n_tokens, threads, isa (0 scalar, 1 avx2,
+// 2 avx512; capped to what the CPU runs).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "benchmark/benchmark.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/ggml_type.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace paceline::engine::cpu {
+namespace {
+
+constexpr size_t kPoolBytes = size_t{1} << 30;
+
+// Read bandwidth (bytes/s) measured by BM_ReadBandwidth, per thread count.
+double g_read_bw[3] = {0, 0, 0};
+
+// Pages touched (and zero-page mapping avoided) before timing.
+std::unique_ptr<uint64_t[]> AllocTouched(size_t bytes) {
+  std::unique_ptr<uint64_t[]> p(new uint64_t[bytes / 8]);
+  for (size_t i = 0; i < bytes / 8; ++i) p[i] = i * 0x9E3779B97F4A7C15ull;
+  return p;
+}
+
+// Sums `streams` equal sub-ranges of [p, p + n) side by side (more
+// independent prefetch streams than one sequential walk; on this machine
+// 2-4 streams read ~25% faster than one). AVX2 where present, so the adds
+// never limit the rate; plain integer code otherwise.
+template <int kStreams>
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p,
+                                                  size_t n) {
+  const size_t len = n / kStreams / 8 * 8;
+  __m256i acc[kStreams][2];
+  for (int j = 0; j < kStreams; ++j) {
+    acc[j][0] = acc[j][1] = _mm256_setzero_si256();
+  }
+  for (size_t i = 0; i < len; i += 8) {
+    for (int j = 0; j < kStreams; ++j) {
+      const uint64_t* q = p + j * (n / kStreams) + i;
+      acc[j][0] = _mm256_add_epi64(
+          acc[j][0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+      acc[j][1] = _mm256_add_epi64(
+          acc[j][1],
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4)));
+    }
+  }
+  __m256i t = _mm256_setzero_si256();
+  for (int j = 0; j < kStreams; ++j) {
+    t = _mm256_add_epi64(t, _mm256_add_epi64(acc[j][0], acc[j][1]));
+  }
+  uint64_t o[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), t);
+  return o[0] + o[1] + o[2] + o[3];
+}
+
+uint64_t SumScalar(const uint64_t* p, size_t n) {
+  uint64_t s[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+  }
+  uint64_t t = 0;
+  for (uint64_t v : s) t += v;
+  return t;
+}
+
+uint64_t Sum(const uint64_t* p, size_t n, int streams) {
+  if (!GetCpuFeatures().avx2) return SumScalar(p, n);
+  return streams == 1 ? SumAvx2<1>(p, n) : SumAvx2<4>(p, n);
+}
+
+const uint64_t* ReadBuffer() {
+  static const std::unique_ptr<uint64_t[]> buf = AllocTouched(kPoolBytes);
+  return buf.get();
+}
+
+// One pass of the read kernel over the 1 GiB buffer on `pool`'s threads.
+void ReadPass(ThreadPool& pool, int streams, std::vector<uint64_t>& partial) {
+  const int threads = pool.num_threads();
+  const size_t words = kPoolBytes / 8;
+  partial.resize(threads);
+  pool.ParallelFor(threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto [lo, hi] = ThreadPool::Partition(words, i, threads);
+      partial[i] = Sum(ReadBuffer() + lo, hi - lo, streams);
+    }
+  });
+  benchmark::DoNotOptimize(partial.data());
+}
+
+// The best of two 4-stream passes, in bytes/s: the roofline measured right
+// next to a GEMV, so that both see the same share of a busy machine.
+double LocalReadBandwidth(ThreadPool& pool) {
+  std::vector<uint64_t> partial;
+  double best = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ReadPass(pool, 4, partial);
+    const double s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+    best = std::max(best, kPoolBytes / s);
+  }
+  return best;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int streams = static_cast<int>(state.range(1));
+  ThreadPool pool(threads);
+  std::vector<uint64_t> partial;
+  ReadBuffer();
+  for (auto _ : state) ReadPass(pool, streams, partial);
+  state.counters["GB/s"] = benchmark::Counter(
+      kPoolBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Random but ordinary weights: finite normal floats, scales ~1e-2, so no
+// subnormal or nan arithmetic skews the timing. One matrix is generated,
+// then copied.
+void FillMatrix(GgmlType type, uint8_t* p, size_t bytes, size_t row_bytes) {
+  uint64_t state = 0x243F6A8885A308D3ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    const uint64_t v = next();
+    std::memcpy(p + i, &v, 8);
+  }
+  const size_t rows = bytes / row_bytes;
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* row = p + r * row_bytes;
+    switch (type) {
+      case GgmlType::kF32:
+        for (size_t i = 0; i + 4 <= row_bytes; i += 4) {
+          const float f = static_cast<float>(static_cast<int32_t>(next())) *
+                          0x1p-31f;
+          std::memcpy(row + i, &f, 4);
+        }
+        break;
+      case GgmlType::kF16:
+      case GgmlType::kBF16:
+        for (size_t i = 0; i + 2 <= row_bytes; i += 2) {
+          uint16_t h;
+          std::memcpy(&h, row + i, 2);
+          // Exponent field forced into a normal, modest range.
+          h = type == GgmlType::kF16
+                  ? static_cast<uint16_t>((h & 0x83FF) | 0x3000)
+                  : static_cast<uint16_t>((h & 0x807F) | 0x3C00);
+          std::memcpy(row + i, &h, 2);
+        }
+        break;
+      case GgmlType::kQ8_0:
+      case GgmlType::kQ4_0: {
+        const size_t block = type == GgmlType::kQ8_0 ? 34 : 18;
+        const uint16_t d = 0x2000;  // 2^-7
+        for (size_t i = 0; i + block <= row_bytes; i += block) {
+          std::memcpy(row + i, &d, 2);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+struct Matrices {
+  GgmlType type = GgmlType::kF32;
+  int64_t rows = 0, cols = 0;
+  std::unique_ptr<uint8_t[]> bytes;  // (copies, rows, row_bytes)
+  size_t matrix_bytes = 0;
+  int copies = 0;
+};
+
+// Google Benchmark calls a benchmark several times while it sizes the
+// iteration count; the last set of matrices is kept for the next call.
+const Matrices& GetMatrices(GgmlType type, int64_t rows, int64_t cols,
+                            bool one_copy) {
+  static Matrices m;
+  const size_t row_bytes = *GgmlRowBytes(type, cols);
+  const size_t matrix_bytes = row_bytes * rows;
+  const int copies =
+      one_copy ? 1
+               : static_cast<int>(std::max<size_t>(
+                     2, (kPoolBytes + matrix_bytes - 1) / matrix_bytes));
+  if (m.type == type && m.rows == rows && m.cols == cols &&
+      m.copies == copies && m.bytes != nullptr) {
+    return m;
+  }
+  m.bytes.reset();
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.matrix_bytes = matrix_bytes;
+  m.copies = copies;
+  m.bytes.reset(new uint8_t[matrix_bytes * copies]);
+  FillMatrix(type, m.bytes.get(), matrix_bytes, row_bytes);
+  for (int c = 1; c < copies; ++c) {
+    std::memcpy(m.bytes.get() + c * matrix_bytes, m.bytes.get(), matrix_bytes);
+  }
+  return m;
+}
+
+void BM_MatMul(benchmark::State& state, GgmlType type) {
+  const int64_t rows = state.range(0);
+  const int64_t cols = state.range(1);
+  const int64_t n_tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const IsaLevel isa = SetIsaLevelCap(static_cast<IsaLevel>(state.range(4)));
+  if (static_cast<int>(isa) != state.range(4)) {
+    state.SkipWithError("ISA level not available on this CPU");
+    return;
+  }
+  const size_t row_bytes = *GgmlRowBytes(type, cols);
+  // Prefill re-reads each matrix many times per call anyway: one copy.
+  const Matrices& m = GetMatrices(type, rows, cols, n_tokens >= 256);
+  std::vector<float> x(n_tokens * cols);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+  }
+  std::vector<float> y(n_tokens * rows);
+  ThreadPool pool(threads);
+  MatMulScratch scratch;
+
+  // GEMV is judged against the read bandwidth measured just before it.
+  const double local_bw = n_tokens == 1 ? LocalReadBandwidth(pool) : 0;
+
+  int copy = 0;
+  for (auto _ : state) {
+    const WeightView w{type, rows, cols,
+                       m.bytes.get() + copy * m.matrix_bytes, row_bytes};
+    if (!MatMul(w, x.data(), n_tokens, y.data(), pool, scratch).ok()) {
+      state.SkipWithError("MatMul failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.data());
+    if (++copy == m.copies) copy = 0;
+  }
+  SetIsaLevelCap(IsaLevel::kAvx512);
+
+  using benchmark::Counter;
+  state.counters["weight_GB/s"] = Counter(
+      m.matrix_bytes / 1e9, Counter::kIsIterationInvariantRate);
+  state.counters["tok/s"] =
+      Counter(static_cast<double>(n_tokens), Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = Counter(2e-9 * rows * cols * n_tokens,
+                                      Counter::kIsIterationInvariantRate);
+  // bw_frac = (weight bytes/s) / (read bytes/s): an iteration-invariant
+  // rate divided by the bandwidth. GEMV uses the bandwidth measured right
+  // before it; batched runs the BM_ReadBandwidth figure.
+  const double bw =
+      local_bw > 0 ? local_bw : (threads <= 2 ? g_read_bw[threads] : 0);
+  if (bw > 0) {
+    state.counters["bw_frac"] =
+        Counter(m.matrix_bytes / bw, Counter::kIsIterationInvariantRate);
+  }
+  if (local_bw > 0) state.counters["read_GB/s"] = local_bw / 1e9;
+}
+
+}  // namespace
+}  // namespace paceline::engine::cpu
+
+namespace {
+
+using paceline::engine::GgmlType;
+using paceline::engine::cpu::g_read_bw;
+
+// Records the bandwidth of each BM_ReadBandwidth run for bw_frac.
+class BandwidthRecorder : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.benchmark_name().rfind("BM_ReadBandwidth", 0) == 0 &&
+          run.run_type == Run::RT_Iteration) {
+        const auto it = run.counters.find("GB/s");
+        const int threads = run.benchmark_name().find("/thr:2") !=
+                                    std::string::npos
+                                ? 2
+                                : 1;
+        if (it != run.counters.end()) {
+          g_read_bw[threads] =
+              std::max(g_read_bw[threads], it->second.value * 1e9);
+        }
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+void Register() {
+  benchmark::RegisterBenchmark("BM_ReadBandwidth",
+                               paceline::engine::cpu::BM_ReadBandwidth)
+      ->ArgNames({"thr", "streams"})
+      ->Args({1, 1})
+      ->Args({1, 4})
+      ->Args({2, 1})
+      ->Args({2, 4})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.5);
+  struct TypeName {
+    GgmlType type;
+    const char* name;
+  };
+  const TypeName types[] = {{GgmlType::kF32, "F32"},
+                            {GgmlType::kF16, "F16"},
+                            {GgmlType::kBF16, "BF16"},
+                            {GgmlType::kQ8_0, "Q8_0"},
+                            {GgmlType::kQ4_0, "Q4_0"}};
+  for (const TypeName& t : types) {
+    auto* b = benchmark::RegisterBenchmark(
+        (std::string("BM_MatMul/") + t.name).c_str(),
+        [type = t.type](benchmark::State& s) {
+          paceline::engine::cpu::BM_MatMul(s, type);
+        });
+    b->ArgNames({"rows", "cols", "tok", "thr", "isa"})
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(0.3);
+    // GEMV: the 110M FFN shapes (up: 2048 x 768, down: 768 x 2048) and a
+    // 7B-class 4096 x 4096, 1 and 2 threads; scalar and avx2 for contrast.
+    for (int isa : {2, 1}) {
+      for (int thr : {1, 2}) {
+        b->Args({2048, 768, 1, thr, isa});
+        b->Args({768, 2048, 1, thr, isa});
+        b->Args({4096, 4096, 1, thr, isa});
+      }
+    }
+    b->Args({4096, 4096, 1, 2, 0});
+    // Batched decode and prefill, 2 threads (and 1, steadier on a shared
+    // machine).
+    for (int isa : {2, 1}) {
+      for (int thr : {1, 2}) {
+        for (int tok : {8, 32, 64, 512}) b->Args({4096, 4096, tok, thr, isa});
+      }
+    }
+    for (int tok : {8, 32, 64}) b->Args({2048, 768, tok, 2, 2});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  Register();
+  BandwidthRecorder reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,298 @@
+#include "engine/cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/cpu/attention.h"
+
+namespace paceline::engine::cpu {
+namespace {
+
+absl::Status BadBatch(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
+    std::shared_ptr<const ModelWeights> weights,
+    const CpuEngineOptions& options) {
+  if (weights == nullptr) return absl::InvalidArgumentError("no weights");
+  const ModelConfig& c = weights->config();
+  CpuEngineOptions o = options;
+  if (o.block_size < 1 || o.block_size > kMaxAttentionBlockSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", o.block_size, " is not in [1, ",
+                     kMaxAttentionBlockSize, "]"));
+  }
+  if (o.max_tokens_per_step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max tokens per step must be positive, got ", o.max_tokens_per_step));
+  }
+  if (o.num_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("number of KV blocks is negative: ", o.num_blocks));
+  }
+  if (o.num_blocks == 0) {
+    o.num_blocks = static_cast<int32_t>((c.context_length + o.block_size - 1) /
+                                        o.block_size);
+  }
+  KvCacheShape shape;
+  shape.n_layers = c.n_layers;
+  shape.n_kv_heads = c.n_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.block_size = o.block_size;
+  shape.num_blocks = o.num_blocks;
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, KvCache::Create(shape));
+  return std::unique_ptr<CpuEngine>(
+      new CpuEngine(std::move(weights), o, std::move(cache)));
+}
+
+CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
+                     const CpuEngineOptions& options,
+                     std::unique_ptr<KvCache> cache)
+    : weights_(std::move(weights)),
+      options_(options),
+      rope_(RopeParamsFromConfig(weights_->config())),
+      cache_(std::move(cache)),
+      pool_(options.num_threads) {
+  const ModelConfig& c = weights_->config();
+  const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
+  const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads * c.head_dim);
+  const size_t embd = static_cast<size_t>(c.n_embd);
+  x_.resize(t * embd);
+  h_.resize(t * embd);
+  q_.resize(t * q_dim);
+  k_.resize(t * kv_dim);
+  v_.resize(t * kv_dim);
+  att_.resize(t * q_dim);
+  proj_.resize(t * embd);
+  gate_.resize(t * static_cast<size_t>(c.n_ff));
+  up_.resize(t * static_cast<size_t>(c.n_ff));
+  cos_.resize(t * static_cast<size_t>(c.rope_dim / 2));
+  sin_.resize(t * static_cast<size_t>(c.rope_dim / 2));
+  positions_.resize(t);
+  token_table_.resize(t);
+  block_tables_.reserve(t);
+  last_.resize(t * embd);
+}
+
+CpuEngine::~CpuEngine() = default;
+
+absl::Status CpuEngine::MatMul(const WeightView& w, const float* x, int64_t n,
+                               float* y) {
+  return cpu::MatMul(w, x, n, y, pool_, matmul_scratch_);
+}
+
+absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
+                                absl::Span<float> logits) {
+  const ModelConfig& c = config();
+  const int64_t n = batch.num_tokens();
+  if (n < 1 || n > options_.max_tokens_per_step) {
+    return BadBatch(
+        absl::StrCat(n, " tokens; want 1 to ", options_.max_tokens_per_step));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab) {
+      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
+                                   ", outside the vocabulary of ", c.n_vocab));
+    }
+  }
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (logits.size() != rows * static_cast<size_t>(c.n_vocab)) {
+    return BadBatch(absl::StrCat("logits hold ", logits.size(), " floats; ",
+                                 rows, " rows of ", c.n_vocab, " want ",
+                                 rows * c.n_vocab));
+  }
+  std::fill(token_table_.begin(), token_table_.begin() + n, -1);
+  block_tables_.clear();
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSlice& slice = batch.sequences[s];
+    const auto where = [s](absl::string_view what) {
+      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
+    };
+    if (slice.token_count < 1 || slice.token_begin < 0 ||
+        slice.token_begin > n - slice.token_count) {
+      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
+                                slice.token_count, ") are not inside the ", n,
+                                " tokens of the batch"));
+    }
+    if (slice.position_begin < 0) return where("negative position");
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    const int64_t blocks_needed =
+        (end + options_.block_size - 1) / options_.block_size;
+    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
+      return where(absl::StrCat("positions up to ", end, " need ",
+                                blocks_needed, " blocks; the table has ",
+                                slice.block_table.size()));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t id = slice.block_table[b];
+      if (id < 0 || id >= options_.num_blocks) {
+        return where(absl::StrCat("block table entry ", b, " is ", id,
+                                  "; the pool has ", options_.num_blocks,
+                                  " blocks"));
+      }
+    }
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      if (token_table_[t] >= 0) {
+        return where(absl::StrCat("token ", t, " is also in sequence ",
+                                  token_table_[t]));
+      }
+      token_table_[t] = static_cast<int32_t>(s);
+      positions_[t] = slice.position_begin + i;
+    }
+    block_tables_.push_back(slice.block_table);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (token_table_[t] < 0) {
+      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+void CpuEngine::ForRows(int64_t n_rows, int64_t row_width, Fn&& fn) {
+  // Small steps (decode) stay on this thread: waking the pool costs more.
+  constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+  if (n_rows * row_width < kMinParallelElements) {
+    fn(int64_t{0}, n_rows);
+  } else {
+    pool_.ParallelFor(n_rows, fn);
+  }
+}
+
+absl::Status CpuEngine::Forward(const ForwardBatch& batch,
+                                absl::Span<float> logits) {
+  RETURN_IF_ERROR(Prepare(batch, logits));
+  const ModelConfig& c = config();
+  const int64_t n = batch.num_tokens();
+  for (int64_t t = 0; t < n; ++t) {
+    RETURN_IF_ERROR(weights_->Embed(batch.tokens[t], &x_[t * c.n_embd]));
+  }
+  const int64_t half = c.rope_dim / 2;
+  // A sin/cos pair costs about as much as 16 element-wise operations.
+  ForRows(n, 16 * half, [&](int64_t b, int64_t e) {
+    RopeAngles(&positions_[b], e - b, rope_, &cos_[b * half], &sin_[b * half]);
+  });
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    RETURN_IF_ERROR(RunLayer(layer, n));
+  }
+  return ComputeLogits(batch, logits);
+}
+
+absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layers()[layer];
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t embd = c.n_embd;
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_heads * hd;
+  const int64_t kv_dim = c.n_kv_heads * hd;
+  const int64_t half = c.rope_dim / 2;
+
+  // Attention.
+  ForRows(n, embd, [&](int64_t b, int64_t e) {
+    RmsNorm(&x_[b * embd], w.attn_norm.data(), e - b, embd, eps, &h_[b * embd]);
+  });
+  RETURN_IF_ERROR(MatMul(w.attn_q, h_.data(), n, q_.data()));
+  RETURN_IF_ERROR(MatMul(w.attn_k, h_.data(), n, k_.data()));
+  RETURN_IF_ERROR(MatMul(w.attn_v, h_.data(), n, v_.data()));
+  ForRows(n, q_dim, [&](int64_t b, int64_t e) {
+    float* q = &q_[b * q_dim];
+    float* k = &k_[b * kv_dim];
+    if (c.qkv_bias) {
+      AddBias(q, w.q_bias.data(), e - b, q_dim);
+      AddBias(k, w.k_bias.data(), e - b, kv_dim);
+      AddBias(&v_[b * kv_dim], w.v_bias.data(), e - b, kv_dim);
+    }
+    if (c.qk_norm) {
+      RmsNorm(q, w.q_norm.data(), (e - b) * c.n_heads, hd, eps, q);
+      RmsNorm(k, w.k_norm.data(), (e - b) * c.n_kv_heads, hd, eps, k);
+    }
+    ApplyRope(q, e - b, c.n_heads, hd, rope_, &cos_[b * half], &sin_[b * half]);
+    ApplyRope(k, e - b, c.n_kv_heads, hd, rope_, &cos_[b * half],
+              &sin_[b * half]);
+  });
+  WriteKv(layer, n);
+  AttentionParams params;
+  params.n_heads = c.n_heads;
+  params.n_kv_heads = c.n_kv_heads;
+  params.head_dim = hd;
+  params.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
+                 token_table_.data(), block_tables_, att_.data(), pool_);
+  RETURN_IF_ERROR(MatMul(w.attn_output, att_.data(), n, proj_.data()));
+
+  // Feed-forward (SwiGLU), its norm fused with the residual add above.
+  ForRows(n, embd, [&](int64_t b, int64_t e) {
+    AddInPlace(&x_[b * embd], &proj_[b * embd], (e - b) * embd);
+    RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
+  });
+  RETURN_IF_ERROR(MatMul(w.ffn_gate, h_.data(), n, gate_.data()));
+  RETURN_IF_ERROR(MatMul(w.ffn_up, h_.data(), n, up_.data()));
+  const int64_t ff = c.n_ff;
+  ForRows(n, ff, [&](int64_t b, int64_t e) {
+    SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
+  });
+  RETURN_IF_ERROR(MatMul(w.ffn_down, gate_.data(), n, proj_.data()));
+  AddInPlace(x_.data(), proj_.data(), n * embd);
+  return absl::OkStatus();
+}
+
+void CpuEngine::WriteKv(int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const int64_t bs = options_.block_size;
+  const size_t head_bytes = static_cast<size_t>(c.head_dim) * sizeof(float);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = positions_[t];
+    const int64_t block = block_tables_[token_table_[t]][pos / bs];
+    const int64_t slot = pos % bs;
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      const int64_t src = (t * c.n_kv_heads + h) * c.head_dim;
+      std::memcpy(cache_->Rows(layer, block, 0, h) + slot * c.head_dim,
+                  &k_[src], head_bytes);
+      std::memcpy(cache_->Rows(layer, block, 1, h) + slot * c.head_dim,
+                  &v_[src], head_bytes);
+    }
+  }
+}
+
+absl::Status CpuEngine::ComputeLogits(const ForwardBatch& batch,
+                                      absl::Span<float> logits) {
+  const ModelConfig& c = config();
+  int64_t rows = 0;
+  for (const SequenceSlice& s : batch.sequences) {
+    if (!s.needs_logits) continue;
+    const int64_t t = s.token_begin + s.token_count - 1;
+    std::memcpy(&last_[rows * c.n_embd], &x_[t * c.n_embd],
+                static_cast<size_t>(c.n_embd) * sizeof(float));
+    ++rows;
+  }
+  if (rows == 0) return absl::OkStatus();
+  RmsNorm(last_.data(), weights_->output_norm().data(), rows, c.n_embd,
+          static_cast<float>(c.rms_norm_eps), last_.data());
+  return MatMul(weights_->output(), last_.data(), rows, logits.data());
+}
+
+absl::Status CpuEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    if (copy.src < 0 || copy.src >= options_.num_blocks || copy.dst < 0 ||
+        copy.dst >= options_.num_blocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block copy ", copy.src, " -> ", copy.dst,
+                       ": the pool has ", options_.num_blocks, " blocks"));
+    }
+  }
+  for (const BlockCopy& copy : copies) cache_->CopyBlock(copy.src, copy.dst);
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine::cpu

@@ -1,0 +1,121 @@
+#ifndef PACELINE_ENGINE_CPU_CPU_ENGINE_H_
+#define PACELINE_ENGINE_CPU_CPU_ENGINE_H_
+
+// The CPU backend of Engine (engine.h): a Llama-family forward pass
+// (llama / Mistral, qwen2, qwen3) over a batch of sequences with a paged KV
+// cache.
+//
+// Per step, with n = the step's tokens:
+//   x = embedding rows of the tokens
+//   per layer:
+//     h = RMSNorm(x) · attn_norm
+//     q, k, v = h Wq, h Wk, h Wv (+ biases: qwen2)
+//     q, k = per-head RMSNorm (qwen3); RoPE at each token's position
+//     K/V of every token -> its slot in its sequence's blocks
+//     a = paged causal attention (GQA)
+//     x += a Wo
+//     h = RMSNorm(x) · ffn_norm
+//     x += (silu(h Wgate) * (h Wup)) Wdown
+//   logits = RMSNorm(x[last token of each slice that wants them]) Wout
+// Every matmul reads its weights once for all n tokens. Buffers are sized
+// at creation for max_tokens_per_step, so a step allocates nothing.
+//
+// Thread-safety: as Engine; the engine's thread pool runs inside Forward.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/cpu/kv_cache.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/weights.h"
+
+namespace paceline::engine::cpu {
+
+struct CpuEngineOptions {
+  int32_t block_size = 16;  // tokens per KV block, 1 .. 256
+  // KV blocks in the pool; 0 = enough for one sequence of the model's full
+  // context. The pool is reserved, not touched, so unused blocks cost
+  // address space only.
+  int32_t num_blocks = 0;
+  int32_t max_tokens_per_step = 512;
+  int num_threads = 0;  // 0 = one per hardware thread
+};
+
+class CpuEngine final : public Engine {
+ public:
+  // InvalidArgument for out-of-range options; ResourceExhausted when the
+  // KV pool cannot be allocated.
+  static absl::StatusOr<std::unique_ptr<CpuEngine>> Create(
+      std::shared_ptr<const ModelWeights> weights,
+      const CpuEngineOptions& options);
+
+  CpuEngine(const CpuEngine&) = delete;
+  CpuEngine& operator=(const CpuEngine&) = delete;
+  ~CpuEngine() override;
+
+  const ModelConfig& config() const override { return weights_->config(); }
+  int32_t block_size() const override { return options_.block_size; }
+  int32_t num_blocks() const override { return options_.num_blocks; }
+  int32_t max_tokens_per_step() const override {
+    return options_.max_tokens_per_step;
+  }
+  int num_threads() const { return pool_.num_threads(); }
+  const ModelWeights& weights() const { return *weights_; }
+
+  absl::Status Forward(const ForwardBatch& batch,
+                       absl::Span<float> logits) override;
+  absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
+
+ private:
+  CpuEngine(std::shared_ptr<const ModelWeights> weights,
+            const CpuEngineOptions& options, std::unique_ptr<KvCache> cache);
+
+  // Checks the batch and fills positions_, token_table_, block_tables_.
+  absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
+  absl::Status RunLayer(int64_t layer, int64_t n);
+  // fn(begin, end) over row ranges of [0, n_rows); on the pool when the
+  // rows hold enough elements to pay for waking it.
+  template <typename Fn>
+  void ForRows(int64_t n_rows, int64_t row_width, Fn&& fn);
+  void WriteKv(int64_t layer, int64_t n);
+  absl::Status ComputeLogits(const ForwardBatch& batch,
+                             absl::Span<float> logits);
+  absl::Status MatMul(const WeightView& w, const float* x, int64_t n, float* y);
+
+  // Constant after construction.
+  const std::shared_ptr<const ModelWeights> weights_;
+  const CpuEngineOptions options_;
+  const RopeParams rope_;
+  const std::unique_ptr<KvCache> cache_;
+  ThreadPool pool_;
+
+  // Step scratch, sized for T = max_tokens_per_step; q_dim = n_heads *
+  // head_dim, kv_dim = n_kv_heads * head_dim.
+  MatMulScratch matmul_scratch_;
+  std::vector<float> x_;              // (T, n_embd) the residual stream
+  std::vector<float> h_;              // (T, n_embd) normed input of a sub-layer
+  std::vector<float> q_;              // (T, q_dim)
+  std::vector<float> k_;              // (T, kv_dim)
+  std::vector<float> v_;              // (T, kv_dim)
+  std::vector<float> att_;            // (T, q_dim) attention output
+  std::vector<float> proj_;           // (T, n_embd) o-proj / down-proj output
+  std::vector<float> gate_;           // (T, n_ff)
+  std::vector<float> up_;             // (T, n_ff)
+  std::vector<float> cos_;            // (T, rope_dim / 2)
+  std::vector<float> sin_;            // (T, rope_dim / 2)
+  std::vector<int32_t> positions_;    // (T) each token's position
+  std::vector<int32_t> token_table_;  // (T) each token's slice
+  std::vector<absl::Span<const int32_t>> block_tables_;  // (slices)
+  std::vector<float> last_;  // (T, n_embd) rows that need logits
+};
+
+}  // namespace paceline::engine::cpu
+
+#endif  // PACELINE_ENGINE_CPU_CPU_ENGINE_H_

@@ -1,0 +1,243 @@
+#include "engine/cpu/matmul.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/matmul_internal.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/ggml_type.h"
+
+namespace paceline::engine::cpu {
+namespace {
+
+using internal::kQBlock;
+using internal::MatMulTask;
+using internal::QuantizeKernel;
+using internal::RowsKernel;
+
+// Rows per unit of the thread split: a multiple of every kernel's row tile,
+// so tiles never straddle two threads.
+constexpr int64_t kRowGroup = 16;
+// Below this many multiply-adds a call runs on the calling thread: waking
+// the pool costs more than it saves (a few microseconds).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
+
+bool IsQuantized(GgmlType type) {
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
+}
+
+// One token's extra activation layout for the VNNI kernels.
+using PairsKernel = void (*)(const int8_t* q, const float* d, int64_t cols,
+                             float* d_pairs, int32_t* s_pairs);
+
+struct Kernels {
+  RowsKernel rows;
+  QuantizeKernel quantize = nullptr;  // null for float weight types
+  PairsKernel pairs = nullptr;        // the VNNI kernels only
+};
+
+Kernels PickKernels(GgmlType type) {
+  const bool quantized = IsQuantized(type);
+  switch (EffectiveIsaLevel()) {
+#if defined(__x86_64__)
+    case IsaLevel::kAvx512:
+      if (!quantized) return {&internal::MatMulRowsAvx512, nullptr};
+      if (EffectiveAvx512Vnni()) {
+        return {&internal::MatMulRowsAvx512Vnni, &internal::QuantizeRowAvx512,
+                &internal::BuildPairsAvx512};
+      }
+      return {&internal::MatMulRowsAvx2, &internal::QuantizeRowAvx512};
+    case IsaLevel::kAvx2:
+      return {&internal::MatMulRowsAvx2,
+              quantized ? &internal::QuantizeRowAvx2 : nullptr};
+#endif
+    default:
+      return {&internal::MatMulRowsScalar,
+              quantized ? &internal::QuantizeRowScalar : nullptr};
+  }
+}
+
+uint8_t* AlignUp(uint8_t* p, size_t alignment) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<uint8_t*>((v + alignment - 1) & ~(alignment - 1));
+}
+
+absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
+                      const float* y) {
+  if (!MatMulSupports(w.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: no kernel for weights of type ",
+                     GetGgmlTypeTraits(w.type).name));
+  }
+  if (w.rows < 0 || w.cols <= 0 || n_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: bad shape: rows ", w.rows, ", cols ", w.cols,
+                     ", n_tokens ", n_tokens));
+  }
+  const absl::StatusOr<uint64_t> row_bytes = GgmlRowBytes(w.type, w.cols);
+  if (!row_bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: ", row_bytes.status().message()));
+  }
+  if (w.row_bytes < *row_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: row_bytes ", w.row_bytes, " < ", *row_bytes,
+                     " needed for ", w.cols, " ",
+                     GetGgmlTypeTraits(w.type).name, " elements"));
+  }
+  if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
+  if (w.data == nullptr || x == nullptr || y == nullptr) {
+    return absl::InvalidArgumentError("MatMul: null buffer");
+  }
+  const float* x_end = x + n_tokens * w.cols;
+  const float* y_end = y + n_tokens * w.rows;
+  if (x < y_end && y < x_end) {
+    return absl::InvalidArgumentError("MatMul: y overlaps x");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace internal {
+
+void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
+              const TileSet& set) {
+  const bool quantized = IsQuantized(task.type);
+  const int64_t cols = task.cols;
+  const int64_t kc =
+      task.n_tokens > set.tokens && set.kc > 0 ? set.kc : cols;
+  TileArgs a;
+  a.row_bytes = task.row_bytes;
+  a.x_stride = cols;
+  a.xd_stride = cols / kQBlock;
+  a.y_stride = task.rows;
+  a.pair_stride = (cols / kQBlock + 1) / 2 * 16;
+  for (int64_t k0 = 0; k0 < cols; k0 += kc) {
+    a.k0 = k0;
+    a.k1 = std::min(k0 + kc, cols);
+    a.accumulate = k0 > 0;
+    for (int64_t rb = row_begin; rb < row_end; rb += set.mc) {
+      const int64_t rb_end = std::min(rb + set.mc, row_end);
+      for (int64_t t0 = 0; t0 < task.n_tokens; t0 += set.tokens) {
+        const int nt =
+            static_cast<int>(std::min<int64_t>(set.tokens, task.n_tokens - t0));
+        const int tile_rows = nt == 1 ? set.rows_one : set.rows;
+        if (quantized) {
+          a.x = task.qx.q + t0 * cols;
+          a.xd = task.qx.d + t0 * a.xd_stride;
+          if (task.qx.d_pairs != nullptr) {
+            a.xd_pairs = task.qx.d_pairs + t0 * a.pair_stride;
+            a.xs_pairs = task.qx.s_pairs + t0 * a.pair_stride;
+          }
+        } else {
+          a.x = task.x + t0 * cols;
+        }
+        for (int64_t r = rb; r < rb_end; r += tile_rows) {
+          const int nr =
+              static_cast<int>(std::min<int64_t>(tile_rows, rb_end - r));
+          a.w = task.w + r * task.row_bytes;
+          a.y = task.y + t0 * task.rows + r;
+          a.prefetch = t0 == 0 && task.n_tokens > 2 && r + tile_rows < row_end
+                           ? a.w + tile_rows * task.row_bytes
+                           : nullptr;
+          set.fn[nr - 1][nt - 1](a);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace internal
+
+bool MatMulSupports(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
+                    float* y, ThreadPool& pool, MatMulScratch& scratch) {
+  if (absl::Status s = Validate(w, x, n_tokens, y); !s.ok()) return s;
+  if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
+
+  const Kernels kernels = PickKernels(w.type);
+  const int64_t cols = w.cols;
+  const bool parallel = w.rows * cols * n_tokens >= kMinParallelMacs;
+
+  MatMulTask task;
+  task.type = w.type;
+  task.w = static_cast<const uint8_t*>(w.data);
+  task.row_bytes = w.row_bytes;
+  task.rows = w.rows;
+  task.cols = cols;
+  task.n_tokens = n_tokens;
+  task.x = x;
+  task.y = y;
+
+  if (kernels.quantize != nullptr) {
+    // Scratch, each array 64-byte aligned: q (n_tokens, cols) int8,
+    // d (n_tokens, nb) float, and for VNNI d_pairs / s_pairs (n_tokens,
+    // n_pairs, 16). Grown geometrically, never shrunk.
+    const int64_t nb = cols / kQBlock;
+    const int64_t pair_stride = (nb + 1) / 2 * 16;
+    auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
+    const size_t q_bytes = align(n_tokens * cols);
+    const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
+    const size_t pair_bytes =
+        kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
+    const size_t needed = 64 + q_bytes + d_bytes + 2 * pair_bytes;
+    if (scratch.bytes.size() < needed) {
+      scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
+    }
+    uint8_t* base = AlignUp(scratch.bytes.data(), 64);
+    int8_t* q = reinterpret_cast<int8_t*>(base);                // (n_tokens, cols)
+    float* d = reinterpret_cast<float*>(base + q_bytes);        // (n_tokens, nb)
+    float* d_pairs = reinterpret_cast<float*>(base + q_bytes + d_bytes);
+    int32_t* s_pairs =
+        reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + pair_bytes);
+    auto quantize = [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        kernels.quantize(x + t * cols, cols, q + t * cols, d + t * nb);
+        if (kernels.pairs != nullptr) {
+          kernels.pairs(q + t * cols, d + t * nb, cols,
+                        d_pairs + t * pair_stride, s_pairs + t * pair_stride);
+        }
+      }
+    };
+    if (parallel && n_tokens > 1) {
+      pool.ParallelFor(n_tokens, quantize);
+    } else {
+      quantize(0, n_tokens);
+    }
+    task.qx = {q, d};
+    if (kernels.pairs != nullptr) {
+      task.qx.d_pairs = d_pairs;
+      task.qx.s_pairs = s_pairs;
+    }
+  }
+
+  if (!parallel) {
+    kernels.rows(task, 0, w.rows);
+    return absl::OkStatus();
+  }
+  const int64_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
+  pool.ParallelFor(groups, [&](int64_t g_begin, int64_t g_end) {
+    kernels.rows(task, g_begin * kRowGroup,
+                 std::min(g_end * kRowGroup, w.rows));
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine::cpu

@@ -1,0 +1,56 @@
+#ifndef PACELINE_ENGINE_CPU_MATMUL_H_
+#define PACELINE_ENGINE_CPU_MATMUL_H_
+
+// Batched matrix products against weights kept in their file type. One call
+// reads every weight once for all tokens of the step: decode throughput
+// comes from sharing that read across the batch.
+//
+// Kernels are chosen at run time from the CPU's features (cpu_features.h):
+// AVX-512 / AVX2+FMA where present, a portable scalar path everywhere.
+// Quantized weights (Q8_0, Q4_0) multiply int8-quantized activations
+// (32-element blocks with a float scale per block, as the field does);
+// float weights (F32, F16, BF16) multiply float activations.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/ggml_type.h"
+
+namespace paceline::engine::cpu {
+
+class ThreadPool;
+
+// A weight matrix in its storage type. Row r (an output feature) holds `cols`
+// input features contiguously, encoded as `type` (a GGUF tensor of ggml
+// shape [cols, rows]).
+struct WeightView {
+  GgmlType type = GgmlType::kF32;
+  int64_t rows = 0;       // output features
+  int64_t cols = 0;       // input features (a multiple of the type's block)
+  const void* data = nullptr;  // rows * row_bytes bytes
+  size_t row_bytes = 0;
+};
+
+// Whether MatMul has a kernel for weights of `type`.
+bool MatMulSupports(GgmlType type);
+
+// Reusable per-thread-pool scratch (quantized activations); sized on first
+// use and grown only when a larger step arrives, so steady-state calls do
+// not allocate.
+struct MatMulScratch {
+  std::vector<uint8_t> bytes;
+};
+
+// y[t, r] = sum_c w[r, c] * x[t, c], for t in [0, n_tokens).
+//   x: (n_tokens, w.cols) float, row-major
+//   y: (n_tokens, w.rows) float, row-major; must not alias x
+// Work is split over `pool`'s threads by output rows. InvalidArgument when
+// the type has no kernel or the shapes disagree; nothing is written then.
+absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
+                    float* y, ThreadPool& pool, MatMulScratch& scratch);
+
+}  // namespace paceline::engine::cpu
+
+#endif  // PACELINE_ENGINE_CPU_MATMUL_H_

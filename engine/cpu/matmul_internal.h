@@ -1,0 +1,156 @@
+#ifndef PACELINE_ENGINE_CPU_MATMUL_INTERNAL_H_
+#define PACELINE_ENGINE_CPU_MATMUL_INTERNAL_H_
+
+// The per-ISA kernels behind MatMul (matmul.h). Not a public interface:
+// matmul.cc validates the arguments, quantizes activations, splits rows
+// over threads and picks one of these per call; the tests reach them only
+// through MatMul and the ISA cap (cpu_features.h).
+//
+// Every kernel computes the same math:
+//   float weights:  y[t, r] = sum_c float(w[r, c]) * x[t, c]
+//   Q8_0 / Q4_0:    y[t, r] = sum_b (dw[r, b] * dx[t, b]) * isum(r, t, b)
+// where isum is the exact int32 dot product of block b's 32 int8 weights
+// (Q4_0: nibble - 8) with the 32 int8 activations, and dx/qx come from
+// QuantizeRow*. Paths differ only in the order of float additions (and FMA
+// contraction), so scalar and SIMD results agree to float rounding.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/ggml_type.h"
+
+namespace paceline::engine::cpu::internal {
+
+// Elements per int8 block: Q8_0, Q4_0 and the quantized activations.
+inline constexpr int64_t kQBlock = 32;
+inline constexpr int64_t kQ8_0BlockBytes = 34;  // f16 d | int8 qs[32]
+inline constexpr int64_t kQ4_0BlockBytes = 18;  // f16 d | uint8 qs[16]
+
+// Activations quantized per token and block of 32:
+// x[t, c] ~= q[t, c] * d[t, c / 32], with d = max|x| / 127 over the block
+// and q = round-to-nearest-even(x / d) in [-127, 127] (0 where d is 0).
+struct QuantizedActs {
+  const int8_t* q = nullptr;  // (n_tokens, cols)
+  const float* d = nullptr;   // (n_tokens, cols / 32)
+  // Only for the AVX-512 VNNI kernels (BuildPairsAvx512), per token and
+  // pair of blocks p = (2p, 2p + 1), n_pairs = ceil(cols / 64):
+  const float* d_pairs = nullptr;    // (n_tokens, n_pairs, 16) d[2p] in
+                                     // lanes 0-7, d[2p + 1] in 8-15
+  const int32_t* s_pairs = nullptr;  // (n_tokens, n_pairs, 16) -sum(q) of
+                                     // block 2p in lane 0, 2p + 1 in lane 8
+};
+
+struct MatMulTask {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* w = nullptr;  // (rows, row_bytes) weights in `type`
+  size_t row_bytes = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;            // float types: any; Q types: multiple of 32
+  int64_t n_tokens = 0;
+  const float* x = nullptr;    // (n_tokens, cols), float weight types
+  QuantizedActs qx;            // Q8_0 / Q4_0 weight types
+  float* y = nullptr;          // (n_tokens, rows)
+};
+
+// ---- Register tiles and the cache-blocking loop shared by the SIMD paths.
+//
+// A tile kernel computes an (nr rows) x (nt tokens) block of dot products
+// over the columns [k0, k1), keeping all nr * nt sums in registers, so each
+// weight vector it loads serves nt tokens and each activation vector nr
+// rows. RunTiled walks the tiles: when the step has more tokens than one
+// tile holds, it splits the columns into blocks of `kc` and the rows into
+// blocks of `mc` so that a block of weights stays in L1/L2 while every
+// token tile passes over it (weights then come from memory once per call).
+
+struct TileArgs {
+  const uint8_t* w = nullptr;  // (nr, row_bytes) the tile's first weight row
+  size_t row_bytes = 0;
+  const void* x = nullptr;     // (nt, x_stride) first token: float for float
+                               // weights, int8 (Q paths; maybe ^0x80) else
+  int64_t x_stride = 0;        // elements between tokens (= cols)
+  const float* xd = nullptr;   // Q paths: (nt, xd_stride) block scales
+  int64_t xd_stride = 0;       // = cols / 32
+  const float* xd_pairs = nullptr;    // VNNI: (nt, pair_stride) d_pairs
+  const int32_t* xs_pairs = nullptr;  // VNNI: (nt, pair_stride) s_pairs
+  int64_t pair_stride = 0;            // = n_pairs * 16
+  int64_t k0 = 0, k1 = 0;      // columns; Q paths: multiples of 32
+  float* y = nullptr;          // y[token 0, row 0] of the tile
+  int64_t y_stride = 0;        // floats between tokens (= rows)
+  bool accumulate = false;     // add to y (later column blocks) or store
+  // The next row tile's weights at the same columns, for the tile to
+  // prefetch into L2 while it streams its own (first token tile of a batch
+  // only; null otherwise). Single-token tiles prefetch along their own rows.
+  const uint8_t* prefetch = nullptr;
+};
+
+using TileFn = void (*)(const TileArgs& args);
+
+inline constexpr int kMaxTileRows = 8;
+inline constexpr int kMaxTileTokens = 8;
+
+struct TileSet {
+  int rows = 1;       // rows per tile when nt > 1
+  int rows_one = 1;   // rows per tile when nt == 1 (GEMV)
+  int tokens = 1;     // tokens per tile
+  int64_t kc = 0;     // column block (multiple of 64) when tokens > 1 tile
+  int64_t mc = 64;    // row block
+  // fn[nr - 1][nt - 1] handles nr rows x nt tokens.
+  TileFn fn[kMaxTileRows][kMaxTileTokens] = {};
+};
+
+// Computes rows [row_begin, row_end) of task.y with `set`'s tiles. The Q
+// paths pass the quantized activations in task.qx.
+void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
+              const TileSet& set);
+
+// Writes y[t, r] for r in [row_begin, row_end) and every token t.
+using RowsKernel = void (*)(const MatMulTask& task, int64_t row_begin,
+                            int64_t row_end);
+
+// Quantizes one token: x (cols) -> q (cols), d (cols / 32); cols is a
+// multiple of 32. Every implementation produces identical bytes.
+using QuantizeKernel = void (*)(const float* x, int64_t cols, int8_t* q,
+                                float* d);
+
+// Portable C++ (matmul_scalar.cc): every supported type.
+void MatMulRowsScalar(const MatMulTask& task, int64_t row_begin,
+                      int64_t row_end);
+void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* d);
+
+#if defined(__x86_64__)
+// AVX2 + FMA + F16C (matmul_avx2.cc): every supported type.
+void MatMulRowsAvx2(const MatMulTask& task, int64_t row_begin,
+                    int64_t row_end);
+void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* d);
+
+// AVX-512 F/BW/VL/DQ (matmul_avx512.cc): float types.
+void MatMulRowsAvx512(const MatMulTask& task, int64_t row_begin,
+                      int64_t row_end);
+void QuantizeRowAvx512(const float* x, int64_t cols, int8_t* q, float* d);
+// One token's d_pairs (n_pairs, 16) and s_pairs (n_pairs, 16) from its
+// q (cols) and d (cols / 32); see QuantizedActs.
+void BuildPairsAvx512(const int8_t* q, const float* d, int64_t cols,
+                      float* d_pairs, int32_t* s_pairs);
+// AVX-512 VNNI (matmul_avx512.cc): Q8_0 and Q4_0; needs the pair arrays.
+void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
+                          int64_t row_end);
+
+// Packed GEMMs (matmul_avx512_gemm.cc) that the two AVX-512 entry points
+// hand over to for many tokens: weights repacked 16 rows to a register,
+// outer-product tiles. Crossovers measured on a Sapphire Rapids-class VM
+// with cache-resident weights (bench/RESULTS.md): int8 from 6 tokens
+// (83 vs 55 GMAC/s per core at 8), float from ~48 (F32 from ~24; F16
+// equal at 48, 62 vs 52 at 512).
+void GemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
+                    int64_t row_end);
+void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
+                        int64_t row_end);
+inline constexpr int64_t kGemmMinTokens = 6;
+inline constexpr int64_t kFloatGemmMinTokens = 48;
+// The packing gathers address 16 rows with int32 offsets.
+inline constexpr size_t kGemmMaxRowBytes = size_t{1} << 26;
+#endif
+
+}  // namespace paceline::engine::cpu::internal
+
+#endif  // PACELINE_ENGINE_CPU_MATMUL_INTERNAL_H_

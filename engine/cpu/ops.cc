@@ -1,0 +1,85 @@
+#include "engine/cpu/ops.h"
+
+#include <cmath>
+
+namespace paceline::engine::cpu {
+
+void RmsNorm(const float* x, const float* w, int64_t n_rows, int64_t dim,
+             float eps, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = out + r * dim;
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(
+        1.0 / std::sqrt(sum / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+void AddBias(float* x, const float* bias, int64_t n_rows, int64_t dim) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* xr = x + r * dim;
+    for (int64_t i = 0; i < dim; ++i) xr[i] += bias[i];
+  }
+}
+
+void AddInPlace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+RopeParams RopeParamsFromConfig(const ModelConfig& config) {
+  RopeParams p;
+  p.layout = config.rope_layout;
+  p.rope_dim = config.rope_dim;
+  p.freq_base = config.rope_freq_base;
+  p.position_scale = config.rope_scaling == RopeScaling::kLinear
+                         ? 1.0 / config.rope_scaling_factor
+                         : 1.0;
+  return p;
+}
+
+void RopeAngles(const int32_t* positions, int64_t n_tokens,
+                const RopeParams& params, float* cos, float* sin) {
+  const int64_t half = params.rope_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(
+        params.freq_base, -2.0 * static_cast<double>(i) / params.rope_dim);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const double theta = positions[t] * params.position_scale * freq;
+      cos[t * half + i] = static_cast<float>(std::cos(theta));
+      sin[t * half + i] = static_cast<float>(std::sin(theta));
+    }
+  }
+}
+
+void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+               const RopeParams& params, const float* cos, const float* sin) {
+  const int64_t half = params.rope_dim / 2;
+  // Pair i of a head is (x[i * stride], x[i * stride + offset]).
+  const bool adjacent = params.layout == RopeLayout::kAdjacentPairs;
+  const int64_t stride = adjacent ? 2 : 1;
+  const int64_t offset = adjacent ? 1 : half;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i * stride];
+        const float b = v[i * stride + offset];
+        v[i * stride] = a * c[i] - b * s[i];
+        v[i * stride + offset] = a * s[i] + b * c[i];
+      }
+    }
+  }
+}
+
+}  // namespace paceline::engine::cpu

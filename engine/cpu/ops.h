@@ -1,0 +1,64 @@
+#ifndef PACELINE_ENGINE_CPU_OPS_H_
+#define PACELINE_ENGINE_CPU_OPS_H_
+
+// The element-wise and per-row operations of a Llama-family layer, on
+// row-major float tensors: RMSNorm, RoPE (both layouts, linear scaling),
+// bias add, SwiGLU, residual add. Plain loops; the matmuls and attention
+// carry the cost. None allocates. In-place use is allowed where noted.
+
+#include <cstdint>
+
+#include "engine/model_config.h"
+
+namespace paceline::engine::cpu {
+
+// out[r, i] = x[r, i] / sqrt(mean_i(x[r, :]^2) + eps) * w[i]; the sum of
+// squares is accumulated in double. out may equal x.
+//   x:   (n_rows, dim)
+//   w:   (dim)
+//   out: (n_rows, dim)
+void RmsNorm(const float* x, const float* w, int64_t n_rows, int64_t dim,
+             float eps, float* out);
+
+// x[r, :] += bias
+//   x:    (n_rows, dim)
+//   bias: (dim)
+void AddBias(float* x, const float* bias, int64_t n_rows, int64_t dim);
+
+// x[i] += y[i]
+//   x, y: (n)
+void AddInPlace(float* x, const float* y, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may
+// equal gate or up.
+//   gate, up, out: (n)
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kAdjacentPairs;
+  int64_t rope_dim = 0;  // rotated dims per head, even, <= head_dim
+  double freq_base = 10000.0;
+  double position_scale = 1.0;  // 1 / linear scaling factor
+};
+
+RopeParams RopeParamsFromConfig(const ModelConfig& config);
+
+// The rotation angles of each token: pair i of a token at position p turns
+// by theta = p * position_scale * freq_base^(-2i / rope_dim), computed in
+// double and stored as cos / sin.
+//   positions: (n_tokens)
+//   cos, sin:  (n_tokens, rope_dim / 2)
+void RopeAngles(const int32_t* positions, int64_t n_tokens,
+                const RopeParams& params, float* cos, float* sin);
+
+// Rotates every head of every token in place with the token's angles. Pair
+// i is (x[2i], x[2i+1]) for kAdjacentPairs and (x[i], x[i + rope_dim/2])
+// for kNeoxHalves; dims from rope_dim to head_dim pass through.
+//   x:        (n_tokens, n_heads, head_dim)
+//   cos, sin: (n_tokens, rope_dim / 2)
+void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+               const RopeParams& params, const float* cos, const float* sin);
+
+}  // namespace paceline::engine::cpu
+
+#endif  // PACELINE_ENGINE_CPU_OPS_H_

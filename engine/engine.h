@@ -1,0 +1,79 @@
+#ifndef PACELINE_ENGINE_ENGINE_H_
+#define PACELINE_ENGINE_ENGINE_H_
+
+// The model engine as the scheduler sees it, whatever the backend (CPU,
+// CUDA): one forward pass over a batch of sequences per call, with K/V kept
+// in a pool of fixed-size blocks that the engine owns and the pager
+// (kvpager/) hands out by id.
+//
+// Contract of a step (see forward_batch.h for the value itself):
+//  - Each slice's tokens are appended to its sequence at positions
+//    [position_begin, position_begin + token_count): their K/V are written
+//    into the slots that the slice's block table gives for those positions
+//    (position p lives in block_table[p / block_size()], slot
+//    p % block_size()), and each token attends causally to every position
+//    up to its own through the same table. K/V of earlier positions must
+//    already be in the blocks (written by earlier steps or copied by
+//    CopyBlocks); the engine does not check that.
+//  - Slices must cover the batch's tokens exactly once. Two slices must not
+//    write the same block slot in one step.
+//  - The result is one row of n_vocab float logits per slice with
+//    needs_logits, for the slice's last token, in slice order.
+//  - The result for a token depends only on its sequence's tokens and
+//    positions, never on what else shares the step (batch invariance).
+//
+// Errors: InvalidArgument for a malformed batch (nothing is written then,
+// neither K/V nor logits); other codes for failures inside the backend.
+//
+// Thread-safety: one thread drives an engine (DESIGN.md §2: the engine
+// thread); calls must not overlap. The engine may use its own worker
+// threads inside a call.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/forward_batch.h"
+#include "engine/model_config.h"
+
+namespace paceline::engine {
+
+// One block copy for the pager's copy-on-write: every layer's K and V of
+// block `src` are copied into block `dst`.
+struct BlockCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Tokens per KV block, and blocks in the pool (ids 0 .. num_blocks() - 1).
+  virtual int32_t block_size() const = 0;
+  virtual int32_t num_blocks() const = 0;
+  // The most tokens one step may carry (the sum over its slices).
+  virtual int32_t max_tokens_per_step() const = 0;
+
+  // Runs one step. `logits` must hold exactly (slices with needs_logits) ×
+  // n_vocab floats: row j belongs to the j-th such slice in slice order.
+  //   logits: (num_logit_rows, n_vocab)
+  virtual absl::Status Forward(const ForwardBatch& batch,
+                               absl::Span<float> logits) = 0;
+
+  // Copies blocks, in order (a later copy may read an earlier one's dst).
+  // InvalidArgument (and nothing copied) when an id is out of range.
+  virtual absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) = 0;
+};
+
+// The number of logit rows `batch` asks for.
+inline int32_t NumLogitRows(const ForwardBatch& batch) {
+  int32_t n = 0;
+  for (const SequenceSlice& s : batch.sequences) n += s.needs_logits ? 1 : 0;
+  return n;
+}
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_ENGINE_H_

@@ -1,0 +1,42 @@
+#ifndef PACELINE_ENGINE_FORWARD_BATCH_H_
+#define PACELINE_ENGINE_FORWARD_BATCH_H_
+
+// The value that describes one engine step: the tokens of several
+// sequences, flattened, each sequence bringing any number of tokens (a
+// prefill chunk, or one decode token) at its own positions, with its KV
+// block table. The scheduler builds it; an Engine runs it.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace paceline::engine {
+
+struct SequenceSlice {
+  // This step's tokens of the sequence are
+  // ForwardBatch::tokens[token_begin, token_begin + token_count).
+  int32_t token_begin = 0;
+  int32_t token_count = 0;
+  // Position of the first of them: the number of the sequence's tokens whose
+  // K/V are already in its blocks. Token i of the slice sits at position
+  // position_begin + i and attends to positions [0, position_begin + i].
+  int32_t position_begin = 0;
+  // Physical KV block of each logical block of the sequence, covering at
+  // least position_begin + token_count positions (block_size per block).
+  // A view: the caller keeps the table alive for the step.
+  absl::Span<const int32_t> block_table;
+  // Whether the engine returns logits for the slice's last token.
+  bool needs_logits = false;
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;            // (num_tokens)
+  std::vector<SequenceSlice> sequences;   // (num_sequences), any order
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+};
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_FORWARD_BATCH_H_

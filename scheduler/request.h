@@ -1,0 +1,200 @@
+#ifndef PACELINE_SCHEDULER_REQUEST_H_
+#define PACELINE_SCHEDULER_REQUEST_H_
+
+// One generation request inside the scheduler.
+//
+// A request is its tokens (prompt, then generated) and how many of them
+// have K/V in its blocks: num_computed_tokens. There are no prefill or
+// decode phases (STYLE.md 2): every step the scheduler grants a running
+// request some of [num_computed_tokens, num_tokens) — the rest of its prompt
+// in chunks, then one token at a time — and a logits row once the grant
+// reaches num_tokens, from which the next token is sampled.
+//
+// States:
+//   kWaiting  --Start-->  kRunning  --Finish-->  kFinished
+//      ^                     |
+//      +------ Preempt ------+    (K/V dropped, recomputed on readmission)
+//   kWaiting --Finish (cancelled)--> kFinished
+//
+// Preemption keeps the tokens, the sampler, the detokenizer and the stop
+// state: on readmission the whole sequence (prompt + generated) is
+// recomputed (mostly from the prefix cache), and the next token is sampled
+// from the same logits with the same RNG step (the sampler's counter-based
+// draw depends only on the number of tokens generated), so output is
+// unchanged by preemption.
+//
+// Stop conditions, checked by AcceptSample right after each sample:
+//   1. EOS / end-of-generation (Tokenizer::IsEog) unless ignore_eos, or a
+//      stop token id: kStop; the token is not delivered.
+//   2. a stop string in the detokenized text (matched across token
+//      boundaries, earliest match wins): kStop; text up to the match is
+//      delivered (plus the string itself when include_stop_str); the token
+//      id is delivered.
+//   3. max_tokens generated: kLength.
+// Text that could be the start of a stop string is held back until a later
+// token rules the match out, or until the request ends (then it is
+// flushed).
+//
+// Thread-compatible: owned by the scheduler on the engine thread.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/detokenizer.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "kvpager/block_lease.h"
+#include "scheduler/token_sink.h"
+
+namespace paceline::scheduler {
+
+// Ordered: a smaller value is served first and preempted last.
+enum class PriorityClass : int8_t { kInteractive = 0, kStandard = 1, kBatch = 2 };
+inline constexpr int kNumPriorityClasses = 3;
+absl::string_view PriorityClassName(PriorityClass priority);
+
+enum class RequestState : int8_t { kWaiting, kRunning, kFinished };
+
+// Why a cancelled request was cancelled (queue-skip counters by reason).
+enum class CancelReason : int8_t { kClient, kShutdown };
+inline constexpr int kNumCancelReasons = 2;
+absl::string_view CancelReasonName(CancelReason reason);
+
+struct StopConditions {
+  int32_t max_tokens = 16;  // >= 1
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;    // ids in [0, vocab)
+  std::vector<std::string> stop_strings;  // each non-empty
+  bool include_stop_str = false;
+};
+
+// What a submitter gives.
+struct RequestSpec {
+  std::string tenant;           // a configured tenant
+  std::vector<int32_t> prompt;  // non-empty, ids in [0, vocab)
+  engine::SamplingParams sampling;
+  StopConditions stop;
+  PriorityClass priority = PriorityClass::kStandard;
+  // The client's delivery pace in tokens/s (>= 0; 0 = unpaced). Used only
+  // to rank decodes under overload (slack).
+  double pace_tokens_per_s = 0;
+  // The prefix-cache salt; empty = the tenant name (no cross-tenant
+  // sharing). Use a bounded set of values.
+  std::string cache_salt;
+  std::shared_ptr<TokenSink> sink;  // required
+};
+
+class Request {
+ public:
+  // `tokenizer` must outlive the request. The sampler was created over the
+  // spec's prompt.
+  Request(RequestId id, RequestSpec spec, int32_t tenant_index,
+          uint64_t arrival_seq, absl::Time arrival,
+          engine::SequenceSampler sampler, const engine::Tokenizer* tokenizer);
+
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // --- Constant after construction ---------------------------------------
+  RequestId id() const { return id_; }
+  const std::string& tenant() const { return spec_.tenant; }
+  int32_t tenant_index() const { return tenant_index_; }
+  PriorityClass priority() const { return spec_.priority; }
+  // Submission order across the scheduler: larger = later arrival.
+  uint64_t arrival_seq() const { return arrival_seq_; }
+  double pace() const { return spec_.pace_tokens_per_s; }
+  absl::string_view cache_salt() const {
+    return spec_.cache_salt.empty() ? spec_.tenant : spec_.cache_salt;
+  }
+  const StopConditions& stop() const { return spec_.stop; }
+  int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
+
+  // --- State ------------------------------------------------------------
+  RequestState state() const { return state_; }
+  absl::Span<const int32_t> tokens() const { return tokens_; }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t num_generated() const { return num_tokens() - num_prompt_tokens_; }
+  int32_t num_computed_tokens() const { return num_computed_tokens_; }
+  // Tokens still to compute before the next sample.
+  int32_t num_uncomputed() const { return num_tokens() - num_computed_tokens_; }
+  kvpager::BlockLease& lease() { return lease_; }
+  const kvpager::BlockLease& lease() const { return lease_; }
+  engine::SequenceSampler& sampler() { return sampler_; }
+  const RequestTimings& timings() const { return timings_; }
+  int32_t preemptions() const { return usage_.preemptions; }
+  // Whether the prompt has been charged to the tenant (first admission).
+  bool prompt_charged() const { return prompt_charged_; }
+  void set_prompt_charged() { prompt_charged_ = true; }
+  // Valid once finished by a cancel.
+  CancelReason cancel_reason() const { return cancel_reason_; }
+
+  // Seconds of delivery the client has buffered: the sink's undelivered
+  // tokens / pace; 0 when unpaced.
+  double Slack() const;
+
+  // --- Transitions (the scheduler calls these) -------------------------
+  // kWaiting -> kRunning with a lease covering tokens(); the cached prefix
+  // counts as computed.
+  void Start(kvpager::BlockLease lease, absl::Time now);
+  // kRunning -> kWaiting: the lease is destroyed, nothing stays computed.
+  void Preempt();
+  // `n` more tokens computed (<= num_uncomputed()).
+  void AddComputed(int32_t n) { num_computed_tokens_ += n; }
+  // Records a sampled token (the request must be running with nothing
+  // uncomputed), applies the stop checks and delivers the output to the
+  // sink. Returns the finish reason when the request must now finish (the
+  // caller then calls Finish with it and an OK status).
+  std::optional<FinishReason> AcceptSample(const engine::SampleResult& sample,
+                                           absl::Time now);
+  // -> kFinished: destroys the lease and tells the sink; returns what the
+  // sink was told. Precondition: not finished yet.
+  FinishInfo Finish(FinishReason reason, absl::Status status, absl::Time now);
+  // Finish(kCancelled, CANCELLED for a client, UNAVAILABLE for shutdown).
+  FinishInfo Cancel(CancelReason reason, absl::Time now);
+
+ private:
+  // Delivers `text` (and `token` unless < 0) to the sink.
+  void Deliver(int32_t token, absl::string_view text,
+               const engine::SampleResult* sample);
+  // The earliest stop-string match in `text`: its position, and the string
+  // in *matched.
+  size_t FindStopString(absl::string_view text,
+                        const std::string** matched) const;
+  // The longest suffix of `text` that is a proper prefix of a stop string.
+  size_t HoldBack(absl::string_view text) const;
+
+  // Constant after construction.
+  const RequestId id_;
+  RequestSpec spec_;  // its prompt moved into tokens_
+  const int32_t tenant_index_;
+  const uint64_t arrival_seq_;
+  const int32_t num_prompt_tokens_;
+  const engine::Tokenizer* const tokenizer_;
+
+  // Engine thread.
+  RequestState state_ = RequestState::kWaiting;
+  std::vector<int32_t> tokens_;  // prompt, then generated
+  int32_t num_computed_tokens_ = 0;
+  kvpager::BlockLease lease_;
+  engine::SequenceSampler sampler_;
+  engine::IncrementalDetokenizer detokenizer_;
+  std::string held_text_;  // text held back for a possible stop string
+  std::string scratch_text_;
+  bool prompt_charged_ = false;
+  CancelReason cancel_reason_ = CancelReason::kClient;
+  std::string stop_string_;
+  int32_t stop_token_ = -1;
+  Usage usage_;
+  RequestTimings timings_;
+};
+
+}  // namespace paceline::scheduler
+
+#endif  // PACELINE_SCHEDULER_REQUEST_H_

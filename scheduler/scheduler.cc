@@ -1,0 +1,446 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace paceline::scheduler {
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
+    const SchedulerOptions& options, const engine::Engine& engine,
+    const engine::Tokenizer* tokenizer, Clock* clock,
+    SchedulerMetrics* metrics) {
+  if (tokenizer == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("a tokenizer and a clock are required");
+  }
+  if (options.max_batched_tokens < 0 ||
+      options.max_batched_tokens > engine.max_tokens_per_step()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_batched_tokens must be in [0, ", engine.max_tokens_per_step(),
+        "] (0 = the engine's step limit), got ", options.max_batched_tokens));
+  }
+  if (options.max_running < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_running must be >= 1, got ", options.max_running));
+  }
+  if (engine.config().n_vocab < 1 || engine.config().n_vocab > INT32_MAX) {
+    return absl::InvalidArgumentError("the engine's vocabulary is empty");
+  }
+  std::unique_ptr<Scheduler> s(
+      new Scheduler(options, engine, tokenizer, clock, metrics));
+  ASSIGN_OR_RETURN(s->pager_, kvpager::KvPager::Create(engine.num_blocks(),
+                                                       engine.block_size()));
+  ASSIGN_OR_RETURN(s->queues_,
+                   TenantQueues::Create(options.tenants, options.fair_share,
+                                        clock->Now(), metrics));
+  for (int32_t i = 0; i < s->queues_->num_tenants(); ++i) {
+    s->tenant_index_[s->queues_->config(i).name] = i;
+  }
+  s->generated_.assign(s->queues_->num_tenants(), 0);
+  return s;
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options,
+                     const engine::Engine& engine,
+                     const engine::Tokenizer* tokenizer, Clock* clock,
+                     SchedulerMetrics* metrics)
+    : engine_max_tokens_(engine.max_tokens_per_step()),
+      max_running_(options.max_running),
+      vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
+      context_length_(engine.config().context_length),
+      pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
+      tokenizer_(tokenizer),
+      clock_(clock),
+      metrics_(metrics),
+      max_batched_tokens_(options.max_batched_tokens > 0
+                              ? options.max_batched_tokens
+                              : engine.max_tokens_per_step()) {}
+
+absl::Status Scheduler::set_max_batched_tokens(int32_t tokens) {
+  if (tokens < 1 || tokens > engine_max_tokens_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batched_tokens must be in [1, ", engine_max_tokens_,
+                     "], got ", tokens));
+  }
+  max_batched_tokens_ = tokens;
+  return absl::OkStatus();
+}
+
+Scheduler::~Scheduler() {
+  in_step_ = false;
+  CancelAll(CancelReason::kShutdown);
+}
+
+// --- Submission --------------------------------------------------------------
+
+absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
+  if (!tenant_index_.contains(spec.tenant)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown tenant '", spec.tenant, "'"));
+  }
+  if (spec.sink == nullptr) return absl::InvalidArgumentError("no sink");
+  if (spec.prompt.empty()) {
+    return absl::InvalidArgumentError("the prompt is empty");
+  }
+  for (int32_t t : spec.prompt) {
+    if (t < 0 || t >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt token ", t, " is outside the vocabulary [0, ", vocab_size_,
+          ")"));
+    }
+  }
+  RETURN_IF_ERROR(engine::Validate(spec.sampling, vocab_size_));
+  const StopConditions& stop = spec.stop;
+  if (stop.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens must be >= 1, got ", stop.max_tokens));
+  }
+  for (int32_t t : stop.stop_token_ids) {
+    if (t < 0 || t >= vocab_size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop token id ", t, " is outside the vocabulary"));
+    }
+  }
+  for (const std::string& s : stop.stop_strings) {
+    if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
+  }
+  if (!(spec.pace_tokens_per_s >= 0) || !std::isfinite(spec.pace_tokens_per_s)) {
+    return absl::InvalidArgumentError("pace must be a number >= 0");
+  }
+  // The last generated token is never fed back: prompt + max_tokens - 1
+  // positions hold K/V at most.
+  const int64_t positions =
+      static_cast<int64_t>(spec.prompt.size()) + stop.max_tokens - 1;
+  if (positions > context_length_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
+        stop.max_tokens, ") needs ", positions,
+        " positions; the model's context is ", context_length_));
+  }
+  if (positions > pool_tokens_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
+        stop.max_tokens, ") needs ", positions,
+        " positions of KV cache; the whole pool holds ", pool_tokens_,
+        ", so it can never run"));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::ReportRejected(absl::string_view tenant,
+                               absl::StatusCode code) {
+  ++counters_.rejected;
+  // Only configured names reach the metrics (bounded labels).
+  if (metrics_ != nullptr) {
+    metrics_->OnRejected(tenant_index_.contains(tenant) ? tenant : "", code);
+  }
+}
+
+absl::Status Scheduler::Submit(RequestId id, RequestSpec spec) {
+  const absl::Time now = clock_->Now();
+  absl::Status status = CheckRequest(spec);
+  if (status.ok() && live_.contains(id)) {
+    status = absl::AlreadyExistsError(absl::StrCat("request ", id, " is live"));
+  }
+  if (status.ok()) {
+    status = queues_->CheckQueueLimit(tenant_index_.at(spec.tenant), now);
+  }
+  absl::StatusOr<engine::SequenceSampler> sampler =
+      status.ok() ? engine::SequenceSampler::Create(spec.sampling, vocab_size_,
+                                                    spec.prompt)
+                  : absl::StatusOr<engine::SequenceSampler>(status);
+  if (!sampler.ok()) {
+    ReportRejected(spec.tenant, sampler.status().code());
+    return sampler.status();
+  }
+  const int32_t tenant = tenant_index_.at(spec.tenant);
+  std::shared_ptr<TokenSink> sink = spec.sink;
+  auto request = std::make_unique<Request>(id, std::move(spec), tenant,
+                                           next_arrival_seq_++, now,
+                                           *std::move(sampler), tokenizer_);
+  live_[id] = request.get();
+  queues_->PushBack(std::move(request));
+  ++counters_.submitted;
+  sink->OnAccepted(id);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
+  if (in_step_) {
+    return absl::FailedPreconditionError(
+        "Cancel between Schedule and Update");
+  }
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not live"));
+  }
+  Request* r = it->second;
+  live_.erase(it);
+  const bool running = r->state() == RequestState::kRunning;
+  const FinishInfo info = r->Cancel(reason, clock_->Now());
+  ++counters_.finished[static_cast<int>(FinishReason::kCancelled)];
+  if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);
+  if (running) {
+    queues_->OnStopped(r->tenant_index());
+    TakeRunning(r);  // destroyed here
+  } else {
+    queues_->OnCancelled(*r);  // its entry is dropped when popped
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::CancelAll(CancelReason reason) {
+  std::vector<RequestId> ids;
+  ids.reserve(live_.size());
+  for (const auto& [id, r] : live_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) Cancel(id, reason).IgnoreError();
+  queues_->TakeAll();  // only cancelled entries are left: counted, dropped
+}
+
+std::unique_ptr<Request> Scheduler::TakeRunning(Request* r) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [r](const auto& p) { return p.get() == r; });
+  std::unique_ptr<Request> taken = std::move(*it);
+  running_.erase(it);
+  return taken;
+}
+
+// --- Schedule ----------------------------------------------------------------
+
+void StepPlan::Clear() {
+  batch.tokens.clear();
+  batch.sequences.clear();
+  copies.clear();
+  scheduled.clear();
+  num_logit_rows = num_preempted = 0;
+}
+
+// The algorithm is described at the top of scheduler.h.
+const StepPlan& Scheduler::Schedule() {
+  plan_.Clear();
+  in_step_ = true;
+  int32_t budget = max_batched_tokens_;  // tokens; sequences: max_running_
+
+  OrderRunning(budget);
+  for (size_t i = 0; i < order_.size() && budget > 0; ++i) {
+    Request* r = order_[i];
+    if (r->state() != RequestState::kRunning) continue;  // preempted already
+    const int32_t keep = static_cast<int32_t>(order_.size() - 1 - i);
+    const int32_t n = std::min(r->num_uncomputed(), std::max(1, budget - keep));
+    if (GrowLease(r, n, &budget)) Grant(r, n, &budget);
+  }
+  if (plan_.num_preempted == 0) AdmitWaiting(&budget);
+  BuildBatch();
+  if (!plan_.empty()) ++counters_.steps;
+  return plan_;
+}
+
+void Scheduler::OrderRunning(int32_t budget) {
+  order_.clear();
+  for (const auto& r : running_) order_.push_back(r.get());
+  if (static_cast<int64_t>(order_.size()) <= budget) return;
+  // Overload: not every running request gets a token this step.
+  using Key = std::tuple<PriorityClass, double, uint64_t>;
+  std::vector<std::pair<Key, Request*>> keyed;
+  keyed.reserve(order_.size());
+  for (Request* r : order_) {
+    keyed.push_back({Key{r->priority(), r->Slack(), r->arrival_seq()}, r});
+  }
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) order_[i] = keyed[i].second;
+}
+
+bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
+  kvpager::BlockLease& lease = r->lease();
+  const int32_t grow =
+      r->num_computed_tokens() + num_tokens - lease.num_tokens();
+  if (grow <= 0) return true;
+  while (!pager_->CanAppend(lease, grow)) {
+    Request* victim = PickVictim();
+    Preempt(victim, budget);
+    if (victim == r) return false;
+  }
+  pager_copies_.clear();
+  const absl::Status appended = pager_->Append(
+      &lease, r->tokens().subspan(lease.num_tokens(), grow), &pager_copies_);
+  // CanAppend passed just before: Append cannot fail.
+  assert(appended.ok());
+  (void)appended;
+  for (const kvpager::BlockCopy& c : pager_copies_) {
+    plan_.copies.push_back(engine::BlockCopy{c.src, c.dst});
+  }
+  return true;
+}
+
+Request* Scheduler::PickVictim() const {
+  Request* victim = nullptr;
+  for (const auto& r : running_) {
+    if (victim == nullptr ||
+        std::make_pair(r->priority(), r->arrival_seq()) >
+            std::make_pair(victim->priority(), victim->arrival_seq())) {
+      victim = r.get();
+    }
+  }
+  return victim;
+}
+
+void Scheduler::Preempt(Request* victim, int32_t* budget) {
+  // A victim granted tokens earlier this step gives them back, and any copy
+  // into its blocks is dropped (the blocks are about to be freed).
+  auto granted = std::find_if(
+      plan_.scheduled.begin(), plan_.scheduled.end(),
+      [victim](const ScheduledRequest& s) { return s.request == victim; });
+  if (granted != plan_.scheduled.end()) {
+    *budget += granted->num_tokens;
+    plan_.scheduled.erase(granted);
+    const absl::Span<const int32_t> blocks = victim->lease().block_ids();
+    std::erase_if(plan_.copies, [&](const engine::BlockCopy& c) {
+      return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
+    });
+  }
+  victim->Preempt();
+  ++plan_.num_preempted;
+  ++counters_.preemptions;
+  if (metrics_ != nullptr) metrics_->OnPreempted(victim->tenant());
+  queues_->PushFront(TakeRunning(victim));
+  queues_->OnStopped(victim->tenant_index());
+}
+
+void Scheduler::Grant(Request* r, int32_t num_tokens, int32_t* budget) {
+  plan_.scheduled.push_back(ScheduledRequest{r, num_tokens, -1});
+  *budget -= num_tokens;
+}
+
+void Scheduler::AdmitWaiting(int32_t* budget) {
+  const absl::Time now = clock_->Now();
+  while (*budget > 0 && num_running() < max_running_) {
+    Request* next = queues_->Peek(now);
+    if (next == nullptr) break;
+    absl::StatusOr<kvpager::BlockLease> lease =
+        pager_->Allocate(next->tokens(), next->cache_salt());
+    if (!lease.ok()) break;  // stays at the front until blocks free up
+    running_.push_back(queues_->Pop(next));
+    queues_->OnStarted(next->tenant_index());
+    const bool first = !next->prompt_charged();
+    next->Start(*std::move(lease), now);
+    if (first) {
+      next->set_prompt_charged();
+      queues_->ChargePrompt(next->tenant_index(), next->num_prompt_tokens(),
+                            now);
+      if (metrics_ != nullptr) {
+        metrics_->OnAdmitted(next->tenant(), now - next->timings().arrival);
+      }
+    }
+    Grant(next, std::min(next->num_uncomputed(), *budget), budget);
+  }
+}
+
+void Scheduler::BuildBatch() {
+  engine::ForwardBatch& batch = plan_.batch;
+  for (ScheduledRequest& s : plan_.scheduled) {
+    Request* r = s.request;
+    const int32_t begin = r->num_computed_tokens();
+    engine::SequenceSlice slice;
+    slice.token_begin = batch.num_tokens();
+    slice.token_count = s.num_tokens;
+    slice.position_begin = begin;
+    slice.block_table = r->lease().block_ids();
+    slice.needs_logits = s.num_tokens == r->num_uncomputed();
+    if (slice.needs_logits) s.logits_row = plan_.num_logit_rows++;
+    const absl::Span<const int32_t> tokens =
+        r->tokens().subspan(begin, s.num_tokens);
+    batch.tokens.insert(batch.tokens.end(), tokens.begin(), tokens.end());
+    batch.sequences.push_back(slice);
+  }
+}
+
+// --- Update ------------------------------------------------------------------
+
+void Scheduler::Update(const StepPlan& plan,
+                       absl::StatusOr<absl::Span<const float>> logits) {
+  // Update applies the plan Schedule returned, never another.
+  assert(&plan == &plan_);
+  in_step_ = false;
+  const absl::Time now = clock_->Now();
+  if (logits.ok() &&
+      logits->size() < static_cast<size_t>(plan.num_logit_rows) * vocab_size_) {
+    logits = absl::InternalError(absl::StrCat(
+        "the engine returned ", logits->size(), " logits for ",
+        plan.num_logit_rows, " rows of ", vocab_size_));
+  }
+  for (const ScheduledRequest& s : plan.scheduled) {
+    Request* r = s.request;
+    if (!logits.ok()) {
+      FinishRunning(r, FinishReason::kError, logits.status(), now);
+      continue;
+    }
+    r->AddComputed(s.num_tokens);
+    const absl::Status marked =
+        pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
+    // The lease covers every computed token (GrowLease): cannot fail.
+    assert(marked.ok());
+    (void)marked;
+    if (s.logits_row >= 0) {
+      SampleNext(r,
+                 logits->subspan(static_cast<size_t>(s.logits_row) * vocab_size_,
+                                 vocab_size_),
+                 now);
+    }
+  }
+  // Generated tokens are charged once per tenant per step (the counters and
+  // buckets are read only when admitting).
+  for (size_t t = 0; t < generated_.size(); ++t) {
+    if (generated_[t] == 0) continue;
+    queues_->ChargeGenerated(static_cast<int32_t>(t), generated_[t], now);
+    generated_[t] = 0;
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Request>& r) {
+    return r->state() == RequestState::kFinished;
+  });
+}
+
+void Scheduler::SampleNext(Request* r, absl::Span<const float> row,
+                           absl::Time now) {
+  absl::StatusOr<engine::SampleResult> sample =
+      r->sampler().Sample(row, &scratch_);
+  if (!sample.ok()) {
+    FinishRunning(r, FinishReason::kError, sample.status(), now);
+    return;
+  }
+  ++generated_[r->tenant_index()];
+  const bool first = r->num_generated() == 0;
+  const std::optional<FinishReason> done = r->AcceptSample(*sample, now);
+  if (first && metrics_ != nullptr) {
+    metrics_->OnFirstToken(r->tenant(), now - r->timings().arrival);
+  }
+  if (done.has_value()) FinishRunning(r, *done, absl::OkStatus(), now);
+}
+
+// Leaves `r` in running_ (finished) for Update to erase.
+void Scheduler::FinishRunning(Request* r, FinishReason reason,
+                              absl::Status status, absl::Time now) {
+  live_.erase(r->id());
+  const FinishInfo info = r->Finish(reason, std::move(status), now);
+  queues_->OnStopped(r->tenant_index());
+  ++counters_.finished[static_cast<int>(reason)];
+  if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);
+}
+
+// --- State -------------------------------------------------------------------
+
+bool Scheduler::HasRunnable() {
+  return !running_.empty() || queues_->HasAdmissible(clock_->Now());
+}
+
+absl::Time Scheduler::NextAdmissibleTime() {
+  return queues_->NextAdmissibleTime(clock_->Now());
+}
+
+}  // namespace paceline::scheduler

@@ -1,0 +1,211 @@
+#include "scheduler/serving_loop.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace paceline::scheduler {
+
+absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
+    std::unique_ptr<engine::Engine> engine, const engine::Tokenizer* tokenizer,
+    const ServingLoopOptions& options) {
+  if (engine == nullptr) return absl::InvalidArgumentError("no engine");
+  Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
+  std::unique_ptr<ServingLoop> loop(
+      new ServingLoop(std::move(engine), clock, options.metrics));
+  ASSIGN_OR_RETURN(loop->scheduler_,
+                   Scheduler::Create(options.scheduler, *loop->engine_,
+                                     tokenizer, clock, options.metrics));
+  return loop;
+}
+
+ServingLoop::ServingLoop(std::unique_ptr<engine::Engine> engine, Clock* clock,
+                         SchedulerMetrics* metrics)
+    : engine_(std::move(engine)), clock_(clock), metrics_(metrics) {}
+
+ServingLoop::~ServingLoop() { Stop(StopMode::kCancel); }
+
+void ServingLoop::Start() {
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+void ServingLoop::Stop(StopMode mode) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      stop_mode_ = mode;
+    } else if (mode == StopMode::kCancel) {
+      stop_mode_ = mode;  // a cancel overrides a drain in progress
+    }
+    wake_.Signal();
+  }
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    if (mode == StopMode::kDrain) RunUntilIdle();
+    Shutdown();
+  }
+}
+
+void ServingLoop::Shutdown() {
+  // Submissions that never reached the scheduler are accepted, then
+  // cancelled with the rest, so every sink hears how its request ended.
+  {
+    absl::MutexLock lock(&mu_);
+    applying_.swap(inbox_);
+  }
+  Apply(&applying_);
+  scheduler_->CancelAll(CancelReason::kShutdown);
+}
+
+absl::StatusOr<RequestId> ServingLoop::Submit(RequestSpec spec) {
+  absl::Status status = scheduler_->CheckRequest(spec);  // constants only
+  absl::MutexLock lock(&mu_);
+  if (status.ok() && stopping_) {
+    status = absl::UnavailableError("the server is shutting down");
+  }
+  Command c;
+  if (!status.ok()) {
+    c.kind = Command::kRejected;
+    c.tenant = std::move(spec.tenant);
+    c.code = status.code();
+  } else {
+    c.id = next_id_++;
+    c.spec = std::move(spec);
+  }
+  const RequestId id = c.id;
+  // Once stopping, nothing applies the inbox any more: a rejection then
+  // goes unreported rather than piling up.
+  if (!stopping_) {
+    inbox_.push_back(std::move(c));
+    wake_.Signal();
+  }
+  if (!status.ok()) return status;
+  return id;
+}
+
+void ServingLoop::Cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  Command c;
+  c.kind = Command::kCancel;
+  c.id = id;
+  inbox_.push_back(std::move(c));
+  wake_.Signal();
+}
+
+void ServingLoop::Apply(std::vector<Command>* commands) {
+  for (Command& c : *commands) {
+    if (c.kind == Command::kCancel) {
+      scheduler_->Cancel(c.id).IgnoreError();  // NotFound: it finished
+      continue;
+    }
+    if (c.kind == Command::kRejected) {
+      scheduler_->ReportRejected(c.tenant, c.code);
+      continue;
+    }
+    std::shared_ptr<TokenSink> sink = c.spec.sink;
+    absl::Status status = scheduler_->Submit(c.id, std::move(c.spec));
+    if (!status.ok()) {
+      FinishInfo info;
+      info.reason = FinishReason::kError;
+      info.status = std::move(status);
+      info.timings.arrival = info.timings.finished = clock_->Now();
+      sink->OnFinished(info);
+    }
+  }
+  commands->clear();
+}
+
+bool ServingLoop::RunOnce() {
+  {
+    absl::MutexLock lock(&mu_);
+    applying_.swap(inbox_);
+  }
+  Apply(&applying_);
+  return scheduler_->HasRunnable() && Step();
+}
+
+int64_t ServingLoop::RunUntilIdle() {
+  int64_t steps = 0;
+  while (RunOnce()) ++steps;
+  return steps;
+}
+
+void ServingLoop::ThreadMain() {
+  while (WaitForWork(&applying_)) {
+    Apply(&applying_);
+    if (scheduler_->HasRunnable()) Step();
+  }
+  Shutdown();
+}
+
+bool ServingLoop::WaitForWork(std::vector<Command>* commands) {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (stopping_ && stop_mode_ == StopMode::kCancel) return false;
+    if (!inbox_.empty()) break;
+    if (scheduler_->HasRunnable()) break;
+    if (stopping_ && scheduler_->num_running() + scheduler_->num_waiting() == 0) {
+      return false;  // drained
+    }
+    // Idle: wait for a command, or for a token bucket to let a request in.
+    const absl::Time next = scheduler_->NextAdmissibleTime();
+    if (next == absl::InfiniteFuture()) {
+      wake_.Wait(&mu_);
+    } else {
+      wake_.WaitWithTimeout(&mu_, next - clock_->Now());
+    }
+  }
+  commands->swap(inbox_);
+  return true;
+}
+
+bool ServingLoop::Step() {
+  const absl::Time t0 = clock_->Now();
+  const StepPlan& plan = scheduler_->Schedule();
+  const absl::Time t1 = clock_->Now();
+  const absl::Status status = Execute(plan);
+  const absl::Time t2 = clock_->Now();
+  const size_t n = static_cast<size_t>(plan.num_logit_rows) *
+                   static_cast<size_t>(scheduler_->vocab_size());
+  scheduler_->Update(plan, status.ok() ? absl::StatusOr<absl::Span<const float>>(
+                                             absl::MakeConstSpan(logits_.data(), n))
+                                       : status);
+  const absl::Time t3 = clock_->Now();
+  if (plan.empty()) return false;
+  ReportStep(plan, t0, t1, t2, t3);
+  return true;
+}
+
+absl::Status ServingLoop::Execute(const StepPlan& plan) {
+  if (plan.empty()) return absl::OkStatus();
+  if (!plan.copies.empty()) RETURN_IF_ERROR(engine_->CopyBlocks(plan.copies));
+  const size_t n = static_cast<size_t>(plan.num_logit_rows) *
+                   static_cast<size_t>(scheduler_->vocab_size());
+  if (logits_.size() < n) logits_.resize(n);
+  return engine_->Forward(plan.batch, absl::MakeSpan(logits_.data(), n));
+}
+
+void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0,
+                             absl::Time t1, absl::Time t2, absl::Time t3) {
+  if (metrics_ == nullptr) return;
+  StepStats stats;
+  stats.schedule_time = t1 - t0;
+  stats.forward_time = t2 - t1;
+  stats.update_time = t3 - t2;
+  stats.num_tokens = plan.batch.num_tokens();
+  stats.num_sequences = static_cast<int32_t>(plan.batch.sequences.size());
+  stats.num_sampled = plan.num_logit_rows;
+  stats.num_preempted = plan.num_preempted;
+  stats.num_running = scheduler_->num_running();
+  stats.num_waiting = scheduler_->num_waiting();
+  metrics_->OnStep(stats);
+  const TenantQueues& queues = scheduler_->queues();
+  for (int32_t t = 0; t < queues.num_tenants(); ++t) {
+    const TenantStats s = queues.stats(t);
+    metrics_->OnTenantLoad(queues.config(t).name, s.running, s.waiting);
+  }
+}
+
+}  // namespace paceline::scheduler

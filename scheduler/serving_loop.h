@@ -1,0 +1,151 @@
+#ifndef PACELINE_SCHEDULER_SERVING_LOOP_H_
+#define PACELINE_SCHEDULER_SERVING_LOOP_H_
+
+// The engine thread: it owns the engine and the scheduler (and through it
+// the pager and every request), and runs the step loop
+//
+//   plan = scheduler.Schedule();          // what to run
+//   status = Execute(plan);               // Engine::CopyBlocks + Forward
+//   scheduler.Update(plan, logits);       // sample, stop, sinks, free
+//
+// Other threads talk to it only through a mutex-protected inbox:
+// Submit and Cancel enqueue a command and wake the thread, which applies
+// the inbox before planning each step. When nothing is runnable (no
+// running request, nothing admissible) the thread sleeps on a condition
+// variable — until a command arrives, or until a tenant's token bucket lets
+// a queued request in. It never spins.
+//
+// Outputs go to each request's TokenSink from the engine thread (token
+// deltas and the finish); metrics go to SchedulerMetrics, once per step
+// plus the scheduler's per-request events.
+//
+// Two ways to drive it: Start() a thread (the daemon), or call RunOnce /
+// RunUntilIdle on the caller's thread without starting one (tests, the
+// offline runner). Not both.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "engine/tokenizer.h"
+#include "scheduler/clock.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_metrics.h"
+
+namespace paceline::scheduler {
+
+struct ServingLoopOptions {
+  SchedulerOptions scheduler;
+  Clock* clock = nullptr;                // null: SystemClock
+  SchedulerMetrics* metrics = nullptr;   // optional; must outlive the loop
+};
+
+enum class StopMode {
+  kCancel,  // cancel everything queued or running (UNAVAILABLE)
+  kDrain,   // refuse new submissions, finish everything accepted, then stop
+};
+
+class ServingLoop {
+ public:
+  // `tokenizer` must outlive the loop. Errors from Scheduler::Create.
+  static absl::StatusOr<std::unique_ptr<ServingLoop>> Create(
+      std::unique_ptr<engine::Engine> engine,
+      const engine::Tokenizer* tokenizer, const ServingLoopOptions& options);
+
+  ServingLoop(const ServingLoop&) = delete;
+  ServingLoop& operator=(const ServingLoop&) = delete;
+  // Stop(kCancel).
+  ~ServingLoop();
+
+  // Starts the engine thread. At most once.
+  void Start();
+  // Not from a sink (the engine thread would wait for itself).
+  // Stops the engine thread (see StopMode) and waits for it to exit; from
+  // now on Submit fails with UNAVAILABLE. kDrain lets the thread finish
+  // every accepted request first (waiting out token buckets). Without a
+  // thread, does the same on the caller's thread, where kDrain is
+  // RunUntilIdle (requests a bucket still holds back are then cancelled).
+  // What is left is cancelled with UNAVAILABLE. Idempotent.
+  void Stop(StopMode mode = StopMode::kCancel);
+
+  // Thread-safe. Checks what needs no queue state (Scheduler::CheckRequest)
+  // and returns those errors (they reach SchedulerMetrics::OnRejected from
+  // the engine thread later), or UNAVAILABLE once stopping; otherwise
+  // queues the request for the engine thread and returns its id. The
+  // engine thread may still refuse it (its tenant's queue filled up
+  // meanwhile): then the sink gets OnFinished(kError, RESOURCE_EXHAUSTED
+  // with a retry hint) without OnAccepted.
+  absl::StatusOr<RequestId> Submit(RequestSpec spec);
+  // Thread-safe. Cancels the request on the engine thread before its next
+  // step; a no-op if it has finished.
+  void Cancel(RequestId id);
+
+  // Manual driving, only when no thread was started: applies the inbox,
+  // then runs one step if anything is runnable. Returns whether a step ran.
+  bool RunOnce();
+  // RunOnce until it runs nothing. Returns the number of steps run.
+  int64_t RunUntilIdle();
+
+  // The engine and the scheduler, for the engine thread — or anyone while
+  // no thread runs (tests, reports after RunUntilIdle).
+  engine::Engine& engine() { return *engine_; }
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  struct Command {
+    enum Kind { kSubmit, kCancel, kRejected } kind = kSubmit;
+    RequestId id = 0;
+    RequestSpec spec;  // kSubmit
+    // kRejected: a refusal by Submit's own checks, reported to the metrics
+    // from the engine thread.
+    std::string tenant;
+    absl::StatusCode code = absl::StatusCode::kOk;
+  };
+
+  ServingLoop(std::unique_ptr<engine::Engine> engine, Clock* clock,
+              SchedulerMetrics* metrics);
+
+  void ThreadMain();
+  // Applies what is left in the inbox, then cancels every request.
+  void Shutdown();
+  // Waits until there is a command, runnable work or a reason to exit;
+  // returns false to exit. Moves the inbox into *commands.
+  bool WaitForWork(std::vector<Command>* commands);
+  void Apply(std::vector<Command>* commands);
+  // One Schedule / Execute / Update. Returns whether the plan was non-empty.
+  bool Step();
+  absl::Status Execute(const StepPlan& plan);
+  void ReportStep(const StepPlan& plan, absl::Time t0, absl::Time t1,
+                  absl::Time t2, absl::Time t3);
+
+  // Constant after construction.
+  const std::unique_ptr<engine::Engine> engine_;
+  Clock* const clock_;
+  SchedulerMetrics* const metrics_;
+
+  // Engine thread (or the manual driver).
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<float> logits_;             // (rows, n_vocab), grown as needed
+  std::vector<Command> applying_;
+
+  // Inbox and lifecycle, any thread.
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
+  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  StopMode stop_mode_ ABSL_GUARDED_BY(mu_) = StopMode::kCancel;
+  std::thread thread_;  // Start / Stop / destructor only
+};
+
+}  // namespace paceline::scheduler
+
+#endif  // PACELINE_SCHEDULER_SERVING_LOOP_H_

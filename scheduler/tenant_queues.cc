@@ -1,0 +1,234 @@
+#include "scheduler/tenant_queues.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/retry_hint.h"
+
+namespace paceline::scheduler {
+namespace {
+
+absl::Status CheckConfig(const TenantConfig& c) {
+  const std::string who = absl::StrCat("tenant '", c.name, "': ");
+  if (c.name.empty()) return absl::InvalidArgumentError("tenant name is empty");
+  if (!(c.weight > 0) || !std::isfinite(c.weight)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, "weight must be > 0, got ", c.weight));
+  }
+  if (c.max_running < 0 || c.max_queued < 0 || c.tokens_per_minute < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, "max_running, max_queued and tokens_per_minute must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TenantQueues>> TenantQueues::Create(
+    std::vector<TenantConfig> tenants, FairShareWeights weights,
+    absl::Time now, SchedulerMetrics* metrics) {
+  if (tenants.empty()) {
+    return absl::InvalidArgumentError("at least one tenant is required");
+  }
+  if (!(weights.w_in > 0) || !(weights.w_out > 0) ||
+      !std::isfinite(weights.w_in) || !std::isfinite(weights.w_out)) {
+    return absl::InvalidArgumentError("w_in and w_out must be > 0");
+  }
+  absl::flat_hash_set<std::string> names;
+  std::unique_ptr<TenantQueues> queues(
+      new TenantQueues(weights, metrics, tenants.size()));
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    if (absl::Status s = CheckConfig(tenants[i]); !s.ok()) return s;
+    if (!names.insert(tenants[i].name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tenant '", tenants[i].name, "' is configured twice"));
+    }
+    Tenant& t = queues->tenants_[i];
+    t.bucket = TokenBucket(tenants[i].tokens_per_minute, now);
+    t.config = std::move(tenants[i]);
+  }
+  return queues;
+}
+
+int32_t TenantQueues::Find(absl::string_view name) const {
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    if (tenants_[i].config.name == name) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now) {
+  Tenant& t = tenants_[tenant];
+  if (t.config.max_queued == 0 || t.stats.waiting < t.config.max_queued) {
+    return absl::OkStatus();
+  }
+  const absl::Duration bucket_wait = t.bucket.TimeUntilAllowed(now);
+  return ResourceExhaustedWithRetry(
+      absl::StrCat("tenant '", t.config.name, "' has ", t.stats.waiting,
+                   " requests queued, its limit (max_queued)"),
+      std::max(bucket_wait, kQueueFullRetryHint));
+}
+
+void TenantQueues::PushBack(std::unique_ptr<Request> request) {
+  const int32_t tenant = request->tenant_index();
+  Tenant& t = tenants_[tenant];
+  if (!Active(t)) Lift(tenant);
+  ++t.stats.waiting;
+  ++num_waiting_;
+  t.queues[static_cast<int>(request->priority())].push_back(std::move(request));
+}
+
+void TenantQueues::PushFront(std::unique_ptr<Request> request) {
+  Tenant& t = tenants_[request->tenant_index()];
+  ++t.stats.waiting;
+  ++num_waiting_;
+  t.queues[static_cast<int>(request->priority())].push_front(
+      std::move(request));
+}
+
+void TenantQueues::Lift(int32_t tenant) {
+  double lowest = INFINITY;
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    if (static_cast<int32_t>(i) != tenant && Active(tenants_[i])) {
+      lowest = std::min(lowest, tenants_[i].stats.counter);
+    }
+  }
+  if (std::isfinite(lowest)) {
+    double& counter = tenants_[tenant].stats.counter;
+    counter = std::max(counter, lowest);
+  }
+}
+
+void TenantQueues::OnCancelled(const Request& request) {
+  Tenant& t = tenants_[request.tenant_index()];
+  --t.stats.waiting;
+  --num_waiting_;
+  ++t.dead;
+  if (t.dead > std::max(64, t.stats.waiting)) Compact(t);
+}
+
+void TenantQueues::CountSkip(Tenant& t, const Request& dropped) {
+  --t.dead;
+  ++t.stats.skipped[static_cast<int>(dropped.cancel_reason())];
+  if (metrics_ != nullptr) {
+    metrics_->OnQueueSkip(t.config.name, dropped.cancel_reason());
+  }
+}
+
+void TenantQueues::Compact(Tenant& t) {
+  for (auto& queue : t.queues) {
+    std::erase_if(queue, [&](const std::unique_ptr<Request>& r) {
+      if (r->state() != RequestState::kFinished) return false;
+      CountSkip(t, *r);
+      return true;
+    });
+  }
+}
+
+Request* TenantQueues::Front(Tenant& t) {
+  for (auto& queue : t.queues) {
+    while (!queue.empty() &&
+           queue.front()->state() == RequestState::kFinished) {
+      CountSkip(t, *queue.front());
+      queue.pop_front();
+    }
+    if (!queue.empty()) return queue.front().get();
+  }
+  return nullptr;
+}
+
+bool TenantQueues::Admissible(Tenant& t, absl::Time now) {
+  return t.stats.waiting > 0 &&
+         (t.config.max_running == 0 ||
+          t.stats.running < t.config.max_running) &&
+         t.bucket.Allows(now);
+}
+
+Request* TenantQueues::Peek(absl::Time now) {
+  Tenant* best = nullptr;
+  for (Tenant& t : tenants_) {
+    if (Admissible(t, now) &&
+        (best == nullptr || t.stats.counter < best->stats.counter)) {
+      best = &t;
+    }
+  }
+  return best == nullptr ? nullptr : Front(*best);
+}
+
+std::unique_ptr<Request> TenantQueues::Pop(Request* peeked) {
+  Tenant& t = tenants_[peeked->tenant_index()];
+  auto& queue = t.queues[static_cast<int>(peeked->priority())];
+  // Peek returned the front of this queue; nothing ran in between.
+  std::unique_ptr<Request> request = std::move(queue.front());
+  queue.pop_front();
+  --t.stats.waiting;
+  --num_waiting_;
+  return request;
+}
+
+bool TenantQueues::HasAdmissible(absl::Time now) {
+  for (Tenant& t : tenants_) {
+    if (Admissible(t, now)) return true;
+  }
+  return false;
+}
+
+absl::Time TenantQueues::NextAdmissibleTime(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  for (Tenant& t : tenants_) {
+    if (t.stats.waiting > 0 &&
+        (t.config.max_running == 0 || t.stats.running < t.config.max_running)) {
+      next = std::min(next, now + t.bucket.TimeUntilAllowed(now));
+    }
+  }
+  return next;
+}
+
+void TenantQueues::OnStarted(int32_t tenant) { ++tenants_[tenant].stats.running; }
+
+void TenantQueues::OnStopped(int32_t tenant) { --tenants_[tenant].stats.running; }
+
+void TenantQueues::Charge(int32_t tenant, int64_t tokens, double w,
+                          absl::Time now) {
+  Tenant& t = tenants_[tenant];
+  const double service = static_cast<double>(tokens) * w;
+  t.stats.service += service;
+  t.stats.counter += service / t.config.weight;
+  t.bucket.Take(tokens, now);
+}
+
+void TenantQueues::ChargePrompt(int32_t tenant, int64_t tokens,
+                                absl::Time now) {
+  tenants_[tenant].stats.prompt_tokens += tokens;
+  Charge(tenant, tokens, weights_.w_in, now);
+}
+
+void TenantQueues::ChargeGenerated(int32_t tenant, int64_t tokens,
+                                   absl::Time now) {
+  tenants_[tenant].stats.generated_tokens += tokens;
+  Charge(tenant, tokens, weights_.w_out, now);
+}
+
+std::vector<std::unique_ptr<Request>> TenantQueues::TakeAll() {
+  std::vector<std::unique_ptr<Request>> live;
+  for (Tenant& t : tenants_) {
+    for (auto& queue : t.queues) {
+      for (std::unique_ptr<Request>& r : queue) {
+        if (r->state() == RequestState::kFinished) {
+          CountSkip(t, *r);
+        } else {
+          live.push_back(std::move(r));
+        }
+      }
+      queue.clear();
+    }
+    t.stats.waiting = 0;
+  }
+  num_waiting_ = 0;
+  return live;
+}
+
+}  // namespace paceline::scheduler

@@ -1,0 +1,227 @@
+#include "engine/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kv_cache.h"
+#include "engine/cpu/thread_pool.h"
+#include "gtest/gtest.h"
+
+// PagedAttention against a plain reference: K/V of each sequence kept
+// contiguous, softmax in double, no paging. Blocks are scattered over the
+// pool in random order so the tables really matter.
+
+namespace paceline::engine::cpu {
+namespace {
+
+struct Case {
+  int64_t n_heads;
+  int64_t n_kv_heads;
+  int64_t head_dim;
+  int64_t block_size;
+  int threads;
+};
+
+class PagedAttentionTest : public testing::TestWithParam<Case> {};
+
+TEST_P(PagedAttentionTest, MatchesContiguousReference) {
+  const Case c = GetParam();
+  // (positions already cached, new tokens) per sequence.
+  const std::vector<std::pair<int64_t, int64_t>> seqs = {
+      {0, 1}, {0, 9}, {37, 1}, {20, 6}, {3, 1}};
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  int64_t total_blocks = 0;
+  for (const auto& [cached, fresh] : seqs) {
+    total_blocks += (cached + fresh + c.block_size - 1) / c.block_size;
+  }
+  KvCacheShape shape{.n_layers = 2,
+                     .n_kv_heads = c.n_kv_heads,
+                     .head_dim = c.head_dim,
+                     .block_size = c.block_size,
+                     .num_blocks = total_blocks + 3};
+  auto cache = KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  std::vector<int32_t> free_blocks(shape.num_blocks);
+  std::iota(free_blocks.begin(), free_blocks.end(), 0);
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+
+  const int64_t layer = 1;
+  std::vector<std::vector<int32_t>> tables(seqs.size());
+  // Reference K/V: [seq][kv_head][pos][dim].
+  std::vector<std::vector<float>> ref_k(seqs.size()), ref_v(seqs.size());
+  std::vector<int32_t> positions, token_table;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t len = seqs[s].first + seqs[s].second;
+    for (int64_t b = 0; b < (len + c.block_size - 1) / c.block_size; ++b) {
+      tables[s].push_back(free_blocks.back());
+      free_blocks.pop_back();
+    }
+    ref_k[s].resize(c.n_kv_heads * len * c.head_dim);
+    ref_v[s].resize(c.n_kv_heads * len * c.head_dim);
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      for (int64_t p = 0; p < len; ++p) {
+        float* k = (*cache)->Rows(layer, tables[s][p / c.block_size], 0, h) +
+                   (p % c.block_size) * c.head_dim;
+        float* v = (*cache)->Rows(layer, tables[s][p / c.block_size], 1, h) +
+                   (p % c.block_size) * c.head_dim;
+        for (int64_t i = 0; i < c.head_dim; ++i) {
+          k[i] = ref_k[s][(h * len + p) * c.head_dim + i] = normal(rng);
+          v[i] = ref_v[s][(h * len + p) * c.head_dim + i] = normal(rng);
+        }
+      }
+    }
+    for (int64_t i = 0; i < seqs[s].second; ++i) {
+      positions.push_back(static_cast<int32_t>(seqs[s].first + i));
+      token_table.push_back(static_cast<int32_t>(s));
+    }
+  }
+  const int64_t n_tokens = static_cast<int64_t>(positions.size());
+  std::vector<float> q(n_tokens * c.n_heads * c.head_dim);
+  for (float& x : q) x = 2.0f * normal(rng);  // peaky enough softmaxes
+  std::vector<absl::Span<const int32_t>> spans(tables.begin(), tables.end());
+
+  AttentionParams params{.n_heads = c.n_heads,
+                         .n_kv_heads = c.n_kv_heads,
+                         .head_dim = c.head_dim,
+                         .scale = 1.0f / std::sqrt(float(c.head_dim))};
+  ThreadPool pool(c.threads);
+  for (int level = 0; level <= static_cast<int>(GetCpuFeatures().max_level);
+       ++level) {
+    SetIsaLevelCap(static_cast<IsaLevel>(level));
+    SCOPED_TRACE(IsaLevelName(static_cast<IsaLevel>(level)));
+    std::vector<float> out(q.size(), -1.0f);
+    PagedAttention(**cache, layer, params, q.data(), n_tokens, positions.data(),
+                   token_table.data(), spans, out.data(), pool);
+
+    const int64_t group = c.n_heads / c.n_kv_heads;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const size_t s = token_table[t];
+      const int64_t len = seqs[s].first + seqs[s].second;
+      const int64_t n_pos = positions[t] + 1;
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        const int64_t kvh = h / group;
+        const float* qh = &q[(t * c.n_heads + h) * c.head_dim];
+        std::vector<double> scores(n_pos);
+        double max = -1e300;
+        for (int64_t p = 0; p < n_pos; ++p) {
+          double dot = 0;
+          for (int64_t i = 0; i < c.head_dim; ++i) {
+            dot += double{qh[i]} * ref_k[s][(kvh * len + p) * c.head_dim + i];
+          }
+          scores[p] = dot * params.scale;
+          max = std::max(max, scores[p]);
+        }
+        double sum = 0;
+        for (double& x : scores) sum += (x = std::exp(x - max));
+        for (int64_t i = 0; i < c.head_dim; ++i) {
+          double ref = 0;
+          for (int64_t p = 0; p < n_pos; ++p) {
+            ref += scores[p] / sum * ref_v[s][(kvh * len + p) * c.head_dim + i];
+          }
+          const float got = out[(t * c.n_heads + h) * c.head_dim + i];
+          ASSERT_LE(std::fabs(got - ref), 1e-5 + 1e-4 * std::fabs(ref))
+              << "token " << t << " head " << h << " dim " << i;
+        }
+      }
+    }
+  }
+  SetIsaLevelCap(IsaLevel::kAvx512);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionTest,
+    testing::Values(Case{8, 4, 8, 16, 1},       // stories260K's heads
+                    Case{4, 4, 64, 16, 2},      // no GQA
+                    Case{8, 2, 32, 5, 2},       // odd block size
+                    Case{6, 3, 16, 1, 2},       // one position per block
+                    Case{32, 1, 64, 16, 2},     // group over one pass
+                    Case{16, 8, 128, 32, 2}));  // qwen3-like heads
+
+TEST(PagedAttentionTest, SameResultForAnyThreadCount) {
+  KvCacheShape shape{.n_layers = 1,
+                     .n_kv_heads = 2,
+                     .head_dim = 16,
+                     .block_size = 4,
+                     .num_blocks = 8};
+  auto cache = KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (int64_t b = 0; b < 8; ++b) {
+    for (int64_t w = 0; w < 2; ++w) {
+      for (int64_t h = 0; h < 2; ++h) {
+        float* r = (*cache)->Rows(0, b, w, h);
+        for (int64_t i = 0; i < 4 * 16; ++i) r[i] = normal(rng);
+      }
+    }
+  }
+  const std::vector<int32_t> table = {7, 2, 5, 0, 3};
+  const std::vector<absl::Span<const int32_t>> spans = {table};
+  std::vector<int32_t> positions(20), token_table(20, 0);
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<float> q(20 * 4 * 16);
+  for (float& x : q) x = normal(rng);
+  AttentionParams params{
+      .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> out(q.size());
+    PagedAttention(**cache, 0, params, q.data(), 20, positions.data(),
+                   token_table.data(), spans, out.data(), pool);
+    outs.push_back(out);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+}
+
+TEST(KvCacheTest, CopyBlockCopiesEveryLayer) {
+  KvCacheShape shape{.n_layers = 3,
+                     .n_kv_heads = 2,
+                     .head_dim = 4,
+                     .block_size = 2,
+                     .num_blocks = 4};
+  auto cache = KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok());
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t w = 0; w < 2; ++w) {
+      for (int64_t h = 0; h < 2; ++h) {
+        float* r = (*cache)->Rows(l, 1, w, h);
+        for (int64_t i = 0; i < 8; ++i) r[i] = float(l * 100 + w * 10 + h + i);
+      }
+    }
+  }
+  (*cache)->CopyBlock(1, 3);
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t w = 0; w < 2; ++w) {
+      for (int64_t h = 0; h < 2; ++h) {
+        const float* r = (*cache)->Rows(l, 3, w, h);
+        for (int64_t i = 0; i < 8; ++i) {
+          EXPECT_EQ(r[i], float(l * 100 + w * 10 + h + i));
+        }
+      }
+    }
+  }
+  EXPECT_EQ((*cache)->bytes(), size_t{3 * 4 * 2 * 2 * 2 * 4 * 4});
+}
+
+TEST(KvCacheTest, RejectsEmptyShapes) {
+  EXPECT_FALSE(KvCache::Create(KvCacheShape{.n_layers = 1,
+                                            .n_kv_heads = 1,
+                                            .head_dim = 0,
+                                            .block_size = 16,
+                                            .num_blocks = 1})
+                   .ok());
+}
+
+}  // namespace
+}  // namespace paceline::engine::cpu

@@ -1,0 +1,390 @@
+#include "engine/cpu/matmul.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/matmul_internal.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/ggml_type.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine::cpu {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16,
+                               GgmlType::kBF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_0};
+
+bool IsQuantized(GgmlType t) {
+  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0;
+}
+
+// Every level this machine runs, scalar first.
+std::vector<IsaLevel> Levels() {
+  std::vector<IsaLevel> levels;
+  for (int l = 0; l <= static_cast<int>(GetCpuFeatures().max_level); ++l) {
+    levels.push_back(static_cast<IsaLevel>(l));
+  }
+  return levels;
+}
+
+// Restores the full level when a test ends, whatever it set.
+class MatMulTest : public testing::Test {
+ protected:
+  void TearDown() override { SetIsaLevelCap(IsaLevel::kAvx512); }
+};
+
+void PutU16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// A normal half in +-[2^-6, 2) (or, for scales, in [2^-10, 2^-6)).
+uint16_t RandomHalf(std::mt19937& rng, int min_exp, int max_exp) {
+  const uint32_t e = min_exp + rng() % (max_exp - min_exp);
+  return static_cast<uint16_t>((rng() & 0x8000) | e << 10 | (rng() & 0x3FF));
+}
+
+// `rows` random rows of `type` with `cols` elements, row_bytes apart.
+std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t cols,
+                                   size_t row_bytes, std::mt19937& rng) {
+  std::vector<uint8_t> w(rows * row_bytes, 0xEE);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = w.data() + r * row_bytes;
+    switch (type) {
+      case GgmlType::kF32:
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = unit(rng);
+          std::memcpy(row + 4 * c, &v, 4);
+        }
+        break;
+      case GgmlType::kF16:
+        for (int64_t c = 0; c < cols; ++c) {
+          PutU16(row + 2 * c, RandomHalf(rng, 9, 16));
+        }
+        break;
+      case GgmlType::kBF16:
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = unit(rng);
+          uint32_t bits;
+          std::memcpy(&bits, &v, 4);
+          PutU16(row + 2 * c, static_cast<uint16_t>(bits >> 16));
+        }
+        break;
+      case GgmlType::kQ8_0:
+        // Scales positive and negative; qs over the full int8 range,
+        // including -128 (ggml's quantizer never writes it, files may).
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          uint8_t* block = row + b * 34;
+          PutU16(block, RandomHalf(rng, 5, 10));
+          for (int j = 0; j < 32; ++j) block[2 + j] = static_cast<uint8_t>(rng());
+        }
+        break;
+      case GgmlType::kQ4_0:
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          uint8_t* block = row + b * 18;
+          PutU16(block, RandomHalf(rng, 8, 14));
+          for (int j = 0; j < 16; ++j) block[2 + j] = static_cast<uint8_t>(rng());
+        }
+        break;
+      default:
+        ADD_FAILURE() << "no generator";
+    }
+  }
+  return w;
+}
+
+// Activations in [-1, 1]; token 1 (when present) has an all-zero first
+// block and a block with one large outlier, as real activations do.
+std::vector<float> RandomActivations(int64_t n_tokens, int64_t cols,
+                                     std::mt19937& rng) {
+  std::vector<float> x(n_tokens * cols);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (float& v : x) v = unit(rng);
+  if (n_tokens > 1) {
+    for (int64_t c = 0; c < std::min<int64_t>(32, cols); ++c) x[cols + c] = 0;
+    if (cols > 40) x[cols + 40] = 37.5f;
+  }
+  return x;
+}
+
+// The activation quantization MatMul uses for Q8_0/Q4_0 weights, written
+// out again from its specification (matmul_internal.h): per token and block
+// of 32, d = max|x| / 127, q = round-half-even(x * (1 / d)).
+void ReferenceQuantize(const float* x, int64_t cols, std::vector<double>& xq) {
+  xq.resize(cols);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    const float d = amax / 127.0f;
+    const float inv = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      xq[b * 32 + j] = std::nearbyint(x[b * 32 + j] * inv) * static_cast<double>(d);
+    }
+  }
+}
+
+// y_ref (n_tokens, rows) in double from the dequantized weights; for Q
+// types the activations go through ReferenceQuantize first. Also returns
+// sum_c |w x| per output, the scale of rounding error for the tolerance.
+void Reference(GgmlType type, const std::vector<uint8_t>& w, int64_t rows,
+               int64_t cols, size_t row_bytes, const std::vector<float>& x,
+               int64_t n_tokens, std::vector<double>& y,
+               std::vector<double>& abs_sum) {
+  std::vector<float> wrow(cols);
+  std::vector<double> xt(cols);
+  y.assign(n_tokens * rows, 0);
+  abs_sum.assign(n_tokens * rows, 0);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (IsQuantized(type)) {
+      ReferenceQuantize(x.data() + t * cols, cols, xt);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) xt[c] = x[t * cols + c];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(
+          DequantizeRow(type, w.data() + r * row_bytes, wrow.data(), cols).ok());
+      double s = 0, a = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        s += static_cast<double>(wrow[c]) * xt[c];
+        a += std::fabs(static_cast<double>(wrow[c]) * xt[c]);
+      }
+      y[t * rows + r] = s;
+      abs_sum[t * rows + r] = a;
+    }
+  }
+}
+
+struct Case {
+  GgmlType type;
+  int64_t rows, cols, n_tokens;
+  int threads;
+};
+
+std::string Describe(const Case& c, IsaLevel level) {
+  return absl::StrCat(GetGgmlTypeTraits(c.type).name, " rows ", c.rows,
+                      " cols ", c.cols, " tokens ", c.n_tokens, " threads ",
+                      c.threads, " isa ", IsaLevelName(level));
+}
+
+// Runs MatMul for `c` at every level; checks each against the double
+// reference, and each SIMD level against the scalar result.
+void CheckCase(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t min_row_bytes = *GgmlRowBytes(c.type, c.cols);
+  const size_t row_bytes = min_row_bytes + (seed % 2) * 64;  // padded rows too
+  const std::vector<uint8_t> w =
+      RandomWeights(c.type, c.rows, c.cols, row_bytes, rng);
+  const std::vector<float> x = RandomActivations(c.n_tokens, c.cols, rng);
+  std::vector<double> ref, abs_sum;
+  Reference(c.type, w, c.rows, c.cols, row_bytes, x, c.n_tokens, ref, abs_sum);
+
+  const WeightView view{c.type, c.rows, c.cols, w.data(), row_bytes};
+  ThreadPool pool(c.threads);
+  MatMulScratch scratch;
+  std::vector<float> scalar_y;
+  for (IsaLevel level : Levels()) {
+    SetIsaLevelCap(level);
+    SCOPED_TRACE(Describe(c, level));
+    std::vector<float> y(c.n_tokens * c.rows, std::nanf(""));
+    ASSERT_TRUE(MatMul(view, x.data(), c.n_tokens, y.data(), pool, scratch).ok());
+    // Float accumulation over `cols` products: the error is bounded by
+    // ~cols * eps * sum|w x| in the worst case and ~sqrt(cols) * eps in
+    // practice; 4e-6 * sum|w x| (~2^-18) leaves room for both orders and
+    // for FMA contraction. The integer Q dot products are exact; only
+    // the per-block float scaling and the sum over blocks round.
+    int bad = 0;
+    for (int64_t i = 0; i < c.n_tokens * c.rows && bad < 5; ++i) {
+      const double tol = 1e-30 + 4e-6 * abs_sum[i] + 1e-6 * std::fabs(ref[i]);
+      if (!(std::fabs(y[i] - ref[i]) <= tol)) {
+        ADD_FAILURE() << "t " << i / c.rows << " r " << i % c.rows << ": got "
+                      << y[i] << ", reference " << ref[i] << ", tol " << tol;
+        ++bad;
+      }
+    }
+    if (level == IsaLevel::kScalar) {
+      scalar_y = y;
+    } else {
+      for (int64_t i = 0; i < c.n_tokens * c.rows && bad < 5; ++i) {
+        const double tol = 1e-30 + 2e-6 * abs_sum[i];
+        if (!(std::fabs(y[i] - scalar_y[i]) <= tol)) {
+          ADD_FAILURE() << "vs scalar: t " << i / c.rows << " r "
+                        << i % c.rows << ": " << y[i] << " vs " << scalar_y[i];
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MatMulTest, FloatTypesMatchReferenceOnOddShapes) {
+  uint32_t seed = 1;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    for (int64_t cols : {1, 5, 16, 33, 64, 100, 257, 1030}) {
+      for (int64_t rows : {1, 7, 33}) {
+        for (int64_t n_tokens : {1, 3, 8, 33}) {
+          CheckCase({type, rows, cols, n_tokens, 2}, seed++);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MatMulTest, QuantizedTypesMatchReferenceOnOddShapes) {
+  uint32_t seed = 100;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    for (int64_t cols : {32, 64, 96, 160, 544, 1056}) {
+      for (int64_t rows : {1, 7, 33}) {
+        for (int64_t n_tokens : {1, 3, 8, 33}) {
+          CheckCase({type, rows, cols, n_tokens, 2}, seed++);
+        }
+      }
+    }
+  }
+}
+
+// Big enough to take the threaded, tiled paths (prefill-like K blocking
+// included), with thread counts that split rows unevenly.
+TEST_F(MatMulTest, LargeShapesAcrossThreadCounts) {
+  uint32_t seed = 500;
+  for (GgmlType type : kTypes) {
+    for (int threads : {1, 2, 3}) {
+      CheckCase({type, 131, 1536, 1, threads}, seed++);
+      CheckCase({type, 67, 1088, 70, threads}, seed++);
+      // Several column blocks of the packed int8 GEMM (2048 columns
+      // each), row blocks of 64 with a ragged last panel, tokens not a
+      // multiple of its tile.
+      CheckCase({type, 83, 2144, 20, threads}, seed++);
+      // The float GEMM (48+ tokens) with an odd number of columns in its
+      // last column block.
+      CheckCase({type, 37, IsQuantized(type) ? 1056 : 1029, 50, threads},
+                seed++);
+    }
+  }
+}
+
+TEST_F(MatMulTest, ScratchIsReusedAcrossShapes) {
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  MatMulScratch scratch;
+  for (int64_t n_tokens : {40, 1, 7, 40}) {
+    const int64_t rows = 19, cols = 256;
+    const size_t row_bytes = *GgmlRowBytes(GgmlType::kQ8_0, cols);
+    const auto w = RandomWeights(GgmlType::kQ8_0, rows, cols, row_bytes, rng);
+    const auto x = RandomActivations(n_tokens, cols, rng);
+    std::vector<double> ref, abs_sum;
+    Reference(GgmlType::kQ8_0, w, rows, cols, row_bytes, x, n_tokens, ref,
+              abs_sum);
+    std::vector<float> y(n_tokens * rows);
+    ASSERT_TRUE(MatMul({GgmlType::kQ8_0, rows, cols, w.data(), row_bytes},
+                       x.data(), n_tokens, y.data(), pool, scratch)
+                    .ok());
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_NEAR(y[i], ref[i], 4e-6 * abs_sum[i] + 1e-30);
+    }
+  }
+}
+
+TEST_F(MatMulTest, EveryQuantizerWritesIdenticalBytes) {
+  std::mt19937 rng(3);
+  const int64_t cols = 4096;
+  auto x = RandomActivations(3, cols, rng);
+  // Token 1: a zero block and an outlier; plus values near rounding ties.
+  x.erase(x.begin(), x.begin() + cols);
+  x.resize(cols);
+  x[65] = 2.5f / 127;
+  x[70] = -1e-30f;
+  std::vector<int8_t> q_ref(cols), q(cols);
+  std::vector<float> d_ref(cols / 32), d(cols / 32);
+  internal::QuantizeRowScalar(x.data(), cols, q_ref.data(), d_ref.data());
+  std::vector<internal::QuantizeKernel> kernels;
+#if defined(__x86_64__)
+  if (GetCpuFeatures().max_level >= IsaLevel::kAvx2) {
+    kernels.push_back(&internal::QuantizeRowAvx2);
+  }
+  if (GetCpuFeatures().max_level >= IsaLevel::kAvx512) {
+    kernels.push_back(&internal::QuantizeRowAvx512);
+  }
+#endif
+  for (internal::QuantizeKernel k : kernels) {
+    k(x.data(), cols, q.data(), d.data());
+    EXPECT_EQ(q, q_ref);
+    EXPECT_EQ(d, d_ref);
+  }
+#if defined(__x86_64__)
+  // The VNNI layout: per pair of blocks, the two scales spread over 8 lanes
+  // each and -sum(q) of each block in its first lane. Odd block counts
+  // included.
+  if (GetCpuFeatures().max_level >= IsaLevel::kAvx512) {
+    for (int64_t n : {cols, cols - 32}) {
+      const int64_t nb = n / 32, pairs = (nb + 1) / 2;
+      std::vector<float> dp(pairs * 16, -1);
+      std::vector<int32_t> sp(pairs * 16, -1);
+      internal::BuildPairsAvx512(q_ref.data(), d_ref.data(), n, dp.data(),
+                                 sp.data());
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) sum += q_ref[b * 32 + j];
+        const int64_t lane0 = (b / 2) * 16 + (b % 2) * 8;
+        EXPECT_EQ(sp[lane0], -sum) << "block " << b;
+        for (int j = 0; j < 8; ++j) EXPECT_EQ(dp[lane0 + j], d_ref[b]);
+        for (int j = 1; j < 8; ++j) EXPECT_EQ(sp[lane0 + j], 0);
+      }
+      if (nb % 2 == 1) {
+        const int64_t last = (pairs - 1) * 16;
+        for (int j = 8; j < 16; ++j) {
+          EXPECT_EQ(sp[last + j], 0);
+          EXPECT_EQ(dp[last + j], d_ref[nb - 1]);
+        }
+      }
+    }
+  }
+#endif
+  for (int64_t c = 0; c < cols; ++c) {
+    EXPECT_LE(std::abs(static_cast<int>(q_ref[c])), 127);
+  }
+}
+
+TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
+  ThreadPool pool(2);
+  MatMulScratch scratch;
+  std::vector<uint8_t> w(4096, 0);
+  std::vector<float> x(256, 1.0f), y(64, 123.0f);
+  auto call = [&](const WeightView& v, int64_t n_tokens, float* out) {
+    return MatMul(v, x.data(), n_tokens, out, pool, scratch);
+  };
+  // A type without a kernel.
+  EXPECT_EQ(call({GgmlType::kQ4_K, 1, 256, w.data(), 144}, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(MatMulSupports(GgmlType::kQ4_K));
+  for (GgmlType t : kTypes) EXPECT_TRUE(MatMulSupports(t));
+  // cols not a multiple of the block.
+  EXPECT_EQ(call({GgmlType::kQ8_0, 2, 48, w.data(), 51}, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // row_bytes too small.
+  EXPECT_EQ(call({GgmlType::kF16, 2, 64, w.data(), 100}, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Negative sizes, null data, aliasing.
+  EXPECT_EQ(call({GgmlType::kF32, -1, 64, w.data(), 256}, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({GgmlType::kF32, 2, 64, nullptr, 256}, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({GgmlType::kF32, 2, 64, w.data(), 256}, 1, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({GgmlType::kF32, 2, 64, w.data(), 256}, 1, x.data() + 10)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  for (float v : y) ASSERT_EQ(v, 123.0f);
+  // Zero tokens or rows: nothing to do.
+  EXPECT_TRUE(call({GgmlType::kF32, 2, 64, w.data(), 256}, 0, y.data()).ok());
+  EXPECT_TRUE(call({GgmlType::kF32, 0, 64, w.data(), 256}, 3, y.data()).ok());
+  for (float v : y) ASSERT_EQ(v, 123.0f);
+}
+
+}  // namespace
+}  // namespace paceline::engine::cpu

@@ -1,0 +1,311 @@
+#include "engine/weights.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ggml_type.h"
+#include "engine/gguf_file.h"
+#include "engine/model_shapes.h"
+#include "engine/quantize.h"
+#include "gtest/gtest.h"
+#include "tests/testing/gguf_builder.h"
+
+namespace paceline::engine {
+namespace {
+
+const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
+
+ModelConfig Small() {
+  ModelConfig c;
+  c.architecture = "qwen2";
+  c.name = "small";
+  c.n_layers = 2;
+  c.n_embd = 64;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 16;
+  c.n_ff = 96;
+  c.n_vocab = 260;
+  c.context_length = 128;
+  c.rope_layout = RopeLayout::kNeoxHalves;
+  c.rope_dim = 16;
+  c.tied_output = true;
+  c.qkv_bias = true;
+  return c;
+}
+
+TEST(WeightsTest, LoadsStoriesZeroCopy) {
+  auto file = GgufFile::Open(kStories);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const GgufFile* raw = file->get();
+  const uint8_t* q0 = raw->FindTensor("blk.0.attn_q.weight")->data;
+  const uint8_t* out = raw->FindTensor("output.weight")->data;
+  auto w = ModelWeights::FromGguf(*std::move(file));
+  ASSERT_TRUE(w.ok()) << w.status();
+  const ModelConfig& c = (*w)->config();
+  EXPECT_EQ(c.n_layers, 5);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  ASSERT_EQ((*w)->layers().size(), 5u);
+  const LayerWeights& l0 = (*w)->layers()[0];
+  EXPECT_EQ(l0.attn_q.data, q0);  // F32 has a kernel: no copy
+  EXPECT_EQ(l0.attn_q.rows, 64);
+  EXPECT_EQ(l0.attn_q.cols, 64);
+  EXPECT_EQ(l0.attn_k.rows, 32);
+  EXPECT_EQ(l0.ffn_down.rows, 64);
+  EXPECT_EQ(l0.ffn_down.cols, 172);
+  EXPECT_EQ(l0.ffn_down.row_bytes, 172u * 4);
+  EXPECT_EQ((*w)->output().data, out);
+  EXPECT_TRUE(l0.q_bias.empty());
+  EXPECT_EQ(l0.attn_norm.size(), 64u);
+  // Bytes per token: 5 layers of (64*64*2 + 64*32*2 + 3*64*172) floats plus
+  // the 512 x 64 output head.
+  EXPECT_EQ((*w)->MatMulBytesPerToken(),
+            4u * (5 * (64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 172) + 512 * 64));
+  std::vector<float> row(64);
+  ASSERT_TRUE((*w)->Embed(1, row.data()).ok());
+  EXPECT_NE(row[0], 0.0f);
+}
+
+// A two-layer llama whose matrices come in several types: F16, BF16, Q4_0
+// and F32 have matmul kernels (kept in place); Q5_0 and F64 do not and are
+// converted at load (to Q8_0 and F32), with one log line per kind.
+class MixedTypesTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kEmbd = 32, kFf = 64, kVocab = 8;
+
+  // Random rows encoded as `type`; `floats` receives what they decode to.
+  std::string Encode(GgmlType type, int64_t rows, int64_t cols,
+                     std::vector<float>* floats) {
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = normal(rng_);
+    std::string bytes(*GgmlRowBytes(type, rows * cols), '\0');
+    auto* out = reinterpret_cast<uint8_t*>(bytes.data());
+    if (type == GgmlType::kF64) {
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const double d = x[i];
+        std::memcpy(out + 8 * i, &d, 8);
+      }
+    } else if (type == GgmlType::kQ5_0) {
+      // 22-byte blocks: f16 d, u32 high bits, 16 bytes of low nibbles.
+      for (int64_t b = 0; b < rows * cols / 32; ++b) {
+        uint8_t* blk = out + 22 * b;
+        const uint16_t d = FloatToHalf(0.03f);
+        std::memcpy(blk, &d, 2);
+        for (int i = 2; i < 22; ++i) blk[i] = static_cast<uint8_t>(rng_());
+      }
+    } else {
+      EXPECT_TRUE(QuantizeRow(type, x.data(), rows * cols, out).ok());
+    }
+    floats->resize(rows * cols);
+    EXPECT_TRUE(DequantizeRow(type, out, floats->data(), rows * cols).ok());
+    return bytes;
+  }
+
+  std::string Build() {
+    using testing::Str;
+    using testing::U32;
+    testing::GgufBuilder b;
+    b.Add("general.architecture", Str("llama"));
+    b.Add("llama.block_count", U32(2));
+    b.Add("llama.embedding_length", U32(kEmbd));
+    b.Add("llama.feed_forward_length", U32(kFf));
+    b.Add("llama.context_length", U32(64));
+    b.Add("llama.attention.head_count", U32(2));
+    b.Add("llama.attention.head_count_kv", U32(1));
+    const auto add = [&](const std::string& name, GgmlType type, int64_t rows,
+                         int64_t cols) {
+      std::vector<float> floats;
+      const std::string bytes = Encode(type, rows, cols, &floats);
+      source_[name] = floats;
+      b.AddTensor(name, type,
+                  {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
+                  bytes);
+    };
+    std::vector<float> ones(kEmbd, 1.0f);
+    add("token_embd.weight", GgmlType::kF16, kVocab, kEmbd);
+    for (int layer = 0; layer < 2; ++layer) {
+      const std::string p = "blk." + std::to_string(layer) + ".";
+      b.AddF32Tensor(p + "attn_norm.weight", {kEmbd}, ones);
+      add(p + "attn_q.weight", GgmlType::kQ5_0, kEmbd, kEmbd);
+      add(p + "attn_k.weight", GgmlType::kF64, 16, kEmbd);
+      add(p + "attn_v.weight", GgmlType::kBF16, 16, kEmbd);
+      add(p + "attn_output.weight", GgmlType::kQ4_0, kEmbd, kEmbd);
+      b.AddF32Tensor(p + "ffn_norm.weight", {kEmbd}, ones);
+      add(p + "ffn_gate.weight", GgmlType::kQ8_0, kFf, kEmbd);
+      add(p + "ffn_up.weight", GgmlType::kF32, kFf, kEmbd);
+      add(p + "ffn_down.weight", GgmlType::kF16, kEmbd, kFf);
+    }
+    b.AddF32Tensor("output_norm.weight", {kEmbd}, ones);
+    add("output.weight", GgmlType::kQ5_0, kVocab, kEmbd);
+    return b.Build();
+  }
+
+  // Decodes a view's rows.
+  static std::vector<float> Decode(const cpu::WeightView& v) {
+    std::vector<float> out(v.rows * v.cols);
+    for (int64_t r = 0; r < v.rows; ++r) {
+      EXPECT_TRUE(
+          DequantizeRow(v.type,
+                        static_cast<const uint8_t*>(v.data) + r * v.row_bytes,
+                        &out[r * v.cols], v.cols)
+              .ok());
+    }
+    return out;
+  }
+
+  std::mt19937 rng_{17};
+  std::map<std::string, std::vector<float>> source_;
+};
+
+TEST_F(MixedTypesTest, ConvertsTypesWithoutAKernelAndLogsIt) {
+  const std::string bytes = Build();
+  auto file = GgufFile::FromBuffer(
+      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const uint8_t* v_data = (*file)->FindTensor("blk.1.attn_v.weight")->data;
+  ::testing::internal::CaptureStderr();
+  auto w = ModelWeights::FromGguf(*std::move(file));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_NE(log.find("converted 3 tensors from Q5_0 to Q8_0 at load"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("converted 2 tensors from F64 to F32 at load"),
+            std::string::npos)
+      << log;
+
+  const LayerWeights& l1 = (*w)->layers()[1];
+  EXPECT_EQ(l1.attn_v.data, v_data);  // BF16: in place
+  EXPECT_EQ(l1.attn_v.type, GgmlType::kBF16);
+  EXPECT_EQ(l1.attn_output.type, GgmlType::kQ4_0);
+  EXPECT_EQ(l1.ffn_gate.type, GgmlType::kQ8_0);
+  EXPECT_EQ(l1.attn_k.type, GgmlType::kF32);
+  EXPECT_EQ(Decode(l1.attn_k), source_["blk.1.attn_k.weight"]);  // exact
+  ASSERT_EQ(l1.attn_q.type, GgmlType::kQ8_0);
+  ASSERT_EQ((*w)->output().type, GgmlType::kQ8_0);
+  for (const auto& [view, name] :
+       {std::pair{&l1.attn_q, "blk.1.attn_q.weight"},
+        std::pair{&(*w)->output(), "output.weight"}}) {
+    const std::vector<float> got = Decode(*view);
+    const std::vector<float>& want = source_[name];
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      // Q5_0 values here are at most 16 * 0.03; Q8_0 steps are max / 127.
+      EXPECT_NEAR(got[i], want[i], 0.48f / 127) << name << " " << i;
+    }
+  }
+}
+
+TEST(WeightsTest, YarnScalingIsNotSupportedYet) {
+  testing::GgufBuilder b;
+  testing::TinyModelSpec spec;
+  testing::AddTinyModel(b, spec);
+  b.Add("llama.rope.scaling.type", testing::Str("yarn"));
+  b.Add("llama.rope.scaling.factor", testing::F32(4.0f));
+  const std::string bytes = b.Build();
+  auto file = GgufFile::FromBuffer(
+      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const absl::Status s = ModelWeights::FromGguf(*std::move(file)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("yarn"), std::string::npos) << s;
+}
+
+TEST(WeightsTest, DummyIsDeterministicAndSeeded) {
+  auto a = ModelWeights::Dummy(Small(), GgmlType::kF32, 5);
+  auto b = ModelWeights::Dummy(Small(), GgmlType::kF32, 5);
+  auto c = ModelWeights::Dummy(Small(), GgmlType::kF32, 6);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const auto bytes = [](const cpu::WeightView& v) {
+    const auto* p = static_cast<const uint8_t*>(v.data);
+    return std::vector<uint8_t>(p, p + v.rows * v.row_bytes);
+  };
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_EQ(bytes((*a)->layers()[l].ffn_up), bytes((*b)->layers()[l].ffn_up));
+    EXPECT_NE(bytes((*a)->layers()[l].ffn_up), bytes((*c)->layers()[l].ffn_up));
+    EXPECT_EQ((*a)->layers()[l].q_bias, (*b)->layers()[l].q_bias);
+    EXPECT_EQ((*a)->layers()[l].q_bias.size(), 64u);
+    EXPECT_EQ((*a)->layers()[l].k_bias.size(), 32u);
+  }
+  // Tied: the output head is the embedding.
+  EXPECT_EQ((*a)->output().data, (*a)->token_embd().data);
+}
+
+TEST(WeightsTest, DummyHasTheRequestedStatistics) {
+  auto w = ModelWeights::Dummy(Small(), GgmlType::kF32, 1);
+  ASSERT_TRUE(w.ok());
+  const cpu::WeightView& v = (*w)->layers()[1].ffn_gate;  // 96 x 64
+  const auto* f = static_cast<const float*>(v.data);
+  double sum = 0, sq = 0;
+  const int64_t n = v.rows * v.cols;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += f[i];
+    sq += double{f[i]} * f[i];
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.002);
+  EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.001);
+  double norm_mean = 0;
+  for (float x : (*w)->layers()[0].attn_norm) norm_mean += x;
+  EXPECT_NEAR(norm_mean / 64, 1.0, 0.01);
+}
+
+TEST(WeightsTest, DummyInEachTypeDequantizesCloseToF32) {
+  auto ref = ModelWeights::Dummy(Small(), GgmlType::kF32, 3);
+  ASSERT_TRUE(ref.ok());
+  const auto* r = static_cast<const float*>((*ref)->layers()[0].attn_q.data);
+  for (GgmlType type :
+       {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    auto w = ModelWeights::Dummy(Small(), type, 3);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const cpu::WeightView& v = (*w)->layers()[0].attn_q;
+    EXPECT_EQ(v.type, type);
+    std::vector<float> row(v.cols);
+    double max_err = 0;
+    for (int64_t i = 0; i < v.rows; ++i) {
+      ASSERT_TRUE(
+          DequantizeRow(type,
+                        static_cast<const uint8_t*>(v.data) + i * v.row_bytes,
+                        row.data(), v.cols)
+              .ok());
+      for (int64_t j = 0; j < v.cols; ++j) {
+        max_err =
+            std::max(max_err, double{std::fabs(row[j] - r[i * v.cols + j])});
+      }
+    }
+    // Q4_0's step is max|x| / 8 per block: ~0.01 for 0.02-std weights.
+    EXPECT_LT(max_err, type == GgmlType::kQ4_0 ? 0.02 : 0.002)
+        << GetGgmlTypeTraits(type).name;
+  }
+}
+
+TEST(WeightsTest, DummyRejectsBadTypesAndWidths) {
+  EXPECT_FALSE(ModelWeights::Dummy(Small(), GgmlType::kQ4_K, 1).ok());
+  ModelConfig odd = Small();
+  odd.n_ff = 100;  // not a multiple of 32
+  EXPECT_FALSE(ModelWeights::Dummy(odd, GgmlType::kQ8_0, 1).ok());
+  EXPECT_TRUE(ModelWeights::Dummy(odd, GgmlType::kF16, 1).ok());
+  ModelConfig yarn = Small();
+  yarn.rope_scaling = RopeScaling::kYarn;
+  EXPECT_EQ(ModelWeights::Dummy(yarn, GgmlType::kF32, 1).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(WeightsTest, NamedShapesBuild) {
+  // The smallest registry shape end to end (15M parameters, quick).
+  auto shape = FindModelShape("stories15m");
+  ASSERT_TRUE(shape.ok());
+  auto w = ModelWeights::Dummy(*shape, GgmlType::kQ8_0, 0);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->layers().size(), 6u);
+  EXPECT_EQ((*w)->output().rows, 32000);
+}
+
+}  // namespace
+}  // namespace paceline::engine

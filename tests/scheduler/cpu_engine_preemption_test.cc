@@ -1,0 +1,92 @@
+// The scheduler over the real CPU engine and stories260K: several prompts
+// run together — chunked, under a KV pool small enough to force preemption
+// by recompute — give each the greedy tokens it gets alone, and "Once upon
+// a time" gives llama.cpp's reference tokens (../shared/models/README.md).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/model_source.h"
+#include "gtest/gtest.h"
+#include "scheduler/offline_runner.h"
+
+namespace paceline::scheduler {
+namespace {
+
+const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
+
+// README.md, "64 tokens from llama.cpp on stories260K.gguf".
+const std::vector<int32_t> kOnceUponATime64 = {
+    432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401,
+    396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433,
+    426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
+    426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267,
+    414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357, 336};
+
+class StoriesSchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = engine::OpenModel(kStories);
+    if (!model.ok()) GTEST_SKIP() << "no test model: " << model.status();
+    model_ = *std::move(model);
+  }
+
+  std::unique_ptr<engine::Engine> MakeEngine(int64_t num_blocks) {
+    engine::cpu::CpuEngineOptions options;
+    options.block_size = 16;
+    options.num_blocks = static_cast<int32_t>(num_blocks);
+    options.max_tokens_per_step = 64;
+    options.num_threads = 1;
+    auto engine = engine::cpu::CpuEngine::Create(model_.weights, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  OfflineRequest Request(const std::string& prompt, int32_t max_tokens) {
+    OfflineRequest r;
+    r.prompt = model_.tokenizer->Encode(prompt, /*add_bos=*/true);
+    r.sampling.temperature = 0;
+    r.stop.max_tokens = max_tokens;
+    return r;
+  }
+
+  engine::LoadedModel model_;
+};
+
+TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
+  const std::vector<OfflineRequest> requests = {
+      Request("Once upon a time", 64),
+      Request("Lily and Tom were best friends", 48),
+      Request("The little dog", 56),
+      Request("One day, a big bear came to the park", 40),
+  };
+  std::vector<OfflineResult> alone;
+  for (const OfflineRequest& r : requests) {
+    auto result = RunOffline(MakeEngine(KvBlocksToRunTogether({r}, 16)),
+                             *model_.tokenizer, {r}, OfflineOptions());
+    ASSERT_TRUE(result.ok()) << result.status();
+    alone.push_back((*result)[0]);
+  }
+  ASSERT_EQ(alone[0].tokens, kOnceUponATime64);
+
+  // 5 blocks hold the longest request alone; the four need 17 together.
+  ASSERT_EQ(KvBlocksToRunTogether(requests, 16), 17);
+  OfflineStats stats;
+  auto together = RunOffline(MakeEngine(5), *model_.tokenizer, requests,
+                             OfflineOptions{/*max_batched_tokens=*/8, 8},
+                             &stats);
+  ASSERT_TRUE(together.ok()) << together.status();
+  EXPECT_GT(stats.preemptions, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ((*together)[i].tokens, alone[i].tokens) << "request " << i;
+    EXPECT_EQ((*together)[i].text, alone[i].text) << "request " << i;
+    EXPECT_EQ((*together)[i].finish.reason, alone[i].finish.reason);
+  }
+}
+
+}  // namespace
+}  // namespace paceline::scheduler

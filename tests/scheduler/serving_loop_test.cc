@@ -1,0 +1,289 @@
+// The serving loop: the inbox (Submit / Cancel from other threads), the
+// engine thread that sleeps when idle and wakes on submission, stop modes,
+// intake refusals, metrics, and the offline runner built on it.
+
+#include "scheduler/serving_loop.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "scheduler/offline_runner.h"
+#include "scheduler/retry_hint.h"
+#include "tests/scheduler/scheduler_test_util.h"
+
+namespace paceline::scheduler::testing {
+namespace {
+
+FakeEngineOptions Engine(int32_t num_blocks = 256) {
+  FakeEngineOptions o;
+  o.n_vocab = 2048;
+  o.block_size = 4;
+  o.num_blocks = num_blocks;
+  return o;
+}
+
+ServingLoopOptions LoopOpts(int32_t max_batched_tokens, int32_t max_running) {
+  ServingLoopOptions o;
+  o.scheduler = Opts(max_batched_tokens, max_running);
+  return o;
+}
+
+class RecordingMetrics : public SchedulerMetrics {
+ public:
+  void OnStep(const StepStats& stats) override {
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    tokens_ += stats.num_tokens;
+  }
+  void OnFirstToken(absl::string_view, absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    ++first_tokens_;
+  }
+  void OnFinished(absl::string_view, const FinishInfo& info) override {
+    absl::MutexLock lock(&mu_);
+    ++finished_[static_cast<int>(info.reason)];
+  }
+  void OnRejected(absl::string_view tenant, absl::StatusCode code) override {
+    absl::MutexLock lock(&mu_);
+    ++rejected_;
+    last_rejected_tenant_ = std::string(tenant);
+    (void)code;
+  }
+  void OnTenantLoad(absl::string_view, int32_t, int32_t) override {
+    absl::MutexLock lock(&mu_);
+    ++loads_;
+  }
+  int64_t steps() const { absl::MutexLock l(&mu_); return steps_; }
+  int64_t tokens() const { absl::MutexLock l(&mu_); return tokens_; }
+  int64_t first_tokens() const { absl::MutexLock l(&mu_); return first_tokens_; }
+  int64_t loads() const { absl::MutexLock l(&mu_); return loads_; }
+  int64_t rejected() const { absl::MutexLock l(&mu_); return rejected_; }
+  std::string last_rejected_tenant() const {
+    absl::MutexLock l(&mu_);
+    return last_rejected_tenant_;
+  }
+  int64_t finished(FinishReason r) const {
+    absl::MutexLock l(&mu_);
+    return finished_[static_cast<int>(r)];
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t steps_ = 0, tokens_ = 0, first_tokens_ = 0, loads_ = 0, rejected_ = 0;
+  std::string last_rejected_tenant_;
+  int64_t finished_[kNumFinishReasons] = {};
+};
+
+struct Loop {
+  std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer(2048);
+  FakeEngine* engine = nullptr;
+  std::unique_ptr<ServingLoop> loop;
+
+  explicit Loop(ServingLoopOptions options, FakeEngineOptions eo = Engine()) {
+    if (options.scheduler.tenants.empty()) options.scheduler.tenants = OneTenant();
+    auto fake = std::make_unique<FakeEngine>(std::move(eo));
+    engine = fake.get();
+    auto created = ServingLoop::Create(std::move(fake), tokenizer.get(), options);
+    EXPECT_TRUE(created.ok()) << created.status();
+    loop = std::move(*created);
+  }
+
+  std::pair<RequestId, std::shared_ptr<CollectingSink>> Submit(int32_t tag,
+                                                              int32_t max_tokens) {
+    RequestSpec spec;
+    spec.tenant = "t";
+    spec.prompt = TaggedPrompt(tag, 4);
+    spec.sampling.temperature = 0;
+    spec.stop.max_tokens = max_tokens;
+    auto sink = std::make_shared<CollectingSink>();
+    spec.sink = sink;
+    auto id = loop->Submit(std::move(spec));
+    EXPECT_TRUE(id.ok()) << id.status();
+    return {id.value_or(0), sink};
+  }
+};
+
+TEST(ServingLoopTest, ThreadServesSubmissionsFromOtherThreadsAndSleepsWhenIdle) {
+  RecordingMetrics metrics;
+  ServingLoopOptions options;
+  options.scheduler = Opts(64, 8);
+  options.metrics = &metrics;
+  Loop l(options);
+  l.loop->Start();
+  std::vector<std::shared_ptr<CollectingSink>> sinks(6);
+  std::vector<std::thread> clients;
+  for (int32_t tag = 0; tag < 6; ++tag) {
+    clients.emplace_back([&, tag] { sinks[tag] = l.Submit(tag, 12).second; });
+  }
+  for (std::thread& t : clients) t.join();
+  for (const auto& sink : sinks) {
+    ASSERT_TRUE(sink->WaitFinished(absl::Seconds(10)));
+    EXPECT_TRUE(sink->accepted());
+    EXPECT_EQ(sink->finish().reason, FinishReason::kLength);
+    EXPECT_EQ(sink->tokens().size(), 12u);
+  }
+  // Idle: no step runs while nothing is runnable.
+  const int64_t forwards = l.engine->num_forward_calls();
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(l.engine->num_forward_calls(), forwards);
+  // And a new submission wakes it.
+  auto [id, late] = l.Submit(20, 3);
+  ASSERT_TRUE(late->WaitFinished(absl::Seconds(10)));
+  EXPECT_EQ(late->tokens().size(), 3u);
+  RequestSpec unknown;
+  unknown.tenant = "nobody";
+  unknown.prompt = {1};
+  unknown.sink = std::make_shared<CollectingSink>();
+  EXPECT_EQ(l.loop->Submit(std::move(unknown)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  l.loop->Stop();
+  EXPECT_EQ(metrics.rejected(), 1);
+  EXPECT_EQ(metrics.last_rejected_tenant(), "");  // not a configured name
+  EXPECT_EQ(l.loop->scheduler().counters().rejected, 1);
+  EXPECT_EQ(metrics.finished(FinishReason::kLength), 7);
+  EXPECT_EQ(metrics.first_tokens(), 7);
+  EXPECT_EQ(metrics.steps(), l.engine->num_forward_calls());
+  EXPECT_EQ(metrics.loads(), metrics.steps());  // one tenant
+  EXPECT_EQ(l.loop->Submit(RequestSpec()).status().code(),
+            absl::StatusCode::kInvalidArgument);  // checked before stopping
+  RequestSpec spec;
+  spec.tenant = "t";
+  spec.prompt = {1};
+  spec.stop.max_tokens = 1;
+  spec.sink = std::make_shared<CollectingSink>();
+  EXPECT_EQ(l.loop->Submit(std::move(spec)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(ServingLoopTest, OutputsMatchEachRequestRunAlone) {
+  std::vector<std::vector<int32_t>> alone;
+  for (int32_t tag = 0; tag < 4; ++tag) {
+    Loop l(LoopOpts(64, 8));
+    auto [id, sink] = l.Submit(tag, 10);
+    l.loop->RunUntilIdle();
+    alone.push_back(sink->tokens());
+  }
+  Loop l(LoopOpts(64, 8));
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int32_t tag = 0; tag < 4; ++tag) sinks.push_back(l.Submit(tag, 10).second);
+  EXPECT_EQ(l.loop->RunUntilIdle(), 10);  // together: 10 steps in all
+  for (int32_t tag = 0; tag < 4; ++tag) EXPECT_EQ(sinks[tag]->tokens(), alone[tag]);
+}
+
+TEST(ServingLoopTest, CancelThroughTheInboxTakesEffectBeforeTheNextStep) {
+  Loop l(LoopOpts(64, 8));
+  auto [a, sink_a] = l.Submit(0, 20);
+  auto [b, sink_b] = l.Submit(1, 20);
+  auto [c, sink_c] = l.Submit(2, 20);
+  l.loop->Cancel(c);  // still in the inbox behind its submission
+  EXPECT_TRUE(l.loop->RunOnce());
+  EXPECT_TRUE(sink_c->accepted());
+  EXPECT_EQ(sink_c->finish().reason, FinishReason::kCancelled);
+  EXPECT_EQ(l.engine->steps().back().slices.size(), 2u);
+  EXPECT_TRUE(l.loop->RunOnce());
+  l.loop->Cancel(a);
+  EXPECT_TRUE(l.loop->RunOnce());
+  ASSERT_EQ(l.engine->steps().back().slices.size(), 1u);
+  EXPECT_EQ(TagOf(l.engine->steps().back().slices[0]), 1);
+  EXPECT_EQ(sink_a->tokens().size(), 2u);
+  EXPECT_EQ(sink_a->finish().status.code(), absl::StatusCode::kCancelled);
+  l.loop->Cancel(a);  // finished already: nothing happens
+  l.loop->RunUntilIdle();
+  EXPECT_EQ(sink_b->finish().reason, FinishReason::kLength);
+}
+
+TEST(ServingLoopTest, IntakeRefusalReachesTheSinkAsAnError) {
+  ServingLoopOptions options;
+  options.scheduler = Opts(64, 8);
+  options.scheduler.tenants = {Tenant("t", 1, 0, 1)};
+  Loop l(options);
+  auto [a, first] = l.Submit(0, 2);
+  auto [b, second] = l.Submit(1, 2);  // passes the static checks
+  l.loop->RunUntilIdle();
+  EXPECT_EQ(first->finish().reason, FinishReason::kLength);
+  ASSERT_TRUE(second->finished());
+  EXPECT_FALSE(second->accepted());
+  EXPECT_EQ(second->finish().reason, FinishReason::kError);
+  EXPECT_EQ(second->finish().status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(RetryAfter(second->finish().status).has_value());
+}
+
+TEST(ServingLoopTest, StopCancelsAndDrainFinishes) {
+  {
+    Loop l(LoopOpts(64, 1));
+    auto [a, running] = l.Submit(0, 1000);
+    auto [b, queued] = l.Submit(1, 5);
+    l.loop->Start();
+    while (running->tokens().size() < 3) absl::SleepFor(absl::Milliseconds(1));
+    l.loop->Stop(StopMode::kCancel);
+    for (const auto& sink : {running, queued}) {
+      ASSERT_TRUE(sink->finished());
+      EXPECT_EQ(sink->finish().reason, FinishReason::kCancelled);
+      EXPECT_EQ(sink->finish().status.code(), absl::StatusCode::kUnavailable);
+    }
+  }
+  {
+    Loop l(LoopOpts(64, 1));
+    auto [a, first] = l.Submit(0, 30);
+    auto [b, second] = l.Submit(1, 30);
+    l.loop->Start();
+    l.loop->Stop(StopMode::kDrain);
+    EXPECT_EQ(first->finish().reason, FinishReason::kLength);
+    EXPECT_EQ(second->finish().reason, FinishReason::kLength);
+    EXPECT_EQ(second->tokens().size(), 30u);
+  }
+}
+
+TEST(OfflineRunnerTest, RunsPromptsTogetherWithTheOutputsOfEachAlone) {
+  auto tokenizer = ByteTokenizer(2048);
+  std::vector<OfflineRequest> requests;
+  for (int32_t tag = 0; tag < 5; ++tag) {
+    OfflineRequest r;
+    r.prompt = TaggedPrompt(tag, 3 + tag);
+    r.sampling.temperature = 0;
+    r.stop.max_tokens = 10 + tag;
+    requests.push_back(r);
+  }
+  EXPECT_EQ(KvBlocksToRunTogether(requests, 4), 3 + 4 + 4 + 5 + 5);
+  std::vector<std::vector<int32_t>> alone;
+  for (const OfflineRequest& r : requests) {
+    auto result = RunOffline(std::make_unique<FakeEngine>(Engine()), *tokenizer,
+                             {r}, OfflineOptions());
+    ASSERT_TRUE(result.ok()) << result.status();
+    alone.push_back((*result)[0].tokens);
+  }
+  // A pool of 6 blocks: room for one request and a half.
+  OfflineStats stats;
+  auto together = RunOffline(std::make_unique<FakeEngine>(Engine(6)), *tokenizer,
+                             requests, OfflineOptions{64, 256},
+                             &stats);
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_EQ(together->size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ((*together)[i].tokens, alone[i]);
+    EXPECT_EQ((*together)[i].finish.reason, FinishReason::kLength);
+    EXPECT_EQ((*together)[i].text.size(), alone[i].size());
+  }
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_EQ(stats.generated_tokens, 10 + 11 + 12 + 13 + 14);
+  EXPECT_EQ(stats.prompt_tokens, 3 + 4 + 5 + 6 + 7);
+
+  requests[2].stop.max_tokens = 100000;
+  auto refused = RunOffline(std::make_unique<FakeEngine>(Engine(6)), *tokenizer,
+                            requests, OfflineOptions());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "request 2: "));
+}
+
+}  // namespace
+}  // namespace paceline::scheduler::testing

@@ -1,0 +1,145 @@
+// `paceline generate` on the real test model and on a dummy model.
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/tools/run_command.h"
+
+namespace paceline::testing {
+namespace {
+
+const std::string kModel =
+    std::string(PACELINE_SHARED_DIR) + "/models/stories260K.gguf";
+
+// shared/models/README.md: llama.cpp's 64 greedy tokens, and run.c's 256
+// steps (252 generated) minus the echoed prompt.
+constexpr char kGreedy64[] =
+    ", there was a little girl named Lily. She loved to play outside in the "
+    "park. One day, she saw a big, red ball. She wanted to play with it, but "
+    "it was too high.\nLily's mom said";
+constexpr char kGreedy252[] =
+    ", there was a little girl named Lily. She loved to play outside in the "
+    "park. One day, she saw a big, red ball. She wanted to play with it, but "
+    "it was too high.\n"
+    "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't "
+    "know what to do. She said, \"I want to play with your ball, but I can't "
+    "find it.\"\n"
+    "Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I "
+    "didn't know what to do.\"\n"
+    "Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I "
+    "didn't know what to do.\" Her mom said, \"Don't worry, Lily. We can help "
+    "you.";
+
+// The last line of stderr.
+std::string LastLine(const std::string& err) {
+  std::string s = err;
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  const size_t nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+void ExpectTimingLine(const std::string& err, int prompt, int generated) {
+  const std::regex re(
+      "prompt: " + std::to_string(prompt) +
+      " tokens, [0-9]+\\.[0-9] tok/s; generated: " + std::to_string(generated) +
+      " tokens, [0-9]+\\.[0-9] tok/s");
+  EXPECT_TRUE(std::regex_match(LastLine(err), re)) << err;
+}
+
+class GenerateCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kModel)) {
+      GTEST_SKIP() << kModel << " is absent (the shared/ test data)";
+    }
+  }
+};
+
+TEST_F(GenerateCommandTest, Greedy64MatchesLlamaCpp) {
+  const CommandResult r =
+      RunPaceline({"generate", "--model", kModel, "--prompt",
+                   "Once upon a time", "--max-tokens", "64", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kGreedy64) + "\n");
+  ExpectTimingLine(r.err, 5, 64);
+}
+
+TEST_F(GenerateCommandTest, Greedy252MatchesRunC) {
+  const CommandResult r = RunPaceline(
+      {"generate", "--model", kModel, "--prompt", "Once upon a time",
+       "--max-tokens", "252", "--temperature", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kGreedy252) + "\n");
+  ExpectTimingLine(r.err, 5, 252);
+}
+
+TEST_F(GenerateCommandTest, SamplingIsReproducibleWithASeed) {
+  const std::vector<std::string> args = {"generate",
+                                         "--model",
+                                         kModel,
+                                         "--prompt",
+                                         "Once upon a time",
+                                         "--max-tokens",
+                                         "40",
+                                         "--temperature",
+                                         "0.9",
+                                         "--top-k",
+                                         "40",
+                                         "--top-p",
+                                         "0.95",
+                                         "--seed",
+                                         "1234"};
+  const CommandResult a = RunPaceline(args);
+  const CommandResult b = RunPaceline(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+}
+
+TEST_F(GenerateCommandTest, ZeroTokensPrintsAnEmptyLine) {
+  const CommandResult r =
+      RunPaceline({"generate", "--model", kModel, "--prompt",
+                   "Once upon a time", "--max-tokens", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+  ExpectTimingLine(r.err, 5, 0);
+}
+
+TEST_F(GenerateCommandTest, UsageErrors) {
+  const auto code = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "generate");
+    return RunPaceline(args).exit_code;
+  };
+  EXPECT_EQ(code({"--prompt", "x"}), 2);    // no --model
+  EXPECT_EQ(code({"--model", kModel}), 2);  // no --prompt
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "extra"}), 2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--max-tokens", "-1"}),
+            2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--top-p", "0"}), 2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--temperature", "hot"}),
+            2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--bogus"}), 2);
+  EXPECT_EQ(code({"--help"}), 0);
+}
+
+TEST(GenerateCommandErrorsTest, MissingModelFails) {
+  const CommandResult r = RunPaceline(
+      {"generate", "--model", "/nonexistent.gguf", "--prompt", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+}
+
+// A dummy model runs through the same path; its byte-level tokenizer makes
+// "hi" BOS + 2 byte tokens.
+TEST(GenerateCommandDummyTest, RunsADummyModel) {
+  const CommandResult r =
+      RunPaceline({"generate", "--model", "dummy:stories15m:q8_0", "--prompt",
+                   "hi", "--max-tokens", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectTimingLine(r.err, 3, 3);
+}
+
+}  // namespace
+}  // namespace paceline::testing
