@@ -98,6 +98,30 @@ TEST_F(GenerateCommandTest, SamplingIsReproducibleWithASeed) {
   EXPECT_FALSE(a.out.empty());
 }
 
+// Several prompts run together through the serving loop; each continuation
+// is labelled and equals that prompt's solo run.
+TEST_F(GenerateCommandTest, SeveralPromptsEqualTheirSoloRuns) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat",
+                                            "Tom and Lily went to the"};
+  std::vector<std::string> args = {"generate", "--model", kModel,
+                                   "--max-tokens", "48"};
+  std::string want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    args.push_back("--prompt");
+    args.push_back(prompts[i]);
+    const CommandResult solo =
+        RunPaceline({"generate", "--model", kModel, "--max-tokens", "48",
+                     "--prompt", prompts[i]});
+    ASSERT_EQ(solo.exit_code, 0) << solo.err;
+    want +=
+        "--- [" + std::to_string(i + 1) + "] " + prompts[i] + "\n" + solo.out;
+  }
+  const CommandResult together = RunPaceline(args);
+  ASSERT_EQ(together.exit_code, 0) << together.err;
+  EXPECT_EQ(together.out, want);
+  ExpectTimingLine(together.err, 5 + 4 + 9, 3 * 48);
+}
+
 TEST_F(GenerateCommandTest, ZeroTokensPrintsAnEmptyLine) {
   const CommandResult r =
       RunPaceline({"generate", "--model", kModel, "--prompt",

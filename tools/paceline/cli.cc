@@ -12,6 +12,12 @@ namespace paceline::tools {
 std::optional<std::string> ParsedArgs::Get(absl::string_view flag) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::GetAll(absl::string_view flag) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return {};
   return it->second;
 }
 
@@ -52,7 +58,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(std::span<const std::string> args,
         return absl::InvalidArgumentError(
             absl::StrCat("flag --", body, " takes no value"));
       }
-      parsed.values_[body] = "";
+      parsed.values_[body].push_back("");
       continue;
     }
     if (!inline_value.has_value()) {
@@ -62,7 +68,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(std::span<const std::string> args,
       }
       inline_value = args[++i];
     }
-    parsed.values_[body] = *std::move(inline_value);
+    parsed.values_[body].push_back(*std::move(inline_value));
   }
   return parsed;
 }

@@ -33,13 +33,15 @@ class ParsedArgs {
   bool Has(absl::string_view flag) const { return values_.contains(flag); }
   // The value of a flag that takes one (the last occurrence wins).
   std::optional<std::string> Get(absl::string_view flag) const;
+  // Every value of a repeatable flag, in command-line order.
+  std::vector<std::string> GetAll(absl::string_view flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   friend absl::StatusOr<ParsedArgs> ParseArgs(std::span<const std::string> args,
                                               std::span<const FlagDef> flags);
   bool help_ = false;
-  absl::flat_hash_map<std::string, std::string> values_;
+  absl::flat_hash_map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
 };
 

@@ -1,8 +1,8 @@
-// `paceline generate --model MODEL --prompt TEXT [...]`: runs one sequence
-// through the CPU engine and prints the continuation.
+// `paceline generate --model MODEL --prompt TEXT [--prompt TEXT ...]`: runs
+// the prompts together through the serving loop (scheduler + CPU engine) and
+// prints each continuation.
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cmath>
 #include <iostream>
@@ -16,11 +16,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
-#include "engine/detokenizer.h"
 #include "engine/model_source.h"
 #include "engine/sampler.h"
+#include "scheduler/offline_runner.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 
@@ -28,23 +29,27 @@ namespace paceline::tools {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: paceline generate --model MODEL --prompt TEXT [--max-tokens N]\n"
-    "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "         [--threads N]\n"
+    "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
+    "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "         [--seed S] [--threads N]\n"
     "\n"
-    "Generates a continuation of TEXT on the CPU and prints only the\n"
-    "continuation to stdout, as it is produced. BOS is added when the\n"
-    "model's metadata asks for it; generation stops at end-of-generation\n"
-    "tokens, after N tokens, or at the model's context length. The last line\n"
-    "on stderr is the timing (model load excluded):\n"
+    "Generates a continuation of each TEXT on the CPU and prints only the\n"
+    "continuation to stdout. Several --prompt run together through the\n"
+    "serving loop (continuous batching over the paged KV cache); each\n"
+    "continuation is printed after a line `--- [i] TEXT`, and equals what\n"
+    "that prompt gives alone. BOS is added when the model's metadata asks\n"
+    "for it; generation stops at end-of-generation tokens, after N tokens, or\n"
+    "at the model's context length. The last line on stderr is the timing\n"
+    "(model load excluded), summed over the prompts:\n"
     "  prompt: N tokens, X tok/s; generated: M tokens, Y tok/s\n"
-    "where Y counts the decode steps after the first generated token (that\n"
-    "one comes out of the prompt pass).\n"
+    "X is prompt tokens over the time from the first admission to the last\n"
+    "first token; Y is generated tokens after each first one over the time\n"
+    "from the first first-token to the last finish.\n"
     "\n"
     "  --model MODEL      a GGUF file, or dummy:SHAPE[:DTYPE] for random\n"
     "                     weights of a named shape with a byte-level "
     "tokenizer\n"
-    "  --prompt TEXT      the prompt\n"
+    "  --prompt TEXT      a prompt (repeat the flag for several)\n"
     "  --max-tokens N     most tokens to generate (default 128)\n"
     "  --temperature T    0 = greedy (default 0)\n"
     "  --top-k K          keep the K most likely tokens (default 0: off)\n"
@@ -72,7 +77,7 @@ absl::StatusOr<float> ParseFloatFlag(absl::string_view flag,
 
 struct GenerateFlags {
   std::string model;
-  std::string prompt;
+  std::vector<std::string> prompts;
   int64_t max_tokens = 128;
   int threads = 0;
   engine::SamplingParams sampling;
@@ -92,7 +97,7 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
   }
   f.model = *args.Get("model");
-  f.prompt = *args.Get("prompt");
+  f.prompts = args.GetAll("prompt");
   if (auto v = args.Get("max-tokens")) {
     ASSIGN_OR_RETURN(f.max_tokens, ParseIntFlag("max-tokens", *v));
     if (f.max_tokens < 0) {
@@ -132,10 +137,6 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   return f;
 }
 
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 double Rate(int64_t n, double seconds) {
   return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
 }
@@ -144,88 +145,84 @@ absl::Status Generate(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(engine::LoadedModel model, engine::OpenModel(f.model));
   const engine::ModelConfig& config = model.weights->config();
   const engine::Tokenizer& tokenizer = *model.tokenizer;
-  const std::vector<int32_t> prompt =
-      tokenizer.Encode(f.prompt, tokenizer.add_bos());
-  if (prompt.empty()) {
-    return absl::InvalidArgumentError(
-        "the prompt is empty and the model adds no BOS token");
+
+  std::vector<scheduler::OfflineRequest> requests;
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    std::vector<int32_t> prompt =
+        tokenizer.Encode(f.prompts[i], tokenizer.add_bos());
+    if (prompt.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt ", i + 1, " is empty and the model adds no BOS token"));
+    }
+    const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt >= config.context_length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt ", i + 1, " is ", n_prompt,
+          " tokens; the model's context is ", config.context_length));
+    }
+    prompt_tokens += n_prompt;
+    scheduler::OfflineRequest r;
+    r.prompt = std::move(prompt);
+    r.sampling = f.sampling;
+    // The last generated token is never fed back: the context holds
+    // prompt + max_tokens - 1 positions.
+    r.stop.max_tokens = static_cast<int32_t>(
+        std::min(f.max_tokens, config.context_length - n_prompt + 1));
+    requests.push_back(std::move(r));
   }
-  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
-  if (n_prompt >= config.context_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt is ", n_prompt, " tokens; the model's context is ",
-        config.context_length));
+
+  std::vector<scheduler::OfflineResult> results(requests.size());
+  if (f.max_tokens > 0) {
+    engine::cpu::CpuEngineOptions options;
+    options.num_threads = f.threads;
+    options.max_tokens_per_step = kPrefillChunk;
+    options.num_blocks = static_cast<int32_t>(
+        scheduler::KvBlocksToRunTogether(requests, options.block_size));
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::cpu::CpuEngine> eng,
+                     engine::cpu::CpuEngine::Create(model.weights, options));
+    ASSIGN_OR_RETURN(results,
+                     scheduler::RunOffline(std::move(eng), tokenizer,
+                                           std::move(requests), {}));
   }
-  // The last generated token is never fed back, so n_prompt + max_tokens - 1
-  // positions hold K/V.
-  const int64_t max_new =
-      std::min(f.max_tokens, config.context_length - n_prompt + 1);
-  const int64_t positions = n_prompt + std::max<int64_t>(max_new - 1, 0);
 
-  engine::cpu::CpuEngineOptions options;
-  options.num_threads = f.threads;
-  options.max_tokens_per_step =
-      static_cast<int32_t>(std::min<int64_t>(n_prompt, kPrefillChunk));
-  options.num_blocks = static_cast<int32_t>(
-      (positions + options.block_size - 1) / options.block_size);
-  ASSIGN_OR_RETURN(std::unique_ptr<engine::cpu::CpuEngine> eng,
-                   engine::cpu::CpuEngine::Create(model.weights, options));
-  ASSIGN_OR_RETURN(
-      engine::SequenceSampler sampler,
-      engine::SequenceSampler::Create(
-          f.sampling, static_cast<int32_t>(config.n_vocab), prompt));
-  engine::SamplerScratch scratch;
-  engine::IncrementalDetokenizer detokenizer(&tokenizer);
-
-  // The sequence owns blocks 0 .. num_blocks - 1 of the engine's pool.
-  std::vector<int32_t> block_table(options.num_blocks);
-  for (int32_t i = 0; i < options.num_blocks; ++i) block_table[i] = i;
-  std::vector<float> logits(config.n_vocab);
-  engine::ForwardBatch batch;
-  batch.sequences.resize(1);
-  engine::SequenceSlice& slice = batch.sequences[0];
-  slice.block_table = block_table;
-
-  const auto start = std::chrono::steady_clock::now();
-  int64_t done = 0;
-  while (done < n_prompt) {
-    const int64_t chunk =
-        std::min<int64_t>(n_prompt - done, options.max_tokens_per_step);
-    batch.tokens.assign(prompt.begin() + done, prompt.begin() + done + chunk);
-    slice.token_begin = 0;
-    slice.token_count = static_cast<int32_t>(chunk);
-    slice.position_begin = static_cast<int32_t>(done);
-    slice.needs_logits = done + chunk == n_prompt;
-    RETURN_IF_ERROR(eng->Forward(
-        batch, absl::Span<float>(logits.data(),
-                                 slice.needs_logits ? logits.size() : 0)));
-    done += chunk;
+  absl::Time first_admitted = absl::InfiniteFuture();
+  absl::Time last_first_token = absl::InfinitePast();
+  absl::Time last_finished = absl::InfinitePast();
+  int64_t delivered = 0;    // generated tokens printed (no EOS)
+  int64_t after_first = 0;  // of those, the ones after each first one
+  for (size_t i = 0; i < results.size(); ++i) {
+    const scheduler::OfflineResult& r = results[i];
+    if (results.size() > 1) {
+      std::cout << "--- [" << i + 1 << "] " << f.prompts[i] << "\n";
+    }
+    std::cout << r.text << "\n";
+    if (!r.finish.status.ok() &&
+        r.finish.reason == scheduler::FinishReason::kError) {
+      return absl::Status(
+          r.finish.status.code(),
+          absl::StrCat("prompt ", i + 1, ": ", r.finish.status.message()));
+    }
+    const scheduler::RequestTimings& t = r.finish.timings;
+    first_admitted = std::min(first_admitted, t.first_scheduled);
+    last_first_token = std::max(last_first_token, t.first_token);
+    last_finished = std::max(last_finished, t.finished);
+    delivered += static_cast<int64_t>(r.tokens.size());
+    after_first +=
+        std::max<int64_t>(static_cast<int64_t>(r.tokens.size()) - 1, 0);
   }
-  const auto prefilled = std::chrono::steady_clock::now();
-
-  int64_t generated = 0;
-  int64_t decode_steps = 0;
-  slice.needs_logits = true;
-  slice.token_count = 1;
-  while (generated < max_new) {
-    ASSIGN_OR_RETURN(const engine::SampleResult sample,
-                     sampler.Sample(logits, &scratch));
-    if (tokenizer.IsEog(sample.token)) break;
-    ++generated;
-    std::cout << detokenizer.Push(sample.token) << std::flush;
-    if (generated == max_new) break;
-    batch.tokens.assign(1, sample.token);
-    slice.position_begin = static_cast<int32_t>(n_prompt + generated - 1);
-    RETURN_IF_ERROR(eng->Forward(batch, absl::MakeSpan(logits)));
-    ++decode_steps;
-  }
-  const auto end = std::chrono::steady_clock::now();
-  std::cout << detokenizer.Flush() << "\n" << std::flush;
-
+  std::cout << std::flush;
+  const auto seconds = [](absl::Time from, absl::Time to) {
+    return from < to && to != absl::InfiniteFuture() &&
+                   from != absl::InfinitePast()
+               ? absl::ToDoubleSeconds(to - from)
+               : 0.0;
+  };
   std::cerr << absl::StrFormat(
       "prompt: %d tokens, %.1f tok/s; generated: %d tokens, %.1f tok/s\n",
-      n_prompt, Rate(n_prompt, Seconds(prefilled - start)), generated,
-      Rate(decode_steps, Seconds(end - prefilled)));
+      prompt_tokens,
+      Rate(prompt_tokens, seconds(first_admitted, last_first_token)),
+      delivered, Rate(after_first, seconds(last_first_token, last_finished)));
   return absl::OkStatus();
 }
 
