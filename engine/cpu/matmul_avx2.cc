@@ -61,25 +61,6 @@ inline void StoreSums(const TileArgs& a, __m256 (&acc)[R][T]) {
   }
 }
 
-// Software prefetch (see matmul_avx512.cc): single-token tiles fetch
-// 1 KiB ahead along their own rows; the first token tile of a batch
-// fetches the next row tile into L2. `offset` is the byte offset of the
-// current column in the row.
-constexpr int64_t kPrefetchBytes = 1024;
-
-template <int T>
-inline void Prefetch(const TileArgs& a, int r, int64_t offset) {
-  if (a.prefetch != nullptr) {
-    _mm_prefetch(
-        reinterpret_cast<const char*>(a.prefetch) + r * a.row_bytes + offset,
-        _MM_HINT_T1);
-  } else if constexpr (T <= 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + r * a.row_bytes) +
-                     offset + kPrefetchBytes,
-                 _MM_HINT_T0);
-  }
-}
-
 // ---- Float weights ----
 
 // 8 weights from `p` (the element at column k of a row) as f32.

@@ -44,29 +44,6 @@ constexpr int kFloatRows = 4;
 constexpr int kFloatTokens = 6;
 constexpr int kFloatRowsOne = 8;
 
-// Software prefetch. Decode tiles stream weight rows from DRAM as 4-8
-// concurrent streams that advance slowly; the hardware prefetchers alone
-// do not stay far enough ahead once the kernel does real work per byte
-// (measured: F16 GEMV 0.85 -> 0.94 of the read bandwidth, Q8_0 0.68 ->
-// 0.80). Single-token tiles fetch kPrefetchBytes ahead along their own
-// rows; the first token tile of a batch, whose column blocks are short
-// (kc), fetches the next row tile into L2 instead. `offset` is the byte
-// offset of the current column within the row.
-constexpr int64_t kPrefetchBytes = 1024;
-
-template <int T>
-inline void Prefetch(const TileArgs& a, int r, int64_t offset) {
-  if (a.prefetch != nullptr) {
-    _mm_prefetch(
-        reinterpret_cast<const char*>(a.prefetch) + r * a.row_bytes + offset,
-        _MM_HINT_T1);
-  } else if constexpr (T <= 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + r * a.row_bytes) +
-                     offset + kPrefetchBytes,
-                 _MM_HINT_T0);
-  }
-}
-
 template <GgmlType WT>
 constexpr int64_t kElemBytes = WT == GgmlType::kF32 ? 4 : 2;
 

@@ -45,11 +45,11 @@ struct MatMulTask {
   const uint8_t* w = nullptr;  // (rows, row_bytes) weights in `type`
   size_t row_bytes = 0;
   int64_t rows = 0;
-  int64_t cols = 0;            // float types: any; Q types: multiple of 32
+  int64_t cols = 0;  // float types: any; Q types: multiple of 32
   int64_t n_tokens = 0;
-  const float* x = nullptr;    // (n_tokens, cols), float weight types
-  QuantizedActs qx;            // Q8_0 / Q4_0 weight types
-  float* y = nullptr;          // (n_tokens, rows)
+  const float* x = nullptr;  // (n_tokens, cols), float weight types
+  QuantizedActs qx;          // Q8_0 / Q4_0 weight types
+  float* y = nullptr;        // (n_tokens, rows)
 };
 
 // ---- Register tiles and the cache-blocking loop shared by the SIMD paths.
@@ -65,18 +65,18 @@ struct MatMulTask {
 struct TileArgs {
   const uint8_t* w = nullptr;  // (nr, row_bytes) the tile's first weight row
   size_t row_bytes = 0;
-  const void* x = nullptr;     // (nt, x_stride) first token: float for float
-                               // weights, int8 (Q paths; maybe ^0x80) else
-  int64_t x_stride = 0;        // elements between tokens (= cols)
-  const float* xd = nullptr;   // Q paths: (nt, xd_stride) block scales
-  int64_t xd_stride = 0;       // = cols / 32
+  const void* x = nullptr;    // (nt, x_stride) first token: float for float
+                              // weights, int8 (Q paths; maybe ^0x80) else
+  int64_t x_stride = 0;       // elements between tokens (= cols)
+  const float* xd = nullptr;  // Q paths: (nt, xd_stride) block scales
+  int64_t xd_stride = 0;      // = cols / 32
   const float* xd_pairs = nullptr;    // VNNI: (nt, pair_stride) d_pairs
   const int32_t* xs_pairs = nullptr;  // VNNI: (nt, pair_stride) s_pairs
   int64_t pair_stride = 0;            // = n_pairs * 16
-  int64_t k0 = 0, k1 = 0;      // columns; Q paths: multiples of 32
-  float* y = nullptr;          // y[token 0, row 0] of the tile
-  int64_t y_stride = 0;        // floats between tokens (= rows)
-  bool accumulate = false;     // add to y (later column blocks) or store
+  int64_t k0 = 0, k1 = 0;             // columns; Q paths: multiples of 32
+  float* y = nullptr;                 // y[token 0, row 0] of the tile
+  int64_t y_stride = 0;               // floats between tokens (= rows)
+  bool accumulate = false;            // add to y (later column blocks) or store
   // The next row tile's weights at the same columns, for the tile to
   // prefetch into L2 while it streams its own (first token tile of a batch
   // only; null otherwise). Single-token tiles prefetch along their own rows.
@@ -85,15 +85,35 @@ struct TileArgs {
 
 using TileFn = void (*)(const TileArgs& args);
 
+// Software prefetch shared by the SIMD tiles. Decode tiles stream weight
+// rows from DRAM as 4-8 concurrent streams that advance slowly; the
+// hardware prefetchers alone do not stay far enough ahead once the kernel
+// does real work per byte (measured with the AVX-512 path: F16 GEMV 0.85 ->
+// 0.94 of the read bandwidth, Q8_0 0.68 -> 0.80). Single-token tiles (T <= 2)
+// fetch kPrefetchBytes ahead along their own rows into L1; the first token tile
+// of a batch, whose column blocks are short (kc), fetches the next row tile
+// into L2 instead. `offset` is the byte offset of the current column within the
+// row.
+inline constexpr int64_t kPrefetchBytes = 1024;
+
+template <int T>
+inline void Prefetch(const TileArgs& a, int r, int64_t offset) {
+  if (a.prefetch != nullptr) {
+    __builtin_prefetch(a.prefetch + r * a.row_bytes + offset, 0, 2);
+  } else if constexpr (T <= 2) {
+    __builtin_prefetch(a.w + r * a.row_bytes + offset + kPrefetchBytes, 0, 3);
+  }
+}
+
 inline constexpr int kMaxTileRows = 8;
 inline constexpr int kMaxTileTokens = 8;
 
 struct TileSet {
-  int rows = 1;       // rows per tile when nt > 1
-  int rows_one = 1;   // rows per tile when nt == 1 (GEMV)
-  int tokens = 1;     // tokens per tile
-  int64_t kc = 0;     // column block (multiple of 64) when tokens > 1 tile
-  int64_t mc = 64;    // row block
+  int rows = 1;      // rows per tile when nt > 1
+  int rows_one = 1;  // rows per tile when nt == 1 (GEMV)
+  int tokens = 1;    // tokens per tile
+  int64_t kc = 0;    // column block (multiple of 64) when tokens > 1 tile
+  int64_t mc = 64;   // row block
   // fn[nr - 1][nt - 1] handles nr rows x nt tokens.
   TileFn fn[kMaxTileRows][kMaxTileTokens] = {};
 };
@@ -119,8 +139,7 @@ void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* d);
 
 #if defined(__x86_64__)
 // AVX2 + FMA + F16C (matmul_avx2.cc): every supported type.
-void MatMulRowsAvx2(const MatMulTask& task, int64_t row_begin,
-                    int64_t row_end);
+void MatMulRowsAvx2(const MatMulTask& task, int64_t row_begin, int64_t row_end);
 void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* d);
 
 // AVX-512 F/BW/VL/DQ (matmul_avx512.cc): float types.
@@ -141,8 +160,7 @@ void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
 // with cache-resident weights (bench/RESULTS.md): int8 from 6 tokens
 // (83 vs 55 GMAC/s per core at 8), float from ~48 (F32 from ~24; F16
 // equal at 48, 62 vs 52 at 512).
-void GemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
-                    int64_t row_end);
+void GemmRowsAvx512(const MatMulTask& task, int64_t row_begin, int64_t row_end);
 void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                         int64_t row_end);
 inline constexpr int64_t kGemmMinTokens = 6;
