@@ -13,19 +13,14 @@
 #include "engine/model_source.h"
 #include "gtest/gtest.h"
 #include "scheduler/offline_runner.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::scheduler {
 namespace {
 
-const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
-
-// README.md, "64 tokens from llama.cpp on stories260K.gguf".
-const std::vector<int32_t> kOnceUponATime64 = {
-    432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401,
-    396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433,
-    426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
-    426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267,
-    414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357, 336};
+const std::string& kStories = ::paceline::testing::kStories260KPath;
+const std::vector<int32_t>& kOnceUponATime64 =
+    ::paceline::testing::kGreedy64Ids;
 
 class StoriesSchedulerTest : public ::testing::Test {
  protected:
@@ -76,9 +71,9 @@ TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
   // 5 blocks hold the longest request alone; the four need 17 together.
   ASSERT_EQ(KvBlocksToRunTogether(requests, 16), 17);
   OfflineStats stats;
-  auto together = RunOffline(MakeEngine(5), *model_.tokenizer, requests,
-                             OfflineOptions{/*max_batched_tokens=*/8, 8},
-                             &stats);
+  auto together =
+      RunOffline(MakeEngine(5), *model_.tokenizer, requests,
+                 OfflineOptions{/*max_batched_tokens=*/8, 8}, &stats);
   ASSERT_TRUE(together.ok()) << together.status();
   EXPECT_GT(stats.preemptions, 0);
   for (size_t i = 0; i < requests.size(); ++i) {

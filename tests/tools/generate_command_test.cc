@@ -5,32 +5,15 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/stories260k_oracle.h"
 #include "tests/tools/run_command.h"
 
 namespace paceline::testing {
 namespace {
 
-const std::string kModel =
-    std::string(PACELINE_SHARED_DIR) + "/models/stories260K.gguf";
-
-// shared/models/README.md: llama.cpp's 64 greedy tokens, and run.c's 256
-// steps (252 generated) minus the echoed prompt.
-constexpr char kGreedy64[] =
-    ", there was a little girl named Lily. She loved to play outside in the "
-    "park. One day, she saw a big, red ball. She wanted to play with it, but "
-    "it was too high.\nLily's mom said";
-constexpr char kGreedy252[] =
-    ", there was a little girl named Lily. She loved to play outside in the "
-    "park. One day, she saw a big, red ball. She wanted to play with it, but "
-    "it was too high.\n"
-    "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't "
-    "know what to do. She said, \"I want to play with your ball, but I can't "
-    "find it.\"\n"
-    "Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I "
-    "didn't know what to do.\"\n"
-    "Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I "
-    "didn't know what to do.\" Her mom said, \"Don't worry, Lily. We can help "
-    "you.";
+const std::string& kModel = kStories260KPath;
+constexpr const char* kGreedy64 = kGreedy64Text;
+constexpr const char* kGreedy252 = kGreedy252Text;
 
 // The last line of stderr.
 std::string LastLine(const std::string& err) {

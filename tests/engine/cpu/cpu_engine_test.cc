@@ -16,6 +16,7 @@
 #include "engine/model_source.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/engine_test_util.h"
+#include "tests/testing/stories260k_oracle.h"
 
 // The CPU engine on the real stories260K model (../shared/models/README.md
 // gives its exact greedy outputs) and on small random models: the greedy
@@ -30,33 +31,10 @@ using ::paceline::engine::testing::ContiguousBlocks;
 using ::paceline::engine::testing::GenerateAlone;
 using ::paceline::engine::testing::GreedyResult;
 
-const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
-
-// README.md, "64 tokens from llama.cpp on stories260K.gguf".
-const std::vector<int32_t> kExpected64 = {
-    432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401,
-    396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433,
-    426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
-    426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267,
-    414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357, 336};
-constexpr char kExpectedText64[] =
-    ", there was a little girl named Lily. She loved to play outside in the "
-    "park. One day, she saw a big, red ball. She wanted to play with it, but "
-    "it was too high.\nLily's mom said";
-// README.md, "256 steps from llama2.c run.c": the printed text minus the
-// echoed prompt "Once upon a time" and run.c's final newline.
-constexpr char kExpectedText252[] =
-    ", there was a little girl named Lily. She loved to play outside in the "
-    "park. One day, she saw a big, red ball. She wanted to play with it, but "
-    "it was too high.\n"
-    "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't "
-    "know what to do. She said, \"I want to play with your ball, but I can't "
-    "find it.\"\n"
-    "Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I "
-    "didn't know what to do.\"\n"
-    "Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I "
-    "didn't know what to do.\" Her mom said, \"Don't worry, Lily. We can help "
-    "you.";
+const std::string& kStories = ::paceline::testing::kStories260KPath;
+const std::vector<int32_t>& kExpected64 = ::paceline::testing::kGreedy64Ids;
+constexpr const char* kExpectedText64 = ::paceline::testing::kGreedy64Text;
+constexpr const char* kExpectedText252 = ::paceline::testing::kGreedy252Text;
 
 class StoriesTest : public ::testing::Test {
  protected:
