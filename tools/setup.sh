@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   cmake g++ ninja-build pkg-config git python3
   libabsl-dev
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
