@@ -32,7 +32,7 @@ constexpr int32_t kMinGenerated = 128;  // requests generate 128..383 tokens
 // A handoff as cheap as the server's should be: count and return.
 class CountingSink final : public TokenSink {
  public:
-  void OnAccepted(RequestId) override {}
+  void OnAccepted(const AcceptInfo&) override {}
   void OnTokens(const TokenDelta& delta) override {
     tokens_.fetch_add(static_cast<int64_t>(delta.ids.size()),
                       std::memory_order_relaxed);

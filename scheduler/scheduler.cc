@@ -160,13 +160,20 @@ absl::Status Scheduler::Submit(RequestId id, RequestSpec spec) {
   }
   const int32_t tenant = tenant_index_.at(spec.tenant);
   std::shared_ptr<TokenSink> sink = spec.sink;
+  AcceptInfo accepted;
+  accepted.id = id;
+  accepted.prompt_tokens = static_cast<int32_t>(spec.prompt.size());
+  accepted.cached_prompt_tokens = pager_->CachedPrefixTokens(
+      spec.prompt,
+      spec.cache_salt.empty() ? absl::string_view(spec.tenant)
+                              : absl::string_view(spec.cache_salt));
   auto request = std::make_unique<Request>(id, std::move(spec), tenant,
                                            next_arrival_seq_++, now,
                                            *std::move(sampler), tokenizer_);
   live_[id] = request.get();
   queues_->PushBack(std::move(request));
   ++counters_.submitted;
-  sink->OnAccepted(id);
+  sink->OnAccepted(accepted);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
   ASSIGN_OR_RETURN(loop->scheduler_,
                    Scheduler::Create(options.scheduler, *loop->engine_,
                                      tokenizer, clock, options.metrics));
+  loop->PublishLoad();
   return loop;
 }
 
@@ -57,6 +58,7 @@ void ServingLoop::Shutdown() {
   }
   Apply(&applying_);
   scheduler_->CancelAll(CancelReason::kShutdown);
+  PublishLoad();
 }
 
 absl::StatusOr<RequestId> ServingLoop::Submit(RequestSpec spec) {
@@ -123,7 +125,9 @@ bool ServingLoop::RunOnce() {
     applying_.swap(inbox_);
   }
   Apply(&applying_);
-  return scheduler_->HasRunnable() && Step();
+  const bool ran = scheduler_->HasRunnable() && Step();
+  PublishLoad();
+  return ran;
 }
 
 int64_t ServingLoop::RunUntilIdle() {
@@ -136,6 +140,7 @@ void ServingLoop::ThreadMain() {
   while (WaitForWork(&applying_)) {
     Apply(&applying_);
     if (scheduler_->HasRunnable()) Step();
+    PublishLoad();
   }
   Shutdown();
 }
@@ -206,6 +211,28 @@ void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0,
     const TenantStats s = queues.stats(t);
     metrics_->OnTenantLoad(queues.config(t).name, s.running, s.waiting);
   }
+}
+
+LoadSnapshot ServingLoop::Load() const {
+  absl::MutexLock lock(&load_mu_);
+  return load_;
+}
+
+void ServingLoop::PublishLoad() {
+  const TenantQueues& queues = scheduler_->queues();
+  absl::MutexLock lock(&load_mu_);
+  load_.tenants.resize(queues.num_tenants());
+  for (int32_t t = 0; t < queues.num_tenants(); ++t) {
+    const TenantStats s = queues.stats(t);
+    LoadSnapshot::Tenant& out = load_.tenants[t];
+    if (out.name.empty()) out.name = queues.config(t).name;
+    out.running = s.running;
+    out.waiting = s.waiting;
+  }
+  load_.kv = scheduler_->pager().Stats();
+  load_.running = scheduler_->num_running();
+  load_.waiting = scheduler_->num_waiting();
+  load_.steps = scheduler_->counters().steps;
 }
 
 }  // namespace paceline::scheduler

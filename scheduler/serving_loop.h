@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
 #include "engine/tokenizer.h"
+#include "kvpager/pager_stats.h"
 #include "scheduler/clock.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
@@ -46,6 +47,21 @@ struct ServingLoopOptions {
   SchedulerOptions scheduler;
   Clock* clock = nullptr;                // null: SystemClock
   SchedulerMetrics* metrics = nullptr;   // optional; must outlive the loop
+};
+
+// What the engine thread last published about its load (after each step
+// and each batch of commands), for status queries from other threads.
+struct LoadSnapshot {
+  struct Tenant {
+    std::string name;
+    int32_t running = 0;
+    int32_t waiting = 0;
+  };
+  std::vector<Tenant> tenants;  // configured order
+  kvpager::PagerStats kv;
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int64_t steps = 0;
 };
 
 enum class StopMode {
@@ -88,6 +104,9 @@ class ServingLoop {
   // step; a no-op if it has finished.
   void Cancel(RequestId id);
 
+  // Thread-safe: the load as of the engine thread's last publication.
+  LoadSnapshot Load() const;
+
   // Manual driving, only when no thread was started: applies the inbox,
   // then runs one step if anything is runnable. Returns whether a step ran.
   bool RunOnce();
@@ -125,6 +144,8 @@ class ServingLoop {
   absl::Status Execute(const StepPlan& plan);
   void ReportStep(const StepPlan& plan, absl::Time t0, absl::Time t1,
                   absl::Time t2, absl::Time t3);
+  // Copies the scheduler's load into load_ (engine thread).
+  void PublishLoad();
 
   // Constant after construction.
   const std::unique_ptr<engine::Engine> engine_;
@@ -144,6 +165,9 @@ class ServingLoop {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   StopMode stop_mode_ ABSL_GUARDED_BY(mu_) = StopMode::kCancel;
   std::thread thread_;  // Start / Stop / destructor only
+
+  mutable absl::Mutex load_mu_;
+  LoadSnapshot load_ ABSL_GUARDED_BY(load_mu_);
 };
 
 }  // namespace paceline::scheduler

@@ -16,10 +16,10 @@ absl::string_view FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
-void CollectingSink::OnAccepted(RequestId id) {
+void CollectingSink::OnAccepted(const AcceptInfo& info) {
   absl::MutexLock lock(&mu_);
   accepted_ = true;
-  id_ = id;
+  accept_info_ = info;
 }
 
 void CollectingSink::OnTokens(const TokenDelta& delta) {
@@ -53,7 +53,12 @@ bool CollectingSink::accepted() const {
 
 RequestId CollectingSink::id() const {
   absl::MutexLock lock(&mu_);
-  return id_;
+  return accept_info_.id;
+}
+
+AcceptInfo CollectingSink::accept_info() const {
+  absl::MutexLock lock(&mu_);
+  return accept_info_;
 }
 
 std::vector<int32_t> CollectingSink::tokens() const {

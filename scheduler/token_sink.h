@@ -76,6 +76,15 @@ struct FinishInfo {
   RequestTimings timings;
 };
 
+// What the scheduler tells a sink when it takes the request.
+struct AcceptInfo {
+  RequestId id = 0;
+  int32_t prompt_tokens = 0;
+  // Leading prompt tokens the prefix cache holds right now (the request
+  // may find more or fewer at admission; Usage has the final figure).
+  int32_t cached_prompt_tokens = 0;
+};
+
 // One step's output of a request.
 struct TokenDelta {
   // Token ids delivered (one per step; empty when only text is flushed at
@@ -94,7 +103,7 @@ class TokenSink {
  public:
   virtual ~TokenSink() = default;
 
-  virtual void OnAccepted(RequestId id) = 0;
+  virtual void OnAccepted(const AcceptInfo& info) = 0;
   virtual void OnTokens(const TokenDelta& delta) = 0;
   virtual void OnFinished(const FinishInfo& info) = 0;
 
@@ -107,7 +116,7 @@ class TokenSink {
 // thread writes, any thread reads.
 class CollectingSink final : public TokenSink {
  public:
-  void OnAccepted(RequestId id) override;
+  void OnAccepted(const AcceptInfo& info) override;
   void OnTokens(const TokenDelta& delta) override;
   void OnFinished(const FinishInfo& info) override;
   int64_t buffered_tokens() const override;
@@ -117,6 +126,8 @@ class CollectingSink final : public TokenSink {
 
   bool accepted() const;
   RequestId id() const;
+  // Precondition: accepted().
+  AcceptInfo accept_info() const;
   std::vector<int32_t> tokens() const;
   std::string text() const;
   // OnTokens calls so far.
@@ -131,7 +142,7 @@ class CollectingSink final : public TokenSink {
  private:
   mutable absl::Mutex mu_;
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
-  RequestId id_ ABSL_GUARDED_BY(mu_) = 0;
+  AcceptInfo accept_info_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);
   int32_t num_deltas_ ABSL_GUARDED_BY(mu_) = 0;

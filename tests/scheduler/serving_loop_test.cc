@@ -113,6 +113,51 @@ struct Loop {
   }
 };
 
+// Load() reports what the engine thread last published: queued, then
+// running with blocks held, then idle with the blocks back (the prefix
+// cache may keep some as cached). AcceptInfo names the prompt and the
+// cached prefix a repeat of the same prompt finds.
+TEST(ServingLoopTest, LoadSnapshotAndAcceptInfoFollowTheRequests) {
+  Loop l(LoopOpts(64, 8));
+  LoadSnapshot load = l.loop->Load();
+  ASSERT_EQ(load.tenants.size(), 1u);
+  EXPECT_EQ(load.tenants[0].name, "t");
+  EXPECT_EQ(load.kv.used_blocks, 0);
+  EXPECT_EQ(load.kv.total_blocks, 256);
+
+  RequestSpec spec;
+  spec.tenant = "t";
+  spec.prompt = TaggedPrompt(1, 13);  // three full blocks of 4, and one token
+  spec.sampling.temperature = 0;
+  spec.stop.max_tokens = 5;
+  auto first = std::make_shared<CollectingSink>();
+  spec.sink = first;
+  RequestSpec again = spec;
+  ASSERT_TRUE(l.loop->Submit(std::move(spec)).ok());
+  ASSERT_TRUE(l.loop->RunOnce());
+  load = l.loop->Load();
+  EXPECT_EQ(load.running, 1);
+  EXPECT_EQ(load.tenants[0].running, 1);
+  EXPECT_GT(load.kv.used_blocks, 0);
+  EXPECT_EQ(load.steps, 1);
+  ASSERT_TRUE(first->accepted());
+  EXPECT_EQ(first->accept_info().prompt_tokens, 13);
+  EXPECT_EQ(first->accept_info().cached_prompt_tokens, 0);
+  l.loop->RunUntilIdle();
+  load = l.loop->Load();
+  EXPECT_EQ(load.running, 0);
+  EXPECT_EQ(load.kv.used_blocks, 0);
+  EXPECT_EQ(load.kv.free_blocks + load.kv.cached_blocks, load.kv.total_blocks);
+
+  auto second = std::make_shared<CollectingSink>();
+  again.sink = second;
+  ASSERT_TRUE(l.loop->Submit(std::move(again)).ok());
+  l.loop->RunUntilIdle();
+  ASSERT_TRUE(second->accepted());
+  EXPECT_EQ(second->accept_info().cached_prompt_tokens, 12);
+  EXPECT_EQ(second->finish().usage.cached_prompt_tokens, 12);
+}
+
 TEST(ServingLoopTest, ThreadServesSubmissionsFromOtherThreadsAndSleepsWhenIdle) {
   RecordingMetrics metrics;
   ServingLoopOptions options;
