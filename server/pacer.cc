@@ -1,0 +1,93 @@
+#include "server/pacer.h"
+
+#include <utility>
+
+#include "server/stream_buffer.h"
+
+namespace paceline::server {
+
+Pacer::Pacer(scheduler::Clock* clock) : clock_(clock) {}
+
+Pacer::~Pacer() { Stop(); }
+
+void Pacer::Start() {
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+void Pacer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.Signal();
+  }
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  heap_ = {};
+}
+
+void Pacer::Schedule(std::shared_ptr<StreamBuffer> stream, absl::Time due) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  const bool earliest = heap_.empty() || due < heap_.top().due;
+  heap_.push(Entry{due, next_seq_++, std::move(stream)});
+  if (earliest) wake_.Signal();
+}
+
+absl::Time Pacer::RunDue() {
+  const absl::Time now = clock_->Now();
+  std::vector<Entry> due;
+  {
+    absl::MutexLock lock(&mu_);
+    PopDueLocked(now, &due);
+  }
+  ReleaseAll(now, &due);
+  absl::MutexLock lock(&mu_);
+  return heap_.empty() ? absl::InfiniteFuture() : heap_.top().due;
+}
+
+int64_t Pacer::num_scheduled() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(heap_.size());
+}
+
+void Pacer::ThreadMain() {
+  std::vector<Entry> due;
+  while (true) {
+    absl::Time now;
+    {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        if (stopping_) return;
+        now = clock_->Now();
+        if (!heap_.empty() && heap_.top().due <= now) break;
+        if (heap_.empty()) {
+          wake_.Wait(&mu_);
+        } else {
+          wake_.WaitWithTimeout(&mu_, heap_.top().due - now);
+        }
+      }
+      PopDueLocked(now, &due);
+    }
+    ReleaseAll(now, &due);
+  }
+}
+
+void Pacer::PopDueLocked(absl::Time now, std::vector<Entry>* due) {
+  while (!heap_.empty() && heap_.top().due <= now) {
+    due->push_back(heap_.top());
+    heap_.pop();
+  }
+}
+
+void Pacer::ReleaseAll(absl::Time now, std::vector<Entry>* due) {
+  for (Entry& e : *due) {
+    const absl::Time next = e.stream->Release(now);
+    if (next != absl::InfiniteFuture()) {
+      absl::MutexLock lock(&mu_);
+      if (!stopping_) heap_.push(Entry{next, next_seq_++, std::move(e.stream)});
+    }
+  }
+  due->clear();
+}
+
+}  // namespace paceline::server

@@ -1,0 +1,294 @@
+// Paced delivery under a manual clock: exact emission times from the pace
+// gate, the pacer and the stream buffer together, with a fake writer that
+// completes writes at once or holds them (a slow reader).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "scheduler/clock.h"
+#include "server/pace_gate.h"
+#include "server/pacer.h"
+#include "server/stream_buffer.h"
+
+namespace paceline::server {
+namespace {
+
+using Kind = Outgoing::Kind;
+
+struct Written {
+  absl::Duration at;  // since the epoch of the manual clock
+  Outgoing out;
+};
+
+// Records every write; completes it at once unless told to hold writes.
+class FakeWriter : public StreamWriter {
+ public:
+  explicit FakeWriter(scheduler::Clock* clock) : clock_(clock) {}
+  void Bind(std::shared_ptr<StreamBuffer> buffer) { buffer_ = buffer; }
+  void StartWrite(const Outgoing& out) override {
+    writes.push_back({clock_->Now() - absl::UnixEpoch(), out});
+    ASSERT_FALSE(in_flight) << "two writes in flight";
+    if (out.kind == Kind::kFinished) return;  // the RPC is over
+    in_flight = true;
+    if (!hold) Complete(true);
+  }
+  void Complete(bool ok) {
+    ASSERT_TRUE(in_flight);
+    in_flight = false;
+    buffer_->OnWriteDone(ok);
+  }
+
+  bool hold = false;
+  bool in_flight = false;
+  std::vector<Written> writes;
+
+ private:
+  scheduler::Clock* clock_;
+  std::shared_ptr<StreamBuffer> buffer_;
+};
+
+struct Stream {
+  scheduler::ManualClock clock;
+  Pacer pacer{&clock};
+  FakeWriter writer{&clock};
+  std::shared_ptr<StreamBuffer> buffer;
+
+  explicit Stream(double pace, int32_t burst = 1) {
+    DeliveryOptions options;
+    options.pace_tokens_per_s = pace;
+    options.burst_tokens = burst;
+    buffer = std::make_shared<StreamBuffer>(options, &clock, &pacer);
+    writer.Bind(buffer);
+    buffer->Attach(&writer);
+    scheduler::AcceptInfo info;
+    info.id = 7;
+    info.prompt_tokens = 3;
+    buffer->OnAccepted(info);
+  }
+
+  void Token(int32_t id, const std::string& text) {
+    const int32_t ids[] = {id};
+    scheduler::TokenDelta delta;
+    delta.ids = ids;
+    delta.text = text;
+    buffer->OnTokens(delta);
+  }
+
+  void Finish() {
+    scheduler::FinishInfo info;
+    info.reason = scheduler::FinishReason::kLength;
+    info.timings.finished = clock.Now();
+    buffer->OnFinished(info);
+  }
+
+  // Advances the clock in `step`s up to `until` (since the epoch), running
+  // the pacer at each.
+  void RunUntil(absl::Duration until, absl::Duration step) {
+    while (clock.Now() - absl::UnixEpoch() < until) {
+      clock.Advance(step);
+      pacer.RunDue();
+    }
+  }
+
+  std::vector<absl::Duration> DeltaTimes() const {
+    std::vector<absl::Duration> out;
+    for (const Written& w : writer.writes) {
+      if (w.out.kind == Kind::kDelta) out.push_back(w.at);
+    }
+    return out;
+  }
+};
+
+TEST(PaceGateTest, BurstThenSteadyPaceThenRefill) {
+  const absl::Time t0 = absl::UnixEpoch();
+  PaceGate gate(10, 3, t0);
+  std::vector<absl::Time> out;
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time at = gate.ReleaseTime(t0);
+    gate.Take(at);
+    out.push_back(at);
+  }
+  EXPECT_EQ(out[0], t0);
+  EXPECT_EQ(out[1], t0);
+  EXPECT_EQ(out[2], t0);
+  EXPECT_EQ(out[3], t0 + absl::Milliseconds(100));
+  EXPECT_EQ(out[4], t0 + absl::Milliseconds(200));
+  // After a 10 s pause the bucket is full again (3 tokens, not 100).
+  const absl::Time later = t0 + absl::Seconds(10);
+  for (int i = 0; i < 3; ++i) {
+    const absl::Time at = gate.ReleaseTime(later);
+    EXPECT_EQ(at, later);
+    gate.Take(at);
+  }
+  EXPECT_EQ(gate.ReleaseTime(later), later + absl::Milliseconds(100));
+}
+
+TEST(PaceGateTest, UnpacedReleasesWhenReady) {
+  PaceGate gate;
+  const absl::Time t = absl::UnixEpoch() + absl::Seconds(3);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(gate.ReleaseTime(t), t);
+    gate.Take(t);
+  }
+}
+
+TEST(StreamBufferTest, UnpacedTokensGoOutAsGeneratedInOrder) {
+  Stream s(0);
+  s.Token(10, "a");
+  s.clock.Advance(absl::Milliseconds(5));
+  s.Token(11, "b");
+  s.Finish();
+  ASSERT_EQ(s.writer.writes.size(), 4u);
+  EXPECT_EQ(s.writer.writes[0].out.kind, Kind::kAccepted);
+  EXPECT_EQ(s.writer.writes[0].out.accepted.id, 7u);
+  EXPECT_EQ(s.writer.writes[1].out.ids, std::vector<int32_t>{10});
+  EXPECT_EQ(s.writer.writes[1].out.text, "a");
+  EXPECT_EQ(s.writer.writes[2].out.ids, std::vector<int32_t>{11});
+  EXPECT_EQ(s.writer.writes[2].at, absl::Milliseconds(5));
+  const Outgoing& fin = s.writer.writes[3].out;
+  EXPECT_EQ(fin.kind, Kind::kFinished);
+  EXPECT_TRUE(fin.was_accepted);
+  EXPECT_TRUE(fin.aborted.ok());
+  EXPECT_EQ(fin.finish.reason, scheduler::FinishReason::kLength);
+  EXPECT_EQ(fin.first_delivered, absl::UnixEpoch());
+  EXPECT_EQ(fin.last_delivered, absl::UnixEpoch() + absl::Milliseconds(5));
+  EXPECT_EQ(s.pacer.num_scheduled(), 0);
+  EXPECT_TRUE(s.buffer->done());
+}
+
+// 40 tokens generated in a burst at t = 0, delivered at 20 tokens/s: one
+// every 50 ms, the last at 1.95 s, long after generation finished.
+TEST(StreamBufferTest, PacedStreamEmitsAtExactIntervals) {
+  Stream s(20);
+  for (int i = 0; i < 40; ++i) s.Token(i, "x");
+  s.Finish();
+  EXPECT_EQ(s.buffer->buffered_tokens(), 39);
+  EXPECT_EQ(s.pacer.num_scheduled(), 1);
+  s.RunUntil(absl::Seconds(3), absl::Milliseconds(1));
+  const std::vector<absl::Duration> times = s.DeltaTimes();
+  ASSERT_EQ(times.size(), 40u);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(times[i], absl::Milliseconds(50) * i) << "token " << i;
+  }
+  EXPECT_EQ(s.buffer->buffered_tokens(), 0);
+  const Outgoing& fin = s.writer.writes.back().out;
+  ASSERT_EQ(fin.kind, Kind::kFinished);
+  EXPECT_EQ(s.writer.writes.back().at, absl::Milliseconds(1950));
+  EXPECT_EQ(fin.finish.timings.finished, absl::UnixEpoch());
+  EXPECT_EQ(fin.last_delivered - fin.first_delivered, absl::Milliseconds(1950));
+}
+
+// The pacer wakes exactly at due times: no polling granularity enters.
+TEST(StreamBufferTest, PacerReportsTheNextDueTime) {
+  Stream s(4, /*burst=*/2);
+  for (int i = 0; i < 4; ++i) s.Token(i, "y");
+  ASSERT_EQ(s.DeltaTimes().size(), 2u);  // the burst
+  absl::Time next = s.pacer.RunDue();
+  EXPECT_EQ(next, absl::UnixEpoch() + absl::Milliseconds(250));
+  s.clock.Set(next);
+  next = s.pacer.RunDue();
+  EXPECT_EQ(next, absl::UnixEpoch() + absl::Milliseconds(500));
+  s.clock.Set(next);
+  EXPECT_EQ(s.pacer.RunDue(), absl::InfiniteFuture());
+  EXPECT_EQ(s.DeltaTimes().size(), 4u);
+}
+
+// A reader that does not keep up: one write in flight, the tokens released
+// meanwhile coalesce into the next Delta; nothing is lost or reordered.
+TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
+  Stream s(0);
+  s.writer.hold = true;  // writes hang until Complete
+  for (int i = 0; i < 5; ++i) s.Token(100 + i, std::string(1, 'a' + i));
+  ASSERT_EQ(s.writer.writes.size(), 2u);  // Accepted, then token 100 hangs
+  EXPECT_EQ(s.writer.writes[1].out.ids, std::vector<int32_t>{100});
+  EXPECT_EQ(s.buffer->buffered_tokens(), 0);  // released, waiting to write
+  s.writer.Complete(true);
+  ASSERT_EQ(s.writer.writes.size(), 3u);
+  EXPECT_EQ(s.writer.writes[2].out.ids,
+            (std::vector<int32_t>{101, 102, 103, 104}));
+  EXPECT_EQ(s.writer.writes[2].out.text, "bcde");
+  s.Token(105, "f");
+  s.Finish();
+  EXPECT_EQ(s.writer.writes.size(), 3u);
+  s.writer.hold = false;
+  s.writer.Complete(true);
+  ASSERT_EQ(s.writer.writes.size(), 5u);
+  EXPECT_EQ(s.writer.writes[3].out.text, "f");
+  EXPECT_EQ(s.writer.writes[4].out.kind, Kind::kFinished);
+}
+
+// Text without a token (the end-of-request flush) travels with the token
+// before it, even while that token waits for its pace.
+TEST(StreamBufferTest, TrailingTextRidesWithTheLastToken) {
+  Stream s(10);
+  s.Token(1, "a");
+  s.Token(2, "b");
+  scheduler::TokenDelta flush;
+  flush.text = "!";
+  s.buffer->OnTokens(flush);
+  s.Finish();
+  s.RunUntil(absl::Milliseconds(200), absl::Milliseconds(10));
+  const auto& w = s.writer.writes;
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[2].out.text, "b!");
+  EXPECT_EQ(w[2].at, absl::Milliseconds(100));
+}
+
+TEST(StreamBufferTest, AbortDropsBufferedTokensAndFinishesAfterTheWriteInFlight) {
+  Stream s(10);
+  for (int i = 0; i < 10; ++i) s.Token(i, "z");
+  s.writer.hold = true;
+  s.RunUntil(absl::Milliseconds(100), absl::Milliseconds(10));  // token 1 in flight
+  ASSERT_TRUE(s.writer.in_flight);
+  s.buffer->Abort(absl::AbortedError("drain timeout"));
+  EXPECT_EQ(s.buffer->buffered_tokens(), 0);
+  const size_t before = s.writer.writes.size();
+  s.writer.Complete(true);
+  ASSERT_EQ(s.writer.writes.size(), before + 1);
+  const Outgoing& fin = s.writer.writes.back().out;
+  EXPECT_EQ(fin.kind, Kind::kFinished);
+  EXPECT_EQ(fin.aborted.code(), absl::StatusCode::kAborted);
+  // Later engine output is ignored.
+  s.Token(99, "late");
+  s.Finish();
+  s.RunUntil(absl::Seconds(2), absl::Milliseconds(50));
+  EXPECT_EQ(s.writer.writes.size(), before + 1);
+}
+
+TEST(StreamBufferTest, BrokenWriteEndsTheStreamCancelled) {
+  Stream s(0);
+  s.writer.hold = true;
+  s.Token(1, "a");
+  s.writer.Complete(false);  // the Accepted write failed
+  ASSERT_EQ(s.writer.writes.back().out.kind, Kind::kFinished);
+  EXPECT_EQ(s.writer.writes.back().out.aborted.code(),
+            absl::StatusCode::kCancelled);
+}
+
+// The scheduler refused the request at intake: no Accepted, the RPC ends
+// with the refusal.
+TEST(StreamBufferTest, RefusalAtIntakeWritesOnlyTheEnd) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  FakeWriter writer(&clock);
+  auto buffer = std::make_shared<StreamBuffer>(DeliveryOptions{}, &clock, &pacer);
+  writer.Bind(buffer);
+  buffer->Attach(&writer);
+  scheduler::FinishInfo info;
+  info.reason = scheduler::FinishReason::kError;
+  info.status = absl::ResourceExhaustedError("queue full");
+  buffer->OnFinished(info);
+  ASSERT_EQ(writer.writes.size(), 1u);
+  EXPECT_EQ(writer.writes[0].out.kind, Kind::kFinished);
+  EXPECT_FALSE(writer.writes[0].out.was_accepted);
+  EXPECT_EQ(writer.writes[0].out.finish.status.code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace paceline::server
