@@ -1,0 +1,47 @@
+#ifndef PACELINE_SERVER_PROTO_CONVERT_H_
+#define PACELINE_SERVER_PROTO_CONVERT_H_
+
+// Between the internal types (engine, scheduler, stream buffer) and the
+// wire messages of paceline/v1, and absl::Status -> grpc::Status.
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/memory_plan.h"
+#include "engine/model_config.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
+#include "paceline/v1/model.pb.h"
+#include "paceline/v1/paceline.pb.h"
+#include "scheduler/token_sink.h"
+#include "server/stream_buffer.h"
+
+namespace paceline::server {
+
+// Leaves `out` unset for InfinitePast / InfiniteFuture.
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
+
+void AddLogprob(const engine::SampleResult& sample,
+                google::protobuf::RepeatedPtrField<v1::TokenLogprob>* out);
+
+// The Finished message of a request that ended as `finish` says, delivered
+// between `first_delivered` and `last_delivered`.
+void FillFinished(const scheduler::FinishInfo& finish,
+                  const engine::Tokenizer& tokenizer,
+                  absl::Time first_delivered, absl::Time last_delivered,
+                  v1::Finished* out);
+
+// The same code and message; a retry hint (scheduler/retry_hint.h) is also
+// put on `context`'s trailing metadata as "retry-after-ms".
+grpc::Status ToGrpcStatus(const absl::Status& status,
+                          grpc::ServerContextBase* context);
+
+void FillModelInfo(const engine::ModelConfig& config,
+                   const engine::Tokenizer& tokenizer, v1::ModelInfo* out);
+void FillMemoryPlan(const engine::MemoryPlan& plan, v1::MemoryPlan* out);
+
+}  // namespace paceline::server
+
+#endif  // PACELINE_SERVER_PROTO_CONVERT_H_

@@ -1,0 +1,480 @@
+#include "server/service.h"
+
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/detokenizer.h"
+#include "common/status_macros.h"
+#include "server/proto_convert.h"
+
+namespace paceline::server {
+namespace {
+
+absl::Status Draining() {
+  return absl::UnavailableError("the server is draining; try another replica");
+}
+
+// SplitMix64: the server's seeds for requests that name none.
+uint64_t NextSeed(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// One Generate stream: the gRPC reactor and the StreamBuffer's writer.
+// Deletes itself in OnDone.
+class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                           public StreamWriter {
+ public:
+  GenerateCall(PacelineService* service, grpc::CallbackServerContext* context,
+               const v1::GenerateRequest& request)
+      : service_(service), context_(context) {
+    absl::StatusOr<PacelineService::Admitted> admitted =
+        service->Admit(context, request);
+    if (!admitted.ok()) {
+      Finish(ToGrpcStatus(admitted.status(), context));
+      return;
+    }
+    buffer_ = std::make_shared<StreamBuffer>(admitted->built.delivery,
+                                             service->clock(), service->pacer());
+    buffer_->Attach(this);
+    admitted->built.spec.sink = buffer_;
+    absl::StatusOr<scheduler::RequestId> id = service->Submit(
+        std::move(admitted->built.spec),
+        [buffer = buffer_](const absl::Status& s) { buffer->Abort(s); });
+    if (!id.ok()) {
+      buffer_->Detach();
+      Finish(ToGrpcStatus(id.status(), context));
+      return;
+    }
+    id_ = *id;
+  }
+
+  // StreamWriter.
+  void StartWrite(const Outgoing& out) override {
+    response_.Clear();
+    switch (out.kind) {
+      case Outgoing::Kind::kAccepted: {
+        v1::Accepted* a = response_.mutable_accepted();
+        a->set_request_id(out.accepted.id);
+        a->set_prompt_tokens(out.accepted.prompt_tokens);
+        a->set_cached_prompt_tokens(out.accepted.cached_prompt_tokens);
+        ServerWriteReactor::StartWrite(&response_);
+        return;
+      }
+      case Outgoing::Kind::kDelta: {
+        v1::Delta* d = response_.mutable_delta();
+        d->set_text(out.text);
+        d->mutable_token_ids()->Add(out.ids.begin(), out.ids.end());
+        for (const engine::SampleResult& s : out.samples) {
+          AddLogprob(s, d->mutable_logprobs());
+        }
+        ServerWriteReactor::StartWrite(&response_);
+        return;
+      }
+      case Outgoing::Kind::kFinished:
+        break;
+    }
+    if (!out.aborted.ok()) {
+      Finish(ToGrpcStatus(out.aborted, context_));
+      return;
+    }
+    if (!out.was_accepted) {  // refused at intake
+      Finish(ToGrpcStatus(out.finish.status, context_));
+      return;
+    }
+    FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
+                 out.last_delivered, response_.mutable_finished());
+    // A request that failed or was cut by shutdown ends with its status,
+    // after the Finished message that says so.
+    const bool bad = out.finish.reason == scheduler::FinishReason::kError ||
+                     (out.finish.reason == scheduler::FinishReason::kCancelled &&
+                      !out.finish.status.ok());
+    StartWriteAndFinish(&response_, grpc::WriteOptions(),
+                        bad ? ToGrpcStatus(out.finish.status, context_)
+                            : grpc::Status::OK);
+  }
+
+  // Reactions.
+  void OnWriteDone(bool ok) override { buffer_->OnWriteDone(ok); }
+  void OnCancel() override {
+    if (buffer_ == nullptr) return;
+    if (id_ != 0) service_->loop().Cancel(id_);
+    buffer_->Abort(absl::CancelledError("the client cancelled"));
+  }
+  void OnDone() override {
+    if (buffer_ != nullptr) buffer_->Detach();
+    if (id_ != 0) service_->Unregister(id_);
+    delete this;
+  }
+
+ private:
+  PacelineService* const service_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<StreamBuffer> buffer_;
+  scheduler::RequestId id_ = 0;
+  v1::GenerateResponse response_;
+};
+
+// A Complete call: collects the whole result, then answers once. Whoever
+// ends it (the request's finish, an abort, the client's cancel) goes
+// through the sink, which hands the call over exactly once and calls
+// Finish outside its lock (gRPC may run OnDone inline).
+class CompleteCall final : public grpc::ServerUnaryReactor {
+ public:
+  class Sink final : public scheduler::TokenSink {
+   public:
+    explicit Sink(CompleteCall* call) : call_(call) {}
+    void OnAccepted(const scheduler::AcceptInfo& info) override {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr) return;
+      v1::Accepted* a = call_->response_->mutable_accepted();
+      a->set_request_id(info.id);
+      a->set_prompt_tokens(info.prompt_tokens);
+      a->set_cached_prompt_tokens(info.cached_prompt_tokens);
+    }
+    void OnTokens(const scheduler::TokenDelta& delta) override {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr) return;
+      v1::CompleteResponse* r = call_->response_;
+      r->mutable_text()->append(delta.text.data(), delta.text.size());
+      r->mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
+      for (const engine::SampleResult& s : delta.samples) {
+        AddLogprob(s, r->mutable_logprobs());
+      }
+    }
+    void OnFinished(const scheduler::FinishInfo& info) override {
+      CompleteCall* call = nullptr;
+      grpc::Status status;
+      {
+        absl::MutexLock lock(&mu_);
+        if (call_ == nullptr) return;
+        call = std::exchange(call_, nullptr);
+        status = call->Fill(info);
+      }
+      call->Finish(status);
+    }
+    // Ends the call with `status` unless it has ended.
+    void Abort(const absl::Status& status) {
+      CompleteCall* call = nullptr;
+      {
+        absl::MutexLock lock(&mu_);
+        if (call_ == nullptr) return;
+        call = std::exchange(call_, nullptr);
+      }
+      call->Finish(ToGrpcStatus(status, call->context_));
+    }
+
+   private:
+    absl::Mutex mu_;
+    CompleteCall* call_ ABSL_GUARDED_BY(mu_);
+  };
+
+  CompleteCall(PacelineService* service, grpc::CallbackServerContext* context,
+               const v1::GenerateRequest& request,
+               v1::CompleteResponse* response)
+      : service_(service), context_(context), response_(response) {
+    absl::StatusOr<PacelineService::Admitted> admitted =
+        service->Admit(context, request);
+    if (!admitted.ok()) {
+      Finish(ToGrpcStatus(admitted.status(), context));
+      return;
+    }
+    auto sink = std::make_shared<Sink>(this);
+    admitted->built.spec.sink = sink;
+    admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
+    absl::StatusOr<scheduler::RequestId> id = service->Submit(
+        std::move(admitted->built.spec),
+        [sink](const absl::Status& s) { sink->Abort(s); });
+    if (!id.ok()) {
+      sink->Abort(id.status());
+      return;
+    }
+    sink_ = std::move(sink);
+    id_ = *id;
+  }
+
+  void OnCancel() override {
+    if (sink_ == nullptr) return;
+    service_->loop().Cancel(id_);
+    sink_->Abort(absl::CancelledError("the client cancelled"));
+  }
+  void OnDone() override {
+    if (id_ != 0) service_->Unregister(id_);
+    delete this;
+  }
+
+ private:
+  // The response for a request that ended as `info` says, and the status.
+  grpc::Status Fill(const scheduler::FinishInfo& info) {
+    if (info.reason == scheduler::FinishReason::kError &&
+        !response_->has_accepted()) {
+      return ToGrpcStatus(info.status, context_);  // refused at intake
+    }
+    FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
+                 absl::InfinitePast(), response_->mutable_finished());
+    const bool bad = info.reason == scheduler::FinishReason::kError ||
+                     (info.reason == scheduler::FinishReason::kCancelled &&
+                      !info.status.ok());
+    return bad ? ToGrpcStatus(info.status, context_) : grpc::Status::OK;
+  }
+
+  PacelineService* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::CompleteResponse* const response_;
+  std::shared_ptr<Sink> sink_;  // set once submitted
+  scheduler::RequestId id_ = 0;
+};
+
+}  // namespace
+
+PacelineService::PacelineService(ServiceOptions options,
+                                 const TenantAuthenticator* auth,
+                                 const engine::ModelConfig* config,
+                                 const engine::Tokenizer* tokenizer,
+                                 scheduler::ServingLoop* loop, Pacer* pacer,
+                                 scheduler::Clock* clock)
+    : options_(std::move(options)),
+      auth_(auth),
+      config_(config),
+      tokenizer_(tokenizer),
+      loop_(loop),
+      pacer_(pacer),
+      clock_(clock),
+      seed_state_(std::random_device{}()) {
+  for (const TenantPolicy& t : options_.tenants) tenants_[t.name] = &t;
+}
+
+PacelineService::~PacelineService() = default;
+
+void PacelineService::BeginDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool PacelineService::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+void PacelineService::AbortAll(const absl::Status& status) {
+  std::vector<std::pair<scheduler::RequestId, AbortFn>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : live_) calls.emplace_back(id, entry.abort);
+  }
+  for (const auto& [id, abort] : calls) {
+    loop_->Cancel(id);
+    abort(status);
+  }
+}
+
+int64_t PacelineService::live_calls() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(live_.size());
+}
+
+absl::StatusOr<const TenantPolicy*> PacelineService::Authenticate(
+    grpc::CallbackServerContext* context) const {
+  if (draining()) return Draining();
+  absl::StatusOr<std::string> tenant =
+      auth_->AuthenticateMetadata(context->client_metadata());
+  if (!tenant.ok()) return tenant.status();
+  auto it = tenants_.find(*tenant);
+  if (it == tenants_.end()) {
+    return absl::UnauthenticatedError("the API key names no configured tenant");
+  }
+  return it->second;
+}
+
+absl::Status PacelineService::CheckModel(absl::string_view model) const {
+  if (model.empty() || model == options_.model_id) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("model '", model,
+                                          "' is not served here; this server "
+                                          "serves '",
+                                          options_.model_id, "'"));
+}
+
+absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest& request) {
+  Admitted out;
+  ASSIGN_OR_RETURN(out.tenant, Authenticate(context));
+  RETURN_IF_ERROR(CheckModel(request.model()));
+  uint64_t seed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    seed = NextSeed(&seed_state_);
+  }
+  ModelLimits limits;
+  limits.vocab_size = static_cast<int32_t>(config_->n_vocab);
+  limits.context_length = config_->context_length;
+  ASSIGN_OR_RETURN(out.built,
+                   BuildRequest(request, *out.tenant, *tokenizer_, limits, seed));
+  return out;
+}
+
+absl::StatusOr<scheduler::RequestId> PacelineService::Submit(
+    scheduler::RequestSpec spec, AbortFn abort) {
+  const std::string tenant = spec.tenant;
+  // Registered under mu_ together with the submission, so AbortAll never
+  // misses a request the loop has.
+  absl::MutexLock lock(&mu_);
+  if (draining_) return Draining();
+  ASSIGN_OR_RETURN(scheduler::RequestId id, loop_->Submit(std::move(spec)));
+  live_[id] = Entry{tenant, std::move(abort)};
+  return id;
+}
+
+void PacelineService::Unregister(scheduler::RequestId id) {
+  absl::MutexLock lock(&mu_);
+  live_.erase(id);
+}
+
+grpc::ServerUnaryReactor* PacelineService::FinishUnary(
+    grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status, context));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* PacelineService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return new GenerateCall(this, context, *request);
+}
+
+grpc::ServerUnaryReactor* PacelineService::Complete(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request,
+    v1::CompleteResponse* response) {
+  return new CompleteCall(this, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* PacelineService::Cancel(
+    grpc::CallbackServerContext* context, const v1::CancelRequest* request,
+    v1::CancelResponse* /*response*/) {
+  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
+  if (!tenant.ok()) return FinishUnary(context, tenant.status());
+  const scheduler::RequestId id = request->request_id();
+  AbortFn abort;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(id);
+    // Another tenant's request looks exactly like an unknown one.
+    if (it != live_.end() && it->second.tenant == (*tenant)->name) {
+      abort = it->second.abort;
+    }
+  }
+  if (!abort) {
+    return FinishUnary(context,
+                       absl::NotFoundError(absl::StrCat(
+                           "no live request ", id, " of this tenant")));
+  }
+  loop_->Cancel(id);
+  abort(absl::CancelledError(absl::StrCat("request ", id, " was cancelled")));
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PacelineService::Tokenize(
+    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
+    v1::TokenizeResponse* response) {
+  absl::Status status = Authenticate(context).status();
+  if (status.ok()) status = CheckModel(request->model());
+  if (!status.ok()) return FinishUnary(context, status);
+  engine::EncodeOptions encode;
+  encode.add_bos = request->has_add_special_tokens()
+                       ? request->add_special_tokens() && tokenizer_->add_bos()
+                       : tokenizer_->add_bos();
+  for (int32_t id : tokenizer_->Encode(request->text(), encode)) {
+    response->add_token_ids(id);
+    response->add_pieces(tokenizer_->TokenText(id));
+  }
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PacelineService::Detokenize(
+    grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,
+    v1::DetokenizeResponse* response) {
+  absl::Status status = Authenticate(context).status();
+  if (status.ok()) status = CheckModel(request->model());
+  if (!status.ok()) return FinishUnary(context, status);
+  const bool skip_special =
+      !request->has_skip_special_tokens() || request->skip_special_tokens();
+  engine::IncrementalDetokenizer detokenizer(tokenizer_);
+  std::string text;
+  for (int i = 0; i < request->token_ids_size(); ++i) {
+    const int32_t id = request->token_ids(i);
+    if (id < 0 || id >= tokenizer_->vocab_size()) {
+      return FinishUnary(
+          context, absl::InvalidArgumentError(absl::StrCat(
+                       "token_ids[", i, "] must be in [0, ",
+                       tokenizer_->vocab_size(), "), got ", id)));
+    }
+    if (!skip_special && tokenizer_->IsControl(id)) {
+      text += tokenizer_->TokenText(id);
+      continue;
+    }
+    text += detokenizer.Push(id);
+  }
+  text += detokenizer.Flush();
+  response->set_text(std::move(text));
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PacelineService::ListModels(
+    grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
+    v1::ListModelsResponse* response) {
+  absl::Status status = Authenticate(context).status();
+  if (!status.ok()) return FinishUnary(context, status);
+  v1::ModelEntry* entry = response->add_models();
+  entry->set_id(options_.model_id);
+  FillModelInfo(*config_, *tokenizer_, entry->mutable_info());
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
+    grpc::CallbackServerContext* context,
+    const v1::GetModelInfoRequest* request,
+    v1::GetModelInfoResponse* response) {
+  absl::Status status = Authenticate(context).status();
+  if (status.ok()) status = CheckModel(request->model());
+  if (!status.ok()) return FinishUnary(context, status);
+  v1::ModelEntry* entry = response->mutable_model();
+  entry->set_id(options_.model_id);
+  FillModelInfo(*config_, *tokenizer_, entry->mutable_info());
+  FillMemoryPlan(options_.memory_plan, response->mutable_memory_plan());
+  response->set_kv_block_size(options_.kv_block_size);
+  response->set_kv_blocks(options_.kv_blocks);
+  response->set_backend(options_.backend);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PacelineService::GetServerStatus(
+    grpc::CallbackServerContext* context, const v1::GetServerStatusRequest*,
+    v1::ServerStatus* response) {
+  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
+  if (!tenant.ok()) return FinishUnary(context, tenant.status());
+  const scheduler::LoadSnapshot load = loop_->Load();
+  response->set_draining(draining());
+  for (const scheduler::LoadSnapshot::Tenant& t : load.tenants) {
+    if (t.name != (*tenant)->name) continue;
+    v1::TenantStatus* out = response->add_tenants();
+    out->set_tenant(t.name);
+    out->set_running(t.running);
+    out->set_waiting(t.waiting);
+  }
+  v1::KvCacheStatus* kv = response->mutable_kv_cache();
+  kv->set_total_blocks(load.kv.total_blocks);
+  kv->set_used_blocks(load.kv.used_blocks);
+  kv->set_cached_blocks(load.kv.cached_blocks);
+  kv->set_free_blocks(load.kv.free_blocks);
+  kv->set_block_size(load.kv.block_size);
+  response->set_running_sequences(load.running);
+  response->set_waiting_requests(load.waiting);
+  response->set_paced_streams(pacer_->num_scheduled());
+  response->set_engine_steps(load.steps);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+}  // namespace paceline::server

@@ -1,0 +1,149 @@
+#ifndef PACELINE_SERVER_SERVICE_H_
+#define PACELINE_SERVER_SERVICE_H_
+
+// paceline.v1.Paceline over gRPC's callback API. RPC threads only
+// authenticate, validate, tokenize, submit to the serving loop and write;
+// the engine thread generates; the pacer times paced deliveries.
+//
+// Generate: one reactor per stream (GenerateCall in service.cc) that is the
+// StreamBuffer's writer; Complete: a sink that answers once. Both register
+// the request id with its tenant, so Cancel finds only the caller's own
+// requests and a drain can cut what is left.
+//
+// Thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/memory_plan.h"
+#include "engine/model_config.h"
+#include "engine/tokenizer.h"
+#include "paceline/v1/paceline.grpc.pb.h"
+#include "scheduler/clock.h"
+#include "scheduler/serving_loop.h"
+#include "server/auth.h"
+#include "server/pacer.h"
+#include "server/request_builder.h"
+#include "server/stream_buffer.h"
+#include "server/tenant_policy.h"
+
+namespace paceline::server {
+
+struct ServiceOptions {
+  std::vector<TenantPolicy> tenants;  // every configured tenant
+  std::string model_id;               // what `model` fields name
+  std::string backend = "cpu";
+  engine::MemoryPlan memory_plan;
+  int32_t kv_block_size = 0;
+  int64_t kv_blocks = 0;
+};
+
+class PacelineService final : public v1::Paceline::CallbackService {
+ public:
+  // Everything passed must outlive the service.
+  PacelineService(ServiceOptions options, const TenantAuthenticator* auth,
+                  const engine::ModelConfig* config,
+                  const engine::Tokenizer* tokenizer,
+                  scheduler::ServingLoop* loop, Pacer* pacer,
+                  scheduler::Clock* clock);
+  ~PacelineService() override;
+
+  // From now on every RPC fails with UNAVAILABLE ("draining").
+  void BeginDrain();
+  bool draining() const;
+  // Ends every live call with `status` (e.g. ABORTED at the drain
+  // deadline) and cancels its request.
+  void AbortAll(const absl::Status& status);
+  // Calls (Generate streams and Complete calls) not yet ended.
+  int64_t live_calls() const;
+
+  // --- RPCs -----------------------------------------------------------------
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context,
+      const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     v1::CompleteResponse* response) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
+                                   const v1::CancelRequest* request,
+                                   v1::CancelResponse* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(
+      grpc::CallbackServerContext* context,
+      const v1::DetokenizeRequest* request,
+      v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(
+      grpc::CallbackServerContext* context,
+      const v1::ListModelsRequest* request,
+      v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(
+      grpc::CallbackServerContext* context,
+      const v1::GetModelInfoRequest* request,
+      v1::GetModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerStatus(
+      grpc::CallbackServerContext* context,
+      const v1::GetServerStatusRequest* request,
+      v1::ServerStatus* response) override;
+
+  // --- For the calls (service.cc) ---------------------------------------------
+  // How to cut a live call short: ends it with the status (no-op once it
+  // has ended). Holds what it needs by shared_ptr, so it may outlive the
+  // call; never called with the service's lock held.
+  using AbortFn = std::function<void(const absl::Status&)>;
+  struct Admitted {
+    const TenantPolicy* tenant = nullptr;
+    BuiltRequest built;
+  };
+  // Authenticates and checks a GenerateRequest.
+  absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
+                                 const v1::GenerateRequest& request);
+  // Submits to the serving loop and registers the call under the id.
+  absl::StatusOr<scheduler::RequestId> Submit(scheduler::RequestSpec spec,
+                                              AbortFn abort);
+  void Unregister(scheduler::RequestId id);
+  const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
+  scheduler::ServingLoop& loop() { return *loop_; }
+  Pacer* pacer() { return pacer_; }
+  scheduler::Clock* clock() { return clock_; }
+
+ private:
+  struct Entry {
+    std::string tenant;
+    AbortFn abort;
+  };
+
+  // The caller's tenant, or UNAUTHENTICATED / UNAVAILABLE (draining).
+  absl::StatusOr<const TenantPolicy*> Authenticate(
+      grpc::CallbackServerContext* context) const;
+  absl::Status CheckModel(absl::string_view model) const;
+  // A reactor already finished with `status`.
+  grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                        const absl::Status& status);
+
+  const ServiceOptions options_;
+  const TenantAuthenticator* const auth_;
+  const engine::ModelConfig* const config_;
+  const engine::Tokenizer* const tokenizer_;
+  scheduler::ServingLoop* const loop_;
+  Pacer* const pacer_;
+  scheduler::Clock* const clock_;
+  absl::flat_hash_map<std::string, const TenantPolicy*> tenants_;
+
+  mutable absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<scheduler::RequestId, Entry> live_ ABSL_GUARDED_BY(mu_);
+  uint64_t seed_state_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace paceline::server
+
+#endif  // PACELINE_SERVER_SERVICE_H_

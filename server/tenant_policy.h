@@ -1,0 +1,27 @@
+#ifndef PACELINE_SERVER_TENANT_POLICY_H_
+#define PACELINE_SERVER_TENANT_POLICY_H_
+
+// A tenant's per-request rules, applied by the server before a request
+// reaches the scheduler (which enforces the queue-level limits: running,
+// queued, tokens per minute; see scheduler/tenant_queues.h).
+
+#include <cstdint>
+#include <string>
+
+namespace paceline::server {
+
+struct TenantPolicy {
+  std::string name;
+  double default_pace = 0;         // tokens/s for requests that set none
+  double max_pace = 0;             // cap on a request's pace; 0 = no cap
+  int32_t default_burst = 1;       // burst for requests that set none
+  int32_t max_prompt_tokens = 0;   // 0 = the model's context
+  int32_t max_tokens_limit = 0;    // cap on max_tokens; 0 = the context
+  int32_t default_max_tokens = 256;
+  // The prefix-cache salt: the tenant's name unless it shares a scope.
+  std::string cache_salt;
+};
+
+}  // namespace paceline::server
+
+#endif  // PACELINE_SERVER_TENANT_POLICY_H_
