@@ -1,0 +1,339 @@
+#include "server/daemon.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/memory_plan.h"
+#include "engine/model_source.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "scheduler/serving_loop.h"
+#include "server/auth.h"
+#include "server/daemon_flags.h"
+#include "server/pacer.h"
+#include "server/sd_notify.h"
+#include "server/service.h"
+
+namespace paceline::server {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+void Log(absl::string_view line) {
+  std::cerr << "pacelined: " << line << std::endl;  // flushed: tests read it
+}
+
+int Fail(int code, absl::string_view what, const absl::Status& status) {
+  std::cerr << "pacelined: " << what << ": " << status.message() << std::endl;
+  return code;
+}
+
+// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
+uint64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const v1::ServerConfig::Tls& tls) {
+  if (tls.cert_file().empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      tls.client_ca_file().empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ASSIGN_OR_RETURN(pair.private_key, ReadFile(tls.key_file()));
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(tls.cert_file()));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.client_ca_file().empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.client_ca_file()));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+std::string Bytes(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
+  std::vector<TenantPolicy> out;
+  for (const v1::TenantConfig& t : config.tenants()) {
+    TenantPolicy p;
+    p.name = t.name();
+    p.default_pace = t.default_pace_tokens_per_s();
+    p.max_pace = t.max_pace_tokens_per_s();
+    p.default_burst = t.default_burst_tokens();
+    p.max_prompt_tokens = t.max_prompt_tokens();
+    p.max_tokens_limit = t.max_tokens_limit();
+    p.default_max_tokens = t.default_max_tokens();
+    p.cache_salt = t.prefix_cache_scope().empty()
+                       ? t.name()
+                       : absl::StrCat("scope:", t.prefix_cache_scope());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+scheduler::SchedulerOptions SchedulerOptionsFrom(
+    const v1::ServerConfig& config) {
+  scheduler::SchedulerOptions o;
+  o.max_batched_tokens = config.scheduler().max_batched_tokens();
+  o.max_running = config.scheduler().max_running();
+  o.fair_share.w_in = config.scheduler().prompt_token_weight();
+  o.fair_share.w_out = config.scheduler().generated_token_weight();
+  for (const v1::TenantConfig& t : config.tenants()) {
+    scheduler::TenantConfig tc;
+    tc.name = t.name();
+    tc.weight = t.weight();
+    tc.max_running = t.max_running();
+    tc.max_queued = t.max_queued();
+    tc.tokens_per_minute = t.tokens_per_minute();
+    o.tenants.push_back(std::move(tc));
+  }
+  return o;
+}
+
+// Waits for SIGTERM or SIGINT (blocked in every thread) and returns it.
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+}  // namespace
+
+int RunDaemon(std::span<const std::string> args) {
+  absl::StatusOr<DaemonOptions> flags = ParseDaemonFlags(args);
+  if (!flags.ok()) {
+    std::cerr << "pacelined: " << flags.status().message()
+              << "\n(see pacelined --help)\n";
+    return kExitUsage;
+  }
+  if (flags->help) {
+    std::cout << kDaemonUsage;
+    return kExitOk;
+  }
+  if (absl::Status st = CheckNotRoot(flags->allow_root); !st.ok()) {
+    return Fail(kExitUsage, "start-up", st);
+  }
+  const v1::ServerConfig& config = flags->config;
+
+  // Signals go to the waiting main thread only: block them before any
+  // thread starts (threads inherit the mask).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // The model.
+  if (!config.model().backend().empty() && config.model().backend() != "cpu") {
+    return Fail(kExitUsage, "backend",
+                absl::UnimplementedError(absl::StrCat(
+                    "'", config.model().backend(),
+                    "' is not available in this build; use --backend cpu")));
+  }
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<engine::LoadedModel> model =
+      engine::OpenModel(config.model().path());
+  if (!model.ok()) {
+    return Fail(kExitFailure, absl::StrCat("model ", config.model().path()),
+                model.status());
+  }
+  const engine::ModelConfig& mc = model->weights->config();
+  Log(absl::StrFormat(
+      "model %s: %s '%s', %d layers, %d dims, %d heads (%d KV), vocab %d, "
+      "context %d, %.1f M parameters, loaded in %.2f s",
+      config.model().path(), mc.architecture, mc.name, mc.n_layers, mc.n_embd,
+      mc.n_heads, mc.n_kv_heads, mc.n_vocab, mc.context_length,
+      static_cast<double>(mc.ParameterCount()) / 1e6,
+      absl::ToDoubleSeconds(absl::Now() - load_start)));
+
+  // The KV pool: the budget, but no more than every running sequence at
+  // full context needs.
+  const int32_t block_size = config.kv_cache().block_size();
+  const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
+                                mc.head_dim * sizeof(float);
+  const uint64_t budget =
+      config.kv_cache().has_memory_bytes()
+          ? config.kv_cache().memory_bytes()
+          : static_cast<uint64_t>(
+                static_cast<double>(MemAvailableBytes()) *
+                (config.kv_cache().has_memory_fraction()
+                     ? config.kv_cache().memory_fraction()
+                     : 0.5));
+  const int64_t blocks_per_seq = (mc.context_length + block_size - 1) / block_size;
+  const int64_t useful_blocks =
+      blocks_per_seq * std::max(1, config.scheduler().max_running());
+  const int64_t budget_blocks =
+      static_cast<int64_t>(budget / (kv_per_token * block_size));
+  const int64_t num_blocks = std::min<int64_t>(
+      {budget_blocks, useful_blocks, std::numeric_limits<int32_t>::max()});
+  if (num_blocks < blocks_per_seq) {
+    return Fail(kExitFailure, "kv_cache",
+                absl::ResourceExhaustedError(absl::StrCat(
+                    "the budget of ", Bytes(budget), " holds ", num_blocks,
+                    " blocks of ", block_size, " tokens; one sequence of the "
+                    "model's context needs ",
+                    blocks_per_seq)));
+  }
+  engine::cpu::CpuEngineOptions engine_options;
+  engine_options.block_size = block_size;
+  engine_options.num_blocks = static_cast<int32_t>(num_blocks);
+  engine_options.num_threads = config.threads();
+  absl::StatusOr<std::unique_ptr<engine::cpu::CpuEngine>> engine =
+      engine::cpu::CpuEngine::Create(model->weights, engine_options);
+  if (!engine.ok()) return Fail(kExitFailure, "engine", engine.status());
+  const int engine_threads = (*engine)->num_threads();
+
+  engine::MemoryPlan plan;
+  plan.parameters = mc.ParameterCount();
+  plan.weights_dtype = "file";
+  plan.weights_bytes = model->weights->MatMulBytesPerToken();
+  plan.kv_dtype = "f32";
+  plan.kv_bytes_per_token = kv_per_token;
+  plan.context = mc.context_length;
+  plan.sequences = num_blocks / blocks_per_seq;
+  plan.kv_bytes = kv_per_token * block_size * num_blocks;
+  plan.total_bytes = plan.weights_bytes + plan.kv_bytes;
+  plan.rule_of_thumb_bytes = plan.weights_bytes + plan.weights_bytes * 3 / 10;
+  Log(absl::StrFormat(
+      "memory: weights %s, KV %d bytes per token, %d blocks of %d tokens = %s "
+      "(%d full-context sequences), %d engine threads",
+      Bytes(plan.weights_bytes), kv_per_token, num_blocks,
+      block_size, Bytes(plan.kv_bytes), plan.sequences, engine_threads));
+
+  // Auth.
+  std::vector<TenantKeyDigest> keys;
+  for (const v1::TenantConfig& t : config.tenants()) {
+    for (const std::string& digest : t.api_key_sha256()) {
+      keys.push_back(TenantKeyDigest{t.name(), digest});
+    }
+  }
+  absl::StatusOr<TenantAuthenticator> auth = TenantAuthenticator::Create(keys);
+  if (!auth.ok()) return Fail(kExitUsage, "tenants", auth.status());
+
+  // The engine thread and the pacer.
+  scheduler::ServingLoopOptions loop_options;
+  loop_options.scheduler = SchedulerOptionsFrom(config);
+  absl::StatusOr<std::unique_ptr<scheduler::ServingLoop>> loop =
+      scheduler::ServingLoop::Create(*std::move(engine), model->tokenizer.get(),
+                                     loop_options);
+  if (!loop.ok()) return Fail(kExitUsage, "scheduler", loop.status());
+  scheduler::Clock* clock = scheduler::SystemClock::Get();
+  Pacer pacer(clock);
+
+  ServiceOptions service_options;
+  service_options.tenants = Policies(config);
+  service_options.model_id = mc.name.empty() ? config.model().path() : mc.name;
+  service_options.memory_plan = plan;
+  service_options.kv_block_size = block_size;
+  service_options.kv_blocks = num_blocks;
+  PacelineService service(std::move(service_options), &*auth, &mc,
+                          model->tokenizer.get(), loop->get(), &pacer, clock);
+
+  // The gRPC server.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      Credentials(config.tls());
+  if (!creds.ok()) return Fail(kExitUsage, "tls", creds.status());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen(), *creds, &port);
+  builder.SetMaxReceiveMessageSize(config.grpc().max_message_bytes());
+  builder.SetMaxSendMessageSize(config.grpc().max_message_bytes());
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config.grpc().max_concurrent_streams());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             config.grpc().keepalive_time_seconds() * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             config.grpc().keepalive_timeout_seconds() * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             10000);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(kExitFailure, "listen",
+                absl::UnavailableError(absl::StrCat(
+                    "cannot listen on ", config.listen(),
+                    " (address in use, or a bad address?)")));
+  }
+  (*loop)->Start();
+  pacer.Start();
+  std::string host = config.listen().substr(0, config.listen().rfind(':'));
+  Log(absl::StrCat("listening on ", host, ":", port,
+                   config.tls().cert_file().empty() ? "" : " (TLS)"));
+  Log("ready");
+  if (absl::Status st = SdNotify("READY=1"); !st.ok()) {
+    Log(absl::StrCat("sd_notify: ", st.message()));
+  }
+
+  // Serve until a signal, then drain.
+  const int sig = WaitForSignal();
+  const absl::Duration drain_timeout =
+      absl::Seconds(config.drain_timeout_seconds());
+  Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   "; draining (timeout ",
+                   absl::FormatDuration(drain_timeout), ")"));
+  SdNotify("STOPPING=1").IgnoreError();
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.BeginDrain();
+  const absl::Time deadline = absl::Now() + drain_timeout;
+  while (service.live_calls() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const int64_t cut = service.live_calls();
+  if (cut > 0) {
+    Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
+    service.AbortAll(absl::AbortedError("the server shut down (drain timeout)"));
+  }
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  (*loop)->Stop(scheduler::StopMode::kCancel);
+  pacer.Stop();
+  server->Wait();
+  Log("stopped");
+  return kExitOk;
+}
+
+}  // namespace paceline::server

@@ -1,0 +1,482 @@
+// Integration tests against the real pacelined (a child process on a
+// loopback port) with the real C++ gRPC client: the stories260K oracle
+// through Generate and Complete, concurrency, pacing, auth, limits,
+// cancellation and drain. They skip when ../shared/models is absent.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "paceline/v1/paceline.grpc.pb.h"
+#include "server/sha256.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/stories260k_oracle.h"
+
+namespace paceline::server {
+namespace {
+
+using ::paceline::testing::DaemonProcess;
+using ::paceline::testing::kGreedy64Text;
+using ::paceline::testing::kStories260KPath;
+using ::paceline::testing::MakeClientContext;
+
+constexpr char kAliceKey[] = "alice-test-key";
+constexpr char kBobKey[] = "bob-test-key";
+
+bool HaveModel() { return access(kStories260KPath.c_str(), R_OK) == 0; }
+
+absl::Time ToTime(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+// What one Generate stream delivered.
+struct StreamResult {
+  grpc::Status status;
+  v1::Accepted accepted;
+  std::string text;
+  std::vector<int32_t> ids;
+  std::vector<absl::Time> delta_arrivals;  // client clock
+  bool finished = false;
+  v1::Finished finish;
+};
+
+StreamResult RunGenerate(v1::Paceline::Stub& stub, const std::string& key,
+                         const v1::GenerateRequest& request,
+                         grpc::ClientContext* context = nullptr) {
+  std::unique_ptr<grpc::ClientContext> own;
+  if (context == nullptr) {
+    own = MakeClientContext(key, absl::Seconds(60));
+    context = own.get();
+  }
+  StreamResult out;
+  auto reader = stub.Generate(context, request);
+  v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+    if (r.has_accepted()) out.accepted = r.accepted();
+    if (r.has_delta()) {
+      out.text += r.delta().text();
+      out.ids.insert(out.ids.end(), r.delta().token_ids().begin(),
+                     r.delta().token_ids().end());
+      out.delta_arrivals.push_back(absl::Now());
+    }
+    if (r.has_finished()) {
+      out.finished = true;
+      out.finish = r.finished();
+    }
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+v1::GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
+  v1::GenerateRequest r;
+  r.set_text(prompt);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_stopping()->set_max_tokens(max_tokens);
+  return r;
+}
+
+v1::ServerStatus Status(v1::Paceline::Stub& stub, const std::string& key) {
+  v1::ServerStatus status;
+  auto ctx = MakeClientContext(key);
+  EXPECT_TRUE(stub.GetServerStatus(ctx.get(), {}, &status).ok());
+  return status;
+}
+
+// Polls until no KV block is in use (the baseline of an idle server) or
+// `timeout` passes; returns the last status.
+v1::ServerStatus WaitKvIdle(v1::Paceline::Stub& stub, const std::string& key,
+                            absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  v1::ServerStatus s = Status(stub, key);
+  while ((s.kv_cache().used_blocks() != 0 || s.running_sequences() != 0 ||
+          s.waiting_requests() != 0) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+    s = Status(stub, key);
+  }
+  return s;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveModel()) GTEST_SKIP() << "no " << kStories260KPath;
+  }
+
+  // Starts pacelined on stories260K (or `model`) with tenants alice and bob
+  // plus `extra` flags.
+  void Start(std::vector<std::string> extra = {},
+             const std::string& model = kStories260KPath) {
+    std::vector<std::string> args = {
+        "--model", model, "--listen", "127.0.0.1:0", "--tenant",
+        absl::StrCat("alice:", kAliceKey), "--tenant",
+        absl::StrCat("bob:", kBobKey), "--allow-root"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(daemon_.Start(args).ok());
+    stub_ = v1::Paceline::NewStub(daemon_.Channel());
+  }
+
+  // Writes `text` to a config file and returns its path.
+  std::string WriteConfig(const std::string& text) {
+    const std::string path =
+        absl::StrCat(::testing::TempDir(), "/pacelined_", getpid(), "_",
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                     ".textproto");
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  DaemonProcess daemon_;
+  std::unique_ptr<v1::Paceline::Stub> stub_;
+};
+
+TEST_F(DaemonTest, StreamedAndUnaryGiveTheOracleContinuation) {
+  Start();
+  const v1::GenerateRequest request = Greedy("Once upon a time", 64);
+  StreamResult streamed = RunGenerate(*stub_, kAliceKey, request);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  EXPECT_EQ(streamed.text, kGreedy64Text);
+  EXPECT_EQ(streamed.ids, ::paceline::testing::kGreedy64Ids);
+  EXPECT_EQ(streamed.accepted.prompt_tokens, 5);
+  EXPECT_GT(streamed.accepted.request_id(), 0u);
+  ASSERT_TRUE(streamed.finished);
+  EXPECT_EQ(streamed.finish.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(streamed.finish.usage().completion_tokens(), 64);
+  EXPECT_EQ(streamed.finish.usage().prompt_tokens(), 5);
+
+  v1::CompleteResponse unary;
+  auto ctx = MakeClientContext(kBobKey);
+  grpc::Status st = stub_->Complete(ctx.get(), request, &unary);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(unary.text(), streamed.text);
+  EXPECT_EQ(std::vector<int32_t>(unary.token_ids().begin(),
+                                 unary.token_ids().end()),
+            streamed.ids);
+  EXPECT_EQ(unary.finished().reason(), v1::FINISH_REASON_LENGTH);
+}
+
+TEST_F(DaemonTest, SixteenConcurrentStreamsEachMatchTheirSoloRun) {
+  Start();
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) {
+    prompts.push_back(absl::StrCat(
+        i % 2 ? "Once upon a time" : "The little dog", std::string(i % 5, ' '),
+        i % 3 ? " saw a bird" : " was happy", i % 4 == 0 ? " and ran" : ""));
+  }
+  std::vector<std::string> solo(16);
+  for (int i = 0; i < 16; ++i) {
+    v1::CompleteResponse r;
+    auto ctx = MakeClientContext(kAliceKey);
+    ASSERT_TRUE(stub_->Complete(ctx.get(), Greedy(prompts[i], 48), &r).ok());
+    solo[i] = r.text();
+  }
+  std::vector<StreamResult> together(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      together[i] = RunGenerate(*stub_, i % 2 ? kAliceKey : kBobKey,
+                                Greedy(prompts[i], 48));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(together[i].status.ok()) << together[i].status.error_message();
+    EXPECT_EQ(together[i].text, solo[i]) << "prompt " << i << ": " << prompts[i];
+  }
+}
+
+// 40 tokens at 20 tokens/s: delivery spans ~1.95 s, while generation was
+// done long before (the slot and KV were freed at once).
+TEST_F(DaemonTest, PacedStreamIsDeliveredAtItsPace) {
+  Start();
+  v1::GenerateRequest request = Greedy("Once upon a time", 40);
+  request.mutable_stopping()->set_ignore_eos(true);
+  request.mutable_delivery()->set_pace_tokens_per_s(20);
+  StreamResult r = RunGenerate(*stub_, kAliceKey, request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_EQ(r.ids.size(), 40u);
+  const v1::Timings& t = r.finish.timings();
+  const absl::Duration delivery =
+      ToTime(t.last_delivered()) - ToTime(t.first_delivered());
+  const absl::Duration generation =
+      ToTime(t.generation_done()) - ToTime(t.queued());
+  EXPECT_GE(delivery, absl::Milliseconds(1800));
+  EXPECT_LE(delivery, absl::Milliseconds(3000));  // loose: a busy machine
+  EXPECT_LT(generation, delivery / 2);
+  EXPECT_LT(ToTime(t.generation_done()), ToTime(t.last_delivered()));
+  // The client saw it paced too: the arrivals spread over the same span.
+  ASSERT_GE(r.delta_arrivals.size(), 20u);  // coalescing may merge a few
+  EXPECT_GE(r.delta_arrivals.back() - r.delta_arrivals.front(),
+            absl::Milliseconds(1700));
+  // And nothing is held after the stream ends.
+  EXPECT_EQ(WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1))
+                .kv_cache()
+                .used_blocks(),
+            0);
+}
+
+TEST_F(DaemonTest, AuthenticationAndOwnership) {
+  Start();
+  v1::ServerStatus status;
+  {
+    grpc::ClientContext ctx;  // no key
+    EXPECT_EQ(stub_->GetServerStatus(&ctx, {}, &status).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    auto ctx = MakeClientContext("not-a-key");
+    EXPECT_EQ(stub_->GetServerStatus(ctx.get(), {}, &status).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    auto ctx = MakeClientContext("not-a-key");
+    StreamResult r = RunGenerate(*stub_, "", Greedy("Once", 4), ctx.get());
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(r.finished);
+  }
+  // A status call sees only the caller's tenant.
+  status = Status(*stub_, kBobKey);
+  ASSERT_EQ(status.tenants_size(), 1);
+  EXPECT_EQ(status.tenants(0).tenant(), "bob");
+
+  // Alice's paced request cannot be cancelled by bob, only by alice.
+  v1::GenerateRequest request = Greedy("Once upon a time", 60);
+  request.mutable_stopping()->set_ignore_eos(true);
+  request.mutable_delivery()->set_pace_tokens_per_s(10);
+  auto ctx = MakeClientContext(kAliceKey);
+  auto reader = stub_->Generate(ctx.get(), request);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  ASSERT_TRUE(first.has_accepted());
+  v1::CancelRequest cancel;
+  cancel.set_request_id(first.accepted().request_id());
+  v1::CancelResponse cancelled;
+  {
+    auto bob = MakeClientContext(kBobKey);
+    EXPECT_EQ(stub_->Cancel(bob.get(), cancel, &cancelled).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    auto alice = MakeClientContext(kAliceKey);
+    EXPECT_TRUE(stub_->Cancel(alice.get(), cancel, &cancelled).ok());
+  }
+  v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// Each limit answers with its own status before any KV is allocated.
+TEST_F(DaemonTest, TenantLimitsAnswerWithTheirStatus) {
+  // dummy:stories42m: byte-level tokens, and slow enough that a long
+  // request is still generating while the test fills the queue.
+  const std::string config = WriteConfig(absl::StrCat(R"(
+model { path: "dummy:stories42m" }
+listen: "127.0.0.1:0"
+tenants {
+  name: "small"
+  api_key_sha256: ")", Sha256Hex("small-key"), R"("
+  max_prompt_tokens: 8
+  max_tokens_limit: 600
+  max_running: 1
+  max_queued: 1
+}
+)"));
+  ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
+      << daemon_.stderr_text();
+  stub_ = v1::Paceline::NewStub(daemon_.Channel());
+  const std::string key = "small-key";
+  v1::CompleteResponse out;
+  {
+    auto ctx = MakeClientContext(key);
+    grpc::Status st = stub_->Complete(
+        ctx.get(), Greedy("Once upon a time there was a big dog", 4), &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("max_prompt_tokens"), std::string::npos)
+        << st.error_message();
+  }
+  {
+    auto ctx = MakeClientContext(key);
+    grpc::Status st = stub_->Complete(ctx.get(), Greedy("Once", 601), &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("max_tokens"), std::string::npos);
+  }
+  {
+    auto ctx = MakeClientContext(key);
+    v1::GenerateRequest bad = Greedy("Once", 4);
+    bad.mutable_sampling()->set_top_p(0);
+    grpc::Status st = stub_->Complete(ctx.get(), bad, &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("sampling.top_p"), std::string::npos);
+  }
+  {
+    auto ctx = MakeClientContext(key);
+    v1::GenerateRequest none;  // no input
+    grpc::Status st = stub_->Complete(ctx.get(), none, &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("input"), std::string::npos);
+  }
+  EXPECT_EQ(Status(*stub_, key).kv_cache().used_blocks(), 0);
+
+  // One running and one queued fill the tenant (max_running 1,
+  // max_queued 1); the next is refused with a retry hint.
+  v1::GenerateRequest long_run = Greedy("Once", 600);
+  long_run.mutable_stopping()->set_ignore_eos(true);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(MakeClientContext(key));
+    readers.push_back(stub_->Generate(contexts.back().get(), long_run));
+    v1::GenerateResponse accepted;
+    ASSERT_TRUE(readers.back()->Read(&accepted));
+    ASSERT_TRUE(accepted.has_accepted());
+  }
+  const v1::ServerStatus full = Status(*stub_, key);
+  EXPECT_EQ(full.running_sequences(), 1);
+  EXPECT_EQ(full.waiting_requests(), 1);
+  auto ctx = MakeClientContext(key);
+  grpc::Status st = stub_->Complete(ctx.get(), Greedy("Once", 4), &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << st.error_message();
+  const auto& trailers = ctx->GetServerTrailingMetadata();
+  EXPECT_NE(trailers.find("retry-after-ms"), trailers.end());
+  for (auto& c : contexts) c->TryCancel();
+  EXPECT_EQ(WaitKvIdle(*stub_, key, absl::Seconds(1)).kv_cache().used_blocks(),
+            0);
+  for (auto& r : readers) {
+    v1::GenerateResponse ignored;
+    while (r->Read(&ignored)) {
+    }
+    r->Finish();
+  }
+}
+
+// A client that goes away mid-stream, or while its request is queued: the
+// request is aborted and its blocks come back within a second.
+TEST_F(DaemonTest, CancellationReturnsKvBlocks) {
+  // A model slow enough that generation is still running when we cancel.
+  Start({"--max-batched-tokens", "64"}, "dummy:stories42m");
+  const v1::ServerStatus idle = Status(*stub_, kAliceKey);
+  ASSERT_EQ(idle.kv_cache().used_blocks(), 0);
+
+  v1::GenerateRequest long_run = Greedy("Once upon a time", 900);
+  long_run.mutable_stopping()->set_ignore_eos(true);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(MakeClientContext(kAliceKey));
+    readers.push_back(stub_->Generate(contexts.back().get(), long_run));
+    v1::GenerateResponse r;
+    ASSERT_TRUE(readers.back()->Read(&r));  // accepted
+    ASSERT_TRUE(readers.back()->Read(&r));  // a first delta: running
+    ASSERT_TRUE(r.has_delta());
+  }
+  v1::ServerStatus busy = Status(*stub_, kAliceKey);
+  EXPECT_EQ(busy.running_sequences(), 2);
+  EXPECT_GT(busy.kv_cache().used_blocks(), 0);
+
+  contexts[0]->TryCancel();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Status(*stub_, kAliceKey).running_sequences(), 1);
+  contexts[1]->TryCancel();
+  const v1::ServerStatus after = WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1));
+  EXPECT_EQ(after.kv_cache().used_blocks(), 0);
+  EXPECT_EQ(after.running_sequences(), 0);
+  for (auto& r : readers) {
+    v1::GenerateResponse ignored;
+    while (r->Read(&ignored)) {
+    }
+    EXPECT_EQ(r->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+}
+
+TEST_F(DaemonTest, CancellingAQueuedRequestLeavesTheQueue) {
+  const std::string config = WriteConfig(absl::StrCat(R"(
+model { path: "dummy:stories42m" }
+listen: "127.0.0.1:0"
+scheduler { max_running: 1 }
+tenants { name: "t" api_key_sha256: ")", Sha256Hex("k"), R"(" }
+)"));
+  ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
+      << daemon_.stderr_text();
+  stub_ = v1::Paceline::NewStub(daemon_.Channel());
+  v1::GenerateRequest long_run = Greedy("Once upon a time", 900);
+  long_run.mutable_stopping()->set_ignore_eos(true);
+  auto running_ctx = MakeClientContext("k");
+  auto running = stub_->Generate(running_ctx.get(), long_run);
+  v1::GenerateResponse r;
+  ASSERT_TRUE(running->Read(&r));
+  ASSERT_TRUE(running->Read(&r));  // generating
+  auto queued_ctx = MakeClientContext("k");
+  auto queued = stub_->Generate(queued_ctx.get(), long_run);
+  ASSERT_TRUE(queued->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  v1::ServerStatus s = Status(*stub_, "k");
+  EXPECT_EQ(s.waiting_requests(), 1);
+  queued_ctx->TryCancel();
+  while (queued->Read(&r)) {
+  }
+  EXPECT_EQ(queued->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Status(*stub_, "k").waiting_requests(), 0);
+  running_ctx->TryCancel();
+  EXPECT_EQ(WaitKvIdle(*stub_, "k", absl::Seconds(1)).kv_cache().used_blocks(),
+            0);
+}
+
+// SIGTERM while paced streams are delivering: they complete, new calls
+// are refused, and the daemon exits 0.
+TEST_F(DaemonTest, SigtermDrainsInFlightStreams) {
+  Start();
+  v1::GenerateRequest paced = Greedy("Once upon a time", 20);
+  paced.mutable_stopping()->set_ignore_eos(true);
+  paced.mutable_delivery()->set_pace_tokens_per_s(20);  // ~1 s each
+  std::vector<StreamResult> results(3);
+  std::atomic<int> accepted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = RunGenerate(*stub_, kAliceKey, paced);
+      accepted++;
+    });
+  }
+  // Wait until all three are accepted and delivering.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Status(*stub_, kAliceKey).paced_streams() < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
+  ASSERT_TRUE(daemon_.WaitForStderr("draining", absl::Seconds(5)));
+  {
+    v1::CompleteResponse out;
+    auto ctx = MakeClientContext(kAliceKey);
+    EXPECT_EQ(stub_->Complete(ctx.get(), Greedy("Once", 4), &out).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  for (std::thread& t : threads) t.join();
+  for (const StreamResult& r : results) {
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.ids.size(), 20u);
+    EXPECT_EQ(r.finish.reason(), v1::FINISH_REASON_LENGTH);
+  }
+  absl::StatusOr<int> code = daemon_.WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << daemon_.stderr_text();
+}
+
+}  // namespace
+}  // namespace paceline::server
