@@ -304,8 +304,9 @@ void CheckTenant(const v1::TenantConfig& t, const std::string& at,
   for (int k = 0; k < t.api_key_sha256_size(); ++k) {
     if (!IsHexDigest(t.api_key_sha256(k))) {
       check.Fail(absl::StrCat(at, ".api_key_sha256[", k, "]"),
-                 absl::StrCat("must be 64 hex digits (a SHA-256), got \"",
-                              t.api_key_sha256(k), "\""));
+                 absl::StrCat("must be 64 hex digits (the key's SHA-256, not "
+                              "the key itself), got ",
+                              t.api_key_sha256(k).size(), " characters"));
     }
   }
   if (t.has_weight()) check.Positive(at + ".weight", t.weight());
