@@ -1,0 +1,254 @@
+#include "server/daemon_flags.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/args.h"
+#include "common/status_macros.h"
+#include "engine/memory_plan.h"
+#include "server/config.h"
+#include "server/sha256.h"
+
+namespace paceline::server {
+
+const absl::string_view kDaemonUsage =
+    R"(usage: pacelined [--config FILE] [flags]
+
+Serves the Paceline gRPC API (proto/paceline/v1/paceline.proto) from one
+model to the configured tenants. The config file is a text-format
+paceline.v1.ServerConfig (proto/paceline/v1/config.proto documents every
+field and its default); each flag below overrides its field. A bad config
+stops start-up with the file, line and field.
+
+  --config FILE              the config file
+  --model PATH               a GGUF file, or dummy:SHAPE[:DTYPE] for random
+                             weights of a named shape        (model.path)
+  --backend cpu|cuda         the engine backend; default: cuda when a GPU is
+                             present, else cpu               (model.backend)
+  --listen HOST:PORT         the gRPC address, e.g. 127.0.0.1:50051,
+                             [::1]:50051, or unix:PATH       (listen)
+  --metrics-listen HOST:PORT the Prometheus /metrics address (metrics_listen)
+  --tenant NAME:KEY[:WEIGHT] adds a tenant with default limits whose API key
+                             is KEY (no ':' in it); repeatable. The key shows
+                             in `ps`: for trials only; keep real keys as
+                             SHA-256 digests in the config file (tenants)
+  --threads N                engine CPU threads, 0 = one per core (threads)
+  --kv-memory BYTES          KV-cache memory: 512MiB, 2GiB, 1GB, 1e9, plain
+                             bytes                  (kv_cache.memory_bytes)
+  --kv-memory-fraction F     or a fraction in (0, 1] of the memory available
+                             at start-up         (kv_cache.memory_fraction)
+  --block-size N             tokens per KV block, a power of two in [1, 256]
+                                                      (kv_cache.block_size)
+  --max-batched-tokens N     tokens per engine step, 0 = the engine's limit
+                                            (scheduler.max_batched_tokens)
+  --drain-timeout SECONDS    on SIGTERM, cut streams still running after this
+                             long                   (drain_timeout_seconds)
+  --allow-root               run even as root (refused otherwise)
+  --help                     this text
+)";
+
+namespace {
+
+constexpr FlagDef kFlags[] = {
+    {"config", true},
+    {"model", true},
+    {"backend", true},
+    {"listen", true},
+    {"metrics-listen", true},
+    {"tenant", true},
+    {"threads", true},
+    {"kv-memory", true},
+    {"kv-memory-fraction", true},
+    {"block-size", true},
+    {"max-batched-tokens", true},
+    {"drain-timeout", true},
+    {"allow-root", false},
+};
+
+absl::Status ForFlag(absl::string_view flag, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("--", flag, ": ", status.message()));
+}
+
+// A whole number that fits int32 (its range is ValidateConfig's job).
+absl::StatusOr<int32_t> Int32Flag(absl::string_view flag,
+                                  absl::string_view value) {
+  ASSIGN_OR_RETURN(const int64_t n, ParseIntFlag(flag, value));
+  if (n < std::numeric_limits<int32_t>::min() ||
+      n > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", value, " is out of range"));
+  }
+  return static_cast<int32_t>(n);
+}
+
+absl::StatusOr<double> DoubleFlag(absl::string_view flag,
+                                  absl::string_view value) {
+  double out = 0;
+  if (!absl::SimpleAtod(value, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " wants a number, got '", value, "'"));
+  }
+  return out;
+}
+
+// --tenant NAME:KEY[:WEIGHT] as a tenant with default limits.
+absl::StatusOr<v1::TenantConfig> TenantFlag(absl::string_view value) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
+  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() ||
+      parts[1].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tenant wants NAME:KEY or NAME:KEY:WEIGHT, got '", value, "'"));
+  }
+  v1::TenantConfig tenant;
+  tenant.set_name(std::string(parts[0]));
+  tenant.add_api_key_sha256(Sha256Hex(parts[1]));
+  if (parts.size() == 3) {
+    double weight = 0;
+    if (!absl::SimpleAtod(parts[2], &weight)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tenant ", parts[0], ": WEIGHT wants a number, got '",
+                       parts[2], "'"));
+    }
+    tenant.set_weight(weight);
+  }
+  return tenant;
+}
+
+// Applies every flag but --config, --allow-root and --tenant to `config`,
+// recording in `source` which field each set.
+absl::Status ApplyFieldFlags(const ParsedArgs& parsed,
+                             v1::ServerConfig& config, ConfigSource& source) {
+  auto string_flag = [&](absl::string_view flag, absl::string_view field,
+                         std::string* target) {
+    if (std::optional<std::string> v = parsed.Get(flag)) {
+      *target = *std::move(v);
+      source.MarkFromFlag(std::string(field), absl::StrCat("--", flag));
+    }
+  };
+  string_flag("model", "model.path", config.mutable_model()->mutable_path());
+  string_flag("backend", "model.backend",
+              config.mutable_model()->mutable_backend());
+  string_flag("listen", "listen", config.mutable_listen());
+  string_flag("metrics-listen", "metrics_listen",
+              config.mutable_metrics_listen());
+
+  // Whole-number flags: flag, field path, setter.
+  struct IntFlag {
+    absl::string_view flag;
+    absl::string_view field;
+    void (*set)(v1::ServerConfig&, int32_t);
+  };
+  const IntFlag int_flags[] = {
+      {"threads", "threads",
+       [](v1::ServerConfig& c, int32_t n) { c.set_threads(n); }},
+      {"block-size", "kv_cache.block_size",
+       [](v1::ServerConfig& c, int32_t n) {
+         c.mutable_kv_cache()->set_block_size(n);
+       }},
+      {"max-batched-tokens", "scheduler.max_batched_tokens",
+       [](v1::ServerConfig& c, int32_t n) {
+         c.mutable_scheduler()->set_max_batched_tokens(n);
+       }},
+      {"drain-timeout", "drain_timeout_seconds",
+       [](v1::ServerConfig& c, int32_t n) { c.set_drain_timeout_seconds(n); }},
+  };
+  for (const IntFlag& f : int_flags) {
+    if (std::optional<std::string> v = parsed.Get(f.flag)) {
+      ASSIGN_OR_RETURN(const int32_t n, Int32Flag(f.flag, *v));
+      f.set(config, n);
+      source.MarkFromFlag(std::string(f.field), absl::StrCat("--", f.flag));
+    }
+  }
+
+  if (parsed.Has("kv-memory") && parsed.Has("kv-memory-fraction")) {
+    return absl::InvalidArgumentError(
+        "--kv-memory and --kv-memory-fraction: give one or the other");
+  }
+  if (std::optional<std::string> v = parsed.Get("kv-memory")) {
+    absl::StatusOr<uint64_t> bytes = engine::ParseByteSize(*v);
+    if (!bytes.ok()) return ForFlag("kv-memory", bytes.status());
+    config.mutable_kv_cache()->set_memory_bytes(*bytes);
+    source.MarkFromFlag("kv_cache.memory_bytes", "--kv-memory");
+  }
+  if (std::optional<std::string> v = parsed.Get("kv-memory-fraction")) {
+    ASSIGN_OR_RETURN(const double f, DoubleFlag("kv-memory-fraction", *v));
+    config.mutable_kv_cache()->set_memory_fraction(f);
+    source.MarkFromFlag("kv_cache.memory_fraction", "--kv-memory-fraction");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DaemonOptions> ParseDaemonFlags(
+    std::span<const std::string> args) {
+  ASSIGN_OR_RETURN(const ParsedArgs parsed, ParseArgs(args, kFlags));
+  DaemonOptions options;
+  if (parsed.help()) {
+    options.help = true;
+    return options;
+  }
+  if (!parsed.positional().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", parsed.positional()[0], "' (see --help)"));
+  }
+  options.allow_root = parsed.Has("allow-root");
+
+  ConfigSource source;
+  if (std::optional<std::string> file = parsed.Get("config")) {
+    if (file->empty()) {
+      return absl::InvalidArgumentError("--config must not be empty");
+    }
+    ASSIGN_OR_RETURN(ParsedConfigFile loaded, ParseConfigFile(*file));
+    options.config = std::move(loaded.config);
+    source = std::move(loaded.source);
+    options.config_file = *std::move(file);
+  }
+
+  RETURN_IF_ERROR(ApplyFieldFlags(parsed, options.config, source));
+
+  const int file_tenants = options.config.tenants_size();
+  for (const std::string& value : parsed.GetAll("tenant")) {
+    ASSIGN_OR_RETURN(v1::TenantConfig tenant, TenantFlag(value));
+    for (int i = 0; i < file_tenants; ++i) {
+      if (options.config.tenants(i).name() == tenant.name()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--tenant ", tenant.name(), ": the config file has a tenant of "
+            "that name (", source.Describe(absl::StrCat("tenants[", i, "]")),
+            ")"));
+      }
+    }
+    source.MarkFromFlag(
+        absl::StrCat("tenants[", options.config.tenants_size(), "]"),
+        "--tenant");
+    *options.config.add_tenants() = std::move(tenant);
+  }
+
+  ApplyDefaults(&options.config);
+  RETURN_IF_ERROR(ValidateConfig(options.config, &source));
+  return options;
+}
+
+absl::Status CheckNotRootForUid(bool allow_root, uid_t euid) {
+  if (euid == 0 && !allow_root) {
+    return absl::FailedPreconditionError(
+        "refusing to run as root; pass --allow-root to do it anyway (better: "
+        "run as an unprivileged user, e.g. the systemd unit's DynamicUser)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotRoot(bool allow_root) {
+  return CheckNotRootForUid(allow_root, ::geteuid());
+}
+
+}  // namespace paceline::server
