@@ -13,6 +13,7 @@ int RunInspect(std::span<const std::string> args);
 int RunTokenize(std::span<const std::string> args);
 int RunPlan(std::span<const std::string> args);
 int RunGenerate(std::span<const std::string> args);
+int RunComplete(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 
