@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"plan", "plan weight and KV-cache memory for a model and load", RunPlan},
     {"generate", "generate a continuation of a prompt on the CPU",
      RunGenerate},
+    {"complete", "ask a running pacelined for a continuation", RunComplete},
     {"hash-key", "print the SHA-256 digest of an API key, or make a key",
      RunHashKey},
 };

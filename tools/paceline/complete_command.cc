@@ -1,0 +1,360 @@
+// `paceline complete --server ADDR --prompt TEXT`: asks a running pacelined
+// for a continuation, over Complete (the whole text at once) or, with
+// --stream, over Generate (deltas written as they are delivered).
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "paceline/v1/paceline.grpc.pb.h"
+#include "tools/paceline/cli.h"
+#include "tools/paceline/commands.h"
+
+namespace paceline::tools {
+namespace {
+
+namespace pb = ::paceline::v1;
+
+constexpr char kUsage[] =
+    "usage: paceline complete --server ADDR [--api-key KEY] --prompt TEXT\n"
+    "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "         [--seed S] [--pace TPS] [--burst N]\n"
+    "         [--priority interactive|standard|batch] [--stop STR...]\n"
+    "         [--stream] [--timeout SECONDS] [--tls-ca FILE]\n"
+    "\n"
+    "Asks the pacelined at ADDR for a continuation of TEXT and prints it to\n"
+    "stdout, followed by a newline. Without --stream the Complete call\n"
+    "returns the whole text at once; with --stream the Generate call writes\n"
+    "each delta as the server delivers it, at the requested pace. Unset\n"
+    "options take the server's (and the tenant's) defaults. After the text,\n"
+    "one line on stderr:\n"
+    "  finish: REASON; prompt N tokens (C cached), generated M tokens;\n"
+    "  generation G s, delivery D s\n"
+    "G and D are the seconds from the request's acceptance to the end of\n"
+    "generation and to the last delivered delta. A failed call prints\n"
+    "`paceline complete: error: CODE: MESSAGE` and exits 1.\n"
+    "\n"
+    "  --server ADDR      host:port of pacelined\n"
+    "  --api-key KEY      the tenant's API key (default: $PACELINE_API_KEY)\n"
+    "  --prompt TEXT      the prompt\n"
+    "  --max-tokens N     most tokens to generate\n"
+    "  --temperature T    0 = greedy\n"
+    "  --top-k K          keep the K most likely tokens (0: off)\n"
+    "  --top-p P          nucleus sampling mass in (0, 1]\n"
+    "  --seed S           sampling seed\n"
+    "  --pace TPS         delivery pace in tokens/s (0: as generated)\n"
+    "  --burst N          tokens delivered at once before pacing starts\n"
+    "  --priority P       interactive, standard or batch\n"
+    "  --stop STR         text that ends the generation (repeatable)\n"
+    "  --stream           stream deltas (Generate) instead of Complete\n"
+    "  --timeout SECONDS  deadline for the whole call (default: none)\n"
+    "  --tls-ca FILE      use TLS, trusting the PEM certificates in FILE\n";
+
+constexpr FlagDef kFlags[] = {
+    {"server", true},     {"api-key", true},     {"prompt", true},
+    {"max-tokens", true}, {"temperature", true}, {"top-k", true},
+    {"top-p", true},      {"seed", true},        {"pace", true},
+    {"burst", true},      {"priority", true},    {"stop", true},
+    {"stream", false},    {"timeout", true},     {"tls-ca", true},
+};
+
+struct CompleteFlags {
+  std::string server;
+  std::string api_key;
+  std::string tls_ca;  // empty: an insecure channel
+  bool stream = false;
+  std::optional<double> timeout_s;
+  pb::GenerateRequest request;
+};
+
+absl::StatusOr<double> ParseDoubleFlag(absl::string_view flag,
+                                       absl::string_view value) {
+  double d = 0;
+  if (!absl::SimpleAtod(value, &d) || !std::isfinite(d)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", value, "' is not a number"));
+  }
+  return d;
+}
+
+absl::StatusOr<int32_t> ParseInt32Flag(absl::string_view flag,
+                                       absl::string_view value, int32_t min) {
+  ASSIGN_OR_RETURN(const int64_t n, ParseIntFlag(flag, value));
+  if (n < min || n > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [", min, ", ", INT32_MAX, "]"));
+  }
+  return static_cast<int32_t>(n);
+}
+
+absl::StatusOr<pb::Priority> ParsePriority(absl::string_view value) {
+  if (value == "interactive") return pb::PRIORITY_INTERACTIVE;
+  if (value == "standard") return pb::PRIORITY_STANDARD;
+  if (value == "batch") return pb::PRIORITY_BATCH;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--priority: '", value, "' is not interactive, standard or batch"));
+}
+
+// Range checks are the server's (it names the field); here only what the
+// flags' types need.
+absl::StatusOr<CompleteFlags> ReadFlags(const ParsedArgs& args) {
+  CompleteFlags f;
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  if (!args.Get("server").has_value()) {
+    return absl::InvalidArgumentError("--server is required");
+  }
+  if (!args.Get("prompt").has_value()) {
+    return absl::InvalidArgumentError("--prompt is required");
+  }
+  f.server = *args.Get("server");
+  if (auto v = args.Get("api-key")) {
+    f.api_key = *v;
+  } else if (const char* env = std::getenv("PACELINE_API_KEY")) {
+    f.api_key = env;
+  }
+  if (f.api_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--api-key (or PACELINE_API_KEY) is required");
+  }
+  f.stream = args.Has("stream");
+  if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
+  if (auto v = args.Get("timeout")) {
+    ASSIGN_OR_RETURN(f.timeout_s, ParseDoubleFlag("timeout", *v));
+    if (*f.timeout_s <= 0) {
+      return absl::InvalidArgumentError("--timeout must be > 0");
+    }
+  }
+
+  pb::GenerateRequest& r = f.request;
+  r.set_text(*args.Get("prompt"));
+  if (auto v = args.Get("max-tokens")) {
+    ASSIGN_OR_RETURN(const int32_t n, ParseInt32Flag("max-tokens", *v, 0));
+    r.mutable_stopping()->set_max_tokens(n);
+  }
+  for (const std::string& stop : args.GetAll("stop")) {
+    r.mutable_stopping()->add_stop(stop);
+  }
+  if (auto v = args.Get("temperature")) {
+    ASSIGN_OR_RETURN(const double t, ParseDoubleFlag("temperature", *v));
+    r.mutable_sampling()->set_temperature(static_cast<float>(t));
+  }
+  if (auto v = args.Get("top-k")) {
+    ASSIGN_OR_RETURN(const int32_t k, ParseInt32Flag("top-k", *v, 0));
+    r.mutable_sampling()->set_top_k(k);
+  }
+  if (auto v = args.Get("top-p")) {
+    ASSIGN_OR_RETURN(const double p, ParseDoubleFlag("top-p", *v));
+    r.mutable_sampling()->set_top_p(static_cast<float>(p));
+  }
+  if (auto v = args.Get("seed")) {
+    uint64_t seed = 0;
+    if (!absl::SimpleAtoi(*v, &seed)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--seed: '", *v, "' is not a whole number >= 0"));
+    }
+    r.mutable_sampling()->set_seed(seed);
+  }
+  if (auto v = args.Get("pace")) {
+    ASSIGN_OR_RETURN(const double pace, ParseDoubleFlag("pace", *v));
+    if (pace < 0) return absl::InvalidArgumentError("--pace must be >= 0");
+    r.mutable_delivery()->set_pace_tokens_per_s(pace);
+  }
+  if (auto v = args.Get("burst")) {
+    ASSIGN_OR_RETURN(const int32_t n, ParseInt32Flag("burst", *v, 1));
+    r.mutable_delivery()->set_burst_tokens(n);
+  }
+  if (auto v = args.Get("priority")) {
+    ASSIGN_OR_RETURN(const pb::Priority p, ParsePriority(*v));
+    r.set_priority(p);
+  }
+  return f;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const CompleteFlags& f) {
+  if (f.tls_ca.empty()) {
+    return grpc::CreateChannel(f.server, grpc::InsecureChannelCredentials());
+  }
+  std::ifstream in(f.tls_ca, std::ios::binary);
+  std::ostringstream pem;
+  if (!in || !(pem << in.rdbuf())) {
+    return absl::NotFoundError(absl::StrCat("cannot read --tls-ca ", f.tls_ca));
+  }
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pem.str();
+  return grpc::CreateChannel(f.server, grpc::SslCredentials(options));
+}
+
+void Prepare(const CompleteFlags& f, grpc::ClientContext* ctx) {
+  ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.api_key));
+  if (f.timeout_s.has_value()) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::duration<double>(*f.timeout_s)));
+  }
+}
+
+// "UNAUTHENTICATED: unknown API key", plus the server's retry hint.
+absl::Status FromGrpc(const grpc::Status& s, const grpc::ClientContext& ctx) {
+  // gRPC and Abseil number their status codes alike.
+  const auto code = static_cast<absl::StatusCode>(s.error_code());
+  std::string message =
+      absl::StrCat(absl::StatusCodeToString(code), ": ", s.error_message());
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  if (auto it = trailers.find("retry-after-ms"); it != trailers.end()) {
+    absl::StrAppend(&message, " (retry after ",
+                    absl::string_view(it->second.data(), it->second.size()),
+                    " ms)");
+  }
+  return absl::Status(code, message);
+}
+
+absl::string_view ReasonName(pb::FinishReason reason) {
+  switch (reason) {
+    case pb::FINISH_REASON_EOS:
+      return "eos";
+    case pb::FINISH_REASON_STOP_SEQUENCE:
+      return "stop";
+    case pb::FINISH_REASON_LENGTH:
+      return "length";
+    case pb::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    case pb::FINISH_REASON_ERROR:
+      return "error";
+    default:
+      return "unspecified";
+  }
+}
+
+// Seconds from the request's acceptance to `to`; nullopt when either
+// moment did not come.
+std::optional<double> SinceQueued(const pb::Timings& t, bool has_to,
+                                  const google::protobuf::Timestamp& to) {
+  if (!t.has_queued() || !has_to) return std::nullopt;
+  const google::protobuf::Timestamp& from = t.queued();
+  return static_cast<double>(to.seconds() - from.seconds()) +
+         static_cast<double>(to.nanos() - from.nanos()) * 1e-9;
+}
+
+std::string Seconds(std::optional<double> s) {
+  return s.has_value() ? absl::StrFormat("%.2f s", *s) : "-";
+}
+
+// The stderr summary line; see kUsage.
+std::string FinishLine(const pb::Finished& fin) {
+  std::string reason(ReasonName(fin.reason()));
+  if (fin.reason() == pb::FINISH_REASON_STOP_SEQUENCE) {
+    if (!fin.stop_sequence().empty()) {
+      absl::StrAppend(&reason, " ", JsonQuote(fin.stop_sequence()));
+    } else if (fin.has_stop_token_id()) {
+      absl::StrAppend(&reason, " (token ", fin.stop_token_id(), ")");
+    }
+  }
+  const pb::Usage& u = fin.usage();
+  const pb::Timings& t = fin.timings();
+  return absl::StrFormat(
+      "finish: %s; prompt %d tokens (%d cached), generated %d tokens; "
+      "generation %s, delivery %s",
+      reason, u.prompt_tokens(), u.cached_prompt_tokens(),
+      u.completion_tokens(),
+      Seconds(SinceQueued(t, t.has_generation_done(), t.generation_done())),
+      Seconds(SinceQueued(t, t.has_last_delivered(), t.last_delivered())));
+}
+
+// After the text: the summary line, and a failure for a generation that
+// the server ended early.
+absl::Status Report(const pb::Finished& fin) {
+  std::cerr << FinishLine(fin) << "\n";
+  if (fin.reason() == pb::FINISH_REASON_ERROR) {
+    return absl::InternalError(
+        absl::StrCat("generation failed: ", fin.message()));
+  }
+  if (fin.reason() == pb::FINISH_REASON_CANCELLED) {
+    return absl::CancelledError(
+        absl::StrCat("generation cancelled: ", fin.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CompleteUnary(pb::Paceline::Stub& stub, const CompleteFlags& f) {
+  grpc::ClientContext ctx;
+  Prepare(f, &ctx);
+  pb::CompleteResponse response;
+  const grpc::Status s = stub.Complete(&ctx, f.request, &response);
+  if (!s.ok()) return FromGrpc(s, ctx);
+  std::cout << response.text() << "\n" << std::flush;
+  return Report(response.finished());
+}
+
+absl::Status CompleteStreaming(pb::Paceline::Stub& stub,
+                               const CompleteFlags& f) {
+  grpc::ClientContext ctx;
+  Prepare(f, &ctx);
+  std::unique_ptr<grpc::ClientReader<pb::GenerateResponse>> reader =
+      stub.Generate(&ctx, f.request);
+  pb::GenerateResponse event;
+  std::optional<pb::Finished> finished;
+  bool wrote = false;
+  while (reader->Read(&event)) {
+    if (event.has_delta() && !event.delta().text().empty()) {
+      std::cout << event.delta().text() << std::flush;
+      wrote = true;
+    } else if (event.has_finished()) {
+      finished = event.finished();
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  if (wrote || s.ok()) std::cout << "\n" << std::flush;
+  if (!s.ok()) return FromGrpc(s, ctx);
+  if (!finished.has_value()) {
+    return absl::InternalError("the stream ended without a Finished message");
+  }
+  return Report(*finished);
+}
+
+absl::Status Complete(const CompleteFlags& f) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, Connect(f));
+  std::unique_ptr<pb::Paceline::Stub> stub = pb::Paceline::NewStub(channel);
+  return f.stream ? CompleteStreaming(*stub, f) : CompleteUnary(*stub, f);
+}
+
+}  // namespace
+
+int RunComplete(std::span<const std::string> args) {
+  auto parsed = ParseArgs(args, kFlags);
+  if (!parsed.ok()) {
+    return UsageError("complete", kUsage, parsed.status().message());
+  }
+  if (parsed->help()) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  auto flags = ReadFlags(*parsed);
+  if (!flags.ok()) {
+    return UsageError("complete", kUsage, flags.status().message());
+  }
+  if (absl::Status s = Complete(*flags); !s.ok()) {
+    return Failure("complete", s);
+  }
+  return kExitOk;
+}
+
+}  // namespace paceline::tools
