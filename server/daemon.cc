@@ -313,12 +313,12 @@ int RunDaemon(std::span<const std::string> args) {
   const int sig = WaitForSignal();
   const absl::Duration drain_timeout =
       absl::Seconds(config.drain_timeout_seconds());
+  service.BeginDrain();
+  server->GetHealthCheckService()->SetServingStatus(false);
+  SdNotify("STOPPING=1").IgnoreError();
   Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    "; draining (timeout ",
                    absl::FormatDuration(drain_timeout), ")"));
-  SdNotify("STOPPING=1").IgnoreError();
-  server->GetHealthCheckService()->SetServingStatus(false);
-  service.BeginDrain();
   const absl::Time deadline = absl::Now() + drain_timeout;
   while (service.live_calls() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));

@@ -96,6 +96,21 @@ v1::ServerStatus Status(v1::Paceline::Stub& stub, const std::string& key) {
   return status;
 }
 
+// Polls GetServerStatus until `done` holds or `timeout` passes (the load
+// it reports is the engine thread's last publication, one step old at
+// most); returns the last status.
+template <typename Pred>
+v1::ServerStatus WaitStatus(v1::Paceline::Stub& stub, const std::string& key,
+                            Pred done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  v1::ServerStatus s = Status(stub, key);
+  while (!done(s) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    s = Status(stub, key);
+  }
+  return s;
+}
+
 // Polls until no KV block is in use (the baseline of an idle server) or
 // `timeout` passes; returns the last status.
 v1::ServerStatus WaitKvIdle(v1::Paceline::Stub& stub, const std::string& key,
@@ -151,7 +166,7 @@ TEST_F(DaemonTest, StreamedAndUnaryGiveTheOracleContinuation) {
   ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
   EXPECT_EQ(streamed.text, kGreedy64Text);
   EXPECT_EQ(streamed.ids, ::paceline::testing::kGreedy64Ids);
-  EXPECT_EQ(streamed.accepted.prompt_tokens, 5);
+  EXPECT_EQ(streamed.accepted.prompt_tokens(), 5);
   EXPECT_GT(streamed.accepted.request_id(), 0u);
   ASSERT_TRUE(streamed.finished);
   EXPECT_EQ(streamed.finish.reason(), v1::FINISH_REASON_LENGTH);
@@ -345,7 +360,10 @@ tenants {
     ASSERT_TRUE(readers.back()->Read(&accepted));
     ASSERT_TRUE(accepted.has_accepted());
   }
-  const v1::ServerStatus full = Status(*stub_, key);
+  const v1::ServerStatus full = WaitStatus(
+      *stub_, key,
+      [](const v1::ServerStatus& s) { return s.waiting_requests() == 1; },
+      absl::Seconds(2));
   EXPECT_EQ(full.running_sequences(), 1);
   EXPECT_EQ(full.waiting_requests(), 1);
   auto ctx = MakeClientContext(key);
@@ -385,13 +403,20 @@ TEST_F(DaemonTest, CancellationReturnsKvBlocks) {
     ASSERT_TRUE(readers.back()->Read(&r));  // a first delta: running
     ASSERT_TRUE(r.has_delta());
   }
-  v1::ServerStatus busy = Status(*stub_, kAliceKey);
+  const v1::ServerStatus busy = WaitStatus(
+      *stub_, kAliceKey,
+      [](const v1::ServerStatus& s) { return s.running_sequences() == 2; },
+      absl::Seconds(1));
   EXPECT_EQ(busy.running_sequences(), 2);
   EXPECT_GT(busy.kv_cache().used_blocks(), 0);
 
   contexts[0]->TryCancel();
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(Status(*stub_, kAliceKey).running_sequences(), 1);
+  EXPECT_EQ(WaitStatus(
+                *stub_, kAliceKey,
+                [](const v1::ServerStatus& s) { return s.running_sequences() == 1; },
+                absl::Seconds(1))
+                .running_sequences(),
+            1);
   contexts[1]->TryCancel();
   const v1::ServerStatus after = WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1));
   EXPECT_EQ(after.kv_cache().used_blocks(), 0);
@@ -425,14 +450,21 @@ tenants { name: "t" api_key_sha256: ")", Sha256Hex("k"), R"(" }
   auto queued = stub_->Generate(queued_ctx.get(), long_run);
   ASSERT_TRUE(queued->Read(&r));
   ASSERT_TRUE(r.has_accepted());
-  v1::ServerStatus s = Status(*stub_, "k");
+  const v1::ServerStatus s = WaitStatus(
+      *stub_, "k",
+      [](const v1::ServerStatus& s) { return s.waiting_requests() == 1; },
+      absl::Seconds(2));
   EXPECT_EQ(s.waiting_requests(), 1);
   queued_ctx->TryCancel();
   while (queued->Read(&r)) {
   }
   EXPECT_EQ(queued->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ(Status(*stub_, "k").waiting_requests(), 0);
+  EXPECT_EQ(WaitStatus(
+                *stub_, "k",
+                [](const v1::ServerStatus& s) { return s.waiting_requests() == 0; },
+                absl::Seconds(1))
+                .waiting_requests(),
+            0);
   running_ctx->TryCancel();
   EXPECT_EQ(WaitKvIdle(*stub_, "k", absl::Seconds(1)).kv_cache().used_blocks(),
             0);
