@@ -13,11 +13,8 @@ int RunInspect(std::span<const std::string> args);
 int RunTokenize(std::span<const std::string> args);
 int RunPlan(std::span<const std::string> args);
 int RunGenerate(std::span<const std::string> args);
-<<<<<<< HEAD
-int RunHashKey(std::span<const std::string> args);
-=======
 int RunComplete(std::span<const std::string> args);
->>>>>>> client
+int RunHashKey(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 
