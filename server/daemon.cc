@@ -301,6 +301,11 @@ int RunDaemon(std::span<const std::string> args) {
   }
   (*loop)->Start();
   pacer.Start();
+  if (!config.metrics_listen().empty()) {
+    Log(absl::StrCat("metrics_listen ", config.metrics_listen(),
+                     " is not served yet: this build has no /metrics "
+                     "endpoint"));
+  }
   std::string host = config.listen().substr(0, config.listen().rfind(':'));
   Log(absl::StrCat("listening on ", host, ":", port,
                    config.tls().cert_file().empty() ? "" : " (TLS)"));

@@ -43,7 +43,7 @@ addr="$(sed -n 's/^pacelined: listening on \([^ ]*\).*/\1/p' "$log" | head -1)"
 example=("$cli" complete --server "$addr" --api-key alice-key-change-me
          --prompt "Once upon a time" --max-tokens 64 --pace 20 --stream)
 echo
-echo "\$ ${example[*]}"
+echo "\$ $(printf '%q ' "${example[@]}")"
 "${example[@]}" || true
 cat <<MSG
 
