@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -31,8 +32,7 @@ bool IsQuantized(GgmlType type) {
 }
 
 // One token's extra activation layout for the VNNI kernels.
-using PairsKernel = void (*)(const int8_t* q, const float* d, int64_t cols,
-                             float* d_pairs, int32_t* s_pairs);
+using PairsKernel = void (*)(const int8_t* q, int64_t cols, int32_t* s_pairs);
 
 struct Kernels {
   RowsKernel rows;
@@ -111,37 +111,57 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
   const int64_t cols = task.cols;
   const int64_t kc =
       task.n_tokens > set.tokens && set.kc > 0 ? set.kc : cols;
+  // A row block's weights stay in L2 while every token tile passes over
+  // them: at most kL2BlockBytes of rows, a multiple of 16.
+  constexpr int64_t kL2BlockBytes = int64_t{512} << 10;
+  const int64_t mc =
+      kc < cols ? std::min<int64_t>(
+                      set.mc, std::max<int64_t>(16, kL2BlockBytes /
+                                                        static_cast<int64_t>(
+                                                            task.row_bytes) /
+                                                        16 * 16))
+                : set.mc;
+  // Unreduced accumulators of one token tile between its column blocks:
+  // (mc rows, set.tokens, kCarryFloats), per thread, grown once.
+  thread_local std::vector<float> carry;
+  if (kc < cols) {
+    const size_t need = mc * set.tokens * kCarryFloats;
+    if (carry.size() < need) carry.resize(need);
+  }
   TileArgs a;
   a.row_bytes = task.row_bytes;
   a.x_stride = cols;
   a.xd_stride = cols / kQBlock;
   a.y_stride = task.rows;
   a.pair_stride = (cols / kQBlock + 1) / 2 * 16;
-  for (int64_t k0 = 0; k0 < cols; k0 += kc) {
-    a.k0 = k0;
-    a.k1 = std::min(k0 + kc, cols);
-    a.accumulate = k0 > 0;
-    for (int64_t rb = row_begin; rb < row_end; rb += set.mc) {
-      const int64_t rb_end = std::min(rb + set.mc, row_end);
-      for (int64_t t0 = 0; t0 < task.n_tokens; t0 += set.tokens) {
-        const int nt =
-            static_cast<int>(std::min<int64_t>(set.tokens, task.n_tokens - t0));
-        const int tile_rows = nt == 1 ? set.rows_one : set.rows;
-        if (quantized) {
-          a.x = task.qx.q + t0 * cols;
-          a.xd = task.qx.d + t0 * a.xd_stride;
-          if (task.qx.d_pairs != nullptr) {
-            a.xd_pairs = task.qx.d_pairs + t0 * a.pair_stride;
-            a.xs_pairs = task.qx.s_pairs + t0 * a.pair_stride;
-          }
-        } else {
-          a.x = task.x + t0 * cols;
+  a.carry_stride = set.tokens * kCarryFloats;
+  for (int64_t rb = row_begin; rb < row_end; rb += mc) {
+    const int64_t rb_end = std::min(rb + mc, row_end);
+    for (int64_t t0 = 0; t0 < task.n_tokens; t0 += set.tokens) {
+      const int nt =
+          static_cast<int>(std::min<int64_t>(set.tokens, task.n_tokens - t0));
+      const int tile_rows = nt == 1 ? set.rows_one : set.rows;
+      if (quantized) {
+        a.x = task.qx.q + t0 * cols;
+        a.xd = task.qx.d + t0 * a.xd_stride;
+        if (task.qx.s_pairs != nullptr) {
+          a.xs_pairs = task.qx.s_pairs + t0 * a.pair_stride;
         }
+      } else {
+        a.x = task.x + t0 * cols;
+      }
+      for (int64_t k0 = 0; k0 < cols; k0 += kc) {
+        a.k0 = k0;
+        a.k1 = std::min(k0 + kc, cols);
+        a.load_carry = k0 > 0;
+        a.store_carry = a.k1 < cols;
         for (int64_t r = rb; r < rb_end; r += tile_rows) {
           const int nr =
               static_cast<int>(std::min<int64_t>(tile_rows, rb_end - r));
           a.w = task.w + r * task.row_bytes;
           a.y = task.y + t0 * task.rows + r;
+          a.carry = kc < cols ? carry.data() + (r - rb) * a.carry_stride
+                              : nullptr;
           a.prefetch = t0 == 0 && task.n_tokens > 2 && r + tile_rows < row_end
                            ? a.w + tile_rows * task.row_bytes
                            : nullptr;
@@ -188,8 +208,8 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
 
   if (kernels.quantize != nullptr) {
     // Scratch, each array 64-byte aligned: q (n_tokens, cols) int8,
-    // d (n_tokens, nb) float, and for VNNI d_pairs / s_pairs (n_tokens,
-    // n_pairs, 16). Grown geometrically, never shrunk.
+    // d (n_tokens, nb) float, and for VNNI s_pairs (n_tokens, n_pairs, 16).
+    // Grown geometrically, never shrunk.
     const int64_t nb = cols / kQBlock;
     const int64_t pair_stride = (nb + 1) / 2 * 16;
     auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
@@ -197,22 +217,19 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
     const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
     const size_t pair_bytes =
         kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
-    const size_t needed = 64 + q_bytes + d_bytes + 2 * pair_bytes;
+    const size_t needed = 64 + q_bytes + d_bytes + pair_bytes;
     if (scratch.bytes.size() < needed) {
       scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
     }
     uint8_t* base = AlignUp(scratch.bytes.data(), 64);
     int8_t* q = reinterpret_cast<int8_t*>(base);                // (n_tokens, cols)
     float* d = reinterpret_cast<float*>(base + q_bytes);        // (n_tokens, nb)
-    float* d_pairs = reinterpret_cast<float*>(base + q_bytes + d_bytes);
-    int32_t* s_pairs =
-        reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + pair_bytes);
+    int32_t* s_pairs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
     auto quantize = [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
         kernels.quantize(x + t * cols, cols, q + t * cols, d + t * nb);
         if (kernels.pairs != nullptr) {
-          kernels.pairs(q + t * cols, d + t * nb, cols,
-                        d_pairs + t * pair_stride, s_pairs + t * pair_stride);
+          kernels.pairs(q + t * cols, cols, s_pairs + t * pair_stride);
         }
       }
     };
@@ -222,10 +239,7 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
       quantize(0, n_tokens);
     }
     task.qx = {q, d};
-    if (kernels.pairs != nullptr) {
-      task.qx.d_pairs = d_pairs;
-      task.qx.s_pairs = s_pairs;
-    }
+    if (kernels.pairs != nullptr) task.qx.s_pairs = s_pairs;
   }
 
   if (!parallel) {

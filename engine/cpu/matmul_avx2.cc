@@ -48,15 +48,34 @@ inline float HSum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// The tile's accumulators at the start of its column block: zero, or those
+// an earlier block left in a.carry.
+template <int R, int T>
+inline void InitSums(const TileArgs& a, __m256 (&acc)[R][T]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = a.load_carry ? _mm256_loadu_ps(a.carry + r * a.carry_stride +
+                                                 t * kCarryFloats)
+                               : _mm256_setzero_ps();
+    }
+  }
+}
+
+// Saves the accumulators for the next column block, or writes y[t, r].
 template <int R, int T>
 inline void StoreSums(const TileArgs& a, __m256 (&acc)[R][T]) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const float s = HSum(acc[r][t]);
-      float* out = a.y + t * a.y_stride + r;  // y[t, r]
-      *out = a.accumulate ? *out + s : s;
+      if (a.store_carry) {
+        _mm256_storeu_ps(a.carry + r * a.carry_stride + t * kCarryFloats,
+                         acc[r][t]);
+      } else {
+        a.y[t * a.y_stride + r] = HSum(acc[r][t]);
+      }
     }
   }
 }
@@ -84,11 +103,7 @@ void FloatTile(const TileArgs& a) {
   const float* x = static_cast<const float*>(a.x);  // (T, x_stride)
   constexpr int64_t eb = kElemBytes<WT>;
   __m256 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
+  InitSums<R, T>(a, acc);
   int64_t k = a.k0;
   for (; k + 8 <= a.k1; k += 8) {
     __m256 xv[T];
@@ -158,11 +173,7 @@ template <GgmlType WT, int R, int T>
 void QuantTile(const TileArgs& a) {
   const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
   __m256 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
+  InitSums<R, T>(a, acc);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = a.k0 / kQBlock; b < a.k1 / kQBlock; ++b) {
     __m256i xv[T];

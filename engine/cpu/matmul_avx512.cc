@@ -8,14 +8,17 @@
 // The tiles are dot products over the columns (see matmul_internal.h):
 // float weights are widened to f32 as they load (F16 by vcvtph2ps, BF16 by
 // a shift) and multiplied into f32 accumulators; int8 weights multiply the
-// activations with vpdpbusd, 64 columns (two blocks) per instruction. They
-// serve decode (one token, or a few per step); from kGemmMinTokens /
-// kFloatGemmMinTokens tokens on the entry points hand over to the packed
-// outer-product GEMMs of matmul_avx512_gemm.cc.
+// activations with vpdpbusd, 64 columns (two blocks) per instruction. The
+// float tiles serve every token count (F16 / BF16 rows widened to f32 once
+// per call from kConvertMinTokens); the int8 ones serve decode, and from
+// kGemmMinTokens tokens the VNNI entry point hands over to the packed
+// outer-product GEMM of matmul_avx512_gemm.cc, which sums in the same order.
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "engine/cpu/matmul_internal.h"
 #include "engine/ggml_type.h"
@@ -88,27 +91,57 @@ inline __m512 Reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm512_add_ps(s2, _mm512_permute_ps(s2, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-// Writes (or adds) the R x T tile sums to y[t, r]. Rows are contiguous in
-// y, so groups of 4 rows reduce together and store as one 4-float vector.
+// The tile's accumulators at the start of its column block: zero, or those
+// an earlier block left in a.carry.
+template <int R, int T>
+inline void InitSums(const TileArgs& a, __m512 (&acc)[R][T]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = a.load_carry ? _mm512_loadu_ps(a.carry + r * a.carry_stride +
+                                                 t * kCarryFloats)
+                               : _mm512_setzero_ps();
+    }
+  }
+}
+
+// Saves the R x T accumulators for the next column block, or writes their
+// sums to y[t, r]. Rows are contiguous in y, so groups of 4 rows reduce
+// together and store as one 4-float vector; a last group of fewer rows
+// reduces alongside zero vectors, so every row's sum takes the same
+// additions whatever the tile shape.
 template <int R, int T>
 inline void StoreSums(const TileArgs& a, __m512 (&acc)[R][T]) {
+  if (a.store_carry) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        _mm512_storeu_ps(a.carry + r * a.carry_stride + t * kCarryFloats,
+                         acc[r][t]);
+      }
+    }
+    return;
+  }
+  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     float* out = a.y + t * a.y_stride;  // y[t, 0..R)
-    int r = 0;
 #pragma GCC unroll 2
-    for (; r + 4 <= R; r += 4) {
+    for (int r = 0; r < R; r += 4) {
       const __m512 sums =
-          Reduce4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t]);
-      __m128 v = _mm512_castps512_ps128(
+          Reduce4(acc[r][t], r + 1 < R ? acc[r + 1][t] : zero,
+                  r + 2 < R ? acc[r + 2][t] : zero,
+                  r + 3 < R ? acc[r + 3][t] : zero);
+      const __m128 v = _mm512_castps512_ps128(
           _mm512_maskz_compress_ps(0x1111, sums));  // lanes 0, 4, 8, 12
-      if (a.accumulate) v = _mm_add_ps(v, _mm_loadu_ps(out + r));
-      _mm_storeu_ps(out + r, v);
-    }
-#pragma GCC unroll 4
-    for (; r < R; ++r) {
-      const float s = _mm512_reduce_add_ps(acc[r][t]);
-      out[r] = a.accumulate ? out[r] + s : s;
+      if (r + 4 <= R) {
+        _mm_storeu_ps(out + r, v);
+      } else {
+        _mm_mask_storeu_ps(out + r, static_cast<__mmask8>((1u << (R - r)) - 1),
+                           v);
+      }
     }
   }
 }
@@ -118,11 +151,7 @@ template <GgmlType WT, int R, int T>
 void FloatTile(const TileArgs& a) {
   const float* x = static_cast<const float*>(a.x);  // (T, x_stride)
   __m512 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
+  InitSums<R, T>(a, acc);
   int64_t k = a.k0;
   for (; k + 16 <= a.k1; k += 16) {
     __m512 xv[T];
@@ -188,6 +217,27 @@ TileSet MakeFloatSet() {
   return s;
 }
 
+// From this many tokens MatMulRowsAvx512 widens F16 / BF16 weights to f32
+// once per call instead of once per token tile; rows widened at a time.
+constexpr int64_t kConvertMinTokens = 2 * kFloatTokens;
+constexpr int64_t kConvertRows = 64;
+
+// rows (nr, row_bytes) of WT -> out (nr, cols) f32.
+template <GgmlType WT>
+void WidenRows(const uint8_t* rows, size_t row_bytes, int64_t nr,
+               int64_t cols, float* out) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    float* o = out + r * cols;
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) _mm512_storeu_ps(o + k, LoadW16<WT>(row, k));
+    if (k < cols) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (cols - k)) - 1);
+      _mm512_mask_storeu_ps(o + k, m, LoadW16Masked<WT>(row, k, m));
+    }
+  }
+}
+
 // ---- Activation quantization (identical bytes to QuantizeRowScalar) ----
 
 void QuantizeImpl(const float* x, int64_t cols, int8_t* q, float* d) {
@@ -226,37 +276,52 @@ inline int32_t BlockSum(const int8_t* q) {
 
 void MatMulRowsAvx512(const MatMulTask& task, int64_t row_begin,
                       int64_t row_end) {
-  if (task.n_tokens >= kFloatGemmMinTokens &&
-      task.row_bytes <= kGemmMaxRowBytes) {
-    GemmRowsAvx512(task, row_begin, row_end);
-    return;
-  }
   static const TileSet f32 = MakeFloatSet<GgmlType::kF32>();
   static const TileSet f16 = MakeFloatSet<GgmlType::kF16>();
   static const TileSet bf16 = MakeFloatSet<GgmlType::kBF16>();
-  const TileSet& set = task.type == GgmlType::kF32   ? f32
-                       : task.type == GgmlType::kF16 ? f16
-                                                     : bf16;
-  RunTiled(task, row_begin, row_end, set);
+  if (task.type == GgmlType::kF32 || task.n_tokens < kConvertMinTokens) {
+    RunTiled(task, row_begin, row_end,
+             task.type == GgmlType::kF32   ? f32
+             : task.type == GgmlType::kF16 ? f16
+                                           : bf16);
+    return;
+  }
+  // Many tokens: widen a block of rows to f32 once, then run the F32 tiles
+  // over it — the same products in the same order as converting on the fly.
+  thread_local std::vector<float> wide;  // (kConvertRows, cols)
+  const int64_t cols = task.cols;
+  if (wide.size() < static_cast<size_t>(kConvertRows * cols)) {
+    wide.resize(kConvertRows * cols);
+  }
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kConvertRows) {
+    const int64_t nr = std::min(kConvertRows, row_end - r0);
+    if (task.type == GgmlType::kF16) {
+      WidenRows<GgmlType::kF16>(task.w + r0 * task.row_bytes, task.row_bytes,
+                                nr, cols, wide.data());
+    } else {
+      WidenRows<GgmlType::kBF16>(task.w + r0 * task.row_bytes, task.row_bytes,
+                                 nr, cols, wide.data());
+    }
+    MatMulTask block = task;
+    block.type = GgmlType::kF32;
+    block.w = reinterpret_cast<const uint8_t*>(wide.data());
+    block.row_bytes = cols * sizeof(float);
+    block.y = task.y + r0;  // y_stride stays task.rows
+    RunTiled(block, 0, nr, f32);
+  }
 }
 
 void QuantizeRowAvx512(const float* x, int64_t cols, int8_t* q, float* d) {
   QuantizeImpl(x, cols, q, d);
 }
 
-void BuildPairsAvx512(const int8_t* q, const float* d, int64_t cols,
-                      float* d_pairs, int32_t* s_pairs) {
+void BuildPairsAvx512(const int8_t* q, int64_t cols, int32_t* s_pairs) {
   const int64_t nb = cols / kQBlock;
   for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    float* dp = d_pairs + b * 8;  // (16) of pair b / 2
-    int32_t* sp = s_pairs + b * 8;
-    _mm512_storeu_ps(dp, _mm512_insertf32x8(_mm512_set1_ps(d[b]),
-                                            _mm256_set1_ps(d[two ? b + 1 : b]),
-                                            1));
+    int32_t* sp = s_pairs + b * 8;  // (16) of pair b / 2
     _mm512_storeu_si512(sp, _mm512_setzero_si512());
     sp[0] = -BlockSum(q + b * kQBlock);
-    if (two) sp[8] = -BlockSum(q + (b + 1) * kQBlock);
+    if (b + 1 < nb) sp[8] = -BlockSum(q + (b + 1) * kQBlock);
   }
 }
 
@@ -272,52 +337,47 @@ void BuildPairsAvx512(const int8_t* q, const float* d, int64_t cols,
 namespace paceline::engine::cpu::internal {
 namespace {
 
-// 4 rows x 4 tokens: 16 accumulators + 4 activation, 4 scale and 4
-// correction vectors.
-constexpr int kQuantRows = 4;
+// Every (token, row) dot product takes the same float operations as in the
+// packed GEMM (matmul_avx512_gemm.cc), whatever the tile or the step's
+// token count: per block b in column order, acc = fma(float(isum_b),
+// dw_b * dx_b, acc) from acc = 0, with isum_b the exact int32 block sum.
+// A tile keeps one int32 vector per row for blocks b and b + 1 (vpdpbusd,
+// 4 products per lane), folds the 8 rows' vectors into one vector of the
+// 16 block sums (a transpose-and-add tree; int32 sums are exact in any
+// order), and applies the scales to the 8 rows at once.
+constexpr int kQuantRows = 8;
 constexpr int kQuantTokens = 4;
-constexpr int kQuantRowsOne = 8;
 
-// Weight blocks b and b + 1 (only b when !kTwo; the rest is then zero) as
-// 64 *unsigned* bytes for vpdpbusd — Q8_0: w + 128 (w ^ 0x80); Q4_0: the
-// nibble itself, w + 8 — and their scales in lanes 0-7 and 8-15. The
-// activations are the signed operand; the offset times sum(q) comes off
-// through s_pairs (kOffsetShift: 128 = 1 << 7, 8 = 1 << 3).
+template <GgmlType WT>
+constexpr int64_t kBlockBytes =
+    WT == GgmlType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+
+// Weight blocks b and b + 1 (only b when !kTwo; the rest is then unused)
+// of the row at `p` (block b) as 64 *unsigned* bytes for vpdpbusd — Q8_0:
+// w + 128 (w ^ 0x80); Q4_0: the nibble itself, w + 8. The activations are
+// the signed operand; the offset times sum(q) comes off through s_pairs
+// (kOffsetShift: 128 = 1 << 7, 8 = 1 << 3).
 template <GgmlType WT>
 constexpr int kOffsetShift = WT == GgmlType::kQ8_0 ? 7 : 3;
 
 template <GgmlType WT, bool kTwo>
-inline __m512i LoadWPair(const uint8_t* row, int64_t b, __m512* scale) {
-  constexpr int64_t kBlockBytes =
-      WT == GgmlType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
-  const uint8_t* p = row + b * kBlockBytes;
-  // The two f16 scales are 16-bit words 0 and kBlockBytes / 2 from p; a
-  // masked load touches only those (no read past the row), vpermw spreads
-  // them over 8 lanes each.
-  constexpr int kWord1 = static_cast<int>(kBlockBytes / 2);
-  const __mmask32 halves = kTwo ? (1u | 1u << kWord1) : 1u;
-  const __m512i h = _mm512_maskz_loadu_epi16(halves, p);
-  const __m512i spread =
-      kTwo ? _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                              kWord1, kWord1, kWord1, kWord1, kWord1, kWord1,
-                              kWord1, kWord1, 0, 0, 0, 0, 0, 0, 0, 0)
-           : _mm512_setzero_si512();
-  *scale = _mm512_cvtph_ps(
-      _mm512_castsi512_si256(_mm512_permutexvar_epi16(spread, h)));
+inline __m512i LoadWPair(const uint8_t* p) {
   if constexpr (WT == GgmlType::kQ8_0) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    const __m256i w1 =
-        kTwo ? _mm256_loadu_si256(
-                   reinterpret_cast<const __m256i*>(p + kBlockBytes + 2))
-             : _mm256_set1_epi8(static_cast<char>(0x80));  // -> 0 after ^
-    return _mm512_xor_si512(
-        _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1),
-        _mm512_set1_epi8(static_cast<char>(0x80)));
+    __m512i v;
+    if constexpr (kTwo) {
+      // Bytes 0-31 from block b's qs; 32-63 re-read 2 bytes further on,
+      // skipping block b + 1's scale. Nothing past block b + 1 is touched.
+      v = _mm512_loadu_si512(p + 2);
+      v = _mm512_mask_loadu_epi8(v, ~__mmask64{0xFFFFFFFF}, p + 4);
+    } else {
+      v = _mm512_maskz_loadu_epi8(__mmask64{0xFFFFFFFF}, p + 2);
+    }
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
   } else {
     const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
     const __m128i x1 =
-        kTwo ? _mm_loadu_si128(
-                   reinterpret_cast<const __m128i*>(p + kBlockBytes + 2))
+        kTwo ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                   p + kBlockBytes<WT> + 2))
              : _mm_setzero_si128();
     const __m256i both = _mm256_set_m128i(x1, x0);
     const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -329,60 +389,96 @@ inline __m512i LoadWPair(const uint8_t* row, int64_t b, __m512* scale) {
   }
 }
 
-// One step over blocks b (and b + 1) for R rows x T tokens. vpdpbusd sums
-// 4 products of (unsigned weight) x (signed activation) per int32 lane,
-// starting from -offset * sum(q) in the block's first lane, so the lanes of
-// each block add up to the exact sum of w * q.
+// Per 128 bits: [a0 + a2, b0 + b2, a1 + a3, b1 + b3].
+inline __m512i Fold32(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
+                          _mm512_unpackhi_epi32(a, b));
+}
+
+// Per 128 bits: [a0 + a2, a1 + a3, b0 + b2, b1 + b3].
+inline __m512i Fold64(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b),
+                          _mm512_unpackhi_epi64(a, b));
+}
+
+// Sums 8 rows' vpdpbusd vectors (lanes 0-7: block b, 8-15: block b + 1)
+// into [row 0..7 of block b | row 0..7 of block b + 1].
+inline __m512i FoldRows(const __m512i (&d)[8]) {
+  // Per 128-bit chunk c (0, 1: block b; 2, 3: block b + 1), rows 0-3 / 4-7.
+  const __m512i lo = Fold64(Fold32(d[0], d[1]), Fold32(d[2], d[3]));
+  const __m512i hi = Fold64(Fold32(d[4], d[5]), Fold32(d[6], d[7]));
+  // [lo.c0 + lo.c1, lo.c2 + lo.c3, hi.c0 + hi.c1, hi.c2 + hi.c3]
+  const __m512i s =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// One step over blocks b (and b + 1) for R rows x T tokens.
 template <GgmlType WT, int R, int T, bool kTwo>
-inline void QuantStep(const TileArgs& a, int64_t b, __m512 (&acc)[R][T]) {
+inline void QuantStep(const TileArgs& a, int64_t b, __m256 (&acc)[T]) {
   const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
-  __m512i xv[T];
-  __m512 xd[T];
-  __m512i xc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    const int8_t* xt = x + t * a.x_stride + b * kQBlock;
-    if constexpr (kTwo) {
-      xv[t] = _mm512_loadu_si512(xt);
-    } else {
-      xv[t] = _mm512_inserti64x4(
-          _mm512_setzero_si512(),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt)), 0);
-    }
-    const int64_t pair = t * a.pair_stride + b * 8;  // (b / 2) * 16
-    xd[t] = _mm512_loadu_ps(a.xd_pairs + pair);
-    xc[t] = _mm512_slli_epi32(_mm512_loadu_si512(a.xs_pairs + pair),
-                              kOffsetShift<WT>);
-  }
+  const uint8_t* p = a.w + b * kBlockBytes<WT>;     // row 0, block b
+  __m512i wv[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    Prefetch<T>(a, r,
-                b * (WT == GgmlType::kQ8_0 ? kQ8_0BlockBytes
-                                           : kQ4_0BlockBytes));
-    __m512 wd;
-    const __m512i wv = LoadWPair<WT, kTwo>(a.w + r * a.row_bytes, b, &wd);
+    Prefetch<T>(a, r, b * kBlockBytes<WT>);
+    wv[r] = LoadWPair<WT, kTwo>(p + r * a.row_bytes);
+  }
+  // The rows' f16 scales of blocks b and b + 1: the low half of each
+  // gathered dword.
+  const __m512i rows = _mm512_mullo_epi64(
+      _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+      _mm512_set1_epi64(static_cast<int64_t>(a.row_bytes)));
+  constexpr __mmask8 kRowMask = static_cast<__mmask8>((1u << R) - 1);
+  const __m256 wd0 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(
+      _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), kRowMask, rows, p, 1)));
+  __m256 wd1 = _mm256_setzero_ps();
+  if constexpr (kTwo) {
+    wd1 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm512_mask_i64gather_epi32(
+        _mm256_setzero_si256(), kRowMask, rows, p + kBlockBytes<WT>, 1)));
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const int8_t* xt = x + t * a.x_stride + b * kQBlock;
+    const __m512i xv =
+        kTwo ? _mm512_loadu_si512(xt)
+             : _mm512_maskz_loadu_epi8(__mmask64{0xFFFFFFFF}, xt);
+    const __m512i xc = _mm512_slli_epi32(
+        _mm512_loadu_si512(a.xs_pairs + t * a.pair_stride + b * 8),
+        kOffsetShift<WT>);
+    __m512i dot[8];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const __m512i dot = _mm512_dpbusd_epi32(xc[t], wv, xv[t]);
-      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(wd, xd[t]), acc[r][t]);
+    for (int r = 0; r < 8; ++r) {
+      dot[r] = r < R ? _mm512_dpbusd_epi32(xc, wv[r < R ? r : 0], xv)
+                     : _mm512_setzero_si512();
+    }
+    const __m512 isum = _mm512_cvtepi32_ps(FoldRows(dot));
+    const float* xd = a.xd + t * a.xd_stride + b;
+    acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(isum),
+                             _mm256_mul_ps(wd0, _mm256_set1_ps(xd[0])), acc[t]);
+    if constexpr (kTwo) {
+      acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(isum, 1),
+                               _mm256_mul_ps(wd1, _mm256_set1_ps(xd[1])),
+                               acc[t]);
     }
   }
 }
 
 template <GgmlType WT, int R, int T>
 void QuantTile(const TileArgs& a) {
-  __m512 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
+  __m256 acc[T];  // lane r: y[t, r]
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t b_end = a.k1 / kQBlock;
   int64_t b = a.k0 / kQBlock;
   for (; b + 2 <= b_end; b += 2) QuantStep<WT, R, T, true>(a, b, acc);
   if (b < b_end) QuantStep<WT, R, T, false>(a, b, acc);
-  StoreSums<R, T>(a, acc);
+  constexpr __mmask8 kRowMask = static_cast<__mmask8>((1u << R) - 1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    _mm256_mask_storeu_ps(a.y + t * a.y_stride, kRowMask, acc[t]);
+  }
 }
 
 template <GgmlType WT, int R, int... Ts>
@@ -396,21 +492,15 @@ void FillQuant(TileSet& s, std::integer_sequence<int, Rs...>) {
    ...);
 }
 
-template <GgmlType WT, int... Rs>
-void FillQuantOne(TileSet& s, std::integer_sequence<int, Rs...>) {
-  ((s.fn[Rs][0] = &QuantTile<WT, Rs + 1, 1>), ...);
-}
-
 template <GgmlType WT>
 TileSet MakeQuantSet() {
   TileSet s;
   s.rows = kQuantRows;
-  s.rows_one = kQuantRowsOne;
+  s.rows_one = kQuantRows;
   s.tokens = kQuantTokens;
-  s.kc = 2048;  // 4 tokens x 2 KiB of activations stay in L1
+  s.kc = 0;  // full rows: the tiles keep no carry (y is their accumulator)
   s.mc = 64;
   FillQuant<WT>(s, std::make_integer_sequence<int, kQuantRows>{});
-  FillQuantOne<WT>(s, std::make_integer_sequence<int, kQuantRowsOne>{});
   return s;
 }
 

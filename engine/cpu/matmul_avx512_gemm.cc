@@ -27,233 +27,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-// ---- Float weights: packed f32 panels, 64 rows x 6 tokens of FMAs ----
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-
-namespace paceline::engine::cpu::internal {
-namespace {
-
-constexpr int kFPanelRows = 16;      // rows per packed panel: one zmm
-constexpr int kFPanels = 4;          // 4 panels x 6 tokens = 24 accumulators:
-constexpr int kFGemmTokens = 6;      // 10 loads per 24 FMAs
-constexpr int64_t kFGemmKc = 1024;   // 6 tokens x 4 KiB of x stay in L1
-constexpr int64_t kFGemmMc = 64;     // 64 rows x 4 KiB of packed f32 in L2
-
-constexpr int64_t kFPackPrefetchBytes = 512;
-
-// Packs rows [r0, r0 + nr) x columns [k0, k0 + n) as f32 panels:
-//   out: (panels, n, 16); out[p][k][lane] = w[r0 + 16p + lane, k0 + k],
-//   0 for rows past nr.
-// A gather reads one column of a panel's 16 rows (two, packed in 32-bit
-// lanes, for 16-bit types): the transpose costs ~0.3 cycles per element
-// instead of ~1.5 for element-wise stores.
-template <GgmlType WT>
-void PackFloatBlock(const uint8_t* w, size_t row_bytes, int64_t r0,
-                    int64_t nr, int64_t k0, int64_t n, float* out) {
-  constexpr int64_t eb = WT == GgmlType::kF32 ? 4 : 2;
-  const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                          11, 12, 13, 14, 15);
-  for (int64_t p = 0; p < panels; ++p) {
-    float* panel = out + p * n * kFPanelRows;  // (n, 16)
-    const int64_t rows = std::min<int64_t>(kFPanelRows, nr - p * kFPanelRows);
-    const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-    const uint8_t* base = w + (r0 + p * kFPanelRows) * row_bytes + k0 * eb;
-    // Row offsets fit int32: row_bytes * 16 is far below 2 GiB for any
-    // real matrix (checked by the caller's shapes: cols < 2^26).
-    const __m512i offsets =
-        _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(row_bytes)));
-    // 16 rows are 16 streams: prefetch along each (see PackBlock).
-    auto prefetch = [&](int64_t col) {
-      for (int64_t i = 0; i < rows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(base) + i * row_bytes +
-                         col * eb + kFPackPrefetchBytes,
-                     _MM_HINT_T0);
-      }
-    };
-    int64_t k = 0;
-    if constexpr (WT == GgmlType::kF32) {
-      for (; k < n; ++k) {
-        if (k % 16 == 0) prefetch(k);
-        _mm512_storeu_ps(panel + k * kFPanelRows,
-                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
-                                                  offsets, base + 4 * k, 1));
-      }
-    } else {
-      for (; k + 2 <= n; k += 2) {
-        if (k % 32 == 0) prefetch(k);
-        const __m512i pair = _mm512_mask_i32gather_epi32(
-            _mm512_setzero_si512(), valid, offsets, base + 2 * k, 1);
-        const __m256i lo = _mm512_cvtepi32_epi16(pair);
-        const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(pair, 16));
-        __m512 f_lo, f_hi;
-        if constexpr (WT == GgmlType::kF16) {
-          f_lo = _mm512_cvtph_ps(lo);
-          f_hi = _mm512_cvtph_ps(hi);
-        } else {
-          f_lo = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
-          f_hi = _mm512_castsi512_ps(
-              _mm512_and_si512(pair, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-        }
-        _mm512_storeu_ps(panel + k * kFPanelRows, f_lo);
-        _mm512_storeu_ps(panel + (k + 1) * kFPanelRows, f_hi);
-      }
-      for (; k < n; ++k) {  // odd last column: 16-bit reads, no overrun
-        alignas(64) uint16_t h[kFPanelRows] = {};
-        for (int64_t i = 0; i < rows; ++i) {
-          std::memcpy(&h[i], base + i * row_bytes + 2 * k, 2);
-        }
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(h));
-        _mm512_storeu_ps(
-            panel + k * kFPanelRows,
-            WT == GgmlType::kF16
-                ? _mm512_cvtph_ps(v)
-                : _mm512_castsi512_ps(
-                      _mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
-      }
-    }
-  }
-}
-
-struct FGemmArgs {
-  const float* panel[kFPanels];  // (n, 16) each; the first NP are used
-  int64_t n = 0;          // columns in this block
-  const float* x = nullptr;  // (T, x_stride) first token, at column k0
-  int64_t x_stride = 0;
-  float* y = nullptr;        // y[token 0, first row of panel 0]
-  int64_t y_stride = 0;
-  __mmask16 last_rows = 0xFFFF;
-  bool accumulate = false;
-};
-
-template <int NP, int T>
-void FGemmTile(const FGemmArgs& g) {
-  // The outputs are rarely cached (y spans all tokens x rows); start
-  // fetching them now, not after the column loop.
-  if (g.accumulate) {
-#pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 4
-      for (int p = 0; p < NP; ++p) {
-        _mm_prefetch(reinterpret_cast<const char*>(g.y + t * g.y_stride +
-                                                   p * kFPanelRows),
-                     _MM_HINT_T0);
-      }
-    }
-  }
-  __m512 acc[NP][T];
-#pragma GCC unroll 12
-  for (int p = 0; p < NP; ++p) {
-#pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
-  }
-  for (int64_t k = 0; k < g.n; ++k) {
-    __m512 wv[NP];
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      wv[p] = _mm512_loadu_ps(g.panel[p] + k * kFPanelRows);
-    }
-#pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) {
-      const __m512 xb = _mm512_set1_ps(g.x[t * g.x_stride + k]);
-#pragma GCC unroll 4
-      for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
-    }
-  }
-#pragma GCC unroll 12
-  for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      float* out = g.y + t * g.y_stride + p * kFPanelRows;  // (16) rows
-      const __mmask16 m = p == NP - 1 ? g.last_rows : __mmask16{0xFFFF};
-      __m512 v = acc[p][t];
-      if (g.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
-      _mm512_mask_storeu_ps(out, m, v);
-    }
-  }
-}
-
-using FGemmFn = void (*)(const FGemmArgs&);
-
-template <int NP, int... Ts>
-void FillFGemm(FGemmFn (&fn)[kFGemmTokens], std::integer_sequence<int, Ts...>) {
-  ((fn[Ts] = &FGemmTile<NP, Ts + 1>), ...);
-}
-
-struct FGemmTable {
-  FGemmFn fn[kFPanels][kFGemmTokens];  // [NP - 1][T - 1]
-  FGemmTable() {
-    FillFGemm<1>(fn[0], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<2>(fn[1], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<3>(fn[2], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<4>(fn[3], std::make_integer_sequence<int, kFGemmTokens>{});
-  }
-};
-
-template <GgmlType WT>
-void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
-  static const FGemmTable table;
-  // Per thread, grown once: 64 rows x 1024 columns of f32 = 256 KiB.
-  thread_local std::vector<float> packed;
-  if (packed.size() < static_cast<size_t>(kFGemmMc * kFGemmKc)) {
-    packed.resize(kFGemmMc * kFGemmKc);
-  }
-  FGemmArgs g;
-  g.x_stride = task.cols;
-  g.y_stride = task.rows;
-  for (int64_t k0 = 0; k0 < task.cols; k0 += kFGemmKc) {
-    const int64_t n = std::min(kFGemmKc, task.cols - k0);
-    g.n = n;
-    g.accumulate = k0 > 0;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kFGemmMc) {
-      const int64_t nr = std::min(kFGemmMc, row_end - r0);
-      PackFloatBlock<WT>(task.w, task.row_bytes, r0, nr, k0, n, packed.data());
-      const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
-      for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kFGemmTokens) {
-        const int nt = static_cast<int>(
-            std::min<int64_t>(kFGemmTokens, task.n_tokens - t0));
-        g.x = task.x + t0 * task.cols + k0;
-        for (int64_t p = 0; p < panels; p += kFPanels) {
-          const int np =
-              static_cast<int>(std::min<int64_t>(kFPanels, panels - p));
-          for (int i = 0; i < kFPanels; ++i) {
-            g.panel[i] = packed.data() + (p + i) * n * kFPanelRows;
-          }
-          g.y = task.y + t0 * task.rows + r0 + p * kFPanelRows;
-          const int64_t rows_in_last = nr - (p + np - 1) * kFPanelRows;
-          g.last_rows = rows_in_last >= kFPanelRows
-                            ? __mmask16{0xFFFF}
-                            : static_cast<__mmask16>((1u << rows_in_last) - 1);
-          table.fn[np - 1][nt - 1](g);
-        }
-      }
-    }
-  }
-}
-
-}  // namespace
-
-void GemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
-                    int64_t row_end) {
-  switch (task.type) {
-    case GgmlType::kF32:
-      FGemmRows<GgmlType::kF32>(task, row_begin, row_end);
-      break;
-    case GgmlType::kF16:
-      FGemmRows<GgmlType::kF16>(task, row_begin, row_end);
-      break;
-    default:
-      FGemmRows<GgmlType::kBF16>(task, row_begin, row_end);
-      break;
-  }
-}
-
-}  // namespace paceline::engine::cpu::internal
-
-#pragma GCC pop_options
-
 // ---- Int8 weights (Q8_0, Q4_0): packed quads, VNNI outer products ----
 
 #pragma GCC push_options
@@ -355,11 +128,18 @@ struct GemmArgs {
 // y[t, 16 NP rows] (+)= for T tokens over the column block.
 template <GgmlType WT, int NP, int T>
 void GemmTile(const GemmArgs& g) {
+  // Later column blocks resume the sums in y, so each y[t, r] takes one
+  // chain of FMAs over all blocks, as in the dot-product tiles.
   __m512 accf[NP][T];
 #pragma GCC unroll 8
   for (int p = 0; p < NP; ++p) {
+    const __mmask16 m = p == NP - 1 ? g.last_rows : __mmask16{0xFFFF};
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) accf[p][t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) {
+      accf[p][t] = g.accumulate ? _mm512_maskz_loadu_ps(
+                                      m, g.y + t * g.y_stride + p * kPanelRows)
+                                : _mm512_setzero_ps();
+    }
   }
   for (int64_t j = 0; j < g.nb; ++j) {
     const int64_t b = g.b0 + j;
@@ -412,9 +192,7 @@ void GemmTile(const GemmArgs& g) {
     for (int p = 0; p < NP; ++p) {
       float* out = g.y + t * g.y_stride + p * kPanelRows;  // (16) rows
       const __mmask16 m = p == NP - 1 ? g.last_rows : __mmask16{0xFFFF};
-      __m512 v = accf[p][t];
-      if (g.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
-      _mm512_mask_storeu_ps(out, m, v);
+      _mm512_mask_storeu_ps(out, m, accf[p][t]);
     }
   }
 }

@@ -11,8 +11,18 @@
 //   Q8_0 / Q4_0:    y[t, r] = sum_b (dw[r, b] * dx[t, b]) * isum(r, t, b)
 // where isum is the exact int32 dot product of block b's 32 int8 weights
 // (Q4_0: nibble - 8) with the 32 int8 activations, and dx/qx come from
-// QuantizeRow*. Paths differ only in the order of float additions (and FMA
+// QuantizeRow*. ISA levels differ in the order of float additions (and FMA
 // contraction), so scalar and SIMD results agree to float rounding.
+//
+// Batch invariance: within one ISA level, y[t, r] is bit for bit the same
+// whatever n_tokens, the other tokens, the tiling or the thread split —
+// every path of a level takes the same float operations per (token, row):
+//   float (AVX-512 / AVX2): one accumulator vector per (token, row), lane i
+//     summing columns i, i + 16 (8), ... in order by FMA, carried unreduced
+//     across column blocks, then one fixed horizontal sum;
+//   Q8_0 / Q4_0 with VNNI (tiles and packed GEMM alike): per block in
+//     column order, acc = fma(float(isum), dw * dx, acc) from acc = 0;
+//   Q8_0 / Q4_0 on AVX2: as float, per block fma(float(lane sums), dw * dx).
 
 #include <cstddef>
 #include <cstdint>
@@ -34,8 +44,6 @@ struct QuantizedActs {
   const float* d = nullptr;   // (n_tokens, cols / 32)
   // Only for the AVX-512 VNNI kernels (BuildPairsAvx512), per token and
   // pair of blocks p = (2p, 2p + 1), n_pairs = ceil(cols / 64):
-  const float* d_pairs = nullptr;    // (n_tokens, n_pairs, 16) d[2p] in
-                                     // lanes 0-7, d[2p + 1] in 8-15
   const int32_t* s_pairs = nullptr;  // (n_tokens, n_pairs, 16) -sum(q) of
                                      // block 2p in lane 0, 2p + 1 in lane 8
 };
@@ -70,13 +78,20 @@ struct TileArgs {
   int64_t x_stride = 0;       // elements between tokens (= cols)
   const float* xd = nullptr;  // Q paths: (nt, xd_stride) block scales
   int64_t xd_stride = 0;      // = cols / 32
-  const float* xd_pairs = nullptr;    // VNNI: (nt, pair_stride) d_pairs
   const int32_t* xs_pairs = nullptr;  // VNNI: (nt, pair_stride) s_pairs
   int64_t pair_stride = 0;            // = n_pairs * 16
   int64_t k0 = 0, k1 = 0;             // columns; Q paths: multiples of 32
   float* y = nullptr;                 // y[token 0, row 0] of the tile
   int64_t y_stride = 0;               // floats between tokens (= rows)
-  bool accumulate = false;            // add to y (later column blocks) or store
+  // Column blocks after the first resume, and all but the last save, the
+  // tile's register accumulators unreduced, so a dot product adds its
+  // products in the same order whatever the blocking (batch invariance):
+  //   carry: (nr, carry_stride) tile row i's token t at [i * carry_stride
+  //   + t * kCarryFloats], kCarryFloats floats each.
+  float* carry = nullptr;
+  int64_t carry_stride = 0;
+  bool load_carry = false;   // start from carry (k0 > 0) instead of zero
+  bool store_carry = false;  // end in carry (k1 < cols) instead of y
   // The next row tile's weights at the same columns, for the tile to
   // prefetch into L2 while it streams its own (first token tile of a batch
   // only; null otherwise). Single-token tiles prefetch along their own rows.
@@ -84,6 +99,9 @@ struct TileArgs {
 };
 
 using TileFn = void (*)(const TileArgs& args);
+
+// Floats per accumulator in TileArgs::carry: one zmm.
+inline constexpr int64_t kCarryFloats = 16;
 
 // Software prefetch shared by the SIMD tiles. Decode tiles stream weight
 // rows from DRAM as 4-8 concurrent streams that advance slowly; the
@@ -142,29 +160,25 @@ void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* d);
 void MatMulRowsAvx2(const MatMulTask& task, int64_t row_begin, int64_t row_end);
 void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* d);
 
-// AVX-512 F/BW/VL/DQ (matmul_avx512.cc): float types.
+// AVX-512 F/BW/VL/DQ (matmul_avx512.cc): float types. From
+// kConvertMinTokens tokens F16 / BF16 rows are widened to f32 once per call.
 void MatMulRowsAvx512(const MatMulTask& task, int64_t row_begin,
                       int64_t row_end);
 void QuantizeRowAvx512(const float* x, int64_t cols, int8_t* q, float* d);
-// One token's d_pairs (n_pairs, 16) and s_pairs (n_pairs, 16) from its
-// q (cols) and d (cols / 32); see QuantizedActs.
-void BuildPairsAvx512(const int8_t* q, const float* d, int64_t cols,
-                      float* d_pairs, int32_t* s_pairs);
+// One token's s_pairs (n_pairs, 16) from its q (cols); see QuantizedActs.
+void BuildPairsAvx512(const int8_t* q, int64_t cols, int32_t* s_pairs);
 // AVX-512 VNNI (matmul_avx512.cc): Q8_0 and Q4_0; needs the pair arrays.
 void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                           int64_t row_end);
 
-// Packed GEMMs (matmul_avx512_gemm.cc) that the two AVX-512 entry points
-// hand over to for many tokens: weights repacked 16 rows to a register,
-// outer-product tiles. Crossovers measured on a Sapphire Rapids-class VM
-// with cache-resident weights (bench/RESULTS.md): int8 from 6 tokens
-// (83 vs 55 GMAC/s per core at 8), float from ~48 (F32 from ~24; F16
-// equal at 48, 62 vs 52 at 512).
-void GemmRowsAvx512(const MatMulTask& task, int64_t row_begin, int64_t row_end);
+// Packed int8 GEMM (matmul_avx512_gemm.cc) that the VNNI entry point hands
+// over to for many tokens: weights repacked 16 rows to a register,
+// outer-product tiles. Crossover measured on a Sapphire Rapids-class VM
+// with cache-resident weights (bench/RESULTS.md): from 6 tokens (83 vs 55
+// GMAC/s per core at 8).
 void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                         int64_t row_end);
 inline constexpr int64_t kGemmMinTokens = 6;
-inline constexpr int64_t kFloatGemmMinTokens = 48;
 // The packing gathers address 16 rows with int32 offsets.
 inline constexpr size_t kGemmMaxRowBytes = size_t{1} << 26;
 #endif

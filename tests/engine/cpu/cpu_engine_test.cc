@@ -107,30 +107,15 @@ TEST_F(StoriesTest, Greedy252TokensMatchRunC) {
                          result->tokens.begin()));
 }
 
-// How two runs of the same sequence must agree. Tokens: exactly, always.
-// Logits: bit for bit with the scalar matmul (tolerance 0), which computes a
-// token's row the same way whatever else is in the step, so any difference
-// would come from the engine's own code (attention, RoPE, norms, K/V
-// placement). With the SIMD kernels, within `tolerance` × max(1, |logit|):
-// they may sum a row in another order for a different number of tokens
-// (the AVX-512 paths do, at the time of writing: GEMM tiles for larger
-// steps), and with Q8_0 / Q4_0 weights such a last-bit difference can move
-// an int8-quantized activation by one level, hence a looser bound there.
+// How two runs of the same sequence must agree: the same tokens, and the
+// same logits bit for bit. At every ISA level the matmul computes a token's
+// row the same way whatever else is in the step (matmul_internal.h), so any
+// difference would come from the engine's own code (attention, RoPE, norms,
+// K/V placement).
 void ExpectSameRun(const GreedyResult& got, const GreedyResult& want,
-                   float tolerance, const std::string& what) {
+                   const std::string& what) {
   EXPECT_EQ(got.tokens, want.tokens) << what;
-  if (tolerance == 0) {
-    EXPECT_EQ(got.logits, want.logits) << what;
-    return;
-  }
-  ASSERT_EQ(got.logits.size(), want.logits.size()) << what;
-  for (size_t k = 0; k < want.logits.size(); ++k) {
-    for (size_t v = 0; v < want.logits[k].size(); ++v) {
-      const float w = want.logits[k][v];
-      ASSERT_NEAR(got.logits[k][v], w, tolerance * std::max(1.0f, std::fabs(w)))
-          << what << ": step " << k << ", logit " << v;
-    }
-  }
+  EXPECT_EQ(got.logits, want.logits) << what;
 }
 
 // Runs the test body at the machine's kernels, then at the scalar ones.
@@ -140,10 +125,17 @@ class IsaScope {
   ~IsaScope() { SetIsaLevelCap(IsaLevel::kAvx512); }
 };
 
-constexpr IsaLevel kBestAndScalar[] = {IsaLevel::kAvx512, IsaLevel::kScalar};
+// Every level this machine runs.
+std::vector<IsaLevel> AllLevels() {
+  std::vector<IsaLevel> levels;
+  for (int l = static_cast<int>(GetCpuFeatures().max_level); l >= 0; --l) {
+    levels.push_back(static_cast<IsaLevel>(l));
+  }
+  return levels;
+}
 
 // A long prompt (83 tokens), prefilled in chunks: the same K/V, so the
-// same tokens (and, with the scalar matmul, the same logits bit for bit).
+// same tokens and the same logits bit for bit.
 TEST_F(StoriesTest, ChunkedPrefillMatchesOneShot) {
   const std::vector<int32_t> prompt = Encode(
       "Once upon a time, there was a little girl named Lily. She loved to "
@@ -151,7 +143,7 @@ TEST_F(StoriesTest, ChunkedPrefillMatchesOneShot) {
       "wanted to play with it, but it was too high. Lily's mom said, \"Lily, "
       "let's go to the park.\"");
   ASSERT_GT(prompt.size(), 64u);
-  for (IsaLevel level : kBestAndScalar) {
+  for (IsaLevel level : AllLevels()) {
     IsaScope isa(level);
     auto engine = MakeEngine();
     const std::vector<int32_t> blocks =
@@ -162,7 +154,6 @@ TEST_F(StoriesTest, ChunkedPrefillMatchesOneShot) {
       auto chunked = GenerateAlone(*engine, prompt, 24, chunk, blocks);
       ASSERT_TRUE(chunked.ok()) << chunked.status();
       ExpectSameRun(*chunked, *one_shot,
-                    level == IsaLevel::kScalar ? 0.0f : 1e-4f,
                     absl::StrCat("chunk ", chunk, ", ", IsaLevelName(level)));
     }
   }
@@ -245,10 +236,7 @@ absl::Status RunTogether(Engine& engine, std::vector<Sequence>& seqs,
 
 void ExpectBatchInvariant(CpuEngine& engine,
                           const std::vector<std::vector<int32_t>>& prompts,
-                          int64_t n_generate, bool bitwise) {
-  const GgmlType type = engine.weights().layers()[0].attn_q.type;
-  const bool quantized = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-  const float tolerance = bitwise ? 0.0f : quantized ? 5e-3f : 1e-4f;
+                          int64_t n_generate) {
   const int64_t chunks[] = {3, 64, 7, 1, 16};
   std::vector<Sequence> seqs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -263,12 +251,12 @@ void ExpectBatchInvariant(CpuEngine& engine,
         GenerateAlone(engine, prompts[i], n_generate, 0,
                       ContiguousBlocks(engine, prompts[i].size() + n_generate));
     ASSERT_TRUE(alone.ok()) << alone.status();
-    ExpectSameRun(seqs[i].out, *alone, tolerance, absl::StrCat("prompt ", i));
+    ExpectSameRun(seqs[i].out, *alone, absl::StrCat("prompt ", i));
   }
 }
 
 TEST_F(StoriesTest, BatchedGenerationMatchesEachAlone) {
-  for (IsaLevel level : kBestAndScalar) {
+  for (IsaLevel level : AllLevels()) {
     IsaScope isa(level);
     auto engine = MakeEngine(/*num_blocks=*/128);
     ExpectBatchInvariant(
@@ -279,7 +267,7 @@ TEST_F(StoriesTest, BatchedGenerationMatchesEachAlone) {
          Encode("One day"),
          Encode("There was a little boy who liked to eat cake. He ate a lot of "
                 "cake every day, and his mom said")},
-        40, level == IsaLevel::kScalar);
+        40);
   }
 }
 
@@ -331,9 +319,9 @@ TEST_P(DummyBatchTest, BatchedGenerationMatchesEachAlone) {
     for (int32_t& t : p) t = static_cast<int32_t>(rng() % config.n_vocab);
     prompts.push_back(p);
   }
-  for (IsaLevel level : kBestAndScalar) {
+  for (IsaLevel level : AllLevels()) {
     IsaScope isa(level);
-    ExpectBatchInvariant(**engine, prompts, 12, level == IsaLevel::kScalar);
+    ExpectBatchInvariant(**engine, prompts, 12);
   }
 }
 
