@@ -20,6 +20,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "server/sha256.h"
 #include "tests/testing/daemon_process.h"
@@ -124,6 +125,18 @@ v1::ServerStatus WaitKvIdle(v1::Paceline::Stub& stub, const std::string& key,
     s = Status(stub, key);
   }
   return s;
+}
+
+using HealthStatus = grpc::health::v1::HealthCheckResponse;
+
+// The standard health service (no key needed).
+HealthStatus::ServingStatus Health(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status st = stub->Check(&ctx, {}, &response);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return response.status();
 }
 
 class DaemonTest : public ::testing::Test {
@@ -491,8 +504,10 @@ TEST_F(DaemonTest, SigtermDrainsInFlightStreams) {
   while (Status(*stub_, kAliceKey).paced_streams() < 3 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
+  EXPECT_EQ(Health(daemon_.Channel()), HealthStatus::SERVING);
   ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
   ASSERT_TRUE(daemon_.WaitForStderr("draining", absl::Seconds(5)));
+  EXPECT_EQ(Health(daemon_.Channel()), HealthStatus::NOT_SERVING);
   {
     v1::CompleteResponse out;
     auto ctx = MakeClientContext(kAliceKey);
@@ -505,6 +520,35 @@ TEST_F(DaemonTest, SigtermDrainsInFlightStreams) {
     EXPECT_EQ(r.ids.size(), 20u);
     EXPECT_EQ(r.finish.reason(), v1::FINISH_REASON_LENGTH);
   }
+  absl::StatusOr<int> code = daemon_.WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << daemon_.stderr_text();
+}
+
+// A stream that would outlast the drain timeout is cut with ABORTED; the
+// daemon still exits 0.
+TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
+  Start({"--drain-timeout", "1"});
+  v1::GenerateRequest slow = Greedy("Once upon a time", 100);
+  slow.mutable_stopping()->set_ignore_eos(true);
+  slow.mutable_delivery()->set_pace_tokens_per_s(5);  // 20 s of delivery
+  StreamResult result;
+  std::thread reader([&] { result = RunGenerate(*stub_, kAliceKey, slow); });
+  WaitStatus(
+      *stub_, kAliceKey,
+      [](const v1::ServerStatus& s) { return s.paced_streams() == 1; },
+      absl::Seconds(5));
+  const absl::Time signalled = absl::Now();
+  ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
+  reader.join();
+  const absl::Duration took = absl::Now() - signalled;
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::ABORTED)
+      << result.status.error_message();
+  EXPECT_FALSE(result.finished);
+  EXPECT_GE(result.ids.size(), 1u);
+  EXPECT_LT(result.ids.size(), 100u);
+  EXPECT_GE(took, absl::Milliseconds(900));
+  EXPECT_LT(took, absl::Seconds(10));
   absl::StatusOr<int> code = daemon_.WaitExit(absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << daemon_.stderr_text();

@@ -15,6 +15,7 @@ int RunPlan(std::span<const std::string> args);
 int RunGenerate(std::span<const std::string> args);
 int RunComplete(std::span<const std::string> args);
 int RunHashKey(std::span<const std::string> args);
+int RunHealth(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 

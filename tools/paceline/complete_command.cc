@@ -25,6 +25,7 @@
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/grpc_client.h"
 
 namespace paceline::tools {
 namespace {
@@ -189,20 +190,6 @@ absl::StatusOr<CompleteFlags> ReadFlags(const ParsedArgs& args) {
   return f;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const CompleteFlags& f) {
-  if (f.tls_ca.empty()) {
-    return grpc::CreateChannel(f.server, grpc::InsecureChannelCredentials());
-  }
-  std::ifstream in(f.tls_ca, std::ios::binary);
-  std::ostringstream pem;
-  if (!in || !(pem << in.rdbuf())) {
-    return absl::NotFoundError(absl::StrCat("cannot read --tls-ca ", f.tls_ca));
-  }
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = pem.str();
-  return grpc::CreateChannel(f.server, grpc::SslCredentials(options));
-}
-
 void Prepare(const CompleteFlags& f, grpc::ClientContext* ctx) {
   ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.api_key));
   if (f.timeout_s.has_value()) {
@@ -210,21 +197,6 @@ void Prepare(const CompleteFlags& f, grpc::ClientContext* ctx) {
                       std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::duration<double>(*f.timeout_s)));
   }
-}
-
-// "UNAUTHENTICATED: unknown API key", plus the server's retry hint.
-absl::Status FromGrpc(const grpc::Status& s, const grpc::ClientContext& ctx) {
-  // gRPC and Abseil number their status codes alike.
-  const auto code = static_cast<absl::StatusCode>(s.error_code());
-  std::string message =
-      absl::StrCat(absl::StatusCodeToString(code), ": ", s.error_message());
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  if (auto it = trailers.find("retry-after-ms"); it != trailers.end()) {
-    absl::StrAppend(&message, " (retry after ",
-                    absl::string_view(it->second.data(), it->second.size()),
-                    " ms)");
-  }
-  return absl::Status(code, message);
 }
 
 absl::string_view ReasonName(pb::FinishReason reason) {
@@ -331,7 +303,7 @@ absl::Status CompleteStreaming(pb::Paceline::Stub& stub,
 }
 
 absl::Status Complete(const CompleteFlags& f) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, Connect(f));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, Connect(f.server, f.tls_ca));
   std::unique_ptr<pb::Paceline::Stub> stub = pb::Paceline::NewStub(channel);
   return f.stream ? CompleteStreaming(*stub, f) : CompleteUnary(*stub, f);
 }

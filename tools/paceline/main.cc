@@ -26,6 +26,7 @@ constexpr Command kCommands[] = {
     {"generate", "generate a continuation of a prompt on the CPU",
      RunGenerate},
     {"complete", "ask a running pacelined for a continuation", RunComplete},
+    {"health", "ask a running pacelined whether it serves", RunHealth},
     {"hash-key", "print the SHA-256 digest of an API key, or make a key",
      RunHashKey},
 };
