@@ -307,8 +307,12 @@ int RunDaemon(std::span<const std::string> args) {
                      "endpoint"));
   }
   std::string host = config.listen().substr(0, config.listen().rfind(':'));
-  Log(absl::StrCat("listening on ", host, ":", port,
-                   config.tls().cert_file().empty() ? "" : " (TLS)"));
+  Log(absl::StrCat("listening on ", host, ":", port));
+  if (!config.tls().cert_file().empty()) {
+    Log(config.tls().client_ca_file().empty()
+            ? "TLS: on"
+            : "TLS: on, client certificates required (mutual TLS)");
+  }
   Log("ready");
   if (absl::Status st = SdNotify("READY=1"); !st.ok()) {
     Log(absl::StrCat("sd_notify: ", st.message()));

@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -523,6 +524,130 @@ TEST_F(DaemonTest, SigtermDrainsInFlightStreams) {
   absl::StatusOr<int> code = daemon_.WaitExit(absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << daemon_.stderr_text();
+}
+
+// The prefix cache is per tenant: a tenant's repeated prompt finds its
+// own cached blocks; another tenant's identical prompt finds none, even
+// when its request names the first tenant as cache_salt (ignored).
+TEST_F(DaemonTest, PrefixCacheIsIsolatedBetweenTenants) {
+  Start();
+  // 40 tokens: two full blocks of 16 can be cached.
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to "
+      "play outside in the park with her friends.";
+  v1::GenerateRequest request = Greedy(prompt, 4);
+  StreamResult first = RunGenerate(*stub_, kAliceKey, request);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_GE(first.accepted.prompt_tokens(), 33);
+  EXPECT_EQ(first.accepted.cached_prompt_tokens(), 0);
+  StreamResult again = RunGenerate(*stub_, kAliceKey, request);
+  EXPECT_GE(again.accepted.cached_prompt_tokens(), 32);
+  EXPECT_EQ(again.finish.usage().cached_prompt_tokens(),
+            again.accepted.cached_prompt_tokens());
+  request.set_cache_salt("alice");
+  StreamResult other = RunGenerate(*stub_, kBobKey, request);
+  EXPECT_EQ(other.accepted.cached_prompt_tokens(), 0);
+  EXPECT_EQ(other.finish.usage().cached_prompt_tokens(), 0);
+  EXPECT_EQ(other.text, first.text);
+}
+
+// A model that cannot be loaded stops start-up with its path and the
+// reason, before anything listens.
+TEST(DaemonStartupTest, BadModelFailsStartupWithWhatAndWhere) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/not_a_model_",
+                                        getpid(), ".gguf");
+  std::ofstream(path) << "this is not a GGUF file";
+  DaemonProcess daemon;
+  absl::Status st = daemon.Start({"--model", path, "--listen", "127.0.0.1:0",
+                                  "--tenant", "a:k", "--allow-root"},
+                                 absl::Seconds(30));
+  EXPECT_FALSE(st.ok());
+  absl::StatusOr<int> code = daemon.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(daemon.stderr_text().find(path), std::string::npos)
+      << daemon.stderr_text();
+  EXPECT_EQ(daemon.stderr_text().find("listening"), std::string::npos);
+}
+
+// Runs a shell command; true when it exits 0.
+bool Shell(const std::string& command) {
+  return std::system(command.c_str()) == 0;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// TLS, then mutual TLS, with certificates made by openssl for the test.
+TEST_F(DaemonTest, ServesTlsAndMutualTls) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/pacelined_tls_", getpid());
+  const std::string quiet = " >/dev/null 2>&1";
+  ASSERT_TRUE(Shell(absl::StrCat("mkdir -p ", dir)));
+  // A CA, a server certificate for 127.0.0.1 and a client certificate.
+  ASSERT_TRUE(Shell(absl::StrCat(
+      "cd ", dir,
+      " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca "
+      "-keyout ca.key -out ca.pem", quiet,
+      " && openssl req -newkey rsa:2048 -nodes -subj /CN=localhost "
+      "-keyout server.key -out server.csr", quiet,
+      " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext"
+      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+      "-CAcreateserial -days 2 -extfile san.ext -out server.pem", quiet,
+      " && openssl req -newkey rsa:2048 -nodes -subj /CN=client "
+      "-keyout client.key -out client.csr", quiet,
+      " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+      "-CAcreateserial -days 2 -out client.pem", quiet)))
+      << "openssl failed";
+  const auto config = [&](bool mutual) {
+    return WriteConfig(absl::StrCat(
+        "model { path: \"", kStories260KPath, "\" }\n",
+        "listen: \"127.0.0.1:0\"\n",
+        "tls { cert_file: \"", dir, "/server.pem\" key_file: \"", dir,
+        "/server.key\"",
+        mutual ? absl::StrCat(" client_ca_file: \"", dir, "/ca.pem\"") : "",
+        " }\n",
+        "tenants { name: \"t\" api_key_sha256: \"", Sha256Hex("k"), "\" }\n"));
+  };
+  const auto complete = [&](const std::string& address,
+                            grpc::SslCredentialsOptions options) {
+    options.pem_root_certs = ReadAll(dir + "/ca.pem");
+    auto stub = v1::Paceline::NewStub(
+        grpc::CreateChannel(address, grpc::SslCredentials(options)));
+    v1::CompleteResponse out;
+    auto ctx = MakeClientContext("k", absl::Seconds(10));
+    grpc::Status st = stub->Complete(ctx.get(), Greedy("Once upon a time", 64), &out);
+    if (st.ok()) {
+      EXPECT_EQ(out.text(), kGreedy64Text);
+    }
+    return st;
+  };
+  {
+    DaemonProcess tls;
+    ASSERT_TRUE(tls.Start({"--config", config(false), "--allow-root"}).ok())
+        << tls.stderr_text();
+    EXPECT_NE(tls.stderr_text().find("TLS: on"), std::string::npos);
+    grpc::Status st = complete(tls.address(), {});
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    // A plaintext client gets nowhere.
+    auto plain = v1::Paceline::NewStub(tls.Channel());
+    v1::CompleteResponse out;
+    auto ctx = MakeClientContext("k", absl::Seconds(5));
+    EXPECT_FALSE(plain->Complete(ctx.get(), Greedy("Once", 4), &out).ok());
+  }
+  {
+    DaemonProcess mtls;
+    ASSERT_TRUE(mtls.Start({"--config", config(true), "--allow-root"}).ok())
+        << mtls.stderr_text();
+    EXPECT_FALSE(complete(mtls.address(), {}).ok());  // no client certificate
+    grpc::SslCredentialsOptions with_cert;
+    with_cert.pem_private_key = ReadAll(dir + "/client.key");
+    with_cert.pem_cert_chain = ReadAll(dir + "/client.pem");
+    grpc::Status st = complete(mtls.address(), with_cert);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  }
 }
 
 // A stream that would outlast the drain timeout is cut with ABORTED; the
