@@ -12,6 +12,7 @@
 // RunDue under an injected clock (tests check exact emission times).
 // Thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <queue>
@@ -52,6 +53,15 @@ class Pacer {
   // Streams waiting for a due time.
   int64_t num_scheduled() const;
 
+  // Generated tokens not yet released, over all streams (the streams keep
+  // it up to date).
+  int64_t buffered_tokens() const {
+    return buffered_tokens_.load(std::memory_order_relaxed);
+  }
+  void AddBufferedTokens(int64_t n) {
+    buffered_tokens_.fetch_add(n, std::memory_order_relaxed);
+  }
+
  private:
   struct Entry {
     absl::Time due;
@@ -79,6 +89,7 @@ class Pacer {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  std::atomic<int64_t> buffered_tokens_{0};
 };
 
 }  // namespace paceline::server

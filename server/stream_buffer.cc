@@ -23,7 +23,7 @@ void StreamBuffer::Detach() {
   writer_ = nullptr;
   done_ = true;
   pending_.clear();
-  pending_tokens_.store(0, std::memory_order_relaxed);
+  DropPendingTokens();
   has_ready_ = false;
   ready_ = Outgoing();
 }
@@ -59,8 +59,7 @@ void StreamBuffer::OnTokens(const scheduler::TokenDelta& delta) {
       piece.ready = now;
       pending_.push_back(std::move(piece));
     }
-    pending_tokens_.fetch_add(static_cast<int64_t>(n),
-                              std::memory_order_relaxed);
+    AddPendingTokens(static_cast<int64_t>(n));
     const absl::Time due = ReleaseLocked(now);
     if (due != absl::InfiniteFuture()) ScheduleLocked(due);
   }
@@ -92,7 +91,7 @@ void StreamBuffer::OnWriteDone(bool ok) {
     if (!ok && !broken_) {
       broken_ = true;
       pending_.clear();
-      pending_tokens_.store(0, std::memory_order_relaxed);
+      DropPendingTokens();
       has_ready_ = false;
       accepted_ready_ = false;
     }
@@ -106,7 +105,7 @@ void StreamBuffer::Abort(absl::Status status) {
     if (done_ || !aborted_.ok()) return;
     aborted_ = std::move(status);
     pending_.clear();
-    pending_tokens_.store(0, std::memory_order_relaxed);
+    DropPendingTokens();
     has_ready_ = false;
     accepted_ready_ = false;
   }
@@ -143,7 +142,7 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
       const absl::Time at = gate_.ReleaseTime(piece.ready);
       if (at > now) return at;
       gate_.Take(at);
-      pending_tokens_.fetch_sub(1, std::memory_order_relaxed);
+      AddPendingTokens(-1);
     }
     if (!has_ready_) {
       ready_ = Outgoing();
@@ -204,6 +203,16 @@ void StreamBuffer::Pump() {
   }
   // Outside the lock: the writer may complete inline and call back.
   writer->StartWrite(out);
+}
+
+void StreamBuffer::AddPendingTokens(int64_t n) {
+  pending_tokens_.fetch_add(n, std::memory_order_relaxed);
+  if (pacer_ != nullptr) pacer_->AddBufferedTokens(n);
+}
+
+void StreamBuffer::DropPendingTokens() {
+  const int64_t n = pending_tokens_.exchange(0, std::memory_order_relaxed);
+  if (pacer_ != nullptr) pacer_->AddBufferedTokens(-n);
 }
 
 void StreamBuffer::ScheduleLocked(absl::Time due) {

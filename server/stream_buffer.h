@@ -131,6 +131,9 @@ class StreamBuffer final : public scheduler::TokenSink,
   bool NextWriteLocked(Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NextWriteLocked, then StartWrite outside the lock.
   void Pump();
+  // pending_tokens_ += n, and the pacer's total with it.
+  void AddPendingTokens(int64_t n);
+  void DropPendingTokens();
   // Asks the pacer for a Release at `due` unless one is pending.
   void ScheduleLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

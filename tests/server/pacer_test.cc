@@ -168,6 +168,7 @@ TEST(StreamBufferTest, PacedStreamEmitsAtExactIntervals) {
   for (int i = 0; i < 40; ++i) s.Token(i, "x");
   s.Finish();
   EXPECT_EQ(s.buffer->buffered_tokens(), 39);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 39);
   EXPECT_EQ(s.pacer.num_scheduled(), 1);
   s.RunUntil(absl::Seconds(3), absl::Milliseconds(1));
   const std::vector<absl::Duration> times = s.DeltaTimes();
@@ -176,6 +177,7 @@ TEST(StreamBufferTest, PacedStreamEmitsAtExactIntervals) {
     EXPECT_EQ(times[i], absl::Milliseconds(50) * i) << "token " << i;
   }
   EXPECT_EQ(s.buffer->buffered_tokens(), 0);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 0);
   const Outgoing& fin = s.writer.writes.back().out;
   ASSERT_EQ(fin.kind, Kind::kFinished);
   EXPECT_EQ(s.writer.writes.back().at, absl::Milliseconds(1950));
@@ -245,8 +247,10 @@ TEST(StreamBufferTest, AbortDropsBufferedTokensAndFinishesAfterTheWriteInFlight)
   s.writer.hold = true;
   s.RunUntil(absl::Milliseconds(100), absl::Milliseconds(10));  // token 1 in flight
   ASSERT_TRUE(s.writer.in_flight);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 8);
   s.buffer->Abort(absl::AbortedError("drain timeout"));
   EXPECT_EQ(s.buffer->buffered_tokens(), 0);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 0);
   const size_t before = s.writer.writes.size();
   s.writer.Complete(true);
   ASSERT_EQ(s.writer.writes.size(), before + 1);
