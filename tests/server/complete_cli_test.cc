@@ -46,11 +46,11 @@ class CompleteCliTest : public ::testing::Test {
     if (access(kStories260KPath.c_str(), R_OK) != 0) {
       GTEST_SKIP() << "no " << kStories260KPath;
     }
-    ASSERT_TRUE(daemon_
-                    .Start({"--model", kStories260KPath, "--listen",
-                            "127.0.0.1:0", "--tenant",
-                            absl::StrCat("alice:", kKey), "--allow-root"})
-                    .ok())
+    ASSERT_TRUE(
+        daemon_
+            .Start({"--model", kStories260KPath, "--listen", "127.0.0.1:0",
+                    "--tenant", absl::StrCat("alice:", kKey), "--allow-root"})
+            .ok())
         << daemon_.stderr_text();
   }
 
@@ -73,8 +73,8 @@ class CompleteCliTest : public ::testing::Test {
 };
 
 TEST_F(CompleteCliTest, UnaryPrintsTheOracleContinuation) {
-  const CommandResult r = Complete({"--api-key", kKey, "--max-tokens", "64",
-                                    "--temperature", "0"});
+  const CommandResult r =
+      Complete({"--api-key", kKey, "--max-tokens", "64", "--temperature", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, std::string(kGreedy64Text) + "\n");
   EXPECT_TRUE(IsFinishLine(r.err, /*stream=*/false, 64)) << r.err;
@@ -109,8 +109,8 @@ TEST_F(CompleteCliTest, PacedStreamTakesItsTime) {
 TEST_F(CompleteCliTest, WrongKeyIsUnauthenticated) {
   for (const bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "stream" : "unary");
-    std::vector<std::string> args = {"--api-key", "not-a-key",
-                                     "--max-tokens", "4"};
+    std::vector<std::string> args = {"--api-key", "not-a-key", "--max-tokens",
+                                     "4"};
     if (stream) args.push_back("--stream");
     const CommandResult r = Complete(args);
     EXPECT_EQ(r.exit_code, 1) << r.err;
