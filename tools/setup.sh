@@ -8,6 +8,7 @@ packages=(
   cmake g++ ninja-build pkg-config git python3
   libabsl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
+  python3-grpcio python3-protobuf
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl

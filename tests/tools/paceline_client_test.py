@@ -115,6 +115,15 @@ class PacelineClientTest(unittest.TestCase):
             self.assertEqual(err, "paceline_client: error: UNAUTHENTICATED: "
                              "unknown API key\n")
 
+    def test_make_request_sets_only_what_it_is_given(self):
+        req = paceline_client.make_request("Hi", max_tokens=40,
+                                           ignore_eos=True)
+        self.assertEqual(req.stopping.max_tokens, 40)
+        self.assertTrue(req.stopping.ignore_eos)
+        self.assertFalse(req.HasField("sampling"))
+        self.assertFalse(req.HasField("delivery"))
+        self.assertFalse(paceline_client.make_request("Hi").HasField("stopping"))
+
     def test_module_api(self):
         with paceline_client.PacelineClient(self.address, KEY,
                                             timeout=30) as client:

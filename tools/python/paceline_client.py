@@ -80,16 +80,20 @@ _REASONS = {
 
 def make_request(prompt, *, max_tokens=None, temperature=None, top_k=None,
                  top_p=None, seed=None, pace=None, burst=None, priority=None,
-                 stop=(), model=""):
+                 stop=(), ignore_eos=None, model=""):
     """A GenerateRequest; options left as None take the server's defaults.
 
     pace is in tokens per second (0: as fast as generated); priority is
-    "interactive", "standard" or "batch".
+    "interactive", "standard" or "batch"; ignore_eos=True generates
+    max_tokens even past the end-of-sequence token.
     """
     req = pb.GenerateRequest(model=model, text=prompt)
     if max_tokens is not None:
         req.stopping.max_tokens = max_tokens
-    req.stopping.stop.extend(stop)
+    if stop:
+        req.stopping.stop.extend(stop)
+    if ignore_eos is not None:
+        req.stopping.ignore_eos = ignore_eos
     if temperature is not None:
         req.sampling.temperature = temperature
     if top_k is not None:

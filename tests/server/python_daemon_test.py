@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""The real pacelined driven from Python, through tools/python's PacelineClient.
+
+Each test starts its own daemon on a loopback port (port 0; the address is
+read from its "pacelined: listening on HOST:PORT" line), talks to it with
+PacelineClient, and ends by sending SIGTERM and checking the exit status is
+0. tearDown kills whatever is still running.
+
+Environment (the ctest python_daemon_test sets all three):
+  PACELINED              the daemon binary
+  PACELINE_PYTHON_STUBS  the generated stubs (paceline_client.py reads it)
+  PACELINE_SHARED_DIR    holds models/stories260K.gguf and models/README.md;
+                         the tests that need the model skip without it.
+"""
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(
+    0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "python"))
+from paceline_client import PacelineClient, grpc, pb  # noqa: E402
+
+PACELINED = os.environ.get("PACELINED", "")
+SHARED_DIR = pathlib.Path(os.environ.get("PACELINE_SHARED_DIR", "/nonexistent"))
+MODEL = SHARED_DIR / "models" / "stories260K.gguf"
+README = SHARED_DIR / "models" / "README.md"
+
+ALICE_KEY = "alice-test-key"
+PROMPT = "Once upon a time"
+PROMPT_IDS = [1, 403, 407, 261, 378]  # BOS + the SPM pieces, README.md
+
+
+def greedy64_oracle():
+    """(text, ids) from README.md's "64 tokens from llama.cpp" section.
+
+    The section's first fenced block is the text as a JSON string, the one
+    after "Generated token ids" the ids. Raises ValueError when the README
+    no longer reads that way.
+    """
+    readme = README.read_text(encoding="utf-8")
+    section = re.search(r"^### 64 tokens from llama\.cpp.*?(?=^### |\Z)",
+                        readme, re.M | re.S)
+    if section is None:
+        raise ValueError(f"{README}: no '### 64 tokens from llama.cpp'")
+    blocks = re.findall(r"^```\n(.*?)^```", section.group(0), re.M | re.S)
+    if len(blocks) < 2:
+        raise ValueError(f"{README}: expected two fenced blocks, got "
+                         f"{len(blocks)}")
+    text = json.loads(blocks[0])
+    ids = [int(t) for t in blocks[1].split()]
+    if not isinstance(text, str) or len(ids) != 64:
+        raise ValueError(f"{README}: unexpected oracle: {text!r}, "
+                         f"{len(ids)} ids")
+    return text, ids
+
+
+def seconds_between(a, b):
+    """b - a for two google.protobuf.Timestamps, in seconds."""
+    return (b.seconds - a.seconds) + (b.nanos - a.nanos) * 1e-9
+
+
+class Daemon:
+    """One pacelined child process; its stderr is drained by a thread."""
+
+    def __init__(self, args, ready_timeout=60.0):
+        self.proc = subprocess.Popen(
+            [PACELINED] + args, stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True)
+        self._lines = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self.wait_for_stderr("pacelined: ready", ready_timeout):
+            self.kill()
+            raise RuntimeError(f"pacelined did not become ready:\n"
+                               f"{self.stderr_text()}")
+        match = re.search(r"^pacelined: listening on (\S+)$",
+                          self.stderr_text(), re.M)
+        if match is None:
+            self.kill()
+            raise RuntimeError(f"no listening line:\n{self.stderr_text()}")
+        self.address = match.group(1)
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            with self._cond:
+                self._lines.append(raw.decode("utf-8", "replace"))
+                self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def stderr_text(self):
+        with self._cond:
+            return "".join(self._lines)
+
+    def wait_for_stderr(self, text, timeout):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while text not in "".join(self._lines):
+                left = deadline - time.monotonic()
+                if self._closed or left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def terminate(self, timeout=30.0):
+        """SIGTERM, then the exit status once it has drained and exited."""
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self._reader.join(5)
+        self.proc.stderr.close()
+
+
+class DaemonTestCase(unittest.TestCase):
+    """Starts pacelined with tenant alice; stop() ends it with SIGTERM."""
+
+    MODEL_ARG = None  # None: stories260K, skipping when it is absent
+
+    def setUp(self):
+        if not PACELINED or not os.access(PACELINED, os.X_OK):
+            self.fail(f"PACELINED={PACELINED!r} is not an executable")
+        model = self.MODEL_ARG
+        if model is None:
+            if not MODEL.is_file():
+                self.skipTest(f"no {MODEL}")
+            model = str(MODEL)
+        self.daemon = Daemon(["--model", model, "--listen", "127.0.0.1:0",
+                              "--tenant", f"alice:{ALICE_KEY}",
+                              "--allow-root"])
+        self.addCleanup(self.daemon.kill)
+        self.client = PacelineClient(self.daemon.address, api_key=ALICE_KEY,
+                                     timeout=60)
+        self.addCleanup(self.client.close)
+
+    def stop(self):
+        self.client.close()
+        code = self.daemon.terminate()
+        self.assertEqual(code, 0, self.daemon.stderr_text())
+
+    def wait_status(self, done, timeout=2.0):
+        """Polls GetServerStatus until done(status) or timeout; the last."""
+        deadline = time.monotonic() + timeout
+        status = self.client.server_status()
+        while not done(status) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            status = self.client.server_status()
+        return status
+
+    def wait_idle(self, timeout=2.0):
+        return self.wait_status(
+            lambda s: s.kv_cache.used_blocks == 0 and s.running_sequences == 0
+            and s.waiting_requests == 0 and s.paced_streams == 0, timeout)
+
+
+class Stories260KTest(DaemonTestCase):
+
+    def test_streamed_and_unary_give_the_oracle_continuation(self):
+        text, ids = greedy64_oracle()
+        accepted, streamed, streamed_ids, finished = None, "", [], None
+        for event in self.client.generate(PROMPT, max_tokens=64,
+                                          temperature=0):
+            kind = event.WhichOneof("event")
+            if kind == "accepted":
+                accepted = event.accepted
+            elif kind == "delta":
+                streamed += event.delta.text
+                streamed_ids.extend(event.delta.token_ids)
+            elif kind == "finished":
+                finished = event.finished
+        self.assertIsNotNone(accepted)
+        self.assertEqual(accepted.prompt_tokens, len(PROMPT_IDS))
+        self.assertIsNotNone(finished)
+        self.assertEqual(finished.reason, pb.FINISH_REASON_LENGTH)
+        self.assertEqual(finished.usage.completion_tokens, 64)
+        self.assertEqual(streamed, text)
+        self.assertEqual(streamed_ids, ids)
+
+        unary = self.client.complete(PROMPT, max_tokens=64, temperature=0)
+        self.assertEqual(unary.text, text)
+        self.assertEqual(unary.text, streamed)
+        self.assertEqual(list(unary.token_ids), streamed_ids)
+        self.assertEqual(unary.finished.reason, pb.FINISH_REASON_LENGTH)
+        self.stop()
+
+    def test_paced_stream_is_delivered_at_its_pace(self):
+        # 40 tokens at 20 tokens/s: ~1.95 s of delivery, while generation
+        # (a few ms on stories260K) is long done.
+        ids, finished = [], None
+        for event in self.client.generate(PROMPT, max_tokens=40,
+                                          temperature=0, pace=20,
+                                          ignore_eos=True):
+            if event.HasField("delta"):
+                ids.extend(event.delta.token_ids)
+            elif event.HasField("finished"):
+                finished = event.finished
+        self.assertEqual(len(ids), 40)
+        self.assertIsNotNone(finished)
+        t = finished.timings
+        delivery = seconds_between(t.first_delivered, t.last_delivered)
+        generation = seconds_between(t.queued, t.generation_done)
+        self.assertGreaterEqual(delivery, 1.8)
+        self.assertLessEqual(delivery, 3.0)  # loose: a busy machine
+        self.assertLess(generation, delivery / 2)
+        self.stop()
+
+    def test_wrong_key_is_unauthenticated(self):
+        with PacelineClient(self.daemon.address, api_key="not-a-key",
+                            timeout=30) as wrong:
+            with self.assertRaises(grpc.RpcError) as unary:
+                wrong.complete(PROMPT, max_tokens=4)
+            self.assertEqual(unary.exception.code(),
+                             grpc.StatusCode.UNAUTHENTICATED)
+            with self.assertRaises(grpc.RpcError) as streamed:
+                list(wrong.generate(PROMPT, max_tokens=4))
+            self.assertEqual(streamed.exception.code(),
+                             grpc.StatusCode.UNAUTHENTICATED)
+            with self.assertRaises(grpc.RpcError) as status:
+                wrong.server_status()
+            self.assertEqual(status.exception.code(),
+                             grpc.StatusCode.UNAUTHENTICATED)
+        self.stop()
+
+    def test_tokenize(self):
+        self.assertEqual(list(self.client.tokenize(PROMPT).token_ids),
+                         PROMPT_IDS)
+        self.stop()
+
+    def test_cancelled_paced_stream_frees_everything(self):
+        # Cancelled while delivering (stories260K generates the 60 tokens
+        # in milliseconds; delivery at 10 tokens/s takes 6 s).
+        call = self.client.generate(PROMPT, max_tokens=60, temperature=0,
+                                    pace=10)
+        first = next(call)
+        self.assertTrue(first.HasField("accepted"))
+        self.assertTrue(next(call).HasField("delta"))
+        self.assertEqual(self.wait_status(
+            lambda s: s.paced_streams == 1).paced_streams, 1)
+        call.cancel()
+        with self.assertRaises(grpc.RpcError) as cancelled:
+            for _ in call:
+                pass
+        self.assertEqual(cancelled.exception.code(),
+                         grpc.StatusCode.CANCELLED)
+        after = self.wait_idle()
+        self.assertEqual(after.kv_cache.used_blocks, 0)
+        self.assertEqual(after.paced_streams, 0)
+        self.assertEqual(after.running_sequences, 0)
+        self.stop()
+
+
+class SlowModelTest(DaemonTestCase):
+    """dummy:stories42m (no file needed) is slow enough on a CPU that a
+    long request is still generating, holding KV, when it is cancelled."""
+
+    MODEL_ARG = "dummy:stories42m"
+
+    def test_cancelled_running_stream_returns_its_kv_blocks(self):
+        self.assertEqual(self.wait_idle().kv_cache.used_blocks, 0)
+        call = self.client.generate(PROMPT, max_tokens=900, temperature=0,
+                                    pace=10, ignore_eos=True)
+        self.assertTrue(next(call).HasField("accepted"))
+        self.assertTrue(next(call).HasField("delta"))
+        busy = self.wait_status(lambda s: s.running_sequences == 1
+                                and s.kv_cache.used_blocks > 0)
+        self.assertEqual(busy.running_sequences, 1)
+        self.assertGreater(busy.kv_cache.used_blocks, 0)
+        call.cancel()
+        with self.assertRaises(grpc.RpcError) as cancelled:
+            for _ in call:
+                pass
+        self.assertEqual(cancelled.exception.code(),
+                         grpc.StatusCode.CANCELLED)
+        after = self.wait_idle()
+        self.assertEqual(after.kv_cache.used_blocks, 0)
+        self.assertEqual(after.running_sequences, 0)
+        self.assertEqual(after.paced_streams, 0)
+        self.stop()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
