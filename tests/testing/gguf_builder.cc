@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace paceline::testing {
 namespace {
 
@@ -281,7 +283,7 @@ void AddTinyModel(GgufBuilder& b, const TinyModelSpec& m) {
   if (m.write_tokens) {
     std::vector<std::string> tokens;
     for (int64_t i = 0; i < m.n_vocab; ++i) {
-      tokens.push_back("t" + std::to_string(i));
+      tokens.push_back(absl::StrCat("t", i));
     }
     b.Add("tokenizer.ggml.tokens", StrArray(tokens));
   }
