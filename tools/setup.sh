@@ -11,6 +11,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
+  prometheus python3-yaml
 )
 
 missing=()
