@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
+  prometheus python3-yaml
 )
 
 missing=()
