@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
+  gnuplot-nox
 )
 
 missing=()
