@@ -57,12 +57,12 @@ class BenchCliTest : public ::testing::Test {
     if (access(kStories260KPath.c_str(), R_OK) != 0) {
       GTEST_SKIP() << "no " << kStories260KPath;
     }
-    ASSERT_TRUE(daemon_
-                    .Start({"--model", kStories260KPath, "--listen",
-                            "127.0.0.1:0", "--tenant",
-                            absl::StrCat("alice:", kAliceKey), "--tenant",
-                            absl::StrCat("bob:", kBobKey), "--allow-root"})
-                    .ok())
+    ASSERT_TRUE(
+        daemon_
+            .Start({"--model", kStories260KPath, "--listen", "127.0.0.1:0",
+                    "--tenant", absl::StrCat("alice:", kAliceKey), "--tenant",
+                    absl::StrCat("bob:", kBobKey), "--allow-root"})
+            .ok())
         << daemon_.stderr_text();
   }
 
@@ -75,8 +75,8 @@ class BenchCliTest : public ::testing::Test {
 
   // `paceline bench --server ADDR --json --no-progress args...`, parsed.
   Struct BenchJson(std::vector<std::string> args) {
-    args.insert(args.begin(), {"bench", "--server", daemon_.address(),
-                               "--json", "--no-progress", "--timeout", "60"});
+    args.insert(args.begin(), {"bench", "--server", daemon_.address(), "--json",
+                               "--no-progress", "--timeout", "60"});
     const CommandResult r = RunPaceline(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     Struct json;
@@ -141,7 +141,9 @@ TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
   const Struct json = BenchJson({"--api-key", kAliceKey, "--concurrency", "2",
                                  "--requests", "4", "--prompt-tokens", "16",
                                  "--max-tokens", "21", "--pace", "50"});
-  const Struct& run = At(json, {"runs"}).list_value().values(0).struct_value();
+  const Value runs = At(json, {"runs"});
+  ASSERT_EQ(runs.list_value().values_size(), 1);
+  const Struct& run = runs.list_value().values(0).struct_value();
   EXPECT_EQ(Num(run, {"all", "ok"}), 4);
   // 20 paced gaps of 20 ms after the first token: ~400 ms delivered, while
   // the model computes 21 tokens in a few ms.
@@ -153,14 +155,16 @@ TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
 }
 
 TEST_F(BenchCliTest, OpenLoopTwoTenantsWithPlots) {
-  const std::string dir = absl::StrCat(
-      ::testing::TempDir(), "/bench_plots_", getpid());
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/bench_plots_", getpid());
   const Struct json = BenchJson(
       {"--tenant", absl::StrCat("alice:", kAliceKey, ":3"), "--tenant",
        absl::StrCat("bob:", kBobKey, ":1"), "--rate", "40", "--burstiness",
        "0.5", "--requests", "24", "--prompt-tokens", "8:24", "--max-tokens",
        "4:12", "--seed", "7", "--plot", dir});
-  const Struct& run = At(json, {"runs"}).list_value().values(0).struct_value();
+  const Value runs = At(json, {"runs"});
+  ASSERT_EQ(runs.list_value().values_size(), 1);
+  const Struct& run = runs.list_value().values(0).struct_value();
   EXPECT_EQ(At(run, {"mode"}).string_value(), "open");
   EXPECT_EQ(Num(run, {"rate"}), 40);
   EXPECT_EQ(Num(run, {"all", "ok"}), 24);

@@ -16,9 +16,9 @@ TEST(PercentileTest, InterpolatesLinearlyBetweenClosestRanks) {
   const std::vector<double> v = {1, 2, 3, 4};
   EXPECT_DOUBLE_EQ(Percentile(v, 0), 1);
   EXPECT_DOUBLE_EQ(Percentile(v, 100), 4);
-  EXPECT_DOUBLE_EQ(Percentile(v, 50), 2.5);    // rank 1.5
-  EXPECT_DOUBLE_EQ(Percentile(v, 90), 3.7);    // rank 2.7
-  EXPECT_DOUBLE_EQ(Percentile(v, 99), 3.97);   // rank 2.97
+  EXPECT_DOUBLE_EQ(Percentile(v, 50), 2.5);   // rank 1.5
+  EXPECT_DOUBLE_EQ(Percentile(v, 90), 3.7);   // rank 2.7
+  EXPECT_DOUBLE_EQ(Percentile(v, 99), 3.97);  // rank 2.97
   const std::vector<double> one = {7};
   EXPECT_DOUBLE_EQ(Percentile(one, 50), 7);
   EXPECT_DOUBLE_EQ(Percentile(one, 99), 7);
@@ -157,7 +157,7 @@ TEST(SloTest, AllGivenObjectivesMustHold) {
 TEST(AggregateTest, ThroughputGoodputAndTenants) {
   std::vector<RequestRecord> records = {
       Ok(0, 0.1, 0.01, 1.0, 100), Ok(0, 0.2, 0.01, 1.1, 100),
-      Ok(1, 0.3, 0.02, 2.0, 50),  Ok(1, 0.9, 0.05, 3.0, 50)};
+      Ok(1, 0.3, 0.02, 2.0, 50), Ok(1, 0.9, 0.05, 3.0, 50)};
   RequestRecord failed;
   failed.tenant = 1;
   failed.error = "UNAVAILABLE: gone";

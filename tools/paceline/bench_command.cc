@@ -114,14 +114,14 @@ constexpr char kUsage[] =
     "  --tls-ca FILE         use TLS, trusting the PEM certificates in FILE\n";
 
 constexpr FlagDef kFlags[] = {
-    {"server", true},       {"api-key", true},       {"tenant", true},
-    {"concurrency", true},  {"rate", true},          {"burstiness", true},
-    {"requests", true},     {"duration", true},      {"warmup", true},
-    {"prompt-tokens", true}, {"prompts", true},      {"max-tokens", true},
-    {"pace", true},         {"temperature", true},   {"seed", true},
-    {"slo-ttft", true},     {"slo-tpot", true},      {"slo-e2e", true},
-    {"json", false},        {"plot", true},          {"progress", false},
-    {"no-progress", false}, {"timeout", true},       {"tls-ca", true},
+    {"server", true},        {"api-key", true},     {"tenant", true},
+    {"concurrency", true},   {"rate", true},        {"burstiness", true},
+    {"requests", true},      {"duration", true},    {"warmup", true},
+    {"prompt-tokens", true}, {"prompts", true},     {"max-tokens", true},
+    {"pace", true},          {"temperature", true}, {"seed", true},
+    {"slo-ttft", true},      {"slo-tpot", true},    {"slo-e2e", true},
+    {"json", false},         {"plot", true},        {"progress", false},
+    {"no-progress", false},  {"timeout", true},     {"tls-ca", true},
 };
 
 struct Tenant {
@@ -166,9 +166,9 @@ absl::StatusOr<double> ParseNumber(absl::string_view flag,
   double d = 0;
   if (!absl::SimpleAtod(value, &d) || !std::isfinite(d) ||
       (inclusive ? d < min : d <= min)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " wants a number ", inclusive ? ">= " : "> ", min,
-        ", got '", value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " wants a number ", inclusive ? ">= " : "> ",
+                     min, ", got '", value, "'"));
   }
   return d;
 }
@@ -212,8 +212,7 @@ absl::StatusOr<std::vector<FilePrompt>> ReadPrompts(const std::string& path) {
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     google::protobuf::Struct object;
     const auto where = [&](absl::string_view what) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", n, ": ", what));
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": ", what));
     };
     if (!google::protobuf::util::JsonStringToMessage(line, &object).ok()) {
       return where("not a JSON object");
@@ -246,7 +245,8 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
   }
-  if (!args.Get("server")) return absl::InvalidArgumentError("--server is required");
+  if (!args.Get("server"))
+    return absl::InvalidArgumentError("--server is required");
   f.server = *args.Get("server");
   if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
   for (const std::string& t : args.GetAll("tenant")) {
@@ -283,7 +283,8 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
   }
   if (auto v = args.Get("requests")) {
     ASSIGN_OR_RETURN(f.requests, ParseIntFlag("requests", *v));
-    if (*f.requests < 1) return absl::InvalidArgumentError("--requests must be >= 1");
+    if (*f.requests < 1)
+      return absl::InvalidArgumentError("--requests must be >= 1");
   }
   if (auto v = args.Get("duration")) {
     ASSIGN_OR_RETURN(f.duration, ParseNumber("duration", *v, 0, false));
@@ -297,10 +298,12 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
     f.warmup = static_cast<int>(n);
   }
   if (args.Has("prompts") && args.Has("prompt-tokens")) {
-    return absl::InvalidArgumentError("give --prompts or --prompt-tokens, not both");
+    return absl::InvalidArgumentError(
+        "give --prompts or --prompt-tokens, not both");
   }
   if (auto v = args.Get("prompt-tokens")) {
-    ASSIGN_OR_RETURN(f.prompt_tokens, bench::ParseLengthRange("prompt-tokens", *v, 1));
+    ASSIGN_OR_RETURN(f.prompt_tokens,
+                     bench::ParseLengthRange("prompt-tokens", *v, 1));
     f.prompt_tokens_text = *v;
   }
   if (auto v = args.Get("prompts")) {
@@ -308,7 +311,8 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
     f.prompt_tokens_text = *v;
   }
   if (auto v = args.Get("max-tokens")) {
-    ASSIGN_OR_RETURN(f.max_tokens, bench::ParseLengthRange("max-tokens", *v, 1));
+    ASSIGN_OR_RETURN(f.max_tokens,
+                     bench::ParseLengthRange("max-tokens", *v, 1));
     f.max_tokens_text = *v;
   }
   if (auto v = args.Get("pace")) {
@@ -404,7 +408,8 @@ class Workload {
     r.mutable_stopping()->set_max_tokens(max_tokens);
     r.mutable_stopping()->set_ignore_eos(true);
     r.mutable_delivery()->set_pace_tokens_per_s(flags_.pace);
-    if (flags_.temperature) r.mutable_sampling()->set_temperature(*flags_.temperature);
+    if (flags_.temperature)
+      r.mutable_sampling()->set_temperature(*flags_.temperature);
     r.mutable_sampling()->set_seed(rng());
     return p;
   }
@@ -471,8 +476,8 @@ RequestRecord RunOne(pb::Paceline::Stub& stub, const Planned& p,
   const pb::Timings& t = finished->timings();
   rec.prompt_tokens = u.prompt_tokens();
   rec.completion_tokens = u.completion_tokens();
-  rec.ttft_computed = Between(t.has_queued(), t.queued(), t.has_first_token(),
-                              t.first_token());
+  rec.ttft_computed =
+      Between(t.has_queued(), t.queued(), t.has_first_token(), t.first_token());
   rec.e2e_computed = Between(t.has_queued(), t.queued(),
                              t.has_generation_done(), t.generation_done());
   rec.queue_computed = Between(t.has_queued(), t.queued(),
@@ -568,15 +573,15 @@ class LevelRun {
       std::atomic<bool> done{false};
     };
     std::vector<std::unique_ptr<InFlight>> in_flight;
-    bench::ArrivalProcess arrivals(rate, flags_.burstiness,
-                                   flags_.seed ^ (salt_ * 0x9e3779b97f4a7c15ULL));
+    bench::ArrivalProcess arrivals(
+        rate, flags_.burstiness, flags_.seed ^ (salt_ * 0x9e3779b97f4a7c15ULL));
     double at = 0;  // the first request goes at once
     for (int64_t i = 0; !requests_ || i < *requests_; ++i) {
       if (i > 0) at += arrivals.NextGap();
       if (duration_ && at >= *duration_) break;
-      std::this_thread::sleep_until(
-          origin_ + std::chrono::duration_cast<Clock::duration>(
-                        std::chrono::duration<double>(at)));
+      std::this_thread::sleep_until(origin_ +
+                                    std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(at)));
       auto slot = std::make_unique<InFlight>();
       InFlight* raw = slot.get();
       raw->thread = std::thread([this, raw, i] {
@@ -603,16 +608,17 @@ class LevelRun {
       const double elapsed = Seconds(Clock::now() - origin_);
       double fraction = 0;
       if (requests_) {
-        fraction = static_cast<double>(finished_) / static_cast<double>(*requests_);
+        fraction =
+            static_cast<double>(finished_) / static_cast<double>(*requests_);
       }
       if (duration_) fraction = std::max(fraction, elapsed / *duration_);
       fraction = std::clamp(fraction, 0.0, 1.0);
       constexpr int kWidth = 30;
       const int filled = static_cast<int>(fraction * kWidth);
-      std::cerr << absl::StrFormat(
-                       "\r%-12s [%s%s] %d done, %d failed, %.1f s ", label,
-                       std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                       finished_, failed_, elapsed)
+      std::cerr << absl::StrFormat("\r%-12s [%s%s] %d done, %d failed, %.1f s ",
+                                   label, std::string(filled, '#'),
+                                   std::string(kWidth - filled, '.'), finished_,
+                                   failed_, elapsed)
                 << std::flush;
       if (over) break;
     }
@@ -629,9 +635,9 @@ class LevelRun {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool over_ = false;        // guarded by mu_
-  int64_t finished_ = 0;     // guarded by mu_
-  int64_t failed_ = 0;       // guarded by mu_
+  bool over_ = false;                   // guarded by mu_
+  int64_t finished_ = 0;                // guarded by mu_
+  int64_t failed_ = 0;                  // guarded by mu_
   std::vector<RequestRecord> records_;  // guarded by mu_
 };
 
@@ -669,9 +675,9 @@ absl::Status Bench(const BenchFlags& f) {
     const RunResult w = warm.Run(false, concurrency, f.progress);
     const bench::GroupStats g = bench::Aggregate(w.records, w.duration, {});
     if (g.failed > 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "warm-up: ", g.failed, " of ", g.requests,
-          " requests failed; first: ", g.first_error));
+      return absl::UnavailableError(
+          absl::StrCat("warm-up: ", g.failed, " of ", g.requests,
+                       " requests failed; first: ", g.first_error));
     }
   }
 
@@ -700,8 +706,8 @@ absl::Status Bench(const BenchFlags& f) {
     std::cerr << "paceline bench: " << note << "\n";
   }
   if (failed > 0) {
-    return absl::UnavailableError(absl::StrCat(
-        failed, " requests failed; first: ", first_error));
+    return absl::UnavailableError(
+        absl::StrCat(failed, " requests failed; first: ", first_error));
   }
   return absl::OkStatus();
 }
@@ -710,7 +716,8 @@ absl::Status Bench(const BenchFlags& f) {
 
 int RunBench(std::span<const std::string> args) {
   auto parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) return UsageError("bench", kUsage, parsed.status().message());
+  if (!parsed.ok())
+    return UsageError("bench", kUsage, parsed.status().message());
   if (parsed->help()) {
     std::cout << kUsage;
     return kExitOk;

@@ -25,7 +25,9 @@
 namespace paceline::tools::bench {
 namespace {
 
-std::string Ms(double seconds) { return absl::StrFormat("%.1f", seconds * 1e3); }
+std::string Ms(double seconds) {
+  return absl::StrFormat("%.1f", seconds * 1e3);
+}
 
 // "closed-c4" / "open-r2.5": a run's name in file names and plot keys.
 std::string RunTag(const RunResult& run) {
@@ -48,9 +50,9 @@ std::string LatencyRow(absl::string_view name, const Distribution* computed,
 }
 
 std::string LatencyBlock(absl::string_view who, const GroupStats& g) {
-  std::string out = absl::StrFormat(
-      "  %-6s %39s | %s\n", who, "computed (server timings), ms",
-      "delivered (client receive times), ms");
+  std::string out = absl::StrFormat("  %-6s %39s | %s\n", who,
+                                    "computed (server timings), ms",
+                                    "delivered (client receive times), ms");
   absl::StrAppend(&out, absl::StrFormat("  %-6s %9s %9s %9s %9s | %9s %9s %9s "
                                         "%9s\n",
                                         "", "p50", "p90", "p99", "mean", "p50",
@@ -80,7 +82,8 @@ std::string JsonDistribution(const Distribution& d) {
       "{\"count\": %d, \"mean\": %s, \"p50\": %s, \"p90\": %s, \"p99\": %s, "
       "\"max\": %s}",
       d.count, JsonNumber(d.mean * 1e3), JsonNumber(d.p50 * 1e3),
-      JsonNumber(d.p90 * 1e3), JsonNumber(d.p99 * 1e3), JsonNumber(d.max * 1e3));
+      JsonNumber(d.p90 * 1e3), JsonNumber(d.p99 * 1e3),
+      JsonNumber(d.max * 1e3));
 }
 
 std::string JsonGroup(const GroupStats& g) {
@@ -172,7 +175,8 @@ std::vector<double> Values(const std::vector<RequestRecord>& records) {
 std::vector<double> ItlValues(const std::vector<RequestRecord>& records) {
   std::vector<double> out;
   for (const RequestRecord& r : records) {
-    if (r.ok) out.insert(out.end(), r.itl_delivered.begin(), r.itl_delivered.end());
+    if (r.ok)
+      out.insert(out.end(), r.itl_delivered.begin(), r.itl_delivered.end());
   }
   return out;
 }
@@ -193,9 +197,10 @@ std::string CdfData(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   std::string out;
   for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&out, absl::StrFormat("%.4f %.6f\n", values[i] * 1e3,
-                                          static_cast<double>(i + 1) /
-                                              static_cast<double>(values.size())));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%.4f %.6f\n", values[i] * 1e3,
+                                    static_cast<double>(i + 1) /
+                                        static_cast<double>(values.size())));
   }
   return out;
 }
@@ -216,19 +221,22 @@ std::string FormatTable(const BenchSetup& setup,
       setup.pace > 0 ? absl::StrFormat("%g tok/s", setup.pace) : "off");
   if (setup.slo.any()) {
     std::vector<std::string> parts;
-    if (setup.slo.ttft) parts.push_back(absl::StrCat("TTFT <= ", Ms(*setup.slo.ttft), " ms"));
-    if (setup.slo.tpot) parts.push_back(absl::StrCat("TPOT <= ", Ms(*setup.slo.tpot), " ms"));
-    if (setup.slo.e2e) parts.push_back(absl::StrCat("E2E <= ", Ms(*setup.slo.e2e), " ms"));
+    if (setup.slo.ttft)
+      parts.push_back(absl::StrCat("TTFT <= ", Ms(*setup.slo.ttft), " ms"));
+    if (setup.slo.tpot)
+      parts.push_back(absl::StrCat("TPOT <= ", Ms(*setup.slo.tpot), " ms"));
+    if (setup.slo.e2e)
+      parts.push_back(absl::StrCat("E2E <= ", Ms(*setup.slo.e2e), " ms"));
     absl::StrAppend(&out, "SLO (goodput): ", absl::StrJoin(parts, ", "), "\n");
   }
   for (const RunResult& run : runs) {
     absl::StrAppend(&out, "\n", RunLabel(run),
                     absl::StrFormat(": %.2f s\n", run.duration));
     absl::StrAppend(
-        &out, absl::StrFormat("  %-12s %6s %6s %6s %9s %11s %11s %9s %9s\n",
-                              "tenant", "reqs", "ok", "failed", "req/s",
-                              "out tok/s", "all tok/s", "good c/s",
-                              "good d/s"));
+        &out,
+        absl::StrFormat("  %-12s %6s %6s %6s %9s %11s %11s %9s %9s\n", "tenant",
+                        "reqs", "ok", "failed", "req/s", "out tok/s",
+                        "all tok/s", "good c/s", "good d/s"));
     absl::StrAppend(&out, ThroughputRow("(all)", run.all));
     if (run.tenants.size() > 1) {
       for (size_t t = 0; t < run.tenants.size(); ++t) {
@@ -257,23 +265,23 @@ std::string FormatJson(const BenchSetup& setup,
                        const std::vector<RunResult>& runs) {
   std::vector<std::string> tenants;
   for (const std::string& t : setup.tenants) tenants.push_back(JsonQuote(t));
-  std::string out = absl::StrCat(
-      "{\"server\": ", JsonQuote(setup.server),
-      ", \"model\": ", JsonQuote(setup.model),
-      ", \"tenants\": [", absl::StrJoin(tenants, ", "), "]",
-      ", \"prompt_tokens\": ", JsonQuote(setup.prompt_tokens),
-      ", \"max_tokens\": ", JsonQuote(setup.max_tokens),
-      ", \"pace\": ", JsonNumber(setup.pace),
-      ", \"burstiness\": ", JsonNumber(setup.burstiness),
-      ", \"seed\": ", setup.seed, ", \"warmup\": ", setup.warmup,
-      ", \"slo_ms\": {\"ttft\": ", JsonOptionalMs(setup.slo.ttft),
-      ", \"tpot\": ", JsonOptionalMs(setup.slo.tpot),
-      ", \"e2e\": ", JsonOptionalMs(setup.slo.e2e), "}",
-      ", \"percentile_method\": \"linear\", \"runs\": [");
+  std::string out =
+      absl::StrCat("{\"server\": ", JsonQuote(setup.server),
+                   ", \"model\": ", JsonQuote(setup.model), ", \"tenants\": [",
+                   absl::StrJoin(tenants, ", "), "]",
+                   ", \"prompt_tokens\": ", JsonQuote(setup.prompt_tokens),
+                   ", \"max_tokens\": ", JsonQuote(setup.max_tokens),
+                   ", \"pace\": ", JsonNumber(setup.pace),
+                   ", \"burstiness\": ", JsonNumber(setup.burstiness),
+                   ", \"seed\": ", setup.seed, ", \"warmup\": ", setup.warmup,
+                   ", \"slo_ms\": {\"ttft\": ", JsonOptionalMs(setup.slo.ttft),
+                   ", \"tpot\": ", JsonOptionalMs(setup.slo.tpot),
+                   ", \"e2e\": ", JsonOptionalMs(setup.slo.e2e), "}",
+                   ", \"percentile_method\": \"linear\", \"runs\": [");
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& run = runs[i];
-    absl::StrAppend(&out, i > 0 ? ", " : "", "{\"mode\": ",
-                    run.open_loop ? "\"open\"" : "\"closed\"",
+    absl::StrAppend(&out, i > 0 ? ", " : "",
+                    "{\"mode\": ", run.open_loop ? "\"open\"" : "\"closed\"",
                     run.open_loop ? ", \"rate\": " : ", \"concurrency\": ",
                     JsonNumber(run.level),
                     ", \"duration_s\": ", JsonNumber(run.duration),
@@ -321,31 +329,28 @@ absl::Status WritePlots(const std::string& dir, const BenchSetup& setup,
       }
     }
     if (curves.empty()) continue;
-    absl::StrAppend(&script, "set output '", m.name, "_cdf.png'\n",
-                    "set title '", m.title, " — ", subtitle, "'\n",
-                    "set xlabel 'ms'\nset ylabel 'fraction'\n",
-                    "set yrange [0:1]\nplot ", absl::StrJoin(curves, ", \\\n  "),
-                    "\n");
+    absl::StrAppend(
+        &script, "set output '", m.name, "_cdf.png'\n", "set title '", m.title,
+        " — ", subtitle, "'\n", "set xlabel 'ms'\nset ylabel 'fraction'\n",
+        "set yrange [0:1]\nplot ", absl::StrJoin(curves, ", \\\n  "), "\n");
   }
   std::string tput =
       "# level request_throughput output_throughput goodput_delivered "
       "ttft_p50_ms ttft_p99_ms\n";
   for (const RunResult& run : runs) {
-    absl::StrAppend(&tput, absl::StrFormat(
-                               "%g %.4f %.2f %.4f %.2f %.2f\n", run.level,
-                               run.all.request_throughput,
-                               run.all.output_throughput,
-                               run.all.goodput_delivered,
-                               run.all.ttft_delivered.p50 * 1e3,
-                               run.all.ttft_delivered.p99 * 1e3));
+    absl::StrAppend(
+        &tput, absl::StrFormat(
+                   "%g %.4f %.2f %.4f %.2f %.2f\n", run.level,
+                   run.all.request_throughput, run.all.output_throughput,
+                   run.all.goodput_delivered, run.all.ttft_delivered.p50 * 1e3,
+                   run.all.ttft_delivered.p99 * 1e3));
   }
   RETURN_IF_ERROR(WriteFile(absl::StrCat(dir, "/throughput.dat"), tput));
   const bool open = !runs.empty() && runs.front().open_loop;
   absl::StrAppend(
-      &script, "set output 'throughput.png'\n",
-      "set title 'throughput vs ", open ? "offered rate" : "concurrency",
-      " — ", subtitle, "'\n", "set xlabel '",
-      open ? "offered requests/s" : "concurrent streams", "'\n",
+      &script, "set output 'throughput.png'\n", "set title 'throughput vs ",
+      open ? "offered rate" : "concurrency", " — ", subtitle, "'\n",
+      "set xlabel '", open ? "offered requests/s" : "concurrent streams", "'\n",
       "set autoscale y\nset ylabel 'output tokens/s'\n"
       "set y2label 'requests/s'\nset y2tics\nset ytics nomirror\n"
       "set key top left\n",

@@ -15,11 +15,12 @@ namespace paceline::tools::bench {
 
 double Percentile(std::span<const double> sorted, double p) {
   assert(!sorted.empty());  // callers summarize non-empty samples only
-  const double rank =
-      std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(sorted.size() - 1);
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 *
+                      static_cast<double>(sorted.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(rank));
   const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+  return sorted[lo] +
+         (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
 Distribution Summarize(std::vector<double> values) {
@@ -51,9 +52,9 @@ absl::StatusOr<LengthRange> ParseLengthRange(absl::string_view flag,
                                              int32_t min_value) {
   const std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
   const auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " wants N or A:B with ", min_value, " <= A <= B, got '",
-        value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " wants N or A:B with ", min_value,
+                     " <= A <= B, got '", value, "'"));
   };
   if (parts.size() > 2) return bad();
   LengthRange r;
@@ -71,7 +72,8 @@ bool MeetsSlo(const RequestRecord& r, const Slo& slo, Side side) {
       computed ? r.ttft_computed : r.ttft_delivered;
   const std::optional<double>& tpot =
       computed ? r.tpot_computed : r.tpot_delivered;
-  const std::optional<double>& e2e = computed ? r.e2e_computed : r.e2e_delivered;
+  const std::optional<double>& e2e =
+      computed ? r.e2e_computed : r.e2e_delivered;
   // An objective on a moment that never came (no token) is missed.
   if (slo.ttft && !(ttft && *ttft <= *slo.ttft)) return false;
   if (slo.tpot && tpot && *tpot > *slo.tpot) return false;
