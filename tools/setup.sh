@@ -12,7 +12,8 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
-  prometheus python3-yaml
+  openssl
+  prometheus python3-yaml gnuplot-nox
 )
 
 missing=()

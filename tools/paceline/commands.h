@@ -16,6 +16,7 @@ int RunGenerate(std::span<const std::string> args);
 int RunComplete(std::span<const std::string> args);
 int RunHashKey(std::span<const std::string> args);
 int RunHealth(std::span<const std::string> args);
+int RunBench(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 

@@ -27,6 +27,8 @@ constexpr Command kCommands[] = {
      RunGenerate},
     {"complete", "ask a running pacelined for a continuation", RunComplete},
     {"health", "ask a running pacelined whether it serves", RunHealth},
+    {"bench", "load a running pacelined and report latency and throughput",
+     RunBench},
     {"hash-key", "print the SHA-256 digest of an API key, or make a key",
      RunHashKey},
 };

@@ -1,0 +1,186 @@
+// The real `paceline bench` against the real pacelined on stories260K: a
+// closed loop whose JSON adds up, a paced run whose delivered latency
+// dwarfs the computed one, and an open loop over two tenants that writes
+// plots. They skip when ../shared/models is absent.
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/stories260k_oracle.h"
+#include "tests/tools/run_command.h"
+
+namespace paceline::testing {
+namespace {
+
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+
+constexpr char kAliceKey[] = "alice-bench-key";
+constexpr char kBobKey[] = "bob-bench-key";
+
+// The value at `path` (object keys) in `root`; a null Value when absent.
+Value At(const Struct& root, std::initializer_list<const char*> path) {
+  Value v;
+  *v.mutable_struct_value() = root;
+  for (const char* key : path) {
+    if (!v.has_struct_value()) return Value();
+    const auto& fields = v.struct_value().fields();
+    auto it = fields.find(key);
+    if (it == fields.end()) return Value();
+    Value next = it->second;
+    v = std::move(next);
+  }
+  return v;
+}
+
+double Num(const Struct& root, std::initializer_list<const char*> path) {
+  const Value v = At(root, path);
+  EXPECT_TRUE(v.has_number_value()) << "no number at a path";
+  return v.number_value();
+}
+
+class BenchCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kStories260KPath.c_str(), R_OK) != 0) {
+      GTEST_SKIP() << "no " << kStories260KPath;
+    }
+    ASSERT_TRUE(
+        daemon_
+            .Start({"--model", kStories260KPath, "--listen", "127.0.0.1:0",
+                    "--tenant", absl::StrCat("alice:", kAliceKey), "--tenant",
+                    absl::StrCat("bob:", kBobKey), "--allow-root"})
+            .ok())
+        << daemon_.stderr_text();
+  }
+
+  void TearDown() override {
+    if (daemon_.pid() < 0) return;
+    ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
+    EXPECT_EQ(daemon_.WaitExit(absl::Seconds(30)).value_or(-1), 0)
+        << daemon_.stderr_text();
+  }
+
+  // `paceline bench --server ADDR --json --no-progress args...`, parsed.
+  Struct BenchJson(std::vector<std::string> args) {
+    args.insert(args.begin(), {"bench", "--server", daemon_.address(), "--json",
+                               "--no-progress", "--timeout", "60"});
+    const CommandResult r = RunPaceline(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    Struct json;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &json).ok())
+        << r.out;
+    return json;
+  }
+
+  DaemonProcess daemon_;
+};
+
+// p50 <= p90 <= p99 <= max for a distribution that has samples.
+void ExpectOrdered(const Struct& run, const char* side, const char* metric) {
+  SCOPED_TRACE(absl::StrCat(side, ".", metric));
+  EXPECT_GT(Num(run, {"all", side, metric, "count"}), 0);
+  const double p50 = Num(run, {"all", side, metric, "p50"});
+  const double p90 = Num(run, {"all", side, metric, "p90"});
+  const double p99 = Num(run, {"all", side, metric, "p99"});
+  const double max = Num(run, {"all", side, metric, "max"});
+  EXPECT_GE(p50, 0);
+  EXPECT_LE(p50, p90);
+  EXPECT_LE(p90, p99);
+  EXPECT_LE(p99, max);
+}
+
+TEST_F(BenchCliTest, ClosedLoopJsonAddsUp) {
+  const Struct json =
+      BenchJson({"--api-key", kAliceKey, "--concurrency", "4", "--requests",
+                 "20", "--prompt-tokens", "32", "--max-tokens", "24",
+                 "--temperature", "0", "--slo-ttft", "60000"});
+  const Value runs = At(json, {"runs"});
+  ASSERT_EQ(runs.list_value().values_size(), 1);
+  const Struct& run = runs.list_value().values(0).struct_value();
+  EXPECT_EQ(At(run, {"mode"}).string_value(), "closed");
+  EXPECT_EQ(Num(run, {"concurrency"}), 4);
+  EXPECT_EQ(Num(run, {"all", "requests"}), 20);
+  EXPECT_EQ(Num(run, {"all", "ok"}), 20);
+  EXPECT_EQ(Num(run, {"all", "failed"}), 0);
+  EXPECT_EQ(Num(run, {"all", "completion_tokens"}), 20 * 24);
+  EXPECT_EQ(Num(run, {"all", "prompt_tokens"}), 20 * 32);
+  EXPECT_GT(Num(run, {"all", "output_throughput"}), 0);
+  // A generous TTFT objective: every request meets it.
+  EXPECT_DOUBLE_EQ(Num(run, {"all", "goodput", "delivered"}),
+                   Num(run, {"all", "request_throughput"}));
+  for (const char* m : {"ttft", "tpot", "e2e", "queue"}) {
+    ExpectOrdered(run, "computed_ms", m);
+  }
+  for (const char* m : {"ttft", "tpot", "itl", "e2e"}) {
+    ExpectOrdered(run, "delivered_ms", m);
+  }
+  // 23 gaps per request.
+  EXPECT_EQ(Num(run, {"all", "delivered_ms", "itl", "count"}), 20 * 23);
+  // The client sends before the server queues and receives after the
+  // server computes; allow 1 ms for the two clocks' reading.
+  EXPECT_GE(Num(run, {"all", "delivered_ms", "ttft", "p50"}) + 1,
+            Num(run, {"all", "computed_ms", "ttft", "p50"}));
+  EXPECT_GE(Num(run, {"all", "delivered_ms", "e2e", "p50"}) + 1,
+            Num(run, {"all", "computed_ms", "e2e", "p50"}));
+}
+
+TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
+  const Struct json = BenchJson({"--api-key", kAliceKey, "--concurrency", "2",
+                                 "--requests", "4", "--prompt-tokens", "16",
+                                 "--max-tokens", "21", "--pace", "50"});
+  const Value runs = At(json, {"runs"});
+  ASSERT_EQ(runs.list_value().values_size(), 1);
+  const Struct& run = runs.list_value().values(0).struct_value();
+  EXPECT_EQ(Num(run, {"all", "ok"}), 4);
+  // 20 paced gaps of 20 ms after the first token: ~400 ms delivered, while
+  // the model computes 21 tokens in a few ms.
+  const double delivered = Num(run, {"all", "delivered_ms", "e2e", "p50"});
+  const double computed = Num(run, {"all", "computed_ms", "e2e", "p50"});
+  EXPECT_GE(delivered, 350);
+  EXPECT_GT(delivered, 4 * computed);
+  EXPECT_NEAR(Num(run, {"all", "delivered_ms", "tpot", "p50"}), 20, 6);
+}
+
+TEST_F(BenchCliTest, OpenLoopTwoTenantsWithPlots) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/bench_plots_", getpid());
+  const Struct json = BenchJson(
+      {"--tenant", absl::StrCat("alice:", kAliceKey, ":3"), "--tenant",
+       absl::StrCat("bob:", kBobKey, ":1"), "--rate", "40", "--burstiness",
+       "0.5", "--requests", "24", "--prompt-tokens", "8:24", "--max-tokens",
+       "4:12", "--seed", "7", "--plot", dir});
+  const Value runs = At(json, {"runs"});
+  ASSERT_EQ(runs.list_value().values_size(), 1);
+  const Struct& run = runs.list_value().values(0).struct_value();
+  EXPECT_EQ(At(run, {"mode"}).string_value(), "open");
+  EXPECT_EQ(Num(run, {"rate"}), 40);
+  EXPECT_EQ(Num(run, {"all", "ok"}), 24);
+  const double alice = Num(run, {"tenants", "alice", "ok"});
+  const double bob = Num(run, {"tenants", "bob", "ok"});
+  EXPECT_EQ(alice + bob, 24);
+  EXPECT_GT(alice, bob);  // shares 3:1
+  EXPECT_GT(bob, 0);
+  EXPECT_GE(Num(run, {"all", "completion_tokens"}), 24 * 4);
+  EXPECT_LE(Num(run, {"all", "completion_tokens"}), 24 * 12);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/plots.gp"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/throughput.dat"));
+  EXPECT_TRUE(
+      std::filesystem::exists(dir + "/cdf_open-r40_ttft_delivered.dat"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace paceline::testing

@@ -1,0 +1,91 @@
+#ifndef PACELINE_TOOLS_PACELINE_BENCH_RUNNER_H_
+#define PACELINE_TOOLS_PACELINE_BENCH_RUNNER_H_
+
+// The load side of `paceline bench`: what a benchmark is made of (its
+// options and tenants), the requests it sends, and one load level run
+// against a server — closed loop (N streams in flight) or open loop
+// (gamma-distributed arrivals) — timing every Generate stream.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "paceline/v1/paceline.grpc.pb.h"
+#include "tools/paceline/bench_report.h"
+#include "tools/paceline/bench_stats.h"
+
+namespace paceline::tools::bench {
+
+namespace pb = ::paceline::v1;
+
+struct Tenant {
+  std::string name;
+  std::string key;
+  double share = 1;
+};
+
+struct FilePrompt {
+  std::string text;
+  std::optional<int32_t> max_tokens;
+};
+
+struct BenchFlags {
+  std::string server;
+  std::string tls_ca;
+  std::vector<Tenant> tenants;
+  bool open_loop = false;
+  std::vector<double> levels = {1};
+  double burstiness = 1;
+  std::optional<int64_t> requests;
+  std::optional<double> duration;
+  int warmup = 0;
+  LengthRange prompt_tokens{128, 128};
+  std::string prompt_tokens_text = "128";
+  std::vector<FilePrompt> prompts;  // from --prompts; empty: synthetic
+  LengthRange max_tokens{128, 128};
+  std::string max_tokens_text = "128";
+  double pace = 0;
+  std::optional<float> temperature;
+  uint64_t seed = 0;
+  bench::Slo slo;
+  bool json = false;
+  std::string plot_dir;
+  bool progress = false;
+  std::optional<double> timeout;
+};
+
+struct Planned {
+  int tenant = 0;
+  pb::GenerateRequest request;
+};
+
+// The requests of a benchmark. Request `i` of stream `salt` depends only
+// on (seed, salt, i), so runs are repeatable whatever the order in which
+// the workers take requests. `flags` must outlive the Workload.
+class Workload {
+ public:
+  Workload(const BenchFlags& flags, int64_t vocab_size);
+  Planned Make(uint64_t salt, int64_t i) const;
+
+ private:
+  const BenchFlags& flags_;
+  const int64_t vocab_size_;
+  std::vector<double> tenant_weights_;
+};
+
+// Runs one load level: `level` streams in flight (closed loop) or `level`
+// arrivals per second (open loop), until `requests` have been started or
+// `duration` seconds have passed (whichever comes first; at least one must
+// be set), and waits for the last stream. Records come back unaggregated;
+// the run's duration is the end of its last stream. With `progress`, a
+// progress bar is drawn on stderr meanwhile. Thread-safe in `stub` only.
+RunResult RunLevel(pb::Paceline::Stub& stub, const BenchFlags& flags,
+                   const Workload& workload, uint64_t salt,
+                   std::optional<int64_t> requests,
+                   std::optional<double> duration, bool open_loop, double level,
+                   bool progress);
+
+}  // namespace paceline::tools::bench
+
+#endif  // PACELINE_TOOLS_PACELINE_BENCH_RUNNER_H_
