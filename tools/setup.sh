@@ -12,7 +12,6 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
-  openssl
   prometheus python3-yaml gnuplot-nox
 )
 
