@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
+  prometheus  # prometheus + promtool: metrics_prometheus_test scrapes the daemon
 )
 
 missing=()
