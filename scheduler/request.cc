@@ -76,6 +76,7 @@ std::optional<FinishReason> Request::AcceptSample(
   tokens_.push_back(token);
   ++usage_.completion_tokens;
   if (timings_.first_token == absl::InfinitePast()) timings_.first_token = now;
+  last_token_ = now;
   const engine::SampleResult* logprobs =
       spec_.sampling.logprobs ? &sample : nullptr;
 

@@ -128,6 +128,8 @@ class Request {
   const kvpager::BlockLease& lease() const { return lease_; }
   engine::SequenceSampler& sampler() { return sampler_; }
   const RequestTimings& timings() const { return timings_; }
+  // When the last token was sampled; InfinitePast() before the first.
+  absl::Time last_token_time() const { return last_token_; }
   int32_t preemptions() const { return usage_.preemptions; }
   // Whether the prompt has been charged to the tenant (first admission).
   bool prompt_charged() const { return prompt_charged_; }
@@ -193,6 +195,7 @@ class Request {
   int32_t stop_token_ = -1;
   Usage usage_;
   RequestTimings timings_;
+  absl::Time last_token_ = absl::InfinitePast();
 };
 
 }  // namespace paceline::scheduler

@@ -423,9 +423,14 @@ void Scheduler::SampleNext(Request* r, absl::Span<const float> row,
   }
   ++generated_[r->tenant_index()];
   const bool first = r->num_generated() == 0;
+  const absl::Time previous = r->last_token_time();
   const std::optional<FinishReason> done = r->AcceptSample(*sample, now);
-  if (first && metrics_ != nullptr) {
-    metrics_->OnFirstToken(r->tenant(), now - r->timings().arrival);
+  if (metrics_ != nullptr) {
+    if (first) {
+      metrics_->OnFirstToken(r->tenant(), now - r->timings().arrival);
+    } else {
+      metrics_->OnNextToken(r->tenant(), now - previous);
+    }
   }
   if (done.has_value()) FinishRunning(r, *done, absl::OkStatus(), now);
 }

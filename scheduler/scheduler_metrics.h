@@ -64,6 +64,13 @@ class SchedulerMetrics {
     (void)tenant;
     (void)ttft;
   }
+  // Every later token sampled: the time since the request's previous token
+  // (inter-token latency; a preemption in between is part of it).
+  virtual void OnNextToken(absl::string_view tenant,
+                           absl::Duration since_previous) {
+    (void)tenant;
+    (void)since_previous;
+  }
   virtual void OnPreempted(absl::string_view tenant) { (void)tenant; }
   // Every finish, any reason (info.reason), with usage and timings.
   virtual void OnFinished(absl::string_view tenant, const FinishInfo& info) {

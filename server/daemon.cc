@@ -27,9 +27,12 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
+#include "metrics/exposer.h"
+#include "metrics/metrics.h"
 #include "scheduler/serving_loop.h"
 #include "server/auth.h"
 #include "server/daemon_flags.h"
+#include "server/metrics_adapter.h"
 #include "server/pacer.h"
 #include "server/sd_notify.h"
 #include "server/service.h"
@@ -252,19 +255,36 @@ int RunDaemon(std::span<const std::string> args) {
   absl::StatusOr<TenantAuthenticator> auth = TenantAuthenticator::Create(keys);
   if (!auth.ok()) return Fail(kExitUsage, "tenants", auth.status());
 
+  // Metrics: every stage reports to the adapter, scrapes read it.
+  const std::string model_id =
+      mc.name.empty() ? config.model().path() : mc.name;
+  metrics::MetricsOptions metrics_options;
+  metrics_options.model = model_id;
+  for (const v1::TenantConfig& t : config.tenants()) {
+    metrics_options.tenants.push_back(t.name());
+  }
+  metrics::Metrics metrics(std::move(metrics_options));
+  const engine::Tokenizer* tokenizer = model->tokenizer.get();
+  MetricsAdapter metrics_adapter(
+      &metrics, [tokenizer](int32_t token) { return tokenizer->IsEog(token); });
+
   // The engine thread and the pacer.
   scheduler::ServingLoopOptions loop_options;
   loop_options.scheduler = SchedulerOptionsFrom(config);
+  loop_options.metrics = &metrics_adapter;
   absl::StatusOr<std::unique_ptr<scheduler::ServingLoop>> loop =
       scheduler::ServingLoop::Create(*std::move(engine), model->tokenizer.get(),
                                      loop_options);
   if (!loop.ok()) return Fail(kExitUsage, "scheduler", loop.status());
   scheduler::Clock* clock = scheduler::SystemClock::Get();
   Pacer pacer(clock);
+  metrics_adapter.AttachSources(loop->get(), &pacer);
 
   ServiceOptions service_options;
   service_options.tenants = Policies(config);
-  service_options.model_id = mc.name.empty() ? config.model().path() : mc.name;
+  service_options.model_id = model_id;
+  service_options.rejections = &metrics_adapter;
+  service_options.delivery = &metrics_adapter;
   service_options.memory_plan = plan;
   service_options.kv_block_size = block_size;
   service_options.kv_blocks = num_blocks;
@@ -299,13 +319,21 @@ int RunDaemon(std::span<const std::string> args) {
                     "cannot listen on ", config.listen(),
                     " (address in use, or a bad address?)")));
   }
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  if (!config.metrics_listen().empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
+        metrics::MetricsExposer::Start(config.metrics_listen(), &metrics);
+    if (!started.ok()) {
+      server->Shutdown();
+      return Fail(kExitFailure, "metrics_listen", started.status());
+    }
+    exposer = *std::move(started);
+    const std::string& m = config.metrics_listen();
+    Log(absl::StrCat("metrics on ", m.substr(0, m.rfind(':')), ":",
+                     exposer->port(), "/metrics"));
+  }
   (*loop)->Start();
   pacer.Start();
-  if (!config.metrics_listen().empty()) {
-    Log(absl::StrCat("metrics_listen ", config.metrics_listen(),
-                     " is not served yet: this build has no /metrics "
-                     "endpoint"));
-  }
   std::string host = config.listen().substr(0, config.listen().rfind(':'));
   Log(absl::StrCat("listening on ", host, ":", port));
   if (!config.tls().cert_file().empty()) {

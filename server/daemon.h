@@ -12,9 +12,11 @@
 //      ABORTED;
 //   4. the server shuts down; exit 0.
 //
-// Start-up prints the model, the memory plan and the addresses to stderr,
-// then "pacelined: listening on HOST:PORT" (the bound port, also for port
-// 0) and "pacelined: ready", and tells systemd READY=1. A bad flag, config
+// Start-up prints the model, the memory plan and the addresses to stderr:
+// with metrics_listen, "pacelined: metrics on HOST:PORT/metrics" (the
+// Prometheus scrape endpoint), then "pacelined: listening on HOST:PORT"
+// (the bound ports, also for port 0) and "pacelined: ready", and tells
+// systemd READY=1. A bad flag, config
 // or model fails start-up with exit code 2 (usage/config) or 1 (model,
 // bind), before anything listens.
 

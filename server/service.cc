@@ -38,8 +38,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
       Finish(ToGrpcStatus(admitted.status(), context));
       return;
     }
-    buffer_ = std::make_shared<StreamBuffer>(admitted->built.delivery,
-                                             service->clock(), service->pacer());
+    buffer_ = std::make_shared<StreamBuffer>(
+        admitted->built.delivery, service->clock(), service->pacer(),
+        service->delivery_observer(), admitted->tenant->name);
     buffer_->Attach(this);
     admitted->built.spec.sink = buffer_;
     absl::StatusOr<scheduler::RequestId> id = service->Submit(
@@ -298,10 +299,27 @@ absl::Status PacelineService::CheckModel(absl::string_view model) const {
                                           options_.model_id, "'"));
 }
 
+absl::Status PacelineService::Rejected(absl::string_view tenant,
+                                       absl::Status status) const {
+  if (options_.rejections != nullptr) {
+    options_.rejections->OnRejected(tenant, status.code());
+  }
+  return status;
+}
+
 absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
     grpc::CallbackServerContext* context, const v1::GenerateRequest& request) {
+  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
+  if (!tenant.ok()) return Rejected("", tenant.status());
+  absl::StatusOr<Admitted> out = Check(*tenant, request);
+  if (!out.ok()) return Rejected((*tenant)->name, out.status());
+  return out;
+}
+
+absl::StatusOr<PacelineService::Admitted> PacelineService::Check(
+    const TenantPolicy* tenant, const v1::GenerateRequest& request) {
   Admitted out;
-  ASSIGN_OR_RETURN(out.tenant, Authenticate(context));
+  out.tenant = tenant;
   RETURN_IF_ERROR(CheckModel(request.model()));
   uint64_t seed = 0;
   {
@@ -322,7 +340,8 @@ absl::StatusOr<scheduler::RequestId> PacelineService::Submit(
   // Registered under mu_ together with the submission, so AbortAll never
   // misses a request the loop has.
   absl::MutexLock lock(&mu_);
-  if (draining_) return Draining();
+  // (The serving loop reports its own refusals to the scheduler metrics.)
+  if (draining_) return Rejected(tenant, Draining());
   ASSIGN_OR_RETURN(scheduler::RequestId id, loop_->Submit(std::move(spec)));
   live_[id] = Entry{tenant, std::move(abort)};
   return id;

@@ -31,6 +31,7 @@
 #include "server/auth.h"
 #include "server/pacer.h"
 #include "server/request_builder.h"
+#include "server/server_observers.h"
 #include "server/stream_buffer.h"
 #include "server/tenant_policy.h"
 
@@ -43,6 +44,9 @@ struct ServiceOptions {
   engine::MemoryPlan memory_plan;
   int32_t kv_block_size = 0;
   int64_t kv_blocks = 0;
+  // Optional (null: not observed); must outlive the service and its calls.
+  RejectionObserver* rejections = nullptr;
+  DeliveryObserver* delivery = nullptr;
 };
 
 class PacelineService final : public v1::Paceline::CallbackService {
@@ -103,7 +107,8 @@ class PacelineService final : public v1::Paceline::CallbackService {
     const TenantPolicy* tenant = nullptr;
     BuiltRequest built;
   };
-  // Authenticates and checks a GenerateRequest.
+  // Authenticates and checks a GenerateRequest; a refusal is reported to
+  // the rejection observer.
   absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
                                  const v1::GenerateRequest& request);
   // Submits to the serving loop and registers the call under the id.
@@ -113,6 +118,7 @@ class PacelineService final : public v1::Paceline::CallbackService {
   const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
   scheduler::ServingLoop& loop() { return *loop_; }
   Pacer* pacer() { return pacer_; }
+  DeliveryObserver* delivery_observer() const { return options_.delivery; }
   scheduler::Clock* clock() { return clock_; }
 
  private:
@@ -125,6 +131,11 @@ class PacelineService final : public v1::Paceline::CallbackService {
   absl::StatusOr<const TenantPolicy*> Authenticate(
       grpc::CallbackServerContext* context) const;
   absl::Status CheckModel(absl::string_view model) const;
+  // Admit for an authenticated caller.
+  absl::StatusOr<Admitted> Check(const TenantPolicy* tenant,
+                                 const v1::GenerateRequest& request);
+  // Tells the rejection observer, if any; returns `status`.
+  absl::Status Rejected(absl::string_view tenant, absl::Status status) const;
   // A reactor already finished with `status`.
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                         const absl::Status& status);

@@ -7,11 +7,17 @@
 namespace paceline::server {
 
 StreamBuffer::StreamBuffer(const DeliveryOptions& options,
-                           scheduler::Clock* clock, Pacer* pacer)
+                           scheduler::Clock* clock, Pacer* pacer,
+                           DeliveryObserver* observer, std::string tenant)
     : clock_(clock),
       pacer_(pacer),
-      gate_(options.pace_tokens_per_s, options.burst_tokens, clock->Now()),
-      options_(options) {}
+      observer_(observer),
+      tenant_(std::move(tenant)),
+      queued_(clock->Now()),
+      gate_(options.pace_tokens_per_s, options.burst_tokens, queued_),
+      options_(options) {
+  if (observer_ != nullptr) observer_->OnStreamOpened();
+}
 
 void StreamBuffer::Attach(StreamWriter* writer) {
   absl::MutexLock lock(&mu_);
@@ -19,13 +25,18 @@ void StreamBuffer::Attach(StreamWriter* writer) {
 }
 
 void StreamBuffer::Detach() {
-  absl::MutexLock lock(&mu_);
-  writer_ = nullptr;
-  done_ = true;
-  pending_.clear();
-  DropPendingTokens();
-  has_ready_ = false;
-  ready_ = Outgoing();
+  bool closed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    writer_ = nullptr;
+    closed = !done_;
+    done_ = true;
+    pending_.clear();
+    DropPendingTokens();
+    has_ready_ = false;
+    ready_ = Outgoing();
+  }
+  if (closed && observer_ != nullptr) observer_->OnStreamClosed();
 }
 
 void StreamBuffer::OnAccepted(const scheduler::AcceptInfo& info) {
@@ -80,14 +91,24 @@ int64_t StreamBuffer::buffered_tokens() const {
 
 void StreamBuffer::OnWriteDone(bool ok) {
   const absl::Time now = clock_->Now();
+  int32_t delivered = 0;  // token ids that reached the client
+  bool first = false;
+  absl::Duration since;
   {
     absl::MutexLock lock(&mu_);
     in_flight_ = false;
     if (ok && in_flight_is_delta_) {
       if (first_delivered_ == absl::InfinitePast()) first_delivered_ = now;
       last_delivered_ = now;
+      if (in_flight_tokens_ > 0) {
+        delivered = in_flight_tokens_;
+        first = last_tokens_delivered_ == absl::InfinitePast();
+        since = now - (first ? queued_ : last_tokens_delivered_);
+        last_tokens_delivered_ = now;
+      }
     }
     in_flight_is_delta_ = false;
+    in_flight_tokens_ = 0;
     if (!ok && !broken_) {
       broken_ = true;
       pending_.clear();
@@ -95,6 +116,9 @@ void StreamBuffer::OnWriteDone(bool ok) {
       has_ready_ = false;
       accepted_ready_ = false;
     }
+  }
+  if (delivered > 0 && observer_ != nullptr) {
+    observer_->OnDelivered(tenant_, first, since, delivered);
   }
   Pump();
 }
@@ -175,6 +199,7 @@ bool StreamBuffer::NextWriteLocked(Outgoing* out) {
       has_ready_ = false;
       in_flight_ = true;
       in_flight_is_delta_ = true;
+      in_flight_tokens_ = static_cast<int32_t>(out->ids.size());
       return true;
     }
     if (!finish_.has_value() || !pending_.empty()) return false;
@@ -202,7 +227,12 @@ void StreamBuffer::Pump() {
     writer = writer_;
   }
   // Outside the lock: the writer may complete inline and call back.
+  // Finishing may end the call and drop this buffer before StartWrite
+  // returns: nothing of `this` is touched after it.
+  DeliveryObserver* closed =
+      out.kind == Outgoing::Kind::kFinished ? observer_ : nullptr;
   writer->StartWrite(out);
+  if (closed != nullptr) closed->OnStreamClosed();
 }
 
 void StreamBuffer::AddPendingTokens(int64_t n) {

@@ -39,6 +39,7 @@
 #include "scheduler/clock.h"
 #include "scheduler/token_sink.h"
 #include "server/pace_gate.h"
+#include "server/server_observers.h"
 
 namespace paceline::server {
 
@@ -82,9 +83,12 @@ class StreamBuffer final : public scheduler::TokenSink,
                            public std::enable_shared_from_this<StreamBuffer> {
  public:
   // `clock` and `pacer` must outlive the buffer; `writer` is attached with
-  // Attach before the request is submitted.
+  // Attach before the request is submitted. `observer` (may be null; must
+  // outlive the buffer) hears of the stream's deliveries under `tenant`,
+  // timed from now (the stream is queued right after).
   StreamBuffer(const DeliveryOptions& options, scheduler::Clock* clock,
-               Pacer* pacer);
+               Pacer* pacer, DeliveryObserver* observer = nullptr,
+               std::string tenant = "");
 
   void Attach(StreamWriter* writer);
   // The writer is gone (the RPC is over): drop everything still buffered
@@ -139,6 +143,9 @@ class StreamBuffer final : public scheduler::TokenSink,
 
   scheduler::Clock* const clock_;
   Pacer* const pacer_;
+  DeliveryObserver* const observer_;
+  const std::string tenant_;
+  const absl::Time queued_;
 
   mutable absl::Mutex mu_;
   StreamWriter* writer_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -156,11 +163,15 @@ class StreamBuffer final : public scheduler::TokenSink,
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool in_flight_is_delta_ ABSL_GUARDED_BY(mu_) = false;
+  int32_t in_flight_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // ids in that delta
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed
   bool done_ ABSL_GUARDED_BY(mu_) = false;    // Finished handed over
   bool scheduled_ ABSL_GUARDED_BY(mu_) = false;  // a pacer call is pending
   absl::Time first_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // When the last write with token ids completed (the observer's gaps).
+  absl::Time last_tokens_delivered_ ABSL_GUARDED_BY(mu_) =
+      absl::InfinitePast();
 };
 
 }  // namespace paceline::server

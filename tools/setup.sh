@@ -12,7 +12,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl
-  prometheus python3-yaml gnuplot-nox
+  prometheus python3-yaml gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
 )
 
 missing=()

@@ -1,0 +1,376 @@
+#include "metrics/metrics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "metrics/build_info.h"
+#include "metrics/metrics_impl.h"
+#include "prometheus/text_serializer.h"
+
+namespace paceline::metrics {
+namespace {
+
+using prometheus::Histogram;
+
+// Bucket upper bounds, in the family's unit.
+const Histogram::BucketBoundaries kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+    0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 60.0};
+const Histogram::BucketBoundaries kItlBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
+    0.2,   0.3,    0.4,   0.5,  0.75,  1.0,  2.5,   5.0};
+const Histogram::BucketBoundaries kRequestBuckets = {
+    0.01, 0.05, 0.1,  0.25, 0.5,   1.0,   2.5,   5.0,  10.0,
+    15.0, 20.0, 30.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+const Histogram::BucketBoundaries kQueueBuckets = {
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,  0.5,
+    1.0,   2.5,   5.0,  10.0,  30.0, 60.0, 120.0, 300.0};
+const Histogram::BucketBoundaries kStepBuckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5};
+const Histogram::BucketBoundaries kStepTokenBuckets = {
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+
+double Seconds(absl::Duration d) {
+  return std::max(0.0, absl::ToDoubleSeconds(d));
+}
+
+}  // namespace
+
+absl::string_view FinishReasonLabel(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "error";
+}
+
+std::string RejectionReason(absl::StatusCode code) {
+  std::string name = absl::StatusCodeToString(code);
+  if (name.empty()) name = "unknown";
+  for (char& c : name) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+Metrics::Impl::Impl(MetricsOptions opts)
+    : options(std::move(opts)),
+      start(options.now ? options.now() : absl::Now()),
+      registry(std::make_shared<prometheus::Registry>()) {
+  const prometheus::Labels model = {{"model", options.model}};
+  auto counter = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildCounter()
+                .Name(name)
+                .Help(help)
+                .Labels(model)
+                .Register(*registry);
+  };
+  auto gauge = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildGauge()
+                .Name(name)
+                .Help(help)
+                .Labels(model)
+                .Register(*registry);
+  };
+  auto histogram = [&](const std::string& name, const std::string& help,
+                       const Histogram::BucketBoundaries& buckets) {
+    return &prometheus::BuildHistogram()
+                .Name(name)
+                .Help(help)
+                .Labels(model)
+                .Register(*registry)
+                .Add({}, buckets);
+  };
+
+  // --- Requests, per tenant ---------------------------------------------
+  auto* requests = counter(
+      "paceline_requests_total",
+      "Requests finished, by finish reason (eos, stop, length, cancelled, "
+      "error) and tenant.");
+  auto* prompt = counter("paceline_prompt_tokens_total",
+                         "Prompt tokens of finished requests that were "
+                         "admitted (prefilled), by tenant.");
+  auto* generation =
+      counter("paceline_generation_tokens_total",
+              "Tokens sampled (including the EOS or stop token that ended a "
+              "request), by tenant.");
+  auto* running = gauge("paceline_requests_running",
+                        "Requests in the running batch, by tenant.");
+  auto* waiting = gauge("paceline_requests_waiting",
+                        "Requests queued (or preempted) waiting to run, by "
+                        "tenant.");
+  auto make_series = [&](const std::string& tenant) {
+    TenantSeries s;
+    for (int r = 0; r < kNumFinishReasons; ++r) {
+      s.requests[r] = &requests->Add(
+          {{"finish_reason",
+            std::string(FinishReasonLabel(static_cast<FinishReason>(r)))},
+           {"tenant", tenant}});
+    }
+    s.prompt_tokens = &prompt->Add({{"tenant", tenant}});
+    s.generation_tokens = &generation->Add({{"tenant", tenant}});
+    s.running = &running->Add({{"tenant", tenant}});
+    s.waiting = &waiting->Add({{"tenant", tenant}});
+    return s;
+  };
+  for (const std::string& t : options.tenants) {
+    if (t != other && !tenants.contains(t)) tenants.emplace(t, make_series(t));
+  }
+  other_series = make_series(other);
+  rejections = counter(
+      "paceline_rejections_total",
+      "Generation requests refused before running, by reason (the "
+      "lower-case gRPC code) and tenant (\"other\" when unauthenticated).");
+
+  // --- Requests, latencies ------------------------------------------------
+  e2e_latency = histogram("paceline_e2e_request_latency_seconds",
+                          "From queued to generation finished, any finish "
+                          "reason.",
+                          kRequestBuckets);
+  queue_time =
+      histogram("paceline_request_queue_time_seconds",
+                "From queued to first admitted into the batch.", kQueueBuckets);
+  ttft = histogram("paceline_time_to_first_token_seconds",
+                   "From queued to the first token sampled.", kTtftBuckets);
+  itl = histogram("paceline_inter_token_latency_seconds",
+                  "Between consecutive tokens sampled for a request.",
+                  kItlBuckets);
+  ttft_delivered = histogram(
+      "paceline_time_to_first_token_delivered_seconds",
+      "Generate streams: from queued to the first token written to the "
+      "client.",
+      kTtftBuckets);
+  itl_delivered = histogram(
+      "paceline_inter_token_latency_delivered_seconds",
+      "Generate streams: between consecutive tokens written to the client "
+      "(0 for tokens after the first of one message).",
+      kItlBuckets);
+  preemptions = &counter("paceline_preemptions_total",
+                         "Requests preempted (KV dropped, recomputed later).")
+                     ->Add({});
+
+  // --- Load -----------------------------------------------------------------
+  num_running = &gauge("paceline_num_requests_running",
+                       "Requests in the running batch (all tenants).")
+                     ->Add({});
+  num_waiting = &gauge("paceline_num_requests_waiting",
+                       "Requests waiting to run (all tenants).")
+                     ->Add({});
+  kv_usage = &gauge("paceline_kv_cache_usage_ratio",
+                    "KV cache blocks in use by live requests / all blocks "
+                    "(0..1).")
+                  ->Add({});
+  auto* blocks = gauge("paceline_kv_cache_blocks",
+                       "KV cache blocks by state: used (by live requests), "
+                       "cached (prefix cache, evictable), free.");
+  kv_used = &blocks->Add({{"state", "used"}});
+  kv_cached = &blocks->Add({{"state", "cached"}});
+  kv_free = &blocks->Add({{"state", "free"}});
+  kv_capacity = &gauge("paceline_kv_cache_capacity_blocks",
+                       "KV cache blocks in the pool.")
+                     ->Add({});
+  prefix_queried = &counter("paceline_prefix_cache_queried_tokens_total",
+                            "Prompt tokens looked up in the prefix cache at "
+                            "admission.")
+                        ->Add({});
+  prefix_hits = &counter("paceline_prefix_cache_hit_tokens_total",
+                         "Prompt tokens found in the prefix cache at "
+                         "admission.")
+                     ->Add({});
+  pacer_buffered = &gauge("paceline_pacer_buffered_tokens",
+                          "Tokens generated but not yet released to clients "
+                          "(all streams).")
+                        ->Add({});
+  pacer_streams =
+      &gauge("paceline_pacer_streams", "Generate streams open for delivery.")
+           ->Add({});
+
+  // --- Engine
+  // -----------------------------------------------------------------
+  step_duration =
+      histogram("paceline_engine_step_duration_seconds",
+                "One engine step: schedule, forward, update.", kStepBuckets);
+  step_tokens = histogram("paceline_engine_step_tokens",
+                          "Tokens in one engine step's forward batch.",
+                          kStepTokenBuckets);
+  busy_seconds = &counter("paceline_engine_busy_seconds_total",
+                          "Time spent in engine steps.")
+                      ->Add({});
+  busy_ratio = &gauge("paceline_engine_busy_ratio",
+                      "Fraction of the last 10 s spent in engine steps.")
+                    ->Add({});
+  gauge("paceline_build_info", "Always 1; the build's version and commit.")
+      ->Add({{"version", BuildVersion()}, {"commit", BuildCommit()}})
+      .Set(1);
+
+  collectable =
+      std::make_shared<HookedCollectable>(registry, [this] { Refresh(); });
+}
+
+const TenantSeries& Metrics::Impl::Tenant(absl::string_view tenant) const {
+  auto it = tenants.find(tenant);
+  return it != tenants.end() ? it->second : other_series;
+}
+
+void Metrics::Impl::UpdateBusyRatioLocked(absl::Time now) const {
+  const int64_t now_second = absl::ToUnixSeconds(now);
+  double busy = 0;
+  for (int i = 0; i < kBusySlots; ++i) {
+    if (busy_second[i] > now_second - kBusySlots &&
+        busy_second[i] <= now_second) {
+      busy += busy_in_second[i];
+    }
+  }
+  // Nine whole seconds and the current one so far; less just after start.
+  double window =
+      (kBusySlots - 1) +
+      absl::ToDoubleSeconds(now - absl::FromUnixSeconds(now_second));
+  window = std::min(window, absl::ToDoubleSeconds(now - start));
+  busy_ratio->Set(window > 0 ? std::clamp(busy / window, 0.0, 1.0) : 0.0);
+}
+
+void Metrics::Impl::Refresh() const {
+  {
+    absl::MutexLock lock(&hook_mu);
+    if (hook) hook();
+  }
+  absl::MutexLock lock(&busy_mu);
+  UpdateBusyRatioLocked(options.now ? options.now() : absl::Now());
+}
+
+Metrics::Metrics(MetricsOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Metrics::~Metrics() = default;
+
+const std::string& Metrics::TenantLabel(absl::string_view tenant) const {
+  auto it = impl_->tenants.find(tenant);
+  return it != impl_->tenants.end() ? it->first : impl_->other;
+}
+
+void Metrics::RequestFinished(absl::string_view tenant, FinishReason reason,
+                              absl::Duration e2e_latency) {
+  impl_->Tenant(tenant).requests[static_cast<int>(reason)]->Increment();
+  impl_->e2e_latency->Observe(Seconds(e2e_latency));
+}
+
+void Metrics::PromptTokens(absl::string_view tenant, int64_t tokens) {
+  if (tokens > 0) {
+    impl_->Tenant(tenant).prompt_tokens->Increment(static_cast<double>(tokens));
+  }
+}
+
+void Metrics::RequestQueued(absl::Duration queue_time) {
+  impl_->queue_time->Observe(Seconds(queue_time));
+}
+
+void Metrics::FirstToken(absl::string_view tenant, absl::Duration ttft) {
+  impl_->Tenant(tenant).generation_tokens->Increment();
+  impl_->ttft->Observe(Seconds(ttft));
+}
+
+void Metrics::NextToken(absl::string_view tenant,
+                        absl::Duration since_previous) {
+  impl_->Tenant(tenant).generation_tokens->Increment();
+  impl_->itl->Observe(Seconds(since_previous));
+}
+
+void Metrics::Preempted() { impl_->preemptions->Increment(); }
+
+void Metrics::Rejected(absl::string_view tenant, absl::StatusCode code) {
+  impl_->rejections
+      ->Add(
+          {{"reason", RejectionReason(code)}, {"tenant", TenantLabel(tenant)}})
+      .Increment();
+}
+
+void Metrics::FirstDelivered(absl::Duration since_queued, int64_t tokens) {
+  impl_->ttft_delivered->Observe(Seconds(since_queued));
+  for (int64_t i = 1; i < tokens; ++i) impl_->itl_delivered->Observe(0);
+}
+
+void Metrics::NextDelivered(absl::Duration gap, int64_t tokens) {
+  if (tokens <= 0) return;
+  impl_->itl_delivered->Observe(Seconds(gap));
+  for (int64_t i = 1; i < tokens; ++i) impl_->itl_delivered->Observe(0);
+}
+
+void Metrics::SetPacerBufferedTokens(int64_t tokens) {
+  impl_->pacer_buffered->Set(static_cast<double>(tokens));
+}
+
+void Metrics::StreamOpened() { impl_->pacer_streams->Increment(); }
+
+void Metrics::StreamClosed() { impl_->pacer_streams->Decrement(); }
+
+void Metrics::SetTenantLoad(absl::string_view tenant, int64_t running,
+                            int64_t waiting) {
+  const TenantSeries& s = impl_->Tenant(tenant);
+  s.running->Set(static_cast<double>(running));
+  s.waiting->Set(static_cast<double>(waiting));
+}
+
+void Metrics::SetLoad(int64_t running, int64_t waiting) {
+  impl_->num_running->Set(static_cast<double>(running));
+  impl_->num_waiting->Set(static_cast<double>(waiting));
+}
+
+void Metrics::SetKvCache(const KvCacheState& kv) {
+  impl_->kv_capacity->Set(static_cast<double>(kv.total_blocks));
+  impl_->kv_used->Set(static_cast<double>(kv.used_blocks));
+  impl_->kv_cached->Set(static_cast<double>(kv.cached_blocks));
+  impl_->kv_free->Set(static_cast<double>(kv.free_blocks));
+  impl_->kv_usage->Set(kv.total_blocks > 0
+                           ? static_cast<double>(kv.used_blocks) /
+                                 static_cast<double>(kv.total_blocks)
+                           : 0.0);
+  absl::MutexLock lock(&impl_->kv_mu);
+  if (kv.prefix_query_tokens > impl_->last_query_tokens) {
+    impl_->prefix_queried->Increment(
+        static_cast<double>(kv.prefix_query_tokens - impl_->last_query_tokens));
+    impl_->last_query_tokens = kv.prefix_query_tokens;
+  }
+  if (kv.prefix_hit_tokens > impl_->last_hit_tokens) {
+    impl_->prefix_hits->Increment(
+        static_cast<double>(kv.prefix_hit_tokens - impl_->last_hit_tokens));
+    impl_->last_hit_tokens = kv.prefix_hit_tokens;
+  }
+}
+
+void Metrics::EngineStep(absl::Duration duration, int64_t tokens,
+                         absl::Time end) {
+  const double seconds = Seconds(duration);
+  impl_->step_duration->Observe(seconds);
+  impl_->step_tokens->Observe(static_cast<double>(tokens));
+  impl_->busy_seconds->Increment(seconds);
+  const int64_t second = absl::ToUnixSeconds(end);
+  const int slot = static_cast<int>(
+      ((second % Impl::kBusySlots) + Impl::kBusySlots) % Impl::kBusySlots);
+  absl::MutexLock lock(&impl_->busy_mu);
+  if (impl_->busy_second[slot] != second) {
+    impl_->busy_second[slot] = second;
+    impl_->busy_in_second[slot] = 0;
+  }
+  impl_->busy_in_second[slot] += seconds;
+}
+
+void Metrics::SetCollectHook(std::function<void()> hook) {
+  absl::MutexLock lock(&impl_->hook_mu);
+  impl_->hook = std::move(hook);
+}
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(impl_->collectable->Collect());
+}
+
+}  // namespace paceline::metrics

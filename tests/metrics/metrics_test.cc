@@ -1,0 +1,333 @@
+// metrics/: every family, serialized with prometheus-cpp's TextSerializer
+// and read back: names, types, labels (model everywhere, tenants bounded
+// to the configured ones plus "other"), values, the busy window, the
+// collect hook and the HTTP exposer.
+
+#include "metrics/metrics.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "metrics/exposer.h"
+#include "tests/metrics/exposition.h"
+#include "tests/testing/http_get.h"
+
+namespace paceline::metrics {
+namespace {
+
+using ::paceline::testing::Exposition;
+using ::paceline::testing::ParseExposition;
+
+// A settable clock for the busy window; starts on a whole second.
+struct TestClock {
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+};
+
+MetricsOptions Options(TestClock* clock = nullptr) {
+  MetricsOptions o;
+  o.model = "m";
+  o.tenants = {"alice", "bob"};
+  if (clock != nullptr) o.now = [clock] { return clock->now; };
+  return o;
+}
+
+Exposition Scrape(const Metrics& metrics) {
+  return ParseExposition(metrics.Serialize());
+}
+
+TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
+  Metrics metrics(Options());
+  const Exposition e = Scrape(metrics);
+  const std::vector<std::pair<std::string, std::string>> families = {
+      {"paceline_requests_total", "counter"},
+      {"paceline_prompt_tokens_total", "counter"},
+      {"paceline_generation_tokens_total", "counter"},
+      {"paceline_requests_running", "gauge"},
+      {"paceline_requests_waiting", "gauge"},
+      {"paceline_num_requests_running", "gauge"},
+      {"paceline_num_requests_waiting", "gauge"},
+      {"paceline_kv_cache_usage_ratio", "gauge"},
+      {"paceline_kv_cache_blocks", "gauge"},
+      {"paceline_kv_cache_capacity_blocks", "gauge"},
+      {"paceline_prefix_cache_queried_tokens_total", "counter"},
+      {"paceline_prefix_cache_hit_tokens_total", "counter"},
+      {"paceline_time_to_first_token_seconds", "histogram"},
+      {"paceline_inter_token_latency_seconds", "histogram"},
+      {"paceline_e2e_request_latency_seconds", "histogram"},
+      {"paceline_request_queue_time_seconds", "histogram"},
+      {"paceline_time_to_first_token_delivered_seconds", "histogram"},
+      {"paceline_inter_token_latency_delivered_seconds", "histogram"},
+      {"paceline_preemptions_total", "counter"},
+      {"paceline_engine_step_duration_seconds", "histogram"},
+      {"paceline_engine_step_tokens", "histogram"},
+      {"paceline_engine_busy_seconds_total", "counter"},
+      {"paceline_engine_busy_ratio", "gauge"},
+      {"paceline_pacer_buffered_tokens", "gauge"},
+      {"paceline_pacer_streams", "gauge"},
+      {"paceline_build_info", "gauge"},
+  };
+  // (paceline_rejections_total has no series before the first rejection,
+  // so it is not written yet.)
+  for (const auto& [name, type] : families) {
+    auto it = e.types.find(name);
+    ASSERT_NE(it, e.types.end()) << name;
+    EXPECT_EQ(it->second, type) << name;
+  }
+  // Every sample carries model="m"; no family is left undeclared.
+  for (const auto& [series, value] : e.samples) {
+    EXPECT_TRUE(absl::StrContains(series, "model=\"m\"")) << series;
+    EXPECT_TRUE(absl::StartsWith(series, "paceline_")) << series;
+  }
+  EXPECT_EQ(e.types.size(), families.size());
+}
+
+TEST(MetricsTest, TenantSeriesExistFromTheStartAndOthersCountAsOther) {
+  Metrics metrics(Options());
+  Exposition e = Scrape(metrics);
+  for (const char* t : {"alice", "bob", "other"}) {
+    for (const char* r : {"eos", "stop", "length", "cancelled", "error"}) {
+      EXPECT_EQ(e.Get(absl::StrCat("paceline_requests_total{finish_reason=\"",
+                                   r, "\",model=\"m\",tenant=\"", t, "\"}")),
+                0)
+          << t << " " << r;
+    }
+    EXPECT_EQ(e.Get(absl::StrCat(
+                  "paceline_requests_running{model=\"m\",tenant=\"", t, "\"}")),
+              0);
+  }
+  EXPECT_EQ(metrics.TenantLabel("alice"), "alice");
+  EXPECT_EQ(metrics.TenantLabel("mallory"), "other");
+  EXPECT_EQ(metrics.TenantLabel(""), "other");
+
+  metrics.RequestFinished("alice", FinishReason::kEos, absl::Seconds(2));
+  metrics.RequestFinished("mallory", FinishReason::kStop, absl::Seconds(1));
+  metrics.RequestFinished("", FinishReason::kError, absl::Seconds(1));
+  metrics.PromptTokens("bob", 7);
+  metrics.PromptTokens("eve", 3);
+  metrics.SetTenantLoad("bob", 2, 5);
+  e = Scrape(metrics);
+  EXPECT_EQ(e.Get("paceline_requests_total{finish_reason=\"eos\",model=\"m\","
+                  "tenant=\"alice\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_requests_total{finish_reason=\"stop\",model=\"m\","
+                  "tenant=\"other\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_requests_total{finish_reason=\"error\",model="
+                  "\"m\",tenant=\"other\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_prompt_tokens_total{model=\"m\",tenant=\"bob\"}"),
+            7);
+  EXPECT_EQ(e.Get("paceline_prompt_tokens_total{model=\"m\",tenant=\"other\"}"),
+            3);
+  EXPECT_EQ(e.Get("paceline_requests_running{model=\"m\",tenant=\"bob\"}"), 2);
+  EXPECT_EQ(e.Get("paceline_requests_waiting{model=\"m\",tenant=\"bob\"}"), 5);
+  EXPECT_EQ(e.Get("paceline_e2e_request_latency_seconds_count{model=\"m\"}"),
+            3);
+  EXPECT_DOUBLE_EQ(
+      e.Get("paceline_e2e_request_latency_seconds_sum{model=\"m\"}"), 4);
+  // No series names a tenant outside the configured set.
+  for (const auto& [series, value] : e.samples) {
+    EXPECT_FALSE(absl::StrContains(series, "mallory")) << series;
+    EXPECT_FALSE(absl::StrContains(series, "eve")) << series;
+  }
+}
+
+TEST(MetricsTest, TokensAndLatencies) {
+  Metrics metrics(Options());
+  metrics.FirstToken("alice", absl::Milliseconds(30));
+  metrics.NextToken("alice", absl::Milliseconds(2));
+  metrics.NextToken("alice", absl::Milliseconds(4));
+  metrics.FirstToken("zed", absl::Milliseconds(70));
+  metrics.RequestQueued(absl::Milliseconds(3));
+  metrics.Preempted();
+  metrics.Preempted();
+  const Exposition e = Scrape(metrics);
+  EXPECT_EQ(
+      e.Get("paceline_generation_tokens_total{model=\"m\",tenant=\"alice\"}"),
+      3);
+  EXPECT_EQ(
+      e.Get("paceline_generation_tokens_total{model=\"m\",tenant=\"other\"}"),
+      1);
+  EXPECT_EQ(e.Get("paceline_time_to_first_token_seconds_count{model=\"m\"}"),
+            2);
+  EXPECT_DOUBLE_EQ(
+      e.Get("paceline_time_to_first_token_seconds_sum{model=\"m\"}"), 0.1);
+  // Buckets are cumulative: 30 ms is under 0.04, 70 ms is not.
+  EXPECT_EQ(e.Get("paceline_time_to_first_token_seconds_bucket{le=\"0.04\","
+                  "model=\"m\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_time_to_first_token_seconds_bucket{le=\"+Inf\","
+                  "model=\"m\"}"),
+            2);
+  EXPECT_EQ(e.Get("paceline_inter_token_latency_seconds_count{model=\"m\"}"),
+            2);
+  EXPECT_EQ(e.Get("paceline_inter_token_latency_seconds_bucket{le=\"0.0025\","
+                  "model=\"m\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_request_queue_time_seconds_count{model=\"m\"}"), 1);
+  EXPECT_EQ(e.Get("paceline_preemptions_total{model=\"m\"}"), 2);
+}
+
+TEST(MetricsTest, DeliveryCountsEveryTokenOfACoalescedWrite) {
+  Metrics metrics(Options());
+  metrics.StreamOpened();
+  metrics.StreamOpened();
+  metrics.StreamClosed();
+  metrics.FirstDelivered(absl::Milliseconds(50), 2);  // ttft + one 0 s gap
+  metrics.NextDelivered(absl::Milliseconds(100), 3);  // 100 ms, 0, 0
+  metrics.SetPacerBufferedTokens(12);
+  const Exposition e = Scrape(metrics);
+  EXPECT_EQ(e.Get("paceline_pacer_streams{model=\"m\"}"), 1);
+  EXPECT_EQ(e.Get("paceline_pacer_buffered_tokens{model=\"m\"}"), 12);
+  EXPECT_EQ(e.Get("paceline_time_to_first_token_delivered_seconds_count{"
+                  "model=\"m\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_inter_token_latency_delivered_seconds_count{"
+                  "model=\"m\"}"),
+            4);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_inter_token_latency_delivered_seconds_sum{"
+                         "model=\"m\"}"),
+                   0.1);
+  EXPECT_EQ(e.Get("paceline_inter_token_latency_delivered_seconds_bucket{le="
+                  "\"0.001\",model=\"m\"}"),
+            3);
+}
+
+TEST(MetricsTest, KvCacheGaugesAndPrefixCountersAdvanceByTheIncrease) {
+  Metrics metrics(Options());
+  KvCacheState kv;
+  kv.total_blocks = 100;
+  kv.used_blocks = 25;
+  kv.cached_blocks = 10;
+  kv.free_blocks = 65;
+  kv.prefix_query_tokens = 40;
+  kv.prefix_hit_tokens = 16;
+  metrics.SetKvCache(kv);
+  metrics.SetKvCache(kv);  // the same totals again: no double count
+  kv.prefix_query_tokens = 50;
+  kv.prefix_hit_tokens = 20;
+  metrics.SetKvCache(kv);
+  metrics.SetLoad(3, 4);
+  const Exposition e = Scrape(metrics);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_kv_cache_usage_ratio{model=\"m\"}"), 0.25);
+  EXPECT_EQ(e.Get("paceline_kv_cache_capacity_blocks{model=\"m\"}"), 100);
+  EXPECT_EQ(e.Get("paceline_kv_cache_blocks{model=\"m\",state=\"used\"}"), 25);
+  EXPECT_EQ(e.Get("paceline_kv_cache_blocks{model=\"m\",state=\"cached\"}"),
+            10);
+  EXPECT_EQ(e.Get("paceline_kv_cache_blocks{model=\"m\",state=\"free\"}"), 65);
+  EXPECT_EQ(e.Get("paceline_prefix_cache_queried_tokens_total{model=\"m\"}"),
+            50);
+  EXPECT_EQ(e.Get("paceline_prefix_cache_hit_tokens_total{model=\"m\"}"), 20);
+  EXPECT_EQ(e.Get("paceline_num_requests_running{model=\"m\"}"), 3);
+  EXPECT_EQ(e.Get("paceline_num_requests_waiting{model=\"m\"}"), 4);
+}
+
+TEST(MetricsTest, EngineStepsAndTheBusyWindow) {
+  TestClock clock;
+  const absl::Time t0 = clock.now;
+  Metrics metrics(Options(&clock));
+  metrics.EngineStep(absl::Milliseconds(1500), 48, t0 + absl::Seconds(4));
+  metrics.EngineStep(absl::Milliseconds(500), 1, t0 + absl::Seconds(7));
+  clock.now = t0 + absl::Seconds(10);
+  Exposition e = Scrape(metrics);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_engine_busy_seconds_total{model=\"m\"}"), 2);
+  EXPECT_EQ(e.Get("paceline_engine_step_duration_seconds_count{model=\"m\"}"),
+            2);
+  EXPECT_EQ(e.Get("paceline_engine_step_tokens_bucket{le=\"1\",model=\"m\"}"),
+            1);
+  EXPECT_EQ(e.Get("paceline_engine_step_tokens_bucket{le=\"64\",model=\"m\"}"),
+            2);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_engine_step_tokens_sum{model=\"m\"}"), 49);
+  // Busy 2 s of the window [t0 + 1 s, t0 + 10 s].
+  EXPECT_NEAR(e.Get("paceline_engine_busy_ratio{model=\"m\"}"), 2.0 / 9, 1e-9);
+  // Just after start the window is the time since start.
+  clock.now = t0 + absl::Seconds(5);
+  e = Scrape(metrics);
+  EXPECT_NEAR(e.Get("paceline_engine_busy_ratio{model=\"m\"}"), 1.5 / 5, 1e-9);
+  // Later the steps have left the window; the total stays.
+  clock.now = t0 + absl::Seconds(30);
+  e = Scrape(metrics);
+  EXPECT_EQ(e.Get("paceline_engine_busy_ratio{model=\"m\"}"), 0);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_engine_busy_seconds_total{model=\"m\"}"), 2);
+}
+
+TEST(MetricsTest, RejectionsByLowerCaseCodeName) {
+  Metrics metrics(Options());
+  metrics.Rejected("", absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Scrape(metrics).types.at("paceline_rejections_total"), "counter");
+  metrics.Rejected("", absl::StatusCode::kUnauthenticated);
+  metrics.Rejected("bob", absl::StatusCode::kResourceExhausted);
+  metrics.Rejected("bob", absl::StatusCode::kResourceExhausted);
+  metrics.Rejected("nobody", absl::StatusCode::kInvalidArgument);
+  const Exposition e = Scrape(metrics);
+  EXPECT_EQ(e.Get("paceline_rejections_total{model=\"m\",reason="
+                  "\"unauthenticated\",tenant=\"other\"}"),
+            2);
+  EXPECT_EQ(e.Get("paceline_rejections_total{model=\"m\",reason="
+                  "\"resource_exhausted\",tenant=\"bob\"}"),
+            2);
+  EXPECT_EQ(e.Get("paceline_rejections_total{model=\"m\",reason="
+                  "\"invalid_argument\",tenant=\"other\"}"),
+            1);
+  EXPECT_EQ(RejectionReason(absl::StatusCode::kUnavailable), "unavailable");
+  EXPECT_EQ(RejectionReason(absl::StatusCode::kNotFound), "not_found");
+}
+
+TEST(MetricsTest, BuildInfoIsOne) {
+  Metrics metrics(Options());
+  const Exposition e = Scrape(metrics);
+  int found = 0;
+  for (const auto& [series, value] : e.samples) {
+    if (!absl::StartsWith(series, "paceline_build_info{")) continue;
+    ++found;
+    EXPECT_EQ(value, 1);
+    EXPECT_TRUE(absl::StrContains(series, "commit=\"")) << series;
+    EXPECT_TRUE(absl::StrContains(series, "version=\"")) << series;
+  }
+  EXPECT_EQ(found, 1);
+}
+
+TEST(MetricsTest, TheCollectHookRunsBeforeEveryCollection) {
+  Metrics metrics(Options());
+  int calls = 0;
+  metrics.SetCollectHook([&] { metrics.SetLoad(++calls, 0); });
+  EXPECT_EQ(Scrape(metrics).Get("paceline_num_requests_running{model=\"m\"}"),
+            1);
+  EXPECT_EQ(Scrape(metrics).Get("paceline_num_requests_running{model=\"m\"}"),
+            2);
+  metrics.SetCollectHook(nullptr);
+  EXPECT_EQ(Scrape(metrics).Get("paceline_num_requests_running{model=\"m\"}"),
+            2);
+}
+
+TEST(MetricsExposerTest, ServesMetricsOnAnAnyPortAndRunsTheHook) {
+  Metrics metrics(Options());
+  int scrapes = 0;
+  metrics.SetCollectHook([&] { metrics.SetPacerBufferedTokens(++scrapes); });
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  ASSERT_GT((*exposer)->port(), 0);
+  const ::paceline::testing::HttpResponse response =
+      ::paceline::testing::HttpGet((*exposer)->port(), "/metrics");
+  EXPECT_EQ(response.status, 200);
+  const Exposition e = ParseExposition(response.body);
+  EXPECT_EQ(e.types.at("paceline_build_info"), "gauge");
+  EXPECT_EQ(e.Get("paceline_pacer_buffered_tokens{model=\"m\"}"), 1);
+
+  // The same port again cannot be bound.
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> again = MetricsExposer::Start(
+      absl::StrCat("127.0.0.1:", (*exposer)->port()), &metrics);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable)
+      << again.status();
+}
+
+}  // namespace
+}  // namespace paceline::metrics
