@@ -171,6 +171,14 @@ void BuildPairsAvx512(const int8_t* q, int64_t cols, int32_t* s_pairs);
 void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                           int64_t row_end);
 
+// Packed float GEMM (matmul_avx512_gemm.cc) that MatMulRowsAvx512 hands
+// over to from kFloatGemmMinTokens tokens when cols is a multiple of 16:
+// weights repacked by tile lane (column mod 16), outer-product FMA chains
+// that take each (token, row) through the tiles' exact float operations.
+void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
+                         int64_t row_end);
+inline constexpr int64_t kFloatGemmMinTokens = 12;
+
 // Packed int8 GEMM (matmul_avx512_gemm.cc) that the VNNI entry point hands
 // over to for many tokens: weights repacked 16 rows to a register,
 // outer-product tiles. Crossover measured on a Sapphire Rapids-class VM
