@@ -9,10 +9,11 @@
 // float weights are widened to f32 as they load (F16 by vcvtph2ps, BF16 by
 // a shift) and multiplied into f32 accumulators; int8 weights multiply the
 // activations with vpdpbusd, 64 columns (two blocks) per instruction. The
-// float tiles serve every token count (F16 / BF16 rows widened to f32 once
-// per call from kConvertMinTokens); the int8 ones serve decode, and from
-// kGemmMinTokens tokens the VNNI entry point hands over to the packed
-// outer-product GEMM of matmul_avx512_gemm.cc, which sums in the same order.
+// tiles serve decode; from kFloatGemmMinTokens (float, cols a multiple of
+// 16) and kGemmMinTokens (int8) tokens the entry points hand over to the
+// packed outer-product GEMMs of matmul_avx512_gemm.cc, which sum in the
+// same order. Float tiles with many tokens and other cols widen F16 / BF16
+// rows to f32 once per call from kConvertMinTokens.
 
 #include <cstddef>
 #include <algorithm>
@@ -279,6 +280,11 @@ void MatMulRowsAvx512(const MatMulTask& task, int64_t row_begin,
   static const TileSet f32 = MakeFloatSet<GgmlType::kF32>();
   static const TileSet f16 = MakeFloatSet<GgmlType::kF16>();
   static const TileSet bf16 = MakeFloatSet<GgmlType::kBF16>();
+  if (task.n_tokens >= kFloatGemmMinTokens && task.cols % 16 == 0 &&
+      task.row_bytes <= kGemmMaxRowBytes) {
+    FloatGemmRowsAvx512(task, row_begin, row_end);
+    return;
+  }
   if (task.type == GgmlType::kF32 || task.n_tokens < kConvertMinTokens) {
     RunTiled(task, row_begin, row_end,
              task.type == GgmlType::kF32   ? f32

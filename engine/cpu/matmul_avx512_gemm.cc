@@ -1,10 +1,15 @@
-// AVX-512 VNNI kernels for many tokens at once (prefill, large batches):
-// the weights are repacked so that one zmm holds 4 consecutive columns of
-// 16 rows, and the micro-kernel is an outer product — each vpdpbusd
-// multiplies 16 rows by one token's 4 activations (broadcast), 64
+// AVX-512 GEMMs for many tokens at once (prefill, large batches). Each
+// takes every (token, row) through the same float operations as the
+// dot-product tiles of matmul_avx512.cc (matmul_internal.h), so a token's
+// result does not depend on what shares its batch.
+//
+// Float weights: packed by tile lane, outer-product FMA chains (below).
+// Int8 weights (VNNI): repacked so that one zmm holds 4 consecutive
+// columns of 16 rows, and the micro-kernel is an outer product — each
+// vpdpbusd multiplies 16 rows by one token's 4 activations (broadcast), 64
 // multiply-adds per instruction with no horizontal sums. The dot-product
-// tiles of matmul_avx512.cc spend ~3 instructions of per-block scaling on
-// every 64 multiply-adds; here the scaling is per 32 columns x 16 rows.
+// tiles spend ~3 instructions of per-block scaling on every 64
+// multiply-adds; here the scaling is per 32 columns x 16 rows.
 //
 // Same math as every other path (matmul_internal.h): exact int32 block
 // sums, then y += (dw * dx) * isum in f32. Compiled for the baseline ISA
@@ -26,6 +31,293 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+// ---- Float weights: packed f32 panels, one FMA chain per tile lane ----
+//
+// The float tiles of matmul_avx512.cc give each (token, row) one
+// accumulator vector whose lane i sums columns i, i + 16, ... by FMA, then
+// reduce the 16 lanes with Reduce4's add tree (matmul_internal.h). This
+// GEMM takes the same float operations in another loop order: the weights
+// are packed by lane group (column mod 16), and an outer-product kernel
+// runs each lane group's chain for 16 rows at once (one zmm per token and
+// panel of 16 rows), keeping the 16 lane sums per (token, row) in memory
+// between lane groups and column blocks. The final tree then adds lane
+// vectors to lane vectors, and its result is y[t, 16 rows] as stored.
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+namespace paceline::engine::cpu::internal {
+namespace {
+
+constexpr int kFPanelRows = 16;     // rows per packed panel: one zmm
+constexpr int kFPanels = 4;         // 4 panels x 6 tokens = 24 accumulators:
+constexpr int kFGemmTokens = 6;     // 10 loads per 24 FMAs
+constexpr int64_t kFLanes = 16;     // the tiles' accumulator lanes
+constexpr int64_t kFGemmMc = kFPanels * kFPanelRows;  // rows per packed block
+// Columns per packed block: 64 rows x 2048 f32 = 512 KiB stay in L2 while
+// every token tile passes over them. Long blocks matter more than for a
+// plain GEMM: between blocks each (token, row) carries 16 lane sums, not 1.
+constexpr int64_t kFGemmKc = 2048;
+
+constexpr int64_t kFPackPrefetchBytes = 512;
+
+// Packs rows [r0, r0 + nr) x columns [k0, k0 + n), n a multiple of 16, as
+//   out: (16 lanes, n / 16, kFPanels, 16 rows) f32;
+//   out[i][j][p][lane] = w[r0 + 16p + lane, k0 + 16j + i], 0 past nr
+// (panels past nr are left unset), so each lane's pass reads one stream.
+// A gather reads one column of a panel's 16 rows (two, in 32-bit lanes,
+// for 16-bit types); F16 / BF16 widen exactly as the tiles' loads do.
+template <GgmlType WT>
+void PackFloatLanes(const uint8_t* w, size_t row_bytes, int64_t r0,
+                    int64_t nr, int64_t k0, int64_t n, float* out) {
+  constexpr int64_t eb = WT == GgmlType::kF32 ? 4 : 2;
+  const int64_t nj = n / kFLanes;
+  const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                          11, 12, 13, 14, 15);
+  // Row offsets fit int32: the caller keeps row_bytes <= kGemmMaxRowBytes.
+  const __m512i offsets =
+      _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  for (int64_t p = 0; p < panels; ++p) {
+    float* panel = out + p * kFPanelRows;  // (16, nj, [kFPanels,] 16)
+    const int64_t rows = std::min<int64_t>(kFPanelRows, nr - p * kFPanelRows);
+    const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+    const uint8_t* base = w + (r0 + p * kFPanelRows) * row_bytes + k0 * eb;
+    // 16 rows are 16 streams, more than the hardware prefetchers follow.
+    auto prefetch = [&](int64_t col) {
+      for (int64_t i = 0; i < rows; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(base) + i * row_bytes +
+                         col * eb + kFPackPrefetchBytes,
+                     _MM_HINT_T0);
+      }
+    };
+    auto dst = [&](int64_t k) {  // column k's 16 rows
+      return panel + ((k % kFLanes) * nj + k / kFLanes) * kFGemmMc;
+    };
+    if constexpr (WT == GgmlType::kF32) {
+      for (int64_t k = 0; k < n; ++k) {
+        if (k % 16 == 0) prefetch(k);
+        _mm512_storeu_ps(dst(k), _mm512_mask_i32gather_ps(
+                                     _mm512_setzero_ps(), valid, offsets,
+                                     base + 4 * k, 1));
+      }
+    } else {
+      for (int64_t k = 0; k < n; k += 2) {
+        if (k % 32 == 0) prefetch(k);
+        const __m512i pair = _mm512_mask_i32gather_epi32(
+            _mm512_setzero_si512(), valid, offsets, base + 2 * k, 1);
+        __m512 lo, hi;
+        if constexpr (WT == GgmlType::kF16) {
+          lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pair));
+          hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(pair, 16)));
+        } else {
+          lo = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
+          hi = _mm512_castsi512_ps(_mm512_and_si512(
+              pair, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+        }
+        _mm512_storeu_ps(dst(k), lo);
+        _mm512_storeu_ps(dst(k + 1), hi);
+      }
+    }
+  }
+}
+
+// Packs x (n_tokens, cols), cols a multiple of 16, by token tile and lane:
+//   xp: (ceil(n_tokens / 6), 16 lanes, cols / 16, kFGemmTokens);
+//   xp[tile][i][j][t] = x[6 tile + t, 16j + i], 0 past n_tokens,
+// so a lane's pass reads its tile's activations as one short stream (read
+// in place, the broadcasts touch a new line per column and miss L1).
+void PackActLanes(const float* x, int64_t n_tokens, int64_t cols,
+                  std::vector<float>& xp) {
+  const int64_t tiles = (n_tokens + kFGemmTokens - 1) / kFGemmTokens;
+  const int64_t cols_j = cols / kFLanes;
+  const size_t need = tiles * kFGemmTokens * cols;
+  if (xp.size() < need) xp.resize(need);
+  const __m512i lane_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(cols_j * kFGemmTokens)));
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    float* out = xp.data() + tile * kFGemmTokens * cols;
+    for (int t = 0; t < kFGemmTokens; ++t) {
+      const int64_t token = tile * kFGemmTokens + t;
+      for (int64_t j = 0; j < cols_j; ++j) {
+        const __m512 v = token < n_tokens
+                             ? _mm512_loadu_ps(x + token * cols + j * kFLanes)
+                             : _mm512_setzero_ps();
+        _mm512_i32scatter_ps(out + j * kFGemmTokens + t, lane_offsets, v, 4);
+      }
+    }
+  }
+}
+
+struct FGemmArgs {
+  const float* panel = nullptr;  // (16 lanes, nj, kFPanels, 16) packed
+  int64_t nj = 0;                // columns in the block / 16
+  // Activations packed like the weights (PackActLanes), at column k0:
+  // x[i * x_lane_stride + j * kFGemmTokens + t] = x[t, k0 + 16j + i].
+  const float* x = nullptr;
+  int64_t x_lane_stride = 0;
+  // Lane sums of the tile's tokens x 64 rows: sums[t][i][row], row in
+  // [0, 64) from the first row of panel 0.
+  float* sums = nullptr;
+  bool resume = false;  // start from sums (k0 > 0) instead of zero
+  bool finish = false;  // last column block: reduce sums into y
+  float* y = nullptr;   // y[token 0, first row of panel 0]
+  int64_t y_stride = 0;
+  __mmask16 last_rows = 0xFFFF;  // valid rows of the last panel
+};
+
+constexpr int64_t kFSumsPerToken = kFLanes * kFGemmMc;
+
+template <int NP, int T>
+void FGemmTile(const FGemmArgs& g) {
+  for (int64_t i = 0; i < kFLanes; ++i) {
+    __m512 acc[NP][T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        acc[p][t] = g.resume ? _mm512_loadu_ps(g.sums + t * kFSumsPerToken +
+                                               i * kFGemmMc + p * kFPanelRows)
+                             : _mm512_setzero_ps();
+      }
+    }
+    const float* wi = g.panel + i * g.nj * kFGemmMc;  // (nj, kFPanels, 16)
+    const float* xi = g.x + i * g.x_lane_stride;  // (nj, kFGemmTokens)
+    for (int64_t j = 0; j < g.nj; ++j) {
+      __m512 wv[NP];
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        wv[p] = _mm512_loadu_ps(wi + j * kFGemmMc + p * kFPanelRows);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m512 xb = _mm512_set1_ps(xi[j * kFGemmTokens + t]);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) {
+          acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        _mm512_storeu_ps(
+            g.sums + t * kFSumsPerToken + i * kFGemmMc + p * kFPanelRows,
+            acc[p][t]);
+      }
+    }
+  }
+  if (!g.finish) return;
+  // Reduce4's tree, lane vectors for lanes: u_j = (a_j + a_8+j) +
+  // (a_4+j + a_12+j), then (u_0 + u_2) + (u_1 + u_3).
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      const float* s = g.sums + t * kFSumsPerToken + p * kFPanelRows;
+      auto lane = [&](int i) { return _mm512_loadu_ps(s + i * kFGemmMc); };
+      __m512 u[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        u[j] = _mm512_add_ps(_mm512_add_ps(lane(j), lane(8 + j)),
+                             _mm512_add_ps(lane(4 + j), lane(12 + j)));
+      }
+      const __m512 v = _mm512_add_ps(_mm512_add_ps(u[0], u[2]),
+                                     _mm512_add_ps(u[1], u[3]));
+      const __mmask16 m = p == NP - 1 ? g.last_rows : __mmask16{0xFFFF};
+      _mm512_mask_storeu_ps(g.y + t * g.y_stride + p * kFPanelRows, m, v);
+    }
+  }
+}
+
+using FGemmFn = void (*)(const FGemmArgs&);
+
+template <int NP, int... Ts>
+void FillFGemm(FGemmFn (&fn)[kFGemmTokens], std::integer_sequence<int, Ts...>) {
+  ((fn[Ts] = &FGemmTile<NP, Ts + 1>), ...);
+}
+
+struct FGemmTable {
+  FGemmFn fn[kFPanels][kFGemmTokens];  // [NP - 1][T - 1]
+  FGemmTable() {
+    FillFGemm<1>(fn[0], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<2>(fn[1], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<3>(fn[2], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<4>(fn[3], std::make_integer_sequence<int, kFGemmTokens>{});
+  }
+};
+
+template <GgmlType WT>
+void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
+  static const FGemmTable table;
+  // Per thread, grown once: the packed block, 64 rows x kFGemmKc columns
+  // (512 KiB), the lane sums, (n_tokens, 16 lanes, 64 rows), and the
+  // activations packed by lane (each thread packs them all: a copy of x,
+  // against rows / threads multiply-adds per element).
+  thread_local std::vector<float> packed;
+  thread_local std::vector<float> sums;
+  if (packed.size() < static_cast<size_t>(kFGemmMc * kFGemmKc)) {
+    packed.resize(kFGemmMc * kFGemmKc);
+  }
+  const int64_t tiles = (task.n_tokens + kFGemmTokens - 1) / kFGemmTokens;
+  const size_t sums_need = tiles * kFGemmTokens * kFSumsPerToken;
+  if (sums.size() < sums_need) sums.resize(sums_need);
+  thread_local std::vector<float> xp;  // PackActLanes
+  FGemmArgs g;
+  const int64_t cols_j = task.cols / kFLanes;
+  PackActLanes(task.x, task.n_tokens, task.cols, xp);
+  g.x_lane_stride = cols_j * kFGemmTokens;
+  g.y_stride = task.rows;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kFGemmMc) {
+    const int64_t nr = std::min(kFGemmMc, row_end - r0);
+    const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
+    const int np = static_cast<int>(panels);
+    const int64_t rows_in_last = nr - (panels - 1) * kFPanelRows;
+    g.last_rows = rows_in_last >= kFPanelRows
+                      ? __mmask16{0xFFFF}
+                      : static_cast<__mmask16>((1u << rows_in_last) - 1);
+    for (int64_t k0 = 0; k0 < task.cols; k0 += kFGemmKc) {
+      const int64_t n = std::min(kFGemmKc, task.cols - k0);
+      PackFloatLanes<WT>(task.w, task.row_bytes, r0, nr, k0, n, packed.data());
+      g.panel = packed.data();
+      g.nj = n / kFLanes;
+      g.resume = k0 > 0;
+      g.finish = k0 + n == task.cols;
+      for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kFGemmTokens) {
+        const int nt = static_cast<int>(
+            std::min<int64_t>(kFGemmTokens, task.n_tokens - t0));
+        g.x = xp.data() + t0 * task.cols + k0 / kFLanes * kFGemmTokens;
+        g.sums = sums.data() + t0 * kFSumsPerToken;
+        g.y = task.y + t0 * task.rows + r0;
+        table.fn[np - 1][nt - 1](g);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
+                         int64_t row_end) {
+  switch (task.type) {
+    case GgmlType::kF32:
+      FGemmRows<GgmlType::kF32>(task, row_begin, row_end);
+      break;
+    case GgmlType::kF16:
+      FGemmRows<GgmlType::kF16>(task, row_begin, row_end);
+      break;
+    default:
+      FGemmRows<GgmlType::kBF16>(task, row_begin, row_end);
+      break;
+  }
+}
+
+}  // namespace paceline::engine::cpu::internal
+
+#pragma GCC pop_options
 
 // ---- Int8 weights (Q8_0, Q4_0): packed quads, VNNI outer products ----
 
