@@ -265,8 +265,13 @@ TEST(ServingLoopTest, IntakeRefusalReachesTheSinkAsAnError) {
 
 TEST(ServingLoopTest, StopCancelsAndDrainFinishes) {
   {
-    Loop l(LoopOpts(64, 1));
-    auto [a, running] = l.Submit(0, 1000);
+    // Long enough that it is still running when Stop comes, however
+    // slowly this thread gets scheduled (1000 tokens once finished first
+    // on a loaded machine).
+    FakeEngineOptions big = Engine(60000);
+    big.record = false;
+    Loop l(LoopOpts(64, 1), big);
+    auto [a, running] = l.Submit(0, 200000);
     auto [b, queued] = l.Submit(1, 5);
     l.loop->Start();
     while (running->tokens().size() < 3) absl::SleepFor(absl::Milliseconds(1));
