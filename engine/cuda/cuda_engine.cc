@@ -1,0 +1,620 @@
+#include "engine/cuda/cuda_engine.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/paged_attention.h"
+#include "engine/cuda/kernels/qkv_rope.h"
+#include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/swiglu.h"
+#include "engine/ggml_type.h"
+#include "engine/quantize.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+absl::Status BadBatch(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
+}
+
+bool SameType(GgmlType t, DeviceDtype d) {
+  return (t == GgmlType::kF32 && d == DeviceDtype::kF32) ||
+         (t == GgmlType::kF16 && d == DeviceDtype::kF16) ||
+         (t == GgmlType::kBF16 && d == DeviceDtype::kBF16);
+}
+
+// F32 when every matrix is F32, BF16 when every one is BF16, else F16.
+DeviceDtype ChooseDtype(const ModelWeights& w) {
+  std::set<GgmlType> types = {w.token_embd().type, w.output().type};
+  for (const LayerWeights& l : w.layers()) {
+    for (const cpu::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v,
+                                     &l.attn_output, &l.ffn_gate, &l.ffn_up,
+                                     &l.ffn_down}) {
+      types.insert(v->type);
+    }
+  }
+  if (types.size() == 1 && *types.begin() == GgmlType::kF32) {
+    return DeviceDtype::kF32;
+  }
+  if (types.size() == 1 && *types.begin() == GgmlType::kBF16) {
+    return DeviceDtype::kBF16;
+  }
+  return DeviceDtype::kF16;
+}
+
+cudaDataType_t CudaType(DeviceDtype d) {
+  switch (d) {
+    case DeviceDtype::kF32:
+      return CUDA_R_32F;
+    case DeviceDtype::kF16:
+      return CUDA_R_16F;
+    case DeviceDtype::kBF16:
+      return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+// Step metadata sections (int32 offsets in units of Tk).
+enum MetaSection : int64_t {
+  kTokens = 0,
+  kPositions = 1,
+  kSlots = 2,
+  kTableOffsets = 3,
+  kLogitRows = 4,
+  kTables = 5,
+};
+
+}  // namespace
+
+struct CudaEngine::Resources {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  ~Resources() {
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
+    std::shared_ptr<const ModelWeights> weights,
+    const CudaEngineOptions& options) {
+  if (weights == nullptr) return absl::InvalidArgumentError("no weights");
+  ASSIGN_OR_RETURN(std::vector<CudaDeviceInfo> devices, ListCudaDevices());
+  if (devices.empty() || options.device < 0 ||
+      options.device >= static_cast<int>(devices.size())) {
+    return absl::FailedPreconditionError("no CUDA device");
+  }
+  const ModelConfig& c = weights->config();
+  CudaEngineOptions o = options;
+  if (o.block_size < 1 || o.block_size > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", o.block_size, " is not in [1, 256]"));
+  }
+  if (o.max_tokens_per_step < 1 || o.max_tokens_per_step > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max tokens per step ", o.max_tokens_per_step,
+                     " is not in [1, 65535]"));
+  }
+  if (o.num_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("number of KV blocks is negative: ", o.num_blocks));
+  }
+  if (o.num_blocks == 0) {
+    o.num_blocks = static_cast<int32_t>((c.context_length + o.block_size - 1) /
+                                        o.block_size);
+  }
+  if (int64_t{o.num_blocks} * o.block_size >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError("KV pool has 2^31 slots or more");
+  }
+  if (c.head_dim > kMaxAttentionHeadDim || c.head_dim > kMaxQkvHeadDim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "head size ", c.head_dim, " is over ", kMaxAttentionHeadDim));
+  }
+  const DeviceDtype dtype = ChooseDtype(*weights);
+  std::unique_ptr<CudaEngine> engine(
+      new CudaEngine(std::move(weights), o, dtype));
+  RETURN_IF_ERROR(engine->Init());
+  return engine;
+}
+
+CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
+                       const CudaEngineOptions& options, DeviceDtype dtype)
+    : weights_(std::move(weights)),
+      options_(options),
+      dtype_(dtype),
+      res_(std::make_unique<Resources>()) {}
+
+CudaEngine::~CudaEngine() {
+  if (res_->stream != nullptr) cudaStreamSynchronize(res_->stream);
+}
+
+absl::Status CudaEngine::Init() {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&res_->stream, cudaStreamNonBlocking));
+  CUBLAS_RETURN_IF_ERROR(cublasCreate(&res_->cublas));
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(res_->cublas, res_->stream));
+  // No TF32: F32 models multiply in full FP32, as the CPU engine does.
+  CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(res_->cublas, CUBLAS_DEFAULT_MATH));
+  RETURN_IF_ERROR(UploadWeights());
+
+  const ModelConfig& c = config();
+  const uint64_t kv_elems = static_cast<uint64_t>(c.n_layers) *
+                            options_.num_blocks * 2 * c.n_kv_heads *
+                            options_.block_size * c.head_dim;
+  RETURN_IF_ERROR(kv_pool_.Allocate(kv_elems * DeviceDtypeBytes(dtype_)));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(kv_pool_.get(), 0, kv_pool_.bytes(), res_->stream));
+  RETURN_IF_ERROR(AllocateWorkspace());
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadFloats(const std::vector<float>& v,
+                                      DeviceBuffer* out) {
+  RETURN_IF_ERROR(out->Allocate(v.size() * sizeof(float)));
+  if (v.empty()) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(out->get(), v.data(),
+                                  v.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadMatrix(const cpu::WeightView& w, void* dst) {
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t row_out = static_cast<size_t>(w.cols) * elem;
+  if (SameType(w.type, dtype_) && w.row_bytes == row_out) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, w.data, w.rows * w.row_bytes,
+                                    cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  static std::set<std::pair<GgmlType, DeviceDtype>>* logged =
+      new std::set<std::pair<GgmlType, DeviceDtype>>;
+  if (logged->insert({w.type, dtype_}).second) {
+    std::fprintf(stderr, "cuda engine: converting %s weights to %s at load\n",
+                 std::string(GetGgmlTypeTraits(w.type).name).c_str(),
+                 DeviceDtypeName(dtype_));
+  }
+  // Converted in chunks of rows through a host staging buffer.
+  const int64_t chunk_rows =
+      std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, w.cols));
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  std::vector<uint8_t> staging(static_cast<size_t>(chunk_rows) * row_out);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, w.rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      RETURN_IF_ERROR(DequantizeRow(w.type, src + (r0 + r) * w.row_bytes,
+                                    row.data(), w.cols));
+      uint8_t* out = staging.data() + r * row_out;
+      if (dtype_ == DeviceDtype::kF32) {
+        std::memcpy(out, row.data(), row_out);
+      } else {
+        auto* o16 = reinterpret_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < w.cols; ++i) {
+          o16[i] = dtype_ == DeviceDtype::kF16 ? FloatToHalf(row[i])
+                                               : FloatToBFloat16(row[i]);
+        }
+      }
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<uint8_t*>(dst) + r0 * row_out,
+                                    staging.data(), n * row_out,
+                                    cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadWeights() {
+  const ModelConfig& c = config();
+  const ModelWeights& w = *weights_;
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  const int64_t embd = c.n_embd;
+  const int64_t q_dim = c.n_heads * c.head_dim;
+  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  const auto matrix_bytes = [elem](int64_t rows, int64_t cols) {
+    return static_cast<size_t>(rows) * cols * elem;
+  };
+  uint8_t* base = nullptr;
+  layers_.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const LayerWeights& lw = w.layers()[i];
+    Layer& l = layers_[i];
+    RETURN_IF_ERROR(UploadFloats(lw.attn_norm, &l.attn_norm));
+    RETURN_IF_ERROR(UploadFloats(lw.ffn_norm, &l.ffn_norm));
+    RETURN_IF_ERROR(l.qkv.Allocate(matrix_bytes(q_dim + 2 * kv_dim, embd)));
+    base = l.qkv.as<uint8_t>();
+    RETURN_IF_ERROR(UploadMatrix(lw.attn_q, base));
+    RETURN_IF_ERROR(UploadMatrix(lw.attn_k, base + matrix_bytes(q_dim, embd)));
+    RETURN_IF_ERROR(
+        UploadMatrix(lw.attn_v, base + matrix_bytes(q_dim + kv_dim, embd)));
+    if (c.qkv_bias) {
+      std::vector<float> bias(lw.q_bias);
+      bias.insert(bias.end(), lw.k_bias.begin(), lw.k_bias.end());
+      bias.insert(bias.end(), lw.v_bias.begin(), lw.v_bias.end());
+      RETURN_IF_ERROR(UploadFloats(bias, &l.qkv_bias));
+    }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(UploadFloats(lw.q_norm, &l.q_norm));
+      RETURN_IF_ERROR(UploadFloats(lw.k_norm, &l.k_norm));
+    }
+    RETURN_IF_ERROR(l.attn_output.Allocate(matrix_bytes(embd, q_dim)));
+    RETURN_IF_ERROR(UploadMatrix(lw.attn_output, l.attn_output.get()));
+    RETURN_IF_ERROR(l.gate_up.Allocate(matrix_bytes(2 * c.n_ff, embd)));
+    base = l.gate_up.as<uint8_t>();
+    RETURN_IF_ERROR(UploadMatrix(lw.ffn_gate, base));
+    RETURN_IF_ERROR(UploadMatrix(lw.ffn_up, base + matrix_bytes(c.n_ff, embd)));
+    RETURN_IF_ERROR(l.ffn_down.Allocate(matrix_bytes(embd, c.n_ff)));
+    RETURN_IF_ERROR(UploadMatrix(lw.ffn_down, l.ffn_down.get()));
+    weight_bytes_ += l.qkv.bytes() + l.attn_output.bytes() +
+                     l.gate_up.bytes() + l.ffn_down.bytes();
+  }
+  RETURN_IF_ERROR(token_embd_.Allocate(matrix_bytes(c.n_vocab, embd)));
+  RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  weight_bytes_ += token_embd_.bytes();
+  if (w.output().data == w.token_embd().data) {
+    output_ = token_embd_.get();
+  } else {
+    RETURN_IF_ERROR(output_own_.Allocate(matrix_bytes(c.n_vocab, embd)));
+    RETURN_IF_ERROR(UploadMatrix(w.output(), output_own_.get()));
+    output_ = output_own_.get();
+    weight_bytes_ += output_own_.bytes();
+  }
+  RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
+
+  // RoPE frequencies exactly as cpu::RopeAngles computes them (double).
+  const int64_t half = c.rope_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(c.rope_freq_base,
+                           -2.0 * static_cast<double>(i) / c.rope_dim);
+  }
+  RETURN_IF_ERROR(inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
+  if (half > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(),
+                                    half * sizeof(double),
+                                    cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CudaEngine::MatMulBytesPerToken() const {
+  uint64_t bytes = 0;
+  for (const Layer& l : layers_) {
+    bytes += l.qkv.bytes() + l.attn_output.bytes() + l.gate_up.bytes() +
+             l.ffn_down.bytes();
+  }
+  const ModelConfig& c = config();
+  return bytes + static_cast<uint64_t>(c.n_vocab) * c.n_embd *
+                     DeviceDtypeBytes(dtype_);
+}
+
+absl::Status CudaEngine::AllocateWorkspace() {
+  const ModelConfig& c = config();
+  const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads * c.head_dim);
+  const size_t embd = static_cast<size_t>(c.n_embd);
+  const size_t ff = static_cast<size_t>(c.n_ff);
+  RETURN_IF_ERROR(x_.Allocate(t * embd * sizeof(float)));
+  RETURN_IF_ERROR(h_.Allocate(t * embd * elem));
+  RETURN_IF_ERROR(qkv_.Allocate(t * (q_dim + 2 * kv_dim) * sizeof(float)));
+  RETURN_IF_ERROR(att_.Allocate(t * q_dim * elem));
+  RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * ff * sizeof(float)));
+  RETURN_IF_ERROR(act_.Allocate(t * ff * elem));
+  logit_chunk_rows_ = std::min<int64_t>(options_.max_tokens_per_step, 256);
+  RETURN_IF_ERROR(logits_.Allocate(static_cast<size_t>(logit_chunk_rows_) *
+                                   c.n_vocab * sizeof(float)));
+  partial_rows_ = 4096;
+  RETURN_IF_ERROR(partial_.Allocate(static_cast<size_t>(partial_rows_) *
+                                    (c.head_dim + 2) * sizeof(float)));
+  // Block tables: enough for every token's slice at the full context, up
+  // to 4M entries; Prepare grows it past that.
+  const int64_t blocks_per_seq =
+      std::min<int64_t>((c.context_length + options_.block_size - 1) /
+                            options_.block_size,
+                        options_.num_blocks);
+  table_capacity_ = std::min<int64_t>(
+      int64_t{options_.max_tokens_per_step} * std::max<int64_t>(1, blocks_per_seq),
+      int64_t{1} << 22);
+  const size_t meta_bytes =
+      (kTables * t + static_cast<size_t>(table_capacity_)) * sizeof(int32_t);
+  RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
+  RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
+  return absl::OkStatus();
+}
+
+void* CudaEngine::KvLayer(int64_t layer) const {
+  const ModelConfig& c = config();
+  const size_t per_layer = static_cast<size_t>(options_.num_blocks) * 2 *
+                           c.n_kv_heads * options_.block_size * c.head_dim *
+                           DeviceDtypeBytes(dtype_);
+  return kv_pool_.as<uint8_t>() + layer * per_layer;
+}
+
+absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
+                                 absl::Span<float> logits) {
+  const ModelConfig& c = config();
+  const int64_t n = batch.num_tokens();
+  const int64_t tk = options_.max_tokens_per_step;
+  const int64_t bs = options_.block_size;
+  if (n < 1 || n > tk) {
+    return BadBatch(absl::StrCat(n, " tokens; want 1 to ", tk));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab) {
+      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
+                                   ", outside the vocabulary of ", c.n_vocab));
+    }
+  }
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (logits.size() != rows * static_cast<size_t>(c.n_vocab)) {
+    return BadBatch(absl::StrCat("logits hold ", logits.size(), " floats; ",
+                                 rows, " rows of ", c.n_vocab, " want ",
+                                 rows * c.n_vocab));
+  }
+  int32_t* meta = meta_host_.as<int32_t>();
+  int32_t* owner = meta + kTableOffsets * tk;  // slice of each token, for now
+  std::fill(owner, owner + n, -1);
+  int64_t table_entries = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSlice& slice = batch.sequences[s];
+    const auto where = [s](absl::string_view what) {
+      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
+    };
+    if (slice.token_count < 1 || slice.token_begin < 0 ||
+        slice.token_begin > n - slice.token_count) {
+      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
+                                slice.token_count, ") are not inside the ", n,
+                                " tokens of the batch"));
+    }
+    if (slice.position_begin < 0) return where("negative position");
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    if (end > (int64_t{1} << 31) - 1) return where("position overflow");
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
+      return where(absl::StrCat("positions up to ", end, " need ",
+                                blocks_needed, " blocks; the table has ",
+                                slice.block_table.size()));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t id = slice.block_table[b];
+      if (id < 0 || id >= options_.num_blocks) {
+        return where(absl::StrCat("block table entry ", b, " is ", id,
+                                  "; the pool has ", options_.num_blocks,
+                                  " blocks"));
+      }
+    }
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      if (owner[t] >= 0) {
+        return where(
+            absl::StrCat("token ", t, " is also in sequence ", owner[t]));
+      }
+      owner[t] = static_cast<int32_t>(s);
+    }
+    table_entries += blocks_needed;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (owner[t] < 0) {
+      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
+    }
+  }
+  // The batch is valid: grow the table buffer if needed, then fill.
+  if (table_entries > table_capacity_) {
+    std::fprintf(stderr,
+                 "cuda engine: growing the block-table buffer to %lld entries\n",
+                 static_cast<long long>(table_entries));
+    std::vector<int32_t> keep(owner, owner + n);
+    const size_t meta_bytes = static_cast<size_t>(kTables * tk + table_entries) *
+                              sizeof(int32_t);
+    RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
+    RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
+    table_capacity_ = table_entries;
+    meta = meta_host_.as<int32_t>();
+    std::copy(keep.begin(), keep.end(), meta + kTableOffsets * tk);
+  }
+  int32_t* tokens = meta + kTokens * tk;
+  int32_t* positions = meta + kPositions * tk;
+  int32_t* slots = meta + kSlots * tk;
+  int32_t* table_offsets = meta + kTableOffsets * tk;
+  int32_t* logit_rows = meta + kLogitRows * tk;
+  int32_t* tables = meta + kTables * tk;
+  std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
+  int64_t offset = 0;
+  max_context_ = 0;
+  logit_rows_ = 0;
+  for (const SequenceSlice& slice : batch.sequences) {
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    std::copy(slice.block_table.begin(),
+              slice.block_table.begin() + blocks_needed, tables + offset);
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      const int64_t pos = int64_t{slice.position_begin} + i;
+      positions[t] = static_cast<int32_t>(pos);
+      slots[t] = static_cast<int32_t>(slice.block_table[pos / bs] * bs +
+                                      pos % bs);
+      table_offsets[t] = static_cast<int32_t>(offset);
+    }
+    if (slice.needs_logits) {
+      logit_rows[logit_rows_++] = slice.token_begin + slice.token_count - 1;
+    }
+    max_context_ = std::max(max_context_, end);
+    offset += blocks_needed;
+  }
+  meta_used_ = kTables * tk + offset;
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Gemm(const void* w, int64_t out_rows, int64_t in_cols,
+                              const void* x, int64_t n, float* y, float beta) {
+  // Column-major view: Y^T (out_rows, n) = W (in_cols, out_rows)^T · X^T
+  // (in_cols, n), where W and X are the row-major matrices as stored.
+  const float alpha = 1.0f;
+  const cudaDataType_t type = CudaType(dtype_);
+  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+      res_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_rows),
+      static_cast<int>(n), static_cast<int>(in_cols), &alpha, w, type,
+      static_cast<int>(in_cols), x, type, static_cast<int>(in_cols), &beta, y,
+      CUDA_R_32F, static_cast<int>(out_rows), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Forward(const ForwardBatch& batch,
+                                 absl::Span<float> logits) {
+  RETURN_IF_ERROR(Prepare(batch, logits));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  const ModelConfig& c = config();
+  const int64_t n = batch.num_tokens();
+  const int64_t tk = options_.max_tokens_per_step;
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_device_.get(), meta_host_.get(),
+                                       meta_used_ * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, res_->stream));
+  CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(),
+                                       meta_device_.as<int32_t>() + kTokens * tk,
+                                       n, c.n_embd, x_.as<float>(),
+                                       res_->stream));
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    RETURN_IF_ERROR(RunLayer(layer, n));
+  }
+  RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const Layer& l = layers_[layer];
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t embd = c.n_embd;
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_heads * hd;
+  const int64_t kv_dim = c.n_kv_heads * hd;
+  const int64_t tk = options_.max_tokens_per_step;
+  const int32_t* meta = meta_device_.as<int32_t>();
+  cudaStream_t stream = res_->stream;
+
+  // Attention.
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
+                                     n, embd, l.attn_norm.as<float>(), eps,
+                                     h_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.qkv.get(), q_dim + 2 * kv_dim, embd, h_.get(), n,
+                       qkv_.as<float>(), 0.0f));
+  QkvRopeParams rope;
+  rope.n_tokens = n;
+  rope.n_heads = c.n_heads;
+  rope.n_kv_heads = c.n_kv_heads;
+  rope.head_dim = hd;
+  rope.rope_dim = c.rope_dim;
+  rope.neox = c.rope_layout == RopeLayout::kNeoxHalves;
+  rope.position_scale = c.rope_scaling == RopeScaling::kLinear
+                            ? 1.0 / c.rope_scaling_factor
+                            : 1.0;
+  rope.eps = eps;
+  rope.inv_freq = inv_freq_.as<double>();
+  rope.bias = c.qkv_bias ? l.qkv_bias.as<float>() : nullptr;
+  rope.q_norm = c.qk_norm ? l.q_norm.as<float>() : nullptr;
+  rope.k_norm = c.qk_norm ? l.k_norm.as<float>() : nullptr;
+  rope.positions = meta + kPositions * tk;
+  rope.slot_mapping = meta + kSlots * tk;
+  rope.block_size = options_.block_size;
+  rope.qkv = qkv_.as<float>();
+  rope.kv_layer = KvLayer(layer);
+  CUDA_RETURN_IF_ERROR(LaunchQkvRope(dtype_, rope, stream));
+
+  PagedAttentionParams att;
+  att.n_tokens = n;
+  att.n_heads = c.n_heads;
+  att.n_kv_heads = c.n_kv_heads;
+  att.head_dim = hd;
+  att.block_size = options_.block_size;
+  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  att.q = qkv_.as<float>();
+  att.q_stride = q_dim + 2 * kv_dim;
+  att.positions = meta + kPositions * tk;
+  att.table_offsets = meta + kTableOffsets * tk;
+  att.block_tables = meta + kTables * tk;
+  att.kv_layer = KvLayer(layer);
+  att.out = att_.get();
+  att.max_context = max_context_;
+  att.partial = partial_.as<float>();
+  att.partial_rows = partial_rows_;
+  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, att, stream));
+  RETURN_IF_ERROR(Gemm(l.attn_output.get(), embd, q_dim, att_.get(), n,
+                       x_.as<float>(), 1.0f));
+
+  // Feed-forward (SwiGLU).
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
+                                     n, embd, l.ffn_norm.as<float>(), eps,
+                                     h_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.gate_up.get(), 2 * c.n_ff, embd, h_.get(), n,
+                       gate_up_.as<float>(), 0.0f));
+  CUDA_RETURN_IF_ERROR(
+      LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff, act_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.ffn_down.get(), embd, c.n_ff, act_.get(), n,
+                       x_.as<float>(), 1.0f));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
+  const ModelConfig& c = config();
+  const int64_t tk = options_.max_tokens_per_step;
+  const int32_t* logit_rows = meta_device_.as<int32_t>() + kLogitRows * tk;
+  for (int64_t begin = 0; begin < rows; begin += logit_chunk_rows_) {
+    const int64_t count = std::min(logit_chunk_rows_, rows - begin);
+    CUDA_RETURN_IF_ERROR(LaunchRmsNorm(
+        dtype_, x_.as<float>(), nullptr, logit_rows + begin, count, c.n_embd,
+        output_norm_.as<float>(), static_cast<float>(c.rms_norm_eps), h_.get(),
+        res_->stream));
+    RETURN_IF_ERROR(Gemm(output_, c.n_vocab, c.n_embd, h_.get(), count,
+                         logits_.as<float>(), 0.0f));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        logits.data() + begin * c.n_vocab, logits_.get(),
+        static_cast<size_t>(count) * c.n_vocab * sizeof(float),
+        cudaMemcpyDeviceToHost, res_->stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    if (copy.src < 0 || copy.src >= options_.num_blocks || copy.dst < 0 ||
+        copy.dst >= options_.num_blocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block copy ", copy.src, " -> ", copy.dst,
+                       ": the pool has ", options_.num_blocks, " blocks"));
+    }
+  }
+  if (copies.empty()) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  const ModelConfig& c = config();
+  const size_t block_bytes = static_cast<size_t>(2) * c.n_kv_heads *
+                             options_.block_size * c.head_dim *
+                             DeviceDtypeBytes(dtype_);
+  for (const BlockCopy& copy : copies) {
+    for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+      auto* base = static_cast<uint8_t*>(KvLayer(layer));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          base + copy.dst * block_bytes, base + copy.src * block_bytes,
+          block_bytes, cudaMemcpyDeviceToDevice, res_->stream));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine::cuda
