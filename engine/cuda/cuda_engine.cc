@@ -87,6 +87,32 @@ struct CudaEngine::Resources {
   }
 };
 
+CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
+  const ModelConfig& c = weights.config();
+  CudaEngineFootprint f;
+  f.dtype = ChooseDtype(weights);
+  const uint64_t elem = DeviceDtypeBytes(f.dtype);
+  const uint64_t q_dim = c.n_heads * c.head_dim;
+  const uint64_t kv_dim = c.n_kv_heads * c.head_dim;
+  const uint64_t per_layer = (q_dim + 2 * kv_dim) * c.n_embd +
+                             c.n_embd * q_dim + 3 * c.n_ff * c.n_embd;
+  const bool tied = weights.output().data == weights.token_embd().data;
+  f.weight_bytes =
+      elem * (per_layer * c.n_layers + (tied ? 1 : 2) * c.n_vocab * c.n_embd);
+  f.kv_bytes_per_token = 2 * elem * c.n_layers * kv_dim;
+  return f;
+}
+
+absl::Status CudaEngine::DeviceMemory(int device, uint64_t* free_bytes,
+                                      uint64_t* total_bytes) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  size_t free = 0, total = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  *free_bytes = free;
+  *total_bytes = total;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
     std::shared_ptr<const ModelWeights> weights,
     const CudaEngineOptions& options) {

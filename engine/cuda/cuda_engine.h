@@ -64,8 +64,21 @@ struct CudaEngineOptions {
   int32_t max_tokens_per_step = 512;  // 1 .. 65535
 };
 
+// What an engine for given weights holds on the device, known before it is
+// created: for sizing the KV pool (num_blocks) from the free device memory.
+struct CudaEngineFootprint {
+  DeviceDtype dtype = DeviceDtype::kF16;  // weights, activations, KV cache
+  uint64_t weight_bytes = 0;              // every uploaded matrix
+  uint64_t kv_bytes_per_token = 0;        // K and V, all layers
+};
+
 class CudaEngine final : public Engine {
  public:
+  static CudaEngineFootprint Footprint(const ModelWeights& weights);
+  // Free and total memory of `device` now (cudaMemGetInfo).
+  static absl::Status DeviceMemory(int device, uint64_t* free_bytes,
+                                   uint64_t* total_bytes);
+
   // FailedPrecondition "no CUDA device" when the machine has none (or not
   // `options.device`); InvalidArgument for out-of-range options or a head
   // size over 512; Internal (with file:line) for CUDA / cuBLAS failures,

@@ -47,6 +47,36 @@ TEST(CudaEngineCreateTest, NoDeviceIsFailedPrecondition) {
   EXPECT_EQ(engine.status().message(), "no CUDA device");
 }
 
+TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
+  auto shape = FindModelShape("qwen2-0.5b");  // tied output
+  ASSERT_TRUE(shape.ok());
+  shape->n_layers = 1;
+  shape->n_vocab = 1024;
+  const uint64_t q_dim = shape->n_heads * shape->head_dim;
+  const uint64_t kv_dim = shape->n_kv_heads * shape->head_dim;
+  const uint64_t elements = (q_dim + 2 * kv_dim) * shape->n_embd +
+                            shape->n_embd * q_dim +
+                            3 * shape->n_ff * shape->n_embd +
+                            shape->n_vocab * shape->n_embd;
+  const struct {
+    GgmlType type;
+    DeviceDtype dtype;
+  } cases[] = {{GgmlType::kF32, DeviceDtype::kF32},
+               {GgmlType::kF16, DeviceDtype::kF16},
+               {GgmlType::kBF16, DeviceDtype::kBF16},
+               {GgmlType::kQ8_0, DeviceDtype::kF16},
+               {GgmlType::kQ4_0, DeviceDtype::kF16}};
+  for (const auto& c : cases) {
+    auto weights = ModelWeights::Dummy(*shape, c.type, 1);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    const CudaEngineFootprint f = CudaEngine::Footprint(**weights);
+    EXPECT_EQ(f.dtype, c.dtype) << GetGgmlTypeTraits(c.type).name;
+    const uint64_t elem = DeviceDtypeBytes(c.dtype);
+    EXPECT_EQ(f.weight_bytes, elements * elem);
+    EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
+  }
+}
+
 class CudaStoriesTest : public testing::GpuTest {};
 
 TEST_F(CudaStoriesTest, Greedy64TokensMatchCpuAndLlamaCpp) {
@@ -236,11 +266,13 @@ TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   shape->n_layers = 1;
   auto weights = ModelWeights::Dummy(*shape, GgmlType::kF16, 1);
   ASSERT_TRUE(weights.ok());
+  std::shared_ptr<const ModelWeights> shared = std::move(*weights);
   CudaEngineOptions options;
   options.num_blocks = 4;
-  auto gpu = CudaEngine::Create(std::move(*weights), options);
+  auto gpu = CudaEngine::Create(shared, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
+  EXPECT_EQ((*gpu)->weight_bytes(), CudaEngine::Footprint(*shared).weight_bytes);
   const std::vector<int32_t> table = {0, 1};
   ForwardBatch batch;
   batch.tokens = {1, 2, 3};
