@@ -54,6 +54,42 @@ DeviceDtype ChooseDtype(const ModelWeights& w) {
   return DeviceDtype::kF16;
 }
 
+// The quantized type a fused group of matrices keeps on the device, if any:
+// Q8_0 or Q4_0 when every part has it (and T is F16).
+bool GroupQuant(const std::vector<const cpu::WeightView*>& parts,
+                DeviceDtype dtype, QuantType* quant) {
+  if (dtype != DeviceDtype::kF16) return false;
+  const GgmlType t = parts[0]->type;
+  if (t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) return false;
+  for (const cpu::WeightView* p : parts) {
+    if (p->type != t) return false;
+  }
+  *quant = t == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
+  return true;
+}
+
+// Device bytes of a fused group as GroupQuant stores it.
+uint64_t GroupBytes(const std::vector<const cpu::WeightView*>& parts,
+                    DeviceDtype dtype) {
+  uint64_t rows = 0;
+  for (const cpu::WeightView* p : parts) rows += p->rows;
+  const uint64_t cols = parts[0]->cols;
+  QuantType q;
+  if (GroupQuant(parts, dtype, &q)) {
+    return rows * (cols / 32) * QuantBlockBytes(q);
+  }
+  return rows * cols * DeviceDtypeBytes(dtype);
+}
+
+// The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown.
+std::vector<std::vector<const cpu::WeightView*>> LayerGroups(
+    const LayerWeights& l) {
+  return {{&l.attn_q, &l.attn_k, &l.attn_v},
+          {&l.attn_output},
+          {&l.ffn_gate, &l.ffn_up},
+          {&l.ffn_down}};
+}
+
 cudaDataType_t CudaType(DeviceDtype d) {
   switch (d) {
     case DeviceDtype::kF32:
@@ -92,14 +128,16 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
   CudaEngineFootprint f;
   f.dtype = ChooseDtype(weights);
   const uint64_t elem = DeviceDtypeBytes(f.dtype);
-  const uint64_t q_dim = c.n_heads * c.head_dim;
-  const uint64_t kv_dim = c.n_kv_heads * c.head_dim;
-  const uint64_t per_layer = (q_dim + 2 * kv_dim) * c.n_embd +
-                             c.n_embd * q_dim + 3 * c.n_ff * c.n_embd;
-  const bool tied = weights.output().data == weights.token_embd().data;
-  f.weight_bytes =
-      elem * (per_layer * c.n_layers + (tied ? 1 : 2) * c.n_vocab * c.n_embd);
-  f.kv_bytes_per_token = 2 * elem * c.n_layers * kv_dim;
+  for (const LayerWeights& l : weights.layers()) {
+    for (const auto& group : LayerGroups(l)) {
+      f.weight_bytes += GroupBytes(group, f.dtype);
+    }
+  }
+  f.weight_bytes += elem * c.n_vocab * c.n_embd;  // the embedding, as T
+  if (weights.output().data != weights.token_embd().data) {
+    f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
+  }
+  f.kv_bytes_per_token = 2 * elem * c.n_layers * c.n_kv_heads * c.head_dim;
   return f;
 }
 
@@ -246,25 +284,13 @@ absl::Status CudaEngine::UploadWeights() {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const size_t elem = DeviceDtypeBytes(dtype_);
-  const int64_t embd = c.n_embd;
-  const int64_t q_dim = c.n_heads * c.head_dim;
-  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-  const auto matrix_bytes = [elem](int64_t rows, int64_t cols) {
-    return static_cast<size_t>(rows) * cols * elem;
-  };
-  uint8_t* base = nullptr;
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers()[i];
     Layer& l = layers_[i];
     RETURN_IF_ERROR(UploadFloats(lw.attn_norm, &l.attn_norm));
     RETURN_IF_ERROR(UploadFloats(lw.ffn_norm, &l.ffn_norm));
-    RETURN_IF_ERROR(l.qkv.Allocate(matrix_bytes(q_dim + 2 * kv_dim, embd)));
-    base = l.qkv.as<uint8_t>();
-    RETURN_IF_ERROR(UploadMatrix(lw.attn_q, base));
-    RETURN_IF_ERROR(UploadMatrix(lw.attn_k, base + matrix_bytes(q_dim, embd)));
-    RETURN_IF_ERROR(
-        UploadMatrix(lw.attn_v, base + matrix_bytes(q_dim + kv_dim, embd)));
+    RETURN_IF_ERROR(UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
     if (c.qkv_bias) {
       std::vector<float> bias(lw.q_bias);
       bias.insert(bias.end(), lw.k_bias.begin(), lw.k_bias.end());
@@ -275,28 +301,16 @@ absl::Status CudaEngine::UploadWeights() {
       RETURN_IF_ERROR(UploadFloats(lw.q_norm, &l.q_norm));
       RETURN_IF_ERROR(UploadFloats(lw.k_norm, &l.k_norm));
     }
-    RETURN_IF_ERROR(l.attn_output.Allocate(matrix_bytes(embd, q_dim)));
-    RETURN_IF_ERROR(UploadMatrix(lw.attn_output, l.attn_output.get()));
-    RETURN_IF_ERROR(l.gate_up.Allocate(matrix_bytes(2 * c.n_ff, embd)));
-    base = l.gate_up.as<uint8_t>();
-    RETURN_IF_ERROR(UploadMatrix(lw.ffn_gate, base));
-    RETURN_IF_ERROR(UploadMatrix(lw.ffn_up, base + matrix_bytes(c.n_ff, embd)));
-    RETURN_IF_ERROR(l.ffn_down.Allocate(matrix_bytes(embd, c.n_ff)));
-    RETURN_IF_ERROR(UploadMatrix(lw.ffn_down, l.ffn_down.get()));
-    weight_bytes_ += l.qkv.bytes() + l.attn_output.bytes() +
-                     l.gate_up.bytes() + l.ffn_down.bytes();
+    RETURN_IF_ERROR(UploadGroup({&lw.attn_output}, &l.attn_output));
+    RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
+    RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
   }
-  RETURN_IF_ERROR(token_embd_.Allocate(matrix_bytes(c.n_vocab, embd)));
+  RETURN_IF_ERROR(token_embd_.Allocate(static_cast<size_t>(c.n_vocab) *
+                                       c.n_embd * elem));
   RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
   weight_bytes_ += token_embd_.bytes();
-  if (w.output().data == w.token_embd().data) {
-    output_ = token_embd_.get();
-  } else {
-    RETURN_IF_ERROR(output_own_.Allocate(matrix_bytes(c.n_vocab, embd)));
-    RETURN_IF_ERROR(UploadMatrix(w.output(), output_own_.get()));
-    output_ = output_own_.get();
-    weight_bytes_ += output_own_.bytes();
-  }
+  output_tied_ = w.output().data == w.token_embd().data;
+  if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
   RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
 
   // RoPE frequencies exactly as cpu::RopeAngles computes them (double).
@@ -315,15 +329,36 @@ absl::Status CudaEngine::UploadWeights() {
   return absl::OkStatus();
 }
 
+absl::Status CudaEngine::UploadGroup(
+    const std::vector<const cpu::WeightView*>& parts, Matrix* m) {
+  m->rows = 0;
+  for (const cpu::WeightView* p : parts) m->rows += p->rows;
+  m->cols = parts[0]->cols;
+  m->quantized = GroupQuant(parts, dtype_, &m->quant);
+  RETURN_IF_ERROR(m->data.Allocate(GroupBytes(parts, dtype_)));
+  weight_bytes_ += m->data.bytes();
+  auto* dst = m->data.as<uint8_t>();
+  for (const cpu::WeightView* p : parts) {
+    if (m->quantized) {
+      const size_t bytes = p->rows * p->row_bytes;
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(dst, p->data, bytes, cudaMemcpyHostToDevice));
+      dst += bytes;
+    } else {
+      RETURN_IF_ERROR(UploadMatrix(*p, dst));
+      dst += static_cast<size_t>(p->rows) * p->cols * DeviceDtypeBytes(dtype_);
+    }
+  }
+  return absl::OkStatus();
+}
+
 uint64_t CudaEngine::MatMulBytesPerToken() const {
   uint64_t bytes = 0;
   for (const Layer& l : layers_) {
-    bytes += l.qkv.bytes() + l.attn_output.bytes() + l.gate_up.bytes() +
-             l.ffn_down.bytes();
+    bytes += l.qkv.data.bytes() + l.attn_output.data.bytes() +
+             l.gate_up.data.bytes() + l.ffn_down.data.bytes();
   }
-  const ModelConfig& c = config();
-  return bytes + static_cast<uint64_t>(c.n_vocab) * c.n_embd *
-                     DeviceDtypeBytes(dtype_);
+  return bytes + (output_tied_ ? token_embd_.bytes() : output_.data.bytes());
 }
 
 absl::Status CudaEngine::AllocateWorkspace() {
@@ -343,6 +378,21 @@ absl::Status CudaEngine::AllocateWorkspace() {
   logit_chunk_rows_ = std::min<int64_t>(options_.max_tokens_per_step, 256);
   RETURN_IF_ERROR(logits_.Allocate(static_cast<size_t>(logit_chunk_rows_) *
                                    c.n_vocab * sizeof(float)));
+  size_t dequant_elems = 0;
+  const auto need = [&dequant_elems](const Matrix& m) {
+    if (m.quantized) {
+      dequant_elems =
+          std::max(dequant_elems, static_cast<size_t>(m.rows * m.cols));
+    }
+  };
+  for (const Layer& l : layers_) {
+    need(l.qkv);
+    need(l.attn_output);
+    need(l.gate_up);
+    need(l.ffn_down);
+  }
+  need(output_);
+  RETURN_IF_ERROR(dequant_.Allocate(dequant_elems * elem));
   partial_rows_ = 4096;
   RETURN_IF_ERROR(partial_.Allocate(static_cast<size_t>(partial_rows_) *
                                     (c.head_dim + 2) * sizeof(float)));
@@ -500,6 +550,20 @@ absl::Status CudaEngine::Gemm(const void* w, int64_t out_rows, int64_t in_cols,
   return absl::OkStatus();
 }
 
+absl::Status CudaEngine::Gemm(const Matrix& w, const void* x, int64_t n,
+                              float* y, float beta) {
+  if (!w.quantized) return Gemm(w.data.get(), w.rows, w.cols, x, n, y, beta);
+  if (n <= kMaxGemvTokens) {
+    CUDA_RETURN_IF_ERROR(LaunchQuantizedGemv(w.quant, w.data.get(), w.rows,
+                                             w.cols, dtype_, x, n, beta, y,
+                                             res_->stream));
+    return absl::OkStatus();
+  }
+  CUDA_RETURN_IF_ERROR(LaunchDequantize(w.quant, w.data.get(), w.rows, w.cols,
+                                        dtype_, dequant_.get(), res_->stream));
+  return Gemm(dequant_.get(), w.rows, w.cols, x, n, y, beta);
+}
+
 absl::Status CudaEngine::Forward(const ForwardBatch& batch,
                                  absl::Span<float> logits) {
   RETURN_IF_ERROR(Prepare(batch, logits));
@@ -538,8 +602,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
                                      n, embd, l.attn_norm.as<float>(), eps,
                                      h_.get(), stream));
-  RETURN_IF_ERROR(Gemm(l.qkv.get(), q_dim + 2 * kv_dim, embd, h_.get(), n,
-                       qkv_.as<float>(), 0.0f));
+  RETURN_IF_ERROR(Gemm(l.qkv, h_.get(), n, qkv_.as<float>(), 0.0f));
   QkvRopeParams rope;
   rope.n_tokens = n;
   rope.n_heads = c.n_heads;
@@ -580,19 +643,16 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   att.partial = partial_.as<float>();
   att.partial_rows = partial_rows_;
   CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, att, stream));
-  RETURN_IF_ERROR(Gemm(l.attn_output.get(), embd, q_dim, att_.get(), n,
-                       x_.as<float>(), 1.0f));
+  RETURN_IF_ERROR(Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
 
   // Feed-forward (SwiGLU).
   CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
                                      n, embd, l.ffn_norm.as<float>(), eps,
                                      h_.get(), stream));
-  RETURN_IF_ERROR(Gemm(l.gate_up.get(), 2 * c.n_ff, embd, h_.get(), n,
-                       gate_up_.as<float>(), 0.0f));
+  RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
   CUDA_RETURN_IF_ERROR(
       LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff, act_.get(), stream));
-  RETURN_IF_ERROR(Gemm(l.ffn_down.get(), embd, c.n_ff, act_.get(), n,
-                       x_.as<float>(), 1.0f));
+  RETURN_IF_ERROR(Gemm(l.ffn_down, act_.get(), n, x_.as<float>(), 1.0f));
   return absl::OkStatus();
 }
 
@@ -606,8 +666,12 @@ absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
         dtype_, x_.as<float>(), nullptr, logit_rows + begin, count, c.n_embd,
         output_norm_.as<float>(), static_cast<float>(c.rms_norm_eps), h_.get(),
         res_->stream));
-    RETURN_IF_ERROR(Gemm(output_, c.n_vocab, c.n_embd, h_.get(), count,
-                         logits_.as<float>(), 0.0f));
+    if (output_tied_) {
+      RETURN_IF_ERROR(Gemm(token_embd_.get(), c.n_vocab, c.n_embd, h_.get(),
+                           count, logits_.as<float>(), 0.0f));
+    } else {
+      RETURN_IF_ERROR(Gemm(output_, h_.get(), count, logits_.as<float>(), 0.0f));
+    }
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         logits.data() + begin * c.n_vocab, logits_.get(),
         static_cast<size_t>(count) * c.n_vocab * sizeof(float),

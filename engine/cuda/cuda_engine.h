@@ -23,9 +23,12 @@
 // CUBLAS_COMPUTE_32F; F32 models use plain FP32, no TF32).
 //
 // Weights are uploaded once at creation. T is F32 when every matrix is
-// F32, BF16 when every matrix is BF16, F16 otherwise; matrices of another
-// type (F32 in a mixed model, Q8_0, Q4_0, ...) are dequantized to T at load
-// with one line per conversion kind on stderr. The KV pool (block layout
+// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0 and Q4_0
+// matrices stay quantized (kernels/quantized_matmul.h: a dequantizing GEMV
+// for steps of up to 8 tokens, dequantize-then-cuBLAS above); a fused group
+// (Wq|Wk|Wv, Wgate|Wup) stays quantized when all its parts share the type.
+// Everything else (F32 in a mixed model, mixed groups, the embedding) is
+// converted to T at load, with one line per conversion kind on stderr. The KV pool (block layout
 // as cpu/kv_cache.h, elements of type T), the step workspace (sized for
 // max_tokens_per_step) and the step's metadata buffers are allocated up
 // front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
@@ -50,6 +53,7 @@
 #include "absl/types/span.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
 #include "engine/weights.h"
 
@@ -111,16 +115,25 @@ class CudaEngine final : public Engine {
   absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
 
  private:
+  // A weight matrix on the device, row-major (rows, cols): T, or Q8_0 /
+  // Q4_0 blocks.
+  struct Matrix {
+    DeviceBuffer data;
+    bool quantized = false;
+    QuantType quant = QuantType::kQ8_0;
+    int64_t rows = 0;
+    int64_t cols = 0;
+  };
   struct Layer {
     DeviceBuffer attn_norm;  // (n_embd) float
-    DeviceBuffer qkv;        // (q_dim + 2 kv_dim, n_embd) T: Wq | Wk | Wv
+    Matrix qkv;              // (q_dim + 2 kv_dim, n_embd): Wq | Wk | Wv
     DeviceBuffer qkv_bias;   // (q_dim + 2 kv_dim) float, qwen2 only
     DeviceBuffer q_norm;     // (head_dim) float, qwen3 only
     DeviceBuffer k_norm;     // (head_dim) float, qwen3 only
-    DeviceBuffer attn_output;  // (n_embd, q_dim) T
-    DeviceBuffer ffn_norm;     // (n_embd) float
-    DeviceBuffer gate_up;      // (2 n_ff, n_embd) T: Wgate | Wup
-    DeviceBuffer ffn_down;     // (n_embd, n_ff) T
+    Matrix attn_output;      // (n_embd, q_dim)
+    DeviceBuffer ffn_norm;   // (n_embd) float
+    Matrix gate_up;          // (2 n_ff, n_embd): Wgate | Wup
+    Matrix ffn_down;         // (n_embd, n_ff)
   };
   struct Resources;  // stream and cuBLAS handle
 
@@ -129,7 +142,10 @@ class CudaEngine final : public Engine {
 
   absl::Status Init();
   absl::Status UploadWeights();
-  // Writes `w` as `rows_of_w` rows of T at `dst` (device).
+  // Uploads the row-wise concatenation of `parts` (same cols) into `m`.
+  absl::Status UploadGroup(const std::vector<const cpu::WeightView*>& parts,
+                           Matrix* m);
+  // Writes `w` as w.rows rows of T at `dst` (device).
   absl::Status UploadMatrix(const cpu::WeightView& w, void* dst);
   absl::Status UploadFloats(const std::vector<float>& v, DeviceBuffer* out);
   absl::Status AllocateWorkspace();
@@ -142,6 +158,9 @@ class CudaEngine final : public Engine {
   // y = beta * y + ... (beta 0 or 1).
   absl::Status Gemm(const void* w, int64_t out_rows, int64_t in_cols,
                     const void* x, int64_t n, float* y, float beta);
+  // The same for a Matrix of any storage.
+  absl::Status Gemm(const Matrix& w, const void* x, int64_t n, float* y,
+                    float beta);
   void* KvLayer(int64_t layer) const;
 
   // Constant after construction.
@@ -151,8 +170,8 @@ class CudaEngine final : public Engine {
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
   DeviceBuffer token_embd_;   // (n_vocab, n_embd) T
-  DeviceBuffer output_own_;   // (n_vocab, n_embd) T unless tied
-  const void* output_ = nullptr;  // output_own_ or token_embd_
+  Matrix output_;             // (n_vocab, n_embd); empty when tied
+  bool output_tied_ = false;  // the output matrix is token_embd_
   DeviceBuffer output_norm_;  // (n_embd) float
   DeviceBuffer inv_freq_;     // (rope_dim / 2) double
   uint64_t weight_bytes_ = 0;
@@ -169,6 +188,7 @@ class CudaEngine final : public Engine {
   DeviceBuffer act_;       // (Tk, n_ff) T
   DeviceBuffer logits_;    // (logit_chunk_rows_, n_vocab) float
   int64_t logit_chunk_rows_ = 0;
+  DeviceBuffer dequant_;   // (largest quantized matrix) T, for n > 8
   DeviceBuffer partial_;   // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;
   // Step metadata (int32), pinned on the host and mirrored on the device:

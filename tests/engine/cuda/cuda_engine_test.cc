@@ -54,10 +54,10 @@ TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
   shape->n_vocab = 1024;
   const uint64_t q_dim = shape->n_heads * shape->head_dim;
   const uint64_t kv_dim = shape->n_kv_heads * shape->head_dim;
-  const uint64_t elements = (q_dim + 2 * kv_dim) * shape->n_embd +
+  const uint64_t matrices = (q_dim + 2 * kv_dim) * shape->n_embd +
                             shape->n_embd * q_dim +
-                            3 * shape->n_ff * shape->n_embd +
-                            shape->n_vocab * shape->n_embd;
+                            3 * shape->n_ff * shape->n_embd;
+  const uint64_t embedding = shape->n_vocab * shape->n_embd;
   const struct {
     GgmlType type;
     DeviceDtype dtype;
@@ -72,7 +72,12 @@ TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
     const CudaEngineFootprint f = CudaEngine::Footprint(**weights);
     EXPECT_EQ(f.dtype, c.dtype) << GetGgmlTypeTraits(c.type).name;
     const uint64_t elem = DeviceDtypeBytes(c.dtype);
-    EXPECT_EQ(f.weight_bytes, elements * elem);
+    // Q8_0 and Q4_0 matrices stay quantized; the embedding is T.
+    const uint64_t matrix_bytes =
+        c.type == GgmlType::kQ8_0   ? matrices / 32 * 34
+        : c.type == GgmlType::kQ4_0 ? matrices / 32 * 18
+                                    : matrices * elem;
+    EXPECT_EQ(f.weight_bytes, matrix_bytes + embedding * elem);
     EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
   }
 }
@@ -250,7 +255,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"qwen3-0.6b", GgmlType::kF32, 1e-4},
                       ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
                       ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
-                      ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2}),
+                      ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
+                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2}),
     [](const auto& info) {
       std::string name = std::string(info.param.shape) + "_" +
                          std::string(GetGgmlTypeTraits(info.param.type).name);
