@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -115,9 +117,22 @@ enum MetaSection : int64_t {
 }  // namespace
 
 struct CudaEngine::Resources {
+  // A step's shape as a graph sees it: tokens, logit rows, attention plan.
+  using GraphKey = std::tuple<int64_t, int64_t, int, int64_t>;
+
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  // Shapes seen once (run directly, warming cuBLAS up) and captured graphs.
+  std::set<GraphKey> seen;
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+
+  void ClearGraphs() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+    seen.clear();
+  }
   ~Resources() {
+    ClearGraphs();
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -212,6 +227,12 @@ absl::Status CudaEngine::Init() {
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(res_->cublas, res_->stream));
   // No TF32: F32 models multiply in full FP32, as the CPU engine does.
   CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(res_->cublas, CUBLAS_DEFAULT_MATH));
+  // A workspace of our own: cuBLAS allocates nothing inside a step (and so
+  // nothing inside a graph capture).
+  RETURN_IF_ERROR(cublas_workspace_.Allocate(size_t{32} << 20));
+  CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(
+      res_->cublas, cublas_workspace_.get(), cublas_workspace_.bytes()));
+  graphs_enabled_ = options_.cuda_graphs;
   RETURN_IF_ERROR(UploadWeights());
 
   const ModelConfig& c = config();
@@ -566,14 +587,27 @@ absl::Status CudaEngine::Gemm(const Matrix& w, const void* x, int64_t n,
 
 absl::Status CudaEngine::Forward(const ForwardBatch& batch,
                                  absl::Span<float> logits) {
+  const int64_t capacity_before = table_capacity_;
   RETURN_IF_ERROR(Prepare(batch, logits));
+  // A grown metadata buffer moved: graphs captured with the old one are
+  // stale.
+  if (table_capacity_ != capacity_before) res_->ClearGraphs();
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-  const ModelConfig& c = config();
   const int64_t n = batch.num_tokens();
-  const int64_t tk = options_.max_tokens_per_step;
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_device_.get(), meta_host_.get(),
                                        meta_used_ * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, res_->stream));
+  bool ran = false;
+  RETURN_IF_ERROR(RunStepGraph(n, logit_rows_, &ran));
+  if (!ran) RETURN_IF_ERROR(RunStep(n, logit_rows_));
+  RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
+  const ModelConfig& c = config();
+  const int64_t tk = options_.max_tokens_per_step;
   CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(),
                                        meta_device_.as<int32_t>() + kTokens * tk,
                                        n, c.n_embd, x_.as<float>(),
@@ -581,8 +615,58 @@ absl::Status CudaEngine::Forward(const ForwardBatch& batch,
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }
-  RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  if (rows > 0 && rows <= logit_chunk_rows_) {
+    RETURN_IF_ERROR(LogitsChunk(0, rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
+  *ran = false;
+  if (!graphs_enabled_ || n > kMaxGraphTokens || rows > logit_chunk_rows_) {
+    return absl::OkStatus();
+  }
+  const ModelConfig& c = config();
+  PagedAttentionParams att;  // only what the plan depends on
+  att.n_tokens = n;
+  att.n_heads = c.n_heads;
+  att.max_context = max_context_;
+  att.partial = partial_.as<float>();
+  att.partial_rows = partial_rows_;
+  const PagedAttentionPlan plan = PlanPagedAttention(att);
+  const Resources::GraphKey key{n, rows, plan.splits, plan.split_len};
+  auto it = res_->graphs.find(key);
+  if (it == res_->graphs.end()) {
+    // The first time a shape runs directly (cuBLAS picks and loads its
+    // kernels); the second time it is captured.
+    if (res_->seen.insert(key).second) return absl::OkStatus();
+    if (res_->graphs.size() >= 128) res_->ClearGraphs();
+    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(
+        res_->stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status body = RunStep(n, rows);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(res_->stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaErrorUnknown;
+    if (body.ok() && end == cudaSuccess) {
+      inst = cudaGraphInstantiate(&exec, graph, 0);
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) {
+      cudaGetLastError();  // clear a sticky capture error
+      graphs_enabled_ = false;
+      res_->ClearGraphs();
+      std::fprintf(stderr,
+                   "cuda engine: CUDA graph capture failed (%s; %s); "
+                   "running steps without graphs\n",
+                   std::string(body.message()).c_str(),
+                   cudaGetErrorName(end != cudaSuccess ? end : inst));
+      return absl::OkStatus();
+    }
+    it = res_->graphs.emplace(key, exec).first;
+  }
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, res_->stream));
+  *ran = true;
   return absl::OkStatus();
 }
 
@@ -656,25 +740,31 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
+absl::Status CudaEngine::LogitsChunk(int64_t begin, int64_t count) {
   const ModelConfig& c = config();
   const int64_t tk = options_.max_tokens_per_step;
   const int32_t* logit_rows = meta_device_.as<int32_t>() + kLogitRows * tk;
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(
+      dtype_, x_.as<float>(), nullptr, logit_rows + begin, count, c.n_embd,
+      output_norm_.as<float>(), static_cast<float>(c.rms_norm_eps), h_.get(),
+      res_->stream));
+  if (output_tied_) {
+    return Gemm(token_embd_.get(), c.n_vocab, c.n_embd, h_.get(), count,
+                logits_.as<float>(), 0.0f);
+  }
+  return Gemm(output_, h_.get(), count, logits_.as<float>(), 0.0f);
+}
+
+// Rows up to logit_chunk_rows_ are already in logits_ (RunStep); more go
+// chunk by chunk.
+absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
+  const int64_t vocab = config().n_vocab;
   for (int64_t begin = 0; begin < rows; begin += logit_chunk_rows_) {
     const int64_t count = std::min(logit_chunk_rows_, rows - begin);
-    CUDA_RETURN_IF_ERROR(LaunchRmsNorm(
-        dtype_, x_.as<float>(), nullptr, logit_rows + begin, count, c.n_embd,
-        output_norm_.as<float>(), static_cast<float>(c.rms_norm_eps), h_.get(),
-        res_->stream));
-    if (output_tied_) {
-      RETURN_IF_ERROR(Gemm(token_embd_.get(), c.n_vocab, c.n_embd, h_.get(),
-                           count, logits_.as<float>(), 0.0f));
-    } else {
-      RETURN_IF_ERROR(Gemm(output_, h_.get(), count, logits_.as<float>(), 0.0f));
-    }
+    if (rows > logit_chunk_rows_) RETURN_IF_ERROR(LogitsChunk(begin, count));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        logits.data() + begin * c.n_vocab, logits_.get(),
-        static_cast<size_t>(count) * c.n_vocab * sizeof(float),
+        logits.data() + begin * vocab, logits_.get(),
+        static_cast<size_t>(count) * vocab * sizeof(float),
         cudaMemcpyDeviceToHost, res_->stream));
   }
   return absl::OkStatus();

@@ -66,6 +66,11 @@ struct CudaEngineOptions {
   // context. Allocated (device memory) at creation.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;  // 1 .. 65535
+  // Replay steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs:
+  // one graph per (tokens, logit rows, attention split plan), captured the
+  // second time that shape runs. The kernels are the same either way, so
+  // the results are identical; a failed capture turns graphs off (logged).
+  bool cuda_graphs = true;
 };
 
 // What an engine for given weights holds on the device, known before it is
@@ -135,7 +140,8 @@ class CudaEngine final : public Engine {
     Matrix gate_up;          // (2 n_ff, n_embd): Wgate | Wup
     Matrix ffn_down;         // (n_embd, n_ff)
   };
-  struct Resources;  // stream and cuBLAS handle
+  struct Resources;  // stream, cuBLAS handle, captured graphs
+  static constexpr int64_t kMaxGraphTokens = 256;
 
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
              const CudaEngineOptions& options, DeviceDtype dtype);
@@ -152,7 +158,15 @@ class CudaEngine final : public Engine {
   // Checks the batch and fills the pinned metadata; returns the number of
   // block-table entries written.
   absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
+  // The step's device work up to the logits: embedding, layers, and (for
+  // rows <= logit_chunk_rows_) the logits into logits_. Captured as a graph
+  // or run directly.
+  absl::Status RunStep(int64_t n, int64_t rows);
+  // RunStep through a graph when one applies; false in *ran when not.
+  absl::Status RunStepGraph(int64_t n, int64_t rows, bool* ran);
   absl::Status RunLayer(int64_t layer, int64_t n);
+  // Final norm and output GEMM of rows [begin, begin + count) into logits_.
+  absl::Status LogitsChunk(int64_t begin, int64_t count);
   absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits);
   // y (n, out_rows) float = x (n, in_cols) T · W^T, W (out_rows, in_cols) T;
   // y = beta * y + ... (beta 0 or 1).
@@ -189,6 +203,7 @@ class CudaEngine final : public Engine {
   DeviceBuffer logits_;    // (logit_chunk_rows_, n_vocab) float
   int64_t logit_chunk_rows_ = 0;
   DeviceBuffer dequant_;   // (largest quantized matrix) T, for n > 8
+  DeviceBuffer cublas_workspace_;
   DeviceBuffer partial_;   // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;
   // Step metadata (int32), pinned on the host and mirrored on the device:
@@ -200,6 +215,7 @@ class CudaEngine final : public Engine {
   int64_t meta_used_ = 0;  // int32s of the current step's metadata
   int64_t max_context_ = 0;  // largest position + 1 of the current step
   int64_t logit_rows_ = 0;   // rows of the current step
+  bool graphs_enabled_ = false;
 };
 
 }  // namespace paceline::engine::cuda

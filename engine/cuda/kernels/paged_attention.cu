@@ -145,8 +145,7 @@ __global__ void MergeSplitsKernel(PagedAttentionParams p, int num_splits) {
 
 template <typename T, int kPerLane>
 cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
-                   cudaStream_t stream) {
-  const int64_t split_len = (p.max_context + num_splits - 1) / num_splits;
+                   int64_t split_len, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(num_splits));
@@ -162,17 +161,23 @@ cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
 
 template <typename T>
 cudaError_t LaunchTyped(const PagedAttentionParams& p, int num_splits,
-                        cudaStream_t stream) {
-  if (p.head_dim <= 32) return Launch<T, 1>(p, num_splits, stream);
-  if (p.head_dim <= 64) return Launch<T, 2>(p, num_splits, stream);
-  if (p.head_dim <= 128) return Launch<T, 4>(p, num_splits, stream);
-  if (p.head_dim <= 256) return Launch<T, 8>(p, num_splits, stream);
-  return Launch<T, 16>(p, num_splits, stream);
+                        int64_t split_len, cudaStream_t stream) {
+  if (p.head_dim <= 32) return Launch<T, 1>(p, num_splits, split_len, stream);
+  if (p.head_dim <= 64) return Launch<T, 2>(p, num_splits, split_len, stream);
+  if (p.head_dim <= 128) {
+    return Launch<T, 4>(p, num_splits, split_len, stream);
+  }
+  if (p.head_dim <= 256) {
+    return Launch<T, 8>(p, num_splits, split_len, stream);
+  }
+  return Launch<T, 16>(p, num_splits, split_len, stream);
 }
 
 }  // namespace
 
-int PagedAttentionSplits(const PagedAttentionParams& p) {
+namespace {
+
+int ChooseSplits(const PagedAttentionParams& p) {
   const int64_t pairs = p.n_tokens * p.n_heads;
   if (pairs <= 0) return 1;
   const int64_t capacity = p.partial == nullptr ? 0 : p.partial_rows / pairs;
@@ -189,6 +194,27 @@ int PagedAttentionSplits(const PagedAttentionParams& p) {
   return splits > 1 ? static_cast<int>(splits) : 1;
 }
 
+}  // namespace
+
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p) {
+  PagedAttentionPlan plan;
+  plan.splits = ChooseSplits(p);
+  if (plan.splits == 1) {
+    // Unbounded: the whole context, whatever it grows to.
+    plan.split_len = int64_t{1} << 40;
+    return plan;
+  }
+  const int64_t len = (p.max_context + plan.splits - 1) / plan.splits;
+  plan.split_len = p.force_splits > 0
+                       ? len
+                       : (len + kMinSplitLen - 1) / kMinSplitLen * kMinSplitLen;
+  return plan;
+}
+
+int PagedAttentionSplits(const PagedAttentionParams& p) {
+  return PlanPagedAttention(p).splits;
+}
+
 cudaError_t LaunchPagedAttention(DeviceDtype dtype,
                                  const PagedAttentionParams& p,
                                  cudaStream_t stream) {
@@ -198,10 +224,10 @@ cudaError_t LaunchPagedAttention(DeviceDtype dtype,
       p.max_context <= 0) {
     return cudaErrorInvalidValue;
   }
-  const int num_splits = PagedAttentionSplits(p);
+  const PagedAttentionPlan plan = PlanPagedAttention(p);
   cudaError_t err = cudaSuccess;
-  PACELINE_DISPATCH_DTYPE(dtype, T,
-                          err = LaunchTyped<T>(p, num_splits, stream));
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T, err = LaunchTyped<T>(p, plan.splits, plan.split_len, stream));
   return err;
 }
 

@@ -52,7 +52,17 @@ struct PagedAttentionParams {
 
 inline constexpr int64_t kMaxAttentionHeadDim = 512;
 
-// The number of context splits Launch uses for `p` (1 = no merge pass).
+// How Launch splits the contexts of `p`: `splits` ranges (1 = no merge
+// pass) of `split_len` positions: a multiple of 256 (unless forced), or
+// unbounded when splits == 1 — so the plan changes only every few hundred
+// positions of decode, and a captured CUDA graph stays valid in between.
+struct PagedAttentionPlan {
+  int splits = 1;
+  int64_t split_len = 0;
+};
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p);
+
+// PlanPagedAttention(p).splits.
 int PagedAttentionSplits(const PagedAttentionParams& p);
 
 cudaError_t LaunchPagedAttention(DeviceDtype dtype,
