@@ -31,7 +31,7 @@
 namespace paceline::engine::cuda {
 namespace {
 
-constexpr int64_t kContext = 256;  // positions prefilled before timing
+constexpr int64_t kContext = 256;     // positions prefilled before timing
 constexpr int64_t kDecodeSpan = 128;  // decode wraps back to kContext
 constexpr int64_t kPrefill = 2048;
 constexpr int64_t kMaxBatch = 256;

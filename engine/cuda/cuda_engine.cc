@@ -41,9 +41,9 @@ bool SameType(GgmlType t, DeviceDtype d) {
 DeviceDtype ChooseDtype(const ModelWeights& w) {
   std::set<GgmlType> types = {w.token_embd().type, w.output().type};
   for (const LayerWeights& l : w.layers()) {
-    for (const cpu::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v,
-                                     &l.attn_output, &l.ffn_gate, &l.ffn_up,
-                                     &l.ffn_down}) {
+    for (const cpu::WeightView* v :
+         {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
+          &l.ffn_up, &l.ffn_down}) {
       types.insert(v->type);
     }
   }
@@ -182,9 +182,9 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
         absl::StrCat("block size ", o.block_size, " is not in [1, 256]"));
   }
   if (o.max_tokens_per_step < 1 || o.max_tokens_per_step > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max tokens per step ", o.max_tokens_per_step,
-                     " is not in [1, 65535]"));
+    return absl::InvalidArgumentError(absl::StrCat("max tokens per step ",
+                                                   o.max_tokens_per_step,
+                                                   " is not in [1, 65535]"));
   }
   if (o.num_blocks < 0) {
     return absl::InvalidArgumentError(
@@ -251,9 +251,8 @@ absl::Status CudaEngine::UploadFloats(const std::vector<float>& v,
                                       DeviceBuffer* out) {
   RETURN_IF_ERROR(out->Allocate(v.size() * sizeof(float)));
   if (v.empty()) return absl::OkStatus();
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(out->get(), v.data(),
-                                  v.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(
+      out->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
@@ -261,8 +260,8 @@ absl::Status CudaEngine::UploadMatrix(const cpu::WeightView& w, void* dst) {
   const size_t elem = DeviceDtypeBytes(dtype_);
   const size_t row_out = static_cast<size_t>(w.cols) * elem;
   if (SameType(w.type, dtype_) && w.row_bytes == row_out) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, w.data, w.rows * w.row_bytes,
-                                    cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(dst, w.data, w.rows * w.row_bytes, cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
   static std::set<std::pair<GgmlType, DeviceDtype>>* logged =
@@ -326,8 +325,8 @@ absl::Status CudaEngine::UploadWeights() {
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
   }
-  RETURN_IF_ERROR(token_embd_.Allocate(static_cast<size_t>(c.n_vocab) *
-                                       c.n_embd * elem));
+  RETURN_IF_ERROR(
+      token_embd_.Allocate(static_cast<size_t>(c.n_vocab) * c.n_embd * elem));
   RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
   weight_bytes_ += token_embd_.bytes();
   output_tied_ = w.output().data == w.token_embd().data;
@@ -338,10 +337,11 @@ absl::Status CudaEngine::UploadWeights() {
   const int64_t half = c.rope_dim / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(c.rope_freq_base,
-                           -2.0 * static_cast<double>(i) / c.rope_dim);
+    inv_freq[i] =
+        std::pow(c.rope_freq_base, -2.0 * static_cast<double>(i) / c.rope_dim);
   }
-  RETURN_IF_ERROR(inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
+  RETURN_IF_ERROR(
+      inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
   if (half > 0) {
     CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(),
                                     half * sizeof(double),
@@ -419,13 +419,12 @@ absl::Status CudaEngine::AllocateWorkspace() {
                                     (c.head_dim + 2) * sizeof(float)));
   // Block tables: enough for every token's slice at the full context, up
   // to 4M entries; Prepare grows it past that.
-  const int64_t blocks_per_seq =
-      std::min<int64_t>((c.context_length + options_.block_size - 1) /
-                            options_.block_size,
-                        options_.num_blocks);
-  table_capacity_ = std::min<int64_t>(
-      int64_t{options_.max_tokens_per_step} * std::max<int64_t>(1, blocks_per_seq),
-      int64_t{1} << 22);
+  const int64_t blocks_per_seq = std::min<int64_t>(
+      (c.context_length + options_.block_size - 1) / options_.block_size,
+      options_.num_blocks);
+  table_capacity_ = std::min<int64_t>(int64_t{options_.max_tokens_per_step} *
+                                          std::max<int64_t>(1, blocks_per_seq),
+                                      int64_t{1} << 22);
   const size_t meta_bytes =
       (kTables * t + static_cast<size_t>(table_capacity_)) * sizeof(int32_t);
   RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
@@ -511,12 +510,12 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   }
   // The batch is valid: grow the table buffer if needed, then fill.
   if (table_entries > table_capacity_) {
-    std::fprintf(stderr,
-                 "cuda engine: growing the block-table buffer to %lld entries\n",
-                 static_cast<long long>(table_entries));
+    std::fprintf(
+        stderr, "cuda engine: growing the block-table buffer to %lld entries\n",
+        static_cast<long long>(table_entries));
     std::vector<int32_t> keep(owner, owner + n);
-    const size_t meta_bytes = static_cast<size_t>(kTables * tk + table_entries) *
-                              sizeof(int32_t);
+    const size_t meta_bytes =
+        static_cast<size_t>(kTables * tk + table_entries) * sizeof(int32_t);
     RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
     RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
     table_capacity_ = table_entries;
@@ -542,8 +541,8 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
       const int32_t t = slice.token_begin + i;
       const int64_t pos = int64_t{slice.position_begin} + i;
       positions[t] = static_cast<int32_t>(pos);
-      slots[t] = static_cast<int32_t>(slice.block_table[pos / bs] * bs +
-                                      pos % bs);
+      slots[t] =
+          static_cast<int32_t>(slice.block_table[pos / bs] * bs + pos % bs);
       table_offsets[t] = static_cast<int32_t>(offset);
     }
     if (slice.needs_logits) {
@@ -608,10 +607,9 @@ absl::Status CudaEngine::Forward(const ForwardBatch& batch,
 absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
   const ModelConfig& c = config();
   const int64_t tk = options_.max_tokens_per_step;
-  CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(),
-                                       meta_device_.as<int32_t>() + kTokens * tk,
-                                       n, c.n_embd, x_.as<float>(),
-                                       res_->stream));
+  CUDA_RETURN_IF_ERROR(LaunchEmbedding(
+      dtype_, token_embd_.get(), meta_device_.as<int32_t>() + kTokens * tk, n,
+      c.n_embd, x_.as<float>(), res_->stream));
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }
@@ -641,8 +639,8 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
     // kernels); the second time it is captured.
     if (res_->seen.insert(key).second) return absl::OkStatus();
     if (res_->graphs.size() >= 128) res_->ClearGraphs();
-    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(
-        res_->stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(res_->stream, cudaStreamCaptureModeThreadLocal));
     const absl::Status body = RunStep(n, rows);
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(res_->stream, &graph);
@@ -734,8 +732,8 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
                                      n, embd, l.ffn_norm.as<float>(), eps,
                                      h_.get(), stream));
   RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
-  CUDA_RETURN_IF_ERROR(
-      LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff, act_.get(), stream));
+  CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
+                                    act_.get(), stream));
   RETURN_IF_ERROR(Gemm(l.ffn_down, act_.get(), n, x_.as<float>(), 1.0f));
   return absl::OkStatus();
 }
@@ -762,10 +760,10 @@ absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
   for (int64_t begin = 0; begin < rows; begin += logit_chunk_rows_) {
     const int64_t count = std::min(logit_chunk_rows_, rows - begin);
     if (rows > logit_chunk_rows_) RETURN_IF_ERROR(LogitsChunk(begin, count));
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        logits.data() + begin * vocab, logits_.get(),
-        static_cast<size_t>(count) * vocab * sizeof(float),
-        cudaMemcpyDeviceToHost, res_->stream));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(logits.data() + begin * vocab, logits_.get(),
+                        static_cast<size_t>(count) * vocab * sizeof(float),
+                        cudaMemcpyDeviceToHost, res_->stream));
   }
   return absl::OkStatus();
 }

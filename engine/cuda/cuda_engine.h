@@ -28,10 +28,10 @@
 // for steps of up to 8 tokens, dequantize-then-cuBLAS above); a fused group
 // (Wq|Wk|Wv, Wgate|Wup) stays quantized when all its parts share the type.
 // Everything else (F32 in a mixed model, mixed groups, the embedding) is
-// converted to T at load, with one line per conversion kind on stderr. The KV pool (block layout
-// as cpu/kv_cache.h, elements of type T), the step workspace (sized for
-// max_tokens_per_step) and the step's metadata buffers are allocated up
-// front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
+// converted to T at load, with one line per conversion kind on stderr. The KV
+// pool (block layout as cpu/kv_cache.h, elements of type T), the step workspace
+// (sized for max_tokens_per_step) and the step's metadata buffers are allocated
+// up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
 // that the block-table buffer grows (rarely, logged) when a step's tables
 // outgrow it. All work runs on one stream; Forward returns after the
 // logits are on the host.
@@ -194,17 +194,17 @@ class CudaEngine final : public Engine {
 
   // Step workspace, Tk = max_tokens_per_step; q_dim = n_heads * head_dim,
   // kv_dim = n_kv_heads * head_dim.
-  DeviceBuffer x_;         // (Tk, n_embd) float, the residual stream
-  DeviceBuffer h_;         // (Tk, n_embd) T, normed sub-layer input
-  DeviceBuffer qkv_;       // (Tk, q_dim + 2 kv_dim) float
-  DeviceBuffer att_;       // (Tk, q_dim) T
-  DeviceBuffer gate_up_;   // (Tk, 2 n_ff) float
-  DeviceBuffer act_;       // (Tk, n_ff) T
-  DeviceBuffer logits_;    // (logit_chunk_rows_, n_vocab) float
+  DeviceBuffer x_;        // (Tk, n_embd) float, the residual stream
+  DeviceBuffer h_;        // (Tk, n_embd) T, normed sub-layer input
+  DeviceBuffer qkv_;      // (Tk, q_dim + 2 kv_dim) float
+  DeviceBuffer att_;      // (Tk, q_dim) T
+  DeviceBuffer gate_up_;  // (Tk, 2 n_ff) float
+  DeviceBuffer act_;      // (Tk, n_ff) T
+  DeviceBuffer logits_;   // (logit_chunk_rows_, n_vocab) float
   int64_t logit_chunk_rows_ = 0;
-  DeviceBuffer dequant_;   // (largest quantized matrix) T, for n > 8
+  DeviceBuffer dequant_;  // (largest quantized matrix) T, for n > 8
   DeviceBuffer cublas_workspace_;
-  DeviceBuffer partial_;   // (partial_rows_, head_dim + 2) float
+  DeviceBuffer partial_;  // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
@@ -212,7 +212,7 @@ class CudaEngine final : public Engine {
   PinnedBuffer meta_host_;
   DeviceBuffer meta_device_;
   int64_t table_capacity_ = 0;
-  int64_t meta_used_ = 0;  // int32s of the current step's metadata
+  int64_t meta_used_ = 0;    // int32s of the current step's metadata
   int64_t max_context_ = 0;  // largest position + 1 of the current step
   int64_t logit_rows_ = 0;   // rows of the current step
   bool graphs_enabled_ = false;

@@ -21,7 +21,8 @@ class BasicBuffer {
   BasicBuffer(const BasicBuffer&) = delete;
   BasicBuffer& operator=(const BasicBuffer&) = delete;
   BasicBuffer(BasicBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
   BasicBuffer& operator=(BasicBuffer&& o) noexcept {
     if (this != &o) {
       Free();

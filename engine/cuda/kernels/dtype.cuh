@@ -65,20 +65,20 @@ __device__ __forceinline__ A BlockSum(A v, A* scratch) {
 }  // namespace paceline::engine::cuda
 
 // Runs the statements with `T` bound to the C++ type of `dtype`.
-#define PACELINE_DISPATCH_DTYPE(dtype, T, ...)                   \
-  switch (dtype) {                                               \
-    case ::paceline::engine::cuda::DeviceDtype::kF32: {          \
-      using T = float;                                           \
-      __VA_ARGS__;                                               \
-    } break;                                                     \
-    case ::paceline::engine::cuda::DeviceDtype::kF16: {          \
-      using T = __half;                                          \
-      __VA_ARGS__;                                               \
-    } break;                                                     \
-    case ::paceline::engine::cuda::DeviceDtype::kBF16: {         \
-      using T = __nv_bfloat16;                                   \
-      __VA_ARGS__;                                               \
-    } break;                                                     \
+#define PACELINE_DISPATCH_DTYPE(dtype, T, ...)           \
+  switch (dtype) {                                       \
+    case ::paceline::engine::cuda::DeviceDtype::kF32: {  \
+      using T = float;                                   \
+      __VA_ARGS__;                                       \
+    } break;                                             \
+    case ::paceline::engine::cuda::DeviceDtype::kF16: {  \
+      using T = __half;                                  \
+      __VA_ARGS__;                                       \
+    } break;                                             \
+    case ::paceline::engine::cuda::DeviceDtype::kBF16: { \
+      using T = __nv_bfloat16;                           \
+      __VA_ARGS__;                                       \
+    } break;                                             \
   }
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_DTYPE_CUH_

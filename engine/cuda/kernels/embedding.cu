@@ -6,14 +6,15 @@ namespace paceline::engine::cuda {
 namespace {
 
 template <typename T>
-__global__ void EmbeddingKernel(const T* table,        // (n_vocab, dim)
+__global__ void EmbeddingKernel(const T* table,         // (n_vocab, dim)
                                 const int32_t* tokens,  // (n_tokens)
                                 int64_t dim,
                                 float* out) {  // (n_tokens, dim)
   const int64_t t = blockIdx.x;
   const T* row = table + static_cast<int64_t>(tokens[t]) * dim;
   float* o = out + t * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = ToFloat(row[i]);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = ToFloat(row[i]);
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ constexpr int kMaxSplits = 64;
 // Lane `lane` holds elements lane + 32 i, i < kPerLane, of a head.
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32)
-    PagedAttentionKernel(PagedAttentionParams p, const T* kv,
-                         int num_splits, int64_t split_len) {
+    PagedAttentionKernel(PagedAttentionParams p, const T* kv, int num_splits,
+                         int64_t split_len) {
   __shared__ float s_m[kWarps];
   __shared__ float s_l[kWarps];
   __shared__ float s_acc[kWarps][kPerLane * 32];

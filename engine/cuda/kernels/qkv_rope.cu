@@ -33,8 +33,9 @@ __global__ void QkvRopeKernel(QkvRopeParams p, T* kv_layer) {
         sum += static_cast<double>(v[i]) * v[i];
       }
       sum = BlockSum(sum, scratch);
-      const float scale = static_cast<float>(
-          1.0 / sqrt(sum / static_cast<double>(hd) + static_cast<double>(p.eps)));
+      const float scale =
+          static_cast<float>(1.0 / sqrt(sum / static_cast<double>(hd) +
+                                        static_cast<double>(p.eps)));
       for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
         v[i] = v[i] * scale * norm[i];
       }
@@ -63,11 +64,10 @@ __global__ void QkvRopeKernel(QkvRopeParams p, T* kv_layer) {
   const int64_t slot = p.slot_mapping[t];
   const int64_t block = slot / p.block_size;
   const int64_t in_block = slot - block * p.block_size;
-  T* dst = kv_layer +
-           (((block * 2 + (is_v ? 1 : 0)) * p.n_kv_heads + kv_head) *
-                p.block_size +
-            in_block) *
-               hd;
+  T* dst = kv_layer + (((block * 2 + (is_v ? 1 : 0)) * p.n_kv_heads + kv_head) *
+                           p.block_size +
+                       in_block) *
+                          hd;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     dst[i] = FromFloat<T>(v[i]);
   }

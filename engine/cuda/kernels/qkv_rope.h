@@ -28,11 +28,11 @@ struct QkvRopeParams {
   int64_t rope_dim = 0;  // even, <= head_dim
   bool neox = false;
   double position_scale = 1.0;
-  float eps = 1e-6f;             // of the per-head norm
+  float eps = 1e-6f;                 // of the per-head norm
   const double* inv_freq = nullptr;  // (rope_dim / 2) freq_base^(-2i/rope_dim)
-  const float* bias = nullptr;   // (q_dim + 2 kv_dim) or null
-  const float* q_norm = nullptr;  // (head_dim) or null (then k_norm too)
-  const float* k_norm = nullptr;  // (head_dim) or null
+  const float* bias = nullptr;       // (q_dim + 2 kv_dim) or null
+  const float* q_norm = nullptr;     // (head_dim) or null (then k_norm too)
+  const float* k_norm = nullptr;     // (head_dim) or null
   const int32_t* positions = nullptr;  // (n_tokens)
   // (n_tokens) block * block_size + slot of each token's K/V
   const int32_t* slot_mapping = nullptr;

@@ -20,7 +20,8 @@ __device__ __forceinline__ float LoadBlock(const uint8_t* row, int64_t b,
   const uint8_t* qs = blk + 2;
   if constexpr (kQ == QuantType::kQ8_0) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) w[j] = static_cast<float>(static_cast<int8_t>(qs[j]));
+    for (int j = 0; j < 32; ++j)
+      w[j] = static_cast<float>(static_cast<int8_t>(qs[j]));
   } else {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -39,11 +40,11 @@ __global__ void __launch_bounds__(kWarps * 32)
                         int n, float beta,
                         float* y) {  // (n, rows)
   const int lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t r =
+      static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= rows) return;
   const int64_t n_blocks = cols / 32;
-  const uint8_t* row =
-      w + r * n_blocks * (kQ == QuantType::kQ8_0 ? 34 : 18);
+  const uint8_t* row = w + r * n_blocks * (kQ == QuantType::kQ8_0 ? 34 : 18);
   float acc[kN];
 #pragma unroll
   for (int t = 0; t < kN; ++t) acc[t] = 0.0f;
@@ -93,17 +94,17 @@ cudaError_t Gemv(const void* w, int64_t rows, int64_t cols, const void* x,
   const T* xt = static_cast<const T*>(x);
   const int ni = static_cast<int>(n);
   if (n == 1) {
-    QuantizedGemvKernel<kQ, T, 1><<<grid, kWarps * 32, 0, stream>>>(
-        wb, rows, cols, xt, ni, beta, y);
+    QuantizedGemvKernel<kQ, T, 1>
+        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
   } else if (n == 2) {
-    QuantizedGemvKernel<kQ, T, 2><<<grid, kWarps * 32, 0, stream>>>(
-        wb, rows, cols, xt, ni, beta, y);
+    QuantizedGemvKernel<kQ, T, 2>
+        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
   } else if (n <= 4) {
-    QuantizedGemvKernel<kQ, T, 4><<<grid, kWarps * 32, 0, stream>>>(
-        wb, rows, cols, xt, ni, beta, y);
+    QuantizedGemvKernel<kQ, T, 4>
+        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
   } else {
-    QuantizedGemvKernel<kQ, T, 8><<<grid, kWarps * 32, 0, stream>>>(
-        wb, rows, cols, xt, ni, beta, y);
+    QuantizedGemvKernel<kQ, T, 8>
+        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
   }
   return cudaGetLastError();
 }
@@ -142,13 +143,13 @@ cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
   if (q == QuantType::kQ8_0) {
     PACELINE_DISPATCH_DTYPE(
         out_dtype, T,
-        DequantizeKernel<QuantType::kQ8_0, T><<<grid, kThreads, 0, stream>>>(
-            wb, total, static_cast<T*>(out)));
+        DequantizeKernel<QuantType::kQ8_0, T>
+        <<<grid, kThreads, 0, stream>>>(wb, total, static_cast<T*>(out)));
   } else {
     PACELINE_DISPATCH_DTYPE(
         out_dtype, T,
-        DequantizeKernel<QuantType::kQ4_0, T><<<grid, kThreads, 0, stream>>>(
-            wb, total, static_cast<T*>(out)));
+        DequantizeKernel<QuantType::kQ4_0, T>
+        <<<grid, kThreads, 0, stream>>>(wb, total, static_cast<T*>(out)));
   }
   return cudaGetLastError();
 }

@@ -73,10 +73,10 @@ TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
     EXPECT_EQ(f.dtype, c.dtype) << GetGgmlTypeTraits(c.type).name;
     const uint64_t elem = DeviceDtypeBytes(c.dtype);
     // Q8_0 and Q4_0 matrices stay quantized; the embedding is T.
-    const uint64_t matrix_bytes =
-        c.type == GgmlType::kQ8_0   ? matrices / 32 * 34
-        : c.type == GgmlType::kQ4_0 ? matrices / 32 * 18
-                                    : matrices * elem;
+    const uint64_t matrix_bytes = c.type == GgmlType::kQ8_0 ? matrices / 32 * 34
+                                  : c.type == GgmlType::kQ4_0
+                                      ? matrices / 32 * 18
+                                      : matrices * elem;
     EXPECT_EQ(f.weight_bytes, matrix_bytes + embedding * elem);
     EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
   }
@@ -98,7 +98,8 @@ TEST_F(CudaStoriesTest, Greedy64TokensMatchCpuAndLlamaCpp) {
   cpu_options.num_threads = 2;
   auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);
   ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
-  const std::vector<int32_t>& prompt = ::paceline::testing::kOnceUponATimePrompt;
+  const std::vector<int32_t>& prompt =
+      ::paceline::testing::kOnceUponATimePrompt;
   for (int64_t chunk : {0, 2}) {
     SCOPED_TRACE(chunk);
     auto want = GenerateAlone(**cpu_engine, prompt, 64, chunk,
@@ -182,9 +183,9 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   for (int s = 0; s < 4; ++s) {
     tables[s].assign(ids.begin() + s * 10, ids.begin() + s * 10 + 10);
   }
-  std::vector<std::vector<int32_t>> prompts = {
-      std::vector<int32_t>(37), std::vector<int32_t>(5),
-      std::vector<int32_t>(70)};
+  std::vector<std::vector<int32_t>> prompts = {std::vector<int32_t>(37),
+                                               std::vector<int32_t>(5),
+                                               std::vector<int32_t>(70)};
   for (auto& p : prompts) {
     for (int32_t& t : p) t = static_cast<int32_t>(rng_() % vocab);
   }
@@ -288,7 +289,8 @@ TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   auto gpu = CudaEngine::Create(shared, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
-  EXPECT_EQ((*gpu)->weight_bytes(), CudaEngine::Footprint(*shared).weight_bytes);
+  EXPECT_EQ((*gpu)->weight_bytes(),
+            CudaEngine::Footprint(*shared).weight_bytes);
   const std::vector<int32_t> table = {0, 1};
   ForwardBatch batch;
   batch.tokens = {1, 2, 3};

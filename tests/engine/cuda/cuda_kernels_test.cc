@@ -245,8 +245,8 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
       const int64_t block = slots[t] / kBlockSize, slot = slots[t] % kBlockSize;
       for (int64_t h = 0; h < kKvHeads; ++h) {
         for (int64_t which = 0; which < 2; ++which) {
-          const float* src = (which == 0 ? k.data() : v.data()) +
-                             (t * kKvHeads + h) * hd;
+          const float* src =
+              (which == 0 ? k.data() : v.data()) + (t * kKvHeads + h) * hd;
           const float* dst =
               &cache[(((block * 2 + which) * kKvHeads + h) * kBlockSize +
                       slot) *
@@ -379,9 +379,9 @@ TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
     std::vector<uint8_t> w_bytes(kRows * row_bytes);
     std::vector<float> w(kRows * kCols);  // what the blocks hold
     for (int64_t r = 0; r < kRows; ++r) {
-      ASSERT_TRUE(QuantizeRow(type, &w_float[r * kCols], kCols,
-                              &w_bytes[r * row_bytes])
-                      .ok());
+      ASSERT_TRUE(
+          QuantizeRow(type, &w_float[r * kCols], kCols, &w_bytes[r * row_bytes])
+              .ok());
       ASSERT_TRUE(
           DequantizeRow(type, &w_bytes[r * row_bytes], &w[r * kCols], kCols)
               .ok());
@@ -419,10 +419,10 @@ TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
         } else {
           ASSERT_TRUE(Upload(y0, &d_y).ok());
         }
-        ASSERT_EQ(LaunchQuantizedGemv(quant, d_w.get(), kRows, kCols, dtype(),
-                                      d_x.get(), n, beta, d_y.as<float>(),
-                                      nullptr),
-                  cudaSuccess);
+        ASSERT_EQ(
+            LaunchQuantizedGemv(quant, d_w.get(), kRows, kCols, dtype(),
+                                d_x.get(), n, beta, d_y.as<float>(), nullptr),
+            cudaSuccess);
         // Float sums of 1,440 products of size ~1: a few 1e-6 relative to
         // the sum of magnitudes (~1,000).
         ExpectClose(Download(DeviceDtype::kF32, d_y, n * kRows), ref, 2e-3,
@@ -433,8 +433,7 @@ TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
-                         ::testing::Values(DeviceDtype::kF32,
-                                           DeviceDtype::kF16,
+                         ::testing::Values(DeviceDtype::kF32, DeviceDtype::kF16,
                                            DeviceDtype::kBF16),
                          [](const auto& info) {
                            return std::string(DeviceDtypeName(info.param));

@@ -28,7 +28,9 @@
 namespace paceline::engine::cuda {
 
 // Test names and messages print the type's name.
-inline void PrintTo(DeviceDtype d, std::ostream* os) { *os << DeviceDtypeName(d); }
+inline void PrintTo(DeviceDtype d, std::ostream* os) {
+  *os << DeviceDtypeName(d);
+}
 
 }  // namespace paceline::engine::cuda
 
@@ -125,8 +127,7 @@ inline absl::Status Poisoned(size_t bytes, DeviceBuffer* out) {
   return absl::OkStatus();
 }
 
-inline std::vector<uint8_t> DownloadBytes(const DeviceBuffer& b,
-                                          size_t bytes) {
+inline std::vector<uint8_t> DownloadBytes(const DeviceBuffer& b, size_t bytes) {
   std::vector<uint8_t> v(bytes);
   EXPECT_EQ(cudaMemcpy(v.data(), b.get(), bytes, cudaMemcpyDeviceToHost),
             cudaSuccess);
@@ -145,8 +146,8 @@ inline double DefaultRtol(DeviceDtype d) {
 
 // Every element within atol + rtol·|ref|; reports the worst one.
 inline void ExpectClose(const std::vector<float>& got,
-                        const std::vector<float>& ref, double atol,
-                        double rtol, const char* what) {
+                        const std::vector<float>& ref, double atol, double rtol,
+                        const char* what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   double worst = 0;
   size_t worst_i = 0;
