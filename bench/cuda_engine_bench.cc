@@ -1,9 +1,9 @@
 // The CUDA engine end to end on random F16 weights of dummy:llama-1b and
 // dummy:llama-3-8b:
-//   BM_CudaDecode/model/B   one decode step for B sequences, each at its own
+//   BM_CudaDecode/MODEL/B   one decode step for B sequences, each at its own
 //                           position (kContext..) in its own blocks;
 //                           tokens/s counts B per step.
-//   BM_CudaPrefill/model    one 2,048-token prompt in one step; tokens/s.
+//   BM_CudaPrefill/MODEL    one 2,048-token prompt in one step; tokens/s.
 // Beside each: the HBM roofline, tokens/s if the step only streamed its
 // bytes (every weight once, plus each sequence's K/V) at the device's
 // measured copy bandwidth (HBM_GB/s: a 2 GiB device-to-device cudaMemcpy,
@@ -140,10 +140,9 @@ void SetRoofline(benchmark::State& state, double tokens_per_step,
   state.counters["MB/step"] = bytes_per_step / 1e6;
 }
 
-void BM_CudaDecode(benchmark::State& state) {
+void BM_CudaDecode(benchmark::State& state, int model) {
   if (!HaveDevice()) return state.SkipWithError("no CUDA device");
-  const int model = static_cast<int>(state.range(0));
-  const int64_t batch = state.range(1);
+  const int64_t batch = state.range(0);
   CudaEngine* engine = Engine(model);
   if (engine == nullptr) return state.SkipWithError("engine");
   const int64_t vocab = engine->config().n_vocab;
@@ -200,9 +199,9 @@ void BM_CudaDecode(benchmark::State& state) {
               static_cast<double>(batch * state.iterations()));
 }
 
-void BM_CudaPrefill(benchmark::State& state) {
+void BM_CudaPrefill(benchmark::State& state, int model) {
   if (!HaveDevice()) return state.SkipWithError("no CUDA device");
-  CudaEngine* engine = Engine(static_cast<int>(state.range(0)));
+  CudaEngine* engine = Engine(model);
   if (engine == nullptr) return state.SkipWithError("engine");
   // The blocks after the decode benchmark's.
   const int32_t first = engine->num_blocks() - kPrefill / kBlockSize;
@@ -228,26 +227,36 @@ void BM_CudaPrefill(benchmark::State& state) {
               static_cast<double>(kPrefill * state.iterations()));
 }
 
-void DecodeArgs(benchmark::internal::Benchmark* b) {
+// Model by model (decode, then prefill), so each model is generated and
+// uploaded once.
+void Register() {
   for (int model = 0; model < 2; ++model) {
-    for (int64_t batch : {1, 8, 64, 256}) b->Args({model, batch});
+    const std::string name = kModels[model];
+    benchmark::RegisterBenchmark(
+        ("BM_CudaDecode/" + name).c_str(),
+        [model](benchmark::State& state) { BM_CudaDecode(state, model); })
+        ->ArgsProduct({{1, 8, 64, 256}})
+        ->ArgNames({"batch"})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
+    benchmark::RegisterBenchmark(
+        ("BM_CudaPrefill/" + name + "/tokens:2048").c_str(),
+        [model](benchmark::State& state) { BM_CudaPrefill(state, model); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
   }
-  b->ArgNames({"model", "batch"});
 }
-
-BENCHMARK(BM_CudaDecode)
-    ->Apply(DecodeArgs)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(0.5);
-BENCHMARK(BM_CudaPrefill)
-    ->DenseRange(0, 1)
-    ->ArgName("model")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(0.5);
 
 }  // namespace
 }  // namespace paceline::engine::cuda
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  paceline::engine::cuda::Register();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
