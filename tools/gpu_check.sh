@@ -11,8 +11,8 @@
 # third_party/shared/, else ../shared.
 #
 # Environment: BUILD_DIR (build-gpu), JOBS (nproc), BENCH_FILTER (all),
-# SKIP_BENCH=1, FORCE_DEBS=1 (use third_party/debs even when the system
-# has the libraries). Exit status: non-zero when the build or a test fails.
+# SKIP_BENCH=1, SKIP_SANITIZER=1, FORCE_DEBS=1 (use third_party/debs even
+# when the system has the libraries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -112,6 +112,18 @@ test_status=0
 (cd "$build" && ctest -L gpu --output-on-failure --timeout 300 -j 4 \
    --output-junit gpu_tests.xml) || test_status=$?
 
+# Out-of-bounds and race checks of the kernels, where the toolkit has
+# compute-sanitizer (the kernel tests are small enough to run under it).
+sanitizer="$(command -v compute-sanitizer || true)"
+[[ -z "$sanitizer" && -x "$(dirname "$nvcc")/compute-sanitizer" ]] &&
+  sanitizer="$(dirname "$nvcc")/compute-sanitizer"
+if [[ -n "$sanitizer" && -z "${SKIP_SANITIZER:-}" ]]; then
+  say "compute-sanitizer memcheck: cuda_kernels_test"
+  timeout 300 "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$build/tests/engine/cuda/cuda_kernels_test" --gtest_brief=1 ||
+    { echo "compute-sanitizer found errors" >&2; test_status=1; }
+fi
+
 # --- benchmark -----------------------------------------------------------------
 bench_json="$build/cuda_engine_bench.json"
 if [[ -z "${SKIP_BENCH:-}" ]]; then
@@ -140,6 +152,9 @@ if os.path.exists(junit):
     print('gpu tests: ' + ', '.join(f'{v} {k}' for k, v in counts.items()))
     for name in failed:
         print('  FAILED', name)
+    if counts['skipped']:
+        print('  (skipped tests: the GPU tests skip when no CUDA device is'
+              ' visible; the CPU-side ones never skip)')
 if os.path.exists(bench):
     rows = json.load(open(bench)).get('benchmarks', [])
     print(f"\n{'benchmark':44} {'ms/step':>9} {'tok/s':>11} {'roofline':>11} {'of roof':>8}")
