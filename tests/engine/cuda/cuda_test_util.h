@@ -3,7 +3,8 @@
 
 // Helpers of the GPU tests: a fixture that skips without a device, host
 // <-> device copies in the kernels' element types, random inputs (fresh
-// each run: seeded from the clock, the seed printed on failure), and the
+// each run: seeded from the clock, the seed printed; PACELINE_TEST_SEED
+// replays one), and the
 // atol + rtol·|ref| comparison (llm.c's validate_result).
 
 #include <cuda_runtime_api.h>
@@ -11,7 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <ostream>
 #include <random>
 #include <vector>
@@ -43,9 +46,15 @@ class GpuTest : public ::testing::Test {
     ASSERT_TRUE(devices.ok()) << devices.status();
     if (devices->empty()) GTEST_SKIP() << "no CUDA device on this machine";
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    seed_ = static_cast<uint32_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    // Fresh inputs every run; PACELINE_TEST_SEED=N replays a failing one.
+    const char* fixed = std::getenv("PACELINE_TEST_SEED");
+    seed_ =
+        fixed != nullptr
+            ? static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10))
+            : static_cast<uint32_t>(
+                  std::chrono::steady_clock::now().time_since_epoch().count());
     rng_.seed(seed_);
+    std::cout << "seed " << seed_ << " (PACELINE_TEST_SEED to replay)\n";
     RecordProperty("seed", static_cast<int>(seed_ & 0x7fffffff));
   }
 
