@@ -4,8 +4,8 @@
 // Helpers of the GPU tests: a fixture that skips without a device, host
 // <-> device copies in the kernels' element types, random inputs (fresh
 // each run: seeded from the clock, the seed printed; PACELINE_TEST_SEED
-// replays one), and the
-// atol + rtol·|ref| comparison (llm.c's validate_result).
+// replays one), and the atol + rtol·|ref| comparison (llm.c's
+// validate_result).
 
 #include <cuda_runtime_api.h>
 
