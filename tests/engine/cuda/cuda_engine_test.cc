@@ -277,6 +277,81 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// The paths the step script above does not reach: a long context decoded
+// alone (attention split over the context, merged), and more logit rows
+// than one chunk (300 > 256, no graph).
+class CudaLongStepTest : public testing::GpuTest {};
+
+TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
+  ModelConfig config = SmallConfig("qwen3-0.6b");
+  config.n_layers = 1;
+  auto weights = ModelWeights::Dummy(config, GgmlType::kF32, seed_);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::shared_ptr<const ModelWeights> shared = std::move(*weights);
+  constexpr int32_t kSeqs = 300, kLong = 600;
+  constexpr int32_t kBlocks = kSeqs + kLong / 16 + 1;
+  CudaEngineOptions options;
+  options.num_blocks = kBlocks;
+  options.max_tokens_per_step = 1024;
+  auto gpu = CudaEngine::Create(shared, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.num_blocks = kBlocks;
+  cpu_options.max_tokens_per_step = 1024;
+  cpu_options.num_threads = 2;
+  auto cpu_engine = cpu::CpuEngine::Create(shared, cpu_options);
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  const int64_t vocab = config.n_vocab;
+  const auto run = [&](const ForwardBatch& batch) {
+    const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+    std::vector<float> want(rows * vocab), got(rows * vocab, NAN);
+    ASSERT_TRUE((*cpu_engine)->Forward(batch, absl::MakeSpan(want)).ok());
+    const absl::Status s = (*gpu)->Forward(batch, absl::MakeSpan(got));
+    ASSERT_TRUE(s.ok()) << s;
+    float scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(x));
+    testing::ExpectClose(got, want, 1e-4 * scale, 1e-4, "logits");
+  };
+
+  // One long sequence: two 300-token chunks, then 3 decode steps alone.
+  std::vector<int32_t> table(kLong / 16 + 1);
+  std::iota(table.begin(), table.end(), kSeqs);
+  std::reverse(table.begin(), table.end());
+  ForwardBatch batch;
+  batch.sequences.resize(1);
+  batch.sequences[0].block_table = table;
+  for (int32_t begin = 0; begin < kLong + 3;) {
+    const int32_t count = begin < kLong ? 300 : 1;
+    batch.tokens.resize(count);
+    for (int32_t& t : batch.tokens) t = static_cast<int32_t>(rng_() % vocab);
+    batch.sequences[0].token_count = count;
+    batch.sequences[0].position_begin = begin;
+    batch.sequences[0].needs_logits = true;
+    run(batch);
+    begin += count;
+  }
+
+  // 300 sequences of one block: 3 prompt tokens each, then one decode.
+  std::vector<std::vector<int32_t>> tables(kSeqs);
+  for (int32_t s = 0; s < kSeqs; ++s) tables[s] = {s};
+  for (int32_t step = 0; step < 2; ++step) {
+    const int32_t count = step == 0 ? 3 : 1;
+    batch = ForwardBatch();
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      batch.sequences.push_back(
+          SequenceSlice{.token_begin = batch.num_tokens(),
+                        .token_count = count,
+                        .position_begin = step == 0 ? 0 : 3,
+                        .block_table = tables[s],
+                        .needs_logits = true});
+      for (int32_t i = 0; i < count; ++i) {
+        batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
+      }
+    }
+    run(batch);
+  }
+}
+
 TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   auto shape = FindModelShape("stories15m");
   ASSERT_TRUE(shape.ok());
