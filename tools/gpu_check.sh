@@ -11,7 +11,8 @@
 # third_party/shared/, else ../shared.
 #
 # Environment: BUILD_DIR (build-gpu), JOBS (nproc), BENCH_FILTER (all),
-# SKIP_BENCH=1, SKIP_SANITIZER=1, FORCE_DEBS=1 (use third_party/debs even
+# BENCH_TIMEOUT (300 s), SKIP_BENCH=1, SKIP_SANITIZER=1, FORCE_DEBS=1 (use
+# third_party/debs even
 # when the system has the libraries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -128,7 +129,7 @@ fi
 bench_json="$build/cuda_engine_bench.json"
 if [[ -z "${SKIP_BENCH:-}" ]]; then
   say "benchmark"
-  timeout 420 "$build/bench/cuda_engine_bench" \
+  timeout "${BENCH_TIMEOUT:-300}" "$build/bench/cuda_engine_bench" \
     --benchmark_filter="${BENCH_FILTER:-.}" \
     --benchmark_out="$bench_json" --benchmark_out_format=json ||
     echo "warning: benchmark exited with $?" >&2
