@@ -12,8 +12,7 @@
 #
 # Environment: BUILD_DIR (build-gpu), JOBS (nproc), BENCH_FILTER (all),
 # BENCH_TIMEOUT (300 s), SKIP_BENCH=1, SKIP_SANITIZER=1, FORCE_DEBS=1 (use
-# third_party/debs even
-# when the system has the libraries).
+# third_party/debs even when the system has the libraries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
