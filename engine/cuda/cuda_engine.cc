@@ -1,0 +1,798 @@
+#include "engine/cuda/cuda_engine.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/paged_attention.h"
+#include "engine/cuda/kernels/qkv_rope.h"
+#include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/swiglu.h"
+#include "engine/ggml_type.h"
+#include "engine/quantize.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+absl::Status BadBatch(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
+}
+
+bool SameType(GgmlType t, DeviceDtype d) {
+  return (t == GgmlType::kF32 && d == DeviceDtype::kF32) ||
+         (t == GgmlType::kF16 && d == DeviceDtype::kF16) ||
+         (t == GgmlType::kBF16 && d == DeviceDtype::kBF16);
+}
+
+// F32 when every matrix is F32, BF16 when every one is BF16, else F16.
+DeviceDtype ChooseDtype(const ModelWeights& w) {
+  std::set<GgmlType> types = {w.token_embd().type, w.output().type};
+  for (const LayerWeights& l : w.layers()) {
+    for (const cpu::WeightView* v :
+         {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
+          &l.ffn_up, &l.ffn_down}) {
+      types.insert(v->type);
+    }
+  }
+  if (types.size() == 1 && *types.begin() == GgmlType::kF32) {
+    return DeviceDtype::kF32;
+  }
+  if (types.size() == 1 && *types.begin() == GgmlType::kBF16) {
+    return DeviceDtype::kBF16;
+  }
+  return DeviceDtype::kF16;
+}
+
+// The quantized type a fused group of matrices keeps on the device, if any:
+// Q8_0 or Q4_0 when every part has it (and T is F16).
+bool GroupQuant(const std::vector<const cpu::WeightView*>& parts,
+                DeviceDtype dtype, QuantType* quant) {
+  if (dtype != DeviceDtype::kF16) return false;
+  const GgmlType t = parts[0]->type;
+  if (t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) return false;
+  for (const cpu::WeightView* p : parts) {
+    if (p->type != t) return false;
+  }
+  *quant = t == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
+  return true;
+}
+
+// Device bytes of a fused group as GroupQuant stores it.
+uint64_t GroupBytes(const std::vector<const cpu::WeightView*>& parts,
+                    DeviceDtype dtype) {
+  uint64_t rows = 0;
+  for (const cpu::WeightView* p : parts) rows += p->rows;
+  const uint64_t cols = parts[0]->cols;
+  QuantType q;
+  if (GroupQuant(parts, dtype, &q)) {
+    return rows * (cols / 32) * QuantBlockBytes(q);
+  }
+  return rows * cols * DeviceDtypeBytes(dtype);
+}
+
+// The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown.
+std::vector<std::vector<const cpu::WeightView*>> LayerGroups(
+    const LayerWeights& l) {
+  return {{&l.attn_q, &l.attn_k, &l.attn_v},
+          {&l.attn_output},
+          {&l.ffn_gate, &l.ffn_up},
+          {&l.ffn_down}};
+}
+
+cudaDataType_t CudaType(DeviceDtype d) {
+  switch (d) {
+    case DeviceDtype::kF32:
+      return CUDA_R_32F;
+    case DeviceDtype::kF16:
+      return CUDA_R_16F;
+    case DeviceDtype::kBF16:
+      return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+// Step metadata sections (int32 offsets in units of Tk).
+enum MetaSection : int64_t {
+  kTokens = 0,
+  kPositions = 1,
+  kSlots = 2,
+  kTableOffsets = 3,
+  kLogitRows = 4,
+  kTables = 5,
+};
+
+}  // namespace
+
+struct CudaEngine::Resources {
+  // A step's shape as a graph sees it: tokens, logit rows, attention plan.
+  using GraphKey = std::tuple<int64_t, int64_t, int, int64_t>;
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  // Shapes seen once (run directly, warming cuBLAS up) and captured graphs.
+  std::set<GraphKey> seen;
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+
+  void ClearGraphs() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+    seen.clear();
+  }
+  ~Resources() {
+    ClearGraphs();
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
+  const ModelConfig& c = weights.config();
+  CudaEngineFootprint f;
+  f.dtype = ChooseDtype(weights);
+  const uint64_t elem = DeviceDtypeBytes(f.dtype);
+  for (const LayerWeights& l : weights.layers()) {
+    for (const auto& group : LayerGroups(l)) {
+      f.weight_bytes += GroupBytes(group, f.dtype);
+    }
+  }
+  f.weight_bytes += elem * c.n_vocab * c.n_embd;  // the embedding, as T
+  if (weights.output().data != weights.token_embd().data) {
+    f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
+  }
+  f.kv_bytes_per_token = 2 * elem * c.n_layers * c.n_kv_heads * c.head_dim;
+  return f;
+}
+
+absl::Status CudaEngine::DeviceMemory(int device, uint64_t* free_bytes,
+                                      uint64_t* total_bytes) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  size_t free = 0, total = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  *free_bytes = free;
+  *total_bytes = total;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
+    std::shared_ptr<const ModelWeights> weights,
+    const CudaEngineOptions& options) {
+  if (weights == nullptr) return absl::InvalidArgumentError("no weights");
+  ASSIGN_OR_RETURN(std::vector<CudaDeviceInfo> devices, ListCudaDevices());
+  if (devices.empty() || options.device < 0 ||
+      options.device >= static_cast<int>(devices.size())) {
+    return absl::FailedPreconditionError("no CUDA device");
+  }
+  const ModelConfig& c = weights->config();
+  CudaEngineOptions o = options;
+  if (o.block_size < 1 || o.block_size > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", o.block_size, " is not in [1, 256]"));
+  }
+  if (o.max_tokens_per_step < 1 || o.max_tokens_per_step > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("max tokens per step ",
+                                                   o.max_tokens_per_step,
+                                                   " is not in [1, 65535]"));
+  }
+  if (o.num_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("number of KV blocks is negative: ", o.num_blocks));
+  }
+  if (o.num_blocks == 0) {
+    o.num_blocks = static_cast<int32_t>((c.context_length + o.block_size - 1) /
+                                        o.block_size);
+  }
+  if (int64_t{o.num_blocks} * o.block_size >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError("KV pool has 2^31 slots or more");
+  }
+  if (c.head_dim > kMaxAttentionHeadDim || c.head_dim > kMaxQkvHeadDim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "head size ", c.head_dim, " is over ", kMaxAttentionHeadDim));
+  }
+  const DeviceDtype dtype = ChooseDtype(*weights);
+  std::unique_ptr<CudaEngine> engine(
+      new CudaEngine(std::move(weights), o, dtype));
+  RETURN_IF_ERROR(engine->Init());
+  return engine;
+}
+
+CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
+                       const CudaEngineOptions& options, DeviceDtype dtype)
+    : weights_(std::move(weights)),
+      options_(options),
+      dtype_(dtype),
+      res_(std::make_unique<Resources>()) {}
+
+CudaEngine::~CudaEngine() {
+  if (res_->stream != nullptr) cudaStreamSynchronize(res_->stream);
+}
+
+absl::Status CudaEngine::Init() {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&res_->stream, cudaStreamNonBlocking));
+  CUBLAS_RETURN_IF_ERROR(cublasCreate(&res_->cublas));
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(res_->cublas, res_->stream));
+  // No TF32: F32 models multiply in full FP32, as the CPU engine does.
+  CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(res_->cublas, CUBLAS_DEFAULT_MATH));
+  // A workspace of our own: cuBLAS allocates nothing inside a step (and so
+  // nothing inside a graph capture).
+  RETURN_IF_ERROR(cublas_workspace_.Allocate(size_t{32} << 20));
+  CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(
+      res_->cublas, cublas_workspace_.get(), cublas_workspace_.bytes()));
+  graphs_enabled_ = options_.cuda_graphs;
+  RETURN_IF_ERROR(UploadWeights());
+
+  const ModelConfig& c = config();
+  const uint64_t kv_elems = static_cast<uint64_t>(c.n_layers) *
+                            options_.num_blocks * 2 * c.n_kv_heads *
+                            options_.block_size * c.head_dim;
+  RETURN_IF_ERROR(kv_pool_.Allocate(kv_elems * DeviceDtypeBytes(dtype_)));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(kv_pool_.get(), 0, kv_pool_.bytes(), res_->stream));
+  RETURN_IF_ERROR(AllocateWorkspace());
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadFloats(const std::vector<float>& v,
+                                      DeviceBuffer* out) {
+  RETURN_IF_ERROR(out->Allocate(v.size() * sizeof(float)));
+  if (v.empty()) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(
+      out->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadMatrix(const cpu::WeightView& w, void* dst) {
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t row_out = static_cast<size_t>(w.cols) * elem;
+  if (SameType(w.type, dtype_) && w.row_bytes == row_out) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(dst, w.data, w.rows * w.row_bytes, cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  static std::set<std::pair<GgmlType, DeviceDtype>>* logged =
+      new std::set<std::pair<GgmlType, DeviceDtype>>;
+  if (logged->insert({w.type, dtype_}).second) {
+    std::fprintf(stderr, "cuda engine: converting %s weights to %s at load\n",
+                 std::string(GetGgmlTypeTraits(w.type).name).c_str(),
+                 DeviceDtypeName(dtype_));
+  }
+  // Converted in chunks of rows through a host staging buffer.
+  const int64_t chunk_rows =
+      std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, w.cols));
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  std::vector<uint8_t> staging(static_cast<size_t>(chunk_rows) * row_out);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, w.rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      RETURN_IF_ERROR(DequantizeRow(w.type, src + (r0 + r) * w.row_bytes,
+                                    row.data(), w.cols));
+      uint8_t* out = staging.data() + r * row_out;
+      if (dtype_ == DeviceDtype::kF32) {
+        std::memcpy(out, row.data(), row_out);
+      } else {
+        auto* o16 = reinterpret_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < w.cols; ++i) {
+          o16[i] = dtype_ == DeviceDtype::kF16 ? FloatToHalf(row[i])
+                                               : FloatToBFloat16(row[i]);
+        }
+      }
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<uint8_t*>(dst) + r0 * row_out,
+                                    staging.data(), n * row_out,
+                                    cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadWeights() {
+  const ModelConfig& c = config();
+  const ModelWeights& w = *weights_;
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  layers_.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const LayerWeights& lw = w.layers()[i];
+    Layer& l = layers_[i];
+    RETURN_IF_ERROR(UploadFloats(lw.attn_norm, &l.attn_norm));
+    RETURN_IF_ERROR(UploadFloats(lw.ffn_norm, &l.ffn_norm));
+    RETURN_IF_ERROR(UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
+    if (c.qkv_bias) {
+      std::vector<float> bias(lw.q_bias);
+      bias.insert(bias.end(), lw.k_bias.begin(), lw.k_bias.end());
+      bias.insert(bias.end(), lw.v_bias.begin(), lw.v_bias.end());
+      RETURN_IF_ERROR(UploadFloats(bias, &l.qkv_bias));
+    }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(UploadFloats(lw.q_norm, &l.q_norm));
+      RETURN_IF_ERROR(UploadFloats(lw.k_norm, &l.k_norm));
+    }
+    RETURN_IF_ERROR(UploadGroup({&lw.attn_output}, &l.attn_output));
+    RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
+    RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
+  }
+  RETURN_IF_ERROR(
+      token_embd_.Allocate(static_cast<size_t>(c.n_vocab) * c.n_embd * elem));
+  RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  weight_bytes_ += token_embd_.bytes();
+  output_tied_ = w.output().data == w.token_embd().data;
+  if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
+  RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
+
+  // RoPE frequencies exactly as cpu::RopeAngles computes them (double).
+  const int64_t half = c.rope_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] =
+        std::pow(c.rope_freq_base, -2.0 * static_cast<double>(i) / c.rope_dim);
+  }
+  RETURN_IF_ERROR(
+      inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
+  if (half > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(),
+                                    half * sizeof(double),
+                                    cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadGroup(
+    const std::vector<const cpu::WeightView*>& parts, Matrix* m) {
+  m->rows = 0;
+  for (const cpu::WeightView* p : parts) m->rows += p->rows;
+  m->cols = parts[0]->cols;
+  m->quantized = GroupQuant(parts, dtype_, &m->quant);
+  RETURN_IF_ERROR(m->data.Allocate(GroupBytes(parts, dtype_)));
+  weight_bytes_ += m->data.bytes();
+  auto* dst = m->data.as<uint8_t>();
+  for (const cpu::WeightView* p : parts) {
+    if (m->quantized) {
+      const size_t bytes = p->rows * p->row_bytes;
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(dst, p->data, bytes, cudaMemcpyHostToDevice));
+      dst += bytes;
+    } else {
+      RETURN_IF_ERROR(UploadMatrix(*p, dst));
+      dst += static_cast<size_t>(p->rows) * p->cols * DeviceDtypeBytes(dtype_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CudaEngine::MatMulBytesPerToken() const {
+  uint64_t bytes = 0;
+  for (const Layer& l : layers_) {
+    bytes += l.qkv.data.bytes() + l.attn_output.data.bytes() +
+             l.gate_up.data.bytes() + l.ffn_down.data.bytes();
+  }
+  return bytes + (output_tied_ ? token_embd_.bytes() : output_.data.bytes());
+}
+
+absl::Status CudaEngine::AllocateWorkspace() {
+  const ModelConfig& c = config();
+  const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
+  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads * c.head_dim);
+  const size_t embd = static_cast<size_t>(c.n_embd);
+  const size_t ff = static_cast<size_t>(c.n_ff);
+  RETURN_IF_ERROR(x_.Allocate(t * embd * sizeof(float)));
+  RETURN_IF_ERROR(h_.Allocate(t * embd * elem));
+  RETURN_IF_ERROR(qkv_.Allocate(t * (q_dim + 2 * kv_dim) * sizeof(float)));
+  RETURN_IF_ERROR(att_.Allocate(t * q_dim * elem));
+  RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * ff * sizeof(float)));
+  RETURN_IF_ERROR(act_.Allocate(t * ff * elem));
+  logit_chunk_rows_ = std::min<int64_t>(options_.max_tokens_per_step, 256);
+  RETURN_IF_ERROR(logits_.Allocate(static_cast<size_t>(logit_chunk_rows_) *
+                                   c.n_vocab * sizeof(float)));
+  size_t dequant_elems = 0;
+  const auto need = [&dequant_elems](const Matrix& m) {
+    if (m.quantized) {
+      dequant_elems =
+          std::max(dequant_elems, static_cast<size_t>(m.rows * m.cols));
+    }
+  };
+  for (const Layer& l : layers_) {
+    need(l.qkv);
+    need(l.attn_output);
+    need(l.gate_up);
+    need(l.ffn_down);
+  }
+  need(output_);
+  RETURN_IF_ERROR(dequant_.Allocate(dequant_elems * elem));
+  partial_rows_ = 4096;
+  RETURN_IF_ERROR(partial_.Allocate(static_cast<size_t>(partial_rows_) *
+                                    (c.head_dim + 2) * sizeof(float)));
+  // Block tables: enough for every token's slice at the full context, up
+  // to 4M entries; Prepare grows it past that.
+  const int64_t blocks_per_seq = std::min<int64_t>(
+      (c.context_length + options_.block_size - 1) / options_.block_size,
+      options_.num_blocks);
+  table_capacity_ = std::min<int64_t>(int64_t{options_.max_tokens_per_step} *
+                                          std::max<int64_t>(1, blocks_per_seq),
+                                      int64_t{1} << 22);
+  const size_t meta_bytes =
+      (kTables * t + static_cast<size_t>(table_capacity_)) * sizeof(int32_t);
+  RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
+  RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
+  return absl::OkStatus();
+}
+
+void* CudaEngine::KvLayer(int64_t layer) const {
+  const ModelConfig& c = config();
+  const size_t per_layer = static_cast<size_t>(options_.num_blocks) * 2 *
+                           c.n_kv_heads * options_.block_size * c.head_dim *
+                           DeviceDtypeBytes(dtype_);
+  return kv_pool_.as<uint8_t>() + layer * per_layer;
+}
+
+absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
+                                 absl::Span<float> logits) {
+  const ModelConfig& c = config();
+  const int64_t n = batch.num_tokens();
+  const int64_t tk = options_.max_tokens_per_step;
+  const int64_t bs = options_.block_size;
+  if (n < 1 || n > tk) {
+    return BadBatch(absl::StrCat(n, " tokens; want 1 to ", tk));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab) {
+      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
+                                   ", outside the vocabulary of ", c.n_vocab));
+    }
+  }
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (logits.size() != rows * static_cast<size_t>(c.n_vocab)) {
+    return BadBatch(absl::StrCat("logits hold ", logits.size(), " floats; ",
+                                 rows, " rows of ", c.n_vocab, " want ",
+                                 rows * c.n_vocab));
+  }
+  int32_t* meta = meta_host_.as<int32_t>();
+  int32_t* owner = meta + kTableOffsets * tk;  // slice of each token, for now
+  std::fill(owner, owner + n, -1);
+  int64_t table_entries = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSlice& slice = batch.sequences[s];
+    const auto where = [s](absl::string_view what) {
+      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
+    };
+    if (slice.token_count < 1 || slice.token_begin < 0 ||
+        slice.token_begin > n - slice.token_count) {
+      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
+                                slice.token_count, ") are not inside the ", n,
+                                " tokens of the batch"));
+    }
+    if (slice.position_begin < 0) return where("negative position");
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    if (end > (int64_t{1} << 31) - 1) return where("position overflow");
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
+      return where(absl::StrCat("positions up to ", end, " need ",
+                                blocks_needed, " blocks; the table has ",
+                                slice.block_table.size()));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t id = slice.block_table[b];
+      if (id < 0 || id >= options_.num_blocks) {
+        return where(absl::StrCat("block table entry ", b, " is ", id,
+                                  "; the pool has ", options_.num_blocks,
+                                  " blocks"));
+      }
+    }
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      if (owner[t] >= 0) {
+        return where(
+            absl::StrCat("token ", t, " is also in sequence ", owner[t]));
+      }
+      owner[t] = static_cast<int32_t>(s);
+    }
+    table_entries += blocks_needed;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (owner[t] < 0) {
+      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
+    }
+  }
+  // The batch is valid: grow the table buffer if needed, then fill.
+  if (table_entries > table_capacity_) {
+    std::fprintf(
+        stderr, "cuda engine: growing the block-table buffer to %lld entries\n",
+        static_cast<long long>(table_entries));
+    std::vector<int32_t> keep(owner, owner + n);
+    const size_t meta_bytes =
+        static_cast<size_t>(kTables * tk + table_entries) * sizeof(int32_t);
+    RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
+    RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
+    table_capacity_ = table_entries;
+    meta = meta_host_.as<int32_t>();
+    std::copy(keep.begin(), keep.end(), meta + kTableOffsets * tk);
+  }
+  int32_t* tokens = meta + kTokens * tk;
+  int32_t* positions = meta + kPositions * tk;
+  int32_t* slots = meta + kSlots * tk;
+  int32_t* table_offsets = meta + kTableOffsets * tk;
+  int32_t* logit_rows = meta + kLogitRows * tk;
+  int32_t* tables = meta + kTables * tk;
+  std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
+  int64_t offset = 0;
+  max_context_ = 0;
+  logit_rows_ = 0;
+  for (const SequenceSlice& slice : batch.sequences) {
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    std::copy(slice.block_table.begin(),
+              slice.block_table.begin() + blocks_needed, tables + offset);
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      const int64_t pos = int64_t{slice.position_begin} + i;
+      positions[t] = static_cast<int32_t>(pos);
+      slots[t] =
+          static_cast<int32_t>(slice.block_table[pos / bs] * bs + pos % bs);
+      table_offsets[t] = static_cast<int32_t>(offset);
+    }
+    if (slice.needs_logits) {
+      logit_rows[logit_rows_++] = slice.token_begin + slice.token_count - 1;
+    }
+    max_context_ = std::max(max_context_, end);
+    offset += blocks_needed;
+  }
+  meta_used_ = kTables * tk + offset;
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Gemm(const void* w, int64_t out_rows, int64_t in_cols,
+                              const void* x, int64_t n, float* y, float beta) {
+  // Column-major view: Y^T (out_rows, n) = W (in_cols, out_rows)^T · X^T
+  // (in_cols, n), where W and X are the row-major matrices as stored.
+  const float alpha = 1.0f;
+  const cudaDataType_t type = CudaType(dtype_);
+  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+      res_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_rows),
+      static_cast<int>(n), static_cast<int>(in_cols), &alpha, w, type,
+      static_cast<int>(in_cols), x, type, static_cast<int>(in_cols), &beta, y,
+      CUDA_R_32F, static_cast<int>(out_rows), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Gemm(const Matrix& w, const void* x, int64_t n,
+                              float* y, float beta) {
+  if (!w.quantized) return Gemm(w.data.get(), w.rows, w.cols, x, n, y, beta);
+  if (n <= kMaxGemvTokens) {
+    CUDA_RETURN_IF_ERROR(LaunchQuantizedGemv(w.quant, w.data.get(), w.rows,
+                                             w.cols, dtype_, x, n, beta, y,
+                                             res_->stream));
+    return absl::OkStatus();
+  }
+  CUDA_RETURN_IF_ERROR(LaunchDequantize(w.quant, w.data.get(), w.rows, w.cols,
+                                        dtype_, dequant_.get(), res_->stream));
+  return Gemm(dequant_.get(), w.rows, w.cols, x, n, y, beta);
+}
+
+absl::Status CudaEngine::Forward(const ForwardBatch& batch,
+                                 absl::Span<float> logits) {
+  const int64_t capacity_before = table_capacity_;
+  RETURN_IF_ERROR(Prepare(batch, logits));
+  // A grown metadata buffer moved: graphs captured with the old one are
+  // stale.
+  if (table_capacity_ != capacity_before) res_->ClearGraphs();
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  const int64_t n = batch.num_tokens();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_device_.get(), meta_host_.get(),
+                                       meta_used_ * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, res_->stream));
+  bool ran = false;
+  RETURN_IF_ERROR(RunStepGraph(n, logit_rows_, &ran));
+  if (!ran) RETURN_IF_ERROR(RunStep(n, logit_rows_));
+  RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
+  const ModelConfig& c = config();
+  const int64_t tk = options_.max_tokens_per_step;
+  CUDA_RETURN_IF_ERROR(LaunchEmbedding(
+      dtype_, token_embd_.get(), meta_device_.as<int32_t>() + kTokens * tk, n,
+      c.n_embd, x_.as<float>(), res_->stream));
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    RETURN_IF_ERROR(RunLayer(layer, n));
+  }
+  if (rows > 0 && rows <= logit_chunk_rows_) {
+    RETURN_IF_ERROR(LogitsChunk(0, rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
+  *ran = false;
+  if (!graphs_enabled_ || n > kMaxGraphTokens || rows > logit_chunk_rows_) {
+    return absl::OkStatus();
+  }
+  const ModelConfig& c = config();
+  PagedAttentionParams att;  // only what the plan depends on
+  att.n_tokens = n;
+  att.n_heads = c.n_heads;
+  att.max_context = max_context_;
+  att.partial = partial_.as<float>();
+  att.partial_rows = partial_rows_;
+  const PagedAttentionPlan plan = PlanPagedAttention(att);
+  const Resources::GraphKey key{n, rows, plan.splits, plan.split_len};
+  auto it = res_->graphs.find(key);
+  if (it == res_->graphs.end()) {
+    // The first time a shape runs directly (cuBLAS picks and loads its
+    // kernels); the second time it is captured.
+    if (res_->seen.insert(key).second) return absl::OkStatus();
+    if (res_->graphs.size() >= 128) res_->ClearGraphs();
+    CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(res_->stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status body = RunStep(n, rows);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(res_->stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaErrorUnknown;
+    if (body.ok() && end == cudaSuccess) {
+      inst = cudaGraphInstantiate(&exec, graph, 0);
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) {
+      cudaGetLastError();  // clear a sticky capture error
+      graphs_enabled_ = false;
+      res_->ClearGraphs();
+      std::fprintf(stderr,
+                   "cuda engine: CUDA graph capture failed (%s; %s); "
+                   "running steps without graphs\n",
+                   std::string(body.message()).c_str(),
+                   cudaGetErrorName(end != cudaSuccess ? end : inst));
+      return absl::OkStatus();
+    }
+    it = res_->graphs.emplace(key, exec).first;
+  }
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, res_->stream));
+  *ran = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const Layer& l = layers_[layer];
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t embd = c.n_embd;
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_heads * hd;
+  const int64_t kv_dim = c.n_kv_heads * hd;
+  const int64_t tk = options_.max_tokens_per_step;
+  const int32_t* meta = meta_device_.as<int32_t>();
+  cudaStream_t stream = res_->stream;
+
+  // Attention.
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
+                                     n, embd, l.attn_norm.as<float>(), eps,
+                                     h_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.qkv, h_.get(), n, qkv_.as<float>(), 0.0f));
+  QkvRopeParams rope;
+  rope.n_tokens = n;
+  rope.n_heads = c.n_heads;
+  rope.n_kv_heads = c.n_kv_heads;
+  rope.head_dim = hd;
+  rope.rope_dim = c.rope_dim;
+  rope.neox = c.rope_layout == RopeLayout::kNeoxHalves;
+  rope.position_scale = c.rope_scaling == RopeScaling::kLinear
+                            ? 1.0 / c.rope_scaling_factor
+                            : 1.0;
+  rope.eps = eps;
+  rope.inv_freq = inv_freq_.as<double>();
+  rope.bias = c.qkv_bias ? l.qkv_bias.as<float>() : nullptr;
+  rope.q_norm = c.qk_norm ? l.q_norm.as<float>() : nullptr;
+  rope.k_norm = c.qk_norm ? l.k_norm.as<float>() : nullptr;
+  rope.positions = meta + kPositions * tk;
+  rope.slot_mapping = meta + kSlots * tk;
+  rope.block_size = options_.block_size;
+  rope.qkv = qkv_.as<float>();
+  rope.kv_layer = KvLayer(layer);
+  CUDA_RETURN_IF_ERROR(LaunchQkvRope(dtype_, rope, stream));
+
+  PagedAttentionParams att;
+  att.n_tokens = n;
+  att.n_heads = c.n_heads;
+  att.n_kv_heads = c.n_kv_heads;
+  att.head_dim = hd;
+  att.block_size = options_.block_size;
+  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  att.q = qkv_.as<float>();
+  att.q_stride = q_dim + 2 * kv_dim;
+  att.positions = meta + kPositions * tk;
+  att.table_offsets = meta + kTableOffsets * tk;
+  att.block_tables = meta + kTables * tk;
+  att.kv_layer = KvLayer(layer);
+  att.out = att_.get();
+  att.max_context = max_context_;
+  att.partial = partial_.as<float>();
+  att.partial_rows = partial_rows_;
+  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, att, stream));
+  RETURN_IF_ERROR(Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
+
+  // Feed-forward (SwiGLU).
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
+                                     n, embd, l.ffn_norm.as<float>(), eps,
+                                     h_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
+  CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
+                                    act_.get(), stream));
+  RETURN_IF_ERROR(Gemm(l.ffn_down, act_.get(), n, x_.as<float>(), 1.0f));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::LogitsChunk(int64_t begin, int64_t count) {
+  const ModelConfig& c = config();
+  const int64_t tk = options_.max_tokens_per_step;
+  const int32_t* logit_rows = meta_device_.as<int32_t>() + kLogitRows * tk;
+  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(
+      dtype_, x_.as<float>(), nullptr, logit_rows + begin, count, c.n_embd,
+      output_norm_.as<float>(), static_cast<float>(c.rms_norm_eps), h_.get(),
+      res_->stream));
+  if (output_tied_) {
+    return Gemm(token_embd_.get(), c.n_vocab, c.n_embd, h_.get(), count,
+                logits_.as<float>(), 0.0f);
+  }
+  return Gemm(output_, h_.get(), count, logits_.as<float>(), 0.0f);
+}
+
+// Rows up to logit_chunk_rows_ are already in logits_ (RunStep); more go
+// chunk by chunk.
+absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
+  const int64_t vocab = config().n_vocab;
+  for (int64_t begin = 0; begin < rows; begin += logit_chunk_rows_) {
+    const int64_t count = std::min(logit_chunk_rows_, rows - begin);
+    if (rows > logit_chunk_rows_) RETURN_IF_ERROR(LogitsChunk(begin, count));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(logits.data() + begin * vocab, logits_.get(),
+                        static_cast<size_t>(count) * vocab * sizeof(float),
+                        cudaMemcpyDeviceToHost, res_->stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    if (copy.src < 0 || copy.src >= options_.num_blocks || copy.dst < 0 ||
+        copy.dst >= options_.num_blocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block copy ", copy.src, " -> ", copy.dst,
+                       ": the pool has ", options_.num_blocks, " blocks"));
+    }
+  }
+  if (copies.empty()) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  const ModelConfig& c = config();
+  const size_t block_bytes = static_cast<size_t>(2) * c.n_kv_heads *
+                             options_.block_size * c.head_dim *
+                             DeviceDtypeBytes(dtype_);
+  for (const BlockCopy& copy : copies) {
+    for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+      auto* base = static_cast<uint8_t*>(KvLayer(layer));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          base + copy.dst * block_bytes, base + copy.src * block_bytes,
+          block_bytes, cudaMemcpyDeviceToDevice, res_->stream));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine::cuda

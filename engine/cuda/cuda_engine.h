@@ -1,0 +1,223 @@
+#ifndef PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_
+#define PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_
+
+// The CUDA backend of Engine (engine.h): the CPU engine's Llama-family
+// forward pass (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3) on one
+// device, with the KV block pool in device memory.
+//
+// Per step, with n = the step's tokens (T = the model's DeviceDtype):
+//   x = embedding rows (float)                           LaunchEmbedding
+//   per layer:
+//     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
+//     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
+//     bias, Q/K norm, RoPE; K/V -> paged slots  (T)      LaunchQkvRope
+//     a = paged causal attention (GQA)          (T)      LaunchPagedAttention
+//     x += a Wo                                          cuBLAS, beta = 1
+//     h = RMSNorm(x) · ffn_norm                 (T)
+//     gu = h [Wgate; Wup]                       (float)  cuBLAS, one GEMM
+//     s = silu(gu_gate) * gu_up                 (T)      LaunchSwiGlu
+//     x += s Wdown                                       cuBLAS, beta = 1
+//   logits = RMSNorm(x[last token of each slice that wants them]) Wout
+//     (float, copied to the caller's host span)
+// GEMMs take T operands and accumulate in float (cublasGemmEx,
+// CUBLAS_COMPUTE_32F; F32 models use plain FP32, no TF32).
+//
+// Weights are uploaded once at creation. T is F32 when every matrix is
+// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0 and Q4_0
+// matrices stay quantized (kernels/quantized_matmul.h: a dequantizing GEMV
+// for steps of up to 8 tokens, dequantize-then-cuBLAS above); a fused group
+// (Wq|Wk|Wv, Wgate|Wup) stays quantized when all its parts share the type.
+// Everything else (F32 in a mixed model, mixed groups, the embedding) is
+// converted to T at load, with one line per conversion kind on stderr. The KV
+// pool (block layout as cpu/kv_cache.h, elements of type T), the step workspace
+// (sized for max_tokens_per_step) and the step's metadata buffers are allocated
+// up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
+// that the block-table buffer grows (rarely, logged) when a step's tables
+// outgrow it. All work runs on one stream; Forward returns after the
+// logits are on the host.
+//
+// Results match the CPU engine within rounding (exactly the same math, in
+// float for F32 models); batch invariance holds within rounding only:
+// cuBLAS picks its algorithm by the step's shape, and attention splits
+// long contexts when a step has few (token, head) pairs.
+//
+// Thread-safety: as Engine. The engine makes its device current on the
+// calling thread in every call.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/quantized_matmul.h"
+#include "engine/engine.h"
+#include "engine/weights.h"
+
+namespace paceline::engine::cuda {
+
+struct CudaEngineOptions {
+  int device = 0;
+  int32_t block_size = 16;  // tokens per KV block, 1 .. 256
+  // KV blocks in the pool; 0 = enough for one sequence of the model's full
+  // context. Allocated (device memory) at creation.
+  int32_t num_blocks = 0;
+  int32_t max_tokens_per_step = 512;  // 1 .. 65535
+  // Replay steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs:
+  // one graph per (tokens, logit rows, attention split plan), captured the
+  // second time that shape runs. The kernels are the same either way, so
+  // the results are identical; a failed capture turns graphs off (logged).
+  bool cuda_graphs = true;
+};
+
+// What an engine for given weights holds on the device, known before it is
+// created: for sizing the KV pool (num_blocks) from the free device memory.
+struct CudaEngineFootprint {
+  DeviceDtype dtype = DeviceDtype::kF16;  // weights, activations, KV cache
+  uint64_t weight_bytes = 0;              // every uploaded matrix
+  uint64_t kv_bytes_per_token = 0;        // K and V, all layers
+};
+
+class CudaEngine final : public Engine {
+ public:
+  static CudaEngineFootprint Footprint(const ModelWeights& weights);
+  // Free and total memory of `device` now (cudaMemGetInfo).
+  static absl::Status DeviceMemory(int device, uint64_t* free_bytes,
+                                   uint64_t* total_bytes);
+
+  // FailedPrecondition "no CUDA device" when the machine has none (or not
+  // `options.device`); InvalidArgument for out-of-range options or a head
+  // size over 512; Internal (with file:line) for CUDA / cuBLAS failures,
+  // including running out of device memory for weights, KV pool or
+  // workspace.
+  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(
+      std::shared_ptr<const ModelWeights> weights,
+      const CudaEngineOptions& options);
+
+  CudaEngine(const CudaEngine&) = delete;
+  CudaEngine& operator=(const CudaEngine&) = delete;
+  ~CudaEngine() override;
+
+  const ModelConfig& config() const override { return weights_->config(); }
+  int32_t block_size() const override { return options_.block_size; }
+  int32_t num_blocks() const override { return options_.num_blocks; }
+  int32_t max_tokens_per_step() const override {
+    return options_.max_tokens_per_step;
+  }
+  DeviceDtype dtype() const { return dtype_; }
+  // Device bytes of the uploaded weights and of the KV pool.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t kv_pool_bytes() const { return kv_pool_.bytes(); }
+  // Weight bytes one decode step reads (every matrix once): the numerator
+  // of the bandwidth roofline.
+  uint64_t MatMulBytesPerToken() const;
+
+  absl::Status Forward(const ForwardBatch& batch,
+                       absl::Span<float> logits) override;
+  absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
+
+ private:
+  // A weight matrix on the device, row-major (rows, cols): T, or Q8_0 /
+  // Q4_0 blocks.
+  struct Matrix {
+    DeviceBuffer data;
+    bool quantized = false;
+    QuantType quant = QuantType::kQ8_0;
+    int64_t rows = 0;
+    int64_t cols = 0;
+  };
+  struct Layer {
+    DeviceBuffer attn_norm;  // (n_embd) float
+    Matrix qkv;              // (q_dim + 2 kv_dim, n_embd): Wq | Wk | Wv
+    DeviceBuffer qkv_bias;   // (q_dim + 2 kv_dim) float, qwen2 only
+    DeviceBuffer q_norm;     // (head_dim) float, qwen3 only
+    DeviceBuffer k_norm;     // (head_dim) float, qwen3 only
+    Matrix attn_output;      // (n_embd, q_dim)
+    DeviceBuffer ffn_norm;   // (n_embd) float
+    Matrix gate_up;          // (2 n_ff, n_embd): Wgate | Wup
+    Matrix ffn_down;         // (n_embd, n_ff)
+  };
+  struct Resources;  // stream, cuBLAS handle, captured graphs
+  static constexpr int64_t kMaxGraphTokens = 256;
+
+  CudaEngine(std::shared_ptr<const ModelWeights> weights,
+             const CudaEngineOptions& options, DeviceDtype dtype);
+
+  absl::Status Init();
+  absl::Status UploadWeights();
+  // Uploads the row-wise concatenation of `parts` (same cols) into `m`.
+  absl::Status UploadGroup(const std::vector<const cpu::WeightView*>& parts,
+                           Matrix* m);
+  // Writes `w` as w.rows rows of T at `dst` (device).
+  absl::Status UploadMatrix(const cpu::WeightView& w, void* dst);
+  absl::Status UploadFloats(const std::vector<float>& v, DeviceBuffer* out);
+  absl::Status AllocateWorkspace();
+  // Checks the batch and fills the pinned metadata; returns the number of
+  // block-table entries written.
+  absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
+  // The step's device work up to the logits: embedding, layers, and (for
+  // rows <= logit_chunk_rows_) the logits into logits_. Captured as a graph
+  // or run directly.
+  absl::Status RunStep(int64_t n, int64_t rows);
+  // RunStep through a graph when one applies; false in *ran when not.
+  absl::Status RunStepGraph(int64_t n, int64_t rows, bool* ran);
+  absl::Status RunLayer(int64_t layer, int64_t n);
+  // Final norm and output GEMM of rows [begin, begin + count) into logits_.
+  absl::Status LogitsChunk(int64_t begin, int64_t count);
+  absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits);
+  // y (n, out_rows) float = x (n, in_cols) T · W^T, W (out_rows, in_cols) T;
+  // y = beta * y + ... (beta 0 or 1).
+  absl::Status Gemm(const void* w, int64_t out_rows, int64_t in_cols,
+                    const void* x, int64_t n, float* y, float beta);
+  // The same for a Matrix of any storage.
+  absl::Status Gemm(const Matrix& w, const void* x, int64_t n, float* y,
+                    float beta);
+  void* KvLayer(int64_t layer) const;
+
+  // Constant after construction.
+  const std::shared_ptr<const ModelWeights> weights_;
+  const CudaEngineOptions options_;
+  const DeviceDtype dtype_;
+  std::unique_ptr<Resources> res_;
+  std::vector<Layer> layers_;
+  DeviceBuffer token_embd_;   // (n_vocab, n_embd) T
+  Matrix output_;             // (n_vocab, n_embd); empty when tied
+  bool output_tied_ = false;  // the output matrix is token_embd_
+  DeviceBuffer output_norm_;  // (n_embd) float
+  DeviceBuffer inv_freq_;     // (rope_dim / 2) double
+  uint64_t weight_bytes_ = 0;
+  // (n_layers, num_blocks, 2, n_kv_heads, block_size, head_dim) T
+  DeviceBuffer kv_pool_;
+
+  // Step workspace, Tk = max_tokens_per_step; q_dim = n_heads * head_dim,
+  // kv_dim = n_kv_heads * head_dim.
+  DeviceBuffer x_;        // (Tk, n_embd) float, the residual stream
+  DeviceBuffer h_;        // (Tk, n_embd) T, normed sub-layer input
+  DeviceBuffer qkv_;      // (Tk, q_dim + 2 kv_dim) float
+  DeviceBuffer att_;      // (Tk, q_dim) T
+  DeviceBuffer gate_up_;  // (Tk, 2 n_ff) float
+  DeviceBuffer act_;      // (Tk, n_ff) T
+  DeviceBuffer logits_;   // (logit_chunk_rows_, n_vocab) float
+  int64_t logit_chunk_rows_ = 0;
+  DeviceBuffer dequant_;  // (largest quantized matrix) T, for n > 8
+  DeviceBuffer cublas_workspace_;
+  DeviceBuffer partial_;  // (partial_rows_, head_dim + 2) float
+  int64_t partial_rows_ = 0;
+  // Step metadata (int32), pinned on the host and mirrored on the device:
+  //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
+  //   | logit_rows (Tk) | block tables (table_capacity_)
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_device_;
+  int64_t table_capacity_ = 0;
+  int64_t meta_used_ = 0;    // int32s of the current step's metadata
+  int64_t max_context_ = 0;  // largest position + 1 of the current step
+  int64_t logit_rows_ = 0;   // rows of the current step
+  bool graphs_enabled_ = false;
+};
+
+}  // namespace paceline::engine::cuda
+
+#endif  // PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_

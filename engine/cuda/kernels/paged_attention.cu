@@ -1,0 +1,234 @@
+// Paged causal attention (prefill and decode through one kernel) with an
+// optional split over the context and a merge kernel.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/paged_attention.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+// Below this many (token, head) blocks a step splits its contexts.
+constexpr int64_t kTargetBlocks = 512;
+constexpr int64_t kMinSplitLen = 256;
+constexpr int kMaxSplits = 64;
+
+// Lane `lane` holds elements lane + 32 i, i < kPerLane, of a head.
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kWarps * 32)
+    PagedAttentionKernel(PagedAttentionParams p, const T* kv, int num_splits,
+                         int64_t split_len) {
+  __shared__ float s_m[kWarps];
+  __shared__ float s_l[kWarps];
+  __shared__ float s_acc[kWarps][kPerLane * 32];
+  const int64_t h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int64_t split = blockIdx.z;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t hd = p.head_dim;
+  const int64_t bs = p.block_size;
+  const int64_t kv_head = h / (p.n_heads / p.n_kv_heads);
+  const int64_t n_ctx = static_cast<int64_t>(p.positions[t]) + 1;
+  const int64_t begin = split * split_len;
+  const int64_t end = min(n_ctx, begin + split_len);
+  const float* q = p.q + t * p.q_stride + h * hd;
+  const int32_t* table = p.block_tables + p.table_offsets[t];
+
+  float qr[kPerLane];
+  float acc[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t d = lane + 32 * i;
+    qr[i] = d < hd ? q[d] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float m = -INFINITY;
+  float l = 0.0f;
+  for (int64_t pos = begin + warp; pos < end; pos += kWarps) {
+    const int64_t block = table[pos / bs];
+    const int64_t slot = pos - (pos / bs) * bs;
+    const T* k = kv + ((block * 2 * p.n_kv_heads + kv_head) * bs + slot) * hd;
+    const T* v =
+        kv + (((block * 2 + 1) * p.n_kv_heads + kv_head) * bs + slot) * hd;
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < hd) dot += qr[i] * ToFloat(k[d]);
+    }
+    const float score = WarpSum(dot) * p.scale;
+    const float m_new = fmaxf(m, score);
+    const float c = expf(m - m_new);  // 0 on the first position
+    const float e = expf(score - m_new);
+    l = l * c + e;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < hd) acc[i] = acc[i] * c + e * ToFloat(v[d]);
+    }
+    m = m_new;
+  }
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_l[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t d = lane + 32 * i;
+    if (d < hd) s_acc[warp][d] = acc[i];
+  }
+  __syncthreads();
+  float big_m = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) {
+    if (s_l[w] > 0.0f) big_m = fmaxf(big_m, s_m[w]);
+  }
+  float weight[kWarps];
+  float big_l = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = s_l[w] > 0.0f ? expf(s_m[w] - big_m) : 0.0f;
+    big_l += s_l[w] * weight[w];
+  }
+  const int64_t row = t * p.n_heads + h;
+  if (num_splits == 1) {
+    T* out = static_cast<T*>(p.out) + row * hd;
+    const float inv = 1.0f / big_l;
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+      float a = 0.0f;
+      for (int w = 0; w < kWarps; ++w) a += s_acc[w][d] * weight[w];
+      out[d] = FromFloat<T>(a * inv);
+    }
+    return;
+  }
+  float* part = p.partial + (row * num_splits + split) * (hd + 2);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kWarps; ++w) a += s_acc[w][d] * weight[w];
+    part[d] = a;
+  }
+  if (threadIdx.x == 0) {
+    part[hd] = big_m;
+    part[hd + 1] = big_l;
+  }
+}
+
+// Merges the splits of one (head, token): out = sum_s acc_s e^(m_s - M) /
+// sum_s l_s e^(m_s - M). Empty splits have l = 0.
+template <typename T>
+__global__ void MergeSplitsKernel(PagedAttentionParams p, int num_splits) {
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * p.n_heads + blockIdx.x;
+  const int64_t hd = p.head_dim;
+  const float* part = p.partial + row * num_splits * (hd + 2);
+  float big_m = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) {
+    const float* ps = part + s * (hd + 2);
+    if (ps[hd + 1] > 0.0f) big_m = fmaxf(big_m, ps[hd]);
+  }
+  float big_l = 0.0f;
+  for (int s = 0; s < num_splits; ++s) {
+    const float* ps = part + s * (hd + 2);
+    if (ps[hd + 1] > 0.0f) big_l += ps[hd + 1] * expf(ps[hd] - big_m);
+  }
+  const float inv = 1.0f / big_l;
+  T* out = static_cast<T*>(p.out) + row * hd;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < num_splits; ++s) {
+      const float* ps = part + s * (hd + 2);
+      if (ps[hd + 1] > 0.0f) a += ps[d] * expf(ps[hd] - big_m);
+    }
+    out[d] = FromFloat<T>(a * inv);
+  }
+}
+
+template <typename T, int kPerLane>
+cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
+                   int64_t split_len, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_heads),
+                  static_cast<unsigned>(p.n_tokens),
+                  static_cast<unsigned>(num_splits));
+  PagedAttentionKernel<T, kPerLane><<<grid, kWarps * 32, 0, stream>>>(
+      p, static_cast<const T*>(p.kv_layer), num_splits, split_len);
+  if (num_splits > 1) {
+    const dim3 merge_grid(static_cast<unsigned>(p.n_heads),
+                          static_cast<unsigned>(p.n_tokens));
+    MergeSplitsKernel<T><<<merge_grid, 128, 0, stream>>>(p, num_splits);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchTyped(const PagedAttentionParams& p, int num_splits,
+                        int64_t split_len, cudaStream_t stream) {
+  if (p.head_dim <= 32) return Launch<T, 1>(p, num_splits, split_len, stream);
+  if (p.head_dim <= 64) return Launch<T, 2>(p, num_splits, split_len, stream);
+  if (p.head_dim <= 128) {
+    return Launch<T, 4>(p, num_splits, split_len, stream);
+  }
+  if (p.head_dim <= 256) {
+    return Launch<T, 8>(p, num_splits, split_len, stream);
+  }
+  return Launch<T, 16>(p, num_splits, split_len, stream);
+}
+
+}  // namespace
+
+namespace {
+
+int ChooseSplits(const PagedAttentionParams& p) {
+  const int64_t pairs = p.n_tokens * p.n_heads;
+  if (pairs <= 0) return 1;
+  const int64_t capacity = p.partial == nullptr ? 0 : p.partial_rows / pairs;
+  if (p.force_splits > 0) {
+    return p.force_splits <= capacity && p.force_splits <= p.max_context
+               ? p.force_splits
+               : 1;
+  }
+  if (pairs >= kTargetBlocks) return 1;
+  int64_t splits = (p.max_context + kMinSplitLen - 1) / kMinSplitLen;
+  splits = std::min(splits, (kTargetBlocks * 2 + pairs - 1) / pairs);
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  splits = std::min(splits, capacity);
+  return splits > 1 ? static_cast<int>(splits) : 1;
+}
+
+}  // namespace
+
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p) {
+  PagedAttentionPlan plan;
+  plan.splits = ChooseSplits(p);
+  if (plan.splits == 1) {
+    // Unbounded: the whole context, whatever it grows to.
+    plan.split_len = int64_t{1} << 40;
+    return plan;
+  }
+  const int64_t len = (p.max_context + plan.splits - 1) / plan.splits;
+  plan.split_len = p.force_splits > 0
+                       ? len
+                       : (len + kMinSplitLen - 1) / kMinSplitLen * kMinSplitLen;
+  return plan;
+}
+
+int PagedAttentionSplits(const PagedAttentionParams& p) {
+  return PlanPagedAttention(p).splits;
+}
+
+cudaError_t LaunchPagedAttention(DeviceDtype dtype,
+                                 const PagedAttentionParams& p,
+                                 cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  if (p.head_dim > kMaxAttentionHeadDim || p.n_tokens > 65535 ||
+      p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 ||
+      p.max_context <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const PagedAttentionPlan plan = PlanPagedAttention(p);
+  cudaError_t err = cudaSuccess;
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T, err = LaunchTyped<T>(p, plan.splits, plan.split_len, stream));
+  return err;
+}
+
+}  // namespace paceline::engine::cuda

@@ -1,0 +1,74 @@
+#ifndef PACELINE_ENGINE_CUDA_KERNELS_PAGED_ATTENTION_H_
+#define PACELINE_ENGINE_CUDA_KERNELS_PAGED_ATTENTION_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/cuda/kernels/device_dtype.h"
+
+namespace paceline::engine::cuda {
+
+// Causal attention of a step's tokens over their sequences' paged K/V, for
+// prefill chunks and decode tokens alike (the CPU engine's PagedAttention
+// contract): token t at positions[t] attends to its sequence's positions
+// [0, positions[t]], reading position p from block
+// block_tables[table_offsets[t] + p / block_size], slot p % block_size.
+// Query head h reads KV head h / (n_heads / n_kv_heads). For each (token,
+// head):
+//
+//   out = sum_p softmax_p(scale * q · K[p]) V[p]
+//
+// One CUDA block per (head, token, split); its warps take positions in
+// turn with an online softmax (float), then merge. When the step has few
+// (token, head) pairs (decode of a small batch), the context is split into
+// num_splits ranges whose partial results (max, sum, unnormalized output)
+// a second kernel merges, so long sequences fill the GPU.
+struct PagedAttentionParams {
+  int64_t n_tokens = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads
+  int64_t head_dim = 0;    // <= kMaxAttentionHeadDim
+  int64_t block_size = 16;
+  float scale = 0;
+  // Head h of token t is q[t * q_stride + h * head_dim .. + head_dim).
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const int32_t* positions = nullptr;      // (n_tokens)
+  const int32_t* table_offsets = nullptr;  // (n_tokens) into block_tables
+  const int32_t* block_tables = nullptr;   // (sum of table lengths)
+  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size,
+  // head_dim) of `dtype`.
+  const void* kv_layer = nullptr;
+  void* out = nullptr;  // (n_tokens, n_heads, head_dim) of `dtype`
+  // The largest positions[t] + 1 of the step (host-side knowledge).
+  int64_t max_context = 0;
+  // Scratch for split contexts: `partial_rows` rows of head_dim + 2 floats.
+  float* partial = nullptr;
+  int64_t partial_rows = 0;
+  // 0: choose; k > 0: exactly k splits (tests), if partial holds them.
+  int force_splits = 0;
+};
+
+inline constexpr int64_t kMaxAttentionHeadDim = 512;
+
+// How Launch splits the contexts of `p`: `splits` ranges (1 = no merge
+// pass) of `split_len` positions: a multiple of 256 (unless forced), or
+// unbounded when splits == 1 — so the plan changes only every few hundred
+// positions of decode, and a captured CUDA graph stays valid in between.
+struct PagedAttentionPlan {
+  int splits = 1;
+  int64_t split_len = 0;
+};
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p);
+
+// PlanPagedAttention(p).splits.
+int PagedAttentionSplits(const PagedAttentionParams& p);
+
+cudaError_t LaunchPagedAttention(DeviceDtype dtype,
+                                 const PagedAttentionParams& p,
+                                 cudaStream_t stream);
+
+}  // namespace paceline::engine::cuda
+
+#endif  // PACELINE_ENGINE_CUDA_KERNELS_PAGED_ATTENTION_H_

@@ -1,0 +1,53 @@
+#ifndef PACELINE_ENGINE_CUDA_KERNELS_QKV_ROPE_H_
+#define PACELINE_ENGINE_CUDA_KERNELS_QKV_ROPE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/cuda/kernels/device_dtype.h"
+
+namespace paceline::engine::cuda {
+
+// Everything between the fused QKV GEMM and attention, in one kernel: per
+// token and head, in the CPU engine's order,
+//   1. + bias (qwen2),
+//   2. per-head RMSNorm of Q and K heads (qwen3; double sum, as CpuEngine),
+//   3. RoPE of Q and K heads at the token's position: pair i turns by
+//      theta = position * position_scale * inv_freq[i] (double), pairs
+//      (x[2i], x[2i+1]) or, with neox, (x[i], x[i + rope_dim/2]); dims
+//      from rope_dim on pass through,
+// then Q is written back in place and K, V go (converted to `dtype`) into
+// the token's paged slot. q_dim = n_heads * head_dim, kv_dim = n_kv_heads
+// * head_dim; head_dim <= kMaxQkvHeadDim.
+struct QkvRopeParams {
+  int64_t n_tokens = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rope_dim = 0;  // even, <= head_dim
+  bool neox = false;
+  double position_scale = 1.0;
+  float eps = 1e-6f;                 // of the per-head norm
+  const double* inv_freq = nullptr;  // (rope_dim / 2) freq_base^(-2i/rope_dim)
+  const float* bias = nullptr;       // (q_dim + 2 kv_dim) or null
+  const float* q_norm = nullptr;     // (head_dim) or null (then k_norm too)
+  const float* k_norm = nullptr;     // (head_dim) or null
+  const int32_t* positions = nullptr;  // (n_tokens)
+  // (n_tokens) block * block_size + slot of each token's K/V
+  const int32_t* slot_mapping = nullptr;
+  int64_t block_size = 16;
+  float* qkv = nullptr;  // (n_tokens, q_dim + 2 kv_dim): Q | K | V
+  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size,
+  // head_dim) of `dtype`.
+  void* kv_layer = nullptr;
+};
+
+inline constexpr int64_t kMaxQkvHeadDim = 512;
+
+cudaError_t LaunchQkvRope(DeviceDtype dtype, const QkvRopeParams& p,
+                          cudaStream_t stream);
+
+}  // namespace paceline::engine::cuda
+
+#endif  // PACELINE_ENGINE_CUDA_KERNELS_QKV_ROPE_H_

@@ -1,0 +1,56 @@
+// RMSNorm with an optional fused residual add and row gather: one block
+// per row, the row's sum of squares reduced in double over the block.
+#include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/rms_norm.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+template <typename T>
+__global__ void RmsNormKernel(float* x,               // (rows, dim)
+                              const float* residual,  // (rows, dim) or null
+                              const int32_t* rows,    // (n_rows) or null
+                              int64_t dim, const float* w,  // (dim)
+                              float eps, T* out) {          // (n_rows, dim)
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const int64_t s = rows != nullptr ? rows[r] : r;
+  float* xr = x + s * dim;
+  double sum = 0;
+  if (residual != nullptr) {
+    const float* rr = residual + s * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = xr[i] + rr[i];
+      xr[i] = v;
+      sum += static_cast<double>(v) * v;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      sum += static_cast<double>(xr[i]) * xr[i];
+    }
+  }
+  sum = BlockSum(sum, scratch);
+  const float scale = static_cast<float>(
+      1.0 / sqrt(sum / static_cast<double>(dim) + static_cast<double>(eps)));
+  T* o = out + r * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    o[i] = FromFloat<T>(xr[i] * scale * w[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(DeviceDtype dtype, float* x, const float* residual,
+                          const int32_t* rows, int64_t n_rows, int64_t dim,
+                          const float* w, float eps, void* out,
+                          cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  const int threads = dim >= 1024 ? 1024 : (dim >= 256 ? 256 : 64);
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T,
+      RmsNormKernel<T><<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(
+          x, residual, rows, dim, w, eps, static_cast<T*>(out)));
+  return cudaGetLastError();
+}
+
+}  // namespace paceline::engine::cuda

@@ -1,0 +1,23 @@
+#ifndef PACELINE_ENGINE_CUDA_KERNELS_SWIGLU_H_
+#define PACELINE_ENGINE_CUDA_KERNELS_SWIGLU_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/cuda/kernels/device_dtype.h"
+
+namespace paceline::engine::cuda {
+
+// out[t, i] = silu(gate_up[t, i]) * gate_up[t, n_ff + i], with
+// silu(g) = g / (1 + exp(-g)): the fused gate/up GEMM's output (gate
+// columns first) into the down projection's input type.
+//   gate_up: (n_tokens, 2 * n_ff) float
+//   out:     (n_tokens, n_ff) of `dtype`
+cudaError_t LaunchSwiGlu(DeviceDtype dtype, const float* gate_up,
+                         int64_t n_tokens, int64_t n_ff, void* out,
+                         cudaStream_t stream);
+
+}  // namespace paceline::engine::cuda
+
+#endif  // PACELINE_ENGINE_CUDA_KERNELS_SWIGLU_H_

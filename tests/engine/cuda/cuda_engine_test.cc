@@ -1,0 +1,391 @@
+// The CUDA engine against the CPU engine: the stories260K greedy oracle
+// token for token, and small random models of each architecture (llama,
+// qwen2 with QKV bias, qwen3 with Q/K norm) step by step over chunked
+// prefill, mixed prefill + decode steps, scattered and copied blocks —
+// every logit row within tolerance of the CPU engine's.
+
+#include "engine/cuda/cuda_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/model_shapes.h"
+#include "engine/model_source.h"
+#include "gtest/gtest.h"
+#include "tests/engine/cpu/engine_test_util.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/testing/stories260k_oracle.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+using ::paceline::engine::testing::Argmax;
+using ::paceline::engine::testing::ContiguousBlocks;
+using ::paceline::engine::testing::GenerateAlone;
+
+TEST(CudaEngineCreateTest, NoDeviceIsFailedPrecondition) {
+  auto devices = ListCudaDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  if (!devices->empty()) GTEST_SKIP() << "this machine has a CUDA device";
+  auto shape = FindModelShape("stories15m");
+  ASSERT_TRUE(shape.ok());
+  shape->n_layers = 1;
+  auto weights = ModelWeights::Dummy(*shape, GgmlType::kF32, 1);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  auto engine = CudaEngine::Create(std::move(*weights), CudaEngineOptions{});
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine.status().message(), "no CUDA device");
+}
+
+TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
+  auto shape = FindModelShape("qwen2-0.5b");  // tied output
+  ASSERT_TRUE(shape.ok());
+  shape->n_layers = 1;
+  shape->n_vocab = 1024;
+  const uint64_t q_dim = shape->n_heads * shape->head_dim;
+  const uint64_t kv_dim = shape->n_kv_heads * shape->head_dim;
+  const uint64_t matrices = (q_dim + 2 * kv_dim) * shape->n_embd +
+                            shape->n_embd * q_dim +
+                            3 * shape->n_ff * shape->n_embd;
+  const uint64_t embedding = shape->n_vocab * shape->n_embd;
+  const struct {
+    GgmlType type;
+    DeviceDtype dtype;
+  } cases[] = {{GgmlType::kF32, DeviceDtype::kF32},
+               {GgmlType::kF16, DeviceDtype::kF16},
+               {GgmlType::kBF16, DeviceDtype::kBF16},
+               {GgmlType::kQ8_0, DeviceDtype::kF16},
+               {GgmlType::kQ4_0, DeviceDtype::kF16}};
+  for (const auto& c : cases) {
+    auto weights = ModelWeights::Dummy(*shape, c.type, 1);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    const CudaEngineFootprint f = CudaEngine::Footprint(**weights);
+    EXPECT_EQ(f.dtype, c.dtype) << GetGgmlTypeTraits(c.type).name;
+    const uint64_t elem = DeviceDtypeBytes(c.dtype);
+    // Q8_0 and Q4_0 matrices stay quantized; the embedding is T.
+    const uint64_t matrix_bytes = c.type == GgmlType::kQ8_0 ? matrices / 32 * 34
+                                  : c.type == GgmlType::kQ4_0
+                                      ? matrices / 32 * 18
+                                      : matrices * elem;
+    EXPECT_EQ(f.weight_bytes, matrix_bytes + embedding * elem);
+    EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
+  }
+}
+
+class CudaStoriesTest : public testing::GpuTest {};
+
+TEST_F(CudaStoriesTest, Greedy64TokensMatchCpuAndLlamaCpp) {
+  auto model = OpenModel(::paceline::testing::kStories260KPath);
+  ASSERT_TRUE(model.ok()) << model.status();
+  CudaEngineOptions options;
+  options.num_blocks = 64;
+  options.max_tokens_per_step = 256;
+  auto gpu = CudaEngine::Create(model->weights, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF32);
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.num_blocks = 64;
+  cpu_options.num_threads = 2;
+  auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  const std::vector<int32_t>& prompt =
+      ::paceline::testing::kOnceUponATimePrompt;
+  for (int64_t chunk : {0, 2}) {
+    SCOPED_TRACE(chunk);
+    auto want = GenerateAlone(**cpu_engine, prompt, 64, chunk,
+                              ContiguousBlocks(**cpu_engine, 5 + 64));
+    ASSERT_TRUE(want.ok()) << want.status();
+    // Blocks in reverse order: scattered, not 0, 1, 2, ...
+    std::vector<int32_t> blocks = ContiguousBlocks(**gpu, 5 + 64, 50);
+    std::reverse(blocks.begin(), blocks.end());
+    auto got = GenerateAlone(**gpu, prompt, 64, chunk, blocks);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->tokens, ::paceline::testing::kGreedy64Ids);
+    EXPECT_EQ(got->tokens, want->tokens);
+    for (size_t i = 0; i < got->logits.size(); ++i) {
+      testing::ExpectClose(got->logits[i], want->logits[i], 1e-4, 1e-4,
+                           "stories260K logits");
+    }
+  }
+}
+
+// A small model of `architecture`'s layout: 2 layers, GQA 8/2, head 64.
+ModelConfig SmallConfig(const std::string& shape_name) {
+  auto shape = FindModelShape(shape_name);
+  EXPECT_TRUE(shape.ok()) << shape.status();
+  ModelConfig c = *shape;
+  c.n_layers = 2;
+  c.n_embd = 256;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  c.rope_dim = 64;
+  c.n_ff = 384;
+  c.n_vocab = 512;
+  c.context_length = 1024;
+  return c;
+}
+
+struct ModelCase {
+  const char* shape;  // its architecture's flags are kept
+  GgmlType type;
+  double tol;  // atol and rtol, relative to the largest |logit|
+};
+
+void PrintTo(const ModelCase& mc, std::ostream* os) {
+  *os << mc.shape << " " << GetGgmlTypeTraits(mc.type).name;
+}
+
+class CudaModelTest : public testing::GpuTest,
+                      public ::testing::WithParamInterface<ModelCase> {};
+
+// The same script of steps on both engines; every logit row compared.
+TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
+  const ModelCase& mc = GetParam();
+  auto weights = ModelWeights::Dummy(SmallConfig(mc.shape), mc.type, seed_);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::shared_ptr<const ModelWeights> shared = std::move(*weights);
+  constexpr int32_t kBlocks = 96, kBlockSize = 16;
+  CudaEngineOptions options;
+  options.num_blocks = kBlocks;
+  options.block_size = kBlockSize;
+  options.max_tokens_per_step = 128;
+  auto gpu = CudaEngine::Create(shared, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  // The same without CUDA graphs: identical logits, bit for bit.
+  options.cuda_graphs = false;
+  auto direct = CudaEngine::Create(shared, options);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.num_blocks = kBlocks;
+  cpu_options.block_size = kBlockSize;
+  cpu_options.max_tokens_per_step = 128;
+  cpu_options.num_threads = 2;
+  auto cpu_engine = cpu::CpuEngine::Create(shared, cpu_options);
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  const int64_t vocab = shared->config().n_vocab;
+
+  // Three sequences, each with 10 scattered blocks (160 positions).
+  std::vector<int32_t> ids(kBlocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng_);
+  std::vector<std::vector<int32_t>> tables(4);
+  for (int s = 0; s < 4; ++s) {
+    tables[s].assign(ids.begin() + s * 10, ids.begin() + s * 10 + 10);
+  }
+  std::vector<std::vector<int32_t>> prompts = {std::vector<int32_t>(37),
+                                               std::vector<int32_t>(5),
+                                               std::vector<int32_t>(70)};
+  for (auto& p : prompts) {
+    for (int32_t& t : p) t = static_cast<int32_t>(rng_() % vocab);
+  }
+  std::vector<int32_t> done(4, 0);  // positions written per sequence
+  std::vector<int32_t> next(4, 0);  // next decode token per sequence
+
+  struct Part {
+    int seq;
+    int32_t count;  // prompt tokens, or 0 for one decode token
+    bool logits;
+  };
+  const auto step = [&](const std::vector<Part>& parts) {
+    ForwardBatch batch;
+    for (const Part& part : parts) {
+      SequenceSlice slice;
+      slice.token_begin = batch.num_tokens();
+      slice.position_begin = done[part.seq];
+      slice.block_table = tables[part.seq];
+      slice.needs_logits = part.logits;
+      if (part.count > 0) {
+        const auto& p = prompts[part.seq];
+        batch.tokens.insert(batch.tokens.end(), p.begin() + done[part.seq],
+                            p.begin() + done[part.seq] + part.count);
+        slice.token_count = part.count;
+      } else {
+        batch.tokens.push_back(next[part.seq]);
+        slice.token_count = 1;
+      }
+      batch.sequences.push_back(slice);
+    }
+    const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+    std::vector<float> want(rows * vocab), got(rows * vocab, NAN);
+    ASSERT_TRUE((*cpu_engine)->Forward(batch, absl::MakeSpan(want)).ok());
+    const absl::Status s = (*gpu)->Forward(batch, absl::MakeSpan(got));
+    ASSERT_TRUE(s.ok()) << s;
+    std::vector<float> got_direct(rows * vocab, NAN);
+    ASSERT_TRUE((*direct)->Forward(batch, absl::MakeSpan(got_direct)).ok());
+    testing::ExpectClose(got, got_direct, 0, 0, "graphs vs direct");
+    float scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(x));
+    testing::ExpectClose(got, want, mc.tol * scale, mc.tol, "logits");
+    size_t row = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const SequenceSlice& slice = batch.sequences[i];
+      done[parts[i].seq] += slice.token_count;
+      if (slice.needs_logits) {
+        next[parts[i].seq] = Argmax(absl::MakeSpan(want).subspan(
+            row * vocab, static_cast<size_t>(vocab)));
+        ++row;
+      }
+    }
+  };
+  // Chunked prefill of 0 (16 + 21) beside the whole prompt of 1.
+  step({{0, 16, false}, {1, 5, true}});
+  step({{1, 0, true}, {0, 21, true}});
+  // 2's long prompt in one step while 0 and 1 decode.
+  step({{0, 0, true}, {2, 70, true}, {1, 0, true}});
+  // Same-shape decode steps: the second is captured as a graph, the rest
+  // replay it.
+  for (int i = 0; i < 6; ++i) step({{2, 0, true}, {0, 0, true}, {1, 0, true}});
+  // Copy-on-write: sequence 3 continues from a copy of 0's blocks.
+  std::vector<BlockCopy> copies;
+  for (int b = 0; b < (done[0] + kBlockSize - 1) / kBlockSize; ++b) {
+    copies.push_back({tables[0][b], tables[3][b]});
+  }
+  ASSERT_TRUE((*cpu_engine)->CopyBlocks(copies).ok());
+  ASSERT_TRUE((*gpu)->CopyBlocks(copies).ok());
+  ASSERT_TRUE((*direct)->CopyBlocks(copies).ok());
+  done[3] = done[0];
+  next[3] = next[0];
+  for (int i = 0; i < 4; ++i) step({{3, 0, true}, {0, 0, true}});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, CudaModelTest,
+    ::testing::Values(ModelCase{"stories15m", GgmlType::kF32, 1e-4},
+                      ModelCase{"qwen2-0.5b", GgmlType::kF32, 1e-4},
+                      ModelCase{"qwen3-0.6b", GgmlType::kF32, 1e-4},
+                      ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
+                      ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
+                      ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
+                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2}),
+    [](const auto& info) {
+      std::string name = std::string(info.param.shape) + "_" +
+                         std::string(GetGgmlTypeTraits(info.param.type).name);
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+// The paths the step script above does not reach: a long context decoded
+// alone (attention split over the context, merged), and more logit rows
+// than one chunk (300 > 256, no graph).
+class CudaLongStepTest : public testing::GpuTest {};
+
+TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
+  ModelConfig config = SmallConfig("qwen3-0.6b");
+  config.n_layers = 1;
+  auto weights = ModelWeights::Dummy(config, GgmlType::kF32, seed_);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::shared_ptr<const ModelWeights> shared = std::move(*weights);
+  constexpr int32_t kSeqs = 300, kLong = 600;
+  constexpr int32_t kBlocks = kSeqs + kLong / 16 + 1;
+  CudaEngineOptions options;
+  options.num_blocks = kBlocks;
+  options.max_tokens_per_step = 1024;
+  auto gpu = CudaEngine::Create(shared, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.num_blocks = kBlocks;
+  cpu_options.max_tokens_per_step = 1024;
+  cpu_options.num_threads = 2;
+  auto cpu_engine = cpu::CpuEngine::Create(shared, cpu_options);
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  const int64_t vocab = config.n_vocab;
+  const auto run = [&](const ForwardBatch& batch) {
+    const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+    std::vector<float> want(rows * vocab), got(rows * vocab, NAN);
+    ASSERT_TRUE((*cpu_engine)->Forward(batch, absl::MakeSpan(want)).ok());
+    const absl::Status s = (*gpu)->Forward(batch, absl::MakeSpan(got));
+    ASSERT_TRUE(s.ok()) << s;
+    float scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(x));
+    testing::ExpectClose(got, want, 1e-4 * scale, 1e-4, "logits");
+  };
+
+  // One long sequence: two 300-token chunks, then 3 decode steps alone.
+  std::vector<int32_t> table(kLong / 16 + 1);
+  std::iota(table.begin(), table.end(), kSeqs);
+  std::reverse(table.begin(), table.end());
+  ForwardBatch batch;
+  batch.sequences.resize(1);
+  batch.sequences[0].block_table = table;
+  for (int32_t begin = 0; begin < kLong + 3;) {
+    const int32_t count = begin < kLong ? 300 : 1;
+    batch.tokens.resize(count);
+    for (int32_t& t : batch.tokens) t = static_cast<int32_t>(rng_() % vocab);
+    batch.sequences[0].token_count = count;
+    batch.sequences[0].position_begin = begin;
+    batch.sequences[0].needs_logits = true;
+    run(batch);
+    begin += count;
+  }
+
+  // 300 sequences of one block: 3 prompt tokens each, then one decode.
+  std::vector<std::vector<int32_t>> tables(kSeqs);
+  for (int32_t s = 0; s < kSeqs; ++s) tables[s] = {s};
+  for (int32_t step = 0; step < 2; ++step) {
+    const int32_t count = step == 0 ? 3 : 1;
+    batch = ForwardBatch();
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      batch.sequences.push_back(
+          SequenceSlice{.token_begin = batch.num_tokens(),
+                        .token_count = count,
+                        .position_begin = step == 0 ? 0 : 3,
+                        .block_table = tables[s],
+                        .needs_logits = true});
+      for (int32_t i = 0; i < count; ++i) {
+        batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
+      }
+    }
+    run(batch);
+  }
+}
+
+TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
+  auto shape = FindModelShape("stories15m");
+  ASSERT_TRUE(shape.ok());
+  shape->n_layers = 1;
+  auto weights = ModelWeights::Dummy(*shape, GgmlType::kF16, 1);
+  ASSERT_TRUE(weights.ok());
+  std::shared_ptr<const ModelWeights> shared = std::move(*weights);
+  CudaEngineOptions options;
+  options.num_blocks = 4;
+  auto gpu = CudaEngine::Create(shared, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
+  EXPECT_EQ((*gpu)->weight_bytes(),
+            CudaEngine::Footprint(*shared).weight_bytes);
+  const std::vector<int32_t> table = {0, 1};
+  ForwardBatch batch;
+  batch.tokens = {1, 2, 3};
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = 3,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .needs_logits = true}};
+  std::vector<float> logits(32000);
+  EXPECT_TRUE((*gpu)->Forward(batch, absl::MakeSpan(logits)).ok());
+  batch.tokens[1] = 40000;
+  EXPECT_EQ((*gpu)->Forward(batch, absl::MakeSpan(logits)).code(),
+            absl::StatusCode::kInvalidArgument);
+  batch.tokens[1] = 2;
+  batch.sequences[0].position_begin = 30;  // needs 3 blocks
+  EXPECT_EQ((*gpu)->Forward(batch, absl::MakeSpan(logits)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*gpu)->CopyBlocks({{BlockCopy{0, 4}}}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace paceline::engine::cuda

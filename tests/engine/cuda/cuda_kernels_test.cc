@@ -1,0 +1,443 @@
+// Each CUDA kernel against the CPU engine's own code (engine/cpu/ops.h,
+// attention.h) on fresh random inputs, outputs poisoned with NaN before
+// the launch, in every element type.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/kv_cache.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/paged_attention.h"
+#include "engine/cuda/kernels/qkv_rope.h"
+#include "engine/cuda/kernels/quantized_matmul.h"
+#include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/swiglu.h"
+#include "engine/ggml_type.h"
+#include "engine/quantize.h"
+#include "gtest/gtest.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+using testing::Decode;
+using testing::DefaultRtol;
+using testing::Download;
+using testing::DownloadBytes;
+using testing::Encode;
+using testing::ExpectClose;
+using testing::Poisoned;
+using testing::RoundAll;
+using testing::Upload;
+
+class KernelTest : public testing::GpuTest,
+                   public ::testing::WithParamInterface<DeviceDtype> {
+ protected:
+  DeviceDtype dtype() const { return GetParam(); }
+  size_t elem() const { return DeviceDtypeBytes(GetParam()); }
+};
+
+TEST_P(KernelTest, EmbeddingGathersRows) {
+  constexpr int64_t kVocab = 300, kDim = 200, kTokens = 37;
+  const std::vector<float> table = RoundAll(dtype(), Random(kVocab * kDim));
+  std::vector<int32_t> tokens(kTokens);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng_() % kVocab);
+  DeviceBuffer d_table, d_tokens, d_out;
+  ASSERT_TRUE(Upload(Encode(dtype(), table), &d_table).ok());
+  ASSERT_TRUE(Upload(tokens, &d_tokens).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kDim * sizeof(float), &d_out).ok());
+  ASSERT_EQ(LaunchEmbedding(dtype(), d_table.get(), d_tokens.as<int32_t>(),
+                            kTokens, kDim, d_out.as<float>(), nullptr),
+            cudaSuccess);
+  std::vector<float> ref;
+  for (int32_t t : tokens) {
+    ref.insert(ref.end(), table.begin() + t * kDim,
+               table.begin() + (t + 1) * kDim);
+  }
+  ExpectClose(Download(DeviceDtype::kF32, d_out, kTokens * kDim), ref, 0, 0,
+              "embedding");
+}
+
+TEST_P(KernelTest, RmsNormWithResidualAndRowGather) {
+  constexpr int64_t kRows = 9, kDim = 1000;
+  const float eps = 1e-5f;
+  const std::vector<float> x = Random(kRows * kDim, 2.0f);
+  const std::vector<float> res = Random(kRows * kDim);
+  const std::vector<float> w = Random(kDim);
+  // Distinct rows: a fused residual add writes each gathered row once.
+  const std::vector<int32_t> rows = {8, 0, 3};
+  for (bool fused : {false, true}) {
+    for (bool gather : {false, true}) {
+      const int64_t n_out = gather ? static_cast<int64_t>(rows.size()) : kRows;
+      DeviceBuffer d_x, d_res, d_rows, d_w, d_out;
+      ASSERT_TRUE(Upload(x, &d_x).ok());
+      ASSERT_TRUE(Upload(res, &d_res).ok());
+      ASSERT_TRUE(Upload(rows, &d_rows).ok());
+      ASSERT_TRUE(Upload(w, &d_w).ok());
+      ASSERT_TRUE(Poisoned(n_out * kDim * elem(), &d_out).ok());
+      ASSERT_EQ(LaunchRmsNorm(dtype(), d_x.as<float>(),
+                              fused ? d_res.as<float>() : nullptr,
+                              gather ? d_rows.as<int32_t>() : nullptr, n_out,
+                              kDim, d_w.as<float>(), eps, d_out.get(), nullptr),
+                cudaSuccess);
+      std::vector<float> sum = x;
+      if (fused) cpu::AddInPlace(sum.data(), res.data(), kRows * kDim);
+      std::vector<float> normed(kRows * kDim);
+      cpu::RmsNorm(sum.data(), w.data(), kRows, kDim, eps, normed.data());
+      std::vector<float> ref;
+      for (int64_t r = 0; r < n_out; ++r) {
+        const int64_t s = gather ? rows[r] : r;
+        ref.insert(ref.end(), normed.begin() + s * kDim,
+                   normed.begin() + (s + 1) * kDim);
+      }
+      ExpectClose(Download(dtype(), d_out, n_out * kDim), ref, 1e-6,
+                  DefaultRtol(dtype()), "rms norm out");
+      // x gets the residual in the rows the kernel normed (all without a
+      // gather), and keeps its values elsewhere.
+      std::vector<float> want_x = x;
+      for (int64_t r = 0; r < n_out; ++r) {
+        const int64_t s = gather ? rows[r] : r;
+        std::copy_n(&sum[s * kDim], kDim, &want_x[s * kDim]);
+      }
+      ExpectClose(Download(DeviceDtype::kF32, d_x, kRows * kDim), want_x, 0, 0,
+                  "rms norm residual");
+    }
+  }
+}
+
+TEST_P(KernelTest, SwiGlu) {
+  constexpr int64_t kTokens = 13, kFf = 700;
+  const std::vector<float> gu = Random(kTokens * 2 * kFf, 3.0f);
+  DeviceBuffer d_gu, d_out;
+  ASSERT_TRUE(Upload(gu, &d_gu).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kFf * elem(), &d_out).ok());
+  ASSERT_EQ(LaunchSwiGlu(dtype(), d_gu.as<float>(), kTokens, kFf, d_out.get(),
+                         nullptr),
+            cudaSuccess);
+  std::vector<float> ref(kTokens * kFf);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    cpu::SwiGlu(&gu[t * 2 * kFf], &gu[t * 2 * kFf + kFf], kFf, &ref[t * kFf]);
+  }
+  ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
+              DefaultRtol(dtype()), "swiglu");
+}
+
+struct RopeCase {
+  RopeLayout layout;
+  int64_t head_dim;
+  int64_t rope_dim;
+  bool bias;
+  bool qk_norm;
+};
+
+TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
+  const RopeCase cases[] = {
+      {RopeLayout::kAdjacentPairs, 64, 64, false, false},
+      {RopeLayout::kNeoxHalves, 64, 64, true, false},
+      {RopeLayout::kNeoxHalves, 128, 128, false, true},
+      {RopeLayout::kAdjacentPairs, 96, 32, true, true},
+      {RopeLayout::kAdjacentPairs, 8, 8, false, false},
+  };
+  for (const RopeCase& rc : cases) {
+    SCOPED_TRACE(rc.head_dim);
+    constexpr int64_t kTokens = 21, kHeads = 6, kKvHeads = 2, kBlockSize = 16;
+    constexpr int64_t kBlocks = 8;
+    const int64_t hd = rc.head_dim;
+    const int64_t q_dim = kHeads * hd, kv_dim = kKvHeads * hd;
+    const int64_t width = q_dim + 2 * kv_dim;
+    const float eps = 1e-6f;
+    cpu::RopeParams rope;
+    rope.layout = rc.layout;
+    rope.rope_dim = rc.rope_dim;
+    rope.freq_base = 1e6;
+    rope.position_scale = 0.5;
+    const std::vector<float> qkv = Random(kTokens * width);
+    const std::vector<float> bias = Random(width, 0.1f);
+    const std::vector<float> q_norm = Random(hd);
+    const std::vector<float> k_norm = Random(hd);
+    std::vector<int32_t> positions(kTokens), slots(kTokens);
+    std::vector<int32_t> perm(kBlocks * kBlockSize);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      positions[t] = static_cast<int32_t>(rng_() % 5000);
+      slots[t] = perm[t];
+    }
+    std::vector<double> inv_freq(rc.rope_dim / 2);
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      inv_freq[i] = std::pow(rope.freq_base, -2.0 * i / rope.rope_dim);
+    }
+    const size_t cache_elems = kBlocks * 2 * kKvHeads * kBlockSize * hd;
+    DeviceBuffer d_qkv, d_bias, d_qn, d_kn, d_pos, d_slots, d_freq, d_cache;
+    ASSERT_TRUE(Upload(qkv, &d_qkv).ok());
+    ASSERT_TRUE(Upload(bias, &d_bias).ok());
+    ASSERT_TRUE(Upload(q_norm, &d_qn).ok());
+    ASSERT_TRUE(Upload(k_norm, &d_kn).ok());
+    ASSERT_TRUE(Upload(positions, &d_pos).ok());
+    ASSERT_TRUE(Upload(slots, &d_slots).ok());
+    ASSERT_TRUE(Upload(inv_freq, &d_freq).ok());
+    ASSERT_TRUE(Poisoned(cache_elems * elem(), &d_cache).ok());
+    QkvRopeParams p;
+    p.n_tokens = kTokens;
+    p.n_heads = kHeads;
+    p.n_kv_heads = kKvHeads;
+    p.head_dim = hd;
+    p.rope_dim = rc.rope_dim;
+    p.neox = rc.layout == RopeLayout::kNeoxHalves;
+    p.position_scale = rope.position_scale;
+    p.eps = eps;
+    p.inv_freq = d_freq.as<double>();
+    p.bias = rc.bias ? d_bias.as<float>() : nullptr;
+    p.q_norm = rc.qk_norm ? d_qn.as<float>() : nullptr;
+    p.k_norm = rc.qk_norm ? d_kn.as<float>() : nullptr;
+    p.positions = d_pos.as<int32_t>();
+    p.slot_mapping = d_slots.as<int32_t>();
+    p.block_size = kBlockSize;
+    p.qkv = d_qkv.as<float>();
+    p.kv_layer = d_cache.get();
+    ASSERT_EQ(LaunchQkvRope(dtype(), p, nullptr), cudaSuccess);
+
+    // The CPU engine's sequence of ops (cpu_engine.cc RunLayer).
+    std::vector<float> q(kTokens * q_dim), k(kTokens * kv_dim),
+        v(kTokens * kv_dim);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      std::copy_n(&qkv[t * width], q_dim, &q[t * q_dim]);
+      std::copy_n(&qkv[t * width + q_dim], kv_dim, &k[t * kv_dim]);
+      std::copy_n(&qkv[t * width + q_dim + kv_dim], kv_dim, &v[t * kv_dim]);
+    }
+    if (rc.bias) {
+      cpu::AddBias(q.data(), bias.data(), kTokens, q_dim);
+      cpu::AddBias(k.data(), bias.data() + q_dim, kTokens, kv_dim);
+      cpu::AddBias(v.data(), bias.data() + q_dim + kv_dim, kTokens, kv_dim);
+    }
+    if (rc.qk_norm) {
+      cpu::RmsNorm(q.data(), q_norm.data(), kTokens * kHeads, hd, eps,
+                   q.data());
+      cpu::RmsNorm(k.data(), k_norm.data(), kTokens * kKvHeads, hd, eps,
+                   k.data());
+    }
+    std::vector<float> cos(kTokens * rc.rope_dim / 2),
+        sin(kTokens * rc.rope_dim / 2);
+    cpu::RopeAngles(positions.data(), kTokens, rope, cos.data(), sin.data());
+    cpu::ApplyRope(q.data(), kTokens, kHeads, hd, rope, cos.data(), sin.data());
+    cpu::ApplyRope(k.data(), kTokens, kKvHeads, hd, rope, cos.data(),
+                   sin.data());
+
+    const std::vector<float> got_qkv =
+        Download(DeviceDtype::kF32, d_qkv, kTokens * width);
+    std::vector<float> got_q, ref_k_cache, got_k_cache, ref_v_cache,
+        got_v_cache;
+    for (int64_t t = 0; t < kTokens; ++t) {
+      got_q.insert(got_q.end(), &got_qkv[t * width],
+                   &got_qkv[t * width] + q_dim);
+    }
+    // Positions up to 5000 at base 1e6: a few ulps of the angle.
+    ExpectClose(got_q, q, 1e-5, 1e-4, "rotated q");
+    const std::vector<float> cache = Download(dtype(), d_cache, cache_elems);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      const int64_t block = slots[t] / kBlockSize, slot = slots[t] % kBlockSize;
+      for (int64_t h = 0; h < kKvHeads; ++h) {
+        for (int64_t which = 0; which < 2; ++which) {
+          const float* src =
+              (which == 0 ? k.data() : v.data()) + (t * kKvHeads + h) * hd;
+          const float* dst =
+              &cache[(((block * 2 + which) * kKvHeads + h) * kBlockSize +
+                      slot) *
+                     hd];
+          auto& ref = which == 0 ? ref_k_cache : ref_v_cache;
+          auto& got = which == 0 ? got_k_cache : got_v_cache;
+          ref.insert(ref.end(), src, src + hd);
+          got.insert(got.end(), dst, dst + hd);
+        }
+      }
+    }
+    const double rtol = std::max(1e-4, DefaultRtol(dtype()));
+    ExpectClose(got_k_cache, ref_k_cache, 1e-5, rtol, "K in cache");
+    ExpectClose(got_v_cache, ref_v_cache, 1e-5, rtol, "V in cache");
+  }
+}
+
+// Sequences with scattered blocks: prefill chunks after cached context and
+// decode tokens with long contexts, every split count.
+TEST_P(KernelTest, PagedAttentionMatchesCpu) {
+  constexpr int64_t kHeads = 8, kKvHeads = 2, kHeadDim = 128;
+  constexpr int64_t kBlockSize = 16, kBlocks = 200;
+  cpu::KvCacheShape shape;
+  shape.n_layers = 1;
+  shape.n_kv_heads = kKvHeads;
+  shape.head_dim = kHeadDim;
+  shape.block_size = kBlockSize;
+  shape.num_blocks = kBlocks;
+  auto cache = cpu::KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  const size_t cache_elems = kBlocks * 2 * kKvHeads * kBlockSize * kHeadDim;
+  const std::vector<float> kv = RoundAll(dtype(), Random(cache_elems));
+  std::copy(kv.begin(), kv.end(), (*cache)->Rows(0, 0, 0, 0));
+
+  // Sequence 0: a 30-token chunk at positions [100, 130); sequence 1: one
+  // decode token at 1500; sequence 2: a 1-token prompt; sequence 3: a
+  // decode at 37.
+  struct Seq {
+    int32_t position_begin;
+    int32_t count;
+  };
+  const std::vector<Seq> seqs = {{100, 30}, {1500, 1}, {0, 1}, {37, 1}};
+  std::vector<int32_t> ids(kBlocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng_);
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> positions, token_table, offsets, flat;
+  size_t next_id = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t end = seqs[s].position_begin + seqs[s].count;
+    std::vector<int32_t> table;
+    // Sequences share some blocks (a prefix cache would): reuse from the
+    // front of `ids` for every other sequence.
+    for (int64_t b = 0; b < (end + kBlockSize - 1) / kBlockSize; ++b) {
+      table.push_back(s % 2 == 1 && b < 3 ? ids[b] : ids[next_id++ % kBlocks]);
+    }
+    const int32_t offset = static_cast<int32_t>(flat.size());
+    flat.insert(flat.end(), table.begin(), table.end());
+    for (int32_t i = 0; i < seqs[s].count; ++i) {
+      positions.push_back(seqs[s].position_begin + i);
+      token_table.push_back(static_cast<int32_t>(s));
+      offsets.push_back(offset);
+    }
+    tables.push_back(std::move(table));
+  }
+  const int64_t n = static_cast<int64_t>(positions.size());
+  const std::vector<float> q = Random(n * kHeads * kHeadDim);
+  std::vector<absl::Span<const int32_t>> spans(tables.begin(), tables.end());
+  cpu::AttentionParams ap;
+  ap.n_heads = kHeads;
+  ap.n_kv_heads = kKvHeads;
+  ap.head_dim = kHeadDim;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  std::vector<float> ref(n * kHeads * kHeadDim);
+  cpu::ThreadPool pool(2);
+  cpu::PagedAttention(**cache, 0, ap, q.data(), n, positions.data(),
+                      token_table.data(), spans, ref.data(), pool);
+
+  DeviceBuffer d_q, d_pos, d_off, d_tables, d_kv, d_partial;
+  ASSERT_TRUE(Upload(q, &d_q).ok());
+  ASSERT_TRUE(Upload(positions, &d_pos).ok());
+  ASSERT_TRUE(Upload(offsets, &d_off).ok());
+  ASSERT_TRUE(Upload(flat, &d_tables).ok());
+  ASSERT_TRUE(Upload(Encode(dtype(), kv), &d_kv).ok());
+  constexpr int64_t kPartialRows = 4096;
+  ASSERT_TRUE(
+      Poisoned(kPartialRows * (kHeadDim + 2) * sizeof(float), &d_partial).ok());
+  for (int splits : {0, 1, 2, 3, 7}) {
+    SCOPED_TRACE(splits);
+    DeviceBuffer d_out;
+    ASSERT_TRUE(Poisoned(n * kHeads * kHeadDim * elem(), &d_out).ok());
+    PagedAttentionParams p;
+    p.n_tokens = n;
+    p.n_heads = kHeads;
+    p.n_kv_heads = kKvHeads;
+    p.head_dim = kHeadDim;
+    p.block_size = kBlockSize;
+    p.scale = ap.scale;
+    p.q = d_q.as<float>();
+    p.q_stride = kHeads * kHeadDim;
+    p.positions = d_pos.as<int32_t>();
+    p.table_offsets = d_off.as<int32_t>();
+    p.block_tables = d_tables.as<int32_t>();
+    p.kv_layer = d_kv.get();
+    p.out = d_out.get();
+    p.max_context = 1501;
+    p.partial = d_partial.as<float>();
+    p.partial_rows = kPartialRows;
+    p.force_splits = splits;
+    if (splits > 0) {
+      EXPECT_EQ(PagedAttentionSplits(p), splits);
+    }
+    ASSERT_EQ(LaunchPagedAttention(dtype(), p, nullptr), cudaSuccess);
+    ExpectClose(Download(dtype(), d_out, n * kHeads * kHeadDim), ref, 1e-5,
+                std::max(1e-4, DefaultRtol(dtype())), "attention");
+  }
+}
+
+// Q8_0 / Q4_0 weights (engine/quantize.h encodes them) times activations of
+// the parameter's type: the GEMV for 1..8 tokens with beta 0 and 1, and the
+// dequantization, against DequantizeRow.
+TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
+  constexpr int64_t kRows = 83, kCols = 32 * 45;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    SCOPED_TRACE(GetGgmlTypeTraits(type).name);
+    const QuantType quant =
+        type == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
+    const std::vector<float> w_float = Random(kRows * kCols);
+    const size_t row_bytes = kCols / 32 * QuantBlockBytes(quant);
+    std::vector<uint8_t> w_bytes(kRows * row_bytes);
+    std::vector<float> w(kRows * kCols);  // what the blocks hold
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_TRUE(
+          QuantizeRow(type, &w_float[r * kCols], kCols, &w_bytes[r * row_bytes])
+              .ok());
+      ASSERT_TRUE(
+          DequantizeRow(type, &w_bytes[r * row_bytes], &w[r * kCols], kCols)
+              .ok());
+    }
+    DeviceBuffer d_w;
+    ASSERT_TRUE(Upload(w_bytes, &d_w).ok());
+
+    DeviceBuffer d_dense;
+    ASSERT_TRUE(Poisoned(kRows * kCols * elem(), &d_dense).ok());
+    ASSERT_EQ(LaunchDequantize(quant, d_w.get(), kRows, kCols, dtype(),
+                               d_dense.get(), nullptr),
+              cudaSuccess);
+    ExpectClose(Download(dtype(), d_dense, kRows * kCols), RoundAll(dtype(), w),
+                0, 0, "dequantized");
+
+    for (int64_t n : {1, 2, 3, 5, 8}) {
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(n);
+        const std::vector<float> x = RoundAll(dtype(), Random(n * kCols));
+        const std::vector<float> y0 = Random(n * kRows);
+        std::vector<float> ref(n * kRows);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < kRows; ++r) {
+            double sum = beta * y0[t * kRows + r];
+            for (int64_t c = 0; c < kCols; ++c) {
+              sum += static_cast<double>(w[r * kCols + c]) * x[t * kCols + c];
+            }
+            ref[t * kRows + r] = static_cast<float>(sum);
+          }
+        }
+        DeviceBuffer d_x, d_y;
+        ASSERT_TRUE(Upload(Encode(dtype(), x), &d_x).ok());
+        if (beta == 0.0f) {
+          ASSERT_TRUE(Poisoned(n * kRows * sizeof(float), &d_y).ok());
+        } else {
+          ASSERT_TRUE(Upload(y0, &d_y).ok());
+        }
+        ASSERT_EQ(
+            LaunchQuantizedGemv(quant, d_w.get(), kRows, kCols, dtype(),
+                                d_x.get(), n, beta, d_y.as<float>(), nullptr),
+            cudaSuccess);
+        // Float sums of 1,440 products of size ~1: a few 1e-6 relative to
+        // the sum of magnitudes (~1,000).
+        ExpectClose(Download(DeviceDtype::kF32, d_y, n * kRows), ref, 2e-3,
+                    1e-4, "quantized gemv");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
+                         ::testing::Values(DeviceDtype::kF32, DeviceDtype::kF16,
+                                           DeviceDtype::kBF16),
+                         [](const auto& info) {
+                           return std::string(DeviceDtypeName(info.param));
+                         });
+
+}  // namespace
+}  // namespace paceline::engine::cuda

@@ -1,0 +1,178 @@
+#ifndef PACELINE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_
+#define PACELINE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_
+
+// Helpers of the GPU tests: a fixture that skips without a device, host
+// <-> device copies in the kernels' element types, random inputs (fresh
+// each run: seeded from the clock, the seed printed; PACELINE_TEST_SEED
+// replays one), and the atol + rtol·|ref| comparison (llm.c's
+// validate_result).
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/ggml_type.h"
+#include "engine/quantize.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine::cuda {
+
+// Test names and messages print the type's name.
+inline void PrintTo(DeviceDtype d, std::ostream* os) {
+  *os << DeviceDtypeName(d);
+}
+
+}  // namespace paceline::engine::cuda
+
+namespace paceline::engine::cuda::testing {
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto devices = ListCudaDevices();
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    if (devices->empty()) GTEST_SKIP() << "no CUDA device on this machine";
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    // Fresh inputs every run; PACELINE_TEST_SEED=N replays a failing one.
+    const char* fixed = std::getenv("PACELINE_TEST_SEED");
+    seed_ =
+        fixed != nullptr
+            ? static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10))
+            : static_cast<uint32_t>(
+                  std::chrono::steady_clock::now().time_since_epoch().count());
+    rng_.seed(seed_);
+    std::cout << "seed " << seed_ << " (PACELINE_TEST_SEED to replay)\n";
+    RecordProperty("seed", static_cast<int>(seed_ & 0x7fffffff));
+  }
+
+  std::vector<float> Random(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng_);
+    return v;
+  }
+
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+// The value of x stored as `d` and read back.
+inline float RoundTo(DeviceDtype d, float x) {
+  switch (d) {
+    case DeviceDtype::kF32:
+      return x;
+    case DeviceDtype::kF16:
+      return HalfToFloat(FloatToHalf(x));
+    case DeviceDtype::kBF16:
+      return BFloat16ToFloat(FloatToBFloat16(x));
+  }
+  return x;
+}
+
+inline std::vector<float> RoundAll(DeviceDtype d, std::vector<float> v) {
+  for (float& x : v) x = RoundTo(d, x);
+  return v;
+}
+
+inline std::vector<uint8_t> Encode(DeviceDtype d, const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * DeviceDtypeBytes(d));
+  if (d == DeviceDtype::kF32) {
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  }
+  auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    out[i] = d == DeviceDtype::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+  }
+  return bytes;
+}
+
+inline std::vector<float> Decode(DeviceDtype d,
+                                 const std::vector<uint8_t>& bytes) {
+  std::vector<float> v(bytes.size() / DeviceDtypeBytes(d));
+  if (d == DeviceDtype::kF32) {
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  }
+  const auto* in = reinterpret_cast<const uint16_t*>(bytes.data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = d == DeviceDtype::kF16 ? HalfToFloat(in[i]) : BFloat16ToFloat(in[i]);
+  }
+  return v;
+}
+
+inline absl::Status UploadBytes(const void* data, size_t bytes,
+                                DeviceBuffer* out) {
+  absl::Status s = out->Allocate(bytes == 0 ? 1 : bytes);
+  if (!s.ok()) return s;
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(out->get(), data, bytes, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Upload(const std::vector<T>& v, DeviceBuffer* out) {
+  return UploadBytes(v.data(), v.size() * sizeof(T), out);
+}
+
+// Allocates `bytes` filled with 0xff (NaN in every float type).
+inline absl::Status Poisoned(size_t bytes, DeviceBuffer* out) {
+  absl::Status s = out->Allocate(bytes);
+  if (!s.ok()) return s;
+  CUDA_RETURN_IF_ERROR(cudaMemset(out->get(), 0xff, bytes));
+  return absl::OkStatus();
+}
+
+inline std::vector<uint8_t> DownloadBytes(const DeviceBuffer& b, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  EXPECT_EQ(cudaMemcpy(v.data(), b.get(), bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return v;
+}
+
+inline std::vector<float> Download(DeviceDtype d, const DeviceBuffer& b,
+                                   size_t n) {
+  return Decode(d, DownloadBytes(b, n * DeviceDtypeBytes(d)));
+}
+
+// Tolerances by element type of the compared output.
+inline double DefaultRtol(DeviceDtype d) {
+  return d == DeviceDtype::kF32 ? 1e-5 : (d == DeviceDtype::kF16 ? 2e-3 : 1e-2);
+}
+
+// Every element within atol + rtol·|ref|; reports the worst one.
+inline void ExpectClose(const std::vector<float>& got,
+                        const std::vector<float>& ref, double atol, double rtol,
+                        const char* what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double excess = std::fabs(static_cast<double>(got[i]) - ref[i]) -
+                          (atol + rtol * std::fabs(ref[i]));
+    if (!(excess <= worst)) {  // NaN counts
+      worst = std::isnan(excess) ? INFINITY : excess;
+      worst_i = i;
+    }
+  }
+  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " got "
+                        << got[worst_i] << ", want " << ref[worst_i]
+                        << " (atol " << atol << ", rtol " << rtol << ")";
+}
+
+}  // namespace paceline::engine::cuda::testing
+
+#endif  // PACELINE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_
