@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -20,7 +19,6 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "engine/cpu/cpu_engine.h"
 #include "engine/memory_plan.h"
 #include "engine/model_source.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -32,6 +30,7 @@
 #include "scheduler/serving_loop.h"
 #include "server/auth.h"
 #include "server/daemon_flags.h"
+#include "server/engine_factory.h"
 #include "server/metrics_adapter.h"
 #include "server/pacer.h"
 #include "server/sd_notify.h"
@@ -51,17 +50,6 @@ void Log(absl::string_view line) {
 int Fail(int code, absl::string_view what, const absl::Status& status) {
   std::cerr << "pacelined: " << what << ": " << status.message() << std::endl;
   return code;
-}
-
-// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
-uint64_t MemAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -85,10 +73,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.client_ca_file()));
   }
   return grpc::SslServerCredentials(options);
-}
-
-std::string Bytes(uint64_t bytes) {
-  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
 std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
@@ -169,12 +153,6 @@ int RunDaemon(std::span<const std::string> args) {
   signal(SIGPIPE, SIG_IGN);
 
   // The model.
-  if (!config.model().backend().empty() && config.model().backend() != "cpu") {
-    return Fail(kExitUsage, "backend",
-                absl::UnimplementedError(absl::StrCat(
-                    "'", config.model().backend(),
-                    "' is not available in this build; use --backend cpu")));
-  }
   const absl::Time load_start = absl::Now();
   absl::StatusOr<engine::LoadedModel> model =
       engine::OpenModel(config.model().path());
@@ -191,59 +169,14 @@ int RunDaemon(std::span<const std::string> args) {
       static_cast<double>(mc.ParameterCount()) / 1e6,
       absl::ToDoubleSeconds(absl::Now() - load_start)));
 
-  // The KV pool: the budget, but no more than every running sequence at
-  // full context needs.
-  const int32_t block_size = config.kv_cache().block_size();
-  const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
-                                mc.head_dim * sizeof(float);
-  const uint64_t budget =
-      config.kv_cache().has_memory_bytes()
-          ? config.kv_cache().memory_bytes()
-          : static_cast<uint64_t>(
-                static_cast<double>(MemAvailableBytes()) *
-                (config.kv_cache().has_memory_fraction()
-                     ? config.kv_cache().memory_fraction()
-                     : 0.5));
-  const int64_t blocks_per_seq = (mc.context_length + block_size - 1) / block_size;
-  const int64_t useful_blocks =
-      blocks_per_seq * std::max(1, config.scheduler().max_running());
-  const int64_t budget_blocks =
-      static_cast<int64_t>(budget / (kv_per_token * block_size));
-  const int64_t num_blocks = std::min<int64_t>(
-      {budget_blocks, useful_blocks, std::numeric_limits<int32_t>::max()});
-  if (num_blocks < blocks_per_seq) {
-    return Fail(kExitFailure, "kv_cache",
-                absl::ResourceExhaustedError(absl::StrCat(
-                    "the budget of ", Bytes(budget), " holds ", num_blocks,
-                    " blocks of ", block_size, " tokens; one sequence of the "
-                    "model's context needs ",
-                    blocks_per_seq)));
-  }
-  engine::cpu::CpuEngineOptions engine_options;
-  engine_options.block_size = block_size;
-  engine_options.num_blocks = static_cast<int32_t>(num_blocks);
-  engine_options.num_threads = config.threads();
-  absl::StatusOr<std::unique_ptr<engine::cpu::CpuEngine>> engine =
-      engine::cpu::CpuEngine::Create(model->weights, engine_options);
-  if (!engine.ok()) return Fail(kExitFailure, "engine", engine.status());
-  const int engine_threads = (*engine)->num_threads();
-
-  engine::MemoryPlan plan;
-  plan.parameters = mc.ParameterCount();
-  plan.weights_dtype = "file";
-  plan.weights_bytes = model->weights->MatMulBytesPerToken();
-  plan.kv_dtype = "f32";
-  plan.kv_bytes_per_token = kv_per_token;
-  plan.context = mc.context_length;
-  plan.sequences = num_blocks / blocks_per_seq;
-  plan.kv_bytes = kv_per_token * block_size * num_blocks;
-  plan.total_bytes = plan.weights_bytes + plan.kv_bytes;
-  plan.rule_of_thumb_bytes = plan.weights_bytes + plan.weights_bytes * 3 / 10;
-  Log(absl::StrFormat(
-      "memory: weights %s, KV %d bytes per token, %d blocks of %d tokens = %s "
-      "(%d full-context sequences), %d engine threads",
-      Bytes(plan.weights_bytes), kv_per_token, num_blocks,
-      block_size, Bytes(plan.kv_bytes), plan.sequences, engine_threads));
+  // The engine (backend and KV pool).
+  absl::StatusOr<ServingEngine> serving =
+      MakeServingEngine(config, model->weights);
+  if (!serving.ok()) return Fail(kExitFailure, "engine", serving.status());
+  for (const std::string& line : serving->log_lines) Log(line);
+  const engine::MemoryPlan plan = serving->plan;
+  const int32_t block_size = serving->block_size;
+  const int64_t num_blocks = serving->num_blocks;
 
   // Auth.
   std::vector<TenantKeyDigest> keys;
@@ -273,7 +206,7 @@ int RunDaemon(std::span<const std::string> args) {
   loop_options.scheduler = SchedulerOptionsFrom(config);
   loop_options.metrics = &metrics_adapter;
   absl::StatusOr<std::unique_ptr<scheduler::ServingLoop>> loop =
-      scheduler::ServingLoop::Create(*std::move(engine), model->tokenizer.get(),
+      scheduler::ServingLoop::Create(std::move(serving->engine), model->tokenizer.get(),
                                      loop_options);
   if (!loop.ok()) return Fail(kExitUsage, "scheduler", loop.status());
   scheduler::Clock* clock = scheduler::SystemClock::Get();
@@ -288,6 +221,7 @@ int RunDaemon(std::span<const std::string> args) {
   service_options.memory_plan = plan;
   service_options.kv_block_size = block_size;
   service_options.kv_blocks = num_blocks;
+  service_options.backend = serving->backend;
   PacelineService service(std::move(service_options), &*auth, &mc,
                           model->tokenizer.get(), loop->get(), &pacer, clock);
 

@@ -650,6 +650,41 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
   }
 }
 
+// The backend: unset picks CUDA when there is a device and says when it
+// falls back to the CPU; an explicit cuda without a device (or without
+// CUDA in the build) stops start-up with the reason.
+TEST(DaemonStartupTest, BackendChoiceIsExplicitAboutTheCpuFallback) {
+  DaemonProcess chosen;
+  ASSERT_TRUE(chosen
+                  .Start({"--model", "dummy:stories15m", "--listen",
+                          "127.0.0.1:0", "--tenant", "a:k", "--allow-root"})
+                  .ok())
+      << chosen.stderr_text();
+  const std::string log = chosen.stderr_text();
+  const bool on_gpu = log.find("backend cuda") != std::string::npos;
+  if (!on_gpu) {
+    EXPECT_NE(log.find("backend cpu"), std::string::npos) << log;
+    EXPECT_TRUE(log.find("no CUDA device found: using the CPU backend") !=
+                    std::string::npos ||
+                log.find("this build has no CUDA backend: using the CPU") !=
+                    std::string::npos)
+        << log;
+  }
+  ASSERT_TRUE(chosen.Signal(SIGTERM).ok());
+  EXPECT_EQ(chosen.WaitExit(absl::Seconds(30)).value_or(-1), 0);
+
+  if (on_gpu) return;
+  DaemonProcess cuda;
+  EXPECT_FALSE(cuda.Start({"--model", "dummy:stories15m", "--backend", "cuda",
+                           "--listen", "127.0.0.1:0", "--tenant", "a:k",
+                           "--allow-root"})
+                   .ok());
+  EXPECT_EQ(cuda.WaitExit(absl::Seconds(30)).value_or(-1), 1);
+  EXPECT_NE(cuda.stderr_text().find("model.backend is cuda but"),
+            std::string::npos)
+      << cuda.stderr_text();
+}
+
 // A stream that would outlast the drain timeout is cut with ABORTED; the
 // daemon still exits 0.
 TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
