@@ -67,6 +67,31 @@ class Engine {
   virtual absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) = 0;
 };
 
+// What an engine checks a step against.
+struct BatchLimits {
+  int64_t n_vocab = 0;
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  int32_t max_tokens_per_step = 0;
+};
+
+// The contract above, checked for every backend: 1..max_tokens_per_step
+// tokens with ids in the vocabulary, `logits_size` = logit rows × n_vocab,
+// each slice non-empty inside the batch at non-negative positions (below
+// 2^31) with a block table that covers them with ids in the pool, and every
+// token in exactly one slice. On success `owner[t]` (sized for at least the
+// batch's tokens) is token t's slice; on failure InvalidArgument
+// "forward batch: ..." naming the slice / token / entry.
+absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
+                               const BatchLimits& limits,
+                               absl::Span<int32_t> owner);
+
+// Blocks a slice's table must cover (its positions up to the last token).
+inline int64_t BlocksNeeded(const SequenceSlice& slice, int32_t block_size) {
+  const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+  return (end + block_size - 1) / block_size;
+}
+
 // The number of logit rows `batch` asks for.
 inline int32_t NumLogitRows(const ForwardBatch& batch) {
   int32_t n = 0;

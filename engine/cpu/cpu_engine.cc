@@ -10,13 +10,6 @@
 #include "engine/cpu/attention.h"
 
 namespace paceline::engine::cpu {
-namespace {
-
-absl::Status BadBatch(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
     std::shared_ptr<const ModelWeights> weights,
@@ -91,69 +84,19 @@ absl::Status CpuEngine::MatMul(const WeightView& w, const float* x, int64_t n,
 
 absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
                                 absl::Span<float> logits) {
-  const ModelConfig& c = config();
-  const int64_t n = batch.num_tokens();
-  if (n < 1 || n > options_.max_tokens_per_step) {
-    return BadBatch(
-        absl::StrCat(n, " tokens; want 1 to ", options_.max_tokens_per_step));
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab) {
-      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
-                                   ", outside the vocabulary of ", c.n_vocab));
-    }
-  }
-  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
-  if (logits.size() != rows * static_cast<size_t>(c.n_vocab)) {
-    return BadBatch(absl::StrCat("logits hold ", logits.size(), " floats; ",
-                                 rows, " rows of ", c.n_vocab, " want ",
-                                 rows * c.n_vocab));
-  }
-  std::fill(token_table_.begin(), token_table_.begin() + n, -1);
+  BatchLimits limits;
+  limits.n_vocab = config().n_vocab;
+  limits.block_size = options_.block_size;
+  limits.num_blocks = options_.num_blocks;
+  limits.max_tokens_per_step = options_.max_tokens_per_step;
+  RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
+                                    absl::MakeSpan(token_table_)));
   block_tables_.clear();
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSlice& slice = batch.sequences[s];
-    const auto where = [s](absl::string_view what) {
-      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
-    };
-    if (slice.token_count < 1 || slice.token_begin < 0 ||
-        slice.token_begin > n - slice.token_count) {
-      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
-                                slice.token_count, ") are not inside the ", n,
-                                " tokens of the batch"));
-    }
-    if (slice.position_begin < 0) return where("negative position");
-    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
-    const int64_t blocks_needed =
-        (end + options_.block_size - 1) / options_.block_size;
-    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
-      return where(absl::StrCat("positions up to ", end, " need ",
-                                blocks_needed, " blocks; the table has ",
-                                slice.block_table.size()));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      const int32_t id = slice.block_table[b];
-      if (id < 0 || id >= options_.num_blocks) {
-        return where(absl::StrCat("block table entry ", b, " is ", id,
-                                  "; the pool has ", options_.num_blocks,
-                                  " blocks"));
-      }
-    }
+  for (const SequenceSlice& slice : batch.sequences) {
     for (int32_t i = 0; i < slice.token_count; ++i) {
-      const int32_t t = slice.token_begin + i;
-      if (token_table_[t] >= 0) {
-        return where(absl::StrCat("token ", t, " is also in sequence ",
-                                  token_table_[t]));
-      }
-      token_table_[t] = static_cast<int32_t>(s);
-      positions_[t] = slice.position_begin + i;
+      positions_[slice.token_begin + i] = slice.position_begin + i;
     }
     block_tables_.push_back(slice.block_table);
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    if (token_table_[t] < 0) {
-      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
-    }
   }
   return absl::OkStatus();
 }

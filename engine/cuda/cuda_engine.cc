@@ -442,71 +442,24 @@ void* CudaEngine::KvLayer(int64_t layer) const {
 
 absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
                                  absl::Span<float> logits) {
-  const ModelConfig& c = config();
   const int64_t n = batch.num_tokens();
   const int64_t tk = options_.max_tokens_per_step;
   const int64_t bs = options_.block_size;
   if (n < 1 || n > tk) {
     return BadBatch(absl::StrCat(n, " tokens; want 1 to ", tk));
   }
-  for (int64_t t = 0; t < n; ++t) {
-    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab) {
-      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
-                                   ", outside the vocabulary of ", c.n_vocab));
-    }
-  }
-  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
-  if (logits.size() != rows * static_cast<size_t>(c.n_vocab)) {
-    return BadBatch(absl::StrCat("logits hold ", logits.size(), " floats; ",
-                                 rows, " rows of ", c.n_vocab, " want ",
-                                 rows * c.n_vocab));
-  }
   int32_t* meta = meta_host_.as<int32_t>();
   int32_t* owner = meta + kTableOffsets * tk;  // slice of each token, for now
-  std::fill(owner, owner + n, -1);
+  BatchLimits limits;
+  limits.n_vocab = config().n_vocab;
+  limits.block_size = options_.block_size;
+  limits.num_blocks = options_.num_blocks;
+  limits.max_tokens_per_step = options_.max_tokens_per_step;
+  RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
+                                    absl::MakeSpan(owner, n)));
   int64_t table_entries = 0;
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSlice& slice = batch.sequences[s];
-    const auto where = [s](absl::string_view what) {
-      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
-    };
-    if (slice.token_count < 1 || slice.token_begin < 0 ||
-        slice.token_begin > n - slice.token_count) {
-      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
-                                slice.token_count, ") are not inside the ", n,
-                                " tokens of the batch"));
-    }
-    if (slice.position_begin < 0) return where("negative position");
-    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
-    if (end > (int64_t{1} << 31) - 1) return where("position overflow");
-    const int64_t blocks_needed = (end + bs - 1) / bs;
-    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
-      return where(absl::StrCat("positions up to ", end, " need ",
-                                blocks_needed, " blocks; the table has ",
-                                slice.block_table.size()));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      const int32_t id = slice.block_table[b];
-      if (id < 0 || id >= options_.num_blocks) {
-        return where(absl::StrCat("block table entry ", b, " is ", id,
-                                  "; the pool has ", options_.num_blocks,
-                                  " blocks"));
-      }
-    }
-    for (int32_t i = 0; i < slice.token_count; ++i) {
-      const int32_t t = slice.token_begin + i;
-      if (owner[t] >= 0) {
-        return where(
-            absl::StrCat("token ", t, " is also in sequence ", owner[t]));
-      }
-      owner[t] = static_cast<int32_t>(s);
-    }
-    table_entries += blocks_needed;
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    if (owner[t] < 0) {
-      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
-    }
+  for (const SequenceSlice& slice : batch.sequences) {
+    table_entries += BlocksNeeded(slice, options_.block_size);
   }
   // The batch is valid: grow the table buffer if needed, then fill.
   if (table_entries > table_capacity_) {

@@ -1,0 +1,86 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace paceline::engine {
+namespace {
+
+absl::Status BadBatch(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
+}
+
+}  // namespace
+
+absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
+                               const BatchLimits& limits,
+                               absl::Span<int32_t> owner) {
+  const int64_t n = batch.num_tokens();
+  if (n < 1 || n > limits.max_tokens_per_step) {
+    return BadBatch(
+        absl::StrCat(n, " tokens; want 1 to ", limits.max_tokens_per_step));
+  }
+  if (owner.size() < static_cast<size_t>(n)) {
+    return BadBatch(absl::StrCat("room for ", owner.size(), " tokens, not ", n));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= limits.n_vocab) {
+      return BadBatch(absl::StrCat("token ", t, " is id ", batch.tokens[t],
+                                   ", outside the vocabulary of ",
+                                   limits.n_vocab));
+    }
+  }
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (logits_size != rows * static_cast<size_t>(limits.n_vocab)) {
+    return BadBatch(absl::StrCat("logits hold ", logits_size, " floats; ",
+                                 rows, " rows of ", limits.n_vocab, " want ",
+                                 rows * limits.n_vocab));
+  }
+  std::fill(owner.begin(), owner.begin() + n, -1);
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSlice& slice = batch.sequences[s];
+    const auto where = [s](absl::string_view what) {
+      return BadBatch(absl::StrCat("sequence ", s, ": ", what));
+    };
+    if (slice.token_count < 1 || slice.token_begin < 0 ||
+        slice.token_begin > n - slice.token_count) {
+      return where(absl::StrCat("tokens [", slice.token_begin, ", +",
+                                slice.token_count, ") are not inside the ", n,
+                                " tokens of the batch"));
+    }
+    if (slice.position_begin < 0) return where("negative position");
+    const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+    if (end > (int64_t{1} << 31) - 1) return where("position overflow");
+    const int64_t blocks_needed = BlocksNeeded(slice, limits.block_size);
+    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
+      return where(absl::StrCat("positions up to ", end, " need ",
+                                blocks_needed, " blocks; the table has ",
+                                slice.block_table.size()));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t id = slice.block_table[b];
+      if (id < 0 || id >= limits.num_blocks) {
+        return where(absl::StrCat("block table entry ", b, " is ", id,
+                                  "; the pool has ", limits.num_blocks,
+                                  " blocks"));
+      }
+    }
+    for (int32_t i = 0; i < slice.token_count; ++i) {
+      const int32_t t = slice.token_begin + i;
+      if (owner[t] >= 0) {
+        return where(
+            absl::StrCat("token ", t, " is also in sequence ", owner[t]));
+      }
+      owner[t] = static_cast<int32_t>(s);
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (owner[t] < 0) {
+      return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine
