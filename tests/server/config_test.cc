@@ -1,6 +1,8 @@
 #include "server/config.h"
 
 #include <cctype>
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -20,8 +22,13 @@ const std::string kBobDigest =
     "18f19cbec1bab41c1c4ef048c490fd45969426c9ce284ff5e849ed41d36e099f";
 
 // Writes `text` to a fresh file under the test temp dir; returns its path.
+// Unique per process and test: ctest runs the tests of this binary as
+// parallel processes.
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = absl::StrCat(
+      ::testing::TempDir(), getpid(), "_",
+      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
+      name);
   std::ofstream(path) << text;
   return path;
 }

@@ -1,5 +1,7 @@
 #include "server/daemon_flags.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,8 +20,13 @@ using ::testing::HasSubstr;
 const std::string kAliceDigest =
     "cdabd6c99d102e7c4bd22674e77ed48f54b5c5790aee9f05d5be8efcdf2ebaeb";
 
+// Unique per process and test: ctest runs the tests of this binary as
+// parallel processes.
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = absl::StrCat(
+      ::testing::TempDir(), getpid(), "_",
+      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
+      name);
   std::ofstream(path) << text;
   return path;
 }
