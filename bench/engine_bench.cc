@@ -58,6 +58,7 @@ void BM_Decode(benchmark::State& state) {
   if (weights == nullptr) return state.SkipWithError("weights");
   const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
   CpuEngineOptions options;
+  options.pack_weights = state.range(2) != 0;
   options.num_blocks = static_cast<int32_t>(batch * blocks_per_seq);
   options.max_tokens_per_step =
       static_cast<int32_t>(std::max<int64_t>(batch, kContextStart));
@@ -124,6 +125,7 @@ void BM_Prefill(benchmark::State& state) {
   auto weights = Weights(type);
   if (weights == nullptr) return state.SkipWithError("weights");
   CpuEngineOptions options;
+  options.pack_weights = state.range(1) != 0;
   options.num_blocks = kPrefill / 16;
   options.max_tokens_per_step = kPrefill;
   auto engine = CpuEngine::Create(weights, options);
@@ -178,18 +180,24 @@ void BM_ReadBandwidth(benchmark::State& state) {
 constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
                                GgmlType::kQ4_0};
 
+// packed: the engine's default (CpuEngineOptions::pack_weights), and for
+// the types it packs on this CPU also without, for an A/B in one run.
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (GgmlType t : kTypes) {
     for (int64_t batch : {1, 8, 32, 64}) {
-      b->Args({static_cast<int64_t>(t), batch});
+      b->Args({static_cast<int64_t>(t), batch, 1});
+      if (MatMulPrefersPanels(t)) b->Args({static_cast<int64_t>(t), batch, 0});
     }
   }
-  b->ArgNames({"type", "batch"});
+  b->ArgNames({"type", "batch", "packed"});
 }
 
 void PrefillArgs(benchmark::internal::Benchmark* b) {
-  for (GgmlType t : kTypes) b->Arg(static_cast<int64_t>(t));
-  b->ArgNames({"type"});
+  for (GgmlType t : kTypes) {
+    b->Args({static_cast<int64_t>(t), 1});
+    if (MatMulPrefersPanels(t)) b->Args({static_cast<int64_t>(t), 0});
+  }
+  b->ArgNames({"type", "packed"});
 }
 
 BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();

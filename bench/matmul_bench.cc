@@ -206,12 +206,13 @@ struct Matrices {
   std::unique_ptr<uint8_t[]> bytes;  // (copies, rows, row_bytes)
   size_t matrix_bytes = 0;
   int copies = 0;
+  std::vector<PackedMatrix> panels;  // (copies) when packed
 };
 
 // Google Benchmark calls a benchmark several times while it sizes the
 // iteration count; the last set of matrices is kept for the next call.
 const Matrices& GetMatrices(GgmlType type, int64_t rows, int64_t cols,
-                            bool one_copy) {
+                            bool one_copy, bool panels) {
   static Matrices m;
   const size_t row_bytes = *GgmlRowBytes(type, cols);
   const size_t matrix_bytes = row_bytes * rows;
@@ -220,10 +221,12 @@ const Matrices& GetMatrices(GgmlType type, int64_t rows, int64_t cols,
                : static_cast<int>(std::max<size_t>(
                      2, (kPoolBytes + matrix_bytes - 1) / matrix_bytes));
   if (m.type == type && m.rows == rows && m.cols == cols &&
-      m.copies == copies && m.bytes != nullptr) {
+      m.copies == copies && m.bytes != nullptr &&
+      m.panels.empty() == !panels) {
     return m;
   }
   m.bytes.reset();
+  m.panels.clear();
   m.type = type;
   m.rows = rows;
   m.cols = cols;
@@ -234,10 +237,16 @@ const Matrices& GetMatrices(GgmlType type, int64_t rows, int64_t cols,
   for (int c = 1; c < copies; ++c) {
     std::memcpy(m.bytes.get() + c * matrix_bytes, m.bytes.get(), matrix_bytes);
   }
+  if (panels) {
+    for (int c = 0; c < copies; ++c) {
+      m.panels.push_back(*PackForMatMul(
+          {type, rows, cols, m.bytes.get() + c * matrix_bytes, row_bytes}));
+    }
+  }
   return m;
 }
 
-void BM_MatMul(benchmark::State& state, GgmlType type) {
+void BM_MatMul(benchmark::State& state, GgmlType type, bool panels) {
   const int64_t rows = state.range(0);
   const int64_t cols = state.range(1);
   const int64_t n_tokens = state.range(2);
@@ -249,7 +258,7 @@ void BM_MatMul(benchmark::State& state, GgmlType type) {
   }
   const size_t row_bytes = *GgmlRowBytes(type, cols);
   // Prefill re-reads each matrix many times per call anyway: one copy.
-  const Matrices& m = GetMatrices(type, rows, cols, n_tokens >= 256);
+  const Matrices& m = GetMatrices(type, rows, cols, n_tokens >= 256, panels);
   std::vector<float> x(n_tokens * cols);
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
@@ -263,8 +272,10 @@ void BM_MatMul(benchmark::State& state, GgmlType type) {
 
   int copy = 0;
   for (auto _ : state) {
-    const WeightView w{type, rows, cols,
-                       m.bytes.get() + copy * m.matrix_bytes, row_bytes};
+    const WeightView w =
+        panels ? m.panels[copy].view()
+               : WeightView{type, rows, cols,
+                            m.bytes.get() + copy * m.matrix_bytes, row_bytes};
     if (!MatMul(w, x.data(), n_tokens, y.data(), pool, scratch).ok()) {
       state.SkipWithError("MatMul failed");
       break;
@@ -337,17 +348,19 @@ void Register() {
   struct TypeName {
     GgmlType type;
     const char* name;
+    bool panels;  // packed by PackForMatMul, as the CPU engine does
   };
-  const TypeName types[] = {{GgmlType::kF32, "F32"},
-                            {GgmlType::kF16, "F16"},
-                            {GgmlType::kBF16, "BF16"},
-                            {GgmlType::kQ8_0, "Q8_0"},
-                            {GgmlType::kQ4_0, "Q4_0"}};
+  const TypeName types[] = {{GgmlType::kF32, "F32", false},
+                            {GgmlType::kF16, "F16", false},
+                            {GgmlType::kBF16, "BF16", false},
+                            {GgmlType::kQ8_0, "Q8_0", false},
+                            {GgmlType::kQ8_0, "Q8_0_panels", true},
+                            {GgmlType::kQ4_0, "Q4_0", false}};
   for (const TypeName& t : types) {
     auto* b = benchmark::RegisterBenchmark(
         (std::string("BM_MatMul/") + t.name).c_str(),
-        [type = t.type](benchmark::State& s) {
-          paceline::engine::cpu::BM_MatMul(s, type);
+        [type = t.type, panels = t.panels](benchmark::State& s) {
+          paceline::engine::cpu::BM_MatMul(s, type, panels);
         });
     b->ArgNames({"rows", "cols", "tok", "thr", "isa"})
         ->UseRealTime()

@@ -41,8 +41,37 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   shape.block_size = o.block_size;
   shape.num_blocks = o.num_blocks;
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, KvCache::Create(shape));
-  return std::unique_ptr<CpuEngine>(
+  std::unique_ptr<CpuEngine> engine(
       new CpuEngine(std::move(weights), o, std::move(cache)));
+  RETURN_IF_ERROR(engine->PackMatrices());
+  return engine;
+}
+
+absl::Status CpuEngine::PackMatrices() {
+  auto pick = [&](const WeightView& w, WeightView& out) -> absl::Status {
+    out = w;
+    if (!options_.pack_weights || !MatMulPrefersPanels(w.type)) {
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(PackedMatrix packed, PackForMatMul(w));
+    out = packed.view();
+    packed_bytes_ += packed.bytes();
+    packed_.push_back(std::move(packed));
+    return absl::OkStatus();
+  };
+  matrices_.resize(weights_->layers().size());
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const LayerWeights& w = weights_->layers()[i];
+    LayerMatrices& m = matrices_[i];
+    RETURN_IF_ERROR(pick(w.attn_q, m.q));
+    RETURN_IF_ERROR(pick(w.attn_k, m.k));
+    RETURN_IF_ERROR(pick(w.attn_v, m.v));
+    RETURN_IF_ERROR(pick(w.attn_output, m.o));
+    RETURN_IF_ERROR(pick(w.ffn_gate, m.gate));
+    RETURN_IF_ERROR(pick(w.ffn_up, m.up));
+    RETURN_IF_ERROR(pick(w.ffn_down, m.down));
+  }
+  return pick(weights_->output(), output_);
 }
 
 CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
@@ -134,6 +163,7 @@ absl::Status CpuEngine::Forward(const ForwardBatch& batch,
 absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   const LayerWeights& w = weights_->layers()[layer];
+  const LayerMatrices& m = matrices_[layer];
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t embd = c.n_embd;
   const int64_t hd = c.head_dim;
@@ -145,9 +175,9 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
   ForRows(n, embd, [&](int64_t b, int64_t e) {
     RmsNorm(&x_[b * embd], w.attn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
-  RETURN_IF_ERROR(MatMul(w.attn_q, h_.data(), n, q_.data()));
-  RETURN_IF_ERROR(MatMul(w.attn_k, h_.data(), n, k_.data()));
-  RETURN_IF_ERROR(MatMul(w.attn_v, h_.data(), n, v_.data()));
+  RETURN_IF_ERROR(MatMul(m.q, h_.data(), n, q_.data()));
+  RETURN_IF_ERROR(MatMul(m.k, h_.data(), n, k_.data()));
+  RETURN_IF_ERROR(MatMul(m.v, h_.data(), n, v_.data()));
   ForRows(n, q_dim, [&](int64_t b, int64_t e) {
     float* q = &q_[b * q_dim];
     float* k = &k_[b * kv_dim];
@@ -172,20 +202,20 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
   params.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
                  token_table_.data(), block_tables_, att_.data(), pool_);
-  RETURN_IF_ERROR(MatMul(w.attn_output, att_.data(), n, proj_.data()));
+  RETURN_IF_ERROR(MatMul(m.o, att_.data(), n, proj_.data()));
 
   // Feed-forward (SwiGLU), its norm fused with the residual add above.
   ForRows(n, embd, [&](int64_t b, int64_t e) {
     AddInPlace(&x_[b * embd], &proj_[b * embd], (e - b) * embd);
     RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
-  RETURN_IF_ERROR(MatMul(w.ffn_gate, h_.data(), n, gate_.data()));
-  RETURN_IF_ERROR(MatMul(w.ffn_up, h_.data(), n, up_.data()));
+  RETURN_IF_ERROR(MatMul(m.gate, h_.data(), n, gate_.data()));
+  RETURN_IF_ERROR(MatMul(m.up, h_.data(), n, up_.data()));
   const int64_t ff = c.n_ff;
   ForRows(n, ff, [&](int64_t b, int64_t e) {
     SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
   });
-  RETURN_IF_ERROR(MatMul(w.ffn_down, gate_.data(), n, proj_.data()));
+  RETURN_IF_ERROR(MatMul(m.down, gate_.data(), n, proj_.data()));
   AddInPlace(x_.data(), proj_.data(), n * embd);
   return absl::OkStatus();
 }
@@ -222,7 +252,7 @@ absl::Status CpuEngine::ComputeLogits(const ForwardBatch& batch,
   if (rows == 0) return absl::OkStatus();
   RmsNorm(last_.data(), weights_->output_norm().data(), rows, c.n_embd,
           static_cast<float>(c.rms_norm_eps), last_.data());
-  return MatMul(weights_->output(), last_.data(), rows, logits.data());
+  return MatMul(output_, last_.data(), rows, logits.data());
 }
 
 absl::Status CpuEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {

@@ -46,6 +46,11 @@ struct CpuEngineOptions {
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
   int num_threads = 0;  // 0 = one per hardware thread
+  // Repack matrices whose type runs faster in the kernels' own layout on
+  // this CPU (MatMulPrefersPanels: Q8_0 with AVX-512 VNNI) into a copy the
+  // engine owns. Lossless: the logits are bit for bit those of the file's
+  // layout. Costs the packed matrices' bytes again in memory.
+  bool pack_weights = true;
 };
 
 class CpuEngine final : public Engine {
@@ -68,6 +73,8 @@ class CpuEngine final : public Engine {
   }
   int num_threads() const { return pool_.num_threads(); }
   const ModelWeights& weights() const { return *weights_; }
+  // Bytes of the matrices packed at creation (0 when none were).
+  size_t packed_bytes() const { return packed_bytes_; }
 
   absl::Status Forward(const ForwardBatch& batch,
                        absl::Span<float> logits) override;
@@ -89,8 +96,18 @@ class CpuEngine final : public Engine {
                              absl::Span<float> logits);
   absl::Status MatMul(const WeightView& w, const float* x, int64_t n, float* y);
 
-  // Constant after construction.
+  // The matrices MatMul reads: the weights' views, or packed copies.
+  struct LayerMatrices {
+    WeightView q, k, v, o, gate, up, down;
+  };
+  absl::Status PackMatrices();
+
+  // Constant after construction (PackMatrices runs in Create).
   const std::shared_ptr<const ModelWeights> weights_;
+  std::vector<LayerMatrices> matrices_;  // (n_layers)
+  WeightView output_;                    // (n_vocab, n_embd)
+  std::vector<PackedMatrix> packed_;     // owns what the views point into
+  size_t packed_bytes_ = 0;
   const CpuEngineOptions options_;
   const RopeParams rope_;
   const std::unique_ptr<KvCache> cache_;

@@ -38,6 +38,7 @@ struct Kernels {
   RowsKernel rows;
   QuantizeKernel quantize = nullptr;  // null for float weight types
   PairsKernel pairs = nullptr;        // the VNNI kernels only
+  bool panels = false;                // `rows` reads WeightLayout::kPanels
 };
 
 Kernels PickKernels(GgmlType type) {
@@ -48,7 +49,7 @@ Kernels PickKernels(GgmlType type) {
       if (!quantized) return {&internal::MatMulRowsAvx512, nullptr};
       if (EffectiveAvx512Vnni()) {
         return {&internal::MatMulRowsAvx512Vnni, &internal::QuantizeRowAvx512,
-                &internal::BuildPairsAvx512};
+                &internal::BuildPairsAvx512, type == GgmlType::kQ8_0};
       }
       return {&internal::MatMulRowsAvx2, &internal::QuantizeRowAvx512};
     case IsaLevel::kAvx2:
@@ -89,6 +90,11 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      " needed for ", w.cols, " ",
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
+  if (w.layout == WeightLayout::kPanels && w.type != GgmlType::kQ8_0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: no panel layout for ",
+                     GetGgmlTypeTraits(w.type).name));
+  }
   if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
   if (w.data == nullptr || x == nullptr || y == nullptr) {
     return absl::InvalidArgumentError("MatMul: null buffer");
@@ -99,6 +105,32 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
     return absl::InvalidArgumentError("MatMul: y overlaps x");
   }
   return absl::OkStatus();
+}
+
+// Rows [row_begin, row_end) with `kernels`; panel-layout weights that the
+// level's kernel cannot read are unpacked 16 rows at a time (lossless, so
+// the results are those of the row-major matrix).
+void RunRows(const Kernels& kernels, const MatMulTask& task, int64_t row_begin,
+             int64_t row_end) {
+  if (task.layout == WeightLayout::kRows || kernels.panels) {
+    kernels.rows(task, row_begin, row_end);
+    return;
+  }
+  thread_local std::vector<uint8_t> rows;  // (kPanelRows, row_bytes)
+  const size_t row_bytes = task.cols / kQBlock * internal::kQ8_0BlockBytes;
+  if (rows.size() < internal::kPanelRows * row_bytes) {
+    rows.resize(internal::kPanelRows * row_bytes);
+  }
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += internal::kPanelRows) {
+    const int64_t nr = std::min(internal::kPanelRows, row_end - r0);
+    internal::UnpackPanelRows(task.w, task.cols, r0, nr, rows.data());
+    MatMulTask part = task;
+    part.layout = WeightLayout::kRows;
+    part.w = rows.data();
+    part.row_bytes = row_bytes;
+    part.y = task.y + r0;  // part.rows stays task.rows: y's token stride
+    kernels.rows(part, 0, nr);
+  }
 }
 
 }  // namespace
@@ -198,6 +230,7 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
 
   MatMulTask task;
   task.type = w.type;
+  task.layout = w.layout;
   task.w = static_cast<const uint8_t*>(w.data);
   task.row_bytes = w.row_bytes;
   task.rows = w.rows;
@@ -243,13 +276,13 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
   }
 
   if (!parallel) {
-    kernels.rows(task, 0, w.rows);
+    RunRows(kernels, task, 0, w.rows);
     return absl::OkStatus();
   }
   const int64_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
   pool.ParallelFor(groups, [&](int64_t g_begin, int64_t g_end) {
-    kernels.rows(task, g_begin * kRowGroup,
-                 std::min(g_end * kRowGroup, w.rows));
+    RunRows(kernels, task, g_begin * kRowGroup,
+            std::min(g_end * kRowGroup, w.rows));
   });
   return absl::OkStatus();
 }

@@ -13,28 +13,68 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/ggml_type.h"
 
 namespace paceline::engine::cpu {
 
 class ThreadPool;
 
-// A weight matrix in its storage type. Row r (an output feature) holds `cols`
-// input features contiguously, encoded as `type` (a GGUF tensor of ggml
-// shape [cols, rows]).
+// How a WeightView's bytes are arranged.
+enum class WeightLayout : uint8_t {
+  // Row r (an output feature) holds `cols` input features contiguously,
+  // encoded as `type`: a GGUF tensor of ggml shape [cols, rows].
+  kRows,
+  // Repacked by PackForMatMul for this machine's kernels (panels of 16
+  // rows; see matmul_internal.h). Same values, same results.
+  kPanels,
+};
+
+// A weight matrix in its storage type.
 struct WeightView {
   GgmlType type = GgmlType::kF32;
   int64_t rows = 0;       // output features
   int64_t cols = 0;       // input features (a multiple of the type's block)
-  const void* data = nullptr;  // rows * row_bytes bytes
+  const void* data = nullptr;  // kRows: rows * row_bytes bytes
+  // Bytes of one row in `type` (kPanels too: the bandwidth a row costs).
   size_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 // Whether MatMul has a kernel for weights of `type`.
 bool MatMulSupports(GgmlType type);
+
+// A weight matrix repacked for the kernels of the machine it was packed on:
+// owns its bytes; view() is what MatMul takes. Packing is lossless, so the
+// packed matrix gives bit for bit the results of the original at every ISA
+// level (levels without a panel kernel unpack rows as they go: slow).
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  const WeightView& view() const { return view_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t bytes_ = 0;
+  WeightView view_;
+};
+
+// Whether the kernels chosen now (cpu_features.h) run weights of `type`
+// faster packed: true for Q8_0 with AVX-512 VNNI.
+bool MatMulPrefersPanels(GgmlType type);
+
+// Repacks a kRows matrix of a type MatMulPrefersPanels could name (Q8_0).
+// InvalidArgument for other types, layouts or inconsistent shapes.
+absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
 
 // Reusable per-thread-pool scratch (quantized activations); sized on first
 // use and grown only when a larger step arrives, so steady-state calls do

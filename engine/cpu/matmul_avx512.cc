@@ -514,8 +514,9 @@ TileSet MakeQuantSet() {
 
 void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                           int64_t row_end) {
-  if (task.n_tokens >= kGemmMinTokens &&
-      task.row_bytes <= kGemmMaxRowBytes) {
+  if (task.layout == WeightLayout::kPanels ||
+      (task.n_tokens >= kGemmMinTokens &&
+       task.row_bytes <= kGemmMaxRowBytes)) {
     GemmRowsAvx512Vnni(task, row_begin, row_end);
     return;
   }

@@ -319,7 +319,14 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 
 #pragma GCC pop_options
 
-// ---- Int8 weights (Q8_0, Q4_0): packed quads, VNNI outer products ----
+// ---- Int8 weights (Q8_0, Q4_0): panels, VNNI outer products ----
+//
+// The weights' operand layout is the panel layout of matmul_internal.h
+// (16 rows per zmm, 4 columns per lane, unsigned bytes, f16 scales). Q8_0
+// matrices packed at load (WeightLayout::kPanels) are read in place, for
+// any token count: one token is a GEMV that streams each panel once.
+// Row-major matrices are packed per call, block by block, which pays from
+// kGemmMinTokens tokens (Q4_0 expands its nibbles to bytes there).
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")
@@ -327,34 +334,38 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 namespace paceline::engine::cpu::internal {
 namespace {
 
-constexpr int kPanelRows = 16;        // rows per packed panel: one zmm
 constexpr int kGemmTokens = 6;        // tokens per micro-tile
 constexpr int64_t kGemmKcBlocks = 64;  // 2048 columns per packed block
 constexpr int64_t kGemmMc = 64;        // rows per packed block (4 panels)
-// Packed panel block: per q-block, 8 quads x 16 rows x 4 bytes, then the
-// 16 rows' f32 scales.
-constexpr int64_t kPackedBlockBytes = 8 * 64 + 64;
 
 template <GgmlType WT>
 constexpr int kOffsetShift = WT == GgmlType::kQ8_0 ? 7 : 3;
 
 constexpr int64_t kPackPrefetchBytes = 512;
 
-// Packs rows [r0, r0 + nr) x blocks [b0, b0 + nb) into `out`:
-//   out: (panels, nb, kPackedBlockBytes); panel p, block j holds
-//   quads[q][lane] = columns 4q..4q+3 of block b0 + j of row r0 + 16p + lane
-//   as unsigned bytes (Q8_0: w + 128; Q4_0: the nibble, w + 8), then
-//   scales[lane] in f32. Lanes past nr hold junk that no store keeps.
-// One gather reads a 4-byte group of a block from all 16 rows of a panel.
+// Bytes from a panel's block pair b0 / 2 (b0 even) to block b0 + j's quads
+// and scales.
+inline int64_t QuadsAt(int64_t j) {
+  return j / 2 * kPanelPairBytes + j % 2 * kPanelQuadBytes;
+}
+inline int64_t ScalesAt(int64_t j) {
+  return j / 2 * kPanelPairBytes + 2 * kPanelQuadBytes + j % 2 * 32;
+}
+
+// Packs row-major rows [r0, r0 + nr) x blocks [b0, b0 + nb), b0 even, into
+// the panel layout: out (panels, (nb + 1) / 2 pairs). Lanes past nr hold
+// junk that no store keeps. One gather reads a 4-byte group of a block
+// from all 16 rows of a panel.
 template <GgmlType WT>
 void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
                int64_t b0, int64_t nb, uint8_t* out) {
   constexpr int64_t kBlockBytes =
       WT == GgmlType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
   const int64_t panels = (nr + kPanelRows - 1) / kPanelRows;
+  const int64_t panel_bytes = (nb + 1) / 2 * kPanelPairBytes;
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
                                           11, 12, 13, 14, 15);
-  // Row offsets fit int32: 16 rows of any real matrix span far below 2 GiB.
+  // Row offsets fit int32: the caller keeps row_bytes <= kGemmMaxRowBytes.
   const __m512i offsets =
       _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(row_bytes)));
   const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -363,9 +374,10 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
     const int64_t rows = std::min<int64_t>(kPanelRows, nr - p * kPanelRows);
     const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
     const uint8_t* base = w + (r0 + p * kPanelRows) * row_bytes;
+    uint8_t* panel = out + p * panel_bytes;
     for (int64_t j = 0; j < nb; ++j) {
       const uint8_t* blk = base + (b0 + j) * kBlockBytes;  // of row lane 0
-      uint8_t* dst = out + (p * nb + j) * kPackedBlockBytes;
+      uint8_t* quads = panel + QuadsAt(j);
       // 16 rows are 16 streams, more than the hardware prefetchers follow
       // alongside the other threads': fetch a few blocks ahead by hand.
       if (j % 2 == 0) {
@@ -381,30 +393,32 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
         for (int q = 0; q < 8; ++q) {
           const __m512i g =
               _mm512_mask_i32gather_epi32(zero, valid, offsets, blk + 2 + 4 * q, 1);
-          _mm512_storeu_si512(dst + q * 64, _mm512_xor_si512(g, k80));
+          _mm512_store_si512(quads + q * 64, _mm512_xor_si512(g, k80));
         }
       } else {
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
           const __m512i g =
               _mm512_mask_i32gather_epi32(zero, valid, offsets, blk + 2 + 4 * q, 1);
-          _mm512_storeu_si512(dst + q * 64, _mm512_and_si512(g, k0F));
-          _mm512_storeu_si512(dst + (q + 4) * 64,
-                              _mm512_and_si512(_mm512_srli_epi16(g, 4), k0F));
+          _mm512_store_si512(quads + q * 64, _mm512_and_si512(g, k0F));
+          _mm512_store_si512(quads + (q + 4) * 64,
+                             _mm512_and_si512(_mm512_srli_epi16(g, 4), k0F));
         }
       }
       // The f16 scale is the low half of the block's first 4 bytes.
       const __m512i d =
           _mm512_mask_i32gather_epi32(zero, valid, offsets, blk, 1);
-      _mm512_storeu_ps(dst + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(panel + ScalesAt(j)),
+                         _mm512_cvtepi32_epi16(d));
     }
   }
 }
 
 struct GemmArgs {
-  const uint8_t* panel[2];  // (nb, kPackedBlockBytes) each; [1] when NP == 2
+  // Block pair b0 / 2 of each panel; [1] when NP == 2.
+  const uint8_t* panel[2] = {nullptr, nullptr};
   int64_t nb = 0;           // blocks in this column block
-  int64_t b0 = 0;           // first block (column b0 * 32)
+  int64_t b0 = 0;           // first block (column b0 * 32), even
   const int8_t* x = nullptr;       // (T, x_stride) first token
   int64_t x_stride = 0;
   const float* xd = nullptr;       // (T, xd_stride) block scales
@@ -415,7 +429,13 @@ struct GemmArgs {
   int64_t y_stride = 0;
   __mmask16 last_rows = 0xFFFF;    // valid rows of the last panel
   bool accumulate = false;
+  // Streaming panels from memory (one token tile): fetch kStreamPrefetch
+  // bytes ahead along each panel, which the hardware prefetchers alone
+  // do not (they stop at every 4 KiB page).
+  bool prefetch = false;
 };
+
+constexpr int64_t kStreamPrefetch = 2048;
 
 // y[t, 16 NP rows] (+)= for T tokens over the column block.
 template <GgmlType WT, int NP, int T>
@@ -449,7 +469,17 @@ void GemmTile(const GemmArgs& g) {
       __m512i wv[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) {
-        wv[p] = _mm512_loadu_si512(g.panel[p] + j * kPackedBlockBytes + q * 64);
+        const uint8_t* line = g.panel[p] + QuadsAt(j) + q * 64;
+        if (g.prefetch) {
+          _mm_prefetch(reinterpret_cast<const char*>(line) + kStreamPrefetch,
+                       _MM_HINT_T0);
+          if (q == 0 && j % 2 == 1) {
+            _mm_prefetch(reinterpret_cast<const char*>(g.panel[p]) +
+                             ScalesAt(j) + kStreamPrefetch,
+                         _MM_HINT_T0);
+          }
+        }
+        wv[p] = _mm512_load_si512(line);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -465,8 +495,8 @@ void GemmTile(const GemmArgs& g) {
     __m512 wd[NP];
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
-      wd[p] = _mm512_loadu_ps(
-          reinterpret_cast<const float*>(g.panel[p] + j * kPackedBlockBytes + 512));
+      wd[p] = _mm512_cvtph_ps(_mm256_load_si256(
+          reinterpret_cast<const __m256i*>(g.panel[p] + ScalesAt(j))));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -505,40 +535,68 @@ struct GemmTable {
   }
 };
 
+// Rows [row_begin, row_end) (row_begin a multiple of 16) of task.y. Column
+// blocks of kGemmKcBlocks and row blocks of kGemmMc keep a block of weights
+// in L2 while every token tile passes over it; with one token tile there
+// is nothing to reuse, and each panel streams once over all its columns.
 template <GgmlType WT>
 void GemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   static const GemmTable<WT> table;
-  // Per thread, grown once: (4 panels, 64 blocks) x 576 bytes = 144 KiB.
-  thread_local std::vector<uint8_t> packed;
+  const bool packed = task.layout == WeightLayout::kPanels;
   const int64_t nb_total = task.cols / kQBlock;
-  const int64_t panels_max = kGemmMc / kPanelRows;
-  const size_t need = panels_max * kGemmKcBlocks * kPackedBlockBytes;
-  if (packed.size() < need) packed.resize(need);
+  const bool one_tile = task.n_tokens <= kGemmTokens;
+  const int64_t kc = packed && one_tile ? nb_total : kGemmKcBlocks;
+  const int64_t mc = packed && one_tile ? row_end - row_begin : kGemmMc;
+  // Per thread, grown once, for row-major weights: (4 panels, 32 pairs) x
+  // 1088 bytes = 136 KiB, 64-byte aligned.
+  thread_local std::vector<uint8_t> buffer;
+  uint8_t* pack = nullptr;
+  if (!packed) {
+    const size_t need = kGemmMc / kPanelRows * (kGemmKcBlocks / 2) *
+                            kPanelPairBytes + 64;
+    if (buffer.size() < need) buffer.resize(need);
+    const uintptr_t v = reinterpret_cast<uintptr_t>(buffer.data());
+    pack = buffer.data() + ((64 - v % 64) % 64);
+  }
+  const int64_t task_panel_bytes = PanelBytes(task.cols);
 
   GemmArgs g;
   g.x_stride = task.cols;
   g.xd_stride = nb_total;
   g.pair_stride = (nb_total + 1) / 2 * 16;
   g.y_stride = task.rows;
-  for (int64_t b0 = 0; b0 < nb_total; b0 += kGemmKcBlocks) {
-    const int64_t nb = std::min(kGemmKcBlocks, nb_total - b0);
+  g.prefetch = packed && one_tile;
+  for (int64_t b0 = 0; b0 < nb_total; b0 += kc) {
+    const int64_t nb = std::min(kc, nb_total - b0);
     g.nb = nb;
     g.b0 = b0;
     g.accumulate = b0 > 0;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kGemmMc) {
-      const int64_t nr = std::min(kGemmMc, row_end - r0);
-      PackBlock<WT>(task.w, task.row_bytes, r0, nr, b0, nb, packed.data());
-      const int64_t panels = (nr + kPanelRows - 1) / kPanelRows;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += mc) {
+      const int64_t nr = std::min(mc, row_end - r0);
+      // Panel i of the row block starts at panels + i * panel_bytes, at
+      // block pair b0 / 2.
+      const uint8_t* panels;
+      int64_t panel_bytes;
+      if (packed) {
+        panels = task.w + r0 / kPanelRows * task_panel_bytes +
+                 b0 / 2 * kPanelPairBytes;
+        panel_bytes = task_panel_bytes;
+      } else {
+        PackBlock<WT>(task.w, task.row_bytes, r0, nr, b0, nb, pack);
+        panels = pack;
+        panel_bytes = (nb + 1) / 2 * kPanelPairBytes;
+      }
+      const int64_t n_panels = (nr + kPanelRows - 1) / kPanelRows;
       for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kGemmTokens) {
         const int nt = static_cast<int>(
             std::min<int64_t>(kGemmTokens, task.n_tokens - t0));
         g.x = task.qx.q + t0 * task.cols;
         g.xd = task.qx.d + t0 * nb_total;
         g.xs = task.qx.s_pairs + t0 * g.pair_stride;
-        for (int64_t p = 0; p < panels; p += 2) {
-          const int np = static_cast<int>(std::min<int64_t>(2, panels - p));
-          g.panel[0] = packed.data() + p * nb * kPackedBlockBytes;
-          g.panel[1] = g.panel[0] + nb * kPackedBlockBytes;
+        for (int64_t p = 0; p < n_panels; p += 2) {
+          const int np = static_cast<int>(std::min<int64_t>(2, n_panels - p));
+          g.panel[0] = panels + p * panel_bytes;
+          g.panel[1] = g.panel[0] + panel_bytes;
           g.y = task.y + t0 * task.rows + r0 + p * kPanelRows;
           const int64_t rows_in_last = nr - (p + np - 1) * kPanelRows;
           g.last_rows = rows_in_last >= kPanelRows

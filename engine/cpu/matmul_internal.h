@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/cpu/matmul.h"
 #include "engine/ggml_type.h"
 
 namespace paceline::engine::cpu::internal {
@@ -48,9 +49,41 @@ struct QuantizedActs {
                                      // block 2p in lane 0, 2p + 1 in lane 8
 };
 
+// ---- The panel layout (WeightLayout::kPanels) of Q8_0 weights ----
+//
+// Rows go in panels of 16 (the last one padded with zero rows), one panel
+// after another. Within a panel, blocks go in pairs (2k, 2k + 1; an odd
+// last block pairs with zeros), each pair 64-byte aligned:
+//   [quads of block 2k] [quads of block 2k + 1]     2 x 512 bytes
+//   [f16 scales of block 2k] [... of 2k + 1]         2 x 32 bytes
+// quads: 8 vectors of 16 rows x 4 bytes; quad q, lane i holds columns
+// 4q .. 4q + 3 of the block in row 16p + i as unsigned bytes w + 128
+// (w ^ 0x80), the operand layout of the VNNI outer-product GEMM
+// (matmul_avx512_gemm.cc), which also packs row-major weights into it per
+// call. The bytes are the row-major ones rearranged: 1088 per 16 rows and
+// 64 columns, as in Q8_0 itself.
+inline constexpr int64_t kPanelRows = 16;
+inline constexpr int64_t kPanelQuadBytes = 8 * 64;  // one block, 16 rows
+inline constexpr int64_t kPanelPairBytes = 2 * kPanelQuadBytes + 64;
+
+inline int64_t PanelCount(int64_t rows) {
+  return (rows + kPanelRows - 1) / kPanelRows;
+}
+// Bytes of one panel of a matrix with `cols` columns.
+inline int64_t PanelBytes(int64_t cols) {
+  return (cols / kQBlock + 1) / 2 * kPanelPairBytes;
+}
+
+// Q8_0 rows [r0, r0 + nr) of a panel-layout matrix back to row-major:
+// out (nr, 34 * cols / 32) bytes (matmul_panels.cc; portable).
+void UnpackPanelRows(const uint8_t* panels, int64_t cols, int64_t r0,
+                     int64_t nr, uint8_t* out);
+
 struct MatMulTask {
   GgmlType type = GgmlType::kF32;
-  const uint8_t* w = nullptr;  // (rows, row_bytes) weights in `type`
+  WeightLayout layout = WeightLayout::kRows;
+  // kRows: (rows, row_bytes) weights in `type`; kPanels: the panels.
+  const uint8_t* w = nullptr;
   size_t row_bytes = 0;
   int64_t rows = 0;
   int64_t cols = 0;  // float types: any; Q types: multiple of 32
@@ -184,8 +217,8 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 inline constexpr int64_t kFloatGemmMinTokens = 48;
 
 // Packed int8 GEMM (matmul_avx512_gemm.cc) that the VNNI entry point hands
-// over to for many tokens: weights repacked 16 rows to a register,
-// outer-product tiles. Crossover measured on a Sapphire Rapids-class VM
+// panel-layout weights to, and row-major ones for many tokens (packing
+// them per call): 16 rows to a register, outer-product tiles. Crossover measured on a Sapphire Rapids-class VM
 // with cache-resident weights (bench/RESULTS.md): from 6 tokens (83 vs 55
 // GMAC/s per core at 8).
 void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,

@@ -186,6 +186,12 @@ void CheckCase(const Case& c, uint32_t seed) {
   Reference(c.type, w, c.rows, c.cols, row_bytes, x, c.n_tokens, ref, abs_sum);
 
   const WeightView view{c.type, c.rows, c.cols, w.data(), row_bytes};
+  // Q8_0 also in the panel layout, which must give the row-major bits.
+  absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
+  if (c.type == GgmlType::kQ8_0) {
+    packed = PackForMatMul(view);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+  }
   ThreadPool pool(c.threads);
   MatMulScratch scratch;
   std::vector<float> scalar_y;
@@ -194,6 +200,14 @@ void CheckCase(const Case& c, uint32_t seed) {
     SCOPED_TRACE(Describe(c, level));
     std::vector<float> y(c.n_tokens * c.rows, std::nanf(""));
     ASSERT_TRUE(MatMul(view, x.data(), c.n_tokens, y.data(), pool, scratch).ok());
+    if (packed.ok()) {
+      std::vector<float> yp(c.n_tokens * c.rows, std::nanf(""));
+      ASSERT_TRUE(MatMul(packed->view(), x.data(), c.n_tokens, yp.data(), pool,
+                         scratch)
+                      .ok());
+      ASSERT_EQ(std::memcmp(y.data(), yp.data(), y.size() * sizeof(float)), 0)
+          << "panel layout differs from row-major";
+    }
     // Float accumulation over `cols` products: the error is bounded by
     // ~cols * eps * sum|w x| in the worst case and ~sqrt(cols) * eps in
     // practice; 4e-6 * sum|w x| (~2^-18) leaves room for both orders and
@@ -280,21 +294,34 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
   // Float weights twice: 2085 columns keep the dot-product tiles at every
   // batch size; 2080 (a multiple of 16) sends many tokens to the packed
   // float GEMM on AVX-512, over three of its column blocks.
-  std::vector<std::pair<GgmlType, int64_t>> cases;
+  // Q8_0 twice: row-major, and packed into panels for the batches (the
+  // tokens alone stay row-major).
+  struct Weights {
+    GgmlType type;
+    int64_t cols;
+    bool panels;
+  };
+  std::vector<Weights> cases;
   for (GgmlType type : kTypes) {
     if (IsQuantized(type)) {
-      cases.push_back({type, 2144});
+      cases.push_back({type, 2144, false});
     } else {
-      cases.push_back({type, 2085});
-      cases.push_back({type, 2080});
+      cases.push_back({type, 2085, false});
+      cases.push_back({type, 2080, false});
     }
   }
-  for (const auto& [type, cols] : cases) {
+  cases.push_back({GgmlType::kQ8_0, 2144, true});
+  for (const auto& [type, cols, panels] : cases) {
     std::mt19937 rng(seed++);
     const size_t row_bytes = *GgmlRowBytes(type, cols);
     const auto w = RandomWeights(type, kRows, cols, row_bytes, rng);
     const auto x = RandomActivations(kTokens, cols, rng);
-    const WeightView view{type, kRows, cols, w.data(), row_bytes};
+    const WeightView rows_view{type, kRows, cols, w.data(), row_bytes};
+    absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
+    if (panels) {
+      packed = PackForMatMul(rows_view);
+      ASSERT_TRUE(packed.ok()) << packed.status();
+    }
     for (IsaLevel level : Levels()) {
       SetIsaLevelCap(level);
       // y_alone[t]: token t multiplied on its own, one thread.
@@ -303,7 +330,7 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
         ThreadPool pool(1);
         MatMulScratch scratch;
         for (int64_t t = 0; t < kTokens; ++t) {
-          ASSERT_TRUE(MatMul(view, x.data() + t * cols, 1,
+          ASSERT_TRUE(MatMul(rows_view, x.data() + t * cols, 1,
                              alone.data() + t * kRows, pool, scratch)
                           .ok());
         }
@@ -314,13 +341,15 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
         for (int64_t n : {2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 25, 47, 48, 49, 70}) {
           // The first n tokens, and the last n (other tile positions).
           for (int64_t first : {int64_t{0}, kTokens - n}) {
-            SCOPED_TRACE(absl::StrCat(GetGgmlTypeTraits(type).name, " cols ",
+            SCOPED_TRACE(absl::StrCat(GetGgmlTypeTraits(type).name,
+                                      panels ? " panels" : "", " cols ",
                                       cols, " isa ",
                                       IsaLevelName(level), " threads ",
                                       threads, " tokens ", first, "+", n));
             std::vector<float> y(n * kRows, std::nanf(""));
-            ASSERT_TRUE(MatMul(view, x.data() + first * cols, n, y.data(),
-                               pool, scratch)
+            ASSERT_TRUE(MatMul(panels ? packed->view() : rows_view,
+                               x.data() + first * cols, n, y.data(), pool,
+                               scratch)
                             .ok());
             for (int64_t i = 0; i < n * kRows; ++i) {
               const float want = alone[first * kRows + i];
@@ -445,7 +474,52 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
   // Zero tokens or rows: nothing to do.
   EXPECT_TRUE(call({GgmlType::kF32, 2, 64, w.data(), 256}, 0, y.data()).ok());
   EXPECT_TRUE(call({GgmlType::kF32, 0, 64, w.data(), 256}, 3, y.data()).ok());
+  // The panel layout exists for Q8_0 only.
+  WeightView f16_panels{GgmlType::kF16, 2, 64, w.data(), 128};
+  f16_panels.layout = WeightLayout::kPanels;
+  EXPECT_EQ(call(f16_panels, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
   for (float v : y) ASSERT_EQ(v, 123.0f);
+}
+
+TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
+  std::vector<uint8_t> w(4096, 0);
+  EXPECT_EQ(PackForMatMul({GgmlType::kF16, 2, 64, w.data(), 128}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ8_0, 2, 48, w.data(), 51}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ8_0, 2, 64, w.data(), 60}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ8_0, 2, 64, nullptr, 68}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<PackedMatrix> packed =
+      PackForMatMul({GgmlType::kQ8_0, 2, 64, w.data(), 68});
+  ASSERT_TRUE(packed.ok());
+  EXPECT_EQ(PackForMatMul(packed->view()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Packing is lossless: the panels unpack to the row-major bytes, for odd
+// row and block counts (a padded last panel, a half-empty last pair).
+TEST_F(MatMulTest, PanelsUnpackToTheOriginalRows) {
+  std::mt19937 rng(77);
+  for (int64_t rows : {1, 16, 35}) {
+    for (int64_t cols : {32, 96, 2048}) {
+      const size_t row_bytes = *GgmlRowBytes(GgmlType::kQ8_0, cols);
+      const auto w = RandomWeights(GgmlType::kQ8_0, rows, cols, row_bytes, rng);
+      absl::StatusOr<PackedMatrix> packed =
+          PackForMatMul({GgmlType::kQ8_0, rows, cols, w.data(), row_bytes});
+      ASSERT_TRUE(packed.ok()) << packed.status();
+      EXPECT_EQ(packed->view().layout, WeightLayout::kPanels);
+      EXPECT_EQ(packed->bytes(), static_cast<size_t>(internal::PanelCount(rows) *
+                                                     internal::PanelBytes(cols)));
+      std::vector<uint8_t> back(w.size());
+      internal::UnpackPanelRows(
+          static_cast<const uint8_t*>(packed->view().data), cols, 0, rows,
+          back.data());
+      EXPECT_EQ(back, w) << "rows " << rows << " cols " << cols;
+    }
+  }
 }
 
 }  // namespace
