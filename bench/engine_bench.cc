@@ -186,7 +186,7 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (GgmlType t : kTypes) {
     for (int64_t batch : {1, 8, 32, 64}) {
       b->Args({static_cast<int64_t>(t), batch, 1});
-      if (MatMulPrefersPanels(t)) b->Args({static_cast<int64_t>(t), batch, 0});
+      if (MatMulPrefersPanels(t, 768)) b->Args({static_cast<int64_t>(t), batch, 0});
     }
   }
   b->ArgNames({"type", "batch", "packed"});
@@ -195,7 +195,7 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
 void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (GgmlType t : kTypes) {
     b->Args({static_cast<int64_t>(t), 1});
-    if (MatMulPrefersPanels(t)) b->Args({static_cast<int64_t>(t), 0});
+    if (MatMulPrefersPanels(t, 768)) b->Args({static_cast<int64_t>(t), 0});
   }
   b->ArgNames({"type", "packed"});
 }

@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
 absl::Status CpuEngine::PackMatrices() {
   auto pick = [&](const WeightView& w, WeightView& out) -> absl::Status {
     out = w;
-    if (!options_.pack_weights || !MatMulPrefersPanels(w.type)) {
+    if (!options_.pack_weights || !MatMulPrefersPanels(w.type, w.cols)) {
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(PackedMatrix packed, PackForMatMul(w));

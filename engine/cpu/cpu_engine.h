@@ -46,10 +46,10 @@ struct CpuEngineOptions {
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
   int num_threads = 0;  // 0 = one per hardware thread
-  // Repack matrices whose type runs faster in the kernels' own layout on
-  // this CPU (MatMulPrefersPanels: Q8_0 with AVX-512 VNNI) into a copy the
-  // engine owns. Lossless: the logits are bit for bit those of the file's
-  // layout. Costs the packed matrices' bytes again in memory.
+  // Repack matrices that run faster in the kernels' own layout on this CPU
+  // (MatMulPrefersPanels: with AVX-512, Q8_0 (VNNI) and the float types)
+  // into copies the engine owns. Lossless: the logits are bit for bit those
+  // of the file's layout. Costs the packed matrices' bytes again in memory.
   bool pack_weights = true;
 };
 

@@ -46,7 +46,9 @@ Kernels PickKernels(GgmlType type) {
   switch (EffectiveIsaLevel()) {
 #if defined(__x86_64__)
     case IsaLevel::kAvx512:
-      if (!quantized) return {&internal::MatMulRowsAvx512, nullptr};
+      if (!quantized) {
+        return {&internal::MatMulRowsAvx512, nullptr, nullptr, true};
+      }
       if (EffectiveAvx512Vnni()) {
         return {&internal::MatMulRowsAvx512Vnni, &internal::QuantizeRowAvx512,
                 &internal::BuildPairsAvx512, type == GgmlType::kQ8_0};
@@ -90,10 +92,12 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      " needed for ", w.cols, " ",
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
-  if (w.layout == WeightLayout::kPanels && w.type != GgmlType::kQ8_0) {
+  if (w.layout == WeightLayout::kPanels &&
+      (w.type == GgmlType::kQ4_0 || (!IsQuantized(w.type) && w.cols % 16 != 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: no panel layout for ",
-                     GetGgmlTypeTraits(w.type).name));
+                     GetGgmlTypeTraits(w.type).name, " with ", w.cols,
+                     " columns"));
   }
   if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
   if (w.data == nullptr || x == nullptr || y == nullptr) {
@@ -117,13 +121,14 @@ void RunRows(const Kernels& kernels, const MatMulTask& task, int64_t row_begin,
     return;
   }
   thread_local std::vector<uint8_t> rows;  // (kPanelRows, row_bytes)
-  const size_t row_bytes = task.cols / kQBlock * internal::kQ8_0BlockBytes;
+  const size_t row_bytes = *GgmlRowBytes(task.type, task.cols);
   if (rows.size() < internal::kPanelRows * row_bytes) {
     rows.resize(internal::kPanelRows * row_bytes);
   }
   for (int64_t r0 = row_begin; r0 < row_end; r0 += internal::kPanelRows) {
     const int64_t nr = std::min(internal::kPanelRows, row_end - r0);
-    internal::UnpackPanelRows(task.w, task.cols, r0, nr, rows.data());
+    internal::UnpackPanelRows(task.type, task.w, task.cols, r0, nr,
+                              rows.data());
     MatMulTask part = task;
     part.layout = WeightLayout::kRows;
     part.w = rows.data();

@@ -30,7 +30,7 @@ enum class WeightLayout : uint8_t {
   // encoded as `type`: a GGUF tensor of ggml shape [cols, rows].
   kRows,
   // Repacked by PackForMatMul for this machine's kernels (panels of 16
-  // rows; see matmul_internal.h). Same values, same results.
+  // rows; matmul_internal.h). Same values, same results.
   kPanels,
 };
 
@@ -69,11 +69,12 @@ class PackedMatrix {
 };
 
 // Whether the kernels chosen now (cpu_features.h) run weights of `type`
-// faster packed: true for Q8_0 with AVX-512 VNNI.
-bool MatMulPrefersPanels(GgmlType type);
+// with `cols` columns faster packed: Q8_0 with AVX-512 VNNI; F32, F16 and
+// BF16 with AVX-512 when cols is a multiple of 16.
+bool MatMulPrefersPanels(GgmlType type, int64_t cols);
 
-// Repacks a kRows matrix of a type MatMulPrefersPanels could name (Q8_0).
-// InvalidArgument for other types, layouts or inconsistent shapes.
+// Repacks a kRows matrix: Q8_0, or F32 / F16 / BF16 with cols a multiple of
+// 16. InvalidArgument for other types, layouts or inconsistent shapes.
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
 
 // Reusable per-thread-pool scratch (quantized activations); sized on first

@@ -280,8 +280,9 @@ void MatMulRowsAvx512(const MatMulTask& task, int64_t row_begin,
   static const TileSet f32 = MakeFloatSet<GgmlType::kF32>();
   static const TileSet f16 = MakeFloatSet<GgmlType::kF16>();
   static const TileSet bf16 = MakeFloatSet<GgmlType::kBF16>();
-  if (task.n_tokens >= kFloatGemmMinTokens && task.cols % 16 == 0 &&
-      task.row_bytes <= kGemmMaxRowBytes) {
+  if (task.layout == WeightLayout::kPanels ||
+      (task.n_tokens >= kFloatGemmMinTokens && task.cols % 16 == 0 &&
+       task.row_bytes <= kGemmMaxRowBytes)) {
     FloatGemmRowsAvx512(task, row_begin, row_end);
     return;
   }

@@ -32,17 +32,23 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-// ---- Float weights: packed f32 panels, one FMA chain per tile lane ----
+// ---- Float weights: lane panels, one FMA chain per tile lane ----
 //
 // The float tiles of matmul_avx512.cc give each (token, row) one
 // accumulator vector whose lane i sums columns i, i + 16, ... by FMA, then
 // reduce the 16 lanes with Reduce4's add tree (matmul_internal.h). This
 // GEMM takes the same float operations in another loop order: the weights
-// are packed by lane group (column mod 16), and an outer-product kernel
-// runs each lane group's chain for 16 rows at once (one zmm per token and
-// panel of 16 rows), keeping the 16 lane sums per (token, row) in memory
-// between lane groups and column blocks. The final tree then adds lane
-// vectors to lane vectors, and its result is y[t, 16 rows] as stored.
+// sit in lane panels (matmul_internal.h: 16 rows, column blocks, lane
+// group = column mod 16), and an outer-product kernel runs each lane
+// group's chain for 16 rows at once (one zmm per token and panel), keeping
+// the 16 lane sums per (token, row) in memory between lane groups and
+// column blocks. The final tree then adds lane vectors to lane vectors,
+// and its result is y[t, 16 rows] as stored.
+//
+// Matrices packed at load (WeightLayout::kPanels) are read in place: F16 /
+// BF16 widen as they load for one token tile, or a block at a time into
+// f32 when several token tiles share it. Row-major matrices are gathered
+// into f32 lane panels per call, which pays from kFloatGemmMinTokens.
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -50,40 +56,51 @@
 namespace paceline::engine::cpu::internal {
 namespace {
 
-constexpr int kFPanelRows = 16;     // rows per packed panel: one zmm
 constexpr int kFPanels = 4;         // 4 panels x 6 tokens = 24 accumulators:
 constexpr int kFGemmTokens = 6;     // 10 loads per 24 FMAs
 constexpr int64_t kFLanes = 16;     // the tiles' accumulator lanes
-constexpr int64_t kFGemmMc = kFPanels * kFPanelRows;  // rows per packed block
-// Columns per packed block: 64 rows x 2048 f32 = 512 KiB stay in L2 while
-// every token tile passes over them. Long blocks matter more than for a
-// plain GEMM: between blocks each (token, row) carries 16 lane sums, not 1.
-constexpr int64_t kFGemmKc = 2048;
+constexpr int64_t kFGemmMc = kFPanels * kPanelRows;  // rows per row block
+constexpr int64_t kFSumsPerToken = kFLanes * kFGemmMc;
 
 constexpr int64_t kFPackPrefetchBytes = 512;
+constexpr int64_t kFStreamPrefetch = 2048;
 
-// Packs rows [r0, r0 + nr) x columns [k0, k0 + n), n a multiple of 16, as
-//   out: (16 lanes, n / 16, kFPanels, 16 rows) f32;
-//   out[i][j][p][lane] = w[r0 + 16p + lane, k0 + 16j + i], 0 past nr
-// (panels past nr are left unset), so each lane's pass reads one stream.
-// A gather reads one column of a panel's 16 rows (two, in 32-bit lanes,
-// for 16-bit types); F16 / BF16 widen exactly as the tiles' loads do.
 template <GgmlType WT>
-void PackFloatLanes(const uint8_t* w, size_t row_bytes, int64_t r0,
-                    int64_t nr, int64_t k0, int64_t n, float* out) {
-  constexpr int64_t eb = WT == GgmlType::kF32 ? 4 : 2;
+constexpr int64_t kFElemBytes = WT == GgmlType::kF32 ? 4 : 2;
+
+// 16 weights (16 rows of one column) as f32.
+template <GgmlType WT>
+inline __m512 LoadLane16(const uint8_t* p) {
+  if constexpr (WT == GgmlType::kF32) {
+    return _mm512_loadu_ps(p);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (WT == GgmlType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// Gathers row-major rows [r0, r0 + nr) x columns [k0, k0 + n), n a
+// multiple of 16, into f32 lane panels: panel p at out + p * 16 * n, laid
+// out (16 lanes, n / 16, 16 rows); rows past nr are left unset. A gather
+// reads one column of a panel's 16 rows (two, in 32-bit lanes, for 16-bit
+// types); F16 / BF16 widen exactly as the tiles' loads do.
+template <GgmlType WT>
+void GatherFloatPanels(const uint8_t* w, size_t row_bytes, int64_t r0,
+                       int64_t nr, int64_t k0, int64_t n, float* out) {
+  constexpr int64_t eb = kFElemBytes<WT>;
   const int64_t nj = n / kFLanes;
-  const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
+  const int64_t panels = (nr + kPanelRows - 1) / kPanelRows;
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
                                           11, 12, 13, 14, 15);
   // Row offsets fit int32: the caller keeps row_bytes <= kGemmMaxRowBytes.
   const __m512i offsets =
       _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t p = 0; p < panels; ++p) {
-    float* panel = out + p * kFPanelRows;  // (16, nj, [kFPanels,] 16)
-    const int64_t rows = std::min<int64_t>(kFPanelRows, nr - p * kFPanelRows);
+    float* panel = out + p * kPanelRows * n;  // (16, nj, 16)
+    const int64_t rows = std::min<int64_t>(kPanelRows, nr - p * kPanelRows);
     const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-    const uint8_t* base = w + (r0 + p * kFPanelRows) * row_bytes + k0 * eb;
+    const uint8_t* base = w + (r0 + p * kPanelRows) * row_bytes + k0 * eb;
     // 16 rows are 16 streams, more than the hardware prefetchers follow.
     auto prefetch = [&](int64_t col) {
       for (int64_t i = 0; i < rows; ++i) {
@@ -93,7 +110,7 @@ void PackFloatLanes(const uint8_t* w, size_t row_bytes, int64_t r0,
       }
     };
     auto dst = [&](int64_t k) {  // column k's 16 rows
-      return panel + ((k % kFLanes) * nj + k / kFLanes) * kFGemmMc;
+      return panel + ((k % kFLanes) * nj + k / kFLanes) * kPanelRows;
     };
     if constexpr (WT == GgmlType::kF32) {
       for (int64_t k = 0; k < n; ++k) {
@@ -120,6 +137,15 @@ void PackFloatLanes(const uint8_t* w, size_t row_bytes, int64_t r0,
         _mm512_storeu_ps(dst(k + 1), hi);
       }
     }
+  }
+}
+
+// Widens `count` packed WT weights to f32 (the same values LoadLane16
+// gives).
+template <GgmlType WT>
+void WidenLanes(const uint8_t* src, int64_t count, float* out) {
+  for (int64_t k = 0; k < count; k += 16) {
+    _mm512_storeu_ps(out + k, LoadLane16<WT>(src + k * kFElemBytes<WT>));
   }
 }
 
@@ -152,7 +178,8 @@ void PackActLanes(const float* x, int64_t n_tokens, int64_t cols,
 }
 
 struct FGemmArgs {
-  const float* panel = nullptr;  // (16 lanes, nj, kFPanels, 16) packed
+  // Each panel's column block, (16 lanes, nj, 16 rows) in the tile's WT.
+  const uint8_t* panel[kFPanels] = {};
   int64_t nj = 0;                // columns in the block / 16
   // Activations packed like the weights (PackActLanes), at column k0:
   // x[i * x_lane_stride + j * kFGemmTokens + t] = x[t, k0 + 16j + i].
@@ -163,33 +190,54 @@ struct FGemmArgs {
   float* sums = nullptr;
   bool resume = false;  // start from sums (k0 > 0) instead of zero
   bool finish = false;  // last column block: reduce sums into y
+  bool prefetch = false;  // streaming the panels from memory (first tile)
+  // Lines of the next column block to fetch into L2 while this tile runs
+  // (its share: blocks widened to f32 are read by several token tiles,
+  // and the next block's DRAM traffic should overlap their arithmetic):
+  // next[p] + [next_begin, next_end) * 64 bytes for each panel p < next_np.
+  const uint8_t* next[kFPanels] = {};
+  int next_np = 0;
+  int64_t next_begin = 0, next_end = 0;
   float* y = nullptr;   // y[token 0, first row of panel 0]
   int64_t y_stride = 0;
   __mmask16 last_rows = 0xFFFF;  // valid rows of the last panel
 };
 
-constexpr int64_t kFSumsPerToken = kFLanes * kFGemmMc;
-
-template <int NP, int T>
+template <GgmlType WT, int NP, int T>
 void FGemmTile(const FGemmArgs& g) {
+  constexpr int64_t eb = kFElemBytes<WT>;
+  const int64_t next_lines = g.next_end - g.next_begin;
   for (int64_t i = 0; i < kFLanes; ++i) {
+    // This lane's sixteenth of the tile's share of the next block.
+    for (int64_t l = g.next_begin + next_lines * i / kFLanes;
+         l < g.next_begin + next_lines * (i + 1) / kFLanes; ++l) {
+      for (int p = 0; p < g.next_np; ++p) {
+        _mm_prefetch(reinterpret_cast<const char*>(g.next[p]) + l * 64,
+                     _MM_HINT_T1);
+      }
+    }
     __m512 acc[NP][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
         acc[p][t] = g.resume ? _mm512_loadu_ps(g.sums + t * kFSumsPerToken +
-                                               i * kFGemmMc + p * kFPanelRows)
+                                               i * kFGemmMc + p * kPanelRows)
                              : _mm512_setzero_ps();
       }
     }
-    const float* wi = g.panel + i * g.nj * kFGemmMc;  // (nj, kFPanels, 16)
+    const int64_t lane_offset = i * g.nj * kPanelRows * eb;
     const float* xi = g.x + i * g.x_lane_stride;  // (nj, kFGemmTokens)
     for (int64_t j = 0; j < g.nj; ++j) {
       __m512 wv[NP];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
-        wv[p] = _mm512_loadu_ps(wi + j * kFGemmMc + p * kFPanelRows);
+        const uint8_t* at = g.panel[p] + lane_offset + j * kPanelRows * eb;
+        if (g.prefetch && (j * kPanelRows * eb) % 64 == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(at) + kFStreamPrefetch,
+                       _MM_HINT_T0);
+        }
+        wv[p] = LoadLane16<WT>(at);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -205,7 +253,7 @@ void FGemmTile(const FGemmArgs& g) {
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
         _mm512_storeu_ps(
-            g.sums + t * kFSumsPerToken + i * kFGemmMc + p * kFPanelRows,
+            g.sums + t * kFSumsPerToken + i * kFGemmMc + p * kPanelRows,
             acc[p][t]);
       }
     }
@@ -217,7 +265,7 @@ void FGemmTile(const FGemmArgs& g) {
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
-      const float* s = g.sums + t * kFSumsPerToken + p * kFPanelRows;
+      const float* s = g.sums + t * kFSumsPerToken + p * kPanelRows;
       auto lane = [&](int i) { return _mm512_loadu_ps(s + i * kFGemmMc); };
       __m512 u[4];
 #pragma GCC unroll 4
@@ -228,41 +276,57 @@ void FGemmTile(const FGemmArgs& g) {
       const __m512 v = _mm512_add_ps(_mm512_add_ps(u[0], u[2]),
                                      _mm512_add_ps(u[1], u[3]));
       const __mmask16 m = p == NP - 1 ? g.last_rows : __mmask16{0xFFFF};
-      _mm512_mask_storeu_ps(g.y + t * g.y_stride + p * kFPanelRows, m, v);
+      _mm512_mask_storeu_ps(g.y + t * g.y_stride + p * kPanelRows, m, v);
     }
   }
 }
 
 using FGemmFn = void (*)(const FGemmArgs&);
 
-template <int NP, int... Ts>
+template <GgmlType WT, int NP, int... Ts>
 void FillFGemm(FGemmFn (&fn)[kFGemmTokens], std::integer_sequence<int, Ts...>) {
-  ((fn[Ts] = &FGemmTile<NP, Ts + 1>), ...);
+  ((fn[Ts] = &FGemmTile<WT, NP, Ts + 1>), ...);
 }
 
+template <GgmlType WT>
 struct FGemmTable {
   FGemmFn fn[kFPanels][kFGemmTokens];  // [NP - 1][T - 1]
   FGemmTable() {
-    FillFGemm<1>(fn[0], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<2>(fn[1], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<3>(fn[2], std::make_integer_sequence<int, kFGemmTokens>{});
-    FillFGemm<4>(fn[3], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<WT, 1>(fn[0], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<WT, 2>(fn[1], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<WT, 3>(fn[2], std::make_integer_sequence<int, kFGemmTokens>{});
+    FillFGemm<WT, 4>(fn[3], std::make_integer_sequence<int, kFGemmTokens>{});
   }
 };
 
+// Rows [row_begin, row_end) (row_begin a multiple of 16) of task.y. Row
+// blocks of 64 and column blocks of kFloatPanelCols: a block of weights
+// (512 KiB in f32) stays in L2 while every token tile passes over it.
 template <GgmlType WT>
 void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
-  static const FGemmTable table;
-  // Per thread, grown once: the packed block, 64 rows x kFGemmKc columns
-  // (512 KiB), the lane sums, (n_tokens, 16 lanes, 64 rows), and the
-  // activations packed by lane (each thread packs them all: a copy of x,
-  // against rows / threads multiply-adds per element).
-  thread_local std::vector<float> packed;
-  thread_local std::vector<float> sums;
-  if (packed.size() < static_cast<size_t>(kFGemmMc * kFGemmKc)) {
-    packed.resize(kFGemmMc * kFGemmKc);
-  }
+  static const FGemmTable<GgmlType::kF32> f32_table;
+  static const FGemmTable<WT> table;
+  const bool packed = task.layout == WeightLayout::kPanels;
   const int64_t tiles = (task.n_tokens + kFGemmTokens - 1) / kFGemmTokens;
+  // Per thread, grown once: f32 weights of a block (64 rows x
+  // kFloatPanelCols = 512 KiB) unless packed weights are read in place, the
+  // lane sums (n_tokens, 16 lanes, 64 rows), and the activations packed by
+  // lane (each thread packs them all: a copy of x, against rows / threads
+  // multiply-adds per element). Packed F16 / BF16 widen from
+  // kFWidenMinTiles token tiles: below, the widening costs more than
+  // converting in the tiles.
+  constexpr int64_t kFWidenMinTiles = 3;
+  const bool widen =
+      !packed || (WT != GgmlType::kF32 && tiles >= kFWidenMinTiles);
+  // Packed blocks read by several token tiles: fetch the next block into
+  // L2 across this one's tiles; with one or two tiles the first streams
+  // its panels itself.
+  const bool fetch_next = packed && tiles >= kFWidenMinTiles;
+  thread_local std::vector<float> wide;
+  thread_local std::vector<float> sums;
+  if (widen && wide.size() < static_cast<size_t>(kFGemmMc * kFloatPanelCols)) {
+    wide.resize(kFGemmMc * kFloatPanelCols);
+  }
   const size_t sums_need = tiles * kFGemmTokens * kFSumsPerToken;
   if (sums.size() < sums_need) sums.resize(sums_need);
   thread_local std::vector<float> xp;  // PackActLanes
@@ -271,28 +335,69 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   PackActLanes(task.x, task.n_tokens, task.cols, xp);
   g.x_lane_stride = cols_j * kFGemmTokens;
   g.y_stride = task.rows;
+
+  const int64_t panel_bytes = task.cols * kPanelRows * kFElemBytes<WT>;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kFGemmMc) {
     const int64_t nr = std::min(kFGemmMc, row_end - r0);
-    const int64_t panels = (nr + kFPanelRows - 1) / kFPanelRows;
+    const int64_t panels = (nr + kPanelRows - 1) / kPanelRows;
     const int np = static_cast<int>(panels);
-    const int64_t rows_in_last = nr - (panels - 1) * kFPanelRows;
-    g.last_rows = rows_in_last >= kFPanelRows
+    const int64_t rows_in_last = nr - (panels - 1) * kPanelRows;
+    g.last_rows = rows_in_last >= kPanelRows
                       ? __mmask16{0xFFFF}
                       : static_cast<__mmask16>((1u << rows_in_last) - 1);
-    for (int64_t k0 = 0; k0 < task.cols; k0 += kFGemmKc) {
-      const int64_t n = std::min(kFGemmKc, task.cols - k0);
-      PackFloatLanes<WT>(task.w, task.row_bytes, r0, nr, k0, n, packed.data());
-      g.panel = packed.data();
+    for (int64_t k0 = 0; k0 < task.cols; k0 += kFloatPanelCols) {
+      const int64_t n = std::min(kFloatPanelCols, task.cols - k0);
+      if (!packed) {
+        GatherFloatPanels<WT>(task.w, task.row_bytes, r0, nr, k0, n,
+                              wide.data());
+      }
+      for (int64_t p = 0; p < panels; ++p) {
+        float* out = wide.data() + p * kPanelRows * n;
+        if (packed) {
+          // Panel r0 / 16 + p, its column block at k0 (k0 * 16 weights in).
+          const uint8_t* src = task.w + (r0 / kPanelRows + p) * panel_bytes +
+                               k0 * kPanelRows * kFElemBytes<WT>;
+          if (!widen) {
+            g.panel[p] = src;
+            continue;
+          }
+          WidenLanes<WT>(src, kPanelRows * n, out);
+        }
+        g.panel[p] = reinterpret_cast<const uint8_t*>(out);
+      }
+      const FGemmFn* fns = widen ? f32_table.fn[np - 1] : table.fn[np - 1];
       g.nj = n / kFLanes;
       g.resume = k0 > 0;
       g.finish = k0 + n == task.cols;
+      int64_t next_lines = 0;
+      g.next_np = 0;
+      if (fetch_next) {
+        // The next block: more columns of these rows, or the next rows.
+        int64_t nk0 = k0 + n, nr0 = r0;
+        if (nk0 >= task.cols) nk0 = 0, nr0 = r0 + kFGemmMc;
+        if (nr0 < row_end) {
+          const int64_t nn = std::min(kFloatPanelCols, task.cols - nk0);
+          g.next_np = static_cast<int>(std::min<int64_t>(
+              kFPanels, (std::min(kFGemmMc, row_end - nr0) + kPanelRows - 1) /
+                            kPanelRows));
+          for (int p = 0; p < g.next_np; ++p) {
+            g.next[p] = task.w + (nr0 / kPanelRows + p) * panel_bytes +
+                        nk0 * kPanelRows * kFElemBytes<WT>;
+          }
+          next_lines = kPanelRows * nn * kFElemBytes<WT> / 64;
+        }
+      }
       for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kFGemmTokens) {
         const int nt = static_cast<int>(
             std::min<int64_t>(kFGemmTokens, task.n_tokens - t0));
         g.x = xp.data() + t0 * task.cols + k0 / kFLanes * kFGemmTokens;
         g.sums = sums.data() + t0 * kFSumsPerToken;
         g.y = task.y + t0 * task.rows + r0;
-        table.fn[np - 1][nt - 1](g);
+        g.prefetch = packed && !widen && t0 == 0;
+        const int64_t tile = t0 / kFGemmTokens;
+        g.next_begin = next_lines * tile / tiles;
+        g.next_end = next_lines * (tile + 1) / tiles;
+        fns[nt - 1](g);
       }
     }
   }

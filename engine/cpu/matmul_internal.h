@@ -74,10 +74,25 @@ inline int64_t PanelBytes(int64_t cols) {
   return (cols / kQBlock + 1) / 2 * kPanelPairBytes;
 }
 
-// Q8_0 rows [r0, r0 + nr) of a panel-layout matrix back to row-major:
-// out (nr, 34 * cols / 32) bytes (matmul_panels.cc; portable).
-void UnpackPanelRows(const uint8_t* panels, int64_t cols, int64_t r0,
-                     int64_t nr, uint8_t* out);
+// ---- The panel layout of float weights (F32, F16, BF16) ----
+//
+// Rows in panels of 16 as above (cols a multiple of 16), each panel
+// `cols * 16` weights in the matrix's type, split into column blocks of
+// kFloatPanelCols (the last one shorter). In a block of n columns from k0,
+// row 16p + r, column k0 + 16j + i sits at element (i * n / 16 + j) * 16
+// + r: per lane group i (column mod 16, the float tiles' accumulator lane)
+// one run over the block, 16 rows per vector. The float GEMM
+// (matmul_avx512_gemm.cc) reads it in place, and gathers row-major
+// weights into it (in f32) per call.
+inline constexpr int64_t kFloatPanelCols = 2048;
+
+// Bytes of one panel (16 rows) of `type` with `cols` columns.
+int64_t TypePanelBytes(GgmlType type, int64_t cols);
+
+// Rows [r0, r0 + nr) of a panel-layout matrix back to row-major: out (nr,
+// row bytes of `type`) (matmul_panels.cc; portable).
+void UnpackPanelRows(GgmlType type, const uint8_t* panels, int64_t cols,
+                     int64_t r0, int64_t nr, uint8_t* out);
 
 struct MatMulTask {
   GgmlType type = GgmlType::kF32;

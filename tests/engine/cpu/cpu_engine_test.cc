@@ -336,40 +336,42 @@ INSTANTIATE_TEST_SUITE_P(Archs, DummyBatchTest,
                                       GetGgmlTypeTraits(info.param.type).name);
                          });
 
-// Weights the engine repacks at creation (Q8_0 on AVX-512 VNNI) give the
-// logits of the file's layout bit for bit, at every level (levels without
-// a panel kernel unpack them), alone and batched.
+// Weights the engine repacks at creation (with AVX-512: Q8_0 and the float
+// types) give the logits of the file's layout bit for bit, at every level
+// (levels without a panel kernel unpack them).
 TEST(CpuEnginePackingTest, PackedWeightsGiveTheFileLayoutsLogits) {
   const ModelConfig config = SmallConfig("llama");
-  std::shared_ptr<const ModelWeights> weights =
-      *ModelWeights::Dummy(config, GgmlType::kQ8_0, 3);
-  CpuEngineOptions options;
-  options.num_blocks = 96;
-  options.max_tokens_per_step = 64;
-  options.num_threads = 2;
-  options.pack_weights = false;
-  auto plain = CpuEngine::Create(weights, options);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ((*plain)->packed_bytes(), 0u);
-  options.pack_weights = true;
-  auto packed = CpuEngine::Create(weights, options);
-  ASSERT_TRUE(packed.ok()) << packed.status();
-  if (!MatMulPrefersPanels(GgmlType::kQ8_0)) {
-    GTEST_SKIP() << "this CPU runs Q8_0 without packing";
-  }
-  EXPECT_GT((*packed)->packed_bytes(), 0u);
-  std::mt19937 rng(8);
-  std::vector<int32_t> prompt(21);
-  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % config.n_vocab);
-  for (IsaLevel level : AllLevels()) {
-    IsaScope isa(level);
-    auto want = GenerateAlone(**plain, prompt, 10, 0,
-                              ContiguousBlocks(**plain, prompt.size() + 10));
-    ASSERT_TRUE(want.ok()) << want.status();
-    auto got = GenerateAlone(**packed, prompt, 10, 0,
-                             ContiguousBlocks(**packed, prompt.size() + 10));
-    ASSERT_TRUE(got.ok()) << got.status();
-    ExpectSameRun(*got, *want, std::string(IsaLevelName(level)));
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
+                        GgmlType::kF32}) {
+    SCOPED_TRACE(GetGgmlTypeTraits(type).name);
+    std::shared_ptr<const ModelWeights> weights =
+        *ModelWeights::Dummy(config, type, 3);
+    CpuEngineOptions options;
+    options.num_blocks = 96;
+    options.max_tokens_per_step = 64;
+    options.num_threads = 2;
+    options.pack_weights = false;
+    auto plain = CpuEngine::Create(weights, options);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ((*plain)->packed_bytes(), 0u);
+    options.pack_weights = true;
+    auto packed = CpuEngine::Create(weights, options);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    if (!MatMulPrefersPanels(type, config.n_embd)) continue;
+    EXPECT_GT((*packed)->packed_bytes(), 0u);
+    std::mt19937 rng(8);
+    std::vector<int32_t> prompt(21);
+    for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % config.n_vocab);
+    for (IsaLevel level : AllLevels()) {
+      IsaScope isa(level);
+      auto want = GenerateAlone(**plain, prompt, 10, 0,
+                                ContiguousBlocks(**plain, prompt.size() + 10));
+      ASSERT_TRUE(want.ok()) << want.status();
+      auto got = GenerateAlone(**packed, prompt, 10, 0,
+                               ContiguousBlocks(**packed, prompt.size() + 10));
+      ASSERT_TRUE(got.ok()) << got.status();
+      ExpectSameRun(*got, *want, std::string(IsaLevelName(level)));
+    }
   }
 }
 

@@ -186,9 +186,10 @@ void CheckCase(const Case& c, uint32_t seed) {
   Reference(c.type, w, c.rows, c.cols, row_bytes, x, c.n_tokens, ref, abs_sum);
 
   const WeightView view{c.type, c.rows, c.cols, w.data(), row_bytes};
-  // Q8_0 also in the panel layout, which must give the row-major bits.
+  // Also in the panel layout where there is one, which must give the
+  // row-major bits.
   absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
-  if (c.type == GgmlType::kQ8_0) {
+  if (c.type == GgmlType::kQ8_0 || (!IsQuantized(c.type) && c.cols % 16 == 0)) {
     packed = PackForMatMul(view);
     ASSERT_TRUE(packed.ok()) << packed.status();
   }
@@ -294,8 +295,8 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
   // Float weights twice: 2085 columns keep the dot-product tiles at every
   // batch size; 2080 (a multiple of 16) sends many tokens to the packed
   // float GEMM on AVX-512, over three of its column blocks.
-  // Q8_0 twice: row-major, and packed into panels for the batches (the
-  // tokens alone stay row-major).
+  // And each type with a panel layout packed for the batches (the tokens
+  // alone stay row-major).
   struct Weights {
     GgmlType type;
     int64_t cols;
@@ -310,7 +311,11 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
       cases.push_back({type, 2080, false});
     }
   }
-  cases.push_back({GgmlType::kQ8_0, 2144, true});
+  for (GgmlType type : kTypes) {
+    if (type != GgmlType::kQ4_0) {
+      cases.push_back({type, IsQuantized(type) ? 2144 : 2080, true});
+    }
+  }
   for (const auto& [type, cols, panels] : cases) {
     std::mt19937 rng(seed++);
     const size_t row_bytes = *GgmlRowBytes(type, cols);
@@ -474,17 +479,25 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
   // Zero tokens or rows: nothing to do.
   EXPECT_TRUE(call({GgmlType::kF32, 2, 64, w.data(), 256}, 0, y.data()).ok());
   EXPECT_TRUE(call({GgmlType::kF32, 0, 64, w.data(), 256}, 3, y.data()).ok());
-  // The panel layout exists for Q8_0 only.
-  WeightView f16_panels{GgmlType::kF16, 2, 64, w.data(), 128};
-  f16_panels.layout = WeightLayout::kPanels;
-  EXPECT_EQ(call(f16_panels, 1, y.data()).code(),
+  // No panel layout for Q4_0, nor for floats with cols not a multiple of 16.
+  WeightView panels{GgmlType::kQ4_0, 2, 64, w.data(), 36};
+  panels.layout = WeightLayout::kPanels;
+  EXPECT_EQ(call(panels, 1, y.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  panels = {GgmlType::kF16, 2, 65, w.data(), 130};
+  panels.layout = WeightLayout::kPanels;
+  EXPECT_EQ(call(panels, 1, y.data()).code(),
             absl::StatusCode::kInvalidArgument);
   for (float v : y) ASSERT_EQ(v, 123.0f);
 }
 
 TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
   std::vector<uint8_t> w(4096, 0);
-  EXPECT_EQ(PackForMatMul({GgmlType::kF16, 2, 64, w.data(), 128}).status().code(),
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ4_0, 2, 64, w.data(), 36}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kF16, 2, 72, w.data(), 144}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kF32, 2, 64, w.data(), 200}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PackForMatMul({GgmlType::kQ8_0, 2, 48, w.data(), 51}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -503,21 +516,27 @@ TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
 // row and block counts (a padded last panel, a half-empty last pair).
 TEST_F(MatMulTest, PanelsUnpackToTheOriginalRows) {
   std::mt19937 rng(77);
-  for (int64_t rows : {1, 16, 35}) {
-    for (int64_t cols : {32, 96, 2048}) {
-      const size_t row_bytes = *GgmlRowBytes(GgmlType::kQ8_0, cols);
-      const auto w = RandomWeights(GgmlType::kQ8_0, rows, cols, row_bytes, rng);
-      absl::StatusOr<PackedMatrix> packed =
-          PackForMatMul({GgmlType::kQ8_0, rows, cols, w.data(), row_bytes});
-      ASSERT_TRUE(packed.ok()) << packed.status();
-      EXPECT_EQ(packed->view().layout, WeightLayout::kPanels);
-      EXPECT_EQ(packed->bytes(), static_cast<size_t>(internal::PanelCount(rows) *
-                                                     internal::PanelBytes(cols)));
-      std::vector<uint8_t> back(w.size());
-      internal::UnpackPanelRows(
-          static_cast<const uint8_t*>(packed->view().data), cols, 0, rows,
-          back.data());
-      EXPECT_EQ(back, w) << "rows " << rows << " cols " << cols;
+  for (GgmlType type : kTypes) {
+    if (type == GgmlType::kQ4_0) continue;
+    for (int64_t rows : {1, 16, 35}) {
+      // Q8_0: odd block counts; floats: several column blocks, ragged.
+      for (int64_t cols : {32, 96, 2048, 4160}) {
+        const size_t row_bytes = *GgmlRowBytes(type, cols);
+        const auto w = RandomWeights(type, rows, cols, row_bytes, rng);
+        absl::StatusOr<PackedMatrix> packed =
+            PackForMatMul({type, rows, cols, w.data(), row_bytes});
+        ASSERT_TRUE(packed.ok()) << packed.status();
+        EXPECT_EQ(packed->view().layout, WeightLayout::kPanels);
+        EXPECT_EQ(packed->bytes(),
+                  static_cast<size_t>(internal::PanelCount(rows) *
+                                      internal::TypePanelBytes(type, cols)));
+        std::vector<uint8_t> back(w.size());
+        internal::UnpackPanelRows(
+            type, static_cast<const uint8_t*>(packed->view().data), cols, 0,
+            rows, back.data());
+        EXPECT_EQ(back, w) << GetGgmlTypeTraits(type).name << " rows " << rows
+                           << " cols " << cols;
+      }
     }
   }
 }
