@@ -2,11 +2,13 @@
 // position P, stories110m's heads (12 query and KV heads, head_dim 64),
 // blocks of 16 positions scattered over the pool, on one thread.
 //
-//   BM_AttentionDecode/P/isa   one PagedAttention call; each iteration
-//                              reads the next of 12 layers, as decode does
+//   BM_AttentionDecode/P/isa/L   one PagedAttention call; each iteration
+//                                reads the next of L layers: with 12, as
+//                                decode does (K/V mostly from L3), with 1
+//                                the kernel alone (K/V from L1/L2)
 //
 // Arguments: position, isa (0 scalar, 1 avx2, 2 avx512; capped to what the
-// CPU runs). Counters: positions/s = (P + 1) * heads / time.
+// CPU runs), layers. Counters: positions/s = (P + 1) * heads / time.
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +28,6 @@
 namespace paceline::engine::cpu {
 namespace {
 
-constexpr int64_t kLayers = 12;
 constexpr int64_t kHeads = 12;
 constexpr int64_t kHeadDim = 64;
 constexpr int64_t kBlockSize = 16;
@@ -34,9 +35,10 @@ constexpr int64_t kBlockSize = 16;
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t position = state.range(0);
   const auto isa = static_cast<IsaLevel>(state.range(1));
+  const int64_t n_layers = state.range(2);
   if (SetIsaLevelCap(isa) != isa) return state.SkipWithError("isa");
   const int64_t n_blocks = position / kBlockSize + 1;
-  KvCacheShape shape{.n_layers = kLayers,
+  KvCacheShape shape{.n_layers = n_layers,
                      .n_kv_heads = kHeads,
                      .head_dim = kHeadDim,
                      .block_size = kBlockSize,
@@ -45,7 +47,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   if (!cache.ok()) return state.SkipWithError("cache");
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
-  for (int64_t l = 0; l < kLayers; ++l) {
+  for (int64_t l = 0; l < n_layers; ++l) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       for (int64_t w = 0; w < 2; ++w) {
         for (int64_t h = 0; h < kHeads; ++h) {
@@ -75,7 +77,7 @@ void BM_AttentionDecode(benchmark::State& state) {
     PagedAttention(**cache, layer, params, q.data(), 1, &pos, &token_table,
                    tables, out.data(), pool);
     benchmark::DoNotOptimize(out.data());
-    layer = (layer + 1) % kLayers;
+    layer = (layer + 1) % n_layers;
   }
   state.counters["positions/s"] = benchmark::Counter(
       double(position + 1) * kHeads * state.iterations(),
@@ -83,8 +85,8 @@ void BM_AttentionDecode(benchmark::State& state) {
   SetIsaLevelCap(IsaLevel::kAvx512);
 }
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{128, 1024}, {0, 1, 2}})
-    ->ArgNames({"pos", "isa"});
+    ->ArgsProduct({{128, 1024}, {0, 1, 2}, {12, 1}})
+    ->ArgNames({"pos", "isa", "layers"});
 
 }  // namespace
 }  // namespace paceline::engine::cpu
