@@ -79,9 +79,9 @@ void BM_AttentionDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % n_layers;
   }
-  state.counters["positions/s"] = benchmark::Counter(
-      double(position + 1) * kHeads * state.iterations(),
-      benchmark::Counter::kIsRate);
+  state.counters["positions/s"] =
+      benchmark::Counter(double(position + 1) * kHeads * state.iterations(),
+                         benchmark::Counter::kIsRate);
   SetIsaLevelCap(IsaLevel::kAvx512);
 }
 BENCHMARK(BM_AttentionDecode)
