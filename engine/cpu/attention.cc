@@ -5,19 +5,14 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "engine/cpu/attention_internal.h"
 #include "engine/cpu/cpu_features.h"
 
 namespace paceline::engine::cpu {
 namespace {
 
-// Query heads handled together against one KV head's rows (GQA shares
-// each K/V read among them); larger groups go in several passes.
-constexpr int64_t kMaxGroup = 16;
-constexpr int64_t kMaxAccFloats = 8192;  // kMaxGroup * head_dim cap
+using internal::kMaxAccFloats;
+using internal::kMaxGroup;
 
 namespace scalar {
 
@@ -39,67 +34,69 @@ inline void ScaleAdd(float* y, float c, float p, const float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] * c + p * v[i];
 }
 
-#include "engine/cpu/attention_group.inc"
+// internal::AttendGroupFn, one position at a time.
+void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
+                 absl::Span<const int32_t> block_table, int64_t n_positions,
+                 const float* q, int64_t n_group, int64_t head_dim, float scale,
+                 float* out) {
+  const int64_t block_size = cache.shape().block_size;
+  float acc[kMaxAccFloats];              // (n_group, head_dim)
+  float running_max[kMaxGroup];          // (n_group)
+  float running_sum[kMaxGroup];          // (n_group)
+  float scores[kMaxAttentionBlockSize];  // (block_size) of one head
+  std::fill(acc, acc + n_group * head_dim, 0.0f);
+  std::fill(running_max, running_max + n_group,
+            -std::numeric_limits<float>::infinity());
+  std::fill(running_sum, running_sum + n_group, 0.0f);
+
+  for (int64_t start = 0; start < n_positions; start += block_size) {
+    const int64_t block = block_table[start / block_size];
+    const int64_t n = std::min(block_size, n_positions - start);
+    const float* k =
+        cache.Rows(layer, block, 0, kv_head);  // (block_size, head_dim)
+    const float* v =
+        cache.Rows(layer, block, 1, kv_head);  // (block_size, head_dim)
+    for (int64_t g = 0; g < n_group; ++g) {
+      const float* qg = q + g * head_dim;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        scores[j] = Dot(qg, k + j * head_dim, head_dim) * scale;
+        block_max = std::max(block_max, scores[j]);
+      }
+      const float new_max = std::max(running_max[g], block_max);
+      // exp(-inf) = 0 on the first block: nothing to rescale yet.
+      const float correction = std::exp(running_max[g] - new_max);
+      running_max[g] = new_max;
+      float* ag = acc + g * head_dim;
+      float sum = running_sum[g] * correction;
+      for (int64_t j = 0; j < n; ++j) {
+        const float p = std::exp(scores[j] - new_max);
+        sum += p;
+        ScaleAdd(ag, j == 0 ? correction : 1.0f, p, v + j * head_dim, head_dim);
+      }
+      running_sum[g] = sum;
+    }
+  }
+  for (int64_t g = 0; g < n_group; ++g) {
+    const float inv = 1.0f / running_sum[g];
+    for (int64_t i = 0; i < head_dim; ++i) {
+      out[g * head_dim + i] = acc[g * head_dim + i] * inv;
+    }
+  }
+}
 
 }  // namespace scalar
 
+internal::AttendGroupFn PickAttendGroup() {
 #if defined(__x86_64__)
-// AVX2 + FMA: the same loops with explicit 8-wide vectors (see
-// matmul_avx2.cc for why a `#pragma GCC target` region); used when the
-// kernels' ISA level (cpu_features.h) is avx2 or above.
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-
-inline float Dot(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 =
-        _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8),
-                           _mm256_loadu_ps(b + i + 8), acc1);
+  switch (EffectiveIsaLevel()) {
+    case IsaLevel::kAvx512:
+      return &internal::AttendGroupAvx512;
+    case IsaLevel::kAvx2:
+      return &internal::AttendGroupAvx2;
+    case IsaLevel::kScalar:
+      break;
   }
-  for (; i + 8 <= n; i += 8) {
-    acc0 =
-        _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  }
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 s =
-      _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-inline void ScaleAdd(float* y, float c, float p, const float* v, int64_t n) {
-  const __m256 vc = _mm256_set1_ps(c);
-  const __m256 vp = _mm256_set1_ps(p);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 scaled = _mm256_mul_ps(_mm256_loadu_ps(y + i), vc);
-    _mm256_storeu_ps(y + i,
-                     _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), scaled));
-  }
-  for (; i < n; ++i) y[i] = y[i] * c + p * v[i];
-}
-
-#include "engine/cpu/attention_group.inc"
-
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-using AttendGroupFn = void (*)(const KvCache&, int64_t, int64_t,
-                               absl::Span<const int32_t>, int64_t, const float*,
-                               int64_t, int64_t, float, float*);
-
-AttendGroupFn PickAttendGroup() {
-#if defined(__x86_64__)
-  if (EffectiveIsaLevel() >= IsaLevel::kAvx2) return &avx2::AttendGroup;
 #endif
   return &scalar::AttendGroup;
 }
@@ -120,7 +117,7 @@ void PagedAttention(const KvCache& cache, int64_t layer,
   // late in a sequence cost more than early ones, so a static split would
   // leave threads idle.
   const int64_t n_items = n_tokens * params.n_kv_heads * passes;
-  const AttendGroupFn attend_group = PickAttendGroup();
+  const internal::AttendGroupFn attend_group = PickAttendGroup();
   std::atomic<int64_t> next{0};
   const auto work = [&](int64_t, int64_t) {
     for (int64_t item;

@@ -1,14 +1,18 @@
 #include "engine/cpu/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "engine/cpu/attention_internal.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
@@ -16,7 +20,9 @@
 
 // PagedAttention against a plain reference: K/V of each sequence kept
 // contiguous, softmax in double, no paging. Blocks are scattered over the
-// pool in random order so the tables really matter.
+// pool in random order so the tables really matter. Every ISA level the
+// CPU runs is checked (SetIsaLevelCap), and so is the kernels' vectorized
+// exp against std::exp.
 
 namespace paceline::engine::cpu {
 namespace {
@@ -33,9 +39,10 @@ class PagedAttentionTest : public testing::TestWithParam<Case> {};
 
 TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   const Case c = GetParam();
-  // (positions already cached, new tokens) per sequence.
+  // (positions already cached, new tokens) per sequence: decode tokens at
+  // block boundaries and between them, short and long prefill chunks.
   const std::vector<std::pair<int64_t, int64_t>> seqs = {
-      {0, 1}, {0, 9}, {37, 1}, {20, 6}, {3, 1}};
+      {0, 1}, {0, 9}, {37, 1}, {20, 6}, {3, 1}, {130, 2}, {47, 1}, {0, 33}};
   std::mt19937 rng(42);
   std::normal_distribution<float> normal(0.0f, 1.0f);
 
@@ -133,18 +140,32 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
         }
       }
     }
+    // Each token alone gives the same bits as in the batch.
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const int64_t row = c.n_heads * c.head_dim;
+      std::vector<float> alone(row);
+      PagedAttention(**cache, layer, params, q.data() + t * row, 1,
+                     &positions[t], &token_table[t], spans, alone.data(), pool);
+      ASSERT_TRUE(std::equal(alone.begin(), alone.end(), out.begin() + t * row))
+          << "token " << t;
+    }
   }
   SetIsaLevelCap(IsaLevel::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PagedAttentionTest,
-    testing::Values(Case{8, 4, 8, 16, 1},       // stories260K's heads
-                    Case{4, 4, 64, 16, 2},      // no GQA
-                    Case{8, 2, 32, 5, 2},       // odd block size
-                    Case{6, 3, 16, 1, 2},       // one position per block
-                    Case{32, 1, 64, 16, 2},     // group over one pass
-                    Case{16, 8, 128, 32, 2}));  // qwen3-like heads
+    testing::Values(Case{8, 4, 8, 16, 1},      // stories260K's heads
+                    Case{4, 4, 64, 16, 2},     // no GQA
+                    Case{8, 2, 32, 5, 2},      // odd block size
+                    Case{6, 3, 16, 1, 2},      // one position per block
+                    Case{32, 1, 64, 16, 2},    // group over one pass
+                    Case{16, 8, 128, 32, 2},   // qwen3-like heads
+                    Case{12, 12, 64, 16, 1},   // stories110m's heads
+                    Case{12, 4, 64, 7, 2},     // GQA, block not of 8 or 16
+                    Case{8, 2, 40, 16, 1},     // head_dim not of 16
+                    Case{4, 2, 128, 48, 1},    // 3 tiles per block
+                    Case{2, 1, 24, 256, 1}));  // kMaxAttentionBlockSize
 
 TEST(PagedAttentionTest, SameResultForAnyThreadCount) {
   KvCacheShape shape{.n_layers = 1,
@@ -182,6 +203,66 @@ TEST(PagedAttentionTest, SameResultForAnyThreadCount) {
   }
   EXPECT_EQ(outs[0], outs[1]);
   EXPECT_EQ(outs[0], outs[2]);
+}
+
+// Distance in representable floats (both finite or both infinite).
+int64_t UlpDistance(float a, float b) {
+  const auto ordered = [](float x) {
+    const int32_t i = std::bit_cast<int32_t>(x);
+    return i < 0 ? int64_t{std::numeric_limits<int32_t>::min()} - i
+                 : int64_t{i};
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+// The vectorized exp of each ISA level the CPU runs: within 2 ulp of
+// std::exp (glibc's is correctly rounded in practice) over all of
+// [-110, 90], subnormal results included; exact where it must be.
+TEST(AttentionExpTest, MatchesStdExpWithin2Ulp) {
+  using ExpFn = void (*)(const float*, int64_t, float*);
+  std::vector<std::pair<IsaLevel, ExpFn>> levels;
+#if defined(__x86_64__)
+  levels = {{IsaLevel::kAvx2, &internal::ExpAvx2},
+            {IsaLevel::kAvx512, &internal::ExpAvx512}};
+#endif
+  // Every 251st float in [-110, 90] (about 9 million), then the edges.
+  std::vector<float> x;
+  for (float v = -110.0f; v < 90.0f;) {
+    x.push_back(v);
+    const int32_t bits = std::bit_cast<int32_t>(v);
+    v = std::bit_cast<float>(v < 0 ? bits - 251 : bits + 251);
+    if (v < 0 && v > -1e-30f) v = 0.0f;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, -87.33655f, -103.97208f,
+                  -103.9f, 88.72283f, 88.72284f, -1000.0f, -inf, inf}) {
+    x.push_back(v);
+  }
+  for (const auto& [level, exp] : levels) {
+    if (GetCpuFeatures().max_level < level) continue;
+    SCOPED_TRACE(IsaLevelName(level));
+    std::vector<float> y(x.size());
+    exp(x.data(), static_cast<int64_t>(x.size()), y.data());
+    int64_t worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::exp(x[i]);
+      const int64_t ulp = UlpDistance(y[i], want);
+      worst = std::max(worst, ulp);
+      ASSERT_LE(ulp, 2) << "exp(" << x[i] << ") = " << y[i] << ", want "
+                        << want;
+    }
+    RecordProperty(std::string(IsaLevelName(level)) + "_max_ulp",
+                   static_cast<int>(worst));
+    EXPECT_EQ(y[x.size() - 12], 1.0f);  // exp(0)
+    EXPECT_EQ(y[x.size() - 11], 1.0f);  // exp(-0)
+    EXPECT_EQ(y[x.size() - 3], 0.0f);   // exp(-1000)
+    EXPECT_EQ(y[x.size() - 2], 0.0f);   // exp(-inf)
+    EXPECT_EQ(y[x.size() - 1], inf);    // exp(inf)
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float nan_out = 0;
+    exp(&nan, 1, &nan_out);
+    EXPECT_TRUE(std::isnan(nan_out));
+  }
 }
 
 TEST(KvCacheTest, CopyBlockCopiesEveryLayer) {
