@@ -45,10 +45,11 @@
 // column blocks. The final tree then adds lane vectors to lane vectors,
 // and its result is y[t, 16 rows] as stored.
 //
-// Matrices packed at load (WeightLayout::kPanels) are read in place: F16 /
-// BF16 widen as they load for one token tile, or a block at a time into
-// f32 when several token tiles share it. Row-major matrices are gathered
-// into f32 lane panels per call, which pays from kFloatGemmMinTokens.
+// Matrices packed at load (WeightLayout::kPanels) are read in place, F16 /
+// BF16 widened as they load; the first token tile streams each block from
+// memory, or, with several token tiles, the next block is fetched into L2
+// across the current block's tiles. Row-major matrices are gathered into
+// f32 lane panels per call, which pays from kFloatGemmMinTokens.
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -64,6 +65,7 @@ constexpr int64_t kFSumsPerToken = kFLanes * kFGemmMc;
 
 constexpr int64_t kFPackPrefetchBytes = 512;
 constexpr int64_t kFStreamPrefetch = 2048;
+constexpr int64_t kFetchNextMinTiles = 3;
 
 template <GgmlType WT>
 constexpr int64_t kFElemBytes = WT == GgmlType::kF32 ? 4 : 2;
@@ -140,15 +142,6 @@ void GatherFloatPanels(const uint8_t* w, size_t row_bytes, int64_t r0,
   }
 }
 
-// Widens `count` packed WT weights to f32 (the same values LoadLane16
-// gives).
-template <GgmlType WT>
-void WidenLanes(const uint8_t* src, int64_t count, float* out) {
-  for (int64_t k = 0; k < count; k += 16) {
-    _mm512_storeu_ps(out + k, LoadLane16<WT>(src + k * kFElemBytes<WT>));
-  }
-}
-
 // Packs x (n_tokens, cols), cols a multiple of 16, by token tile and lane:
 //   xp: (ceil(n_tokens / 6), 16 lanes, cols / 16, kFGemmTokens);
 //   xp[tile][i][j][t] = x[6 tile + t, 16j + i], 0 past n_tokens,
@@ -191,9 +184,9 @@ struct FGemmArgs {
   bool resume = false;  // start from sums (k0 > 0) instead of zero
   bool finish = false;  // last column block: reduce sums into y
   bool prefetch = false;  // streaming the panels from memory (first tile)
-  // Lines of the next column block to fetch into L2 while this tile runs
-  // (its share: blocks widened to f32 are read by several token tiles,
-  // and the next block's DRAM traffic should overlap their arithmetic):
+  // Lines of the next block to fetch into L2 while this tile runs (its
+  // share: with several token tiles per block, the next block's memory
+  // traffic overlaps their arithmetic instead of stalling the first):
   // next[p] + [next_begin, next_end) * 64 bytes for each panel p < next_np.
   const uint8_t* next[kFPanels] = {};
   int next_np = 0;
@@ -206,16 +199,14 @@ struct FGemmArgs {
 template <GgmlType WT, int NP, int T>
 void FGemmTile(const FGemmArgs& g) {
   constexpr int64_t eb = kFElemBytes<WT>;
-  const int64_t next_lines = g.next_end - g.next_begin;
+  // The tile's share of the next block, spread evenly over its 16 * nj
+  // steps (a burst would take every fill buffer at once): Bresenham-style,
+  // `owed` grows by the share each step and pays a line per 16 * nj.
+  const int64_t pf_total = (g.next_end - g.next_begin) * g.next_np;
+  const int64_t pf_steps = kFLanes * g.nj;
+  int64_t pf_owed = 0, pf_line = g.next_begin;
+  int pf_panel = 0;
   for (int64_t i = 0; i < kFLanes; ++i) {
-    // This lane's sixteenth of the tile's share of the next block.
-    for (int64_t l = g.next_begin + next_lines * i / kFLanes;
-         l < g.next_begin + next_lines * (i + 1) / kFLanes; ++l) {
-      for (int p = 0; p < g.next_np; ++p) {
-        _mm_prefetch(reinterpret_cast<const char*>(g.next[p]) + l * 64,
-                     _MM_HINT_T1);
-      }
-    }
     __m512 acc[NP][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -229,6 +220,14 @@ void FGemmTile(const FGemmArgs& g) {
     const int64_t lane_offset = i * g.nj * kPanelRows * eb;
     const float* xi = g.x + i * g.x_lane_stride;  // (nj, kFGemmTokens)
     for (int64_t j = 0; j < g.nj; ++j) {
+      if (pf_total > 0) {
+        for (pf_owed += pf_total; pf_owed >= pf_steps; pf_owed -= pf_steps) {
+          _mm_prefetch(
+              reinterpret_cast<const char*>(g.next[pf_panel]) + pf_line * 64,
+              _MM_HINT_T1);
+          if (++pf_panel == g.next_np) pf_panel = 0, ++pf_line;
+        }
+      }
       __m512 wv[NP];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
@@ -309,19 +308,16 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   const bool packed = task.layout == WeightLayout::kPanels;
   const int64_t tiles = (task.n_tokens + kFGemmTokens - 1) / kFGemmTokens;
   // Per thread, grown once: f32 weights of a block (64 rows x
-  // kFloatPanelCols = 512 KiB) unless packed weights are read in place, the
-  // lane sums (n_tokens, 16 lanes, 64 rows), and the activations packed by
-  // lane (each thread packs them all: a copy of x, against rows / threads
-  // multiply-adds per element). Packed F16 / BF16 widen from
-  // kFWidenMinTiles token tiles: below, the widening costs more than
-  // converting in the tiles.
-  constexpr int64_t kFWidenMinTiles = 3;
-  const bool widen =
-      !packed || (WT != GgmlType::kF32 && tiles >= kFWidenMinTiles);
+  // kFloatPanelCols = 512 KiB) gathered from row-major weights (packed ones
+  // are read in place: widening them to f32 first measured slower than
+  // converting in the tiles), the lane sums (n_tokens, 16 lanes, 64 rows),
+  // and the activations packed by lane (each thread packs them all: a copy
+  // of x, against rows / threads multiply-adds per element).
+  const bool widen = !packed;
   // Packed blocks read by several token tiles: fetch the next block into
   // L2 across this one's tiles; with one or two tiles the first streams
   // its panels itself.
-  const bool fetch_next = packed && tiles >= kFWidenMinTiles;
+  const bool fetch_next = packed && tiles >= kFetchNextMinTiles;
   thread_local std::vector<float> wide;
   thread_local std::vector<float> sums;
   if (widen && wide.size() < static_cast<size_t>(kFGemmMc * kFloatPanelCols)) {
@@ -355,15 +351,11 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
         float* out = wide.data() + p * kPanelRows * n;
         if (packed) {
           // Panel r0 / 16 + p, its column block at k0 (k0 * 16 weights in).
-          const uint8_t* src = task.w + (r0 / kPanelRows + p) * panel_bytes +
-                               k0 * kPanelRows * kFElemBytes<WT>;
-          if (!widen) {
-            g.panel[p] = src;
-            continue;
-          }
-          WidenLanes<WT>(src, kPanelRows * n, out);
+          g.panel[p] = task.w + (r0 / kPanelRows + p) * panel_bytes +
+                       k0 * kPanelRows * kFElemBytes<WT>;
+        } else {
+          g.panel[p] = reinterpret_cast<const uint8_t*>(out);
         }
-        g.panel[p] = reinterpret_cast<const uint8_t*>(out);
       }
       const FGemmFn* fns = widen ? f32_table.fn[np - 1] : table.fn[np - 1];
       g.nj = n / kFLanes;
@@ -393,7 +385,7 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
         g.x = xp.data() + t0 * task.cols + k0 / kFLanes * kFGemmTokens;
         g.sums = sums.data() + t0 * kFSumsPerToken;
         g.y = task.y + t0 * task.rows + r0;
-        g.prefetch = packed && !widen && t0 == 0;
+        g.prefetch = packed && t0 == 0;
         const int64_t tile = t0 / kFGemmTokens;
         g.next_begin = next_lines * tile / tiles;
         g.next_end = next_lines * (tile + 1) / tiles;
