@@ -94,17 +94,26 @@ absl::Status MakeCpu(const v1::ServerConfig& config,
   out->plan.kv_dtype = "f32";
   const uint64_t kv_per_token =
       2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim * sizeof(float);
-  ASSIGN_OR_RETURN(out->num_blocks,
-                   SizePool(config, mc, KvBudget(config, MemAvailableBytes()),
-                            kv_per_token, out->block_size, &out->plan));
   engine::cpu::CpuEngineOptions options;
   options.block_size = out->block_size;
-  options.num_blocks = static_cast<int32_t>(out->num_blocks);
   options.num_threads = config.threads();
+  // The engine repacks matrices for this CPU's kernels into memory of its
+  // own, allocated after this reading of MemAvailable.
+  const uint64_t packed =
+      engine::cpu::CpuEngine::PackedBytes(*weights, options);
+  const uint64_t available = MemAvailableBytes();
+  ASSIGN_OR_RETURN(
+      out->num_blocks,
+      SizePool(config, mc,
+               KvBudget(config, available > packed ? available - packed : 0),
+               kv_per_token, out->block_size, &out->plan));
+  options.num_blocks = static_cast<int32_t>(out->num_blocks);
   ASSIGN_OR_RETURN(std::unique_ptr<engine::cpu::CpuEngine> engine,
                    engine::cpu::CpuEngine::Create(std::move(weights), options));
-  out->log_lines.push_back(
-      absl::StrCat("backend cpu: ", engine->num_threads(), " engine threads"));
+  out->log_lines.push_back(absl::StrCat(
+      "backend cpu: ", engine->num_threads(), " engine threads; ",
+      Mib(engine->packed_bytes()),
+      " of matrices repacked for this CPU's kernels"));
   out->engine = std::move(engine);
   return absl::OkStatus();
 }

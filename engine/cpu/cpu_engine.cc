@@ -47,31 +47,59 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   return engine;
 }
 
+namespace {
+
+// Every matrix MatMul reads, in the order PackMatrices fills them.
+template <typename Fn>
+absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
+  for (const LayerWeights& w : weights.layers()) {
+    for (const WeightView* v : {&w.attn_q, &w.attn_k, &w.attn_v,
+                                &w.attn_output, &w.ffn_gate, &w.ffn_up,
+                                &w.ffn_down}) {
+      RETURN_IF_ERROR(fn(*v));
+    }
+  }
+  return fn(weights.output());
+}
+
+bool ShouldPack(const WeightView& w, const CpuEngineOptions& options) {
+  return options.pack_weights && MatMulPrefersPanels(w.type, w.cols);
+}
+
+}  // namespace
+
+uint64_t CpuEngine::PackedBytes(const ModelWeights& weights,
+                                const CpuEngineOptions& options) {
+  uint64_t bytes = 0;
+  (void)ForEachMatrix(weights, [&](const WeightView& w) {
+    if (ShouldPack(w, options)) bytes += PackedMatrixBytes(w);
+    return absl::OkStatus();
+  });
+  return bytes;
+}
+
 absl::Status CpuEngine::PackMatrices() {
-  auto pick = [&](const WeightView& w, WeightView& out) -> absl::Status {
-    out = w;
-    if (!options_.pack_weights || !MatMulPrefersPanels(w.type, w.cols)) {
+  std::vector<WeightView> views;
+  RETURN_IF_ERROR(ForEachMatrix(*weights_, [&](const WeightView& w) {
+    if (!ShouldPack(w, options_)) {
+      views.push_back(w);
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(PackedMatrix packed, PackForMatMul(w));
-    out = packed.view();
+    views.push_back(packed.view());
     packed_bytes_ += packed.bytes();
     packed_.push_back(std::move(packed));
     return absl::OkStatus();
-  };
+  }));
   matrices_.resize(weights_->layers().size());
-  for (size_t i = 0; i < matrices_.size(); ++i) {
-    const LayerWeights& w = weights_->layers()[i];
-    LayerMatrices& m = matrices_[i];
-    RETURN_IF_ERROR(pick(w.attn_q, m.q));
-    RETURN_IF_ERROR(pick(w.attn_k, m.k));
-    RETURN_IF_ERROR(pick(w.attn_v, m.v));
-    RETURN_IF_ERROR(pick(w.attn_output, m.o));
-    RETURN_IF_ERROR(pick(w.ffn_gate, m.gate));
-    RETURN_IF_ERROR(pick(w.ffn_up, m.up));
-    RETURN_IF_ERROR(pick(w.ffn_down, m.down));
+  size_t next = 0;
+  for (LayerMatrices& m : matrices_) {
+    for (WeightView* v : {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down}) {
+      *v = views[next++];
+    }
   }
-  return pick(weights_->output(), output_);
+  output_ = views[next];
+  return absl::OkStatus();
 }
 
 CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,

@@ -61,6 +61,12 @@ class CpuEngine final : public Engine {
       std::shared_ptr<const ModelWeights> weights,
       const CpuEngineOptions& options);
 
+  // Bytes Create will allocate for packed matrices (CpuEngineOptions::
+  // pack_weights) on this CPU: what the engine holds beyond the weights and
+  // the KV pool.
+  static uint64_t PackedBytes(const ModelWeights& weights,
+                              const CpuEngineOptions& options);
+
   CpuEngine(const CpuEngine&) = delete;
   CpuEngine& operator=(const CpuEngine&) = delete;
   ~CpuEngine() override;

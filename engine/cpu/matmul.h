@@ -77,6 +77,9 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols);
 // 16. InvalidArgument for other types, layouts or inconsistent shapes.
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
 
+// The bytes PackForMatMul(w) allocates when it succeeds.
+uint64_t PackedMatrixBytes(const WeightView& w);
+
 // Reusable per-thread-pool scratch (quantized activations); sized on first
 // use and grown only when a larger step arrives, so steady-state calls do
 // not allocate.

@@ -88,9 +88,7 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
         w.rows, ", cols ", w.cols, ", row_bytes ", w.row_bytes));
   }
   const int64_t panel_bytes = internal::TypePanelBytes(w.type, w.cols);
-  // A multiple of 64: 1088 per Q8_0 block pair, 16 rows x 16 columns.
-  const size_t bytes =
-      static_cast<size_t>(internal::PanelCount(w.rows) * panel_bytes);
+  const size_t bytes = PackedMatrixBytes(w);
   uint8_t* out = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
   if (out == nullptr) {
     return absl::ResourceExhaustedError(
@@ -126,6 +124,12 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   packed.view_.data = out;
   packed.view_.layout = WeightLayout::kPanels;
   return packed;
+}
+
+uint64_t PackedMatrixBytes(const WeightView& w) {
+  // A multiple of 64: 1088 per Q8_0 block pair, 16 rows x 16 columns.
+  return static_cast<uint64_t>(internal::PanelCount(w.rows) *
+                               internal::TypePanelBytes(w.type, w.cols));
 }
 
 namespace internal {

@@ -359,6 +359,7 @@ TEST(CpuEnginePackingTest, PackedWeightsGiveTheFileLayoutsLogits) {
     ASSERT_TRUE(packed.ok()) << packed.status();
     if (!MatMulPrefersPanels(type, config.n_embd)) continue;
     EXPECT_GT((*packed)->packed_bytes(), 0u);
+    EXPECT_EQ((*packed)->packed_bytes(), CpuEngine::PackedBytes(*weights, options));
     std::mt19937 rng(8);
     std::vector<int32_t> prompt(21);
     for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % config.n_vocab);
