@@ -51,7 +51,7 @@ Kernels PickKernels(GgmlType type) {
       }
       if (EffectiveAvx512Vnni()) {
         return {&internal::MatMulRowsAvx512Vnni, &internal::QuantizeRowAvx512,
-                &internal::BuildPairsAvx512, type == GgmlType::kQ8_0};
+                &internal::BuildPairsAvx512, true};
       }
       return {&internal::MatMulRowsAvx2, &internal::QuantizeRowAvx512};
     case IsaLevel::kAvx2:
@@ -92,8 +92,8 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      " needed for ", w.cols, " ",
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
-  if (w.layout == WeightLayout::kPanels &&
-      (w.type == GgmlType::kQ4_0 || (!IsQuantized(w.type) && w.cols % 16 != 0))) {
+  if (w.layout == WeightLayout::kPanels && !IsQuantized(w.type) &&
+      w.cols % 16 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: no panel layout for ",
                      GetGgmlTypeTraits(w.type).name, " with ", w.cols,

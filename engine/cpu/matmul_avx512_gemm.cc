@@ -1,9 +1,11 @@
-// AVX-512 GEMMs for many tokens at once (prefill, large batches). Each
-// takes every (token, row) through the same float operations as the
-// dot-product tiles of matmul_avx512.cc (matmul_internal.h), so a token's
-// result does not depend on what shares its batch.
+// AVX-512 GEMMs over weights in panels (matmul_internal.h): every token
+// count for matrices packed at load, many tokens (prefill, large batches)
+// for row-major ones, which they pack per call. Each takes every (token,
+// row) through the same float operations as the dot-product tiles of
+// matmul_avx512.cc (matmul_internal.h), so a token's result does not
+// depend on what shares its batch, nor on how its weights are laid out.
 //
-// Float weights: packed by tile lane, outer-product FMA chains (below).
+// Float weights: lane panels, outer-product FMA chains (below).
 // Int8 weights (VNNI): repacked so that one zmm holds 4 consecutive
 // columns of 16 rows, and the micro-kernel is an outer product — each
 // vpdpbusd multiplies 16 rows by one token's 4 activations (broadcast), 64
@@ -419,11 +421,12 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 // ---- Int8 weights (Q8_0, Q4_0): panels, VNNI outer products ----
 //
 // The weights' operand layout is the panel layout of matmul_internal.h
-// (16 rows per zmm, 4 columns per lane, unsigned bytes, f16 scales). Q8_0
-// matrices packed at load (WeightLayout::kPanels) are read in place, for
-// any token count: one token is a GEMV that streams each panel once.
+// (16 rows per zmm, 4 columns per lane, unsigned bytes or Q4_0's nibble
+// pairs, f16 scales). Matrices packed at load (WeightLayout::kPanels) are
+// read in place, for any token count: one token is a GEMV that streams
+// each panel once.
 // Row-major matrices are packed per call, block by block, which pays from
-// kGemmMinTokens tokens (Q4_0 expands its nibbles to bytes there).
+// kGemmMinTokens tokens.
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")
@@ -442,11 +445,13 @@ constexpr int64_t kPackPrefetchBytes = 512;
 
 // Bytes from a panel's block pair b0 / 2 (b0 even) to block b0 + j's quads
 // and scales.
+template <GgmlType WT>
 inline int64_t QuadsAt(int64_t j) {
-  return j / 2 * kPanelPairBytes + j % 2 * kPanelQuadBytes;
+  return j / 2 * PanelPairBytes(WT) + j % 2 * PanelQuadBytes(WT);
 }
+template <GgmlType WT>
 inline int64_t ScalesAt(int64_t j) {
-  return j / 2 * kPanelPairBytes + 2 * kPanelQuadBytes + j % 2 * 32;
+  return j / 2 * PanelPairBytes(WT) + 2 * PanelQuadBytes(WT) + j % 2 * 32;
 }
 
 // Packs row-major rows [r0, r0 + nr) x blocks [b0, b0 + nb), b0 even, into
@@ -459,14 +464,13 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
   constexpr int64_t kBlockBytes =
       WT == GgmlType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
   const int64_t panels = (nr + kPanelRows - 1) / kPanelRows;
-  const int64_t panel_bytes = (nb + 1) / 2 * kPanelPairBytes;
+  const int64_t panel_bytes = (nb + 1) / 2 * PanelPairBytes(WT);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
                                           11, 12, 13, 14, 15);
   // Row offsets fit int32: the caller keeps row_bytes <= kGemmMaxRowBytes.
   const __m512i offsets =
       _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(row_bytes)));
   const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i k0F = _mm512_set1_epi8(0x0F);
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t rows = std::min<int64_t>(kPanelRows, nr - p * kPanelRows);
     const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
@@ -474,7 +478,7 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
     uint8_t* panel = out + p * panel_bytes;
     for (int64_t j = 0; j < nb; ++j) {
       const uint8_t* blk = base + (b0 + j) * kBlockBytes;  // of row lane 0
-      uint8_t* quads = panel + QuadsAt(j);
+      uint8_t* quads = panel + QuadsAt<WT>(j);
       // 16 rows are 16 streams, more than the hardware prefetchers follow
       // alongside the other threads': fetch a few blocks ahead by hand.
       if (j % 2 == 0) {
@@ -495,17 +499,15 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
       } else {
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          const __m512i g =
-              _mm512_mask_i32gather_epi32(zero, valid, offsets, blk + 2 + 4 * q, 1);
-          _mm512_store_si512(quads + q * 64, _mm512_and_si512(g, k0F));
-          _mm512_store_si512(quads + (q + 4) * 64,
-                             _mm512_and_si512(_mm512_srli_epi16(g, 4), k0F));
+          _mm512_store_si512(quads + q * 64,
+                             _mm512_mask_i32gather_epi32(zero, valid, offsets,
+                                                         blk + 2 + 4 * q, 1));
         }
       }
       // The f16 scale is the low half of the block's first 4 bytes.
       const __m512i d =
           _mm512_mask_i32gather_epi32(zero, valid, offsets, blk, 1);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(panel + ScalesAt(j)),
+      _mm256_store_si256(reinterpret_cast<__m256i*>(panel + ScalesAt<WT>(j)),
                          _mm512_cvtepi32_epi16(d));
     }
   }
@@ -561,31 +563,48 @@ void GemmTile(const GemmArgs& g) {
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) acci[p][t] = c;
     }
+    // Q8_0: 8 vectors, quad q each; Q4_0: 4 vectors, quads q (low
+    // nibbles) and q + 4 (high).
+    constexpr int kVectors = static_cast<int>(PanelQuadBytes(WT) / 64);
 #pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      __m512i wv[NP];
+    for (int q = 0; q < kVectors; ++q) {
+      __m512i wv[NP], wv_hi[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) {
-        const uint8_t* line = g.panel[p] + QuadsAt(j) + q * 64;
+        const uint8_t* line = g.panel[p] + QuadsAt<WT>(j) + q * 64;
         if (g.prefetch) {
           _mm_prefetch(reinterpret_cast<const char*>(line) + kStreamPrefetch,
                        _MM_HINT_T0);
           if (q == 0 && j % 2 == 1) {
             _mm_prefetch(reinterpret_cast<const char*>(g.panel[p]) +
-                             ScalesAt(j) + kStreamPrefetch,
+                             ScalesAt<WT>(j) + kStreamPrefetch,
                          _MM_HINT_T0);
           }
         }
         wv[p] = _mm512_load_si512(line);
+        if constexpr (WT == GgmlType::kQ4_0) {
+          const __m512i k0F = _mm512_set1_epi8(0x0F);
+          wv_hi[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), k0F);
+          wv[p] = _mm512_and_si512(wv[p], k0F);
+        }
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
+        const int8_t* xq = g.x + t * g.x_stride + b * kQBlock + 4 * q;
         int32_t x4;
-        std::memcpy(&x4, g.x + t * g.x_stride + b * kQBlock + 4 * q, 4);
+        std::memcpy(&x4, xq, 4);
         const __m512i xv = _mm512_set1_epi32(x4);
 #pragma GCC unroll 2
         for (int p = 0; p < NP; ++p) {
           acci[p][t] = _mm512_dpbusd_epi32(acci[p][t], wv[p], xv);
+        }
+        if constexpr (WT == GgmlType::kQ4_0) {
+          std::memcpy(&x4, xq + 16, 4);
+          const __m512i xv_hi = _mm512_set1_epi32(x4);
+#pragma GCC unroll 2
+          for (int p = 0; p < NP; ++p) {
+            acci[p][t] = _mm512_dpbusd_epi32(acci[p][t], wv_hi[p], xv_hi);
+          }
         }
       }
     }
@@ -593,7 +612,7 @@ void GemmTile(const GemmArgs& g) {
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
       wd[p] = _mm512_cvtph_ps(_mm256_load_si256(
-          reinterpret_cast<const __m256i*>(g.panel[p] + ScalesAt(j))));
+          reinterpret_cast<const __m256i*>(g.panel[p] + ScalesAt<WT>(j))));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -645,17 +664,17 @@ void GemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   const int64_t kc = packed && one_tile ? nb_total : kGemmKcBlocks;
   const int64_t mc = packed && one_tile ? row_end - row_begin : kGemmMc;
   // Per thread, grown once, for row-major weights: (4 panels, 32 pairs) x
-  // 1088 bytes = 136 KiB, 64-byte aligned.
+  // up to 1088 bytes = 136 KiB, 64-byte aligned.
   thread_local std::vector<uint8_t> buffer;
   uint8_t* pack = nullptr;
   if (!packed) {
     const size_t need = kGemmMc / kPanelRows * (kGemmKcBlocks / 2) *
-                            kPanelPairBytes + 64;
+                            PanelPairBytes(WT) + 64;
     if (buffer.size() < need) buffer.resize(need);
     const uintptr_t v = reinterpret_cast<uintptr_t>(buffer.data());
     pack = buffer.data() + ((64 - v % 64) % 64);
   }
-  const int64_t task_panel_bytes = PanelBytes(task.cols);
+  const int64_t task_panel_bytes = PanelBytes(WT, task.cols);
 
   GemmArgs g;
   g.x_stride = task.cols;
@@ -676,12 +695,12 @@ void GemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
       int64_t panel_bytes;
       if (packed) {
         panels = task.w + r0 / kPanelRows * task_panel_bytes +
-                 b0 / 2 * kPanelPairBytes;
+                 b0 / 2 * PanelPairBytes(WT);
         panel_bytes = task_panel_bytes;
       } else {
         PackBlock<WT>(task.w, task.row_bytes, r0, nr, b0, nb, pack);
         panels = pack;
-        panel_bytes = (nb + 1) / 2 * kPanelPairBytes;
+        panel_bytes = (nb + 1) / 2 * PanelPairBytes(WT);
       }
       const int64_t n_panels = (nr + kPanelRows - 1) / kPanelRows;
       for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kGemmTokens) {

@@ -49,29 +49,33 @@ struct QuantizedActs {
                                      // block 2p in lane 0, 2p + 1 in lane 8
 };
 
-// ---- The panel layout (WeightLayout::kPanels) of Q8_0 weights ----
+// ---- The panel layout (WeightLayout::kPanels) of Q8_0 and Q4_0 weights ----
 //
 // Rows go in panels of 16 (the last one padded with zero rows), one panel
 // after another. Within a panel, blocks go in pairs (2k, 2k + 1; an odd
 // last block pairs with zeros), each pair 64-byte aligned:
-//   [quads of block 2k] [quads of block 2k + 1]     2 x 512 bytes
+//   [quads of block 2k] [quads of block 2k + 1]     2 x QuadBytes
 //   [f16 scales of block 2k] [... of 2k + 1]         2 x 32 bytes
-// quads: 8 vectors of 16 rows x 4 bytes; quad q, lane i holds columns
+// Q8_0 quads: 8 vectors of 16 rows x 4 bytes; quad q, lane i holds columns
 // 4q .. 4q + 3 of the block in row 16p + i as unsigned bytes w + 128
-// (w ^ 0x80), the operand layout of the VNNI outer-product GEMM
-// (matmul_avx512_gemm.cc), which also packs row-major weights into it per
-// call. The bytes are the row-major ones rearranged: 1088 per 16 rows and
-// 64 columns, as in Q8_0 itself.
+// (w ^ 0x80): the operand layout of the VNNI outer-product GEMM
+// (matmul_avx512_gemm.cc). Q4_0 quads: 4 vectors of 16 rows x 4 bytes,
+// vector q of lane i holding the block's qs[4q .. 4q + 3] as stored: low
+// nibbles are columns 4q .. 4q + 3, high nibbles 16 + 4q .. 19 + 4q, each
+// w + 8. The GEMM packs row-major weights into the same layout per call.
+// The bytes are the row-major ones rearranged: per 16 rows and 64 columns
+// 1088 (Q8_0) or 576 (Q4_0), as in the types themselves.
 inline constexpr int64_t kPanelRows = 16;
-inline constexpr int64_t kPanelQuadBytes = 8 * 64;  // one block, 16 rows
-inline constexpr int64_t kPanelPairBytes = 2 * kPanelQuadBytes + 64;
+
+inline constexpr int64_t PanelQuadBytes(GgmlType type) {
+  return type == GgmlType::kQ8_0 ? 8 * 64 : 4 * 64;  // one block, 16 rows
+}
+inline constexpr int64_t PanelPairBytes(GgmlType type) {
+  return 2 * PanelQuadBytes(type) + 64;
+}
 
 inline int64_t PanelCount(int64_t rows) {
   return (rows + kPanelRows - 1) / kPanelRows;
-}
-// Bytes of one panel of a matrix with `cols` columns.
-inline int64_t PanelBytes(int64_t cols) {
-  return (cols / kQBlock + 1) / 2 * kPanelPairBytes;
 }
 
 // ---- The panel layout of float weights (F32, F16, BF16) ----
@@ -87,7 +91,7 @@ inline int64_t PanelBytes(int64_t cols) {
 inline constexpr int64_t kFloatPanelCols = 2048;
 
 // Bytes of one panel (16 rows) of `type` with `cols` columns.
-int64_t TypePanelBytes(GgmlType type, int64_t cols);
+int64_t PanelBytes(GgmlType type, int64_t cols);
 
 // Rows [r0, r0 + nr) of a panel-layout matrix back to row-major: out (nr,
 // row bytes of `type`) (matmul_panels.cc; portable).

@@ -19,19 +19,27 @@
 namespace paceline::engine::cpu {
 namespace {
 
-using internal::kPanelPairBytes;
-using internal::kPanelQuadBytes;
 using internal::kPanelRows;
-using internal::kQ8_0BlockBytes;
 using internal::kQBlock;
 
-// Where block b of panel row `lane` keeps quad q and its scale, from the
-// panel's first byte.
-int64_t QuadOffset(int64_t b, int64_t q, int64_t lane) {
-  return b / 2 * kPanelPairBytes + b % 2 * kPanelQuadBytes + q * 64 + lane * 4;
+bool IsQuantized(GgmlType type) {
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
 }
-int64_t ScaleOffset(int64_t b, int64_t lane) {
-  return b / 2 * kPanelPairBytes + 2 * kPanelQuadBytes + b % 2 * 32 + lane * 2;
+
+// Quantized types: where block b of panel row `lane` keeps its scale and
+// the 4 bytes of quad q, from the panel's first byte; what quad bytes hold
+// (Q8_0: w ^ 0x80; Q4_0: qs as stored); the quads per block.
+int64_t QuadOffset(GgmlType type, int64_t b, int64_t q, int64_t lane) {
+  return b / 2 * internal::PanelPairBytes(type) +
+         b % 2 * internal::PanelQuadBytes(type) + q * 64 + lane * 4;
+}
+int64_t ScaleOffset(GgmlType type, int64_t b, int64_t lane) {
+  return b / 2 * internal::PanelPairBytes(type) +
+         2 * internal::PanelQuadBytes(type) + b % 2 * 32 + lane * 2;
+}
+uint8_t QuadXor(GgmlType type) { return type == GgmlType::kQ8_0 ? 0x80 : 0; }
+int64_t QuadsPerBlock(GgmlType type) {
+  return internal::PanelQuadBytes(type) / 64;
 }
 
 // Floats: the element index of column c of panel row `lane`.
@@ -52,6 +60,7 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
   if (EffectiveIsaLevel() < IsaLevel::kAvx512) return false;
   switch (type) {
     case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
       return EffectiveAvx512Vnni();
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -68,17 +77,18 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
 }
 
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
-  const bool q8 = w.type == GgmlType::kQ8_0;
+  const bool quantized = IsQuantized(w.type);
   const bool float_type = w.type == GgmlType::kF32 ||
                           w.type == GgmlType::kF16 ||
                           w.type == GgmlType::kBF16;
-  if (!(q8 || float_type) || w.layout != WeightLayout::kRows) {
+  if (!(quantized || float_type) || w.layout != WeightLayout::kRows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "PackForMatMul: only row-major Q8_0, F32, F16 and BF16 pack, got ",
+        "PackForMatMul: only row-major Q8_0, Q4_0, F32, F16 and BF16 pack, "
+        "got ",
         GetGgmlTypeTraits(w.type).name,
         w.layout == WeightLayout::kRows ? "" : " panels"));
   }
-  const int64_t multiple = q8 ? kQBlock : kFloatLanes;
+  const int64_t multiple = quantized ? kQBlock : kFloatLanes;
   const absl::StatusOr<uint64_t> row_bytes = GgmlRowBytes(w.type, w.cols);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % multiple != 0 || !row_bytes.ok() ||
       w.row_bytes < *row_bytes || w.data == nullptr) {
@@ -87,7 +97,7 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
         " matrix (columns must be a multiple of ", multiple, "): rows ",
         w.rows, ", cols ", w.cols, ", row_bytes ", w.row_bytes));
   }
-  const int64_t panel_bytes = internal::TypePanelBytes(w.type, w.cols);
+  const int64_t panel_bytes = internal::PanelBytes(w.type, w.cols);
   const size_t bytes = PackedMatrixBytes(w);
   uint8_t* out = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
   if (out == nullptr) {
@@ -103,13 +113,16 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
     uint8_t* panel = out + r / kPanelRows * panel_bytes;
     const int64_t lane = r % kPanelRows;
     const uint8_t* row = src + r * w.row_bytes;
-    if (q8) {
+    if (quantized) {
+      const size_t block_bytes = GetGgmlTypeTraits(w.type).type_size;
       for (int64_t b = 0; b < w.cols / kQBlock; ++b) {
-        const uint8_t* block = row + b * kQ8_0BlockBytes;
-        std::memcpy(panel + ScaleOffset(b, lane), block, 2);
-        for (int64_t q = 0; q < 8; ++q) {
-          uint8_t* dst = panel + QuadOffset(b, q, lane);
-          for (int i = 0; i < 4; ++i) dst[i] = block[2 + 4 * q + i] ^ 0x80;
+        const uint8_t* block = row + b * block_bytes;
+        std::memcpy(panel + ScaleOffset(w.type, b, lane), block, 2);
+        for (int64_t q = 0; q < QuadsPerBlock(w.type); ++q) {
+          uint8_t* dst = panel + QuadOffset(w.type, b, q, lane);
+          for (int i = 0; i < 4; ++i) {
+            dst[i] = block[2 + 4 * q + i] ^ QuadXor(w.type);
+          }
         }
       }
     } else {
@@ -127,35 +140,38 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
 }
 
 uint64_t PackedMatrixBytes(const WeightView& w) {
-  // A multiple of 64: 1088 per Q8_0 block pair, 16 rows x 16 columns.
+  // A multiple of 64: a block pair, or 16 rows x 16 columns.
   return static_cast<uint64_t>(internal::PanelCount(w.rows) *
-                               internal::TypePanelBytes(w.type, w.cols));
+                               internal::PanelBytes(w.type, w.cols));
 }
 
 namespace internal {
 
-int64_t TypePanelBytes(GgmlType type, int64_t cols) {
-  if (type == GgmlType::kQ8_0) return PanelBytes(cols);
+int64_t PanelBytes(GgmlType type, int64_t cols) {
+  if (IsQuantized(type)) return (cols / kQBlock + 1) / 2 * PanelPairBytes(type);
   return cols * kPanelRows *
          static_cast<int64_t>(GetGgmlTypeTraits(type).type_size);
 }
 
 void UnpackPanelRows(GgmlType type, const uint8_t* panels, int64_t cols,
                      int64_t r0, int64_t nr, uint8_t* out) {
-  const int64_t panel_bytes = TypePanelBytes(type, cols);
+  const int64_t panel_bytes = PanelBytes(type, cols);
   const size_t row_bytes = *GgmlRowBytes(type, cols);
   for (int64_t i = 0; i < nr; ++i) {
     const int64_t r = r0 + i;
     const uint8_t* panel = panels + r / kPanelRows * panel_bytes;
     const int64_t lane = r % kPanelRows;
     uint8_t* row = out + i * row_bytes;
-    if (type == GgmlType::kQ8_0) {
+    if (IsQuantized(type)) {
+      const size_t block_bytes = GetGgmlTypeTraits(type).type_size;
       for (int64_t b = 0; b < cols / kQBlock; ++b) {
-        uint8_t* block = row + b * kQ8_0BlockBytes;
-        std::memcpy(block, panel + ScaleOffset(b, lane), 2);
-        for (int64_t q = 0; q < 8; ++q) {
-          const uint8_t* src = panel + QuadOffset(b, q, lane);
-          for (int j = 0; j < 4; ++j) block[2 + 4 * q + j] = src[j] ^ 0x80;
+        uint8_t* block = row + b * block_bytes;
+        std::memcpy(block, panel + ScaleOffset(type, b, lane), 2);
+        for (int64_t q = 0; q < QuadsPerBlock(type); ++q) {
+          const uint8_t* src = panel + QuadOffset(type, b, q, lane);
+          for (int j = 0; j < 4; ++j) {
+            block[2 + 4 * q + j] = src[j] ^ QuadXor(type);
+          }
         }
       }
     } else {

@@ -165,7 +165,16 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{12, 4, 64, 7, 2},     // GQA, block not of 8 or 16
                     Case{8, 2, 40, 16, 1},     // head_dim not of 16
                     Case{4, 2, 128, 48, 1},    // 3 tiles per block
-                    Case{2, 1, 24, 256, 1}));  // kMaxAttentionBlockSize
+                    Case{2, 1, 24, 256, 1}),  // kMaxAttentionBlockSize
+    // Names from the shape (the default prints the struct's bytes,
+    // padding included, so ctest's names changed between builds).
+    [](const testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return "h" + std::to_string(c.n_heads) + "_kv" +
+             std::to_string(c.n_kv_heads) + "_d" + std::to_string(c.head_dim) +
+             "_b" + std::to_string(c.block_size) + "_t" +
+             std::to_string(c.threads);
+    });
 
 TEST(PagedAttentionTest, SameResultForAnyThreadCount) {
   KvCacheShape shape{.n_layers = 1,

@@ -336,13 +336,13 @@ INSTANTIATE_TEST_SUITE_P(Archs, DummyBatchTest,
                                       GetGgmlTypeTraits(info.param.type).name);
                          });
 
-// Weights the engine repacks at creation (with AVX-512: Q8_0 and the float
-// types) give the logits of the file's layout bit for bit, at every level
+// Weights the engine repacks at creation (with AVX-512: Q8_0, Q4_0 and the
+// float types) give the logits of the file's layout bit for bit, at every level
 // (levels without a panel kernel unpack them).
 TEST(CpuEnginePackingTest, PackedWeightsGiveTheFileLayoutsLogits) {
   const ModelConfig config = SmallConfig("llama");
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
-                        GgmlType::kF32}) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kF16,
+                        GgmlType::kBF16, GgmlType::kF32}) {
     SCOPED_TRACE(GetGgmlTypeTraits(type).name);
     std::shared_ptr<const ModelWeights> weights =
         *ModelWeights::Dummy(config, type, 3);

@@ -189,7 +189,7 @@ void CheckCase(const Case& c, uint32_t seed) {
   // Also in the panel layout where there is one, which must give the
   // row-major bits.
   absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
-  if (c.type == GgmlType::kQ8_0 || (!IsQuantized(c.type) && c.cols % 16 == 0)) {
+  if (IsQuantized(c.type) || c.cols % 16 == 0) {
     packed = PackForMatMul(view);
     ASSERT_TRUE(packed.ok()) << packed.status();
   }
@@ -312,9 +312,7 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
     }
   }
   for (GgmlType type : kTypes) {
-    if (type != GgmlType::kQ4_0) {
-      cases.push_back({type, IsQuantized(type) ? 2144 : 2080, true});
-    }
+    cases.push_back({type, IsQuantized(type) ? 2144 : 2080, true});
   }
   for (const auto& [type, cols, panels] : cases) {
     std::mt19937 rng(seed++);
@@ -479,12 +477,8 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
   // Zero tokens or rows: nothing to do.
   EXPECT_TRUE(call({GgmlType::kF32, 2, 64, w.data(), 256}, 0, y.data()).ok());
   EXPECT_TRUE(call({GgmlType::kF32, 0, 64, w.data(), 256}, 3, y.data()).ok());
-  // No panel layout for Q4_0, nor for floats with cols not a multiple of 16.
-  WeightView panels{GgmlType::kQ4_0, 2, 64, w.data(), 36};
-  panels.layout = WeightLayout::kPanels;
-  EXPECT_EQ(call(panels, 1, y.data()).code(),
-            absl::StatusCode::kInvalidArgument);
-  panels = {GgmlType::kF16, 2, 65, w.data(), 130};
+  // No panel layout for floats with cols not a multiple of 16.
+  WeightView panels{GgmlType::kF16, 2, 65, w.data(), 130};
   panels.layout = WeightLayout::kPanels;
   EXPECT_EQ(call(panels, 1, y.data()).code(),
             absl::StatusCode::kInvalidArgument);
@@ -493,7 +487,9 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
 
 TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
   std::vector<uint8_t> w(4096, 0);
-  EXPECT_EQ(PackForMatMul({GgmlType::kQ4_0, 2, 64, w.data(), 36}).status().code(),
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ4_K, 1, 256, w.data(), 144}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ4_0, 2, 64, w.data(), 30}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PackForMatMul({GgmlType::kF16, 2, 72, w.data(), 144}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -517,9 +513,9 @@ TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
 TEST_F(MatMulTest, PanelsUnpackToTheOriginalRows) {
   std::mt19937 rng(77);
   for (GgmlType type : kTypes) {
-    if (type == GgmlType::kQ4_0) continue;
     for (int64_t rows : {1, 16, 35}) {
-      // Q8_0: odd block counts; floats: several column blocks, ragged.
+      // Q8_0 / Q4_0: odd block counts; floats: several column blocks,
+      // ragged.
       for (int64_t cols : {32, 96, 2048, 4160}) {
         const size_t row_bytes = *GgmlRowBytes(type, cols);
         const auto w = RandomWeights(type, rows, cols, row_bytes, rng);
@@ -529,7 +525,7 @@ TEST_F(MatMulTest, PanelsUnpackToTheOriginalRows) {
         EXPECT_EQ(packed->view().layout, WeightLayout::kPanels);
         EXPECT_EQ(packed->bytes(),
                   static_cast<size_t>(internal::PanelCount(rows) *
-                                      internal::TypePanelBytes(type, cols)));
+                                      internal::PanelBytes(type, cols)));
         std::vector<uint8_t> back(w.size());
         internal::UnpackPanelRows(
             type, static_cast<const uint8_t*>(packed->view().data), cols, 0,
