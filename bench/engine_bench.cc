@@ -8,8 +8,9 @@
 //                       bytes read per token × tokens/s. P: the engine
 //                       packs its matrices (the default) or not.
 //   BM_Prefill/TYPE/P   one 512-token prompt in one step; tokens/s.
-//   BM_ReadBandwidth    a read-only sum of 1 GiB (DRAM: the roofline to
-//                       divide weight_GB/s by) and of 128 MiB (what the
+//   BM_ReadBandwidth    a read-only sum (bench/read_bandwidth.h, 4 streams
+//                       per thread) of 1 GiB (DRAM: the roofline to divide
+//                       weight_GB/s by) and of 256 / 128 MiB (what the
 //                       last-level cache may serve) on the engine's
 //                       thread count.
 // Wall time (UseRealTime): the work runs on the engine's thread pool.
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "bench/read_bandwidth.h"
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/thread_pool.h"
@@ -155,28 +157,13 @@ void BM_Prefill(benchmark::State& state) {
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
-  const int64_t kFloats = state.range(0) << 18;  // MiB -> floats
-  std::vector<float> data(kFloats, 1.0f);
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
   ThreadPool pool(0);
-  std::vector<double> partial(pool.num_threads() * 8);
-  for (auto _ : state) {
-    pool.ParallelFor(pool.num_threads(), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const auto [lo, hi] = ThreadPool::Partition(
-            kFloats, static_cast<int>(t), pool.num_threads());
-        float acc[16] = {};
-        for (int64_t i = lo; i + 16 <= hi; i += 16) {
-          for (int k = 0; k < 16; ++k) acc[k] += data[i + k];
-        }
-        double sum = 0;
-        for (float a : acc) sum += a;
-        partial[t * 8] = sum;
-      }
-    });
-    benchmark::DoNotOptimize(partial.data());
-  }
+  std::vector<uint64_t> partial;
+  bench::ReadBuffer(bytes);
+  for (auto _ : state) bench::ReadPass(pool, bytes, 4, partial);
   state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(kFloats) * 4 * state.iterations() / 1e9,
+      static_cast<double>(bytes) * state.iterations() / 1e9,
       benchmark::Counter::kIsRate);
 }
 
@@ -203,11 +190,13 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "packed"});
 }
 
-// 1 GiB: DRAM. 128 MiB: the size of a quantized 110M model, which this
-// VM's last-level cache (lscpu: 480 MiB) may hold between decode steps.
+// 1 GiB: DRAM. 128 and 256 MiB: the sizes of the quantized and F16 110M
+// models, which this VM's last-level cache (lscpu: 480 MiB) may hold
+// between decode steps.
 BENCHMARK(BM_ReadBandwidth)
     ->ArgName("MiB")
     ->Arg(1024)
+    ->Arg(256)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/read_bandwidth.h"
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/matmul.h"
@@ -47,93 +48,10 @@ constexpr size_t kPoolBytes = size_t{1} << 30;
 // Read bandwidth (bytes/s) measured by BM_ReadBandwidth, per thread count.
 double g_read_bw[3] = {0, 0, 0};
 
-// Pages touched (and zero-page mapping avoided) before timing.
-std::unique_ptr<uint64_t[]> AllocTouched(size_t bytes) {
-  std::unique_ptr<uint64_t[]> p(new uint64_t[bytes / 8]);
-  for (size_t i = 0; i < bytes / 8; ++i) p[i] = i * 0x9E3779B97F4A7C15ull;
-  return p;
-}
-
-// Sums `streams` equal sub-ranges of [p, p + n) side by side (more
-// independent prefetch streams than one sequential walk; on this machine
-// 2-4 streams read ~25% faster than one). AVX2 where present, so the adds
-// never limit the rate; plain integer code otherwise.
-template <int kStreams>
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p,
-                                                  size_t n) {
-  const size_t len = n / kStreams / 8 * 8;
-  __m256i acc[kStreams][2];
-  for (int j = 0; j < kStreams; ++j) {
-    acc[j][0] = acc[j][1] = _mm256_setzero_si256();
-  }
-  for (size_t i = 0; i < len; i += 8) {
-    for (int j = 0; j < kStreams; ++j) {
-      const uint64_t* q = p + j * (n / kStreams) + i;
-      acc[j][0] = _mm256_add_epi64(
-          acc[j][0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-      acc[j][1] = _mm256_add_epi64(
-          acc[j][1],
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4)));
-    }
-  }
-  __m256i t = _mm256_setzero_si256();
-  for (int j = 0; j < kStreams; ++j) {
-    t = _mm256_add_epi64(t, _mm256_add_epi64(acc[j][0], acc[j][1]));
-  }
-  uint64_t o[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), t);
-  return o[0] + o[1] + o[2] + o[3];
-}
-
-uint64_t SumScalar(const uint64_t* p, size_t n) {
-  uint64_t s[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
-  }
-  uint64_t t = 0;
-  for (uint64_t v : s) t += v;
-  return t;
-}
-
-uint64_t Sum(const uint64_t* p, size_t n, int streams) {
-  if (!GetCpuFeatures().avx2) return SumScalar(p, n);
-  return streams == 1 ? SumAvx2<1>(p, n) : SumAvx2<4>(p, n);
-}
-
-const uint64_t* ReadBuffer() {
-  static const std::unique_ptr<uint64_t[]> buf = AllocTouched(kPoolBytes);
-  return buf.get();
-}
-
-// One pass of the read kernel over the 1 GiB buffer on `pool`'s threads.
-void ReadPass(ThreadPool& pool, int streams, std::vector<uint64_t>& partial) {
-  const int threads = pool.num_threads();
-  const size_t words = kPoolBytes / 8;
-  partial.resize(threads);
-  pool.ParallelFor(threads, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const auto [lo, hi] = ThreadPool::Partition(words, i, threads);
-      partial[i] = Sum(ReadBuffer() + lo, hi - lo, streams);
-    }
-  });
-  benchmark::DoNotOptimize(partial.data());
-}
-
-// The best of two 4-stream passes, in bytes/s: the roofline measured right
-// next to a GEMV, so that both see the same share of a busy machine.
+// The read bandwidth (bytes/s) measured right next to a GEMV, so that
+// both see the same share of a busy machine.
 double LocalReadBandwidth(ThreadPool& pool) {
-  std::vector<uint64_t> partial;
-  double best = 0;
-  for (int rep = 0; rep < 2; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ReadPass(pool, 4, partial);
-    const double s = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
-    best = std::max(best, kPoolBytes / s);
-  }
-  return best;
+  return bench::MeasureReadBandwidth(pool, kPoolBytes, 2);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
@@ -141,8 +59,8 @@ void BM_ReadBandwidth(benchmark::State& state) {
   const int streams = static_cast<int>(state.range(1));
   ThreadPool pool(threads);
   std::vector<uint64_t> partial;
-  ReadBuffer();
-  for (auto _ : state) ReadPass(pool, streams, partial);
+  bench::ReadBuffer(kPoolBytes);
+  for (auto _ : state) bench::ReadPass(pool, kPoolBytes, streams, partial);
   state.counters["GB/s"] = benchmark::Counter(
       kPoolBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
