@@ -1,40 +1,240 @@
 #include "metrics/exposer.h"
 
-#include <exception>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "metrics/metrics_impl.h"
-#include "prometheus/exposer.h"
+#include "prometheus/collectable.h"
+#include "prometheus/text_serializer.h"
+
+// A small HTTP/1.1 server of our own rather than prometheus-cpp's civetweb
+// exposer: civetweb starts its threads with 100 KiB stacks, and glibc
+// refuses those (EINVAL) once the process carries more static TLS than
+// that — libcublasLt alone has 94 KiB — so with the CUDA engine linked in,
+// the exposer could not start. Scrapes are rare and small: one thread
+// answers them one at a time, each connection closed after its response.
 
 namespace paceline::metrics {
+namespace {
+
+constexpr size_t kMaxRequestBytes = 8192;
+// A client that connects and stalls holds the (single) serving thread this
+// long at most.
+constexpr int kIoTimeoutSeconds = 2;
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+// "HOST:PORT" or "[V6HOST]:PORT" -> host, port; false when malformed.
+bool SplitAddress(absl::string_view address, std::string* host,
+                  std::string* port) {
+  size_t colon;
+  if (absl::StartsWith(address, "[")) {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos || close + 1 >= address.size() ||
+        address[close + 1] != ':') {
+      return false;
+    }
+    *host = std::string(address.substr(1, close - 1));
+    colon = close + 1;
+  } else {
+    colon = address.rfind(':');
+    if (colon == absl::string_view::npos) return false;
+    *host = std::string(address.substr(0, colon));
+  }
+  *port = std::string(address.substr(colon + 1));
+  int value = 0;
+  return !host->empty() && absl::SimpleAtoi(*port, &value) && value >= 0 &&
+         value <= 65535;
+}
+
+bool SendAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string Response(absl::string_view status, absl::string_view content_type,
+                     absl::string_view body, bool head) {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
+                      "\r\nContent-Length: ", body.size(),
+                      "\r\nConnection: close\r\n\r\n", head ? "" : body);
+}
+
+}  // namespace
 
 struct MetricsExposer::State {
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::shared_ptr<prometheus::Collectable> collectable;  // the registry
+  int listen_fd = -1;
+  int stop_fd = -1;  // eventfd: written once to stop the thread
+  std::thread thread;
+
+  ~State() {
+    if (thread.joinable()) {
+      const uint64_t one = 1;
+      (void)!write(stop_fd, &one, sizeof(one));
+      thread.join();
+    }
+    if (listen_fd >= 0) close(listen_fd);
+    if (stop_fd >= 0) close(stop_fd);
+  }
+
+  void Serve() {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    while (true) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents != 0) return;
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      Answer(fd);
+      close(fd);
+    }
+  }
+
+  // Reads one request (up to its blank line) and answers it.
+  void Answer(int fd) {
+    timeval timeout{kIoTimeoutSeconds, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    std::string request;
+    char buf[1024];
+    while (request.find("\r\n\r\n") == std::string::npos &&
+           request.find("\n\n") == std::string::npos) {
+      if (request.size() >= kMaxRequestBytes) {
+        SendAll(fd, Response("431 Request Header Fields Too Large",
+                             "text/plain", "request too large\n", false));
+        // Read what the client still sends (bounded) before closing:
+        // closing with unread input resets the connection, and the client
+        // may lose the answer.
+        shutdown(fd, SHUT_WR);
+        for (size_t drained = 0; drained < 16 * kMaxRequestBytes;) {
+          const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+          if (n <= 0) break;
+          drained += static_cast<size_t>(n);
+        }
+        return;
+      }
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // closed or timed out: nothing to answer
+      request.append(buf, static_cast<size_t>(n));
+    }
+    const std::string line = request.substr(0, request.find_first_of("\r\n"));
+    const std::vector<absl::string_view> parts =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
+      SendAll(fd, Response("400 Bad Request", "text/plain",
+                           "bad request line\n", false));
+      return;
+    }
+    const bool head = parts[0] == "HEAD";
+    if (parts[0] != "GET" && !head) {
+      SendAll(fd, Response("405 Method Not Allowed", "text/plain",
+                           "only GET and HEAD\n", false));
+      return;
+    }
+    absl::string_view path = parts[1];
+    path = path.substr(0, path.find('?'));
+    if (path != "/metrics") {
+      SendAll(fd, Response("404 Not Found", "text/plain",
+                           "metrics are at /metrics\n", head));
+      return;
+    }
+    const std::string body =
+        prometheus::TextSerializer().Serialize(collectable->Collect());
+    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
+                         body, head));
+  }
 };
 
 absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
     absl::string_view address, Metrics* metrics) {
+  std::string host, port;
+  if (!SplitAddress(address, &host, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot serve metrics on ", address, ": want HOST:PORT or [V6]:PORT"));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+      rc != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", address, ": ", gai_strerror(rc)));
+  }
   auto state = std::make_unique<State>();
-  // prometheus-cpp reports a failed bind by throwing (civetweb's
-  // CivetException); nothing else here throws.
-  try {
-    state->exposer = std::make_unique<prometheus::Exposer>(std::string(address),
-                                                           /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  state->collectable = metrics->impl_->collectable;
+  std::string error = "no address";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    const int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      error = ErrnoText();
+      continue;
+    }
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+      error = ErrnoText();
+      close(fd);
+      continue;
+    }
+    state->listen_fd = fd;
+    break;
   }
-  const std::vector<int> ports = state->exposer->GetListeningPorts();
-  if (ports.empty() || ports.front() <= 0) {
+  freeaddrinfo(found);
+  if (state->listen_fd < 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": no port bound"));
+        absl::StrCat("cannot serve metrics on ", address, ": ", error));
   }
-  state->exposer->RegisterCollectable(metrics->impl_->collectable);
-  const int port = ports.front();
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (getsockname(state->listen_fd, reinterpret_cast<sockaddr*>(&bound),
+                  &len) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", ErrnoText()));
+  }
+  const int bound_port =
+      bound.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  state->stop_fd = eventfd(0, EFD_CLOEXEC);
+  if (state->stop_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot serve metrics: eventfd: ", ErrnoText()));
+  }
+  State* s = state.get();
+  state->thread = std::thread([s] { s->Serve(); });
   return std::unique_ptr<MetricsExposer>(
-      new MetricsExposer(std::move(state), port));
+      new MetricsExposer(std::move(state), bound_port));
 }
 
 MetricsExposer::MetricsExposer(std::unique_ptr<State> state, int port)

@@ -2,8 +2,10 @@
 #define PACELINE_METRICS_EXPOSER_H_
 
 // Serves a Metrics registry over HTTP at /metrics on its own address (the
-// scrape endpoint; nothing else is served there). Threads of its own
-// answer scrapes; each scrape runs the registry's collect hook.
+// scrape endpoint; nothing else is served there: other paths 404, methods
+// other than GET / HEAD 405). One thread of its own answers scrapes one at
+// a time, each connection closed after its response; each scrape runs the
+// registry's collect hook.
 
 #include <memory>
 #include <string>
@@ -16,13 +18,14 @@ namespace paceline::metrics {
 
 class MetricsExposer {
  public:
-  // Listens on `address` ("HOST:PORT"; port 0 picks a free port) and serves
-  // `metrics`, which must outlive the exposer. Unavailable when it cannot
-  // listen (address in use, bad host).
+  // Listens on `address` ("HOST:PORT" or "[V6HOST]:PORT"; port 0 picks a
+  // free port) and serves `metrics`, which must outlive the exposer.
+  // InvalidArgument for a malformed address; Unavailable when it cannot
+  // listen (address in use, unknown host).
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(
       absl::string_view address, Metrics* metrics);
 
-  // Stops serving (waits for scrapes in progress).
+  // Stops serving at once (a scrape in progress finishes first).
   ~MetricsExposer();
   MetricsExposer(const MetricsExposer&) = delete;
   MetricsExposer& operator=(const MetricsExposer&) = delete;

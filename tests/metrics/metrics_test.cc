@@ -329,5 +329,55 @@ TEST(MetricsExposerTest, ServesMetricsOnAnAnyPortAndRunsTheHook) {
       << again.status();
 }
 
+TEST(MetricsExposerTest, AnswersOtherRequestsWithPreciseStatuses) {
+  Metrics metrics(Options());
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->port();
+  using ::paceline::testing::HttpRaw;
+  EXPECT_EQ(::paceline::testing::HttpGet(port, "/").status, 404);
+  EXPECT_EQ(::paceline::testing::HttpGet(port, "/metrics?x=1").status, 200);
+  EXPECT_EQ(HttpRaw(port, "POST /metrics HTTP/1.1\r\n\r\n").status, 405);
+  EXPECT_EQ(HttpRaw(port, "hello\r\n\r\n").status, 400);
+  EXPECT_EQ(HttpRaw(port, "GET /metrics HTTP/1.1\r\nX: " +
+                              std::string(10000, 'a') + "\r\n\r\n")
+                .status,
+            431);
+  const ::paceline::testing::HttpResponse head =
+      HttpRaw(port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, "");
+  // Still serving after all that.
+  EXPECT_EQ(::paceline::testing::HttpGet(port, "/metrics").status, 200);
+}
+
+TEST(MetricsExposerTest, RejectsMalformedAddresses) {
+  Metrics metrics(Options());
+  for (const char* address : {"9464", "127.0.0.1:", "127.0.0.1:70000",
+                              "[::1:9464", ":9464"}) {
+    EXPECT_EQ(MetricsExposer::Start(address, &metrics).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << address;
+  }
+  EXPECT_EQ(MetricsExposer::Start("no.such.host.invalid:0", &metrics)
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// Stopping does not wait for a poll timeout (prometheus-cpp's exposer took
+// ~2 s, which lengthened every drain).
+TEST(MetricsExposerTest, StopsPromptly) {
+  Metrics metrics(Options());
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->port();
+  exposer->reset();
+  // Nothing listens on the port any more.
+  EXPECT_EQ(::paceline::testing::HttpGet(port, "/metrics").status, 0);
+}
+
 }  // namespace
 }  // namespace paceline::metrics

@@ -22,8 +22,9 @@ struct HttpResponse {
   std::string body;  // after the headers
 };
 
-// GET http://127.0.0.1:port/target ("/path?query", already encoded).
-inline HttpResponse HttpGet(int port, const std::string& target) {
+// Sends `request` as is to 127.0.0.1:port and reads the reply until the
+// server closes the connection.
+inline HttpResponse HttpRaw(int port, const std::string& request) {
   HttpResponse out;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return out;
@@ -33,8 +34,6 @@ inline HttpResponse HttpGet(int port, const std::string& target) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string raw;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        absl::StrCat("GET ", target, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     if (write(fd, request.data(), request.size()) ==
         static_cast<ssize_t>(request.size())) {
       char buf[8192];
@@ -49,6 +48,12 @@ inline HttpResponse HttpGet(int port, const std::string& target) {
   const size_t end = raw.find("\r\n\r\n");
   if (end != std::string::npos) out.body = raw.substr(end + 4);
   return out;
+}
+
+// GET http://127.0.0.1:port/target ("/path?query", already encoded).
+inline HttpResponse HttpGet(int port, const std::string& target) {
+  return HttpRaw(port, absl::StrCat("GET ", target,
+                                    " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"));
 }
 
 // Percent-encodes everything but unreserved characters (RFC 3986).
