@@ -222,6 +222,25 @@ void BM_MatMul(benchmark::State& state, GgmlType type, bool panels) {
   if (local_bw > 0) state.counters["read_GB/s"] = local_bw / 1e9;
 }
 
+// PackForMatMul of one 4096 x 4096 matrix (what CpuEngine does once per
+// matrix at creation): GB/s of the row-major bytes packed.
+void BM_Pack(benchmark::State& state, GgmlType type) {
+  const int64_t rows = 4096, cols = 4096;
+  const Matrices& m = GetMatrices(type, rows, cols, /*one_copy=*/true, false);
+  const WeightView w{type, rows, cols, m.bytes.get(),
+                     *GgmlRowBytes(type, cols)};
+  for (auto _ : state) {
+    absl::StatusOr<PackedMatrix> packed = PackForMatMul(w);
+    if (!packed.ok()) {
+      state.SkipWithError("PackForMatMul failed");
+      break;
+    }
+    benchmark::DoNotOptimize(packed->view().data);
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      m.matrix_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 }  // namespace paceline::engine::cpu
 
@@ -274,6 +293,16 @@ void Register() {
                             {GgmlType::kQ8_0, "Q8_0", false},
                             {GgmlType::kQ8_0, "Q8_0_panels", true},
                             {GgmlType::kQ4_0, "Q4_0", false}};
+  for (const TypeName& t : types) {
+    if (t.panels) continue;
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Pack/") + t.name).c_str(),
+        [type = t.type](benchmark::State& s) {
+          paceline::engine::cpu::BM_Pack(s, type);
+        })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   for (const TypeName& t : types) {
     auto* b = benchmark::RegisterBenchmark(
         (std::string("BM_MatMul/") + t.name).c_str(),

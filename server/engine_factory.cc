@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
 #if PACELINE_HAVE_CUDA
@@ -108,12 +110,14 @@ absl::Status MakeCpu(const v1::ServerConfig& config,
                KvBudget(config, available > packed ? available - packed : 0),
                kv_per_token, out->block_size, &out->plan));
   options.num_blocks = static_cast<int32_t>(out->num_blocks);
+  const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<engine::cpu::CpuEngine> engine,
                    engine::cpu::CpuEngine::Create(std::move(weights), options));
-  out->log_lines.push_back(absl::StrCat(
-      "backend cpu: ", engine->num_threads(), " engine threads; ",
-      Mib(engine->packed_bytes()),
-      " of matrices repacked for this CPU's kernels"));
+  out->log_lines.push_back(absl::StrFormat(
+      "backend cpu: %d engine threads; %s of matrices repacked for this "
+      "CPU's kernels (engine ready in %.2f s)",
+      engine->num_threads(), Mib(engine->packed_bytes()),
+      absl::ToDoubleSeconds(absl::Now() - start)));
   out->engine = std::move(engine);
   return absl::OkStatus();
 }

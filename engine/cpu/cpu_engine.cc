@@ -1,6 +1,7 @@
 #include "engine/cpu/cpu_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -81,16 +82,25 @@ uint64_t CpuEngine::PackedBytes(const ModelWeights& weights,
 absl::Status CpuEngine::PackMatrices() {
   std::vector<WeightView> views;
   RETURN_IF_ERROR(ForEachMatrix(*weights_, [&](const WeightView& w) {
-    if (!ShouldPack(w, options_)) {
-      views.push_back(w);
-      return absl::OkStatus();
-    }
-    ASSIGN_OR_RETURN(PackedMatrix packed, PackForMatMul(w));
-    views.push_back(packed.view());
-    packed_bytes_ += packed.bytes();
-    packed_.push_back(std::move(packed));
+    views.push_back(w);
     return absl::OkStatus();
   }));
+  // Packed on the pool, a matrix at a time to whichever thread is free
+  // (the output matrix alone can be a fifth of the model).
+  std::vector<absl::StatusOr<PackedMatrix>> packed(views.size());
+  std::atomic<size_t> next_matrix{0};
+  pool_.ParallelFor(pool_.num_threads(), [&](int64_t, int64_t) {
+    for (size_t i; (i = next_matrix.fetch_add(1)) < views.size();) {
+      if (ShouldPack(views[i], options_)) packed[i] = PackForMatMul(views[i]);
+    }
+  });
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!ShouldPack(views[i], options_)) continue;
+    if (!packed[i].ok()) return packed[i].status();
+    views[i] = packed[i]->view();
+    packed_bytes_ += packed[i]->bytes();
+    packed_.push_back(*std::move(packed[i]));
+  }
   matrices_.resize(weights_->layers().size());
   size_t next = 0;
   for (LayerMatrices& m : matrices_) {

@@ -51,6 +51,31 @@ int64_t FloatOffset(int64_t cols, int64_t c, int64_t lane) {
   return k0 * kPanelRows + (i * (n / kFloatLanes) + j) * kPanelRows + lane;
 }
 
+// Packs panel p (rows 16p .. 16p + 15; rows past `rows` stay zero) of a
+// row-major float matrix of elements E, writing the panel in order: per
+// column block, lane group i, column group j, the 16 rows of column
+// k0 + 16j + i (what FloatOffset describes, without its divisions).
+template <typename E>
+void PackFloatPanel(const uint8_t* src, size_t row_bytes, int64_t rows,
+                    int64_t cols, int64_t p, uint8_t* panel) {
+  E* out = reinterpret_cast<E*>(panel);
+  const int64_t lanes = std::min<int64_t>(kPanelRows, rows - p * kPanelRows);
+  const uint8_t* first = src + p * kPanelRows * row_bytes;
+  for (int64_t k0 = 0; k0 < cols; k0 += internal::kFloatPanelCols) {
+    const int64_t nj = std::min(internal::kFloatPanelCols, cols - k0) /
+                       kFloatLanes;
+    for (int64_t i = 0; i < kFloatLanes; ++i) {
+      for (int64_t j = 0; j < nj; ++j, out += kPanelRows) {
+        const int64_t c = k0 + kFloatLanes * j + i;
+        for (int64_t lane = 0; lane < lanes; ++lane) {
+          std::memcpy(&out[lane], first + lane * row_bytes + c * sizeof(E),
+                      sizeof(E));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -109,11 +134,23 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   packed.bytes_ = bytes;
   std::memset(out, 0, bytes);  // padding rows and an odd last block
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.rows; ++r) {
+  if (!quantized) {
+    const size_t eb = GetGgmlTypeTraits(w.type).type_size;
+    for (int64_t p = 0; p * kPanelRows < w.rows; ++p) {
+      if (eb == 4) {
+        PackFloatPanel<uint32_t>(src, w.row_bytes, w.rows, w.cols, p,
+                                 out + p * panel_bytes);
+      } else {
+        PackFloatPanel<uint16_t>(src, w.row_bytes, w.rows, w.cols, p,
+                                 out + p * panel_bytes);
+      }
+    }
+  }
+  for (int64_t r = 0; quantized && r < w.rows; ++r) {
     uint8_t* panel = out + r / kPanelRows * panel_bytes;
     const int64_t lane = r % kPanelRows;
     const uint8_t* row = src + r * w.row_bytes;
-    if (quantized) {
+    {
       const size_t block_bytes = GetGgmlTypeTraits(w.type).type_size;
       for (int64_t b = 0; b < w.cols / kQBlock; ++b) {
         const uint8_t* block = row + b * block_bytes;
@@ -124,12 +161,6 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
             dst[i] = block[2 + 4 * q + i] ^ QuadXor(w.type);
           }
         }
-      }
-    } else {
-      const size_t eb = GetGgmlTypeTraits(w.type).type_size;
-      for (int64_t c = 0; c < w.cols; ++c) {
-        std::memcpy(panel + FloatOffset(w.cols, c, lane) * eb, row + c * eb,
-                    eb);
       }
     }
   }
