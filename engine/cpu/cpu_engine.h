@@ -17,8 +17,10 @@
 //     h = RMSNorm(x) · ffn_norm
 //     x += (silu(h Wgate) * (h Wup)) Wdown
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
-// Every matmul reads its weights once for all n tokens. Buffers are sized
-// at creation for max_tokens_per_step, so a step allocates nothing.
+// Every matmul reads its weights once for all n tokens, from copies packed
+// at creation into the kernels' panel layout where that runs faster on this
+// CPU (CpuEngineOptions::pack_weights). Buffers are sized at creation for
+// max_tokens_per_step, so a step allocates nothing.
 //
 // Thread-safety: as Engine; the engine's thread pool runs inside Forward.
 

@@ -9,9 +9,11 @@
 // float weights are widened to f32 as they load (F16 by vcvtph2ps, BF16 by
 // a shift) and multiplied into f32 accumulators; int8 weights multiply the
 // activations with vpdpbusd, 64 columns (two blocks) per instruction. The
-// tiles serve decode; from kFloatGemmMinTokens (float, cols a multiple of
-// 16) and kGemmMinTokens (int8) tokens the entry points hand over to the
-// packed outer-product GEMMs of matmul_avx512_gemm.cc, which sum in the
+// entry points hand weights packed into panels (WeightLayout::kPanels:
+// what CpuEngine runs) to the outer-product GEMMs of matmul_avx512_gemm.cc
+// for every token count; the tiles serve row-major weights, up to
+// kFloatGemmMinTokens (float, cols a multiple of 16) and kGemmMinTokens
+// (int8) tokens, from which the GEMMs pack them per call. All sum in the
 // same order. Float tiles with many tokens and other cols widen F16 / BF16
 // rows to f32 once per call from kConvertMinTokens.
 

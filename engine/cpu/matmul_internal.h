@@ -223,21 +223,23 @@ void BuildPairsAvx512(const int8_t* q, int64_t cols, int32_t* s_pairs);
 void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
                           int64_t row_end);
 
-// Packed float GEMM (matmul_avx512_gemm.cc) that MatMulRowsAvx512 hands
-// over to from kFloatGemmMinTokens tokens when cols is a multiple of 16:
-// weights repacked by tile lane (column mod 16), outer-product FMA chains
-// that take each (token, row) through the tiles' exact float operations.
-// Packing costs ~1 gather per 16 weights per call, which fewer tokens do
-// not repay: measured single-threaded (shared, noisy 2-core VM), at 12
-// tokens the GEMM is slower on 2048 x 768 (F32 1.5x), even at 32 mixed,
-// faster from 64 (4096 x 4096 F16 0.75x).
+// Float GEMM (matmul_avx512_gemm.cc) that MatMulRowsAvx512 hands
+// panel-layout weights to, and row-major ones from kFloatGemmMinTokens
+// tokens when cols is a multiple of 16: lane panels (column mod 16),
+// outer-product FMA chains that take each (token, row) through the tiles'
+// exact float operations. Gathering row-major weights into panels costs ~1
+// gather per 16 weights per call, which fewer tokens do not repay:
+// measured single-threaded (shared, noisy 2-core VM), at 12 tokens the
+// GEMM is slower on 2048 x 768 (F32 1.5x), even at 32 mixed, faster from
+// 64 (4096 x 4096 F16 0.75x).
 void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
                          int64_t row_end);
 inline constexpr int64_t kFloatGemmMinTokens = 48;
 
 // Packed int8 GEMM (matmul_avx512_gemm.cc) that the VNNI entry point hands
 // panel-layout weights to, and row-major ones for many tokens (packing
-// them per call): 16 rows to a register, outer-product tiles. Crossover measured on a Sapphire Rapids-class VM
+// them per call): 16 rows to a register, outer-product tiles. Crossover
+// for row-major weights measured on a Sapphire Rapids-class VM
 // with cache-resident weights (bench/RESULTS.md): from 6 tokens (83 vs 55
 // GMAC/s per core at 8).
 void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
