@@ -149,6 +149,25 @@ absl::Status CpuEngine::MatMul(const WeightView& w, const float* x, int64_t n,
   return cpu::MatMul(w, x, n, y, pool_, matmul_scratch_);
 }
 
+absl::Status CpuEngine::MatMuls(std::initializer_list<WeightView> ws,
+                                const float* x, int64_t n,
+                                std::initializer_list<float*> ys) {
+  // One pass of the pool for all of them when they can share the quantized
+  // activations (files may mix types, e.g. a Q6_K V converted to Q8_0).
+  bool same = true;
+  for (const WeightView& w : ws) {
+    same = same && w.type == ws.begin()->type && w.cols == ws.begin()->cols;
+  }
+  if (same) {
+    return cpu::MatMulShared(absl::MakeConstSpan(ws.begin(), ws.size()), x, n,
+                             absl::MakeConstSpan(ys.begin(), ys.size()), pool_,
+                             matmul_scratch_);
+  }
+  auto y = ys.begin();
+  for (const WeightView& w : ws) RETURN_IF_ERROR(MatMul(w, x, n, *y++));
+  return absl::OkStatus();
+}
+
 absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
                                 absl::Span<float> logits) {
   BatchLimits limits;
@@ -213,9 +232,8 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
   ForRows(n, embd, [&](int64_t b, int64_t e) {
     RmsNorm(&x_[b * embd], w.attn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
-  RETURN_IF_ERROR(MatMul(m.q, h_.data(), n, q_.data()));
-  RETURN_IF_ERROR(MatMul(m.k, h_.data(), n, k_.data()));
-  RETURN_IF_ERROR(MatMul(m.v, h_.data(), n, v_.data()));
+  RETURN_IF_ERROR(MatMuls({m.q, m.k, m.v}, h_.data(), n,
+                          {q_.data(), k_.data(), v_.data()}));
   ForRows(n, q_dim, [&](int64_t b, int64_t e) {
     float* q = &q_[b * q_dim];
     float* k = &k_[b * kv_dim];
@@ -247,8 +265,8 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
     AddInPlace(&x_[b * embd], &proj_[b * embd], (e - b) * embd);
     RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
-  RETURN_IF_ERROR(MatMul(m.gate, h_.data(), n, gate_.data()));
-  RETURN_IF_ERROR(MatMul(m.up, h_.data(), n, up_.data()));
+  RETURN_IF_ERROR(
+      MatMuls({m.gate, m.up}, h_.data(), n, {gate_.data(), up_.data()}));
   const int64_t ff = c.n_ff;
   ForRows(n, ff, [&](int64_t b, int64_t e) {
     SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);

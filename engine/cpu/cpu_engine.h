@@ -25,6 +25,7 @@
 // Thread-safety: as Engine; the engine's thread pool runs inside Forward.
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -103,6 +104,9 @@ class CpuEngine final : public Engine {
   absl::Status ComputeLogits(const ForwardBatch& batch,
                              absl::Span<float> logits);
   absl::Status MatMul(const WeightView& w, const float* x, int64_t n, float* y);
+  // y_i = W_i x for matrices sharing x (MatMulShared when they can).
+  absl::Status MatMuls(std::initializer_list<WeightView> ws, const float* x,
+                       int64_t n, std::initializer_list<float*> ys);
 
   // The matrices MatMul reads: the weights' views, or packed copies.
   struct LayerMatrices {

@@ -226,23 +226,50 @@ bool MatMulSupports(GgmlType type) {
 
 absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
                     float* y, ThreadPool& pool, MatMulScratch& scratch) {
-  if (absl::Status s = Validate(w, x, n_tokens, y); !s.ok()) return s;
-  if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
+  return MatMulShared(absl::MakeConstSpan(&w, 1), x, n_tokens,
+                      absl::MakeConstSpan(&y, 1), pool, scratch);
+}
 
-  const Kernels kernels = PickKernels(w.type);
-  const int64_t cols = w.cols;
-  const bool parallel = w.rows * cols * n_tokens >= kMinParallelMacs;
+absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
+                          int64_t n_tokens, absl::Span<float* const> ys,
+                          ThreadPool& pool, MatMulScratch& scratch) {
+  if (ws.empty() || ws.size() != ys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: ", ws.size(), " matrices for ", ys.size(),
+                     " outputs"));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (absl::Status s = Validate(ws[i], x, n_tokens, ys[i]); !s.ok()) {
+      return s;
+    }
+    if (ws[i].type != ws[0].type || ws[i].cols != ws[0].cols) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MatMul: matrices sharing activations need one type and width, got ",
+          GetGgmlTypeTraits(ws[0].type).name, " x ", ws[0].cols, " and ",
+          GetGgmlTypeTraits(ws[i].type).name, " x ", ws[i].cols));
+    }
+    for (size_t j = 0; j < i && n_tokens > 0; ++j) {
+      const float* a = ys[i];
+      const float* b = ys[j];
+      if (a < b + n_tokens * ws[j].rows && b < a + n_tokens * ws[i].rows) {
+        return absl::InvalidArgumentError("MatMul: outputs overlap");
+      }
+    }
+  }
+  if (n_tokens == 0) return absl::OkStatus();
 
-  MatMulTask task;
-  task.type = w.type;
-  task.layout = w.layout;
-  task.w = static_cast<const uint8_t*>(w.data);
-  task.row_bytes = w.row_bytes;
-  task.rows = w.rows;
-  task.cols = cols;
-  task.n_tokens = n_tokens;
-  task.x = x;
-  task.y = y;
+  const Kernels kernels = PickKernels(ws[0].type);
+  const int64_t cols = ws[0].cols;
+  int64_t total_rows = 0;
+  for (const WeightView& w : ws) total_rows += w.rows;
+  if (total_rows == 0) return absl::OkStatus();
+  const bool parallel = total_rows * cols * n_tokens >= kMinParallelMacs;
+
+  MatMulTask shared;
+  shared.type = ws[0].type;
+  shared.cols = cols;
+  shared.n_tokens = n_tokens;
+  shared.x = x;
 
   if (kernels.quantize != nullptr) {
     // Scratch, each array 64-byte aligned: q (n_tokens, cols) int8,
@@ -276,19 +303,45 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
     } else {
       quantize(0, n_tokens);
     }
-    task.qx = {q, d};
-    if (kernels.pairs != nullptr) task.qx.s_pairs = s_pairs;
+    shared.qx = {q, d};
+    if (kernels.pairs != nullptr) shared.qx.s_pairs = s_pairs;
   }
 
-  if (!parallel) {
-    RunRows(kernels, task, 0, w.rows);
-    return absl::OkStatus();
+  // One task per matrix; the thread split runs over their row groups end
+  // to end, so one wake of the pool serves them all.
+  constexpr size_t kMaxShared = 8;
+  if (ws.size() > kMaxShared) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: at most ", kMaxShared, " matrices share activations"));
   }
-  const int64_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
-  pool.ParallelFor(groups, [&](int64_t g_begin, int64_t g_end) {
-    RunRows(kernels, task, g_begin * kRowGroup,
-            std::min(g_end * kRowGroup, w.rows));
-  });
+  MatMulTask tasks[kMaxShared];
+  int64_t first_group[kMaxShared + 1] = {0};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    MatMulTask& task = tasks[i];
+    task = shared;
+    task.layout = ws[i].layout;
+    task.w = static_cast<const uint8_t*>(ws[i].data);
+    task.row_bytes = ws[i].row_bytes;
+    task.rows = ws[i].rows;
+    task.y = ys[i];
+    first_group[i + 1] =
+        first_group[i] + (ws[i].rows + kRowGroup - 1) / kRowGroup;
+  }
+  auto run_groups = [&](int64_t g_begin, int64_t g_end) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t b = std::max(g_begin, first_group[i]) - first_group[i];
+      const int64_t e = std::min(g_end, first_group[i + 1]) - first_group[i];
+      if (b >= e) continue;
+      RunRows(kernels, tasks[i], b * kRowGroup,
+              std::min(e * kRowGroup, tasks[i].rows));
+    }
+  };
+  const int64_t groups = first_group[ws.size()];
+  if (!parallel) {
+    run_groups(0, groups);
+  } else {
+    pool.ParallelFor(groups, run_groups);
+  }
   return absl::OkStatus();
 }
 

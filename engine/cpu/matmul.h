@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/ggml_type.h"
 
 namespace paceline::engine::cpu {
@@ -95,6 +96,15 @@ struct MatMulScratch {
 // the type has no kernel or the shapes disagree; nothing is written then.
 absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
                     float* y, ThreadPool& pool, MatMulScratch& scratch);
+
+// Several matrices over the same activations (Q, K and V; gate and up):
+// y_i = W_i x for each i, with x quantized once and one pass of the thread
+// pool over all their rows; the same bits as one MatMul per matrix. The
+// matrices share type and cols (InvalidArgument otherwise, as for MatMul's
+// own checks, or for outputs that overlap); at most 8.
+absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
+                          int64_t n_tokens, absl::Span<float* const> ys,
+                          ThreadPool& pool, MatMulScratch& scratch);
 
 }  // namespace paceline::engine::cpu
 

@@ -485,6 +485,85 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
   for (float v : y) ASSERT_EQ(v, 123.0f);
 }
 
+// Matrices sharing activations in one call give each matrix's own MatMul
+// bits, at every level, packed or not, threaded or not.
+TEST_F(MatMulTest, SharedActivationsGiveEachMatrixsOwnBits) {
+  std::mt19937 rng(31);
+  for (GgmlType type : kTypes) {
+    const int64_t cols = 256;
+    const int64_t rows[] = {48, 16, 37};  // like Q, K, V; one ragged
+    const size_t row_bytes = *GgmlRowBytes(type, cols);
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<WeightView> views;
+    std::vector<PackedMatrix> packed;
+    for (int64_t r : rows) {
+      w.push_back(RandomWeights(type, r, cols, row_bytes, rng));
+      views.push_back({type, r, cols, w.back().data(), row_bytes});
+    }
+    for (const WeightView& v : views) packed.push_back(*PackForMatMul(v));
+    for (IsaLevel level : Levels()) {
+      SetIsaLevelCap(level);
+      for (int64_t n : {1, 5, 40}) {
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(absl::StrCat(GetGgmlTypeTraits(type).name, " isa ",
+                                    IsaLevelName(level), " tokens ", n,
+                                    " threads ", threads));
+          const auto x = RandomActivations(n, cols, rng);
+          ThreadPool pool(threads);
+          MatMulScratch scratch;
+          for (bool use_packed : {false, true}) {
+            std::vector<WeightView> ws;
+            for (size_t i = 0; i < views.size(); ++i) {
+              ws.push_back(use_packed ? packed[i].view() : views[i]);
+            }
+            std::vector<std::vector<float>> want(3), got(3);
+            std::vector<float*> outs;
+            for (size_t i = 0; i < 3; ++i) {
+              want[i].assign(n * rows[i], std::nanf(""));
+              got[i].assign(n * rows[i], std::nanf(""));
+              ASSERT_TRUE(MatMul(ws[i], x.data(), n, want[i].data(), pool,
+                                 scratch)
+                              .ok());
+              outs.push_back(got[i].data());
+            }
+            ASSERT_TRUE(MatMulShared(ws, x.data(), n, outs, pool, scratch).ok());
+            for (size_t i = 0; i < 3; ++i) {
+              ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(),
+                                    want[i].size() * sizeof(float)),
+                        0)
+                  << "matrix " << i << (use_packed ? " packed" : "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MatMulTest, SharedActivationsRejectMismatches) {
+  ThreadPool pool(2);
+  MatMulScratch scratch;
+  std::vector<uint8_t> w(4096, 0);
+  std::vector<float> x(128, 1.0f), y1(64, 5.0f), y2(64, 5.0f);
+  const WeightView f32{GgmlType::kF32, 2, 64, w.data(), 256};
+  const WeightView f16{GgmlType::kF16, 2, 64, w.data(), 128};
+  const WeightView wide{GgmlType::kF32, 2, 32, w.data(), 128};
+  auto call = [&](std::vector<WeightView> ws, std::vector<float*> ys) {
+    return MatMulShared(ws, x.data(), 1, ys, pool, scratch).code();
+  };
+  EXPECT_EQ(call({f32, f16}, {y1.data(), y2.data()}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({f32, wide}, {y1.data(), y2.data()}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({f32, f32}, {y1.data(), y1.data() + 1}),
+            absl::StatusCode::kInvalidArgument);  // outputs overlap
+  EXPECT_EQ(call({f32, f32}, {y1.data()}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(call({}, {}), absl::StatusCode::kInvalidArgument);
+  for (float v : y1) ASSERT_EQ(v, 5.0f);
+  for (float v : y2) ASSERT_EQ(v, 5.0f);
+  EXPECT_EQ(call({f32, f32}, {y1.data(), y2.data()}), absl::StatusCode::kOk);
+}
+
 TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
   std::vector<uint8_t> w(4096, 0);
   EXPECT_EQ(PackForMatMul({GgmlType::kQ4_K, 1, 256, w.data(), 144}).status().code(),
