@@ -26,6 +26,8 @@ constexpr int64_t kRowGroup = 16;
 // Below this many multiply-adds a call runs on the calling thread: waking
 // the pool costs more than it saves (a few microseconds).
 constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
+// Matrices one MatMulShared call takes at most.
+constexpr size_t kMaxShared = 8;
 
 bool IsQuantized(GgmlType type) {
   return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
@@ -233,10 +235,10 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
 absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
                           int64_t n_tokens, absl::Span<float* const> ys,
                           ThreadPool& pool, MatMulScratch& scratch) {
-  if (ws.empty() || ws.size() != ys.size()) {
+  if (ws.empty() || ws.size() != ys.size() || ws.size() > kMaxShared) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: ", ws.size(), " matrices for ", ys.size(),
-                     " outputs"));
+                     " outputs (1 to ", kMaxShared, ")"));
   }
   for (size_t i = 0; i < ws.size(); ++i) {
     if (absl::Status s = Validate(ws[i], x, n_tokens, ys[i]); !s.ok()) {
@@ -309,11 +311,6 @@ absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
 
   // One task per matrix; the thread split runs over their row groups end
   // to end, so one wake of the pool serves them all.
-  constexpr size_t kMaxShared = 8;
-  if (ws.size() > kMaxShared) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MatMul: at most ", kMaxShared, " matrices share activations"));
-  }
   MatMulTask tasks[kMaxShared];
   int64_t first_group[kMaxShared + 1] = {0};
   for (size_t i = 0; i < ws.size(); ++i) {
