@@ -315,15 +315,15 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   // converting in the tiles), the lane sums (n_tokens, 16 lanes, 64 rows),
   // and the activations packed by lane (each thread packs them all: a copy
   // of x, against rows / threads multiply-adds per element).
-  const bool widen = !packed;
   // Packed blocks read by several token tiles: fetch the next block into
   // L2 across this one's tiles; with one or two tiles the first streams
   // its panels itself.
   const bool fetch_next = packed && tiles >= kFetchNextMinTiles;
-  thread_local std::vector<float> wide;
+  thread_local std::vector<float> gathered;
   thread_local std::vector<float> sums;
-  if (widen && wide.size() < static_cast<size_t>(kFGemmMc * kFloatPanelCols)) {
-    wide.resize(kFGemmMc * kFloatPanelCols);
+  if (!packed &&
+      gathered.size() < static_cast<size_t>(kFGemmMc * kFloatPanelCols)) {
+    gathered.resize(kFGemmMc * kFloatPanelCols);
   }
   const size_t sums_need = tiles * kFGemmTokens * kFSumsPerToken;
   if (sums.size() < sums_need) sums.resize(sums_need);
@@ -347,19 +347,18 @@ void FGemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
       const int64_t n = std::min(kFloatPanelCols, task.cols - k0);
       if (!packed) {
         GatherFloatPanels<WT>(task.w, task.row_bytes, r0, nr, k0, n,
-                              wide.data());
+                              gathered.data());
       }
       for (int64_t p = 0; p < panels; ++p) {
-        float* out = wide.data() + p * kPanelRows * n;
-        if (packed) {
-          // Panel r0 / 16 + p, its column block at k0 (k0 * 16 weights in).
-          g.panel[p] = task.w + (r0 / kPanelRows + p) * panel_bytes +
-                       k0 * kPanelRows * kFElemBytes<WT>;
-        } else {
-          g.panel[p] = reinterpret_cast<const uint8_t*>(out);
-        }
+        // Packed: panel r0 / 16 + p, its column block at k0 (k0 * 16
+        // weights in); gathered: f32 panels of n columns.
+        g.panel[p] =
+            packed ? task.w + (r0 / kPanelRows + p) * panel_bytes +
+                         k0 * kPanelRows * kFElemBytes<WT>
+                   : reinterpret_cast<const uint8_t*>(gathered.data() +
+                                                      p * kPanelRows * n);
       }
-      const FGemmFn* fns = widen ? f32_table.fn[np - 1] : table.fn[np - 1];
+      const FGemmFn* fns = packed ? table.fn[np - 1] : f32_table.fn[np - 1];
       g.nj = n / kFLanes;
       g.resume = k0 > 0;
       g.finish = k0 + n == task.cols;
