@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -192,8 +193,17 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   }
   auto state = std::make_unique<State>();
   state->collectable = metrics->impl_->collectable;
-  std::string error = "no address";
+  // IPv4 first: where "localhost" resolves to ::1 before 127.0.0.1, binding
+  // ::1 alone would miss scrapers pointed at 127.0.0.1 (the usual target).
+  std::vector<addrinfo*> candidates;
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    candidates.push_back(ai);
+  }
+  std::stable_partition(
+      candidates.begin(), candidates.end(),
+      [](const addrinfo* ai) { return ai->ai_family == AF_INET; });
+  std::string error = "no address";
+  for (addrinfo* ai : candidates) {
     const int fd =
         socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {

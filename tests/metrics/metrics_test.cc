@@ -366,6 +366,17 @@ TEST(MetricsExposerTest, RejectsMalformedAddresses) {
             absl::StatusCode::kUnavailable);
 }
 
+// "localhost" serves on 127.0.0.1 (also on hosts that resolve it to ::1
+// first: the exposer tries IPv4 addresses first).
+TEST(MetricsExposerTest, LocalhostServesOnIpv4) {
+  Metrics metrics(Options());
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("localhost:0", &metrics);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  EXPECT_EQ(
+      ::paceline::testing::HttpGet((*exposer)->port(), "/metrics").status, 200);
+}
+
 // Stopping does not wait for a poll timeout (prometheus-cpp's exposer took
 // ~2 s, which lengthened every drain).
 TEST(MetricsExposerTest, StopsPromptly) {
