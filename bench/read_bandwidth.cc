@@ -24,8 +24,7 @@ using engine::cpu::ThreadPool;
 #if defined(__x86_64__)
 // Sums kStreams equal sub-ranges of [p, p + n) side by side.
 template <int kStreams>
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p,
-                                                  size_t n) {
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
   const size_t len = n / kStreams / 8 * 8;
   __m256i acc[kStreams][2];
   for (int j = 0; j < kStreams; ++j) {
@@ -93,9 +92,8 @@ void ReadPass(ThreadPool& pool, size_t bytes, int streams,
   partial.resize(threads);
   pool.ParallelFor(threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const auto [lo, hi] =
-          ThreadPool::Partition(static_cast<int64_t>(words), static_cast<int>(i),
-                                threads);
+      const auto [lo, hi] = ThreadPool::Partition(static_cast<int64_t>(words),
+                                                  static_cast<int>(i), threads);
       partial[i] = Sum(data + lo, hi - lo, streams);
     }
   });

@@ -62,8 +62,8 @@ void PackFloatPanel(const uint8_t* src, size_t row_bytes, int64_t rows,
   const int64_t lanes = std::min<int64_t>(kPanelRows, rows - p * kPanelRows);
   const uint8_t* first = src + p * kPanelRows * row_bytes;
   for (int64_t k0 = 0; k0 < cols; k0 += internal::kFloatPanelCols) {
-    const int64_t nj = std::min(internal::kFloatPanelCols, cols - k0) /
-                       kFloatLanes;
+    const int64_t nj =
+        std::min(internal::kFloatPanelCols, cols - k0) / kFloatLanes;
     for (int64_t i = 0; i < kFloatLanes; ++i) {
       for (int64_t j = 0; j < nj; ++j, out += kPanelRows) {
         const int64_t c = k0 + kFloatLanes * j + i;
@@ -104,8 +104,7 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   const bool quantized = IsQuantized(w.type);
   const bool float_type = w.type == GgmlType::kF32 ||
-                          w.type == GgmlType::kF16 ||
-                          w.type == GgmlType::kBF16;
+                          w.type == GgmlType::kF16 || w.type == GgmlType::kBF16;
   if (!(quantized || float_type) || w.layout != WeightLayout::kRows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PackForMatMul: only row-major Q8_0, Q4_0, F32, F16 and BF16 pack, "
@@ -119,8 +118,8 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
       w.row_bytes < *row_bytes || w.data == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PackForMatMul: bad ", GetGgmlTypeTraits(w.type).name,
-        " matrix (columns must be a multiple of ", multiple, "): rows ",
-        w.rows, ", cols ", w.cols, ", row_bytes ", w.row_bytes));
+        " matrix (columns must be a multiple of ", multiple, "): rows ", w.rows,
+        ", cols ", w.cols, ", row_bytes ", w.row_bytes));
   }
   const int64_t panel_bytes = internal::PanelBytes(w.type, w.cols);
   const size_t bytes = PackedMatrixBytes(w);
