@@ -29,9 +29,7 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
 // Matrices one MatMulShared call takes at most.
 constexpr size_t kMaxShared = 8;
 
-bool IsQuantized(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-}
+using internal::IsQuantized;
 
 // One token's extra activation layout for the VNNI kernels.
 using PairsKernel = void (*)(const int8_t* q, int64_t cols, int32_t* s_pairs);

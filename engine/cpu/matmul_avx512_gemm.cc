@@ -442,17 +442,6 @@ constexpr int kOffsetShift = WT == GgmlType::kQ8_0 ? 7 : 3;
 
 constexpr int64_t kPackPrefetchBytes = 512;
 
-// Bytes from a panel's block pair b0 / 2 (b0 even) to block b0 + j's quads
-// and scales.
-template <GgmlType WT>
-inline int64_t QuadsAt(int64_t j) {
-  return j / 2 * PanelPairBytes(WT) + j % 2 * PanelQuadBytes(WT);
-}
-template <GgmlType WT>
-inline int64_t ScalesAt(int64_t j) {
-  return j / 2 * PanelPairBytes(WT) + 2 * PanelQuadBytes(WT) + j % 2 * 32;
-}
-
 // Packs row-major rows [r0, r0 + nr) x blocks [b0, b0 + nb), b0 even, into
 // the panel layout: out (panels, (nb + 1) / 2 pairs). Lanes past nr hold
 // junk that no store keeps. One gather reads a 4-byte group of a block
@@ -477,7 +466,7 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
     uint8_t* panel = out + p * panel_bytes;
     for (int64_t j = 0; j < nb; ++j) {
       const uint8_t* blk = base + (b0 + j) * kBlockBytes;  // of row lane 0
-      uint8_t* quads = panel + QuadsAt<WT>(j);
+      uint8_t* quads = panel + PanelQuadsAt(WT, j);
       // 16 rows are 16 streams, more than the hardware prefetchers follow
       // alongside the other threads': fetch a few blocks ahead by hand.
       if (j % 2 == 0) {
@@ -506,8 +495,9 @@ void PackBlock(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t nr,
       // The f16 scale is the low half of the block's first 4 bytes.
       const __m512i d =
           _mm512_mask_i32gather_epi32(zero, valid, offsets, blk, 1);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(panel + ScalesAt<WT>(j)),
-                         _mm512_cvtepi32_epi16(d));
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(panel + PanelScalesAt(WT, j)),
+          _mm512_cvtepi32_epi16(d));
     }
   }
 }
@@ -570,13 +560,13 @@ void GemmTile(const GemmArgs& g) {
       __m512i wv[NP], wv_hi[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) {
-        const uint8_t* line = g.panel[p] + QuadsAt<WT>(j) + q * 64;
+        const uint8_t* line = g.panel[p] + PanelQuadsAt(WT, j) + q * 64;
         if (g.prefetch) {
           _mm_prefetch(reinterpret_cast<const char*>(line) + kStreamPrefetch,
                        _MM_HINT_T0);
           if (q == 0 && j % 2 == 1) {
             _mm_prefetch(reinterpret_cast<const char*>(g.panel[p]) +
-                             ScalesAt<WT>(j) + kStreamPrefetch,
+                             PanelScalesAt(WT, j) + kStreamPrefetch,
                          _MM_HINT_T0);
           }
         }
@@ -611,7 +601,7 @@ void GemmTile(const GemmArgs& g) {
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
       wd[p] = _mm512_cvtph_ps(_mm256_load_si256(
-          reinterpret_cast<const __m256i*>(g.panel[p] + ScalesAt<WT>(j))));
+          reinterpret_cast<const __m256i*>(g.panel[p] + PanelScalesAt(WT, j))));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {

@@ -67,11 +67,25 @@ struct QuantizedActs {
 // 1088 (Q8_0) or 576 (Q4_0), as in the types themselves.
 inline constexpr int64_t kPanelRows = 16;
 
+// The int8 weight types (activations quantized per block of 32).
+inline constexpr bool IsQuantized(GgmlType type) {
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
+}
+
 inline constexpr int64_t PanelQuadBytes(GgmlType type) {
   return type == GgmlType::kQ8_0 ? 8 * 64 : 4 * 64;  // one block, 16 rows
 }
 inline constexpr int64_t PanelPairBytes(GgmlType type) {
   return 2 * PanelQuadBytes(type) + 64;
+}
+
+// Bytes from a panel's first byte (or from any even block's pair) to
+// block b's quads and to its 16 f16 scales.
+inline constexpr int64_t PanelQuadsAt(GgmlType type, int64_t b) {
+  return b / 2 * PanelPairBytes(type) + b % 2 * PanelQuadBytes(type);
+}
+inline constexpr int64_t PanelScalesAt(GgmlType type, int64_t b) {
+  return b / 2 * PanelPairBytes(type) + 2 * PanelQuadBytes(type) + b % 2 * 32;
 }
 
 inline int64_t PanelCount(int64_t rows) {

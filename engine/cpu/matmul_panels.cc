@@ -22,20 +22,16 @@ namespace {
 using internal::kPanelRows;
 using internal::kQBlock;
 
-bool IsQuantized(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-}
+using internal::IsQuantized;
 
 // Quantized types: where block b of panel row `lane` keeps its scale and
 // the 4 bytes of quad q, from the panel's first byte; what quad bytes hold
 // (Q8_0: w ^ 0x80; Q4_0: qs as stored); the quads per block.
 int64_t QuadOffset(GgmlType type, int64_t b, int64_t q, int64_t lane) {
-  return b / 2 * internal::PanelPairBytes(type) +
-         b % 2 * internal::PanelQuadBytes(type) + q * 64 + lane * 4;
+  return internal::PanelQuadsAt(type, b) + q * 64 + lane * 4;
 }
 int64_t ScaleOffset(GgmlType type, int64_t b, int64_t lane) {
-  return b / 2 * internal::PanelPairBytes(type) +
-         2 * internal::PanelQuadBytes(type) + b % 2 * 32 + lane * 2;
+  return internal::PanelScalesAt(type, b) + lane * 2;
 }
 uint8_t QuadXor(GgmlType type) { return type == GgmlType::kQ8_0 ? 0x80 : 0; }
 int64_t QuadsPerBlock(GgmlType type) {

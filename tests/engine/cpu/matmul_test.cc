@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -188,10 +189,11 @@ void CheckCase(const Case& c, uint32_t seed) {
   const WeightView view{c.type, c.rows, c.cols, w.data(), row_bytes};
   // Also in the panel layout where there is one, which must give the
   // row-major bits.
-  absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
+  std::optional<PackedMatrix> packed;
   if (IsQuantized(c.type) || c.cols % 16 == 0) {
-    packed = PackForMatMul(view);
-    ASSERT_TRUE(packed.ok()) << packed.status();
+    absl::StatusOr<PackedMatrix> p = PackForMatMul(view);
+    ASSERT_TRUE(p.ok()) << p.status();
+    packed = *std::move(p);
   }
   ThreadPool pool(c.threads);
   MatMulScratch scratch;
@@ -201,7 +203,7 @@ void CheckCase(const Case& c, uint32_t seed) {
     SCOPED_TRACE(Describe(c, level));
     std::vector<float> y(c.n_tokens * c.rows, std::nanf(""));
     ASSERT_TRUE(MatMul(view, x.data(), c.n_tokens, y.data(), pool, scratch).ok());
-    if (packed.ok()) {
+    if (packed.has_value()) {
       std::vector<float> yp(c.n_tokens * c.rows, std::nanf(""));
       ASSERT_TRUE(MatMul(packed->view(), x.data(), c.n_tokens, yp.data(), pool,
                          scratch)
@@ -320,10 +322,11 @@ TEST_F(MatMulTest, EveryTokenGetsTheSameBitsInAnyBatch) {
     const auto w = RandomWeights(type, kRows, cols, row_bytes, rng);
     const auto x = RandomActivations(kTokens, cols, rng);
     const WeightView rows_view{type, kRows, cols, w.data(), row_bytes};
-    absl::StatusOr<PackedMatrix> packed = absl::UnimplementedError("");
+    std::optional<PackedMatrix> packed;
     if (panels) {
-      packed = PackForMatMul(rows_view);
-      ASSERT_TRUE(packed.ok()) << packed.status();
+      absl::StatusOr<PackedMatrix> p = PackForMatMul(rows_view);
+      ASSERT_TRUE(p.ok()) << p.status();
+      packed = *std::move(p);
     }
     for (IsaLevel level : Levels()) {
       SetIsaLevelCap(level);
