@@ -1,8 +1,12 @@
 // The CUDA engine end to end on random F16 weights of dummy:llama-1b and
 // dummy:llama-3-8b:
-//   BM_CudaDecode/MODEL/B   one decode step for B sequences, each at its own
+//   BM_CudaDecode/MODEL/B/S one decode step for B sequences, each at its own
 //                           position (kContext..) in its own blocks;
-//                           tokens/s counts B per step.
+//                           tokens/s counts B per step. S = 0: the logits
+//                           come back to the host (to sample there); S = 1:
+//                           ForwardAndSample samples every row on the
+//                           device (T 0.8, top-p 0.95) and only token ids
+//                           come back.
 //   BM_CudaPrefill/MODEL    one 2,048-token prompt in one step; tokens/s.
 // Beside each: the HBM roofline, tokens/s if the step only streamed its
 // bytes (every weight once, plus each sequence's K/V) at the device's
@@ -21,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "benchmark/benchmark.h"
 #include "engine/cuda/cuda_device.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/model_shapes.h"
+#include "engine/row_sampling.h"
 #include "engine/weights.h"
 
 namespace paceline::engine::cuda {
@@ -181,14 +187,28 @@ void BM_CudaDecode(benchmark::State& state, int model) {
                       .needs_logits = true});
   }
   std::vector<float> logits(batch * vocab);
+  // gpu_sampling:1 — every row sampled on the device (a chat request's
+  // parameters), only token ids copied back.
+  const bool sample = state.range(1) != 0;
+  std::vector<RowSampling> sampling(batch);
+  for (int64_t s = 0; s < batch; ++s) {
+    sampling[s].in_engine = true;
+    sampling[s].temperature = 0.8f;
+    sampling[s].top_p = 0.95f;
+    sampling[s].uniform = (s + 0.5) / batch;
+  }
+  std::vector<int32_t> sampled(batch);
   int64_t position = kContext;
   for (auto _ : state) {
     for (SequenceSlice& slice : step.sequences) {
       slice.position_begin = static_cast<int32_t>(position);
     }
-    if (!engine->Forward(step, absl::MakeSpan(logits)).ok()) {
-      return state.SkipWithError("forward");
-    }
+    const absl::Status status =
+        sample
+            ? engine->ForwardAndSample(step, sampling, absl::MakeSpan(sampled),
+                                       absl::MakeSpan(logits))
+            : engine->Forward(step, absl::MakeSpan(logits));
+    if (!status.ok()) return state.SkipWithError("forward");
     benchmark::DoNotOptimize(logits.data());
     if (++position == kContext + kDecodeSpan) position = kContext;
   }
@@ -235,8 +255,8 @@ void Register() {
     benchmark::RegisterBenchmark(
         ("BM_CudaDecode/" + name).c_str(),
         [model](benchmark::State& state) { BM_CudaDecode(state, model); })
-        ->ArgsProduct({{1, 8, 64, 256}})
-        ->ArgNames({"batch"})
+        ->ArgsProduct({{1, 8, 64, 256}, {0, 1}})
+        ->ArgNames({"batch", "gpu_sampling"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.5);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace paceline::engine {
 namespace {
@@ -12,6 +13,32 @@ absl::Status BadBatch(absl::string_view what) {
 }
 
 }  // namespace
+
+absl::Status CheckSamplingRows(const ForwardBatch& batch, size_t sampling,
+                               size_t tokens) {
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (sampling != rows || tokens != rows) {
+    return BadBatch(absl::StrCat(rows, " logit rows, but ", sampling,
+                                 " sampling entries and room for ", tokens,
+                                 " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ForwardAndSample(const ForwardBatch& batch,
+                                      absl::Span<const RowSampling> sampling,
+                                      absl::Span<int32_t> tokens,
+                                      absl::Span<float> logits) {
+  RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
+  RETURN_IF_ERROR(Forward(batch, logits));
+  const int32_t rows = NumLogitRows(batch);
+  const size_t vocab = static_cast<size_t>(config().n_vocab);
+  for (int32_t j = 0; j < rows; ++j) {
+    if (!sampling[j].in_engine) continue;
+    tokens[j] = SampleRow(logits.subspan(j * vocab, vocab), sampling[j]);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
                                const BatchLimits& limits,

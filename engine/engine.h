@@ -35,6 +35,7 @@
 #include "absl/types/span.h"
 #include "engine/forward_batch.h"
 #include "engine/model_config.h"
+#include "engine/row_sampling.h"
 
 namespace paceline::engine {
 
@@ -62,6 +63,25 @@ class Engine {
   virtual absl::Status Forward(const ForwardBatch& batch,
                                absl::Span<float> logits) = 0;
 
+  // Whether ForwardAndSample samples on the accelerator, so that only token
+  // ids come back to the host: what makes it worth calling. The default
+  // (false) samples on the host after Forward, which is correct but gains
+  // nothing over the host sampler.
+  virtual bool samples_on_device() const { return false; }
+
+  // Forward, with the logit rows that `sampling` marks in_engine sampled by
+  // the engine instead of returned (row_sampling.h: SampleRow's rule, the
+  // same token on every backend for the same row). sampling[j] and
+  // tokens[j] belong to logit row j; both hold exactly the logit rows.
+  // For an in_engine row, tokens[j] receives the token (negative: a
+  // non-finite logit, NonFiniteLogitId) and logits row j is left
+  // unspecified; for any other row, logits row j is written as by Forward
+  // and tokens[j] is left alone. `logits` is sized as for Forward.
+  virtual absl::Status ForwardAndSample(const ForwardBatch& batch,
+                                        absl::Span<const RowSampling> sampling,
+                                        absl::Span<int32_t> tokens,
+                                        absl::Span<float> logits);
+
   // Copies blocks, in order (a later copy may read an earlier one's dst).
   // InvalidArgument (and nothing copied) when an id is out of range.
   virtual absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) = 0;
@@ -85,6 +105,11 @@ struct BatchLimits {
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
                                const BatchLimits& limits,
                                absl::Span<int32_t> owner);
+
+// ForwardAndSample's shape check: `sampling` and `tokens` sized to the
+// batch's logit rows; InvalidArgument "forward batch: ..." otherwise.
+absl::Status CheckSamplingRows(const ForwardBatch& batch, size_t sampling,
+                               size_t tokens);
 
 // Blocks a slice's table must cover (its positions up to the last token).
 inline int64_t BlocksNeeded(const SequenceSlice& slice, int32_t block_size) {

@@ -290,6 +290,21 @@ bool SequenceSampler::has_penalties() const {
          params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
 }
 
+bool SequenceSampler::EngineCanSample() const {
+  return !has_penalties() && !params_.logprobs;
+}
+
+RowSampling SequenceSampler::EngineRow() const {
+  RowSampling row;
+  row.in_engine = true;
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.uniform = SamplingUniform(params_.seed, step_);
+  return row;
+}
+
 void SequenceSampler::ApplyPenalties(absl::Span<float> logits) const {
   assert(logits.size() == static_cast<size_t>(vocab_size_));
   const float repetition = params_.repetition_penalty;

@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/row_sampling.h"
 
 namespace paceline::engine {
 
@@ -150,6 +151,14 @@ class SequenceSampler {
   // Applies step 1 (penalties) in place to a vocab_size row, as Sample does
   // to its copy. Exposed for tests and for other backends to check against.
   void ApplyPenalties(absl::Span<float> logits) const;
+
+  // Whether the engine may sample this request's rows (row_sampling.h):
+  // no penalties and no logprobs, which need the host.
+  bool EngineCanSample() const;
+  // The next step's row for the engine: the parameters and this step's
+  // uniform (SamplingUniform(seed, step())). Record the token it returns
+  // with AcceptGenerated.
+  RowSampling EngineRow() const;
 
   const SamplingParams& params() const { return params_; }
   // Tokens generated so far: the step the next Sample draws with.

@@ -20,6 +20,7 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "scheduler/request.h"
+#include "scheduler/scheduler.h"
 #include "scheduler/token_sink.h"
 
 namespace paceline::scheduler {
@@ -39,6 +40,7 @@ struct OfflineResult {
 struct OfflineOptions {
   int32_t max_batched_tokens = 0;  // 0 = the engine's max_tokens_per_step()
   int32_t max_running = 256;
+  EngineSampling engine_sampling = EngineSampling::kAuto;
 };
 
 struct OfflineStats {

@@ -54,6 +54,9 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
       context_length_(engine.config().context_length),
       pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
+      engine_samples_(options.engine_sampling == EngineSampling::kAlways ||
+                      (options.engine_sampling == EngineSampling::kAuto &&
+                       engine.samples_on_device())),
       tokenizer_(tokenizer),
       clock_(clock),
       metrics_(metrics),
@@ -225,7 +228,8 @@ void StepPlan::Clear() {
   batch.sequences.clear();
   copies.clear();
   scheduled.clear();
-  num_logit_rows = num_preempted = 0;
+  sampling.clear();
+  num_logit_rows = num_preempted = num_engine_sampled = 0;
 }
 
 // The algorithm is described at the top of scheduler.h.
@@ -360,7 +364,16 @@ void Scheduler::BuildBatch() {
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
     slice.needs_logits = s.num_tokens == r->num_uncomputed();
-    if (slice.needs_logits) s.logits_row = plan_.num_logit_rows++;
+    if (slice.needs_logits) {
+      s.logits_row = plan_.num_logit_rows++;
+      if (engine_samples_) {
+        const engine::SequenceSampler& sampler = r->sampler();
+        plan_.sampling.push_back(sampler.EngineCanSample()
+                                     ? sampler.EngineRow()
+                                     : engine::RowSampling{});
+        plan_.num_engine_sampled += plan_.sampling.back().in_engine ? 1 : 0;
+      }
+    }
     const absl::Span<const int32_t> tokens =
         r->tokens().subspan(begin, s.num_tokens);
     batch.tokens.insert(batch.tokens.end(), tokens.begin(), tokens.end());
@@ -372,20 +385,40 @@ void Scheduler::BuildBatch() {
 
 void Scheduler::Update(const StepPlan& plan,
                        absl::StatusOr<absl::Span<const float>> logits) {
+  if (!logits.ok()) {
+    Update(plan, absl::StatusOr<StepOutput>(logits.status()));
+  } else {
+    Update(plan, StepOutput{*logits, {}});
+  }
+}
+
+void Scheduler::Update(const StepPlan& plan, const absl::Status& error) {
+  assert(!error.ok());
+  Update(plan, absl::StatusOr<StepOutput>(error));
+}
+
+void Scheduler::Update(const StepPlan& plan,
+                       absl::StatusOr<StepOutput> output) {
   // Update applies the plan Schedule returned, never another.
   assert(&plan == &plan_);
   in_step_ = false;
   const absl::Time now = clock_->Now();
-  if (logits.ok() &&
-      logits->size() < static_cast<size_t>(plan.num_logit_rows) * vocab_size_) {
-    logits = absl::InternalError(absl::StrCat(
-        "the engine returned ", logits->size(), " logits for ",
-        plan.num_logit_rows, " rows of ", vocab_size_));
+  const size_t rows = static_cast<size_t>(plan.num_logit_rows);
+  if (output.ok() && output->logits.size() < rows * vocab_size_) {
+    output = absl::InternalError(
+        absl::StrCat("the engine returned ", output->logits.size(),
+                     " logits for ", rows, " rows of ", vocab_size_));
+  }
+  if (output.ok() && plan.num_engine_sampled > 0 &&
+      output->tokens.size() < rows) {
+    output = absl::InternalError(absl::StrCat("the engine returned ",
+                                              output->tokens.size(),
+                                              " tokens for ", rows, " rows"));
   }
   for (const ScheduledRequest& s : plan.scheduled) {
     Request* r = s.request;
-    if (!logits.ok()) {
-      FinishRunning(r, FinishReason::kError, logits.status(), now);
+    if (!output.ok()) {
+      FinishRunning(r, FinishReason::kError, output.status(), now);
       continue;
     }
     r->AddComputed(s.num_tokens);
@@ -395,10 +428,11 @@ void Scheduler::Update(const StepPlan& plan,
     assert(marked.ok());
     (void)marked;
     if (s.logits_row >= 0) {
-      SampleNext(r,
-                 logits->subspan(static_cast<size_t>(s.logits_row) * vocab_size_,
-                                 vocab_size_),
-                 now);
+      const size_t row = static_cast<size_t>(s.logits_row);
+      const bool in_engine =
+          plan.num_engine_sampled > 0 && plan.sampling[row].in_engine;
+      SampleNext(r, output->logits.subspan(row * vocab_size_, vocab_size_),
+                 in_engine ? &output->tokens[row] : nullptr, now);
     }
   }
   // Generated tokens are charged once per tenant per step (the counters and
@@ -414,9 +448,27 @@ void Scheduler::Update(const StepPlan& plan,
 }
 
 void Scheduler::SampleNext(Request* r, absl::Span<const float> row,
-                           absl::Time now) {
-  absl::StatusOr<engine::SampleResult> sample =
-      r->sampler().Sample(row, &scratch_);
+                           const int32_t* engine_token, absl::Time now) {
+  absl::StatusOr<engine::SampleResult> sample;
+  if (engine_token == nullptr) {
+    sample = r->sampler().Sample(row, &scratch_);
+  } else if (*engine_token < 0 || *engine_token >= vocab_size_) {
+    sample = absl::InternalError(
+        *engine_token < 0
+            ? absl::StrCat("logit of token ",
+                           engine::NonFiniteLogitId(*engine_token),
+                           " is not finite at step ", r->sampler().step(),
+                           " (sampled in the engine)")
+            : absl::StrCat("the engine sampled token ", *engine_token,
+                           ", outside the vocabulary of ", vocab_size_));
+  } else {
+    engine::SampleResult result;
+    result.token = *engine_token;
+    sample = std::move(result);
+    const absl::Status accepted = r->sampler().AcceptGenerated(*engine_token);
+    assert(accepted.ok());  // in range: checked above
+    (void)accepted;
+  }
   if (!sample.ok()) {
     FinishRunning(r, FinishReason::kError, sample.status(), now);
     return;

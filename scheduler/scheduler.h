@@ -4,7 +4,8 @@
 // The continuous-batching scheduler: every step it plans one engine batch
 // (Schedule) and applies the engine's logits to it (Update). Between the
 // two, the serving loop runs Engine::CopyBlocks(plan.copies) and
-// Engine::Forward(plan.batch).
+// Engine::Forward(plan.batch), or Engine::ForwardAndSample when the plan
+// has rows for the engine to sample (plan.sampling; see EngineSampling).
 //
 // A step (Schedule):
 //   budgets: max_batched_tokens tokens, max_running sequences.
@@ -69,6 +70,18 @@
 
 namespace paceline::scheduler {
 
+// Where a step's logits rows are sampled.
+enum class EngineSampling {
+  // In the engine when it samples on its device (Engine::samples_on_device:
+  // only token ids come back), else on the host.
+  kAuto,
+  // In the engine whenever the request allows (tests: a CPU engine then
+  // samples after Forward with the same rule).
+  kAlways,
+  // On the host: every row comes back as logits.
+  kNever,
+};
+
 struct SchedulerOptions {
   // Tokens per step over all sequences; 0 = the engine's
   // max_tokens_per_step(), which is also the most allowed.
@@ -77,6 +90,11 @@ struct SchedulerOptions {
   int32_t max_running = 256;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
+  // Rows of requests without penalties or logprobs may be sampled by the
+  // engine (engine/row_sampling.h: the host sampler's filters and draw with
+  // exact integer masses, the same token on every backend); the others
+  // always use the host sampler.
+  EngineSampling engine_sampling = EngineSampling::kAuto;
 };
 
 // One request's part of a step.
@@ -96,6 +114,10 @@ struct StepPlan {
   std::vector<ScheduledRequest> scheduled;
   int32_t num_logit_rows = 0;
   int32_t num_preempted = 0;
+  // Per logit row when the engine samples (empty otherwise): in_engine rows
+  // are for Engine::ForwardAndSample, the others come back as logits.
+  std::vector<engine::RowSampling> sampling;
+  int32_t num_engine_sampled = 0;  // in_engine rows
 
   bool empty() const { return scheduled.empty(); }
   // Empties the plan, keeping its buffers.
@@ -142,12 +164,24 @@ class Scheduler {
 
   // Plans the next step (see the top). An empty plan means nothing to run.
   const StepPlan& Schedule();
-  // Applies the step's outcome: the logits of `plan` ((num_logit_rows,
-  // n_vocab), row j for the j-th slice with needs_logits), or the engine's
-  // error, which finishes every request of the plan with kError.
-  // Precondition: `plan` is the one the last Schedule returned.
+  // What the engine returned for a plan.
+  struct StepOutput {
+    // (num_logit_rows, n_vocab): row j for the j-th slice with
+    // needs_logits; rows the engine sampled may hold anything.
+    absl::Span<const float> logits;
+    // (num_logit_rows) when plan.num_engine_sampled > 0: the engine's
+    // token (ForwardAndSample) for each in_engine row.
+    absl::Span<const int32_t> tokens;
+  };
+  // Applies the step's outcome, or the engine's error, which finishes
+  // every request of the plan with kError. Precondition: `plan` is the one
+  // the last Schedule returned.
+  void Update(const StepPlan& plan, absl::StatusOr<StepOutput> output);
+  // The same for a plan without engine-sampled rows: logits only.
   void Update(const StepPlan& plan,
               absl::StatusOr<absl::Span<const float>> logits);
+  // The same for a failed step (`error` is not OK).
+  void Update(const StepPlan& plan, const absl::Status& error);
 
   // Counts a submission refused before it reached Submit (the serving
   // loop's synchronous checks) and reports it to the metrics.
@@ -170,6 +204,8 @@ class Scheduler {
   absl::Status set_max_batched_tokens(int32_t tokens);
   int32_t max_running() const { return max_running_; }
   int32_t vocab_size() const { return vocab_size_; }
+  // Whether plans may carry rows for the engine to sample.
+  bool engine_samples() const { return engine_samples_; }
   const SchedulerCounters& counters() const { return counters_; }
   const TenantQueues& queues() const { return *queues_; }
   const kvpager::KvPager& pager() const { return *pager_; }
@@ -189,7 +225,10 @@ class Scheduler {
   void AdmitWaiting(int32_t* budget);
   void BuildBatch();
   // Update's helpers.
-  void SampleNext(Request* r, absl::Span<const float> row, absl::Time now);
+  // Samples from `row`, or takes the engine's token (>= 0; negative: a
+  // non-finite logit) when `engine_token` is given.
+  void SampleNext(Request* r, absl::Span<const float> row,
+                  const int32_t* engine_token, absl::Time now);
   void FinishRunning(Request* r, FinishReason reason, absl::Status status,
                      absl::Time now);
   std::unique_ptr<Request> TakeRunning(Request* r);
@@ -200,6 +239,7 @@ class Scheduler {
   const int32_t vocab_size_;
   const int64_t context_length_;
   const int64_t pool_tokens_;
+  const bool engine_samples_;  // rows go to the engine when they may
   const engine::Tokenizer* const tokenizer_;
   Clock* const clock_;
   SchedulerMetrics* const metrics_;

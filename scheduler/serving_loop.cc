@@ -174,9 +174,13 @@ bool ServingLoop::Step() {
   const absl::Time t2 = clock_->Now();
   const size_t n = static_cast<size_t>(plan.num_logit_rows) *
                    static_cast<size_t>(scheduler_->vocab_size());
-  scheduler_->Update(plan, status.ok() ? absl::StatusOr<absl::Span<const float>>(
-                                             absl::MakeConstSpan(logits_.data(), n))
-                                       : status);
+  if (status.ok()) {
+    scheduler_->Update(
+        plan, Scheduler::StepOutput{absl::MakeConstSpan(logits_.data(), n),
+                                    absl::MakeConstSpan(tokens_)});
+  } else {
+    scheduler_->Update(plan, absl::StatusOr<Scheduler::StepOutput>(status));
+  }
   const absl::Time t3 = clock_->Now();
   if (plan.empty()) return false;
   ReportStep(plan, t0, t1, t2, t3);
@@ -189,7 +193,14 @@ absl::Status ServingLoop::Execute(const StepPlan& plan) {
   const size_t n = static_cast<size_t>(plan.num_logit_rows) *
                    static_cast<size_t>(scheduler_->vocab_size());
   if (logits_.size() < n) logits_.resize(n);
-  return engine_->Forward(plan.batch, absl::MakeSpan(logits_.data(), n));
+  if (plan.num_engine_sampled == 0) {
+    tokens_.clear();
+    return engine_->Forward(plan.batch, absl::MakeSpan(logits_.data(), n));
+  }
+  tokens_.assign(plan.num_logit_rows, -1);
+  return engine_->ForwardAndSample(plan.batch, plan.sampling,
+                                   absl::MakeSpan(tokens_),
+                                   absl::MakeSpan(logits_.data(), n));
 }
 
 void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0,

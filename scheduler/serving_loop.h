@@ -6,7 +6,9 @@
 //
 //   plan = scheduler.Schedule();          // what to run
 //   status = Execute(plan);               // Engine::CopyBlocks + Forward
-//   scheduler.Update(plan, logits);       // sample, stop, sinks, free
+//                                         // (ForwardAndSample when the plan
+//                                         // has rows for the engine)
+//   scheduler.Update(plan, output);       // sample, stop, sinks, free
 //
 // Other threads talk to it only through a mutex-protected inbox:
 // Submit and Cancel enqueue a command and wake the thread, which applies
@@ -155,6 +157,7 @@ class ServingLoop {
   // Engine thread (or the manual driver).
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<float> logits_;             // (rows, n_vocab), grown as needed
+  std::vector<int32_t> tokens_;           // (rows) the engine sampled
   std::vector<Command> applying_;
 
   // Inbox and lifecycle, any thread.

@@ -122,6 +122,17 @@ if [[ -n "$sanitizer" && -z "${SKIP_SANITIZER:-}" ]]; then
   timeout 300 "$sanitizer" --tool memcheck --error-exitcode 9 \
     "$build/tests/engine/cuda/cuda_kernels_test" --gtest_brief=1 ||
     { echo "compute-sanitizer found errors" >&2; test_status=1; }
+  # Shared-memory hazards of the block-cooperative sampling kernel.
+  say "compute-sanitizer racecheck: sampling kernel"
+  rc=0
+  timeout 180 "$sanitizer" --tool racecheck --error-exitcode 9 \
+    "$build/tests/engine/cuda/cuda_kernels_test" --gtest_brief=1 \
+    --gtest_filter='SamplingKernelTest.*' || rc=$?
+  if [[ $rc == 124 ]]; then
+    echo "warning: racecheck did not finish in 180 s" >&2
+  elif [[ $rc != 0 ]]; then
+    echo "compute-sanitizer racecheck found hazards" >&2; test_status=1
+  fi
 fi
 
 # --- benchmark -----------------------------------------------------------------
@@ -157,15 +168,15 @@ if os.path.exists(junit):
               ' visible; the CPU-side ones never skip)')
 if os.path.exists(bench):
     rows = json.load(open(bench)).get('benchmarks', [])
-    print(f"\n{'benchmark':44} {'ms/step':>9} {'tok/s':>11} {'roofline':>11} {'of roof':>8}")
+    print(f"\n{'benchmark':56} {'ms/step':>9} {'tok/s':>11} {'roofline':>11} {'of roof':>8}")
     for r in rows:
         name = r['name'].replace('/min_time:0.500', '').replace('/real_time', '')
         if r.get('error_occurred'):
-            print(f"{name:44} {r.get('error_message', 'error')}")
+            print(f"{name:56} {r.get('error_message', 'error')}")
             continue
         tok, roof = r.get('tokens/s', 0), r.get('roofline_tok/s', 0)
         frac = f"{100 * tok / roof:7.1f}%" if roof else '       -'
-        print(f"{name:44} {r['real_time']:9.2f} {tok:11.0f} {roof:11.0f} {frac}")
+        print(f"{name:56} {r['real_time']:9.2f} {tok:11.0f} {roof:11.0f} {frac}")
     if rows and 'HBM_GB/s' in rows[0]:
         print(f"HBM copy bandwidth: {rows[0]['HBM_GB/s']:.0f} GB/s")
 PY

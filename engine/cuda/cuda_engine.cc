@@ -20,6 +20,7 @@
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/sampling.h"
 #include "engine/cuda/kernels/swiglu.h"
 #include "engine/ggml_type.h"
 #include "engine/quantize.h"
@@ -429,6 +430,10 @@ absl::Status CudaEngine::AllocateWorkspace() {
       (kTables * t + static_cast<size_t>(table_capacity_)) * sizeof(int32_t);
   RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
   RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
+  RETURN_IF_ERROR(sampling_host_.Allocate(t * sizeof(RowSampling)));
+  RETURN_IF_ERROR(sampling_device_.Allocate(t * sizeof(RowSampling)));
+  RETURN_IF_ERROR(tokens_host_.Allocate(t * sizeof(int32_t)));
+  RETURN_IF_ERROR(tokens_device_.Allocate(t * sizeof(int32_t)));
   return absl::OkStatus();
 }
 
@@ -537,8 +542,8 @@ absl::Status CudaEngine::Gemm(const Matrix& w, const void* x, int64_t n,
   return Gemm(dequant_.get(), w.rows, w.cols, x, n, y, beta);
 }
 
-absl::Status CudaEngine::Forward(const ForwardBatch& batch,
-                                 absl::Span<float> logits) {
+absl::Status CudaEngine::RunForward(const ForwardBatch& batch,
+                                    absl::Span<float> logits) {
   const int64_t capacity_before = table_capacity_;
   RETURN_IF_ERROR(Prepare(batch, logits));
   // A grown metadata buffer moved: graphs captured with the old one are
@@ -552,8 +557,38 @@ absl::Status CudaEngine::Forward(const ForwardBatch& batch,
   bool ran = false;
   RETURN_IF_ERROR(RunStepGraph(n, logit_rows_, &ran));
   if (!ran) RETURN_IF_ERROR(RunStep(n, logit_rows_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Forward(const ForwardBatch& batch,
+                                 absl::Span<float> logits) {
+  RETURN_IF_ERROR(RunForward(batch, logits));
   RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::ForwardAndSample(
+    const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
+    absl::Span<int32_t> tokens, absl::Span<float> logits) {
+  RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
+  RETURN_IF_ERROR(RunForward(batch, logits));
+  const int64_t rows = logit_rows_;
+  std::copy(sampling.begin(), sampling.end(), sampling_host_.as<RowSampling>());
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sampling_device_.get(), sampling_host_.get(),
+                      static_cast<size_t>(rows) * sizeof(RowSampling),
+                      cudaMemcpyHostToDevice, res_->stream));
+  RETURN_IF_ERROR(ComputeLogits(rows, logits, sampling.data()));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(tokens_host_.get(), tokens_device_.get(),
+                      static_cast<size_t>(rows) * sizeof(int32_t),
+                      cudaMemcpyDeviceToHost, res_->stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  const int32_t* sampled = tokens_host_.as<int32_t>();
+  for (int64_t j = 0; j < rows; ++j) {
+    if (sampling[j].in_engine) tokens[j] = sampled[j];
+  }
   return absl::OkStatus();
 }
 
@@ -708,15 +743,36 @@ absl::Status CudaEngine::LogitsChunk(int64_t begin, int64_t count) {
 
 // Rows up to logit_chunk_rows_ are already in logits_ (RunStep); more go
 // chunk by chunk.
-absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits) {
+absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits,
+                                       const RowSampling* sampling) {
   const int64_t vocab = config().n_vocab;
+  const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
   for (int64_t begin = 0; begin < rows; begin += logit_chunk_rows_) {
     const int64_t count = std::min(logit_chunk_rows_, rows - begin);
     if (rows > logit_chunk_rows_) RETURN_IF_ERROR(LogitsChunk(begin, count));
+    if (sampling == nullptr) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          logits.data() + begin * vocab, logits_.get(), count * row_bytes,
+          cudaMemcpyDeviceToHost, res_->stream));
+      continue;
+    }
     CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(logits.data() + begin * vocab, logits_.get(),
-                        static_cast<size_t>(count) * vocab * sizeof(float),
-                        cudaMemcpyDeviceToHost, res_->stream));
+        LaunchSampleRows(logits_.as<float>(), count, vocab,
+                         sampling_device_.as<RowSampling>() + begin,
+                         tokens_device_.as<int32_t>() + begin, res_->stream));
+    // The host-sampled rows' logits, a run of consecutive rows per copy.
+    for (int64_t j = 0; j < count;) {
+      if (sampling[begin + j].in_engine) {
+        ++j;
+        continue;
+      }
+      int64_t end = j + 1;
+      while (end < count && !sampling[begin + end].in_engine) ++end;
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          logits.data() + (begin + j) * vocab, logits_.as<float>() + j * vocab,
+          (end - j) * row_bytes, cudaMemcpyDeviceToHost, res_->stream));
+      j = end;
+    }
   }
   return absl::OkStatus();
 }

@@ -34,7 +34,9 @@
 // up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
 // that the block-table buffer grows (rarely, logged) when a step's tables
 // outgrow it. All work runs on one stream; Forward returns after the
-// logits are on the host.
+// logits are on the host. ForwardAndSample samples the rows it is asked to
+// on the device (kernels/sampling.h, after each chunk of logits) and copies
+// back their token ids and only the other rows' logits.
 //
 // Results match the CPU engine within rounding (exactly the same math, in
 // float for F32 models); batch invariance holds within rounding only:
@@ -117,6 +119,14 @@ class CudaEngine final : public Engine {
 
   absl::Status Forward(const ForwardBatch& batch,
                        absl::Span<float> logits) override;
+  // Rows sampled in the engine are sampled on the device
+  // (kernels/sampling.h); only their token ids and the other rows' logits
+  // are copied back.
+  bool samples_on_device() const override { return true; }
+  absl::Status ForwardAndSample(const ForwardBatch& batch,
+                                absl::Span<const RowSampling> sampling,
+                                absl::Span<int32_t> tokens,
+                                absl::Span<float> logits) override;
   absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
 
  private:
@@ -167,7 +177,13 @@ class CudaEngine final : public Engine {
   absl::Status RunLayer(int64_t layer, int64_t n);
   // Final norm and output GEMM of rows [begin, begin + count) into logits_.
   absl::Status LogitsChunk(int64_t begin, int64_t count);
-  absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits);
+  // Prepare and RunStep(Graph): the step up to its logits.
+  absl::Status RunForward(const ForwardBatch& batch, absl::Span<float> logits);
+  // Every logit row to `logits`; or, with `sampling` (one entry per row,
+  // already in sampling_device_), the in_engine rows sampled into
+  // tokens_device_ and only the others' logits copied.
+  absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits,
+                             const RowSampling* sampling = nullptr);
   // y (n, out_rows) float = x (n, in_cols) T · W^T, W (out_rows, in_cols) T;
   // y = beta * y + ... (beta 0 or 1).
   absl::Status Gemm(const void* w, int64_t out_rows, int64_t in_cols,
@@ -206,6 +222,12 @@ class CudaEngine final : public Engine {
   DeviceBuffer cublas_workspace_;
   DeviceBuffer partial_;  // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;
+  // Engine-side sampling: per logit row (up to Tk) its parameters (pinned,
+  // mirrored on the device) and token.
+  PinnedBuffer sampling_host_;
+  DeviceBuffer sampling_device_;
+  PinnedBuffer tokens_host_;
+  DeviceBuffer tokens_device_;
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
   //   | logit_rows (Tk) | block tables (table_capacity_)

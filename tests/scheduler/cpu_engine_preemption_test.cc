@@ -83,5 +83,49 @@ TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
   }
 }
 
+// Rows sampled in the engine (EngineSampling::kAlways; the CPU engine
+// samples after Forward by row_sampling.h's rule): greedy still gives
+// llama.cpp's tokens, and seeded sampled requests run together under
+// preemption give the tokens each gets alone.
+TEST_F(StoriesSchedulerTest,
+       EngineSampledOutputUnderPreemptionEqualsEachAlone) {
+  std::vector<OfflineRequest> requests = {
+      Request("Once upon a time", 64),
+      Request("Lily and Tom were best friends", 48),
+      Request("The little dog", 56),
+      Request("One day, a big bear came to the park", 40),
+  };
+  const float temperatures[] = {0.0f, 0.8f, 1.0f, 1.2f};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].sampling.temperature = temperatures[i];
+    requests[i].sampling.top_k = i == 2 ? 20 : 0;
+    requests[i].sampling.top_p = i == 3 ? 0.9f : 1.0f;
+    requests[i].sampling.min_p = i == 1 ? 0.05f : 0.0f;
+    requests[i].sampling.seed = 1000 + i;
+  }
+  OfflineOptions options;
+  options.engine_sampling = EngineSampling::kAlways;
+  std::vector<OfflineResult> alone;
+  for (const OfflineRequest& r : requests) {
+    auto result = RunOffline(MakeEngine(KvBlocksToRunTogether({r}, 16)),
+                             *model_.tokenizer, {r}, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    alone.push_back((*result)[0]);
+  }
+  ASSERT_EQ(alone[0].tokens, kOnceUponATime64);
+
+  options.max_batched_tokens = 8;
+  options.max_running = 8;
+  OfflineStats stats;
+  auto together =
+      RunOffline(MakeEngine(5), *model_.tokenizer, requests, options, &stats);
+  ASSERT_TRUE(together.ok()) << together.status();
+  EXPECT_GT(stats.preemptions, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ((*together)[i].tokens, alone[i].tokens) << "request " << i;
+    EXPECT_EQ((*together)[i].finish.reason, alone[i].finish.reason);
+  }
+}
+
 }  // namespace
 }  // namespace paceline::scheduler

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -260,6 +261,82 @@ TEST(SchedulerTest, PrefixCacheHitsSkipComputeAndKeepOutput) {
   EXPECT_EQ(second.sink->tokens(), first.sink->tokens());
   EXPECT_EQ(second.sink->finish().usage.cached_prompt_tokens, 8);
   EXPECT_EQ(first.sink->finish().usage.cached_prompt_tokens, 0);
+}
+
+// Engine-side sampling: which rows go to the engine, and what Update does
+// with the tokens it returns.
+TEST(SchedulerTest, EngineSamplingRoutesRowsByWhatTheRequestNeeds) {
+  SchedulerOptions options = Opts(64, 8);
+  options.engine_sampling = EngineSampling::kAlways;
+  Harness h(SmallEngine(4, 256), options);
+  EXPECT_TRUE(h.scheduler().engine_samples());
+  RequestSpec plain = h.Spec(TaggedPrompt(0, 4), 6);
+  RequestSpec logprobs = h.Spec(TaggedPrompt(1, 4), 6);
+  logprobs.sampling.logprobs = true;
+  RequestSpec penalty = h.Spec(TaggedPrompt(2, 4), 6);
+  penalty.sampling.repetition_penalty = 1.2f;
+  const Submitted a = h.Submit(std::move(plain));
+  const Submitted b = h.Submit(std::move(logprobs));
+  const Submitted c = h.Submit(std::move(penalty));
+  const StepPlan& plan = h.Step();
+  ASSERT_EQ(plan.num_logit_rows, 3);
+  ASSERT_EQ(plan.sampling.size(), 3u);
+  EXPECT_EQ(plan.num_engine_sampled, 1);
+  for (const ScheduledRequest& s : plan.scheduled) {
+    EXPECT_EQ(plan.sampling[s.logits_row].in_engine, s.request->id() == a.id);
+  }
+  h.RunUntilIdle();
+
+  // The same requests sampled on the host give the same greedy tokens.
+  Harness host(SmallEngine(4, 256), Opts(64, 8));
+  EXPECT_FALSE(host.scheduler().engine_samples());
+  const Submitted a2 = host.Submit(TaggedPrompt(0, 4), 6);
+  const StepPlan& host_plan = host.Step();
+  EXPECT_TRUE(host_plan.sampling.empty());
+  EXPECT_EQ(host_plan.num_engine_sampled, 0);
+  host.RunUntilIdle();
+  EXPECT_EQ(a.sink->tokens(), a2.sink->tokens());
+  EXPECT_EQ(a.sink->tokens().size(), 6u);
+  for (const Submitted* s : {&b, &c}) {
+    ASSERT_TRUE(s->sink->finished());
+    EXPECT_EQ(s->sink->finish().reason, FinishReason::kLength);
+  }
+}
+
+TEST(SchedulerTest, EngineTokensAreTakenAndBadOnesFailOnlyTheirRequest) {
+  SchedulerOptions options = Opts(64, 8);
+  options.engine_sampling = EngineSampling::kAlways;
+  Harness h(SmallEngine(4, 256), options);
+  const Submitted a = h.Submit(TaggedPrompt(0, 4), 3);
+  const Submitted b = h.Submit(TaggedPrompt(1, 4), 3);
+  const Submitted c = h.Submit(TaggedPrompt(2, 4), 3);
+  const StepPlan& plan = h.scheduler().Schedule();
+  ASSERT_EQ(plan.num_engine_sampled, 3);
+  std::vector<float> logits(3 * h.scheduler().vocab_size(), 0.0f);
+  std::vector<int32_t> tokens(3);
+  for (const ScheduledRequest& s : plan.scheduled) {
+    const RequestId id = s.request->id();
+    tokens[s.logits_row] = id == a.id ? 'q' : id == b.id ? -1 - 17 : 1 << 20;
+  }
+  h.scheduler().Update(plan, Scheduler::StepOutput{logits, tokens});
+  EXPECT_EQ(a.sink->tokens(), std::vector<int32_t>{'q'});
+  EXPECT_FALSE(a.sink->finished());
+  ASSERT_TRUE(b.sink->finished());
+  EXPECT_EQ(b.sink->finish().reason, FinishReason::kError);
+  EXPECT_EQ(b.sink->finish().status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(b.sink->finish().status.message().find("token 17 is not finite"),
+            std::string::npos)
+      << b.sink->finish().status;
+  ASSERT_TRUE(c.sink->finished());
+  EXPECT_EQ(c.sink->finish().reason, FinishReason::kError);
+  EXPECT_EQ(h.scheduler().num_running(), 1);
+  // A short token span is the engine's fault: the step's requests fail.
+  const StepPlan& next = h.scheduler().Schedule();
+  ASSERT_EQ(next.num_engine_sampled, 1);
+  h.scheduler().Update(next, Scheduler::StepOutput{logits, {}});
+  ASSERT_TRUE(a.sink->finished());
+  EXPECT_EQ(a.sink->finish().reason, FinishReason::kError);
+  EXPECT_EQ(h.scheduler().pager().Stats().used_blocks, 0);
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 #define PACELINE_TESTS_SCHEDULER_SCHEDULER_TEST_UTIL_H_
 
 // A scheduler over the fake engine, stepped by hand: Step() is the serving
-// loop's iteration (Schedule, CopyBlocks + Forward, Update) with the
-// recorded batches kept for assertions.
+// loop's iteration (Schedule, CopyBlocks + Forward or ForwardAndSample,
+// Update) with the recorded batches kept for assertions.
 
 #include <cstdint>
 #include <memory>
@@ -143,10 +143,20 @@ class Harness {
       logits_.assign(static_cast<size_t>(plan.num_logit_rows) *
                          scheduler_->vocab_size(),
                      0.0f);
-      if (status.ok()) status = engine_.Forward(plan.batch, absl::MakeSpan(logits_));
+      if (status.ok() && plan.num_engine_sampled > 0) {
+        tokens_.assign(plan.num_logit_rows, -1);
+        status = engine_.ForwardAndSample(plan.batch, plan.sampling,
+                                          absl::MakeSpan(tokens_),
+                                          absl::MakeSpan(logits_));
+      } else if (status.ok()) {
+        tokens_.clear();
+        status = engine_.Forward(plan.batch, absl::MakeSpan(logits_));
+      }
     }
     if (status.ok()) {
-      scheduler_->Update(plan, absl::MakeConstSpan(logits_));
+      scheduler_->Update(plan,
+                         Scheduler::StepOutput{absl::MakeConstSpan(logits_),
+                                               absl::MakeConstSpan(tokens_)});
     } else {
       scheduler_->Update(plan, status);
     }
@@ -170,6 +180,7 @@ class Harness {
   FakeEngine engine_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<float> logits_;
+  std::vector<int32_t> tokens_;
   RequestId next_id_ = 1;
 };
 

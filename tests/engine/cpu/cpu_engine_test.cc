@@ -425,6 +425,13 @@ TEST_F(StoriesTest, CopiedBlocksContinueTheSequence) {
 
 // ---- Malformed batches: InvalidArgument, and nothing written. ----
 
+TEST_F(StoriesTest, ForwardAndSampleSamplesOnTheHostAfterForward) {
+  std::unique_ptr<CpuEngine> engine = MakeEngine();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_FALSE(engine->samples_on_device());
+  ::paceline::engine::testing::ExpectForwardAndSampleMatchesForward(*engine);
+}
+
 TEST_F(StoriesTest, RejectsMalformedBatches) {
   auto engine = MakeEngine(/*num_blocks=*/4, /*max_tokens=*/8);
   const std::vector<int32_t> table = {0, 1};

@@ -8,11 +8,14 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "engine/forward_batch.h"
+#include "engine/row_sampling.h"
+#include "gtest/gtest.h"
 
 namespace paceline::engine::testing {
 
@@ -73,6 +76,66 @@ inline std::vector<int32_t> ContiguousBlocks(const Engine& engine,
                               engine.block_size());
   std::iota(blocks.begin(), blocks.end(), first);
   return blocks;
+}
+
+// Engine::ForwardAndSample against Forward on the same step: a batch of
+// three prompts (K/V in separate blocks), run by Forward, then again by
+// ForwardAndSample with row 0 greedy and row 1 sampled in the engine and
+// row 2 returned as logits. The engine must give SampleRow's token for
+// Forward's rows and row 2's logits bit for bit (the same step twice is
+// deterministic on every backend), and leave row 2's token alone; and it
+// must reject sampling spans that do not match the logit rows.
+inline void ExpectForwardAndSampleMatchesForward(Engine& engine) {
+  const int64_t vocab = engine.config().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3, 4, 5}, {1, 7, 9}, {1, 5, 5, 5, 2, 8, 11}};
+  ForwardBatch batch;
+  std::vector<std::vector<int32_t>> tables;
+  int32_t next_block = 0;
+  for (const std::vector<int32_t>& p : prompts) {
+    tables.push_back(ContiguousBlocks(engine, p.size(), next_block));
+    next_block += static_cast<int32_t>(tables.back().size());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequenceSlice slice;
+    slice.token_begin = batch.num_tokens();
+    slice.token_count = static_cast<int32_t>(prompts[i].size());
+    slice.block_table = tables[i];
+    slice.needs_logits = true;
+    batch.tokens.insert(batch.tokens.end(), prompts[i].begin(),
+                        prompts[i].end());
+    batch.sequences.push_back(slice);
+  }
+  std::vector<float> want(3 * vocab);
+  ASSERT_TRUE(engine.Forward(batch, absl::MakeSpan(want)).ok());
+
+  std::vector<RowSampling> sampling(3);
+  sampling[0].in_engine = true;  // greedy
+  sampling[1].in_engine = true;
+  sampling[1].temperature = 0.8f;
+  sampling[1].top_k = 40;
+  sampling[1].top_p = 0.9f;
+  sampling[1].uniform = 0.37;
+  sampling[2].temperature = 1.0f;  // on the host
+  std::vector<int32_t> tokens = {-7, -7, -7};
+  std::vector<float> got(3 * vocab, -1.0f);
+  const absl::Status s = engine.ForwardAndSample(
+      batch, sampling, absl::MakeSpan(tokens), absl::MakeSpan(got));
+  ASSERT_TRUE(s.ok()) << s;
+  auto row = [&](const std::vector<float>& v, int64_t j) {
+    return absl::MakeConstSpan(v.data() + j * vocab, vocab);
+  };
+  EXPECT_EQ(tokens[0], Argmax(row(want, 0)));
+  EXPECT_EQ(tokens[1], SampleRow(row(want, 1), sampling[1]));
+  EXPECT_EQ(tokens[2], -7);
+  EXPECT_TRUE(std::equal(want.begin() + 2 * vocab, want.end(),
+                         got.begin() + 2 * vocab));
+
+  std::vector<int32_t> two(2);
+  const absl::Status bad = engine.ForwardAndSample(
+      batch, absl::MakeConstSpan(sampling).subspan(0, 2), absl::MakeSpan(two),
+      absl::MakeSpan(got));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
 }
 
 }  // namespace paceline::engine::testing

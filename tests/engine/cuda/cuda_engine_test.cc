@@ -352,6 +352,17 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
   }
 }
 
+TEST_F(CudaStoriesTest, ForwardAndSampleSamplesOnTheDevice) {
+  auto model = OpenModel(::paceline::testing::kStories260KPath);
+  ASSERT_TRUE(model.ok()) << model.status();
+  CudaEngineOptions options;
+  options.num_blocks = 64;
+  auto gpu = CudaEngine::Create(model->weights, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE((*gpu)->samples_on_device());
+  ::paceline::engine::testing::ExpectForwardAndSampleMatchesForward(**gpu);
+}
+
 TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   auto shape = FindModelShape("stories15m");
   ASSERT_TRUE(shape.ok());

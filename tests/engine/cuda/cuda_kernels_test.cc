@@ -1,6 +1,6 @@
 // Each CUDA kernel against the CPU engine's own code (engine/cpu/ops.h,
-// attention.h) on fresh random inputs, outputs poisoned with NaN before
-// the launch, in every element type.
+// attention.h; row_sampling.h for sampling) on fresh random inputs, outputs
+// poisoned with NaN before the launch, in every element type.
 
 #include <algorithm>
 #include <cmath>
@@ -18,9 +18,11 @@
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/sampling.h"
 #include "engine/cuda/kernels/swiglu.h"
 #include "engine/ggml_type.h"
 #include "engine/quantize.h"
+#include "engine/row_sampling.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cuda/cuda_test_util.h"
 
@@ -428,6 +430,90 @@ TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
         ExpectClose(Download(DeviceDtype::kF32, d_y, n * kRows), ref, 2e-3,
                     1e-4, "quantized gemv");
       }
+    }
+  }
+}
+
+// The sampling kernel against the host's SampleRow: the same token for
+// every row, bit for bit (the rule's arithmetic is shared and its sums are
+// integers), over vocabularies from 1 to Qwen's, rows with ties and signed
+// zeros, non-finite rows, and every mix of filters; rows left on the host
+// keep their poisoned token.
+class SamplingKernelTest : public testing::GpuTest {
+ protected:
+  std::vector<float> Row(int64_t vocab) {
+    std::vector<float> z(vocab);
+    switch (rng_() % 3) {
+      case 0:  // model-like: a few large logits above a broad bulk
+        z = Random(vocab, 3.0f);
+        for (int i = 0; i < 4; ++i) z[rng_() % vocab] += 12.0f;
+        break;
+      case 1:  // a coarse grid: many ties, both zeros
+        for (float& x : z) {
+          x = static_cast<float>(static_cast<int32_t>(rng_() % 9) - 4) * 0.5f;
+          if (x == 0.0f && rng_() % 2 == 0) x = -0.0f;
+        }
+        break;
+      default:  // nearly flat
+        z = Random(vocab, 0.01f);
+        break;
+    }
+    return z;
+  }
+
+  RowSampling Params(int64_t vocab) {
+    RowSampling s;
+    s.in_engine = rng_() % 8 != 0;
+    const uint32_t kind = rng_() % 8;
+    s.temperature =
+        kind == 0 ? 0.0f : 0.2f * static_cast<float>(1 + rng_() % 10);
+    if (kind & 1) {
+      s.top_k =
+          static_cast<int32_t>(1 + rng_() % std::min<int64_t>(vocab + 2, 2000));
+    }
+    if (kind & 2) s.top_p = 0.05f * static_cast<float>(1 + rng_() % 20);
+    if (kind & 4) s.min_p = 0.01f * static_cast<float>(rng_() % 20);
+    s.uniform = static_cast<double>(rng_() >> 5) * 0x1p-27;
+    return s;
+  }
+};
+
+TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
+  constexpr int32_t kPoison = 0x7f7f7f7f;
+  for (int64_t vocab : {1, 2, 31, 600, 32000, 151936}) {
+    SCOPED_TRACE(vocab);
+    const int64_t rows = vocab > 100000 ? 24 : 48;
+    std::vector<float> logits;
+    std::vector<RowSampling> params;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> z = Row(vocab);
+      if (r % 11 == 5) z[rng_() % vocab] = r % 2 == 0 ? NAN : INFINITY;
+      logits.insert(logits.end(), z.begin(), z.end());
+      params.push_back(Params(vocab));
+    }
+    DeviceBuffer d_logits, d_params, d_tokens;
+    ASSERT_TRUE(Upload(logits, &d_logits).ok());
+    ASSERT_TRUE(Upload(params, &d_params).ok());
+    ASSERT_TRUE(Upload(std::vector<int32_t>(rows, kPoison), &d_tokens).ok());
+    ASSERT_EQ(LaunchSampleRows(d_logits.as<float>(), rows, vocab,
+                               d_params.as<RowSampling>(),
+                               d_tokens.as<int32_t>(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<int32_t> tokens(rows);
+    ASSERT_EQ(cudaMemcpy(tokens.data(), d_tokens.get(), rows * sizeof(int32_t),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (int64_t r = 0; r < rows; ++r) {
+      const RowSampling& s = params[r];
+      const int32_t want =
+          s.in_engine
+              ? SampleRow(absl::MakeConstSpan(logits.data() + r * vocab, vocab),
+                          s)
+              : kPoison;
+      EXPECT_EQ(tokens[r], want)
+          << "row " << r << ": T " << s.temperature << " top_k " << s.top_k
+          << " top_p " << s.top_p << " min_p " << s.min_p << " u " << s.uniform;
     }
   }
 }
