@@ -112,14 +112,16 @@ enum MetaSection : int64_t {
   kSlots = 2,
   kTableOffsets = 3,
   kLogitRows = 4,
-  kTables = 5,
+  kTiles = 5,  // 1 + 2 Tk entries: count, then (first token, tokens) pairs
+  kTables = 8,
 };
 
 }  // namespace
 
 struct CudaEngine::Resources {
-  // A step's shape as a graph sees it: tokens, logit rows, attention plan.
-  using GraphKey = std::tuple<int64_t, int64_t, int, int64_t>;
+  // A step's shape as a graph sees it: tokens, logit rows, attention plan
+  // (splits, split length, tiled).
+  using GraphKey = std::tuple<int64_t, int64_t, int, int64_t, bool>;
 
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -509,6 +511,22 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
     max_context_ = std::max(max_context_, end);
     offset += blocks_needed;
   }
+  // Attention query tiles: each slice's tokens, kAttentionTileTokens at a
+  // time. The tiled kernel runs when tiles hold two tokens on average
+  // (prefill chunks), the per-token one otherwise (decode).
+  int32_t* tiles = meta + kTiles * tk;
+  int32_t n_tiles = 0;
+  for (const SequenceSlice& slice : batch.sequences) {
+    for (int32_t i = 0; i < slice.token_count; i += kAttentionTileTokens) {
+      tiles[1 + 2 * n_tiles] = slice.token_begin + i;
+      tiles[2 + 2 * n_tiles] =
+          std::min(kAttentionTileTokens, slice.token_count - i);
+      ++n_tiles;
+    }
+  }
+  tiles[0] = n_tiles;
+  use_tiles_ =
+      int64_t{n_tiles} * 2 <= n && config().head_dim <= kMaxTiledHeadDim;
   meta_used_ = kTables * tk + offset;
   return absl::OkStatus();
 }
@@ -619,8 +637,13 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
   att.max_context = max_context_;
   att.partial = partial_.as<float>();
   att.partial_rows = partial_rows_;
+  att.head_dim = c.head_dim;
+  att.tiles = use_tiles_ ? meta_device_.as<int32_t>() +
+                               kTiles * options_.max_tokens_per_step
+                         : nullptr;
   const PagedAttentionPlan plan = PlanPagedAttention(att);
-  const Resources::GraphKey key{n, rows, plan.splits, plan.split_len};
+  const Resources::GraphKey key{n, rows, plan.splits, plan.split_len,
+                                plan.tiled};
   auto it = res_->graphs.find(key);
   if (it == res_->graphs.end()) {
     // The first time a shape runs directly (cuBLAS picks and loads its
@@ -712,6 +735,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   att.max_context = max_context_;
   att.partial = partial_.as<float>();
   att.partial_rows = partial_rows_;
+  att.tiles = use_tiles_ ? meta + kTiles * tk : nullptr;
   CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, att, stream));
   RETURN_IF_ERROR(Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
 

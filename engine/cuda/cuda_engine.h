@@ -230,13 +230,15 @@ class CudaEngine final : public Engine {
   DeviceBuffer tokens_device_;
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
-  //   | logit_rows (Tk) | block tables (table_capacity_)
+  //   | logit_rows (Tk) | attention tiles (3 Tk) | block tables
+  //   (table_capacity_)
   PinnedBuffer meta_host_;
   DeviceBuffer meta_device_;
   int64_t table_capacity_ = 0;
   int64_t meta_used_ = 0;    // int32s of the current step's metadata
   int64_t max_context_ = 0;  // largest position + 1 of the current step
   int64_t logit_rows_ = 0;   // rows of the current step
+  bool use_tiles_ = false;   // tiled attention this step (prefill chunks)
   bool graphs_enabled_ = false;
 };
 

@@ -1,5 +1,6 @@
-// Paged causal attention (prefill and decode through one kernel) with an
-// optional split over the context and a merge kernel.
+// Paged causal attention: a per-token kernel (decode, and any step) with an
+// optional split over the context and a merge kernel, and a tiled kernel
+// for prefill chunks (paged_attention.h).
 #include <algorithm>
 #include <cmath>
 
@@ -114,6 +115,140 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The tiled kernel: one block of kTileThreads per (head, tile). Thread
+// (r, j) = (tid / 8, tid % 8) owns query row r of the tile, the chunk's
+// positions j, j + 8, ... for scores, and output elements j, j + 8, ...;
+// the 8 threads of a row sit in one warp and reduce with shuffles.
+constexpr int kTileThreads = kAttentionTileTokens * 8;
+
+template <int kHd>
+constexpr int TileChunk() {  // K/V positions per shared-memory chunk
+  return kHd <= 64 ? 64 : kHd <= 128 ? 32 : 8;
+}
+
+__device__ __forceinline__ float RowMax8(float x) {
+  for (int off = 1; off < 8; off <<= 1) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  }
+  return x;
+}
+
+__device__ __forceinline__ float RowSum8(float x) {
+  for (int off = 1; off < 8; off <<= 1) {
+    x += __shfl_xor_sync(0xffffffffu, x, off);
+  }
+  return x;
+}
+
+template <typename T, int kHd>
+__global__ void __launch_bounds__(kTileThreads)
+    TiledAttentionKernel(PagedAttentionParams p, const T* kv) {
+  constexpr int kQ = kAttentionTileTokens;
+  constexpr int kChunk = TileChunk<kHd>();
+  constexpr int kPerRow = kChunk / 8;  // scores per thread per chunk
+  constexpr int kOut = kHd / 8;        // output elements per thread
+  // Rows padded by one float: the rows a warp reads at once fall in
+  // different banks.
+  __shared__ float sq[kQ][kHd + 1];
+  __shared__ float sk[kChunk][kHd + 1];
+  __shared__ float sv[kChunk][kHd + 1];
+  __shared__ float sp[kQ][kChunk + 1];
+
+  const int tile = blockIdx.y;
+  if (tile >= p.tiles[0]) return;
+  const int64_t h = blockIdx.x;
+  const int32_t t0 = p.tiles[1 + 2 * tile];
+  const int count = p.tiles[2 + 2 * tile];
+  const int tid = threadIdx.x;
+  const int r = tid / 8;
+  const int j = tid % 8;
+  const int64_t hd = p.head_dim;
+  const int64_t bs = p.block_size;
+  const int64_t kv_head = h / (p.n_heads / p.n_kv_heads);
+  const int64_t pos0 = p.positions[t0];
+  const int64_t n_ctx = pos0 + count;  // the tile's last query sees all
+  const int32_t* table = p.block_tables + p.table_offsets[t0];
+
+  for (int e = tid; e < kQ * hd; e += kTileThreads) {
+    const int rr = e / static_cast<int>(hd);
+    const int d = e - rr * static_cast<int>(hd);
+    sq[rr][d] =
+        rr < count ? p.q[(t0 + rr) * p.q_stride + h * hd + d] * p.scale : 0.0f;
+  }
+  const int64_t my_pos = pos0 + r;
+  const bool valid = r < count;
+  float m = -INFINITY;
+  float l = 0.0f;
+  float acc[kOut];
+#pragma unroll
+  for (int i = 0; i < kOut; ++i) acc[i] = 0.0f;
+
+  for (int64_t c0 = 0; c0 < n_ctx; c0 += kChunk) {
+    __syncthreads();  // the previous chunk is consumed (and sq written)
+    for (int e = tid; e < kChunk * hd; e += kTileThreads) {
+      const int pp = e / static_cast<int>(hd);
+      const int d = e - pp * static_cast<int>(hd);
+      const int64_t pos = c0 + pp;
+      float k = 0.0f;
+      float v = 0.0f;
+      if (pos < n_ctx) {
+        const int64_t block = table[pos / bs];
+        const int64_t slot = pos - (pos / bs) * bs;
+        k = ToFloat(
+            kv[((block * 2 * p.n_kv_heads + kv_head) * bs + slot) * hd + d]);
+        v = ToFloat(
+            kv[(((block * 2 + 1) * p.n_kv_heads + kv_head) * bs + slot) * hd +
+               d]);
+      }
+      sk[pp][d] = k;
+      sv[pp][d] = v;
+    }
+    __syncthreads();
+
+    float s[kPerRow];
+    float chunk_max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPerRow; ++i) {
+      const int pp = j + 8 * i;
+      float dot = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) dot += sq[r][d] * sk[pp][d];
+      s[i] = valid && c0 + pp <= my_pos ? dot : -INFINITY;
+      chunk_max = fmaxf(chunk_max, s[i]);
+    }
+    const float m_new = fmaxf(m, RowMax8(chunk_max));
+    // Rows with nothing visible yet (only padding rows) keep m = -inf.
+    const float c = m_new == -INFINITY ? 1.0f : expf(m - m_new);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerRow; ++i) {
+      const float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m_new);
+      sp[r][j + 8 * i] = e;
+      sum += e;
+    }
+    l = l * c + RowSum8(sum);
+    m = m_new;
+    __syncwarp();  // row r's probabilities come from its own warp
+#pragma unroll
+    for (int i = 0; i < kOut; ++i) acc[i] *= c;
+    for (int pp = 0; pp < kChunk; ++pp) {
+      const float e = sp[r][pp];
+#pragma unroll
+      for (int i = 0; i < kOut; ++i) {
+        const int d = j + 8 * i;
+        if (d < hd) acc[i] += e * sv[pp][d];
+      }
+    }
+  }
+  if (!valid) return;
+  T* out = static_cast<T*>(p.out) + ((t0 + r) * p.n_heads + h) * hd;
+  const float inv = 1.0f / l;
+#pragma unroll
+  for (int i = 0; i < kOut; ++i) {
+    const int d = j + 8 * i;
+    if (d < hd) out[d] = FromFloat<T>(acc[i] * inv);
+  }
+}
+
 // Merges the splits of one (head, token): out = sum_s acc_s e^(m_s - M) /
 // sum_s l_s e^(m_s - M). Empty splits have l = 0.
 template <typename T>
@@ -159,9 +294,25 @@ cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
   return cudaGetLastError();
 }
 
+template <typename T, int kHd>
+cudaError_t LaunchTiled(const PagedAttentionParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_heads),
+                  static_cast<unsigned>(p.n_tokens));
+  TiledAttentionKernel<T, kHd>
+      <<<grid, kTileThreads, 0, stream>>>(p, static_cast<const T*>(p.kv_layer));
+  return cudaGetLastError();
+}
+
 template <typename T>
-cudaError_t LaunchTyped(const PagedAttentionParams& p, int num_splits,
-                        int64_t split_len, cudaStream_t stream) {
+cudaError_t LaunchTyped(const PagedAttentionParams& p,
+                        const PagedAttentionPlan& plan, cudaStream_t stream) {
+  if (plan.tiled) {
+    if (p.head_dim <= 64) return LaunchTiled<T, 64>(p, stream);
+    if (p.head_dim <= 128) return LaunchTiled<T, 128>(p, stream);
+    return LaunchTiled<T, 256>(p, stream);
+  }
+  const int num_splits = plan.splits;
+  const int64_t split_len = plan.split_len;
   if (p.head_dim <= 32) return Launch<T, 1>(p, num_splits, split_len, stream);
   if (p.head_dim <= 64) return Launch<T, 2>(p, num_splits, split_len, stream);
   if (p.head_dim <= 128) {
@@ -198,6 +349,11 @@ int ChooseSplits(const PagedAttentionParams& p) {
 
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p) {
   PagedAttentionPlan plan;
+  if (p.tiles != nullptr && p.head_dim <= kMaxTiledHeadDim) {
+    plan.tiled = true;
+    plan.split_len = int64_t{1} << 40;
+    return plan;
+  }
   plan.splits = ChooseSplits(p);
   if (plan.splits == 1) {
     // Unbounded: the whole context, whatever it grows to.
@@ -226,8 +382,7 @@ cudaError_t LaunchPagedAttention(DeviceDtype dtype,
   }
   const PagedAttentionPlan plan = PlanPagedAttention(p);
   cudaError_t err = cudaSuccess;
-  PACELINE_DISPATCH_DTYPE(
-      dtype, T, err = LaunchTyped<T>(p, plan.splits, plan.split_len, stream));
+  PACELINE_DISPATCH_DTYPE(dtype, T, err = LaunchTyped<T>(p, plan, stream));
   return err;
 }
 

@@ -19,11 +19,18 @@ namespace paceline::engine::cuda {
 //
 //   out = sum_p softmax_p(scale * q · K[p]) V[p]
 //
-// One CUDA block per (head, token, split); its warps take positions in
-// turn with an online softmax (float), then merge. When the step has few
-// (token, head) pairs (decode of a small batch), the context is split into
-// num_splits ranges whose partial results (max, sum, unnormalized output)
-// a second kernel merges, so long sequences fill the GPU.
+// Two kernels, both with an online softmax in float:
+//  - per token: one CUDA block per (head, token, split); its warps take
+//    positions in turn, then merge. When the step has few (token, head)
+//    pairs (decode of a small batch), the context is split into num_splits
+//    ranges whose partial results (max, sum, unnormalized output) a second
+//    kernel merges, so long sequences fill the GPU.
+//  - tiled (when `tiles` is given, head_dim <= 256): one block per (head,
+//    query tile) of up to kAttentionTileTokens consecutive tokens of one
+//    sequence; each chunk of K/V positions is read from the paged cache
+//    once into shared memory for the whole tile (instead of once per
+//    token), so a prefill chunk of n tokens reads its context n / 16 times
+//    rather than n times.
 struct PagedAttentionParams {
   int64_t n_tokens = 0;
   int64_t n_heads = 0;
@@ -48,17 +55,27 @@ struct PagedAttentionParams {
   int64_t partial_rows = 0;
   // 0: choose; k > 0: exactly k splits (tests), if partial holds them.
   int force_splits = 0;
+  // Query tiles for the tiled kernel, or null: tiles[0] = the number of
+  // tiles (<= n_tokens), then per tile its first token and its token count
+  // (1 .. kAttentionTileTokens): consecutive tokens of one sequence at
+  // consecutive positions. Device memory; every token in exactly one tile.
+  const int32_t* tiles = nullptr;
 };
+
+inline constexpr int kAttentionTileTokens = 16;
+inline constexpr int64_t kMaxTiledHeadDim = 256;
 
 inline constexpr int64_t kMaxAttentionHeadDim = 512;
 
-// How Launch splits the contexts of `p`: `splits` ranges (1 = no merge
-// pass) of `split_len` positions: a multiple of 256 (unless forced), or
-// unbounded when splits == 1 — so the plan changes only every few hundred
-// positions of decode, and a captured CUDA graph stays valid in between.
+// How Launch runs `p`: tiled when it has tiles and head_dim allows; else
+// split into `splits` ranges (1 = no merge pass) of `split_len` positions:
+// a multiple of 256 (unless forced), or unbounded when splits == 1 — so
+// the plan changes only every few hundred positions of decode, and a
+// captured CUDA graph stays valid in between.
 struct PagedAttentionPlan {
   int splits = 1;
   int64_t split_len = 0;
+  bool tiled = false;  // the tiled kernel (splits 1)
 };
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p);
 

@@ -300,7 +300,7 @@ __device__ void Draw(const Row& row, uint64_t floor, double uniform,
 __global__ void __launch_bounds__(kThreads)
     SampleRowsKernel(const float* logits, int64_t vocab,
                      const RowSampling* params, int32_t* tokens) {
-  __shared__ alignas(16) unsigned char storage[sizeof(Shared)];
+  alignas(16) __shared__ unsigned char storage[sizeof(Shared)];
   Shared& sh = *reinterpret_cast<Shared*>(storage);
   const RowSampling s = params[blockIdx.x];
   if (!s.in_engine) return;

@@ -267,7 +267,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
 }
 
 // Sequences with scattered blocks: prefill chunks after cached context and
-// decode tokens with long contexts, every split count.
+// decode tokens with long contexts, every split count and the tiled kernel.
 TEST_P(KernelTest, PagedAttentionMatchesCpu) {
   constexpr int64_t kHeads = 8, kKvHeads = 2, kHeadDim = 128;
   constexpr int64_t kBlockSize = 16, kBlocks = 200;
@@ -285,17 +285,20 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
 
   // Sequence 0: a 30-token chunk at positions [100, 130); sequence 1: one
   // decode token at 1500; sequence 2: a 1-token prompt; sequence 3: a
-  // decode at 37.
+  // decode at 37; sequence 4: a 40-token prompt.
   struct Seq {
     int32_t position_begin;
     int32_t count;
   };
-  const std::vector<Seq> seqs = {{100, 30}, {1500, 1}, {0, 1}, {37, 1}};
+  const std::vector<Seq> seqs = {
+      {100, 30}, {1500, 1}, {0, 1}, {37, 1}, {0, 40}};
   std::vector<int32_t> ids(kBlocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng_);
   std::vector<std::vector<int32_t>> tables;
   std::vector<int32_t> positions, token_table, offsets, flat;
+  // The tiled kernel's query tiles: each sequence's tokens, 16 at a time.
+  std::vector<int32_t> tiles = {0};
   size_t next_id = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t end = seqs[s].position_begin + seqs[s].count;
@@ -307,6 +310,11 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
     }
     const int32_t offset = static_cast<int32_t>(flat.size());
     flat.insert(flat.end(), table.begin(), table.end());
+    for (int32_t i = 0; i < seqs[s].count; i += kAttentionTileTokens) {
+      tiles.push_back(static_cast<int32_t>(positions.size()) + i);
+      tiles.push_back(std::min(kAttentionTileTokens, seqs[s].count - i));
+      ++tiles[0];
+    }
     for (int32_t i = 0; i < seqs[s].count; ++i) {
       positions.push_back(seqs[s].position_begin + i);
       token_table.push_back(static_cast<int32_t>(s));
@@ -327,7 +335,8 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
   cpu::PagedAttention(**cache, 0, ap, q.data(), n, positions.data(),
                       token_table.data(), spans, ref.data(), pool);
 
-  DeviceBuffer d_q, d_pos, d_off, d_tables, d_kv, d_partial;
+  DeviceBuffer d_q, d_pos, d_off, d_tables, d_kv, d_partial, d_tiles;
+  ASSERT_TRUE(Upload(tiles, &d_tiles).ok());
   ASSERT_TRUE(Upload(q, &d_q).ok());
   ASSERT_TRUE(Upload(positions, &d_pos).ok());
   ASSERT_TRUE(Upload(offsets, &d_off).ok());
@@ -336,7 +345,8 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
   constexpr int64_t kPartialRows = 4096;
   ASSERT_TRUE(
       Poisoned(kPartialRows * (kHeadDim + 2) * sizeof(float), &d_partial).ok());
-  for (int splits : {0, 1, 2, 3, 7}) {
+  // -1: the tiled kernel.
+  for (int splits : {0, 1, 2, 3, 7, -1}) {
     SCOPED_TRACE(splits);
     DeviceBuffer d_out;
     ASSERT_TRUE(Poisoned(n * kHeads * kHeadDim * elem(), &d_out).ok());
@@ -357,7 +367,9 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
     p.max_context = 1501;
     p.partial = d_partial.as<float>();
     p.partial_rows = kPartialRows;
-    p.force_splits = splits;
+    p.force_splits = std::max(splits, 0);
+    p.tiles = splits < 0 ? d_tiles.as<int32_t>() : nullptr;
+    EXPECT_EQ(PlanPagedAttention(p).tiled, splits < 0);
     if (splits > 0) {
       EXPECT_EQ(PagedAttentionSplits(p), splits);
     }
