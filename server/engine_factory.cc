@@ -146,7 +146,9 @@ absl::Status MakeCuda(const v1::ServerConfig& config,
                    engine::cuda::CudaEngine::Create(std::move(weights), options));
   out->log_lines.push_back(absl::StrCat(
       "backend cuda: device 0, ", Mib(free_bytes), " free of ",
-      Mib(total_bytes), " before the KV pool"));
+      Mib(total_bytes),
+      " before the KV pool; requests without penalties or logprobs are "
+      "sampled on the GPU"));
   out->engine = std::move(engine);
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 // a time" gives llama.cpp's reference tokens (../shared/models/README.md).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,38 +50,59 @@ class StoriesSchedulerTest : public ::testing::Test {
     return r;
   }
 
+  std::vector<OfflineResult> ExpectTogetherEqualsAlone(
+      const std::vector<OfflineRequest>& requests, OfflineOptions options);
+
   engine::LoadedModel model_;
 };
 
-TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
-  const std::vector<OfflineRequest> requests = {
-      Request("Once upon a time", 64),
-      Request("Lily and Tom were best friends", 48),
-      Request("The little dog", 56),
-      Request("One day, a big bear came to the park", 40),
-  };
+// The four prompts of these tests.
+std::vector<OfflineRequest> FourRequests(
+    const std::function<OfflineRequest(const std::string&, int32_t)>& make) {
+  return {make("Once upon a time", 64),
+          make("Lily and Tom were best friends", 48),
+          make("The little dog", 56),
+          make("One day, a big bear came to the park", 40)};
+}
+
+// Runs each request alone, then all four together in 5 KV blocks with
+// 8-token steps (preemption by recompute), and expects every request's
+// output to be the same both ways. Returns the solo results.
+std::vector<OfflineResult> StoriesSchedulerTest::ExpectTogetherEqualsAlone(
+    const std::vector<OfflineRequest>& requests, OfflineOptions options) {
   std::vector<OfflineResult> alone;
   for (const OfflineRequest& r : requests) {
     auto result = RunOffline(MakeEngine(KvBlocksToRunTogether({r}, 16)),
-                             *model_.tokenizer, {r}, OfflineOptions());
-    ASSERT_TRUE(result.ok()) << result.status();
+                             *model_.tokenizer, {r}, options);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
     alone.push_back((*result)[0]);
   }
-  ASSERT_EQ(alone[0].tokens, kOnceUponATime64);
-
   // 5 blocks hold the longest request alone; the four need 17 together.
-  ASSERT_EQ(KvBlocksToRunTogether(requests, 16), 17);
+  EXPECT_EQ(KvBlocksToRunTogether(requests, 16), 17);
+  options.max_batched_tokens = 8;
+  options.max_running = 8;
   OfflineStats stats;
   auto together =
-      RunOffline(MakeEngine(5), *model_.tokenizer, requests,
-                 OfflineOptions{/*max_batched_tokens=*/8, 8}, &stats);
-  ASSERT_TRUE(together.ok()) << together.status();
+      RunOffline(MakeEngine(5), *model_.tokenizer, requests, options, &stats);
+  EXPECT_TRUE(together.ok()) << together.status();
+  if (!together.ok()) return alone;
   EXPECT_GT(stats.preemptions, 0);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ((*together)[i].tokens, alone[i].tokens) << "request " << i;
     EXPECT_EQ((*together)[i].text, alone[i].text) << "request " << i;
     EXPECT_EQ((*together)[i].finish.reason, alone[i].finish.reason);
   }
+  return alone;
+}
+
+TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
+  const std::vector<OfflineResult> alone = ExpectTogetherEqualsAlone(
+      FourRequests(
+          [this](const std::string& p, int32_t n) { return Request(p, n); }),
+      OfflineOptions());
+  ASSERT_FALSE(alone.empty());
+  EXPECT_EQ(alone[0].tokens, kOnceUponATime64);
 }
 
 // Rows sampled in the engine (EngineSampling::kAlways; the CPU engine
@@ -89,42 +111,25 @@ TEST_F(StoriesSchedulerTest, GreedyOutputUnderPreemptionEqualsEachAlone) {
 // preemption give the tokens each gets alone.
 TEST_F(StoriesSchedulerTest,
        EngineSampledOutputUnderPreemptionEqualsEachAlone) {
-  std::vector<OfflineRequest> requests = {
-      Request("Once upon a time", 64),
-      Request("Lily and Tom were best friends", 48),
-      Request("The little dog", 56),
-      Request("One day, a big bear came to the park", 40),
-  };
   const float temperatures[] = {0.0f, 0.8f, 1.0f, 1.2f};
-  for (size_t i = 0; i < requests.size(); ++i) {
-    requests[i].sampling.temperature = temperatures[i];
-    requests[i].sampling.top_k = i == 2 ? 20 : 0;
-    requests[i].sampling.top_p = i == 3 ? 0.9f : 1.0f;
-    requests[i].sampling.min_p = i == 1 ? 0.05f : 0.0f;
-    requests[i].sampling.seed = 1000 + i;
-  }
+  int i = 0;
+  const std::vector<OfflineRequest> requests =
+      FourRequests([&](const std::string& p, int32_t n) {
+        OfflineRequest r = Request(p, n);
+        r.sampling.temperature = temperatures[i];
+        r.sampling.top_k = i == 2 ? 20 : 0;
+        r.sampling.top_p = i == 3 ? 0.9f : 1.0f;
+        r.sampling.min_p = i == 1 ? 0.05f : 0.0f;
+        r.sampling.seed = 1000 + i;
+        ++i;
+        return r;
+      });
   OfflineOptions options;
   options.engine_sampling = EngineSampling::kAlways;
-  std::vector<OfflineResult> alone;
-  for (const OfflineRequest& r : requests) {
-    auto result = RunOffline(MakeEngine(KvBlocksToRunTogether({r}, 16)),
-                             *model_.tokenizer, {r}, options);
-    ASSERT_TRUE(result.ok()) << result.status();
-    alone.push_back((*result)[0]);
-  }
-  ASSERT_EQ(alone[0].tokens, kOnceUponATime64);
-
-  options.max_batched_tokens = 8;
-  options.max_running = 8;
-  OfflineStats stats;
-  auto together =
-      RunOffline(MakeEngine(5), *model_.tokenizer, requests, options, &stats);
-  ASSERT_TRUE(together.ok()) << together.status();
-  EXPECT_GT(stats.preemptions, 0);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ((*together)[i].tokens, alone[i].tokens) << "request " << i;
-    EXPECT_EQ((*together)[i].finish.reason, alone[i].finish.reason);
-  }
+  const std::vector<OfflineResult> alone =
+      ExpectTogetherEqualsAlone(requests, options);
+  ASSERT_FALSE(alone.empty());
+  EXPECT_EQ(alone[0].tokens, kOnceUponATime64);
 }
 
 }  // namespace
