@@ -12,13 +12,17 @@
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
 //     bias, Q/K norm, RoPE; K/V -> paged slots  (T)      LaunchQkvRope
 //     a = paged causal attention (GQA)          (T)      LaunchPagedAttention
+//         (query tiles of 16 tokens when the step is mostly prefill, one
+//         block per token otherwise)
 //     x += a Wo                                          cuBLAS, beta = 1
 //     h = RMSNorm(x) · ffn_norm                 (T)
 //     gu = h [Wgate; Wup]                       (float)  cuBLAS, one GEMM
 //     s = silu(gu_gate) * gu_up                 (T)      LaunchSwiGlu
 //     x += s Wdown                                       cuBLAS, beta = 1
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
-//     (float, copied to the caller's host span)
+//     (float, copied to the caller's host span; or, in ForwardAndSample,
+//     rows sampled on the device by LaunchSampleRows and only token ids
+//     copied)
 // GEMMs take T operands and accumulate in float (cublasGemmEx,
 // CUBLAS_COMPUTE_32F; F32 models use plain FP32, no TF32).
 //
