@@ -1,6 +1,7 @@
 // Embedding gather: one block per token copies its row, widening to float.
 #include "engine/cuda/kernels/dtype.cuh"
 #include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/launch.cuh"
 
 namespace paceline::engine::cuda {
 namespace {
@@ -23,10 +24,10 @@ cudaError_t LaunchEmbedding(DeviceDtype dtype, const void* table,
                             const int32_t* tokens, int64_t n_tokens,
                             int64_t dim, float* out, cudaStream_t stream) {
   if (n_tokens <= 0) return cudaSuccess;
-  PACELINE_DISPATCH_DTYPE(dtype, T,
-                          EmbeddingKernel<T>
-                          <<<static_cast<unsigned>(n_tokens), 256, 0, stream>>>(
-                              static_cast<const T*>(table), tokens, dim, out));
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T,
+      LaunchKernel(EmbeddingKernel<T>, static_cast<unsigned>(n_tokens), 256,
+                   stream, static_cast<const T*>(table), tokens, dim, out));
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/paged_attention.h"
 
 namespace paceline::engine::cuda {
@@ -284,12 +285,12 @@ cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
   const dim3 grid(static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(num_splits));
-  PagedAttentionKernel<T, kPerLane><<<grid, kWarps * 32, 0, stream>>>(
-      p, static_cast<const T*>(p.kv_layer), num_splits, split_len);
+  LaunchKernel(PagedAttentionKernel<T, kPerLane>, grid, kWarps * 32, stream, p,
+               static_cast<const T*>(p.kv_layer), num_splits, split_len);
   if (num_splits > 1) {
     const dim3 merge_grid(static_cast<unsigned>(p.n_heads),
                           static_cast<unsigned>(p.n_tokens));
-    MergeSplitsKernel<T><<<merge_grid, 128, 0, stream>>>(p, num_splits);
+    LaunchKernel(MergeSplitsKernel<T>, merge_grid, 128, stream, p, num_splits);
   }
   return cudaGetLastError();
 }
@@ -298,8 +299,8 @@ template <typename T, int kHd>
 cudaError_t LaunchTiled(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.n_tokens));
-  TiledAttentionKernel<T, kHd>
-      <<<grid, kTileThreads, 0, stream>>>(p, static_cast<const T*>(p.kv_layer));
+  LaunchKernel(TiledAttentionKernel<T, kHd>, grid, kTileThreads, stream, p,
+               static_cast<const T*>(p.kv_layer));
   return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 // Bias, per-head norm and RoPE of Q/K, and the K/V write into paged slots:
 // one block per (head of Q|K|V, token), the head staged in shared memory.
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/qkv_rope.h"
 
 namespace paceline::engine::cuda {
@@ -85,8 +86,8 @@ cudaError_t LaunchQkvRope(DeviceDtype dtype, const QkvRopeParams& p,
                   static_cast<unsigned>(p.n_tokens));
   const int threads = p.head_dim > 64 ? 128 : 64;
   PACELINE_DISPATCH_DTYPE(dtype, T,
-                          QkvRopeKernel<T><<<grid, threads, 0, stream>>>(
-                              p, static_cast<T*>(p.kv_layer)));
+                          LaunchKernel(QkvRopeKernel<T>, grid, threads, stream,
+                                       p, static_cast<T*>(p.kv_layer)));
   return cudaGetLastError();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/quantized_matmul.h"
 
 namespace paceline::engine::cuda {
@@ -94,17 +95,17 @@ cudaError_t Gemv(const void* w, int64_t rows, int64_t cols, const void* x,
   const T* xt = static_cast<const T*>(x);
   const int ni = static_cast<int>(n);
   if (n == 1) {
-    QuantizedGemvKernel<kQ, T, 1>
-        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
+    LaunchKernel(QuantizedGemvKernel<kQ, T, 1>, grid, kWarps * 32, stream, wb,
+                 rows, cols, xt, ni, beta, y);
   } else if (n == 2) {
-    QuantizedGemvKernel<kQ, T, 2>
-        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
+    LaunchKernel(QuantizedGemvKernel<kQ, T, 2>, grid, kWarps * 32, stream, wb,
+                 rows, cols, xt, ni, beta, y);
   } else if (n <= 4) {
-    QuantizedGemvKernel<kQ, T, 4>
-        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
+    LaunchKernel(QuantizedGemvKernel<kQ, T, 4>, grid, kWarps * 32, stream, wb,
+                 rows, cols, xt, ni, beta, y);
   } else {
-    QuantizedGemvKernel<kQ, T, 8>
-        <<<grid, kWarps * 32, 0, stream>>>(wb, rows, cols, xt, ni, beta, y);
+    LaunchKernel(QuantizedGemvKernel<kQ, T, 8>, grid, kWarps * 32, stream, wb,
+                 rows, cols, xt, ni, beta, y);
   }
   return cudaGetLastError();
 }
@@ -133,9 +134,9 @@ cudaError_t LaunchQuantizedGemv(QuantType q, const void* w, int64_t rows,
 cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
                              int64_t cols, DeviceDtype out_dtype, void* out,
                              cudaStream_t stream) {
+  if (cols % 32 != 0) return cudaErrorInvalidValue;
   const int64_t total = rows * (cols / 32);
   if (total <= 0) return cudaSuccess;
-  if (cols % 32 != 0) return cudaErrorInvalidValue;
   constexpr int kThreads = 256;
   const unsigned grid = static_cast<unsigned>(
       std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
@@ -143,13 +144,13 @@ cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
   if (q == QuantType::kQ8_0) {
     PACELINE_DISPATCH_DTYPE(
         out_dtype, T,
-        DequantizeKernel<QuantType::kQ8_0, T>
-        <<<grid, kThreads, 0, stream>>>(wb, total, static_cast<T*>(out)));
+        LaunchKernel(DequantizeKernel<QuantType::kQ8_0, T>, grid, kThreads,
+                     stream, wb, total, static_cast<T*>(out)));
   } else {
     PACELINE_DISPATCH_DTYPE(
         out_dtype, T,
-        DequantizeKernel<QuantType::kQ4_0, T>
-        <<<grid, kThreads, 0, stream>>>(wb, total, static_cast<T*>(out)));
+        LaunchKernel(DequantizeKernel<QuantType::kQ4_0, T>, grid, kThreads,
+                     stream, wb, total, static_cast<T*>(out)));
   }
   return cudaGetLastError();
 }

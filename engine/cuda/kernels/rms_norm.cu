@@ -1,6 +1,7 @@
 // RMSNorm with an optional fused residual add and row gather: one block
 // per row, the row's sum of squares reduced in double over the block.
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/rms_norm.h"
 
 namespace paceline::engine::cuda {
@@ -48,8 +49,9 @@ cudaError_t LaunchRmsNorm(DeviceDtype dtype, float* x, const float* residual,
   const int threads = dim >= 1024 ? 1024 : (dim >= 256 ? 256 : 64);
   PACELINE_DISPATCH_DTYPE(
       dtype, T,
-      RmsNormKernel<T><<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(
-          x, residual, rows, dim, w, eps, static_cast<T*>(out)));
+      LaunchKernel(RmsNormKernel<T>, static_cast<unsigned>(n_rows), threads,
+                   stream, x, residual, rows, dim, w, eps,
+                   static_cast<T*>(out)));
   return cudaGetLastError();
 }
 

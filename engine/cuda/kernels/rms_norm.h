@@ -16,7 +16,8 @@ namespace paceline::engine::cuda {
 // float, as the CPU engine's RmsNorm does. `rows` gathers (the logits rows
 // of a step); `residual` fuses the residual add into the norm.
 //   x:        (>= max row + 1, dim) float
-//   residual: (same rows as x, dim) float, or null
+//   residual: (same rows as x, dim) float, or null; with a residual the
+//             gathered rows must be distinct (each row is updated once)
 //   rows:     (n_rows) int32, or null
 //   w:        (dim) float
 //   out:      (n_rows, dim) of `dtype`; must not alias x

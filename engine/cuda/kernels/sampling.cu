@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/sampling.h"
 #include "engine/row_sampling_math.h"
 
@@ -339,8 +340,8 @@ cudaError_t LaunchSampleRows(const float* logits, int64_t rows, int64_t vocab,
   if (vocab <= 0 || vocab > INT_MAX || rows > INT_MAX) {
     return cudaErrorInvalidValue;
   }
-  SampleRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, vocab, params, tokens);
+  LaunchKernel(SampleRowsKernel, static_cast<unsigned>(rows), kThreads, stream,
+               logits, vocab, params, tokens);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // y[i] = alpha * x[i] + beta: the smallest kernel that proves nvcc, the
 // launch path and the device-side build of this project work.
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/scale.h"
 
 namespace paceline::engine::cuda {
@@ -19,8 +20,8 @@ cudaError_t LaunchAffine(const float* x, float* y, int64_t n, float alpha,
   if (n <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  AffineKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      x, y, n, alpha, beta);
+  LaunchKernel(AffineKernel, static_cast<unsigned>(blocks), kThreads, stream, x,
+               y, n, alpha, beta);
   return cudaGetLastError();
 }
 

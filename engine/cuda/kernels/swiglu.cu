@@ -1,5 +1,6 @@
 // SwiGLU: element-wise over (token, feature), a grid-stride loop.
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/swiglu.h"
 
 namespace paceline::engine::cuda {
@@ -32,8 +33,8 @@ cudaError_t LaunchSwiGlu(DeviceDtype dtype, const float* gate_up,
   if (blocks > 65535) blocks = 65535;
   PACELINE_DISPATCH_DTYPE(
       dtype, T,
-      SwiGluKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          gate_up, n_tokens, n_ff, static_cast<T*>(out)));
+      LaunchKernel(SwiGluKernel<T>, static_cast<unsigned>(blocks), kThreads,
+                   stream, gate_up, n_tokens, n_ff, static_cast<T*>(out)));
   return cudaGetLastError();
 }
 

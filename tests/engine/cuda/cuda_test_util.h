@@ -39,6 +39,15 @@ inline void PrintTo(DeviceDtype d, std::ostream* os) {
 
 namespace paceline::engine::cuda::testing {
 
+// Whether these tests run on the host emulation of CUDA
+// (cuda_kernels_emu_test, emu/emu.h), where a kernel runs thousands of
+// times slower: the largest cases shrink there.
+#ifdef PACELINE_CUDA_EMULATION
+inline constexpr bool kEmulated = true;
+#else
+inline constexpr bool kEmulated = false;
+#endif
+
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
