@@ -650,14 +650,20 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
     // kernels); the second time it is captured.
     if (res_->seen.insert(key).second) return absl::OkStatus();
     if (res_->graphs.size() >= 128) res_->ClearGraphs();
-    CUDA_RETURN_IF_ERROR(
-        cudaStreamBeginCapture(res_->stream, cudaStreamCaptureModeThreadLocal));
-    const absl::Status body = RunStep(n, rows);
+    // Any failure from here on turns graphs off; the step then runs
+    // directly.
+    const cudaError_t begin =
+        cudaStreamBeginCapture(res_->stream, cudaStreamCaptureModeThreadLocal);
+    absl::Status body;
+    cudaError_t end = cudaErrorUnknown;
     cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(res_->stream, &graph);
+    if (begin == cudaSuccess) {
+      body = RunStep(n, rows);
+      end = cudaStreamEndCapture(res_->stream, &graph);
+    }
     cudaGraphExec_t exec = nullptr;
     cudaError_t inst = cudaErrorUnknown;
-    if (body.ok() && end == cudaSuccess) {
+    if (begin == cudaSuccess && body.ok() && end == cudaSuccess) {
       inst = cudaGraphInstantiate(&exec, graph, 0);
     }
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -665,11 +671,14 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
       cudaGetLastError();  // clear a sticky capture error
       graphs_enabled_ = false;
       res_->ClearGraphs();
+      const cudaError_t first = begin != cudaSuccess ? begin
+                                : end != cudaSuccess ? end
+                                                     : inst;
       std::fprintf(stderr,
                    "cuda engine: CUDA graph capture failed (%s; %s); "
                    "running steps without graphs\n",
                    std::string(body.message()).c_str(),
-                   cudaGetErrorName(end != cudaSuccess ? end : inst));
+                   cudaGetErrorName(first));
       return absl::OkStatus();
     }
     it = res_->graphs.emplace(key, exec).first;

@@ -17,6 +17,7 @@
 
 #include "cublas_v2.h"
 #include "cuda_runtime_api.h"
+#include "engine/ggml_type.h"
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -416,4 +417,85 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 cublasStatus_t cublasGetProperty(libraryPropertyType, int* value) {
   *value = 0;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+
+float Element(const void* p, cudaDataType_t type, int64_t i) {
+  switch (type) {
+    case CUDA_R_32F:
+      return static_cast<const float*>(p)[i];
+    case CUDA_R_16F:
+      return paceline::engine::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case CUDA_R_16BF:
+      return paceline::engine::BFloat16ToFloat(
+          static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+cublasStatus_t Gemm(cublasOperation_t transa, cublasOperation_t transb, int m,
+                    int n, int k, float alpha, const void* a,
+                    cudaDataType_t a_type, int lda, const void* b,
+                    cudaDataType_t b_type, int ldb, float beta, float* c,
+                    int ldc) {
+  if (m < 0 || n < 0 || k < 0 || lda < (transa == CUBLAS_OP_N ? m : k) ||
+      ldb < (transb == CUBLAS_OP_N ? k : n) || ldc < m) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (int p = 0; p < k; ++p) {
+        const int64_t ai =
+            transa == CUBLAS_OP_N ? i + int64_t{p} * lda : p + int64_t{i} * lda;
+        const int64_t bi =
+            transb == CUBLAS_OP_N ? p + int64_t{j} * ldb : j + int64_t{p} * ldb;
+        sum += Element(a, a_type, ai) * Element(b, b_type, bi);
+      }
+      float& out = c[i + int64_t{j} * ldc];
+      out = beta == 0.0f ? alpha * sum : alpha * sum + beta * out;
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  *handle = nullptr;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void*, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k,
+                            const void* alpha, const void* a,
+                            cudaDataType_t a_type, int lda, const void* b,
+                            cudaDataType_t b_type, int ldb, const void* beta,
+                            void* c, cudaDataType_t c_type, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t) {
+  // The backend's only form: float output and scalars.
+  if (c_type != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  return Gemm(transa, transb, m, n, k, *static_cast<const float*>(alpha), a,
+              a_type, lda, b, b_type, ldb, *static_cast<const float*>(beta),
+              static_cast<float*>(c), ldc);
+}
+cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k,
+                           const float* alpha, const float* a, int lda,
+                           const float* b, int ldb, const float* beta, float* c,
+                           int ldc) {
+  return Gemm(transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b,
+              CUDA_R_32F, ldb, *beta, c, ldc);
 }
