@@ -21,6 +21,7 @@
 #include "engine/cuda/cuda_device.h"
 #include "engine/model_shapes.h"
 #include "engine/model_source.h"
+#include "engine/row_sampling.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/engine/cuda/cuda_test_util.h"
@@ -349,6 +350,36 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
       }
     }
     run(batch);
+  }
+
+  // The last decode step again through ForwardAndSample: rows in both logit
+  // chunks, every third one left to the host, mixed filters. Each sampled
+  // token must be SampleRow's over this engine's own logits for the step.
+  std::vector<float> logits(kSeqs * vocab);
+  ASSERT_TRUE((*gpu)->Forward(batch, absl::MakeSpan(logits)).ok());
+  std::vector<RowSampling> sampling(kSeqs);
+  for (int32_t s = 0; s < kSeqs; ++s) {
+    sampling[s].in_engine = s % 3 != 0;
+    sampling[s].temperature = s % 2 == 0 ? 0.0f : 0.7f;
+    sampling[s].top_k = s % 5 == 1 ? 10 : 0;
+    sampling[s].top_p = s % 7 == 3 ? 0.8f : 1.0f;
+    sampling[s].uniform = (s + 0.5) / kSeqs;
+  }
+  std::vector<int32_t> tokens(kSeqs, -5);
+  std::vector<float> returned(kSeqs * vocab, NAN);
+  const absl::Status sampled = (*gpu)->ForwardAndSample(
+      batch, sampling, absl::MakeSpan(tokens), absl::MakeSpan(returned));
+  ASSERT_TRUE(sampled.ok()) << sampled;
+  for (int32_t s = 0; s < kSeqs; ++s) {
+    const auto row = absl::MakeConstSpan(logits.data() + s * vocab, vocab);
+    if (sampling[s].in_engine) {
+      EXPECT_EQ(tokens[s], SampleRow(row, sampling[s])) << "row " << s;
+    } else {
+      EXPECT_EQ(tokens[s], -5) << "row " << s;
+      EXPECT_TRUE(std::equal(row.begin(), row.end(),
+                             returned.begin() + s * vocab))
+          << "row " << s;
+    }
   }
 }
 
