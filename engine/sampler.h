@@ -30,9 +30,10 @@
 // SamplingUniform(seed, n); never on other requests, on which scratch was
 // used, or on how the caller interleaves samplers. A sampler rebuilt from
 // the prompt and the tokens generated so far (preemption by recompute)
-// continues with the same draws. The integer RNG is exact on every platform
-// (the CUDA backend mirrors it); the float math uses std::exp, so results
-// are bit-identical wherever the logits and libm are.
+// continues with the same draws. The integer RNG is exact on every platform;
+// the float math uses std::exp, so results are bit-identical wherever the
+// logits and libm are. Rows the engine samples (EngineRow, row_sampling.h)
+// draw with the same uniform under the engine's integer-mass rule.
 //
 // Logprobs follow vLLM's default ("raw logprobs"): the log-softmax of the raw
 // logits row, before penalties, temperature and filtering. They describe the
