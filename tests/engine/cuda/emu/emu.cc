@@ -1,18 +1,25 @@
 // The emulation's block runner and runtime (emu.h, cuda_runtime_api.h,
 // cublas_v2.h).
+//
+// A block runs as one fiber (ucontext) per CUDA thread on the calling
+// thread: a fiber runs until it reaches __syncthreads, a warp intrinsic or
+// its end, then the next runnable one runs. When every lane of a warp
+// waits at a warp intrinsic they are released together (the intrinsic's
+// line and mask checked); when every live thread waits at __syncthreads
+// the block is released. Threads that have returned take no further part,
+// as on the GPU. Anything else that leaves no fiber runnable is a deadlock
+// on the GPU too: reported, and the block abandoned.
 
 #include "emu.h"
 
+#include <ucontext.h>
+
 #include <atomic>
-#include <barrier>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -33,48 +40,39 @@ namespace paceline::emu {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-constexpr auto kHangTimeout = std::chrono::seconds(300);
+constexpr size_t kStackBytes = size_t{256} << 10;
 
 std::mutex g_fail_mu;
 std::set<std::string>* g_failures = new std::set<std::string>;
 std::atomic<bool> g_sticky_error{false};
 
+enum class State { kRunnable, kBlockWait, kWarpWait, kDone };
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  State state = State::kRunnable;
+  uint3 index;
+  int line = 0;  // of the barrier or intrinsic it waits at
+  unsigned mask = 0;
+};
+
 struct Warp {
-  std::unique_ptr<std::barrier<>> bar;
-  uint64_t slot[2][32];
-  int line[2][32];
-  unsigned mask[2][32];
-  uint64_t seq[2][32];  // the lane's count of intrinsics, this one included
+  uint64_t slot[2][32];  // deposits by parity of the lane's call count
   uint64_t calls[32];
 };
 
-// The block being run: barriers over its live threads, and what each
-// thread passed to the last __syncthreads / warp intrinsic (two phases, so
-// a fast thread's next call does not overwrite a slow reader's).
+// The block being run (one at a time, on the thread that launched it).
 struct Block {
   int threads = 0;
-  std::unique_ptr<std::barrier<>> sync;
-  std::unique_ptr<std::barrier<>> end;
-  // A thread's count of __syncthreads (this one included) and its line,
-  // by phase parity: a thread that has exited keeps an old count.
-  int sync_line[2][kMaxThreads];
-  uint64_t sync_seq[2][kMaxThreads];
-  uint64_t sync_calls[kMaxThreads];
+  std::vector<Fiber> fibers;  // grows to the largest block; reused
   std::vector<Warp> warps;
-
-  void Reset() {
-    sync = std::make_unique<std::barrier<>>(threads);
-    for (Warp& w : warps) {
-      w.bar = std::make_unique<std::barrier<>>(32);
-      std::fill(w.calls, w.calls + 32, 0);
-      std::fill(&w.seq[0][0], &w.seq[0][0] + 64, 0);
-    }
-    std::fill(sync_calls, sync_calls + threads, 0);
-    std::fill(&sync_seq[0][0], &sync_seq[0][0] + 2 * kMaxThreads, 0);
-  }
+  int current = -1;
+  ucontext_t scheduler;
+  const std::function<void()>* body = nullptr;
 };
 
-Block* g_block = nullptr;
+Block* g_block = new Block;
 
 void PoisonShared() {
   if (__start_paceline_emu_shared == nullptr) return;
@@ -82,108 +80,128 @@ void PoisonShared() {
               __stop_paceline_emu_shared - __start_paceline_emu_shared);
 }
 
-int LinearTid() {
-  return static_cast<int>(
-      threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+Fiber& Current() { return g_block->fibers[g_block->current]; }
+
+void FiberMain() {
+  (*g_block->body)();
+  Current().state = State::kDone;
+  swapcontext(&Current().context, &g_block->scheduler);  // never resumed
 }
 
-// One launch at a time, on a pool of threads that grows to the largest
-// block seen.
-class Pool {
- public:
-  void Run(dim3 grid, dim3 block, const std::function<void()>& body) {
-    const int n = static_cast<int>(block.x * block.y * block.z);
-    Block b;
-    b.threads = n;
-    b.warps = std::vector<Warp>(n / 32);
-    b.end = std::make_unique<std::barrier<>>(n);
-    b.Reset();
-    PoisonShared();
-    g_block = &b;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (static_cast<int>(workers_.size()) < n) {
-      const int index = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, index] { Work(index); });
-    }
-    grid_ = grid;
-    block_ = block;
-    body_ = &body;
-    active_ = n;
-    done_ = 0;
-    ++generation_;
-    start_.notify_all();
-    if (!finished_.wait_for(lock, kHangTimeout, [&] { return done_ == n; })) {
-      std::fprintf(stderr,
-                   "emulated launch hung for %lld s: a __syncthreads or warp "
-                   "intrinsic not reached by every thread\n",
-                   static_cast<long long>(kHangTimeout.count()));
-      std::abort();
-    }
-    g_block = nullptr;
-  }
+// Back to the scheduler until released.
+void Wait(State state, int line, unsigned mask) {
+  Fiber& f = Current();
+  f.state = state;
+  f.line = line;
+  f.mask = mask;
+  swapcontext(&f.context, &g_block->scheduler);
+}
 
- private:
-  void Work(int index) {
-    uint64_t seen = 0;
-    while (true) {
-      dim3 grid, block;
-      const std::function<void()>* body;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        start_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (index >= active_) continue;
-        grid = grid_;
-        block = block_;
-        body = body_;
+std::string Where(int tid, const Fiber& f) {
+  return "thread " + std::to_string(tid) +
+         (f.state == State::kDone ? " (returned)"
+          : f.state == State::kBlockWait
+              ? " (at __syncthreads, line " + std::to_string(f.line) + ")"
+              : " (at a warp intrinsic, line " + std::to_string(f.line) + ")");
+}
+
+// Releases warps whose live lanes all wait at a warp intrinsic; true if any.
+bool ReleaseWarps(Block& b) {
+  bool released = false;
+  for (int w = 0; w < b.threads / 32; ++w) {
+    Fiber* lanes = &b.fibers[w * 32];
+    int waiting = 0;
+    int done = 0;
+    for (int i = 0; i < 32; ++i) {
+      waiting += lanes[i].state == State::kWarpWait;
+      done += lanes[i].state == State::kDone;
+    }
+    if (waiting == 0 || waiting + done != 32) continue;
+    const Fiber* first = nullptr;
+    for (int i = 0; i < 32; ++i) {
+      const Fiber& f = lanes[i];
+      if (f.state == State::kDone) {
+        Fail("warp intrinsic at line " +
+             std::to_string(first ? first->line : f.line) + ": lane " +
+             std::to_string(i) + " has returned");
+        continue;
       }
-      RunBlocks(index, grid, block, *body);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (++done_ == active_) finished_.notify_all();
-    }
-  }
-
-  static void RunBlocks(int index, dim3 grid, dim3 block,
-                        const std::function<void()>& body) {
-    blockDim = block;
-    gridDim = grid;
-    threadIdx.x = index % block.x;
-    threadIdx.y = (index / block.x) % block.y;
-    threadIdx.z = index / (block.x * block.y);
-    Block& b = *g_block;
-    for (unsigned z = 0; z < grid.z; ++z) {
-      for (unsigned y = 0; y < grid.y; ++y) {
-        for (unsigned x = 0; x < grid.x; ++x) {
-          blockIdx = uint3{x, y, z};
-          body();
-          // An exited thread no longer takes part in barriers.
-          b.sync->arrive_and_drop();
-          b.warps[index / 32].bar->arrive_and_drop();
-          b.end->arrive_and_wait();
-          if (index == 0) {
-            b.Reset();
-            PoisonShared();
-          }
-          b.end->arrive_and_wait();
-        }
+      if (first == nullptr) first = &f;
+      if (f.line != first->line || f.mask != first->mask) {
+        Fail("warp intrinsic at line " + std::to_string(first->line) +
+             ": lane " + std::to_string(i) + " is at line " +
+             std::to_string(f.line));
       }
     }
+    for (int i = 0; i < 32; ++i) {
+      if (lanes[i].state == State::kWarpWait) lanes[i].state = State::kRunnable;
+    }
+    released = true;
   }
+  return released;
+}
 
-  std::mutex mu_;
-  std::condition_variable start_;
-  std::condition_variable finished_;
-  std::vector<std::thread> workers_;  // never joined: live until exit
-  uint64_t generation_ = 0;
-  dim3 grid_, block_;
-  const std::function<void()>* body_ = nullptr;
-  int active_ = 0;
-  int done_ = 0;
-};
+// Releases __syncthreads when every live thread waits there; true if so.
+bool ReleaseBlock(Block& b) {
+  const Fiber* first = nullptr;
+  for (int i = 0; i < b.threads; ++i) {
+    const Fiber& f = b.fibers[i];
+    if (f.state == State::kDone) continue;
+    if (f.state != State::kBlockWait) return false;
+    if (first == nullptr) first = &f;
+    if (f.line != first->line) {
+      Fail("__syncthreads at line " + std::to_string(first->line) +
+           " met thread " + std::to_string(i) + " at line " +
+           std::to_string(f.line));
+    }
+  }
+  if (first == nullptr) return false;  // all returned
+  for (int i = 0; i < b.threads; ++i) {
+    if (b.fibers[i].state == State::kBlockWait) {
+      b.fibers[i].state = State::kRunnable;
+    }
+  }
+  return true;
+}
 
-Pool& ThePool() {
-  static Pool* pool = new Pool;
-  return *pool;
+void RunBlock(Block& b) {
+  for (int i = 0; i < b.threads; ++i) {
+    Fiber& f = b.fibers[i];
+    if (f.stack == nullptr) f.stack = std::make_unique<char[]>(kStackBytes);
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, FiberMain, 0);
+    f.state = State::kRunnable;
+  }
+  for (Warp& w : b.warps) std::fill(w.calls, w.calls + 32, 0);
+  while (true) {
+    bool ran = false;
+    for (int i = 0; i < b.threads; ++i) {
+      Fiber& f = b.fibers[i];
+      if (f.state != State::kRunnable) continue;
+      b.current = i;
+      threadIdx = f.index;
+      swapcontext(&b.scheduler, &f.context);
+      ran = true;
+    }
+    if (ReleaseWarps(b) || ReleaseBlock(b) || ran) continue;
+    bool all_done = true;
+    int stuck = -1;
+    for (int i = 0; i < b.threads; ++i) {
+      if (b.fibers[i].state != State::kDone) {
+        all_done = false;
+        if (stuck < 0) stuck = i;
+      }
+    }
+    if (all_done) return;
+    Fail("deadlock in block (" + std::to_string(blockIdx.x) + ", " +
+         std::to_string(blockIdx.y) + ", " + std::to_string(blockIdx.z) +
+         "): " + Where(stuck, b.fibers[stuck]) +
+         " waits for threads that never arrive");
+    return;  // the block's remaining fibers are abandoned
+  }
 }
 
 }  // namespace
@@ -208,56 +226,49 @@ void Run(dim3 grid, dim3 block, const std::function<void()>& body) {
          ") refused (blocks of 32..1024 threads, a multiple of 32)");
     return;
   }
-  ThePool().Run(grid, block, body);
-}
-
-void SyncThreads(int line) {
   Block& b = *g_block;
-  const int tid = LinearTid();
-  const uint64_t seq = ++b.sync_calls[tid];
-  const int p = static_cast<int>(seq & 1);
-  b.sync_line[p][tid] = line;
-  b.sync_seq[p][tid] = seq;
-  b.sync->arrive_and_wait();
-  if (tid != 0) return;
-  // Threads that exited before this barrier are not in it (as on the GPU).
+  b.threads = static_cast<int>(threads);
+  if (b.fibers.size() < threads) b.fibers.resize(threads);
+  b.warps.resize(threads / 32);
+  b.body = &body;
   for (int i = 0; i < b.threads; ++i) {
-    if (b.sync_seq[p][i] == seq && b.sync_line[p][i] != line) {
-      Fail("__syncthreads at line " + std::to_string(line) + " met thread " +
-           std::to_string(i) + " at line " + std::to_string(b.sync_line[p][i]));
-      return;
+    b.fibers[i].index =
+        uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
+  }
+  const dim3 saved_block = blockDim;
+  const dim3 saved_grid = gridDim;
+  blockDim = block;
+  gridDim = grid;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = uint3{x, y, z};
+        PoisonShared();
+        RunBlock(b);
+      }
     }
   }
+  blockDim = saved_block;
+  gridDim = saved_grid;
 }
+
+void SyncThreads(int line) { Wait(State::kBlockWait, line, 0); }
 
 void WarpExchange(uint64_t mine, unsigned mask, int line, uint64_t* all) {
   Block& b = *g_block;
-  const int tid = LinearTid();
+  const int tid = b.current;
   const int lane = tid & 31;
   Warp& w = b.warps[tid / 32];
-  const uint64_t seq = ++w.calls[lane];
-  const int p = static_cast<int>(seq & 1);
+  // A lane is at most one call ahead of its warp's slowest reader: the next
+  // call cannot be released before every lane has made it.
+  const int p = static_cast<int>(++w.calls[lane] & 1);
   w.slot[p][lane] = mine;
-  w.line[p][lane] = line;
-  w.mask[p][lane] = mask;
-  w.seq[p][lane] = seq;
-  w.bar->arrive_and_wait();
-  for (int i = 0; i < 32; ++i) all[i] = w.slot[p][i];
-  if (lane != 0) return;
   if (mask != 0xffffffffu) {
     Fail("warp intrinsic at line " + std::to_string(line) +
          " with a partial mask (not emulated)");
   }
-  for (int i = 0; i < 32; ++i) {
-    const bool gone = w.seq[p][i] != seq;
-    if (gone || w.line[p][i] != line || w.mask[p][i] != mask) {
-      Fail("warp intrinsic at line " + std::to_string(line) + ": lane " +
-           std::to_string(i) +
-           (gone ? " has exited or is at another call"
-                 : " is at line " + std::to_string(w.line[p][i])));
-      return;
-    }
-  }
+  Wait(State::kWarpWait, line, mask);
+  for (int i = 0; i < 32; ++i) all[i] = w.slot[p][i];
 }
 
 void SyncWarp(unsigned mask, int line) {

@@ -3,17 +3,18 @@
 
 // A host emulation of the part of CUDA the backend's kernels use, so their
 // logic runs in CI without a GPU (tests/engine/cuda/CMakeLists.txt builds
-// the GPU kernel tests against it). Each CUDA thread of a block is a real
-// std::thread; blocks run one after another. __syncthreads is a barrier
-// over the block's live threads; warp intrinsics are barriers over the
-// warp's 32 lanes that also check every lane called the same intrinsic at
-// the same source line with a full mask (divergent calls are reported);
-// shared memory is filled with 0xff (NaN in every float type) before each
-// block; atomics are std::atomic_ref. What it cannot show: timing, memory
-// ordering beyond the barriers, and nvcc's floating-point code generation.
+// the GPU kernel and engine tests against it). Each CUDA thread of a block
+// is a fiber on the launching thread; blocks run one after another (see
+// emu.cc). __syncthreads waits for every live thread of the block; warp
+// intrinsics wait for the warp's 32 lanes and check each lane called the
+// same intrinsic at the same source line with a full mask (divergent calls
+// are reported); shared memory is filled with 0xff (NaN in every float
+// type) before each block. What it cannot show: timing, races between
+// threads (fibers switch only at barriers and intrinsics), memory ordering,
+// and nvcc's floating-point code generation.
 //
-// Failures (divergence, a launch with a bad shape) are printed and make
-// the next cudaGetLastError() return cudaErrorLaunchFailure.
+// Failures (divergence, deadlock, a launch with a bad shape) are printed
+// and make the next cudaGetLastError() return cudaErrorLaunchFailure.
 
 #include <cmath>
 #include <cstdint>
