@@ -20,8 +20,8 @@
 
 #include "absl/types/span.h"
 #include "benchmark/benchmark.h"
-#include "engine/cpu/attention.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernels/attention.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
 

@@ -30,9 +30,9 @@
 #include "benchmark/benchmark.h"
 #include "engine/cuda/cuda_device.h"
 #include "engine/cuda/cuda_engine.h"
-#include "engine/model_shapes.h"
-#include "engine/row_sampling.h"
-#include "engine/weights.h"
+#include "engine/model/model_shapes.h"
+#include "engine/model/weights.h"
+#include "engine/sampling/row_sampling.h"
 
 namespace paceline::engine::cuda {
 namespace {

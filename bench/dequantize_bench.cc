@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "benchmark/benchmark.h"
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 
 namespace paceline::engine {
 namespace {

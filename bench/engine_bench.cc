@@ -26,8 +26,8 @@
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/thread_pool.h"
-#include "engine/model_shapes.h"
-#include "engine/weights.h"
+#include "engine/model/model_shapes.h"
+#include "engine/model/weights.h"
 
 namespace paceline::engine::cpu {
 namespace {

@@ -32,9 +32,9 @@
 #include "bench/read_bandwidth.h"
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_features.h"
-#include "engine/cpu/matmul.h"
+#include "engine/cpu/kernels/matmul.h"
 #include "engine/cpu/thread_pool.h"
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

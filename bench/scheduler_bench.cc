@@ -14,8 +14,8 @@
 
 #include "absl/types/span.h"
 #include "benchmark/benchmark.h"
-#include "engine/sampler.h"
-#include "engine/model_source.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/byte_level.h"
 #include "scheduler/clock.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/token_sink.h"

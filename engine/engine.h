@@ -34,8 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/forward_batch.h"
-#include "engine/model_config.h"
-#include "engine/row_sampling.h"
+#include "engine/model/model_config.h"
+#include "engine/sampling/row_sampling.h"
 
 namespace paceline::engine {
 

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "engine/gguf_file.h"
-#include "engine/model_config.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/model/model_config.h"
 
 namespace {
 

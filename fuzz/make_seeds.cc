@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 #include "tests/testing/gguf_builder.h"
 
 namespace {

@@ -47,9 +47,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/detokenizer.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/detokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kvpager/block_lease.h"
 #include "scheduler/token_sink.h"
 

@@ -29,7 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 
 namespace paceline::scheduler {
 

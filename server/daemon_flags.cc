@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/args.h"
 #include "common/status_macros.h"
-#include "engine/memory_plan.h"
+#include "engine/model/memory_plan.h"
 #include "server/config.h"
 #include "server/sha256.h"
 

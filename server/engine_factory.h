@@ -21,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
-#include "engine/memory_plan.h"
-#include "engine/weights.h"
+#include "engine/model/memory_plan.h"
+#include "engine/model/weights.h"
 #include "paceline/v1/config.pb.h"
 
 namespace paceline::server {

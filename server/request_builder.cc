@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 
 namespace paceline::server {
 namespace {

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/detokenizer.h"
 #include "common/status_macros.h"
+#include "engine/tokenizer/detokenizer.h"
 #include "server/proto_convert.h"
 
 namespace paceline::server {

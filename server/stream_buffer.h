@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_sink.h"
 #include "server/pace_gate.h"

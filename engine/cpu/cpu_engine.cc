@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "engine/cpu/attention.h"
+#include "engine/cpu/kernels/attention.h"
 
 namespace paceline::engine::cpu {
 

@@ -32,12 +32,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/cpu/kernels/matmul.h"
 #include "engine/cpu/kv_cache.h"
-#include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/engine.h"
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 
 namespace paceline::engine::cpu {
 

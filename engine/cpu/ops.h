@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 
 namespace paceline::engine::cpu {
 

@@ -22,8 +22,8 @@
 #include "engine/cuda/kernels/rms_norm.h"
 #include "engine/cuda/kernels/sampling.h"
 #include "engine/cuda/kernels/swiglu.h"
-#include "engine/ggml_type.h"
-#include "engine/quantize.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 
 namespace paceline::engine::cuda {
 namespace {
@@ -42,7 +42,7 @@ bool SameType(GgmlType t, DeviceDtype d) {
 DeviceDtype ChooseDtype(const ModelWeights& w) {
   std::set<GgmlType> types = {w.token_embd().type, w.output().type};
   for (const LayerWeights& l : w.layers()) {
-    for (const cpu::WeightView* v :
+    for (const WeightView* v :
          {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
           &l.ffn_up, &l.ffn_down}) {
       types.insert(v->type);
@@ -59,12 +59,12 @@ DeviceDtype ChooseDtype(const ModelWeights& w) {
 
 // The quantized type a fused group of matrices keeps on the device, if any:
 // Q8_0 or Q4_0 when every part has it (and T is F16).
-bool GroupQuant(const std::vector<const cpu::WeightView*>& parts,
+bool GroupQuant(const std::vector<const WeightView*>& parts,
                 DeviceDtype dtype, QuantType* quant) {
   if (dtype != DeviceDtype::kF16) return false;
   const GgmlType t = parts[0]->type;
   if (t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) return false;
-  for (const cpu::WeightView* p : parts) {
+  for (const WeightView* p : parts) {
     if (p->type != t) return false;
   }
   *quant = t == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
@@ -72,10 +72,10 @@ bool GroupQuant(const std::vector<const cpu::WeightView*>& parts,
 }
 
 // Device bytes of a fused group as GroupQuant stores it.
-uint64_t GroupBytes(const std::vector<const cpu::WeightView*>& parts,
+uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
                     DeviceDtype dtype) {
   uint64_t rows = 0;
-  for (const cpu::WeightView* p : parts) rows += p->rows;
+  for (const WeightView* p : parts) rows += p->rows;
   const uint64_t cols = parts[0]->cols;
   QuantType q;
   if (GroupQuant(parts, dtype, &q)) {
@@ -85,7 +85,7 @@ uint64_t GroupBytes(const std::vector<const cpu::WeightView*>& parts,
 }
 
 // The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown.
-std::vector<std::vector<const cpu::WeightView*>> LayerGroups(
+std::vector<std::vector<const WeightView*>> LayerGroups(
     const LayerWeights& l) {
   return {{&l.attn_q, &l.attn_k, &l.attn_v},
           {&l.attn_output},
@@ -259,7 +259,7 @@ absl::Status CudaEngine::UploadFloats(const std::vector<float>& v,
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::UploadMatrix(const cpu::WeightView& w, void* dst) {
+absl::Status CudaEngine::UploadMatrix(const WeightView& w, void* dst) {
   const size_t elem = DeviceDtypeBytes(dtype_);
   const size_t row_out = static_cast<size_t>(w.cols) * elem;
   if (SameType(w.type, dtype_) && w.row_bytes == row_out) {
@@ -354,15 +354,15 @@ absl::Status CudaEngine::UploadWeights() {
 }
 
 absl::Status CudaEngine::UploadGroup(
-    const std::vector<const cpu::WeightView*>& parts, Matrix* m) {
+    const std::vector<const WeightView*>& parts, Matrix* m) {
   m->rows = 0;
-  for (const cpu::WeightView* p : parts) m->rows += p->rows;
+  for (const WeightView* p : parts) m->rows += p->rows;
   m->cols = parts[0]->cols;
   m->quantized = GroupQuant(parts, dtype_, &m->quant);
   RETURN_IF_ERROR(m->data.Allocate(GroupBytes(parts, dtype_)));
   weight_bytes_ += m->data.bytes();
   auto* dst = m->data.as<uint8_t>();
-  for (const cpu::WeightView* p : parts) {
+  for (const WeightView* p : parts) {
     if (m->quantized) {
       const size_t bytes = p->rows * p->row_bytes;
       CUDA_RETURN_IF_ERROR(

@@ -61,7 +61,7 @@
 #include "engine/cuda/kernels/device_dtype.h"
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 
 namespace paceline::engine::cuda {
 
@@ -163,10 +163,10 @@ class CudaEngine final : public Engine {
   absl::Status Init();
   absl::Status UploadWeights();
   // Uploads the row-wise concatenation of `parts` (same cols) into `m`.
-  absl::Status UploadGroup(const std::vector<const cpu::WeightView*>& parts,
+  absl::Status UploadGroup(const std::vector<const WeightView*>& parts,
                            Matrix* m);
   // Writes `w` as w.rows rows of T at `dst` (device).
-  absl::Status UploadMatrix(const cpu::WeightView& w, void* dst);
+  absl::Status UploadMatrix(const WeightView& w, void* dst);
   absl::Status UploadFloats(const std::vector<float>& v, DeviceBuffer* out);
   absl::Status AllocateWorkspace();
   // Checks the batch and fills the pinned metadata; returns the number of

@@ -1,13 +1,13 @@
-#include "engine/detokenizer.h"
+#include "engine/tokenizer/detokenizer.h"
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "engine/gguf_file.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

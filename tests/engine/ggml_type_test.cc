@@ -1,4 +1,4 @@
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 
 #include <bit>
 #include <cmath>

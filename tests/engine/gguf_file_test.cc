@@ -1,4 +1,4 @@
-#include "engine/gguf_file.h"
+#include "engine/gguf/gguf_file.h"
 
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/ggml_type.h"
-#include "engine/model_config.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/model/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"

@@ -1,7 +1,7 @@
 // The memory planner's arithmetic, checked against hand arithmetic, and the
 // dtype and byte-size parsers the CLI feeds it.
 
-#include "engine/memory_plan.h"
+#include "engine/model/memory_plan.h"
 
 #include <cstdint>
 #include <limits>
@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "engine/ggml_type.h"
-#include "engine/model_config.h"
-#include "engine/model_shapes.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_shapes.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

@@ -1,11 +1,11 @@
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
-#include "engine/gguf_file.h"
+#include "engine/gguf/gguf_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"

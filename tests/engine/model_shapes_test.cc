@@ -1,7 +1,7 @@
 // The named shapes against their published configs (sources cited in
 // engine/model_shapes.cc), their parameter counts, and dummy: specs.
 
-#include "engine/model_shapes.h"
+#include "engine/model/model_shapes.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "engine/ggml_type.h"
-#include "engine/model_config.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

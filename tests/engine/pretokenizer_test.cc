@@ -3,7 +3,7 @@
 // quantifiers with backtracking, unmatched gaps kept as one piece, and each
 // regex applied to the pieces of the previous one.
 
-#include "engine/pretokenizer.h"
+#include "engine/tokenizer/pretokenizer.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "engine/quantize.h"
+#include "engine/gguf/quantize.h"
 
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

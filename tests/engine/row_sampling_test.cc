@@ -4,7 +4,7 @@
 // WeightExp against std::exp. Rows and parameters come from a fixed-seed
 // mt19937 with integer-only derivations, so every run checks the same cases.
 
-#include "engine/row_sampling.h"
+#include "engine/sampling/row_sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/row_sampling_math.h"
-#include "engine/sampler.h"
+#include "engine/sampling/row_sampling_math.h"
+#include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

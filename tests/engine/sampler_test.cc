@@ -4,7 +4,7 @@
 // documented, draws depend only on (seed, step), and bad rows fail one step
 // without harming the sampler.
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "engine/gguf_file.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {

@@ -1,4 +1,4 @@
-#include "engine/unicode.h"
+#include "engine/tokenizer/unicode.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 
 #include <cmath>
 #include <cstdint>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/ggml_type.h"
-#include "engine/gguf_file.h"
-#include "engine/model_shapes.h"
-#include "engine/quantize.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/gguf/quantize.h"
+#include "engine/model/model_shapes.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 
@@ -148,7 +148,7 @@ class MixedTypesTest : public ::testing::Test {
   }
 
   // Decodes a view's rows.
-  static std::vector<float> Decode(const cpu::WeightView& v) {
+  static std::vector<float> Decode(const WeightView& v) {
     std::vector<float> out(v.rows * v.cols);
     for (int64_t r = 0; r < v.rows; ++r) {
       EXPECT_TRUE(
@@ -223,7 +223,7 @@ TEST(WeightsTest, DummyIsDeterministicAndSeeded) {
   auto b = ModelWeights::Dummy(Small(), GgmlType::kF32, 5);
   auto c = ModelWeights::Dummy(Small(), GgmlType::kF32, 6);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  const auto bytes = [](const cpu::WeightView& v) {
+  const auto bytes = [](const WeightView& v) {
     const auto* p = static_cast<const uint8_t*>(v.data);
     return std::vector<uint8_t>(p, p + v.rows * v.row_bytes);
   };
@@ -241,7 +241,7 @@ TEST(WeightsTest, DummyIsDeterministicAndSeeded) {
 TEST(WeightsTest, DummyHasTheRequestedStatistics) {
   auto w = ModelWeights::Dummy(Small(), GgmlType::kF32, 1);
   ASSERT_TRUE(w.ok());
-  const cpu::WeightView& v = (*w)->layers()[1].ffn_gate;  // 96 x 64
+  const WeightView& v = (*w)->layers()[1].ffn_gate;  // 96 x 64
   const auto* f = static_cast<const float*>(v.data);
   double sum = 0, sq = 0;
   const int64_t n = v.rows * v.cols;
@@ -264,7 +264,7 @@ TEST(WeightsTest, DummyInEachTypeDequantizesCloseToF32) {
        {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     auto w = ModelWeights::Dummy(Small(), type, 3);
     ASSERT_TRUE(w.ok()) << w.status();
-    const cpu::WeightView& v = (*w)->layers()[0].attn_q;
+    const WeightView& v = (*w)->layers()[0].attn_q;
     EXPECT_EQ(v.type, type);
     std::vector<float> row(v.cols);
     double max_err = 0;

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/cpu/cpu_engine.h"
-#include "engine/model_source.h"
+#include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "scheduler/offline_runner.h"
 #include "tests/testing/stories260k_oracle.h"

@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "engine/model_source.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
 #include "scheduler/scheduler.h"

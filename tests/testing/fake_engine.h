@@ -27,7 +27,7 @@
 #include "absl/types/span.h"
 #include "engine/engine.h"
 #include "engine/forward_batch.h"
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 
 namespace paceline::testing {
 

@@ -20,7 +20,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 
 namespace paceline::testing {
 

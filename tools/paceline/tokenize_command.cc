@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_join.h"
-#include "engine/gguf_file.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 

@@ -19,7 +19,7 @@
 
 #include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/sampling.h"
-#include "engine/row_sampling_math.h"
+#include "engine/sampling/row_sampling_math.h"
 
 namespace paceline::engine::cuda {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/row_sampling_math.h"
+#include "engine/sampling/row_sampling_math.h"
 
 namespace paceline::engine::cuda {
 

@@ -1,4 +1,4 @@
-#include "engine/cpu/attention.h"
+#include "engine/cpu/kernels/attention.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "engine/cpu/attention_internal.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernels/attention_internal.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
 #include "gtest/gtest.h"

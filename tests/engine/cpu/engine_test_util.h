@@ -14,7 +14,7 @@
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "engine/forward_batch.h"
-#include "engine/row_sampling.h"
+#include "engine/sampling/row_sampling.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine::testing {

@@ -1,4 +1,4 @@
-#include "engine/cpu/matmul.h"
+#include "engine/cpu/kernels/matmul.h"
 
 #include <cmath>
 #include <cstdint>
@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_features.h"
-#include "engine/cpu/matmul_internal.h"
+#include "engine/cpu/kernels/matmul_internal.h"
 #include "engine/cpu/thread_pool.h"
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine::cpu {

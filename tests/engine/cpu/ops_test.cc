@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 
 // Each op against a plain reference written here in double, on random

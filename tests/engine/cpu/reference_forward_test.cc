@@ -7,9 +7,9 @@
 
 #include "absl/types/span.h"
 #include "engine/cpu/cpu_engine.h"
-#include "engine/ggml_type.h"
-#include "engine/model_config.h"
-#include "engine/weights.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/engine_test_util.h"
 

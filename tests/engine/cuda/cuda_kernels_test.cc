@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "engine/cpu/attention.h"
+#include "engine/cpu/kernels/attention.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
@@ -20,9 +20,9 @@
 #include "engine/cuda/kernels/rms_norm.h"
 #include "engine/cuda/kernels/sampling.h"
 #include "engine/cuda/kernels/swiglu.h"
-#include "engine/ggml_type.h"
-#include "engine/quantize.h"
-#include "engine/row_sampling.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
+#include "engine/sampling/row_sampling.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cuda/cuda_test_util.h"
 

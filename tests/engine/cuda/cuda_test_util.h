@@ -24,8 +24,8 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kernels/device_dtype.h"
-#include "engine/ggml_type.h"
-#include "engine/quantize.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine::cuda {

@@ -24,7 +24,7 @@
 
 #include "cublas_v2.h"
 #include "cuda_runtime_api.h"
-#include "engine/ggml_type.h"
+#include "engine/gguf/ggml_type.h"
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "emu.h"
-#include "engine/ggml_type.h"
-#include "engine/quantize.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 
 struct __half {
   uint16_t bits;

@@ -1,0 +1,150 @@
+#include "engine/cpu/kernels/attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernels/attention_internal.h"
+
+namespace paceline::engine::cpu {
+namespace {
+
+using internal::kMaxAccFloats;
+using internal::kMaxGroup;
+
+namespace scalar {
+
+inline float Dot(const float* a, const float* b, int64_t n) {
+  // Eight partial sums: a fixed summation order that the compiler can keep
+  // in vector registers.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// y = y * c + p * v
+inline void ScaleAdd(float* y, float c, float p, const float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] * c + p * v[i];
+}
+
+// internal::AttendGroupFn, one position at a time.
+void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
+                 absl::Span<const int32_t> block_table, int64_t n_positions,
+                 const float* q, int64_t n_group, int64_t head_dim, float scale,
+                 float* out) {
+  const int64_t block_size = cache.shape().block_size;
+  float acc[kMaxAccFloats];              // (n_group, head_dim)
+  float running_max[kMaxGroup];          // (n_group)
+  float running_sum[kMaxGroup];          // (n_group)
+  float scores[kMaxAttentionBlockSize];  // (block_size) of one head
+  std::fill(acc, acc + n_group * head_dim, 0.0f);
+  std::fill(running_max, running_max + n_group,
+            -std::numeric_limits<float>::infinity());
+  std::fill(running_sum, running_sum + n_group, 0.0f);
+
+  for (int64_t start = 0; start < n_positions; start += block_size) {
+    const int64_t block = block_table[start / block_size];
+    const int64_t n = std::min(block_size, n_positions - start);
+    const float* k =
+        cache.Rows(layer, block, 0, kv_head);  // (block_size, head_dim)
+    const float* v =
+        cache.Rows(layer, block, 1, kv_head);  // (block_size, head_dim)
+    for (int64_t g = 0; g < n_group; ++g) {
+      const float* qg = q + g * head_dim;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        scores[j] = Dot(qg, k + j * head_dim, head_dim) * scale;
+        block_max = std::max(block_max, scores[j]);
+      }
+      const float new_max = std::max(running_max[g], block_max);
+      // exp(-inf) = 0 on the first block: nothing to rescale yet.
+      const float correction = std::exp(running_max[g] - new_max);
+      running_max[g] = new_max;
+      float* ag = acc + g * head_dim;
+      float sum = running_sum[g] * correction;
+      for (int64_t j = 0; j < n; ++j) {
+        const float p = std::exp(scores[j] - new_max);
+        sum += p;
+        ScaleAdd(ag, j == 0 ? correction : 1.0f, p, v + j * head_dim, head_dim);
+      }
+      running_sum[g] = sum;
+    }
+  }
+  for (int64_t g = 0; g < n_group; ++g) {
+    const float inv = 1.0f / running_sum[g];
+    for (int64_t i = 0; i < head_dim; ++i) {
+      out[g * head_dim + i] = acc[g * head_dim + i] * inv;
+    }
+  }
+}
+
+}  // namespace scalar
+
+internal::AttendGroupFn PickAttendGroup() {
+#if defined(__x86_64__)
+  switch (EffectiveIsaLevel()) {
+    case IsaLevel::kAvx512:
+      return &internal::AttendGroupAvx512;
+    case IsaLevel::kAvx2:
+      return &internal::AttendGroupAvx2;
+    case IsaLevel::kScalar:
+      break;
+  }
+#endif
+  return &scalar::AttendGroup;
+}
+
+}  // namespace
+
+void PagedAttention(const KvCache& cache, int64_t layer,
+                    const AttentionParams& params, const float* q,
+                    int64_t n_tokens, const int32_t* positions,
+                    const int32_t* token_table,
+                    absl::Span<const absl::Span<const int32_t>> block_tables,
+                    float* out, ThreadPool& pool) {
+  const int64_t head_dim = params.head_dim;
+  const int64_t group = params.n_heads / params.n_kv_heads;
+  const int64_t pass = std::min({group, kMaxGroup, kMaxAccFloats / head_dim});
+  const int64_t passes = (group + pass - 1) / pass;
+  // Items (token, KV head, pass), handed out one at a time: prefill tokens
+  // late in a sequence cost more than early ones, so a static split would
+  // leave threads idle.
+  const int64_t n_items = n_tokens * params.n_kv_heads * passes;
+  const internal::AttendGroupFn attend_group = PickAttendGroup();
+  std::atomic<int64_t> next{0};
+  const auto work = [&](int64_t, int64_t) {
+    for (int64_t item;
+         (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
+      const int64_t t = item / (params.n_kv_heads * passes);
+      const int64_t kv_head = item / passes % params.n_kv_heads;
+      const int64_t head_begin = kv_head * group + item % passes * pass;
+      const int64_t n_group =
+          std::min(pass, (kv_head + 1) * group - head_begin);
+      const int64_t offset = (t * params.n_heads + head_begin) * head_dim;
+      attend_group(cache, layer, kv_head, block_tables[token_table[t]],
+                   int64_t{positions[t]} + 1, q + offset, n_group, head_dim,
+                   params.scale, out + offset);
+    }
+  };
+  // Tiny steps (a short decode) stay on this thread: waking the pool costs
+  // more than the work. Q·K plus P·V, per query head and position:
+  constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
+  int64_t macs = 0;
+  for (int64_t t = 0; t < n_tokens && macs < kMinParallelMacs; ++t) {
+    macs += (int64_t{positions[t]} + 1) * params.n_heads * head_dim * 2;
+  }
+  if (macs < kMinParallelMacs) {
+    work(0, 1);
+  } else {
+    pool.ParallelFor(pool.num_threads(), work);
+  }
+}
+
+}  // namespace paceline::engine::cpu

@@ -1,0 +1,54 @@
+#ifndef PACELINE_ENGINE_CPU_KERNELS_ATTENTION_H_
+#define PACELINE_ENGINE_CPU_KERNELS_ATTENTION_H_
+
+// Causal attention of a step's tokens over their sequences' paged K/V.
+//
+// Token t of the step sits at positions[t] in sequence token_table[t] and
+// attends to that sequence's positions [0, positions[t]], reading K/V of
+// position p from block block_table[p / block_size], slot p % block_size
+// (kv_cache.h layout). With GQA, query head h reads KV head
+// h / (n_heads / n_kv_heads). For each (token, head):
+//
+//   out = sum_p softmax_p(scale * q · K[p]) V[p]
+//
+// computed block by block with an online softmax (running max and sum,
+// rescaled once per block), in float. The result for a token depends only
+// on its q and its sequence's K/V: not on the batch, the thread count or
+// the order of work.
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "engine/cpu/kv_cache.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace paceline::engine::cpu {
+
+struct AttentionParams {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads
+  int64_t head_dim = 0;    // <= ModelWeights::kMaxHeadDim
+  float scale = 0;         // usually 1 / sqrt(head_dim)
+};
+
+// Largest block_size the kernel handles (its per-block score buffer).
+inline constexpr int64_t kMaxAttentionBlockSize = 256;
+
+// q:            (n_tokens, n_heads, head_dim)
+// positions:    (n_tokens) each token's position in its sequence
+// token_table:  (n_tokens) index into block_tables of the token's sequence
+// block_tables: (num_sequences) physical block of each logical block,
+//               covering positions[t] + 1 positions for every token t
+// out:          (n_tokens, n_heads, head_dim); must not alias q
+// Work is spread over `pool` by (token, KV head). The caller has checked
+// every argument (ids, coverage); nothing is checked here.
+void PagedAttention(const KvCache& cache, int64_t layer,
+                    const AttentionParams& params, const float* q,
+                    int64_t n_tokens, const int32_t* positions,
+                    const int32_t* token_table,
+                    absl::Span<const absl::Span<const int32_t>> block_tables,
+                    float* out, ThreadPool& pool);
+
+}  // namespace paceline::engine::cpu
+
+#endif  // PACELINE_ENGINE_CPU_KERNELS_ATTENTION_H_

@@ -1,0 +1,91 @@
+#ifndef PACELINE_ENGINE_CPU_KERNELS_MATMUL_H_
+#define PACELINE_ENGINE_CPU_KERNELS_MATMUL_H_
+
+// Batched matrix products against weights kept in their file type. One call
+// reads every weight once for all tokens of the step: decode throughput
+// comes from sharing that read across the batch.
+//
+// Kernels are chosen at run time from the CPU's features (cpu_features.h):
+// AVX-512 / AVX2+FMA where present, a portable scalar path everywhere.
+// Quantized weights (Q8_0, Q4_0) multiply int8-quantized activations
+// (32-element blocks with a float scale per block, as the field does);
+// float weights (F32, F16, BF16) multiply float activations.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/model/weight_view.h"
+
+namespace paceline::engine::cpu {
+
+class ThreadPool;
+
+// Whether MatMul has a kernel for weights of `type` (IsMatMulWeightType).
+bool MatMulSupports(GgmlType type);
+
+// A weight matrix repacked for the kernels of the machine it was packed on:
+// owns its bytes; view() is what MatMul takes. Packing is lossless, so the
+// packed matrix gives bit for bit the results of the original at every ISA
+// level (levels without a panel kernel unpack rows as they go: slow).
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  const WeightView& view() const { return view_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t bytes_ = 0;
+  WeightView view_;
+};
+
+// Whether the kernels chosen now (cpu_features.h) run weights of `type`
+// with `cols` columns faster packed: Q8_0 and Q4_0 with AVX-512 VNNI; F32,
+// F16 and BF16 with AVX-512 when cols is a multiple of 16.
+bool MatMulPrefersPanels(GgmlType type, int64_t cols);
+
+// Repacks a kRows matrix: Q8_0, Q4_0, or F32 / F16 / BF16 with cols a
+// multiple of 16. InvalidArgument for other types, layouts or inconsistent
+// shapes.
+absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
+
+// The bytes PackForMatMul(w) allocates when it succeeds.
+uint64_t PackedMatrixBytes(const WeightView& w);
+
+// Reusable per-thread-pool scratch (quantized activations); sized on first
+// use and grown only when a larger step arrives, so steady-state calls do
+// not allocate.
+struct MatMulScratch {
+  std::vector<uint8_t> bytes;
+};
+
+// y[t, r] = sum_c w[r, c] * x[t, c], for t in [0, n_tokens).
+//   x: (n_tokens, w.cols) float, row-major
+//   y: (n_tokens, w.rows) float, row-major; must not alias x
+// Work is split over `pool`'s threads by output rows. InvalidArgument when
+// the type has no kernel or the shapes disagree; nothing is written then.
+absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
+                    float* y, ThreadPool& pool, MatMulScratch& scratch);
+
+// Several matrices over the same activations (Q, K and V; gate and up):
+// y_i = W_i x for each i, with x quantized once and one pass of the thread
+// pool over all their rows; the same bits as one MatMul per matrix. The
+// matrices share type and cols (InvalidArgument otherwise, as for MatMul's
+// own checks, or for outputs that overlap); at most 8.
+absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
+                          int64_t n_tokens, absl::Span<float* const> ys,
+                          ThreadPool& pool, MatMulScratch& scratch);
+
+}  // namespace paceline::engine::cpu
+
+#endif  // PACELINE_ENGINE_CPU_KERNELS_MATMUL_H_

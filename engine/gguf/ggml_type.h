@@ -1,0 +1,86 @@
+#ifndef PACELINE_ENGINE_GGUF_GGML_TYPE_H_
+#define PACELINE_ENGINE_GGUF_GGML_TYPE_H_
+
+// The ggml tensor element types that GGUF files use: their ids, block
+// layouts and byte sizes, and dequantization of a row to float.
+//
+// Every type id published by ggml is known here (so any GGUF parses and its
+// sizes are checked); dequantization exists for a subset (see
+// `GgmlTypeTraits::can_dequantize`).
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace paceline::engine {
+
+// Values are ggml's on-disk ids; gaps are ids ggml has retired.
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
+  kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  absl::string_view name;  // ggml's spelling, e.g. "Q4_K", "F16"
+  int64_t block_size;      // elements per block (1 for plain types)
+  int64_t type_size;       // bytes per block
+  bool can_dequantize;     // DequantizeRow supports it
+};
+
+// Traits for an on-disk type id, or nullptr when the id is unknown.
+const GgmlTypeTraits* FindGgmlType(uint32_t id);
+
+// Traits of a known type (never null).
+const GgmlTypeTraits& GetGgmlTypeTraits(GgmlType type);
+
+// Bytes taken by `n` consecutive elements of `type`. InvalidArgument when
+// `n` is negative or not a multiple of the block size; OutOfRange on
+// overflow.
+absl::StatusOr<uint64_t> GgmlRowBytes(GgmlType type, int64_t n);
+
+// Dequantizes `n` elements (a multiple of the block size) starting at `src`
+// into `dst[0..n)`. `src` must hold GgmlRowBytes(type, n) bytes; no alignment
+// is required. Unimplemented for types without a dequantizer.
+absl::Status DequantizeRow(GgmlType type, const void* src, float* dst,
+                           int64_t n);
+
+// IEEE half and bfloat16 to float (exact).
+float HalfToFloat(uint16_t h);
+float BFloat16ToFloat(uint16_t b);
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_GGUF_GGML_TYPE_H_

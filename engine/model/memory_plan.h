@@ -1,0 +1,106 @@
+#ifndef PACELINE_ENGINE_MODEL_MEMORY_PLAN_H_
+#define PACELINE_ENGINE_MODEL_MEMORY_PLAN_H_
+
+// The memory planner: how many bytes a model's weights and its KV cache take
+// for a given load, and how many sequences fit in a memory budget
+// (DESIGN.md §1, "memory is the first constraint").
+//
+//   weights          = parameters × bytes per parameter of the weights dtype
+//                      (or a GGUF file's own tensor bytes)
+//   KV per token     = 2 (K and V) × layers × kv_heads × head_dim × bytes per
+//                      element of the KV dtype
+//   KV               = KV per token × context × sequences
+//   rule of thumb    = weights × 1.3 (the field's estimate of weights plus
+//                      KV cache and activations)
+//   sequences fit    = floor((memory − weights) / (KV per token × context))
+//
+// Everything here is a pure function; all arithmetic is checked for 64-bit
+// overflow (OutOfRange) instead of wrapping.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/model/model_config.h"
+
+namespace paceline::engine {
+
+// Element types by the lower-case names the CLI and `dummy:` specs use.
+// Weights: f32, f16, bf16, q8_0, q4_0 (Q8_0 is 34 bytes per 32 weights,
+// Q4_0 18 bytes per 32). KV cache: f32, f16, bf16. InvalidArgument naming the
+// accepted names otherwise.
+absl::StatusOr<GgmlType> ParseWeightsDtype(absl::string_view name);
+absl::StatusOr<GgmlType> ParseKvDtype(absl::string_view name);
+
+// The lower-case name of a type ("q4_0", "f16"); ggml's spelling lower-cased
+// for types the parsers above do not accept.
+std::string DtypeName(GgmlType type);
+
+// A byte count with an optional unit: "1000000", "1e9", "16GB", "24GiB",
+// "512 MiB", "1.5TB". Units (case-insensitive): B, KB/MB/GB/TB (powers of
+// 1000), KiB/MiB/GiB/TiB (powers of 1024). A fractional result is rounded
+// down to whole bytes. InvalidArgument for anything else (negative numbers
+// included); OutOfRange past 2^64 − 1 bytes.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+// The sum of a GGUF file's tensor data bytes (its weights as stored, without
+// the header or alignment padding). OutOfRange on overflow.
+absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file);
+
+struct MemoryPlanRequest {
+  // Where the weight bytes come from: exactly one of the two.
+  std::optional<GgmlType> weights_type;        // parameters × bytes per weight
+  std::optional<uint64_t> weights_file_bytes;  // a file's own tensor bytes
+
+  GgmlType kv_type = GgmlType::kF16;     // a plain type (block size 1)
+  int64_t context = 0;                   // tokens per sequence, > 0
+  int64_t sequences = 0;                 // concurrent sequences, > 0
+  std::optional<uint64_t> memory_bytes;  // the budget, if any
+};
+
+// How the plan compares with a memory budget.
+struct MemoryFit {
+  uint64_t memory_bytes = 0;
+  // The weights alone fit; when false, they exceed the budget by
+  // `weights_shortfall_bytes` and no sequence fits.
+  bool weights_fit = false;
+  uint64_t weights_shortfall_bytes = 0;
+  // floor((memory − weights) / (KV per token × context)); 0 when the weights
+  // do not fit. Fits in int64_t: KV per token is at least 2 bytes.
+  int64_t sequences_that_fit = 0;
+  // The requested sequences fit (total <= memory); when false the total
+  // exceeds the budget by `shortfall_bytes`.
+  bool fits = false;
+  uint64_t shortfall_bytes = 0;
+};
+
+struct MemoryPlan {
+  int64_t parameters = 0;     // ModelConfig::ParameterCount()
+  std::string weights_dtype;  // "f16", "q4_0", ..., or "file"
+  uint64_t weights_bytes = 0;
+  std::string kv_dtype;  // "f32", "f16", "bf16"
+  uint64_t kv_bytes_per_token = 0;
+  int64_t context = 0;
+  int64_t sequences = 0;
+  uint64_t kv_bytes = 0;     // kv_bytes_per_token × context × sequences
+  uint64_t total_bytes = 0;  // weights + KV
+  uint64_t rule_of_thumb_bytes = 0;  // floor(weights × 1.3)
+  std::optional<MemoryFit> fit;      // present when a budget was given
+};
+
+// Plans `request` for a model of shape `config`. InvalidArgument when the
+// shape has no layers, KV heads or head size (head_dim 0 falls back to
+// n_embd / n_heads), when the parameter count is not positive, when context
+// or sequences are not positive, when not exactly one weights source is set,
+// or when the KV type is block-quantized; OutOfRange when a byte count
+// overflows 64 bits.
+absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
+                                      const MemoryPlanRequest& request);
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_MODEL_MEMORY_PLAN_H_

@@ -1,0 +1,336 @@
+#include "engine/model/model_config.h"
+
+#include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace paceline::engine {
+namespace {
+
+struct Architecture {
+  absl::string_view name;
+  RopeLayout rope_layout;
+  bool qk_norm;
+  // Whether Q/K/V biases are looked for (blk.0.attn_q.bias). Qwen2 always
+  // has them; some llama-architecture conversions do too, and ignoring them
+  // would silently compute the wrong thing. Qwen3 dropped them.
+  bool may_have_qkv_bias;
+};
+
+constexpr Architecture kArchitectures[] = {
+    // Mistral files say "llama": same graph, same rope.
+    {"llama", RopeLayout::kAdjacentPairs, false, true},
+    {"qwen2", RopeLayout::kNeoxHalves, false, true},
+    {"qwen3", RopeLayout::kNeoxHalves, true, false},
+};
+
+// Bounds far beyond any released model. They reject nonsense early and keep
+// ParameterCount (and the memory planner's products) inside int64.
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // n_embd, heads * head_dim
+constexpr int64_t kMaxHeads = int64_t{1} << 14;
+constexpr int64_t kMaxFf = int64_t{1} << 22;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxContext = int64_t{1} << 30;
+
+const Architecture* FindArchitecture(absl::string_view name) {
+  for (const Architecture& a : kArchitectures) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string SupportedArchitectures() {
+  std::vector<absl::string_view> names;
+  for (const Architecture& a : kArchitectures) names.push_back(a.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// `fallback` when the key is absent; any other error (wrong type) stands.
+template <typename T>
+absl::StatusOr<T> OrDefault(absl::StatusOr<T> value, T fallback) {
+  if (absl::IsNotFound(value.status())) return fallback;
+  return value;
+}
+
+absl::Status OutOfBounds(absl::string_view key, int64_t value, int64_t lo,
+                         int64_t hi) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "metadata key '", key, "' is ", value, "; want ", lo, " to ", hi));
+}
+
+// A positive integer no larger than `max`; `fallback` (when given) if absent.
+absl::StatusOr<int64_t> ReadDim(const GgufFile& file, const std::string& key,
+                                int64_t max, std::optional<int64_t> fallback) {
+  absl::StatusOr<uint64_t> raw = file.GetUint(key);
+  if (fallback.has_value() && absl::IsNotFound(raw.status())) {
+    return *fallback;
+  }
+  RETURN_IF_ERROR(raw.status());
+  if (*raw == 0 || *raw > static_cast<uint64_t>(max)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", key, "' is ", *raw, "; want 1 to ", max));
+  }
+  return static_cast<int64_t>(*raw);
+}
+
+// A finite positive number; `fallback` if absent.
+absl::StatusOr<double> ReadPositive(const GgufFile& file,
+                                    const std::string& key, double fallback) {
+  ASSIGN_OR_RETURN(const double v, OrDefault(file.GetFloat(key), fallback));
+  if (!std::isfinite(v) || v <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", key, "' is ", v, "; want a finite positive number"));
+  }
+  return v;
+}
+
+// `<arch>.vocab_size`, else the tokenizer's token list, else the embedding.
+absl::StatusOr<int64_t> ReadVocabSize(const GgufFile& file,
+                                      const std::string& arch) {
+  const std::string key = absl::StrCat(arch, ".vocab_size");
+  if (file.Has(key)) return ReadDim(file, key, kMaxVocab, std::nullopt);
+  if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens")) {
+    if (tokens->type != GgufValueType::kArray) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata key 'tokenizer.ggml.tokens' is ",
+          GgufValueTypeName(tokens->type), ", want array<string>"));
+    }
+    const auto n = static_cast<int64_t>(tokens->elements.size());
+    if (n == 0 || n > kMaxVocab) {
+      return OutOfBounds("tokenizer.ggml.tokens (length)", n, 1, kMaxVocab);
+    }
+    return n;
+  }
+  if (const GgufTensorInfo* embd = file.FindTensor("token_embd.weight")) {
+    if (embd->shape.size() == 2 && embd->shape[1] <= kMaxVocab) {
+      return embd->shape[1];
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot tell the vocabulary size: no metadata key '", key,
+      "', no 'tokenizer.ggml.tokens' and no 2-d token_embd.weight"));
+}
+
+// Fills the rope scaling fields. llama.cpp's reading, which files are
+// written for: the type defaults to linear, and a factor of 0 means 1.
+absl::Status ReadRopeScaling(const GgufFile& file, const std::string& arch,
+                             ModelConfig* c) {
+  const std::string type_key = absl::StrCat(arch, ".rope.scaling.type");
+  const std::string factor_key = absl::StrCat(arch, ".rope.scaling.factor");
+  const std::string old_key = absl::StrCat(arch, ".rope.scale_linear");
+  const std::string orig_key =
+      absl::StrCat(arch, ".rope.scaling.original_context_length");
+
+  ASSIGN_OR_RETURN(
+      const absl::string_view type,
+      OrDefault<absl::string_view>(file.GetString(type_key), "linear"));
+  const std::string& used_key = file.Has(factor_key) ? factor_key : old_key;
+  ASSIGN_OR_RETURN(double factor, OrDefault(file.GetFloat(used_key), 0.0));
+  if (!std::isfinite(factor) || factor < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key '", used_key, "' is ", factor,
+                     "; want a finite number >= 0"));
+  }
+  if (factor == 0) factor = 1;
+
+  if (type == "none") {
+    c->rope_scaling = RopeScaling::kNone;
+    factor = 1;
+  } else if (type == "linear") {
+    c->rope_scaling = factor == 1 ? RopeScaling::kNone : RopeScaling::kLinear;
+  } else if (type == "yarn") {
+    c->rope_scaling = RopeScaling::kYarn;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", type_key, "': unsupported rope scaling type '", type,
+        "'; supported: none, linear, yarn"));
+  }
+  c->rope_scaling_factor = factor;
+
+  // Yarn needs the training context it extends; llama.cpp falls back to
+  // the context length.
+  const int64_t orig_default =
+      c->rope_scaling == RopeScaling::kYarn ? c->context_length : 0;
+  if (file.Has(orig_key)) {
+    ASSIGN_OR_RETURN(c->rope_original_context,
+                     ReadDim(file, orig_key, kMaxContext, std::nullopt));
+  } else {
+    c->rope_original_context = orig_default;
+  }
+  return absl::OkStatus();
+}
+
+// Reads head counts, head size and rope dims, then checks they fit together.
+absl::Status ReadAttention(const GgufFile& file, const std::string& arch,
+                           ModelConfig* c) {
+  const std::string heads_key = absl::StrCat(arch, ".attention.head_count");
+  const std::string kv_key = absl::StrCat(arch, ".attention.head_count_kv");
+  const std::string key_len_key = absl::StrCat(arch, ".attention.key_length");
+  const std::string value_len_key =
+      absl::StrCat(arch, ".attention.value_length");
+  const std::string rope_dim_key = absl::StrCat(arch, ".rope.dimension_count");
+
+  ASSIGN_OR_RETURN(c->n_heads,
+                   ReadDim(file, heads_key, kMaxHeads, std::nullopt));
+  ASSIGN_OR_RETURN(c->n_kv_heads, ReadDim(file, kv_key, kMaxHeads, c->n_heads));
+  if (c->n_heads % c->n_kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key '", kv_key, "' is ", c->n_kv_heads,
+                     ", which does not divide ", heads_key, " = ", c->n_heads));
+  }
+  if (!file.Has(key_len_key) && c->n_embd % c->n_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key '", heads_key, "' is ", c->n_heads,
+                     ", which does not divide the embedding length ", c->n_embd,
+                     ", and there is no '", key_len_key, "'"));
+  }
+  ASSIGN_OR_RETURN(c->head_dim, ReadDim(file, key_len_key, kMaxWidth,
+                                        c->n_embd / c->n_heads));
+  if (c->n_heads * c->head_dim > kMaxWidth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention width ", c->n_heads, " heads x ", c->head_dim,
+                     " is over the limit of ", kMaxWidth));
+  }
+  // One head size serves Q, K and V in this engine.
+  ASSIGN_OR_RETURN(const int64_t value_len,
+                   ReadDim(file, value_len_key, kMaxWidth, c->head_dim));
+  if (value_len != c->head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", value_len_key, "' is ", value_len,
+        ", unlike the key length ", c->head_dim, "; not supported"));
+  }
+  ASSIGN_OR_RETURN(c->rope_dim,
+                   ReadDim(file, rope_dim_key, c->head_dim, c->head_dim));
+  if (c->rope_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key '", rope_dim_key, "' is ", c->rope_dim,
+                     "; rope rotates pairs, so it must be even"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShape(const GgufFile& file, const std::string& name,
+                        std::vector<int64_t> want) {
+  const GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) {
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' is missing"));
+  }
+  if (t->shape != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' has shape [", absl::StrJoin(t->shape, ", "),
+        "], want [", absl::StrJoin(want, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t ModelConfig::ParameterCount() const {
+  const int64_t q_width = n_heads * head_dim;
+  const int64_t kv_width = n_kv_heads * head_dim;
+  int64_t per_layer = 2 * n_embd;                  // attn_norm, ffn_norm
+  per_layer += n_embd * (q_width + 2 * kv_width);  // attn_q, attn_k, attn_v
+  per_layer += q_width * n_embd;                   // attn_output
+  per_layer += 3 * n_embd * n_ff;                  // ffn_gate, ffn_up, down
+  if (qkv_bias) per_layer += q_width + 2 * kv_width;
+  if (qk_norm) per_layer += 2 * head_dim;
+  int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd;
+  if (!tied_output) total += n_vocab * n_embd;
+  return total;
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
+  ASSIGN_OR_RETURN(const absl::string_view arch_name,
+                   file.GetString("general.architecture"));
+  const Architecture* arch = FindArchitecture(arch_name);
+  if (arch == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported architecture '", arch_name,
+        "' (general.architecture); supported: ", SupportedArchitectures()));
+  }
+  const std::string a(arch_name);
+  ModelConfig c;
+  c.architecture = a;
+  ASSIGN_OR_RETURN(
+      const absl::string_view name,
+      OrDefault<absl::string_view>(file.GetString("general.name"), ""));
+  c.name = std::string(name);
+
+  ASSIGN_OR_RETURN(c.n_layers, ReadDim(file, absl::StrCat(a, ".block_count"),
+                                       kMaxLayers, std::nullopt));
+  ASSIGN_OR_RETURN(c.n_embd, ReadDim(file, absl::StrCat(a, ".embedding_length"),
+                                     kMaxWidth, std::nullopt));
+  ASSIGN_OR_RETURN(
+      c.n_ff, ReadDim(file, absl::StrCat(a, ".feed_forward_length"), kMaxFf,
+                      std::nullopt));
+  ASSIGN_OR_RETURN(c.context_length,
+                   ReadDim(file, absl::StrCat(a, ".context_length"),
+                           kMaxContext, std::nullopt));
+  ASSIGN_OR_RETURN(c.n_vocab, ReadVocabSize(file, a));
+  RETURN_IF_ERROR(ReadAttention(file, a, &c));
+
+  c.rope_layout = arch->rope_layout;
+  ASSIGN_OR_RETURN(
+      c.rope_freq_base,
+      ReadPositive(file, absl::StrCat(a, ".rope.freq_base"), 10000.0));
+  RETURN_IF_ERROR(ReadRopeScaling(file, a, &c));
+  ASSIGN_OR_RETURN(
+      c.rms_norm_eps,
+      ReadPositive(file, absl::StrCat(a, ".attention.layer_norm_rms_epsilon"),
+                   1e-5));
+
+  c.tied_output = file.FindTensor("output.weight") == nullptr;
+  c.qkv_bias = arch->may_have_qkv_bias &&
+               file.FindTensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = arch->qk_norm;
+  return c;
+}
+
+absl::Status CheckModelTensors(const GgufFile& file,
+                               const ModelConfig& config) {
+  const ModelConfig& c = config;
+  const int64_t q_width = c.n_heads * c.head_dim;
+  const int64_t kv_width = c.n_kv_heads * c.head_dim;
+
+  // ggml order: shape[0] is the input (contiguous) dimension.
+  RETURN_IF_ERROR(CheckShape(file, "token_embd.weight", {c.n_embd, c.n_vocab}));
+  RETURN_IF_ERROR(CheckShape(file, "output_norm.weight", {c.n_embd}));
+  if (!c.tied_output) {
+    RETURN_IF_ERROR(CheckShape(file, "output.weight", {c.n_embd, c.n_vocab}));
+  }
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    const std::string p = absl::StrCat("blk.", layer, ".");
+    const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+        {"attn_norm.weight", {c.n_embd}},
+        {"attn_q.weight", {c.n_embd, q_width}},
+        {"attn_k.weight", {c.n_embd, kv_width}},
+        {"attn_v.weight", {c.n_embd, kv_width}},
+        {"attn_output.weight", {q_width, c.n_embd}},
+        {"ffn_norm.weight", {c.n_embd}},
+        {"ffn_gate.weight", {c.n_embd, c.n_ff}},
+        {"ffn_up.weight", {c.n_embd, c.n_ff}},
+        {"ffn_down.weight", {c.n_ff, c.n_embd}},
+    };
+    for (const auto& [suffix, shape] : shapes) {
+      RETURN_IF_ERROR(CheckShape(file, absl::StrCat(p, suffix), shape));
+    }
+    if (c.qkv_bias) {
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_q.bias", {q_width}));
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_k.bias", {kv_width}));
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_v.bias", {kv_width}));
+    }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_q_norm.weight", {c.head_dim}));
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_k_norm.weight", {c.head_dim}));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::engine

@@ -1,0 +1,66 @@
+#ifndef PACELINE_ENGINE_MODEL_MODEL_CONFIG_H_
+#define PACELINE_ENGINE_MODEL_MODEL_CONFIG_H_
+
+// Hyper-parameters of a Llama-family model (architectures `llama` — which
+// also covers Mistral files —, `qwen2`, `qwen3`), read from GGUF metadata or
+// taken from a named shape (model_shapes.h).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/gguf/gguf_file.h"
+
+namespace paceline::engine {
+
+enum class RopeLayout {
+  kAdjacentPairs,  // rotate (x[2i], x[2i+1]): llama ("normal")
+  kNeoxHalves,     // rotate (x[i], x[i + d/2]): qwen2, qwen3 ("neox")
+};
+
+enum class RopeScaling { kNone, kLinear, kYarn };
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", "qwen3"
+  std::string name;          // general.name, or the shape name
+
+  int64_t n_layers = 0;
+  int64_t n_embd = 0;  // model (residual) width
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // == n_heads without GQA
+  int64_t head_dim = 0;    // attention.key_length when present
+  int64_t n_ff = 0;        // FFN hidden width
+  int64_t n_vocab = 0;
+  int64_t context_length = 0;
+
+  RopeLayout rope_layout = RopeLayout::kAdjacentPairs;
+  int64_t rope_dim = 0;  // rotated dims per head (<= head_dim)
+  double rope_freq_base = 10000.0;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  double rope_scaling_factor = 1.0;
+  int64_t rope_original_context = 0;  // yarn: original training context
+
+  double rms_norm_eps = 1e-5;
+  bool tied_output = false;  // no output.weight: reuse token_embd
+  bool qkv_bias = false;     // qwen2
+  bool qk_norm = false;      // qwen3: per-head RMSNorm on Q and K
+
+  // Weights in the transformer (embedding, blocks, norms, and the output
+  // matrix unless tied), computed from the shape.
+  int64_t ParameterCount() const;
+};
+
+// Reads `general.architecture` and its `<arch>.*` keys. Errors name the key:
+// unknown architecture (naming it), a missing required key, or a value that
+// makes no sense (zero heads, heads not dividing the width, KV heads not
+// dividing heads, ...).
+absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
+
+// Checks that every tensor the architecture needs is present with the shape
+// `config` implies; NotFound / InvalidArgument naming the tensor otherwise.
+absl::Status CheckModelTensors(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_MODEL_MODEL_CONFIG_H_

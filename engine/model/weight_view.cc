@@ -1,0 +1,18 @@
+#include "engine/model/weight_view.h"
+
+namespace paceline::engine {
+
+bool IsMatMulWeightType(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace paceline::engine

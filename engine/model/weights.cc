@@ -1,0 +1,439 @@
+#include "engine/model/weights.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/gguf/quantize.h"
+
+namespace paceline::engine {
+
+// An aligned byte buffer the weights own (converted or generated data).
+struct ModelWeights::Buffer {
+  static constexpr std::align_val_t kAlign{64};
+  explicit Buffer(size_t n)
+      : data(static_cast<uint8_t*>(
+            ::operator new(std::max<size_t>(n, 1), kAlign))) {}
+  ~Buffer() { ::operator delete(data, kAlign); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  uint8_t* data;
+};
+
+ModelWeights::~ModelWeights() = default;
+
+uint8_t* ModelWeights::Allocate(size_t bytes) {
+  buffers_.push_back(std::make_unique<Buffer>(bytes));
+  return buffers_.back()->data;
+}
+
+absl::Status ModelWeights::Embed(int32_t id, float* out) const {
+  const auto* row = static_cast<const uint8_t*>(token_embd_.data) +
+                    static_cast<size_t>(id) * token_embd_.row_bytes;
+  return DequantizeRow(token_embd_.type, row, out, token_embd_.cols);
+}
+
+uint64_t ModelWeights::MatMulBytesPerToken() const {
+  const auto bytes = [](const WeightView& w) {
+    return static_cast<uint64_t>(w.rows) * w.row_bytes;
+  };
+  uint64_t total = bytes(output_);
+  for (const LayerWeights& l : layers_) {
+    total += bytes(l.attn_q) + bytes(l.attn_k) + bytes(l.attn_v) +
+             bytes(l.attn_output) + bytes(l.ffn_gate) + bytes(l.ffn_up) +
+             bytes(l.ffn_down);
+  }
+  return total;
+}
+
+namespace {
+
+absl::Status CheckSupportedConfig(const ModelConfig& c) {
+  if (c.n_layers <= 0 || c.n_embd <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
+      c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 ||
+      c.n_heads % c.n_kv_heads != 0 || c.rope_dim % 2 != 0 ||
+      c.rope_dim > c.head_dim || c.rope_dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model shape '", c.name, "' is inconsistent"));
+  }
+  if (c.rope_scaling == RopeScaling::kYarn) {
+    return absl::UnimplementedError(
+        "rope scaling 'yarn' is not yet supported (only none and linear)");
+  }
+  if (c.head_dim > ModelWeights::kMaxHeadDim) {
+    return absl::UnimplementedError(absl::StrCat("head size ", c.head_dim,
+                                                 " is over the supported ",
+                                                 ModelWeights::kMaxHeadDim));
+  }
+  return absl::OkStatus();
+}
+
+// The type a matrix without a matmul kernel is converted to: quantized
+// types stay 8-bit (Q8_0) when the row allows, everything else goes to F32
+// (lossless for F16 / BF16).
+GgmlType ConversionTarget(GgmlType from, int64_t cols) {
+  if (GetGgmlTypeTraits(from).block_size > 1 && cols % 32 == 0 &&
+      IsMatMulWeightType(GgmlType::kQ8_0)) {
+    return GgmlType::kQ8_0;
+  }
+  return GgmlType::kF32;
+}
+
+std::string TensorName(int64_t layer, absl::string_view suffix) {
+  return absl::StrCat("blk.", layer, ".", suffix);
+}
+
+}  // namespace
+
+// Builds ModelWeights from a file or from random numbers; a friend so that
+// the loading code stays out of the header.
+class WeightsBuilder {
+ public:
+  explicit WeightsBuilder(ModelWeights* w) : w_(*w) {}
+
+  // ---- From a GGUF file. ----
+
+  absl::Status LoadFromFile() {
+    const GgufFile& file = *w_.file_;
+    const ModelConfig& c = w_.config_;
+    const int64_t q_dim = c.n_heads * c.head_dim;
+    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+
+    const GgufTensorInfo* embd = file.FindTensor("token_embd.weight");
+    if (!GetGgmlTypeTraits(embd->type).can_dequantize) {
+      return absl::UnimplementedError(absl::StrCat(
+          "token_embd.weight has type ", GetGgmlTypeTraits(embd->type).name,
+          ", which cannot be dequantized yet"));
+    }
+    w_.token_embd_ = ViewOf(*embd, c.n_vocab, c.n_embd);
+    ASSIGN_OR_RETURN(w_.output_norm_,
+                     FileVector("output_norm.weight", c.n_embd));
+    ASSIGN_OR_RETURN(w_.output_, FileMatrix(c.tied_output ? "token_embd.weight"
+                                                          : "output.weight",
+                                            c.n_vocab, c.n_embd));
+    w_.layers_.resize(c.n_layers);
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      LayerWeights& l = w_.layers_[i];
+      const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+      ASSIGN_OR_RETURN(l.attn_norm,
+                       FileVector(name("attn_norm.weight"), c.n_embd));
+      ASSIGN_OR_RETURN(l.attn_q,
+                       FileMatrix(name("attn_q.weight"), q_dim, c.n_embd));
+      ASSIGN_OR_RETURN(l.attn_k,
+                       FileMatrix(name("attn_k.weight"), kv_dim, c.n_embd));
+      ASSIGN_OR_RETURN(l.attn_v,
+                       FileMatrix(name("attn_v.weight"), kv_dim, c.n_embd));
+      if (c.qkv_bias) {
+        ASSIGN_OR_RETURN(l.q_bias, FileVector(name("attn_q.bias"), q_dim));
+        ASSIGN_OR_RETURN(l.k_bias, FileVector(name("attn_k.bias"), kv_dim));
+        ASSIGN_OR_RETURN(l.v_bias, FileVector(name("attn_v.bias"), kv_dim));
+      }
+      if (c.qk_norm) {
+        ASSIGN_OR_RETURN(l.q_norm,
+                         FileVector(name("attn_q_norm.weight"), c.head_dim));
+        ASSIGN_OR_RETURN(l.k_norm,
+                         FileVector(name("attn_k_norm.weight"), c.head_dim));
+      }
+      ASSIGN_OR_RETURN(l.attn_output,
+                       FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
+      ASSIGN_OR_RETURN(l.ffn_norm,
+                       FileVector(name("ffn_norm.weight"), c.n_embd));
+      ASSIGN_OR_RETURN(l.ffn_gate,
+                       FileMatrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));
+      ASSIGN_OR_RETURN(l.ffn_up,
+                       FileMatrix(name("ffn_up.weight"), c.n_ff, c.n_embd));
+      ASSIGN_OR_RETURN(l.ffn_down,
+                       FileMatrix(name("ffn_down.weight"), c.n_embd, c.n_ff));
+    }
+    for (const auto& [types, count] : conversions_) {
+      std::cerr << "paceline: converted " << count << " tensor"
+                << (count == 1 ? "" : "s") << " from "
+                << GetGgmlTypeTraits(types.first).name << " to "
+                << GetGgmlTypeTraits(types.second).name
+                << " at load (no matmul kernel for "
+                << GetGgmlTypeTraits(types.first).name << ")\n";
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- Random weights. ----
+
+  absl::Status Generate(GgmlType type, uint64_t seed) {
+    const ModelConfig& c = w_.config_;
+    const int64_t q_dim = c.n_heads * c.head_dim;
+    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+    if (!CanQuantize(type) || !IsMatMulWeightType(type)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dummy weights cannot be ", GetGgmlTypeTraits(type).name,
+                       "; supported: F32, F16, BF16, Q8_0, Q4_0"));
+    }
+    const int64_t block = GetGgmlTypeTraits(type).block_size;
+    for (int64_t cols : {c.n_embd, q_dim, c.n_ff}) {
+      if (cols % block != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "dummy weights as ", GetGgmlTypeTraits(type).name, " need widths ",
+            "that are multiples of ", block, "; this shape has ", cols));
+      }
+    }
+    seed_ = seed;
+    w_.token_embd_ =
+        RandomMatrix("token_embd.weight", c.n_vocab, c.n_embd, type);
+    w_.output_norm_ = RandomVector("output_norm.weight", c.n_embd, 1.0f);
+    w_.output_ = c.tied_output
+                     ? w_.token_embd_
+                     : RandomMatrix("output.weight", c.n_vocab, c.n_embd, type);
+    w_.layers_.resize(c.n_layers);
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      LayerWeights& l = w_.layers_[i];
+      const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+      l.attn_norm = RandomVector(name("attn_norm.weight"), c.n_embd, 1.0f);
+      l.attn_q = RandomMatrix(name("attn_q.weight"), q_dim, c.n_embd, type);
+      l.attn_k = RandomMatrix(name("attn_k.weight"), kv_dim, c.n_embd, type);
+      l.attn_v = RandomMatrix(name("attn_v.weight"), kv_dim, c.n_embd, type);
+      if (c.qkv_bias) {
+        l.q_bias = RandomVector(name("attn_q.bias"), q_dim, 0.0f);
+        l.k_bias = RandomVector(name("attn_k.bias"), kv_dim, 0.0f);
+        l.v_bias = RandomVector(name("attn_v.bias"), kv_dim, 0.0f);
+      }
+      if (c.qk_norm) {
+        l.q_norm = RandomVector(name("attn_q_norm.weight"), c.head_dim, 1.0f);
+        l.k_norm = RandomVector(name("attn_k_norm.weight"), c.head_dim, 1.0f);
+      }
+      l.attn_output =
+          RandomMatrix(name("attn_output.weight"), c.n_embd, q_dim, type);
+      l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
+      l.ffn_gate =
+          RandomMatrix(name("ffn_gate.weight"), c.n_ff, c.n_embd, type);
+      l.ffn_up = RandomMatrix(name("ffn_up.weight"), c.n_ff, c.n_embd, type);
+      l.ffn_down =
+          RandomMatrix(name("ffn_down.weight"), c.n_embd, c.n_ff, type);
+    }
+    return FillRandomMatrices();
+  }
+
+ private:
+  // A reproducible stream of normal(0, 1) numbers (xoshiro256** seeded
+  // through splitmix64; Box-Muller).
+  class NormalStream {
+   public:
+    explicit NormalStream(uint64_t seed) {
+      for (uint64_t& s : s_) s = SplitMix(seed);
+    }
+    float Next() {
+      if (has_spare_) {
+        has_spare_ = false;
+        return spare_;
+      }
+      // u1 in (0, 1], u2 in [0, 1), 53 random bits each.
+      const double u1 = (static_cast<double>(NextU64() >> 11) + 1) * 0x1p-53;
+      const double u2 = static_cast<double>(NextU64() >> 11) * 0x1p-53;
+      const double r = std::sqrt(-2 * std::log(u1));
+      const double a = 2 * M_PI * u2;
+      spare_ = static_cast<float>(r * std::sin(a));
+      has_spare_ = true;
+      return static_cast<float>(r * std::cos(a));
+    }
+
+    static uint64_t SplitMix(uint64_t& x) {
+      uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    }
+
+   private:
+    static uint64_t Rotl(uint64_t x, int k) {
+      return (x << k) | (x >> (64 - k));
+    }
+    uint64_t NextU64() {
+      const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+      const uint64_t t = s_[1] << 17;
+      s_[2] ^= s_[0];
+      s_[3] ^= s_[1];
+      s_[1] ^= s_[2];
+      s_[0] ^= s_[3];
+      s_[2] ^= t;
+      s_[3] = Rotl(s_[3], 45);
+      return result;
+    }
+    uint64_t s_[4];
+    bool has_spare_ = false;
+    float spare_ = 0;
+  };
+
+  static constexpr float kStd = 0.02f;
+
+  // The generator seed of one row of one tensor: the run's seed, the
+  // tensor's name (FNV-1a) and the row.
+  uint64_t RowSeed(absl::string_view name, int64_t row) const {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 0x100000001B3ull;
+    uint64_t x = seed_ ^ h;
+    x = NormalStream::SplitMix(x) ^ static_cast<uint64_t>(row);
+    return NormalStream::SplitMix(x);
+  }
+
+  std::vector<float> RandomVector(const std::string& name, int64_t n,
+                                  float mean) {
+    NormalStream rng(RowSeed(name, 0));
+    std::vector<float> v(n);
+    for (float& x : v) x = mean + kStd * rng.Next();
+    return v;
+  }
+
+  // Allocates the matrix; its rows are filled by FillRandomMatrices().
+  WeightView RandomMatrix(const std::string& name, int64_t rows,
+                               int64_t cols, GgmlType type) {
+    WeightView v;
+    v.type = type;
+    v.rows = rows;
+    v.cols = cols;
+    v.row_bytes = static_cast<size_t>(*GgmlRowBytes(type, cols));
+    v.data = w_.Allocate(v.row_bytes * rows);
+    pending_.push_back({name, v});
+    return v;
+  }
+
+  absl::Status FillRandomMatrices() {
+    constexpr int64_t kRowsPerTask = 64;
+    struct Task {
+      size_t matrix;
+      int64_t row_begin;
+    };
+    std::vector<Task> tasks;
+    for (size_t m = 0; m < pending_.size(); ++m) {
+      for (int64_t r = 0; r < pending_[m].view.rows; r += kRowsPerTask) {
+        tasks.push_back({m, r});
+      }
+    }
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    const auto work = [&] {
+      std::vector<float> row;
+      for (size_t t; (t = next.fetch_add(1)) < tasks.size();) {
+        const Pending& p = pending_[tasks[t].matrix];
+        const WeightView& v = p.view;
+        row.resize(v.cols);
+        const int64_t end = std::min(v.rows, tasks[t].row_begin + kRowsPerTask);
+        for (int64_t r = tasks[t].row_begin; r < end; ++r) {
+          NormalStream rng(RowSeed(p.name, r));
+          for (float& x : row) x = kStd * rng.Next();
+          auto* dst = static_cast<uint8_t*>(const_cast<void*>(v.data)) +
+                      static_cast<size_t>(r) * v.row_bytes;
+          if (!QuantizeRow(v.type, row.data(), v.cols, dst).ok()) failed = true;
+        }
+      }
+    };
+    const unsigned n_threads =
+        std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < n_threads; ++i) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    pending_.clear();
+    if (failed) return absl::InternalError("quantizing dummy weights failed");
+    return absl::OkStatus();
+  }
+
+  WeightView ViewOf(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
+    WeightView v;
+    v.type = t.type;
+    v.rows = rows;
+    v.cols = cols;
+    v.data = t.data;
+    v.row_bytes = static_cast<size_t>(t.size_bytes / rows);
+    return v;
+  }
+
+  absl::StatusOr<WeightView> FileMatrix(const std::string& name,
+                                             int64_t rows, int64_t cols) {
+    const GgufTensorInfo* t = w_.file_->FindTensor(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("tensor '", name, "' is missing"));
+    }
+    const WeightView src = ViewOf(*t, rows, cols);
+    if (IsMatMulWeightType(t->type)) return src;
+    if (!GetGgmlTypeTraits(t->type).can_dequantize) {
+      return absl::UnimplementedError(absl::StrCat(
+          "tensor '", name, "' has type ", GetGgmlTypeTraits(t->type).name,
+          ", which has no matmul kernel and cannot be dequantized yet"));
+    }
+    WeightView dst;
+    dst.type = ConversionTarget(t->type, cols);
+    dst.rows = rows;
+    dst.cols = cols;
+    ASSIGN_OR_RETURN(const uint64_t row_bytes, GgmlRowBytes(dst.type, cols));
+    dst.row_bytes = static_cast<size_t>(row_bytes);
+    uint8_t* out = w_.Allocate(dst.row_bytes * rows);
+    dst.data = out;
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      RETURN_IF_ERROR(DequantizeRow(
+          src.type, static_cast<const uint8_t*>(src.data) + r * src.row_bytes,
+          row.data(), cols));
+      RETURN_IF_ERROR(
+          QuantizeRow(dst.type, row.data(), cols,
+                      out + static_cast<size_t>(r) * dst.row_bytes));
+    }
+    ++conversions_[{src.type, dst.type}];
+    return dst;
+  }
+
+  absl::StatusOr<std::vector<float>> FileVector(const std::string& name,
+                                                int64_t n) {
+    const GgufTensorInfo* t = w_.file_->FindTensor(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("tensor '", name, "' is missing"));
+    }
+    std::vector<float> v(n);
+    absl::Status s = DequantizeRow(t->type, t->data, v.data(), n);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("tensor '", name, "': ", s.message()));
+    }
+    return v;
+  }
+
+  struct Pending {
+    std::string name;
+    WeightView view;
+  };
+
+  ModelWeights& w_;
+  uint64_t seed_ = 0;
+  std::vector<Pending> pending_;
+  std::map<std::pair<GgmlType, GgmlType>, int> conversions_;
+};
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(
+    std::unique_ptr<GgufFile> file) {
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfigFromGguf(*file));
+  RETURN_IF_ERROR(CheckModelTensors(*file, config));
+  RETURN_IF_ERROR(CheckSupportedConfig(config));
+  std::unique_ptr<ModelWeights> w(new ModelWeights());
+  w->config_ = std::move(config);
+  w->file_ = std::move(file);
+  RETURN_IF_ERROR(WeightsBuilder(w.get()).LoadFromFile());
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Dummy(
+    const ModelConfig& config, GgmlType type, uint64_t seed) {
+  RETURN_IF_ERROR(CheckSupportedConfig(config));
+  std::unique_ptr<ModelWeights> w(new ModelWeights());
+  w->config_ = config;
+  RETURN_IF_ERROR(WeightsBuilder(w.get()).Generate(type, seed));
+  return w;
+}
+
+}  // namespace paceline::engine

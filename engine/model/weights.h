@@ -1,0 +1,115 @@
+#ifndef PACELINE_ENGINE_MODEL_WEIGHTS_H_
+#define PACELINE_ENGINE_MODEL_WEIGHTS_H_
+
+// A Llama-family model's weights in memory, as the CPU engine reads them.
+//
+// Matrices are WeightView values in their storage type: row r is
+// output feature r with its input features contiguous (a GGUF tensor of
+// ggml shape [cols, rows]). From a file they point into the file's mapping
+// (zero-copy) whenever the matmul has a kernel for the type; a type without
+// one is converted once at load (quantized types to Q8_0, others to F32)
+// and one line per conversion kind goes to stderr. Norm weights and biases
+// are small and always held as float.
+//
+// Thread-safety: immutable after construction; share it freely (engines
+// hold it through std::shared_ptr<const ModelWeights>).
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weight_view.h"
+
+namespace paceline::engine {
+
+// q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (n_embd)
+  WeightView attn_q;             // (q_dim, n_embd)
+  WeightView attn_k;             // (kv_dim, n_embd)
+  WeightView attn_v;             // (kv_dim, n_embd)
+  std::vector<float> q_bias;     // (q_dim) when config.qkv_bias, else empty
+  std::vector<float> k_bias;     // (kv_dim) when config.qkv_bias, else empty
+  std::vector<float> v_bias;     // (kv_dim) when config.qkv_bias, else empty
+  std::vector<float> q_norm;     // (head_dim) when config.qk_norm, else empty
+  std::vector<float> k_norm;     // (head_dim) when config.qk_norm, else empty
+  WeightView attn_output;        // (n_embd, q_dim)
+  std::vector<float> ffn_norm;   // (n_embd)
+  WeightView ffn_gate;           // (n_ff, n_embd)
+  WeightView ffn_up;             // (n_ff, n_embd)
+  WeightView ffn_down;           // (n_embd, n_ff)
+};
+
+class ModelWeights {
+ public:
+  // Takes ownership of `file` (the views point into its mapping). Reads the
+  // config (ModelConfigFromGguf), checks every tensor's shape
+  // (CheckModelTensors), and builds the views. Errors: those of the two
+  // calls above; Unimplemented for yarn rope scaling, a head size over
+  // kMaxHeadDim, or a tensor type that cannot be dequantized.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> FromGguf(
+      std::unique_ptr<GgufFile> file);
+
+  // Random weights of `config`'s shape, for benchmarks and tests: matrices,
+  // embedding and biases ~ normal(0, 0.02); norm weights 1 + normal(0, 0.02)
+  // (pure noise would shrink every activation). Matrices are stored as
+  // `type` (F32, F16, BF16, Q8_0 or Q4_0; the quantized types need widths
+  // that are multiples of 32). Deterministic in (config, type, seed): each
+  // row has its own generator, so the thread count does not matter.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> Dummy(
+      const ModelConfig& config, GgmlType type, uint64_t seed);
+
+  ~ModelWeights();
+  ModelWeights(const ModelWeights&) = delete;
+  ModelWeights& operator=(const ModelWeights&) = delete;
+
+  // Attention scratch is sized for heads up to this many dims.
+  static constexpr int64_t kMaxHeadDim = 512;
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  // (n_vocab, n_embd) in any type DequantizeRow supports (one row is read
+  // per token).
+  const WeightView& token_embd() const { return token_embd_; }
+  // (n_embd)
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  // (n_vocab, n_embd); token_embd itself when tied and its type has a
+  // matmul kernel.
+  const WeightView& output() const { return output_; }
+
+  // Writes token `id`'s embedding row. id must be in [0, n_vocab).
+  //   out: (n_embd)
+  absl::Status Embed(int32_t id, float* out) const;
+
+  // Bytes of matrices one decode step reads (all layers and the output
+  // head; the embedding row is negligible): the numerator of the
+  // bandwidth roofline.
+  uint64_t MatMulBytesPerToken() const;
+
+ private:
+  ModelWeights() = default;
+
+  // Owns an aligned buffer for converted or generated weights; returns it.
+  uint8_t* Allocate(size_t bytes);
+
+  // Constant after construction.
+  ModelConfig config_;
+  std::unique_ptr<GgufFile> file_;  // keeps the mapping alive (files only)
+  struct Buffer;
+  std::vector<std::unique_ptr<Buffer>> buffers_;  // converted / dummy data
+  WeightView token_embd_;                         // (n_vocab, n_embd)
+  std::vector<float> output_norm_;                // (n_embd)
+  WeightView output_;                             // (n_vocab, n_embd)
+  std::vector<LayerWeights> layers_;              // (n_layers)
+
+  friend class WeightsBuilder;
+};
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_MODEL_WEIGHTS_H_

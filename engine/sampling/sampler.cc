@@ -1,0 +1,459 @@
+#include "engine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+
+namespace paceline::engine {
+namespace {
+
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+
+// Without top-k, top-p first looks for its nucleus among the ids whose
+// weight (probability relative to the most likely token) is at least this:
+// a peaked distribution's nucleus is found without partitioning the whole
+// vocabulary.
+constexpr float kLikely = 1e-3f;
+
+// SplitMix64's output function (Steele, Lea and Flood, 2014).
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The index of the first non-finite value of z[0, n), or -1. Checks the
+// exponent bits a block at a time, branch-free, so the common case
+// vectorizes.
+int32_t FirstNonFinite(const float* z, int32_t n) {
+  constexpr int32_t kBlock = 1024;
+  for (int32_t begin = 0; begin < n; begin += kBlock) {
+    const int32_t end = std::min(n, begin + kBlock);
+    uint32_t bad = 0;
+    for (int32_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &z[i], sizeof(bits));
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (bad != 0) {
+      for (int32_t i = begin; i < end; ++i) {
+        if (!std::isfinite(z[i])) return i;
+      }
+    }
+  }
+  return -1;
+}
+
+// The first index of the largest of the finite z[0, n), n > 0. Eight
+// independent running maxima, so the loop is not one long dependency chain.
+int32_t ArgMax(const float* z, int32_t n) {
+  constexpr int32_t kLanes = 8;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, z[0]);
+  int32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int32_t j = 0; j < kLanes; ++j) {
+      lane[j] = z[i + j] > lane[j] ? z[i + j] : lane[j];
+    }
+  }
+  float max = *std::max_element(lane, lane + kLanes);
+  for (; i < n; ++i) max = z[i] > max ? z[i] : max;
+  int32_t first = 0;
+  while (z[first] != max) ++first;
+  return first;
+}
+
+// The candidates' rank order: larger logit first, then lower id. The logits
+// are finite here, so this is a total order and every selection below has
+// one answer, whatever the standard library's algorithms do.
+struct RanksBefore {
+  const float* z;
+  bool operator()(int32_t a, int32_t b) const {
+    return z[a] > z[b] || (z[a] == z[b] && a < b);
+  }
+};
+
+// Sets *out to the n first-ranked ids of [0, v), in no particular order;
+// 0 < n <= v. A heap of the best n so far, its front the worst of them:
+// most ids are turned away by one comparison.
+void HeapTop(const RanksBefore& before, int32_t v, int32_t n,
+             std::vector<int32_t>* out) {
+  out->clear();
+  for (int32_t i = 0; i < v; ++i) {
+    if (out->size() < static_cast<size_t>(n)) {
+      out->push_back(i);
+      std::push_heap(out->begin(), out->end(), before);
+    } else if (before(i, out->front())) {
+      std::pop_heap(out->begin(), out->end(), before);
+      out->back() = i;
+      std::push_heap(out->begin(), out->end(), before);
+    }
+  }
+}
+
+// Sets *ids to every id of [0, v) that ranks no lower than `last`, in id
+// order.
+void KeepThrough(const RanksBefore& before, int32_t v, int32_t last,
+                 std::vector<int32_t>* ids) {
+  ids->clear();
+  for (int32_t i = 0; i < v; ++i) {
+    if (!before(last, i)) ids->push_back(i);
+  }
+}
+
+// Sets *ids to the k first-ranked ids of [0, v) in id order; 0 < k < v.
+void TopKInIdOrder(const RanksBefore& before, int32_t v, int32_t k,
+                   std::vector<int32_t>* ids) {
+  if (int64_t{k} * 16 <= v) {
+    HeapTop(before, v, k, ids);
+    std::sort(ids->begin(), ids->end());
+    return;
+  }
+  ids->resize(v);
+  std::iota(ids->begin(), ids->end(), 0);
+  std::nth_element(ids->begin(), ids->begin() + (k - 1), ids->end(), before);
+  KeepThrough(before, v, (*ids)[k - 1], ids);
+}
+
+// Moves the fewest first-ranked of `ids` whose weights (w, by id) sum to at
+// least `target` to the front, and returns how many. A quickselect that
+// carries the mass of each side: expected linear time, so a flat
+// distribution's nucleus of most of the vocabulary is never sorted. Masses
+// are summed in partition order, so an id whose cumulative mass lands
+// within rounding of the target may fall either way; the partitioning is
+// this code's own, so the answer is the same on every platform.
+size_t TakeNucleus(const RanksBefore& before, const float* w, double target,
+                   absl::Span<int32_t> ids) {
+  size_t lo = 0;
+  size_t hi = ids.size();
+  double kept = 0.0;  // the mass of ids[0, lo), all in; below target
+  while (lo < hi) {
+    // The median (by rank) of the first, middle and last, parked at hi - 1.
+    const size_t mid = lo + (hi - lo) / 2;
+    if (before(ids[mid], ids[lo])) std::swap(ids[mid], ids[lo]);
+    if (before(ids[hi - 1], ids[mid])) std::swap(ids[hi - 1], ids[mid]);
+    if (before(ids[mid], ids[lo])) std::swap(ids[mid], ids[lo]);
+    std::swap(ids[mid], ids[hi - 1]);
+    const int32_t pivot = ids[hi - 1];
+
+    size_t split = lo;
+    double mass = 0.0;  // of the ids that rank before the pivot
+    for (size_t i = lo; i + 1 < hi; ++i) {
+      if (before(ids[i], pivot)) {
+        mass += w[ids[i]];
+        std::swap(ids[i], ids[split++]);
+      }
+    }
+    std::swap(ids[split], ids[hi - 1]);
+    if (kept + mass >= target) {
+      hi = split;
+    } else if (kept + mass + w[pivot] >= target) {
+      return split + 1;
+    } else {
+      kept += mass + w[pivot];
+      lo = split + 1;
+    }
+  }
+  return lo;  // rounding left everything just short: all of it
+}
+
+// Keeps the first n of *ids (a rank prefix of [0, v)) in id order.
+void PrefixInIdOrder(const RanksBefore& before, int32_t v, size_t n,
+                     std::vector<int32_t>* ids) {
+  if (n * 16 <= static_cast<size_t>(v)) {
+    ids->resize(n);
+    std::sort(ids->begin(), ids->end());
+    return;
+  }
+  int32_t last = (*ids)[0];
+  for (size_t j = 1; j < n; ++j) {
+    if (before(last, (*ids)[j])) last = (*ids)[j];
+  }
+  KeepThrough(before, v, last, ids);
+}
+
+absl::Status NonFinite(absl::Span<const float> raw, const float* z,
+                       int32_t token, uint64_t step) {
+  if (std::isfinite(raw[token])) {
+    return absl::InternalError(absl::StrFormat(
+        "logit of token %d is %g after penalties (raw %g) at step %d", token,
+        z[token], raw[token], step));
+  }
+  return absl::InternalError(absl::StrFormat(
+      "logit of token %d is %g at step %d", token, raw[token], step));
+}
+
+}  // namespace
+
+absl::Status Validate(const SamplingParams& p, int32_t vocab_size) {
+  if (vocab_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("vocab_size must be positive, got %d", vocab_size));
+  }
+  // Comparisons are written so that NaN fails them.
+  if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "temperature must be finite and >= 0 (0 = greedy), got %g",
+        p.temperature));
+  }
+  if (p.top_k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("top_k must be >= 0 (0 = off), got %d", p.top_k));
+  }
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("top_p must be in (0, 1], got %g", p.top_p));
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("min_p must be in [0, 1], got %g", p.min_p));
+  }
+  if (!(p.repetition_penalty > 0.0f &&
+        p.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("repetition_penalty must be in (0, %g], got %g",
+                        kMaxRepetitionPenalty, p.repetition_penalty));
+  }
+  if (!(std::fabs(p.presence_penalty) <= kMaxPresencePenalty)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "presence_penalty must be in [-%g, %g], got %g", kMaxPresencePenalty,
+        kMaxPresencePenalty, p.presence_penalty));
+  }
+  if (!(std::fabs(p.frequency_penalty) <= kMaxFrequencyPenalty)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "frequency_penalty must be in [-%g, %g], got %g", kMaxFrequencyPenalty,
+        kMaxFrequencyPenalty, p.frequency_penalty));
+  }
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("top_logprobs must be in [0, %d], got %d",
+                        kMaxTopLogprobs, p.top_logprobs));
+  }
+  if (p.top_logprobs > vocab_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "top_logprobs must be at most the vocabulary size %d, got %d",
+        vocab_size, p.top_logprobs));
+  }
+  if (p.top_logprobs > 0 && !p.logprobs) {
+    return absl::InvalidArgumentError(
+        "top_logprobs requires logprobs to be set");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SamplingRandomBits(uint64_t seed, uint64_t step) {
+  const uint64_t key = Mix(seed + kGolden);
+  return Mix(key + (step + 1) * kGolden);
+}
+
+double SamplingUniform(uint64_t seed, uint64_t step) {
+  return static_cast<double>(SamplingRandomBits(seed, step) >> 11) * 0x1p-53;
+}
+
+SequenceSampler::SequenceSampler(const SamplingParams& params,
+                                 int32_t vocab_size)
+    : params_(params), vocab_size_(vocab_size) {}
+
+absl::StatusOr<SequenceSampler> SequenceSampler::Create(
+    const SamplingParams& params, int32_t vocab_size,
+    absl::Span<const int32_t> prompt) {
+  RETURN_IF_ERROR(Validate(params, vocab_size));
+  SequenceSampler sampler(params, vocab_size);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "prompt token %d is %d, outside the vocabulary [0, %d)", i, prompt[i],
+          vocab_size));
+    }
+    // Only the repetition penalty looks at prompt tokens.
+    if (params.repetition_penalty != 1.0f) {
+      sampler.counts_.try_emplace(prompt[i], 0);
+    }
+  }
+  return sampler;
+}
+
+bool SequenceSampler::has_penalties() const {
+  return params_.repetition_penalty != 1.0f ||
+         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+}
+
+bool SequenceSampler::EngineCanSample() const {
+  return !has_penalties() && !params_.logprobs;
+}
+
+RowSampling SequenceSampler::EngineRow() const {
+  RowSampling row;
+  row.in_engine = true;
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.uniform = SamplingUniform(params_.seed, step_);
+  return row;
+}
+
+void SequenceSampler::ApplyPenalties(absl::Span<float> logits) const {
+  assert(logits.size() == static_cast<size_t>(vocab_size_));
+  const float repetition = params_.repetition_penalty;
+  // Each entry touches its own token, so the map's order does not matter.
+  for (const auto& [token, count] : counts_) {
+    float& logit = logits[token];
+    if (repetition != 1.0f) {
+      logit = logit > 0.0f ? logit / repetition : logit * repetition;
+    }
+    if (count > 0) {
+      logit -= params_.presence_penalty +
+               params_.frequency_penalty * static_cast<float>(count);
+    }
+  }
+}
+
+void SequenceSampler::Record(int32_t token) {
+  ++step_;
+  if (has_penalties()) ++counts_[token];
+}
+
+absl::Status SequenceSampler::AcceptGenerated(int32_t token) {
+  if (token < 0 || token >= vocab_size_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token %d is outside the vocabulary [0, %d)", token, vocab_size_));
+  }
+  Record(token);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SampleResult> SequenceSampler::Sample(
+    absl::Span<const float> logits, SamplerScratch* scratch) {
+  if (logits.size() != static_cast<size_t>(vocab_size_)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("logits row has %d entries, vocabulary has %d",
+                        logits.size(), vocab_size_));
+  }
+  const float* z = logits.data();
+  if (has_penalties()) {
+    scratch->logits_.assign(logits.begin(), logits.end());
+    ApplyPenalties(absl::MakeSpan(scratch->logits_));
+    z = scratch->logits_.data();
+  }
+  const int32_t bad = FirstNonFinite(z, vocab_size_);
+  if (bad >= 0) return NonFinite(logits, z, bad, step_);
+  const int32_t argmax = ArgMax(z, vocab_size_);
+
+  SampleResult result;
+  result.token =
+      params_.temperature == 0.0f ? argmax : Draw(z, z[argmax], scratch);
+  if (params_.logprobs) FillLogprobs(logits, &result, scratch);
+  Record(result.token);
+  return result;
+}
+
+// Steps 4–8 of the header on the finite row z whose largest value is max.
+int32_t SequenceSampler::Draw(const float* z, float max,
+                              SamplerScratch* scratch) const {
+  const int32_t v = vocab_size_;
+  const RanksBefore before{z};
+  std::vector<int32_t>& ids = scratch->ids_;
+  std::vector<float>& w = scratch->weights_;
+  w.resize(v);
+
+  // The survivors: every id when `all`, else `ids`, always in id order, so
+  // the float sums below run in one canonical order.
+  bool all = true;
+  if (params_.top_k > 0 && params_.top_k < v) {
+    TopKInIdOrder(before, v, params_.top_k, &ids);
+    all = false;
+  }
+  const size_t count_k = all ? static_cast<size_t>(v) : ids.size();
+  auto id_at = [&](size_t j) { return all ? static_cast<int32_t>(j) : ids[j]; };
+
+  // w = exp((z - max) / T): the probability relative to the most likely
+  // token, whose weight is exactly 1 and which survives every filter.
+  double total = 0.0;
+  double likely = 0.0;  // the mass of the weights >= kLikely
+  for (size_t j = 0; j < count_k; ++j) {
+    const int32_t id = id_at(j);
+    w[id] = std::exp((z[id] - max) / params_.temperature);
+    total += w[id];
+    if (w[id] >= kLikely) likely += w[id];
+  }
+
+  if (params_.top_p < 1.0f) {
+    const double target = static_cast<double>(params_.top_p) * total;
+    if (all) {
+      // Weights fall with rank, so the likely ids are a rank prefix; when
+      // they reach the target the nucleus lies among them.
+      ids.clear();
+      for (int32_t id = 0; id < v; ++id) {
+        if (likely < target || w[id] >= kLikely) ids.push_back(id);
+      }
+      all = false;
+    }
+    const size_t n = TakeNucleus(before, w.data(), target, absl::MakeSpan(ids));
+    PrefixInIdOrder(before, v, n, &ids);
+  }
+
+  if (params_.min_p > 0.0f) {
+    const float floor = params_.min_p;
+    if (all) {
+      ids.clear();
+      for (int32_t id = 0; id < v; ++id) {
+        if (w[id] >= floor) ids.push_back(id);
+      }
+      all = false;
+    } else {
+      std::erase_if(ids, [&](int32_t id) { return w[id] < floor; });
+    }
+  }
+
+  // Inverse CDF over the survivors in ascending id order.
+  const size_t count = all ? static_cast<size_t>(v) : ids.size();
+  double sum = 0.0;
+  for (size_t j = 0; j < count; ++j) sum += w[id_at(j)];
+  const double target = SamplingUniform(params_.seed, step_) * sum;
+  double cumulative = 0.0;
+  size_t last = 0;  // the last survivor with a non-zero weight
+  for (size_t j = 0; j < count; ++j) {
+    const float weight = w[id_at(j)];
+    cumulative += weight;
+    if (weight > 0.0f) last = j;
+    if (cumulative > target) return id_at(j);
+  }
+  return id_at(last);  // u * sum rounded up to sum
+}
+
+void SequenceSampler::FillLogprobs(absl::Span<const float> logits,
+                                   SampleResult* result,
+                                   SamplerScratch* scratch) const {
+  const float max = logits[ArgMax(logits.data(), vocab_size_)];
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(x - max);
+  const double log_normalizer = max + std::log(sum);
+  auto logprob = [&](int32_t id) {
+    return static_cast<float>(logits[id] - log_normalizer);
+  };
+  result->logprob = logprob(result->token);
+  const int32_t n = params_.top_logprobs;
+  if (n == 0) return;
+  const RanksBefore before{logits.data()};
+  HeapTop(before, vocab_size_, n, &scratch->ids_);
+  std::sort(scratch->ids_.begin(), scratch->ids_.end(), before);
+  result->top_logprobs.reserve(n);
+  for (int32_t id : scratch->ids_) {
+    result->top_logprobs.push_back({id, logprob(id)});
+  }
+}
+
+}  // namespace paceline::engine

@@ -1,0 +1,374 @@
+#include "engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/tokenizer/unicode.h"
+
+namespace paceline::engine {
+namespace {
+
+constexpr uint8_t kLstrip = 1;
+constexpr uint8_t kRstrip = 2;
+
+// Token texts llama.cpp treats as control tokens whatever their type: end of
+// turn/message and fill-in-the-middle markers. The first group also ends
+// generation.
+constexpr absl::string_view kEndOfTurnTexts[] = {
+    "<|eot_id|>",    "<|im_end|>",    "<|end|>",
+    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>",         "_<EOT>",        "<｜end▁of▁sentence｜>",
+};
+constexpr absl::string_view kFimTexts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>",
+    "<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>",  "<SUF>",
+    "<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>",   "<MID>",
+    "<|fim_pad|>",    "<fim-pad>",    "<PAD>",           "<|fim_repo|>",
+    "<|repo_name|>",  "<fim-repo>",   "<REPO>",          "<|file_sep|>",
+};
+// FIM markers that also end generation (pad, repo, file separator).
+constexpr absl::string_view kFimEogTexts[] = {
+    "<|fim_pad|>",   "<fim-pad>",  "<PAD>",  "<|fim_repo|>",
+    "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>",
+};
+
+template <size_t N>
+bool OneOf(absl::string_view text, const absl::string_view (&list)[N]) {
+  return std::find(std::begin(list), std::end(list), text) != std::end(list);
+}
+
+bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The byte of an SPM byte token "<0xAB>", or -1.
+int ParseByteToken(absl::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') {
+    return -1;
+  }
+  const int hi = HexValue(text[3]);
+  const int lo = HexValue(text[4]);
+  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+const std::string& EmptyString() {
+  static const std::string* const kEmpty = new std::string();
+  return *kEmpty;
+}
+
+absl::Status CheckId(int32_t id, size_t n, absl::string_view key) {
+  if (id < -1 || id >= static_cast<int64_t>(n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, ": token id ", id, " is outside the vocabulary (", n, " tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
+    TokenizerVocab vocab) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  const size_t n = vocab.tokens.size();
+  if (vocab.model == "llama") {
+    t->is_spm_ = true;
+  } else if (vocab.model != "gpt2") {
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer.ggml.model: unsupported tokenizer model '",
+                     vocab.model, "' (supported: llama, gpt2)"));
+  }
+  if (n == 0) {
+    return absl::InvalidArgumentError("tokenizer.ggml.tokens: no tokens");
+  }
+  if (n > static_cast<size_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError("tokenizer.ggml.tokens: too many tokens");
+  }
+  if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
+  if (vocab.scores.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.ggml.scores has ", vocab.scores.size(),
+                     " entries but tokenizer.ggml.tokens has ", n));
+  }
+  if (vocab.token_types.empty()) {
+    vocab.token_types.assign(n, TokenType::kNormal);
+  }
+  if (vocab.token_types.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.ggml.token_type has ", vocab.token_types.size(),
+                     " entries but tokenizer.ggml.tokens has ", n));
+  }
+  RETURN_IF_ERROR(CheckId(vocab.bos_id, n, "tokenizer.ggml.bos_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab.eos_id, n, "tokenizer.ggml.eos_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab.unk_id, n, "tokenizer.ggml.unknown_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab.pad_id, n, "tokenizer.ggml.padding_token_id"));
+  if (vocab.add_bos && vocab.bos_id < 0) {
+    return absl::InvalidArgumentError(
+        "tokenizer.ggml.add_bos_token is true but the model has no BOS "
+        "token (tokenizer.ggml.bos_token_id)");
+  }
+  if (vocab.add_eos && vocab.eos_id < 0) {
+    return absl::InvalidArgumentError(
+        "tokenizer.ggml.add_eos_token is true but the model has no EOS "
+        "token (tokenizer.ggml.eos_token_id)");
+  }
+
+  t->model_ = vocab.model;
+  t->pre_ = vocab.pre;
+  t->bos_id_ = vocab.bos_id;
+  t->eos_id_ = vocab.eos_id;
+  t->unk_id_ = vocab.unk_id;
+  t->pad_id_ = vocab.pad_id;
+  t->add_bos_ = vocab.add_bos;
+  t->add_eos_ = vocab.add_eos;
+  t->add_space_prefix_ = vocab.add_space_prefix;
+  t->tokens_ = std::move(vocab.tokens);
+  t->scores_ = std::move(vocab.scores);
+  t->types_ = std::move(vocab.token_types);
+  t->strip_.assign(n, 0);
+  t->eog_.assign(n, false);
+
+  t->token_to_id_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::string& text = t->tokens_[i];
+    if (text.empty()) text = absl::StrCat("[EMPTY_", i, "]");
+    t->token_to_id_[text] = static_cast<int32_t>(i);  // the last id wins
+    TokenType& type = t->types_[i];
+    if (type == TokenType::kByte && ParseByteToken(text) < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer.ggml.token_type: token ", i, " '", text,
+                       "' is a byte token but not spelled <0xXX>"));
+    }
+    if (OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimTexts)) {
+      type = TokenType::kControl;
+    }
+    t->eog_[i] = OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimEogTexts);
+  }
+  if (t->eos_id_ >= 0) t->eog_[t->eos_id_] = true;
+  for (int32_t id : vocab.rstrip_ids) {
+    RETURN_IF_ERROR(CheckId(id, n, "rstrip token"));
+    if (id >= 0) t->strip_[id] |= kRstrip;
+  }
+  for (int32_t id : vocab.lstrip_ids) {
+    RETURN_IF_ERROR(CheckId(id, n, "lstrip token"));
+    if (id >= 0) t->strip_[id] |= kLstrip;
+  }
+
+  if (t->is_spm_) {
+    t->byte_tokens_.assign(256, -1);
+    for (int b = 0; b < 256; ++b) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+      int32_t id = t->TokenId(absl::string_view(name, sizeof(name)));
+      if (id < 0) id = t->TokenId(std::string(1, static_cast<char>(b)));
+      t->byte_tokens_[b] = id;
+    }
+  } else {
+    const std::string pre = t->pre_.empty() ? "default" : t->pre_;
+    ASSIGN_OR_RETURN(PreTokenizer pretokenizer, PreTokenizer::Create(pre));
+    t->pretokenizer_ = std::make_unique<PreTokenizer>(std::move(pretokenizer));
+    t->merges_.reserve(vocab.merges.size());
+    for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+      const absl::string_view merge = vocab.merges[rank];
+      const size_t space = merge.find(' ', 1);
+      const auto error = [&](absl::string_view what) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer.ggml.merges[", rank, "] '", merge, "': ", what));
+      };
+      if (space == absl::string_view::npos) return error("no space separator");
+      const absl::string_view left_text = merge.substr(0, space);
+      const absl::string_view right_text = merge.substr(space + 1);
+      const int32_t left =
+          t->TokenId(absl::string_view(left_text.data(), left_text.size()));
+      const int32_t right =
+          t->TokenId(absl::string_view(right_text.data(), right_text.size()));
+      if (left < 0 || right < 0) return error("names an unknown token");
+      const int32_t result = t->TokenId(absl::StrCat(left_text, right_text));
+      if (result < 0) return error("the merged text is not a token");
+      const uint64_t key =
+          (static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right);
+      // The first occurrence of a pair keeps its rank, as in llama.cpp.
+      t->merges_.try_emplace(key, Merge{static_cast<int32_t>(rank), result});
+    }
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType type = t->types_[i];
+    if (type == TokenType::kUserDefined) {
+      t->user_defined_ids_.push_back(static_cast<int32_t>(i));
+    }
+    if (type == TokenType::kUserDefined || type == TokenType::kControl ||
+        type == TokenType::kUnknown) {
+      t->special_ids_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  const auto longer_first = [&t](int32_t a, int32_t b) {
+    return t->tokens_[a].size() > t->tokens_[b].size();
+  };
+  std::stable_sort(t->user_defined_ids_.begin(), t->user_defined_ids_.end(),
+                   longer_first);
+  std::stable_sort(t->special_ids_.begin(), t->special_ids_.end(),
+                   longer_first);
+
+  t->bytes_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& text = t->tokens_[i];
+    std::string& bytes = t->bytes_[i];
+    switch (t->types_[i]) {
+      case TokenType::kUserDefined:
+        bytes = text;
+        break;
+      case TokenType::kByte:
+        bytes.push_back(static_cast<char>(ParseByteToken(text)));
+        break;
+      case TokenType::kNormal:
+        if (t->is_spm_) {
+          for (size_t k = 0; k < text.size(); ++k) {
+            if (text.compare(k, 3, "\xE2\x96\x81") == 0) {
+              bytes.push_back(' ');
+              k += 2;
+            } else {
+              bytes.push_back(text[k]);
+            }
+          }
+        } else {
+          for (uint32_t cpt : DecodeUtf8Lenient(text)) {
+            const int byte = UnicodeToByte(cpt);
+            if (byte >= 0) {
+              bytes.push_back(static_cast<char>(byte));
+            } else {
+              AppendUtf8(cpt, &bytes);
+            }
+          }
+        }
+        break;
+      default:  // control, unknown, unused, undefined: no text
+        break;
+    }
+  }
+  return t;
+}
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  return (id >= 0 && id < vocab_size()) ? types_[id] : TokenType::kUndefined;
+}
+
+bool Tokenizer::IsControl(int32_t id) const {
+  return token_type(id) == TokenType::kControl;
+}
+
+bool Tokenizer::IsEog(int32_t id) const {
+  return id >= 0 && id < vocab_size() && eog_[id];
+}
+
+const std::string& Tokenizer::TokenText(int32_t id) const {
+  return (id >= 0 && id < vocab_size()) ? tokens_[id] : EmptyString();
+}
+
+float Tokenizer::TokenScore(int32_t id) const {
+  return (id >= 0 && id < vocab_size()) ? scores_[id] : 0.0f;
+}
+
+int32_t Tokenizer::TokenId(absl::string_view text) const {
+  const auto it =
+      token_to_id_.find(absl::string_view(text.data(), text.size()));
+  return it == token_to_id_.end() ? -1 : it->second;
+}
+
+const std::string& Tokenizer::TokenBytes(int32_t id) const {
+  return (id >= 0 && id < vocab_size()) ? bytes_[id] : EmptyString();
+}
+
+std::string Tokenizer::Decode(absl::Span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) out += TokenBytes(id);
+  return out;
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::Partition(
+    absl::string_view text, bool parse_special) const {
+  std::vector<Fragment> fragments;
+  if (text.empty()) return fragments;
+  fragments.push_back({-1, text});
+  std::vector<Fragment> next;
+  for (int32_t id : parse_special ? special_ids_ : user_defined_ids_) {
+    const absl::string_view needle = tokens_[id];
+    next.clear();
+    for (const Fragment& fragment : fragments) {
+      if (fragment.token >= 0 ||
+          fragment.text.find(needle) == absl::string_view::npos) {
+        next.push_back(fragment);
+        continue;
+      }
+      absl::string_view rest = fragment.text;
+      size_t match;
+      while ((match = rest.find(needle)) != absl::string_view::npos) {
+        absl::string_view left = rest.substr(0, match);
+        if (strip_[id] & kLstrip) {
+          while (!left.empty() && IsAsciiSpace(left.back())) {
+            left.remove_suffix(1);
+          }
+        }
+        if (!left.empty()) next.push_back({-1, left});
+        next.push_back({id, needle});
+        rest.remove_prefix(match + needle.size());
+        if (strip_[id] & kRstrip) {
+          while (!rest.empty() && IsAsciiSpace(rest.front())) {
+            rest.remove_prefix(1);
+          }
+        }
+      }
+      if (!rest.empty()) next.push_back({-1, rest});
+    }
+    fragments.swap(next);
+  }
+  return fragments;
+}
+
+std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
+                                       bool add_bos) const {
+  EncodeOptions options;
+  options.add_bos = add_bos;
+  return Encode(text, options);
+}
+
+std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
+                                       const EncodeOptions& options) const {
+  std::vector<int32_t> out;
+  if (options.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+  // SPM puts a space before the text and after every special token.
+  bool after_special = true;
+  std::string escaped;
+  for (const Fragment& fragment : Partition(text, options.parse_special)) {
+    if (fragment.token >= 0) {
+      out.push_back(fragment.token);
+      after_special = true;
+      continue;
+    }
+    if (!is_spm_) {
+      EncodeBpe(fragment.text, &out);
+      continue;
+    }
+    escaped.clear();
+    if (add_space_prefix_ && after_special) escaped = "\xE2\x96\x81";
+    for (char c : fragment.text) {
+      if (c == ' ') {
+        escaped += "\xE2\x96\x81";
+      } else {
+        escaped.push_back(c);
+      }
+    }
+    EncodeSpm(escaped, &out);
+    after_special = false;
+  }
+  return out;
+}
+
+}  // namespace paceline::engine

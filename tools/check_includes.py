@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Checks DESIGN.md §3's include arrows: each module's sources include only
+the project headers of the modules it may use. Run by the build (target
+check_includes), so a wrong include fails it; prints each violation as
+FILE:LINE: MODULE may not include HEADER.
+
+Usage: check_includes.py SOURCE_DIR
+"""
+import os
+import re
+import sys
+
+# module folder -> project folders its files may include (besides itself).
+# A folder's rule covers its files, not its subfolders (each has its own).
+ALLOWED = {
+    "common": [],
+    "kvpager": ["common"],
+    "engine/gguf": ["common"],
+    "engine/model": ["common", "engine/gguf"],
+    "engine/tokenizer": ["common", "engine/gguf", "engine/model"],
+    "engine/sampling": ["common"],
+    # The interface names the row rule's parameters (ForwardAndSample).
+    "engine": ["common", "engine/model", "engine/gguf", "engine/sampling",
+               "engine/tokenizer", "kvpager",
+               # backend.cc, the composition of the backends:
+               "engine/cpu", "engine/cuda"],
+    "engine/cpu": ["common", "engine", "engine/model", "engine/gguf",
+                   "engine/sampling", "engine/cpu/kernels"],
+    "engine/cpu/kernels": ["common", "engine/cpu", "engine/model",
+                           "engine/gguf"],
+    "engine/cuda": ["common", "engine", "engine/model", "engine/gguf",
+                    "engine/sampling", "engine/cuda/kernels"],
+    "engine/cuda/kernels": ["common", "engine/cuda", "engine/model",
+                            "engine/gguf", "engine/sampling"],
+    "scheduler": ["common", "engine", "engine/model", "engine/gguf",
+                  "engine/tokenizer", "engine/sampling", "kvpager"],
+    "metrics": ["common"],
+}
+# Only these files of engine/ (root) may include a backend.
+BACKEND_COMPOSERS = {"engine/backend.h", "engine/backend.cc"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCE = (".h", ".cc", ".cu", ".cuh", ".inc")
+
+
+def module_of(path):
+    return os.path.dirname(path)
+
+
+def header_module(header):
+    return os.path.dirname(header)
+
+
+def check(root):
+    errors = []
+    for module, allowed in ALLOWED.items():
+        folder = os.path.join(root, module)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(SOURCE):
+                continue
+            rel = f"{module}/{name}"
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    header = m.group(1)
+                    target = header_module(header)
+                    if "/" not in header or target == module:
+                        continue  # same folder, or a system-style name
+                    if not os.path.exists(os.path.join(root, header)):
+                        continue  # generated or external
+                    ok = target in allowed
+                    if (module == "engine" and target in
+                            ("engine/cpu", "engine/cuda") and
+                            rel not in BACKEND_COMPOSERS):
+                        ok = False
+                    if not ok:
+                        errors.append(
+                            f"{rel}:{n}: {module} may not include {header}")
+    return errors
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    errors = check(root)
+    for e in errors:
+        print(e, file=sys.stderr)
+    if errors:
+        print(f"check_includes: {len(errors)} include(s) against DESIGN.md §3",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
