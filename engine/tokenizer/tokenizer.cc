@@ -72,18 +72,43 @@ absl::Status CheckId(int32_t id, size_t n, absl::string_view key) {
   return absl::OkStatus();
 }
 
-}  // namespace
+// A normal SPM token's output bytes: U+2581 '▁' becomes a space.
+std::string SpmTokenBytes(absl::string_view text) {
+  std::string bytes;
+  for (size_t k = 0; k < text.size(); ++k) {
+    if (text.compare(k, 3, "\xE2\x96\x81") == 0) {
+      bytes.push_back(' ');
+      k += 2;
+    } else {
+      bytes.push_back(text[k]);
+    }
+  }
+  return bytes;
+}
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
-    TokenizerVocab vocab) {
-  std::unique_ptr<Tokenizer> t(new Tokenizer());
-  const size_t n = vocab.tokens.size();
-  if (vocab.model == "llama") {
-    t->is_spm_ = true;
-  } else if (vocab.model != "gpt2") {
+// A normal byte-level BPE token's output bytes: GPT-2's byte-to-unicode
+// mapping undone; codepoints outside it are kept as UTF-8.
+std::string BpeTokenBytes(absl::string_view text) {
+  std::string bytes;
+  for (uint32_t cpt : DecodeUtf8Lenient(text)) {
+    const int byte = UnicodeToByte(cpt);
+    if (byte >= 0) {
+      bytes.push_back(static_cast<char>(byte));
+    } else {
+      AppendUtf8(cpt, &bytes);
+    }
+  }
+  return bytes;
+}
+
+// Checks what Create needs of `vocab` before building anything, and fills
+// the optional arrays (scores, types) with their defaults.
+absl::Status CheckVocab(TokenizerVocab* vocab) {
+  const size_t n = vocab->tokens.size();
+  if (vocab->model != "llama" && vocab->model != "gpt2") {
     return absl::UnimplementedError(
         absl::StrCat("tokenizer.ggml.model: unsupported tokenizer model '",
-                     vocab.model, "' (supported: llama, gpt2)"));
+                     vocab->model, "' (supported: llama, gpt2)"));
   }
   if (n == 0) {
     return absl::InvalidArgumentError("tokenizer.ggml.tokens: no tokens");
@@ -91,35 +116,46 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   if (n > static_cast<size_t>(INT32_MAX)) {
     return absl::InvalidArgumentError("tokenizer.ggml.tokens: too many tokens");
   }
-  if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
-  if (vocab.scores.size() != n) {
+  if (vocab->scores.empty()) vocab->scores.assign(n, 0.0f);
+  if (vocab->scores.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer.ggml.scores has ", vocab.scores.size(),
+        absl::StrCat("tokenizer.ggml.scores has ", vocab->scores.size(),
                      " entries but tokenizer.ggml.tokens has ", n));
   }
-  if (vocab.token_types.empty()) {
-    vocab.token_types.assign(n, TokenType::kNormal);
+  if (vocab->token_types.empty()) {
+    vocab->token_types.assign(n, TokenType::kNormal);
   }
-  if (vocab.token_types.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer.ggml.token_type has ", vocab.token_types.size(),
-                     " entries but tokenizer.ggml.tokens has ", n));
+  if (vocab->token_types.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer.ggml.token_type has ", vocab->token_types.size(),
+        " entries but tokenizer.ggml.tokens has ", n));
   }
-  RETURN_IF_ERROR(CheckId(vocab.bos_id, n, "tokenizer.ggml.bos_token_id"));
-  RETURN_IF_ERROR(CheckId(vocab.eos_id, n, "tokenizer.ggml.eos_token_id"));
-  RETURN_IF_ERROR(CheckId(vocab.unk_id, n, "tokenizer.ggml.unknown_token_id"));
-  RETURN_IF_ERROR(CheckId(vocab.pad_id, n, "tokenizer.ggml.padding_token_id"));
-  if (vocab.add_bos && vocab.bos_id < 0) {
+  RETURN_IF_ERROR(CheckId(vocab->bos_id, n, "tokenizer.ggml.bos_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab->eos_id, n, "tokenizer.ggml.eos_token_id"));
+  RETURN_IF_ERROR(
+      CheckId(vocab->unk_id, n, "tokenizer.ggml.unknown_token_id"));
+  RETURN_IF_ERROR(
+      CheckId(vocab->pad_id, n, "tokenizer.ggml.padding_token_id"));
+  if (vocab->add_bos && vocab->bos_id < 0) {
     return absl::InvalidArgumentError(
         "tokenizer.ggml.add_bos_token is true but the model has no BOS "
         "token (tokenizer.ggml.bos_token_id)");
   }
-  if (vocab.add_eos && vocab.eos_id < 0) {
+  if (vocab->add_eos && vocab->eos_id < 0) {
     return absl::InvalidArgumentError(
         "tokenizer.ggml.add_eos_token is true but the model has no EOS "
         "token (tokenizer.ggml.eos_token_id)");
   }
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
+    TokenizerVocab vocab) {
+  RETURN_IF_ERROR(CheckVocab(&vocab));
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  t->is_spm_ = vocab.model == "llama";
   t->model_ = vocab.model;
   t->pre_ = vocab.pre;
   t->bos_id_ = vocab.bos_id;
@@ -132,15 +168,27 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   t->tokens_ = std::move(vocab.tokens);
   t->scores_ = std::move(vocab.scores);
   t->types_ = std::move(vocab.token_types);
-  t->strip_.assign(n, 0);
-  t->eog_.assign(n, false);
+  RETURN_IF_ERROR(t->IndexTokens());
+  RETURN_IF_ERROR(t->MarkStrips(vocab.lstrip_ids, vocab.rstrip_ids));
+  if (t->is_spm_) {
+    t->FindByteTokens();
+  } else {
+    RETURN_IF_ERROR(t->InitBpe(vocab.merges));
+  }
+  t->ListSpecialTokens();
+  t->ComputeTokenBytes();
+  return t;
+}
 
-  t->token_to_id_.reserve(n);
+absl::Status Tokenizer::IndexTokens() {
+  const size_t n = tokens_.size();
+  eog_.assign(n, false);
+  token_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    std::string& text = t->tokens_[i];
+    std::string& text = tokens_[i];
     if (text.empty()) text = absl::StrCat("[EMPTY_", i, "]");
-    t->token_to_id_[text] = static_cast<int32_t>(i);  // the last id wins
-    TokenType& type = t->types_[i];
+    token_to_id_[text] = static_cast<int32_t>(i);  // the last id wins
+    TokenType& type = types_[i];
     if (type == TokenType::kByte && ParseByteToken(text) < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("tokenizer.ggml.token_type: token ", i, " '", text,
@@ -149,79 +197,91 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
     if (OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimTexts)) {
       type = TokenType::kControl;
     }
-    t->eog_[i] = OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimEogTexts);
+    eog_[i] = OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimEogTexts);
   }
-  if (t->eos_id_ >= 0) t->eog_[t->eos_id_] = true;
-  for (int32_t id : vocab.rstrip_ids) {
+  if (eos_id_ >= 0) eog_[eos_id_] = true;
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::MarkStrips(absl::Span<const int32_t> lstrip_ids,
+                                   absl::Span<const int32_t> rstrip_ids) {
+  const size_t n = tokens_.size();
+  strip_.assign(n, 0);
+  for (int32_t id : rstrip_ids) {
     RETURN_IF_ERROR(CheckId(id, n, "rstrip token"));
-    if (id >= 0) t->strip_[id] |= kRstrip;
+    if (id >= 0) strip_[id] |= kRstrip;
   }
-  for (int32_t id : vocab.lstrip_ids) {
+  for (int32_t id : lstrip_ids) {
     RETURN_IF_ERROR(CheckId(id, n, "lstrip token"));
-    if (id >= 0) t->strip_[id] |= kLstrip;
+    if (id >= 0) strip_[id] |= kLstrip;
   }
+  return absl::OkStatus();
+}
 
-  if (t->is_spm_) {
-    t->byte_tokens_.assign(256, -1);
-    for (int b = 0; b < 256; ++b) {
-      static constexpr char kHex[] = "0123456789ABCDEF";
-      const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
-      int32_t id = t->TokenId(absl::string_view(name, sizeof(name)));
-      if (id < 0) id = t->TokenId(std::string(1, static_cast<char>(b)));
-      t->byte_tokens_[b] = id;
-    }
-  } else {
-    const std::string pre = t->pre_.empty() ? "default" : t->pre_;
-    ASSIGN_OR_RETURN(PreTokenizer pretokenizer, PreTokenizer::Create(pre));
-    t->pretokenizer_ = std::make_unique<PreTokenizer>(std::move(pretokenizer));
-    t->merges_.reserve(vocab.merges.size());
-    for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-      const absl::string_view merge = vocab.merges[rank];
-      const size_t space = merge.find(' ', 1);
-      const auto error = [&](absl::string_view what) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tokenizer.ggml.merges[", rank, "] '", merge, "': ", what));
-      };
-      if (space == absl::string_view::npos) return error("no space separator");
-      const absl::string_view left_text = merge.substr(0, space);
-      const absl::string_view right_text = merge.substr(space + 1);
-      const int32_t left =
-          t->TokenId(absl::string_view(left_text.data(), left_text.size()));
-      const int32_t right =
-          t->TokenId(absl::string_view(right_text.data(), right_text.size()));
-      if (left < 0 || right < 0) return error("names an unknown token");
-      const int32_t result = t->TokenId(absl::StrCat(left_text, right_text));
-      if (result < 0) return error("the merged text is not a token");
-      const uint64_t key =
-          (static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right);
-      // The first occurrence of a pair keeps its rank, as in llama.cpp.
-      t->merges_.try_emplace(key, Merge{static_cast<int32_t>(rank), result});
-    }
+void Tokenizer::FindByteTokens() {
+  byte_tokens_.assign(256, -1);
+  for (int b = 0; b < 256; ++b) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    int32_t id = TokenId(absl::string_view(name, sizeof(name)));
+    if (id < 0) id = TokenId(std::string(1, static_cast<char>(b)));
+    byte_tokens_[b] = id;
   }
+}
 
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType type = t->types_[i];
+absl::Status Tokenizer::InitBpe(const std::vector<std::string>& merges) {
+  ASSIGN_OR_RETURN(PreTokenizer pretokenizer,
+                   PreTokenizer::Create(pre_.empty() ? "default" : pre_));
+  pretokenizer_ = std::make_unique<PreTokenizer>(std::move(pretokenizer));
+  merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const absl::string_view merge = merges[rank];
+    const size_t space = merge.find(' ', 1);
+    const auto error = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer.ggml.merges[", rank, "] '", merge, "': ", what));
+    };
+    if (space == absl::string_view::npos) return error("no space separator");
+    const absl::string_view left_text = merge.substr(0, space);
+    const absl::string_view right_text = merge.substr(space + 1);
+    const int32_t left = TokenId(left_text);
+    const int32_t right = TokenId(right_text);
+    if (left < 0 || right < 0) return error("names an unknown token");
+    const int32_t result = TokenId(absl::StrCat(left_text, right_text));
+    if (result < 0) return error("the merged text is not a token");
+    const uint64_t key =
+        (static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right);
+    // The first occurrence of a pair keeps its rank, as in llama.cpp.
+    merges_.try_emplace(key, Merge{static_cast<int32_t>(rank), result});
+  }
+  return absl::OkStatus();
+}
+
+void Tokenizer::ListSpecialTokens() {
+  for (size_t i = 0; i < types_.size(); ++i) {
+    const TokenType type = types_[i];
     if (type == TokenType::kUserDefined) {
-      t->user_defined_ids_.push_back(static_cast<int32_t>(i));
+      user_defined_ids_.push_back(static_cast<int32_t>(i));
     }
     if (type == TokenType::kUserDefined || type == TokenType::kControl ||
         type == TokenType::kUnknown) {
-      t->special_ids_.push_back(static_cast<int32_t>(i));
+      special_ids_.push_back(static_cast<int32_t>(i));
     }
   }
-  const auto longer_first = [&t](int32_t a, int32_t b) {
-    return t->tokens_[a].size() > t->tokens_[b].size();
+  const auto longer_first = [this](int32_t a, int32_t b) {
+    return tokens_[a].size() > tokens_[b].size();
   };
-  std::stable_sort(t->user_defined_ids_.begin(), t->user_defined_ids_.end(),
+  std::stable_sort(user_defined_ids_.begin(), user_defined_ids_.end(),
                    longer_first);
-  std::stable_sort(t->special_ids_.begin(), t->special_ids_.end(),
-                   longer_first);
+  std::stable_sort(special_ids_.begin(), special_ids_.end(), longer_first);
+}
 
-  t->bytes_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& text = t->tokens_[i];
-    std::string& bytes = t->bytes_[i];
-    switch (t->types_[i]) {
+void Tokenizer::ComputeTokenBytes() {
+  bytes_.resize(tokens_.size());
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const std::string& text = tokens_[i];
+    std::string& bytes = bytes_[i];
+    switch (types_[i]) {
       case TokenType::kUserDefined:
         bytes = text;
         break;
@@ -229,31 +289,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
         bytes.push_back(static_cast<char>(ParseByteToken(text)));
         break;
       case TokenType::kNormal:
-        if (t->is_spm_) {
-          for (size_t k = 0; k < text.size(); ++k) {
-            if (text.compare(k, 3, "\xE2\x96\x81") == 0) {
-              bytes.push_back(' ');
-              k += 2;
-            } else {
-              bytes.push_back(text[k]);
-            }
-          }
-        } else {
-          for (uint32_t cpt : DecodeUtf8Lenient(text)) {
-            const int byte = UnicodeToByte(cpt);
-            if (byte >= 0) {
-              bytes.push_back(static_cast<char>(byte));
-            } else {
-              AppendUtf8(cpt, &bytes);
-            }
-          }
-        }
+        bytes = is_spm_ ? SpmTokenBytes(text) : BpeTokenBytes(text);
         break;
       default:  // control, unknown, unused, undefined: no text
         break;
     }
   }
-  return t;
 }
 
 TokenType Tokenizer::token_type(int32_t id) const {

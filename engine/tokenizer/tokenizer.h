@@ -154,6 +154,16 @@ class Tokenizer {
  private:
   Tokenizer() = default;
 
+  // Create's steps, in order, on a checked vocabulary.
+  // The id of every text, end-of-generation marks, forced control types.
+  absl::Status IndexTokens();
+  absl::Status MarkStrips(absl::Span<const int32_t> lstrip_ids,
+                          absl::Span<const int32_t> rstrip_ids);
+  void FindByteTokens();  // SPM: byte_tokens_
+  absl::Status InitBpe(const std::vector<std::string>& merges);  // gpt2
+  void ListSpecialTokens();  // user_defined_ids_, special_ids_
+  void ComputeTokenBytes();  // bytes_
+
   // One stretch of input: raw text, or a special token cut out of it.
   struct Fragment {
     int32_t token = -1;  // >= 0: a special token

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/matmul_internal.h"
 #include "engine/cpu/thread_pool.h"
@@ -138,6 +139,112 @@ void RunRows(const Kernels& kernels, const MatMulTask& task, int64_t row_begin,
   }
 }
 
+// MatMulShared's arguments: each matrix valid for `x` and its output, one
+// type and width for all, outputs disjoint.
+absl::Status ValidateShared(absl::Span<const WeightView> ws, const float* x,
+                            int64_t n_tokens, absl::Span<float* const> ys) {
+  if (ws.empty() || ws.size() != ys.size() || ws.size() > kMaxShared) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul: ", ws.size(), " matrices for ", ys.size(),
+                     " outputs (1 to ", kMaxShared, ")"));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    RETURN_IF_ERROR(Validate(ws[i], x, n_tokens, ys[i]));
+    if (ws[i].type != ws[0].type || ws[i].cols != ws[0].cols) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MatMul: matrices sharing activations need one type and width, got ",
+          GetGgmlTypeTraits(ws[0].type).name, " x ", ws[0].cols, " and ",
+          GetGgmlTypeTraits(ws[i].type).name, " x ", ws[i].cols));
+    }
+    for (size_t j = 0; j < i && n_tokens > 0; ++j) {
+      const float* a = ys[i];
+      const float* b = ys[j];
+      if (a < b + n_tokens * ws[j].rows && b < a + n_tokens * ws[i].rows) {
+        return absl::InvalidArgumentError("MatMul: outputs overlap");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Quantizes the activations once for every matrix of a quantized type, into
+// `scratch` (grown geometrically, never shrunk), on `pool` when given. Each
+// array 64-byte aligned:
+//   q: (n_tokens, cols) int8
+//   d: (n_tokens, cols / kQBlock) float
+//   s_pairs (VNNI kernels only): (n_tokens, n_pairs, 16) int32
+internal::QuantizedActs QuantizeActivations(const Kernels& kernels,
+                                            const float* x, int64_t n_tokens,
+                                            int64_t cols, ThreadPool* pool,
+                                            MatMulScratch& scratch) {
+  const int64_t nb = cols / kQBlock;
+  const int64_t pair_stride = (nb + 1) / 2 * 16;
+  auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
+  const size_t q_bytes = align(n_tokens * cols);
+  const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
+  const size_t pair_bytes =
+      kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
+  const size_t needed = 64 + q_bytes + d_bytes + pair_bytes;
+  if (scratch.bytes.size() < needed) {
+    scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
+  }
+  uint8_t* base = AlignUp(scratch.bytes.data(), 64);
+  int8_t* q = reinterpret_cast<int8_t*>(base);
+  float* d = reinterpret_cast<float*>(base + q_bytes);
+  int32_t* s_pairs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  auto quantize = [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      kernels.quantize(x + t * cols, cols, q + t * cols, d + t * nb);
+      if (kernels.pairs != nullptr) {
+        kernels.pairs(q + t * cols, cols, s_pairs + t * pair_stride);
+      }
+    }
+  };
+  if (pool != nullptr && n_tokens > 1) {
+    pool->ParallelFor(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens);
+  }
+  internal::QuantizedActs qx = {q, d};
+  if (kernels.pairs != nullptr) qx.s_pairs = s_pairs;
+  return qx;
+}
+
+// One task per matrix; the thread split runs over their row groups end to
+// end, so one wake of `pool` (when given) serves them all.
+void RunShared(const Kernels& kernels, const MatMulTask& shared,
+               absl::Span<const WeightView> ws, absl::Span<float* const> ys,
+               ThreadPool* pool) {
+  MatMulTask tasks[kMaxShared];
+  int64_t first_group[kMaxShared + 1] = {0};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    MatMulTask& task = tasks[i];
+    task = shared;
+    task.layout = ws[i].layout;
+    task.w = static_cast<const uint8_t*>(ws[i].data);
+    task.row_bytes = ws[i].row_bytes;
+    task.rows = ws[i].rows;
+    task.y = ys[i];
+    first_group[i + 1] =
+        first_group[i] + (ws[i].rows + kRowGroup - 1) / kRowGroup;
+  }
+  auto run_groups = [&](int64_t g_begin, int64_t g_end) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t b = std::max(g_begin, first_group[i]) - first_group[i];
+      const int64_t e = std::min(g_end, first_group[i + 1]) - first_group[i];
+      if (b >= e) continue;
+      RunRows(kernels, tasks[i], b * kRowGroup,
+              std::min(e * kRowGroup, tasks[i].rows));
+    }
+  };
+  const int64_t groups = first_group[ws.size()];
+  if (pool == nullptr) {
+    run_groups(0, groups);
+  } else {
+    pool->ParallelFor(groups, run_groups);
+  }
+}
+
 }  // namespace
 
 namespace internal {
@@ -222,110 +329,25 @@ absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
 absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
                           int64_t n_tokens, absl::Span<float* const> ys,
                           ThreadPool& pool, MatMulScratch& scratch) {
-  if (ws.empty() || ws.size() != ys.size() || ws.size() > kMaxShared) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MatMul: ", ws.size(), " matrices for ", ys.size(),
-                     " outputs (1 to ", kMaxShared, ")"));
-  }
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (absl::Status s = Validate(ws[i], x, n_tokens, ys[i]); !s.ok()) {
-      return s;
-    }
-    if (ws[i].type != ws[0].type || ws[i].cols != ws[0].cols) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MatMul: matrices sharing activations need one type and width, got ",
-          GetGgmlTypeTraits(ws[0].type).name, " x ", ws[0].cols, " and ",
-          GetGgmlTypeTraits(ws[i].type).name, " x ", ws[i].cols));
-    }
-    for (size_t j = 0; j < i && n_tokens > 0; ++j) {
-      const float* a = ys[i];
-      const float* b = ys[j];
-      if (a < b + n_tokens * ws[j].rows && b < a + n_tokens * ws[i].rows) {
-        return absl::InvalidArgumentError("MatMul: outputs overlap");
-      }
-    }
-  }
+  RETURN_IF_ERROR(ValidateShared(ws, x, n_tokens, ys));
   if (n_tokens == 0) return absl::OkStatus();
-
-  const Kernels kernels = PickKernels(ws[0].type);
-  const int64_t cols = ws[0].cols;
   int64_t total_rows = 0;
   for (const WeightView& w : ws) total_rows += w.rows;
   if (total_rows == 0) return absl::OkStatus();
-  const bool parallel = total_rows * cols * n_tokens >= kMinParallelMacs;
 
+  const Kernels kernels = PickKernels(ws[0].type);
+  const int64_t cols = ws[0].cols;
+  const bool parallel = total_rows * cols * n_tokens >= kMinParallelMacs;
   MatMulTask shared;
   shared.type = ws[0].type;
   shared.cols = cols;
   shared.n_tokens = n_tokens;
   shared.x = x;
-
   if (kernels.quantize != nullptr) {
-    // Scratch, each array 64-byte aligned: q (n_tokens, cols) int8,
-    // d (n_tokens, nb) float, and for VNNI s_pairs (n_tokens, n_pairs, 16).
-    // Grown geometrically, never shrunk.
-    const int64_t nb = cols / kQBlock;
-    const int64_t pair_stride = (nb + 1) / 2 * 16;
-    auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
-    const size_t q_bytes = align(n_tokens * cols);
-    const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
-    const size_t pair_bytes =
-        kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
-    const size_t needed = 64 + q_bytes + d_bytes + pair_bytes;
-    if (scratch.bytes.size() < needed) {
-      scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
-    }
-    uint8_t* base = AlignUp(scratch.bytes.data(), 64);
-    int8_t* q = reinterpret_cast<int8_t*>(base);                // (n_tokens, cols)
-    float* d = reinterpret_cast<float*>(base + q_bytes);        // (n_tokens, nb)
-    int32_t* s_pairs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
-    auto quantize = [&](int64_t t_begin, int64_t t_end) {
-      for (int64_t t = t_begin; t < t_end; ++t) {
-        kernels.quantize(x + t * cols, cols, q + t * cols, d + t * nb);
-        if (kernels.pairs != nullptr) {
-          kernels.pairs(q + t * cols, cols, s_pairs + t * pair_stride);
-        }
-      }
-    };
-    if (parallel && n_tokens > 1) {
-      pool.ParallelFor(n_tokens, quantize);
-    } else {
-      quantize(0, n_tokens);
-    }
-    shared.qx = {q, d};
-    if (kernels.pairs != nullptr) shared.qx.s_pairs = s_pairs;
+    shared.qx = QuantizeActivations(kernels, x, n_tokens, cols,
+                                    parallel ? &pool : nullptr, scratch);
   }
-
-  // One task per matrix; the thread split runs over their row groups end
-  // to end, so one wake of the pool serves them all.
-  MatMulTask tasks[kMaxShared];
-  int64_t first_group[kMaxShared + 1] = {0};
-  for (size_t i = 0; i < ws.size(); ++i) {
-    MatMulTask& task = tasks[i];
-    task = shared;
-    task.layout = ws[i].layout;
-    task.w = static_cast<const uint8_t*>(ws[i].data);
-    task.row_bytes = ws[i].row_bytes;
-    task.rows = ws[i].rows;
-    task.y = ys[i];
-    first_group[i + 1] =
-        first_group[i] + (ws[i].rows + kRowGroup - 1) / kRowGroup;
-  }
-  auto run_groups = [&](int64_t g_begin, int64_t g_end) {
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t b = std::max(g_begin, first_group[i]) - first_group[i];
-      const int64_t e = std::min(g_end, first_group[i + 1]) - first_group[i];
-      if (b >= e) continue;
-      RunRows(kernels, tasks[i], b * kRowGroup,
-              std::min(e * kRowGroup, tasks[i].rows));
-    }
-  };
-  const int64_t groups = first_group[ws.size()];
-  if (!parallel) {
-    run_groups(0, groups);
-  } else {
-    pool.ParallelFor(groups, run_groups);
-  }
+  RunShared(kernels, shared, ws, ys, parallel ? &pool : nullptr);
   return absl::OkStatus();
 }
 
