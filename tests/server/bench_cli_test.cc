@@ -145,13 +145,13 @@ TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
   ASSERT_EQ(runs.list_value().values_size(), 1);
   const Struct& run = runs.list_value().values(0).struct_value();
   EXPECT_EQ(Num(run, {"all", "ok"}), 4);
-  // 20 paced gaps of 20 ms after the first token: ~400 ms delivered, while
-  // the model computes 21 tokens in a few ms. Only the bounds pacing
-  // guarantees are checked (a loaded machine stretches everything else).
+  // 20 paced gaps of 20 ms after the first token: at least 400 ms
+  // delivered, and never before the tokens were computed. Only the bounds
+  // pacing guarantees are checked (a loaded machine stretches the rest).
   const double delivered = Num(run, {"all", "delivered_ms", "e2e", "p50"});
   const double computed = Num(run, {"all", "computed_ms", "e2e", "p50"});
-  EXPECT_GE(delivered, 350);
-  EXPECT_GT(delivered, computed + 250);
+  EXPECT_GE(delivered, 390);  // 20 gaps of 20 ms, less rounding
+  EXPECT_GE(delivered, computed);
   EXPECT_GE(Num(run, {"all", "delivered_ms", "tpot", "p50"}), 15);
 }
 

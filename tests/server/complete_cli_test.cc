@@ -88,8 +88,9 @@ TEST_F(CompleteCliTest, StreamPrintsTheOracleContinuation) {
   EXPECT_TRUE(IsFinishLine(r.err, /*stream=*/true, 64)) << r.err;
 }
 
-// 20 tokens at 20 tokens/s, one at once (the default burst): the last
-// arrives ~0.95 s after the first.
+// 20 tokens at 20 tokens/s, one at once (the default burst): the last is
+// released no sooner than 0.95 s after the request was queued (the bound
+// pacing guarantees; a loaded machine only makes it later).
 TEST_F(CompleteCliTest, PacedStreamTakesItsTime) {
   const absl::Time start = absl::Now();
   const CommandResult r =
@@ -97,8 +98,7 @@ TEST_F(CompleteCliTest, PacedStreamTakesItsTime) {
                 "--stream", "--pace", "20"});
   const absl::Duration wall = absl::Now() - start;
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_GE(wall, absl::Milliseconds(900));
-  EXPECT_LE(wall, absl::Seconds(10));  // loose: a busy machine
+  EXPECT_GE(wall, absl::Milliseconds(950));
   // The oracle's first 20 tokens, and the newline.
   ASSERT_GT(r.out.size(), 40u);
   ASSERT_EQ(r.out.back(), '\n');

@@ -50,6 +50,7 @@ struct StreamResult {
   v1::Accepted accepted;
   std::string text;
   std::vector<int32_t> ids;
+  absl::Time started;                      // client clock, before the call
   std::vector<absl::Time> delta_arrivals;  // client clock
   bool finished = false;
   v1::Finished finish;
@@ -64,6 +65,7 @@ StreamResult RunGenerate(v1::Paceline::Stub& stub, const std::string& key,
     context = own.get();
   }
   StreamResult out;
+  out.started = absl::Now();
   auto reader = stub.Generate(context, request);
   v1::GenerateResponse r;
   while (reader->Read(&r)) {
@@ -228,8 +230,12 @@ TEST_F(DaemonTest, SixteenConcurrentStreamsEachMatchTheirSoloRun) {
   }
 }
 
-// 40 tokens at 20 tokens/s: delivery spans ~1.95 s, while generation was
-// done long before (the slot and KV were freed at once).
+// 40 tokens at 20 tokens/s, one at once (the default burst): token k is
+// released no earlier than k / 20 s after the request was queued, so the
+// last one reaches the client at least 1.95 s after it, while generation is
+// done before delivery ends (the slot and KV were freed at once). Only the
+// bounds pacing guarantees are asserted, from the server's own timings and
+// the client's receive times; a loaded machine only stretches the rest.
 TEST_F(DaemonTest, PacedStreamIsDeliveredAtItsPace) {
   Start();
   v1::GenerateRequest request = Greedy("Once upon a time", 40);
@@ -239,18 +245,14 @@ TEST_F(DaemonTest, PacedStreamIsDeliveredAtItsPace) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   ASSERT_EQ(r.ids.size(), 40u);
   const v1::Timings& t = r.finish.timings();
-  const absl::Duration delivery =
-      ToTime(t.last_delivered()) - ToTime(t.first_delivered());
-  const absl::Duration generation =
-      ToTime(t.generation_done()) - ToTime(t.queued());
-  EXPECT_GE(delivery, absl::Milliseconds(1800));
-  EXPECT_LE(delivery, absl::Milliseconds(3000));  // loose: a busy machine
-  EXPECT_LT(generation, delivery / 2);
+  const absl::Duration kPaced = absl::Milliseconds(39 * 50);
+  EXPECT_GE(ToTime(t.last_delivered()) - ToTime(t.queued()), kPaced);
   EXPECT_LT(ToTime(t.generation_done()), ToTime(t.last_delivered()));
-  // The client saw it paced too: the arrivals spread over the same span.
-  ASSERT_GE(r.delta_arrivals.size(), 20u);  // coalescing may merge a few
-  EXPECT_GE(r.delta_arrivals.back() - r.delta_arrivals.front(),
-            absl::Milliseconds(1700));
+  EXPECT_LE(ToTime(t.first_delivered()), ToTime(t.last_delivered()));
+  // The client saw it paced too: its last token came no sooner, and in
+  // many deltas, not one burst (a slow reader's deltas may merge a few).
+  ASSERT_GE(r.delta_arrivals.size(), 20u);
+  EXPECT_GE(r.delta_arrivals.back() - r.started, kPaced);
   // And nothing is held after the stream ends.
   EXPECT_EQ(WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1))
                 .kv_cache()
@@ -707,8 +709,9 @@ TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
   EXPECT_FALSE(result.finished);
   EXPECT_GE(result.ids.size(), 1u);
   EXPECT_LT(result.ids.size(), 100u);
-  EXPECT_GE(took, absl::Milliseconds(900));
-  EXPECT_LT(took, absl::Seconds(10));
+  // The drain waited out its timeout (1 s) before cutting the stream; that
+  // it did not wait for the whole delivery shows in the ids above.
+  EXPECT_GE(took, absl::Seconds(1));
   absl::StatusOr<int> code = daemon_.WaitExit(absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << daemon_.stderr_text();

@@ -203,8 +203,10 @@ class Stories260KTest(DaemonTestCase):
         self.stop()
 
     def test_paced_stream_is_delivered_at_its_pace(self):
-        # 40 tokens at 20 tokens/s: ~1.95 s of delivery, while generation
-        # (a few ms on stories260K) is long done.
+        # 40 tokens at 20 tokens/s, one at once: token k is released no
+        # sooner than k / 20 s after the request was queued, and generation
+        # is done before delivery ends. Only the bounds pacing guarantees
+        # are asserted (a loaded machine only stretches the rest).
         ids, finished = [], None
         for event in self.client.generate(PROMPT, max_tokens=40,
                                           temperature=0, pace=20,
@@ -216,11 +218,10 @@ class Stories260KTest(DaemonTestCase):
         self.assertEqual(len(ids), 40)
         self.assertIsNotNone(finished)
         t = finished.timings
-        delivery = seconds_between(t.first_delivered, t.last_delivered)
-        generation = seconds_between(t.queued, t.generation_done)
-        self.assertGreaterEqual(delivery, 1.8)
-        self.assertLessEqual(delivery, 3.0)  # loose: a busy machine
-        self.assertLess(generation, delivery / 2)
+        self.assertGreaterEqual(
+            seconds_between(t.queued, t.last_delivered), 39 / 20)
+        self.assertGreater(
+            seconds_between(t.generation_done, t.last_delivered), 0)
         self.stop()
 
     def test_wrong_key_is_unauthenticated(self):
