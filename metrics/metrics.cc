@@ -36,22 +36,20 @@ double Seconds(absl::Duration d) {
   return std::max(0.0, absl::ToDoubleSeconds(d));
 }
 
+// A TenantSeries::requests slot per label value: one per FinishReason, then
+// "eos" (kStop by an end-of-sequence token).
+int FinishLabelIndex(FinishReason reason, bool end_of_sequence) {
+  if (reason == FinishReason::kStop && end_of_sequence) {
+    return kNumFinishReasons;
+  }
+  return static_cast<int>(reason);
+}
+
 }  // namespace
 
-absl::string_view FinishReasonLabel(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kEos:
-      return "eos";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "error";
+absl::string_view FinishReasonLabel(FinishReason reason, bool end_of_sequence) {
+  if (reason == FinishReason::kStop && end_of_sequence) return "eos";
+  return FinishReasonName(reason);
 }
 
 std::string RejectionReason(absl::StatusCode code) {
@@ -111,12 +109,15 @@ Metrics::Impl::Impl(MetricsOptions opts)
                         "tenant.");
   auto make_series = [&](const std::string& tenant) {
     TenantSeries s;
-    for (int r = 0; r < kNumFinishReasons; ++r) {
-      s.requests[r] = &requests->Add(
-          {{"finish_reason",
-            std::string(FinishReasonLabel(static_cast<FinishReason>(r)))},
+    auto add_request_series = [&](FinishReason reason, bool eos) {
+      s.requests[FinishLabelIndex(reason, eos)] = &requests->Add(
+          {{"finish_reason", std::string(FinishReasonLabel(reason, eos))},
            {"tenant", tenant}});
+    };
+    for (int r = 0; r < kNumFinishReasons; ++r) {
+      add_request_series(static_cast<FinishReason>(r), false);
     }
+    add_request_series(FinishReason::kStop, true);
     s.prompt_tokens = &prompt->Add({{"tenant", tenant}});
     s.generation_tokens = &generation->Add({{"tenant", tenant}});
     s.running = &running->Add({{"tenant", tenant}});
@@ -259,8 +260,11 @@ const std::string& Metrics::TenantLabel(absl::string_view tenant) const {
 }
 
 void Metrics::RequestFinished(absl::string_view tenant, FinishReason reason,
+                              bool end_of_sequence,
                               absl::Duration e2e_latency) {
-  impl_->Tenant(tenant).requests[static_cast<int>(reason)]->Increment();
+  impl_->Tenant(tenant)
+      .requests[FinishLabelIndex(reason, end_of_sequence)]
+      ->Increment();
   impl_->e2e_latency->Observe(Seconds(e2e_latency));
 }
 

@@ -24,20 +24,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/finish_reason.h"
 
 namespace paceline::metrics {
 
-// `finish_reason` of paceline_requests_total.
-enum class FinishReason : int8_t {
-  kEos,        // end-of-sequence / end-of-turn token
-  kStop,       // a stop string or a stop token id
-  kLength,     // max_tokens
-  kCancelled,  // by the client or by shutdown
-  kError,
-};
-inline constexpr int kNumFinishReasons = 5;
-// "eos", "stop", "length", "cancelled", "error".
-absl::string_view FinishReasonLabel(FinishReason reason);
+// `finish_reason` of paceline_requests_total: FinishReasonName(reason)
+// (common/finish_reason.h, the reason the scheduler reports), except that a
+// kStop caused by an end-of-sequence token is "eos". Five values: "eos",
+// "stop", "length", "cancelled", "error". `end_of_sequence` is ignored
+// unless reason is kStop.
+inline constexpr int kNumFinishLabels = kNumFinishReasons + 1;
+absl::string_view FinishReasonLabel(FinishReason reason, bool end_of_sequence);
 
 // The `reason` of paceline_rejections_total: the lower-case gRPC code name
 // ("invalid_argument", "resource_exhausted", ...).
@@ -76,9 +73,10 @@ class Metrics {
   const std::string& TenantLabel(absl::string_view tenant) const;
 
   // --- Requests (computed side) -------------------------------------------
-  // paceline_requests_total, paceline_e2e_request_latency_seconds.
+  // paceline_requests_total (labelled by FinishReasonLabel),
+  // paceline_e2e_request_latency_seconds.
   void RequestFinished(absl::string_view tenant, FinishReason reason,
-                       absl::Duration e2e_latency);
+                       bool end_of_sequence, absl::Duration e2e_latency);
   // paceline_prompt_tokens_total.
   void PromptTokens(absl::string_view tenant, int64_t tokens);
   // paceline_request_queue_time_seconds.

@@ -27,7 +27,7 @@ namespace paceline::metrics {
 
 // The series of one `tenant` label value, created up front.
 struct TenantSeries {
-  std::array<prometheus::Counter*, kNumFinishReasons> requests{};
+  std::array<prometheus::Counter*, kNumFinishLabels> requests{};
   prometheus::Counter* prompt_tokens = nullptr;
   prometheus::Counter* generation_tokens = nullptr;
   prometheus::Gauge* running = nullptr;

@@ -2,20 +2,6 @@
 
 namespace paceline::scheduler {
 
-absl::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "unknown";
-}
-
 void CollectingSink::OnAccepted(const AcceptInfo& info) {
   absl::MutexLock lock(&mu_);
   accepted_ = true;

@@ -18,72 +18,23 @@
 // samples) are valid only during the call. buffered_tokens() is read by
 // the scheduler every step under overload, so it must be cheap (an atomic
 // load).
+//
+// The identity and outcome types the calls carry (RequestId, AcceptInfo,
+// FinishInfo, FinishReason, Usage, RequestTimings) are in request_types.h.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/request_types.h"
 
 namespace paceline::scheduler {
-
-using RequestId = uint64_t;
-
-enum class FinishReason : int8_t {
-  kStop,       // EOS / end-of-turn, a stop token id, or a stop string
-  kLength,     // max_tokens generated
-  kCancelled,  // cancelled by the client, or by shutdown
-  kError,      // the engine or the sampler failed for this request
-};
-inline constexpr int kNumFinishReasons = 4;
-absl::string_view FinishReasonName(FinishReason reason);
-
-struct Usage {
-  int32_t prompt_tokens = 0;
-  // Tokens sampled, including an EOS or stop token that ended the request
-  // (which is not delivered).
-  int32_t completion_tokens = 0;
-  // Prompt tokens whose K/V came from the prefix cache at first admission.
-  int32_t cached_prompt_tokens = 0;
-  // Times the request was preempted (its K/V dropped and recomputed).
-  int32_t preemptions = 0;
-};
-
-// InfinitePast() for a moment that never came.
-struct RequestTimings {
-  absl::Time arrival = absl::InfinitePast();          // accepted
-  absl::Time first_scheduled = absl::InfinitePast();  // first admitted
-  absl::Time first_token = absl::InfinitePast();      // first token sampled
-  absl::Time finished = absl::InfinitePast();
-};
-
-struct FinishInfo {
-  FinishReason reason = FinishReason::kStop;
-  // OK for kStop and kLength; CANCELLED for a client cancel, UNAVAILABLE for
-  // shutdown; the failure for kError.
-  absl::Status status;
-  // The stop string that matched (kStop by a stop string), else empty.
-  std::string stop_string;
-  // The EOS / stop token id that ended the request, else -1.
-  int32_t stop_token = -1;
-  Usage usage;
-  RequestTimings timings;
-};
-
-// What the scheduler tells a sink when it takes the request.
-struct AcceptInfo {
-  RequestId id = 0;
-  int32_t prompt_tokens = 0;
-  // Leading prompt tokens the prefix cache holds right now (the request
-  // may find more or fewer at admission; Usage has the final figure).
-  int32_t cached_prompt_tokens = 0;
-};
 
 // One step's output of a request.
 struct TokenDelta {

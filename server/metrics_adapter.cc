@@ -40,25 +40,18 @@ void MetricsAdapter::Refresh() {
   }
 }
 
-metrics::FinishReason MetricsAdapter::FinishLabel(
-    const scheduler::FinishInfo& info, const IsEos& is_eos) {
-  switch (info.reason) {
-    case scheduler::FinishReason::kStop:
-      // As FillFinished tells them apart: a stop string, or a stop token
-      // that is not end-of-generation, is "stop".
-      if (info.stop_string.empty() && info.stop_token >= 0 && is_eos &&
-          is_eos(info.stop_token)) {
-        return metrics::FinishReason::kEos;
-      }
-      return metrics::FinishReason::kStop;
-    case scheduler::FinishReason::kLength:
-      return metrics::FinishReason::kLength;
-    case scheduler::FinishReason::kCancelled:
-      return metrics::FinishReason::kCancelled;
-    case scheduler::FinishReason::kError:
-      return metrics::FinishReason::kError;
-  }
-  return metrics::FinishReason::kError;
+bool MetricsAdapter::EndedByEos(const scheduler::FinishInfo& info,
+                                const IsEos& is_eos) {
+  // As FillFinished tells them apart: a stop string, or a stop token that
+  // is not end-of-generation, is "stop".
+  return info.reason == scheduler::FinishReason::kStop &&
+         info.stop_string.empty() && info.stop_token >= 0 && is_eos &&
+         is_eos(info.stop_token);
+}
+
+absl::string_view MetricsAdapter::FinishLabel(const scheduler::FinishInfo& info,
+                                              const IsEos& is_eos) {
+  return metrics::FinishReasonLabel(info.reason, EndedByEos(info, is_eos));
 }
 
 void MetricsAdapter::OnStep(const scheduler::StepStats& stats) {
@@ -101,7 +94,8 @@ void MetricsAdapter::OnFinished(absl::string_view tenant,
       t.arrival != absl::InfinitePast() && t.finished != absl::InfinitePast()
           ? t.finished - t.arrival
           : absl::ZeroDuration();
-  metrics_->RequestFinished(tenant, FinishLabel(info, is_eos_), e2e);
+  metrics_->RequestFinished(tenant, info.reason, EndedByEos(info, is_eos_),
+                            e2e);
   // Prompt tokens count once the request was admitted (prefilled).
   if (t.first_scheduled != absl::InfinitePast()) {
     metrics_->PromptTokens(tenant, info.usage.prompt_tokens);

@@ -48,9 +48,14 @@ class MetricsAdapter final : public scheduler::SchedulerMetrics,
   // What a scrape does first: reads the sources into the gauges.
   void Refresh();
 
-  // The finish_reason a finish is counted under.
-  static metrics::FinishReason FinishLabel(const scheduler::FinishInfo& info,
-                                           const IsEos& is_eos);
+  // Whether an end-of-sequence token ended the request (kStop by a stop
+  // token that is_eos names, no stop string): metrics' "eos".
+  static bool EndedByEos(const scheduler::FinishInfo& info,
+                         const IsEos& is_eos);
+  // The finish_reason label a finish is counted under
+  // (metrics::FinishReasonLabel).
+  static absl::string_view FinishLabel(const scheduler::FinishInfo& info,
+                                       const IsEos& is_eos);
 
   // --- scheduler::SchedulerMetrics (engine thread) --------------------------
   void OnStep(const scheduler::StepStats& stats) override;

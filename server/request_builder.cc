@@ -1,11 +1,14 @@
 #include "server/request_builder.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
 
 namespace paceline::server {
@@ -15,7 +18,179 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
 }
 
-scheduler::PriorityClass ToPriority(v1::Priority p) {
+// " (tenant <limit>)" when the tenant sets the limit, else " (model
+// context)".
+std::string LimitSource(bool from_tenant, absl::string_view tenant_field) {
+  return from_tenant ? absl::StrCat(" (tenant ", tenant_field, ")")
+                     : std::string(" (model context)");
+}
+
+// --- Input ------------------------------------------------------------------
+
+absl::StatusOr<std::vector<int32_t>> EncodeText(
+    const v1::GenerateRequest& request, const engine::Tokenizer& tokenizer) {
+  if (request.text().empty()) return Invalid("text", "is empty");
+  engine::EncodeOptions encode;
+  encode.add_bos = request.has_add_special_tokens()
+                       ? request.add_special_tokens() && tokenizer.add_bos()
+                       : tokenizer.add_bos();
+  std::vector<int32_t> prompt = tokenizer.Encode(request.text(), encode);
+  if (prompt.empty()) return Invalid("text", "encodes to no tokens");
+  return prompt;
+}
+
+absl::StatusOr<std::vector<int32_t>> CheckTokenIds(
+    const v1::GenerateRequest& request, const ModelLimits& model) {
+  const auto& ids = request.token_ids().ids();
+  if (ids.empty()) return Invalid("token_ids.ids", "is empty");
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= model.vocab_size) {
+      return Invalid(
+          absl::StrCat("token_ids.ids[", i, "]"),
+          absl::StrCat("must be in [0, ", model.vocab_size, "), got ", ids[i]));
+    }
+  }
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+// The prompt's tokens: the text encoded, or the ids checked.
+absl::StatusOr<std::vector<int32_t>> ReadInput(
+    const v1::GenerateRequest& request, const engine::Tokenizer& tokenizer,
+    const ModelLimits& model) {
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kText:
+      return EncodeText(request, tokenizer);
+    case v1::GenerateRequest::kTokenIds:
+      return CheckTokenIds(request, model);
+    default:
+      return Invalid("input", "is missing: set text or token_ids");
+  }
+}
+
+// The prompt, within the tenant's prompt limit (else the model's context).
+absl::StatusOr<std::vector<int32_t>> BuildPrompt(
+    const v1::GenerateRequest& request, const TenantPolicy& tenant,
+    const engine::Tokenizer& tokenizer, const ModelLimits& model) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
+                   ReadInput(request, tokenizer, model));
+  const bool tenant_limit = tenant.max_prompt_tokens > 0;
+  const int64_t max_prompt =
+      tenant_limit ? tenant.max_prompt_tokens : model.context_length;
+  if (static_cast<int64_t>(prompt.size()) > max_prompt) {
+    return Invalid(
+        "input", absl::StrCat("has ", prompt.size(),
+                              " tokens, over the limit of ", max_prompt,
+                              LimitSource(tenant_limit, "max_prompt_tokens")));
+  }
+  return prompt;
+}
+
+// --- Sampling ---------------------------------------------------------------
+
+// The GenerateRequest field a sampler field comes from.
+std::string ProtoField(engine::SamplingField field) {
+  if (field == engine::SamplingField::kTopLogprobs) return "logprobs.top_n";
+  return absl::StrCat("sampling.", engine::SamplingFieldName(field));
+}
+
+// Set fields over the defaults; `seed` when the request names none.
+engine::SamplingParams SamplingFrom(const v1::GenerateRequest& request,
+                                    uint64_t seed) {
+  const v1::SamplingOptions& s = request.sampling();
+  engine::SamplingParams p;
+  if (s.has_temperature()) p.temperature = s.temperature();
+  if (s.has_top_k()) p.top_k = s.top_k();
+  if (s.has_top_p()) p.top_p = s.top_p();
+  if (s.has_min_p()) p.min_p = s.min_p();
+  if (s.has_repetition_penalty()) p.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
+  p.seed = s.has_seed() ? s.seed() : seed;
+  p.logprobs = request.logprobs().enabled();
+  p.top_logprobs = request.logprobs().top_n();
+  return p;
+}
+
+absl::StatusOr<engine::SamplingParams> BuildSampling(
+    const v1::GenerateRequest& request, const ModelLimits& model,
+    uint64_t seed) {
+  engine::SamplingParams p = SamplingFrom(request, seed);
+  if (p.top_logprobs != 0 && !p.logprobs) {
+    return Invalid("logprobs.top_n", "needs logprobs.enabled");
+  }
+  if (std::optional<engine::SamplingParamError> error =
+          engine::CheckSamplingParams(p, model.vocab_size)) {
+    return Invalid(ProtoField(error->field), error->reason);
+  }
+  return p;
+}
+
+// --- Stopping ---------------------------------------------------------------
+
+// The request's max_tokens (>= 1, within the cap), or the tenant's default
+// within the cap. The cap is the tenant's limit, else the model's context.
+absl::StatusOr<int32_t> MaxTokens(const v1::StoppingOptions& stop,
+                                  const TenantPolicy& tenant,
+                                  const ModelLimits& model) {
+  const bool tenant_limit = tenant.max_tokens_limit > 0;
+  const int64_t cap =
+      tenant_limit ? tenant.max_tokens_limit : model.context_length;
+  if (!stop.has_max_tokens()) {
+    return static_cast<int32_t>(
+        std::min<int64_t>(tenant.default_max_tokens, cap));
+  }
+  if (stop.max_tokens() < 1) {
+    return Invalid("stopping.max_tokens",
+                   absl::StrCat("must be >= 1, got ", stop.max_tokens()));
+  }
+  if (stop.max_tokens() > cap) {
+    return Invalid(
+        "stopping.max_tokens",
+        absl::StrCat("is ", stop.max_tokens(), ", over the limit of ", cap,
+                     LimitSource(tenant_limit, "max_tokens_limit")));
+  }
+  return stop.max_tokens();
+}
+
+// Stop strings (each non-empty) and stop token ids (each in the vocabulary).
+absl::Status AddStops(const v1::StoppingOptions& stop, const ModelLimits& model,
+                      scheduler::StopConditions* out) {
+  for (int i = 0; i < stop.stop_size(); ++i) {
+    if (stop.stop(i).empty()) {
+      return Invalid(absl::StrCat("stopping.stop[", i, "]"), "is empty");
+    }
+    out->stop_strings.push_back(stop.stop(i));
+  }
+  for (int i = 0; i < stop.stop_token_ids_size(); ++i) {
+    const int32_t id = stop.stop_token_ids(i);
+    if (id < 0 || id >= model.vocab_size) {
+      return Invalid(
+          absl::StrCat("stopping.stop_token_ids[", i, "]"),
+          absl::StrCat("must be in [0, ", model.vocab_size, "), got ", id));
+    }
+    out->stop_token_ids.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<scheduler::StopConditions> BuildStopping(
+    const v1::StoppingOptions& stop, const TenantPolicy& tenant,
+    const ModelLimits& model) {
+  scheduler::StopConditions out;
+  ASSIGN_OR_RETURN(out.max_tokens, MaxTokens(stop, tenant, model));
+  out.ignore_eos = stop.ignore_eos();
+  out.include_stop_str = stop.include_stop_str();
+  RETURN_IF_ERROR(AddStops(stop, model, &out));
+  return out;
+}
+
+// --- Priority and delivery --------------------------------------------------
+
+absl::StatusOr<scheduler::PriorityClass> BuildPriority(v1::Priority p) {
+  if (!v1::Priority_IsValid(p)) {
+    return Invalid("priority",
+                   absl::StrCat("is not a known value: ", static_cast<int>(p)));
+  }
   switch (p) {
     case v1::PRIORITY_INTERACTIVE:
       return scheduler::PriorityClass::kInteractive;
@@ -26,11 +201,37 @@ scheduler::PriorityClass ToPriority(v1::Priority p) {
   }
 }
 
-// The sampler's own validation names its fields without the proto's
-// message prefix; add it.
-absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+// The request's pace (finite, >= 0) or the tenant's default, then the
+// tenant's cap (unpaced counts as fastest).
+absl::StatusOr<double> Pace(const v1::DeliveryOptions& d,
+                            const TenantPolicy& tenant) {
+  double pace = tenant.default_pace;
+  if (d.has_pace_tokens_per_s()) {
+    pace = d.pace_tokens_per_s();
+    if (!std::isfinite(pace) || pace < 0) {
+      return Invalid("delivery.pace_tokens_per_s",
+                     absl::StrCat("must be >= 0, got ", pace));
+    }
+  }
+  if (tenant.max_pace > 0 && (pace == 0 || pace > tenant.max_pace)) {
+    pace = tenant.max_pace;
+  }
+  return pace;
+}
+
+absl::StatusOr<DeliveryOptions> BuildDelivery(const v1::DeliveryOptions& d,
+                                              const TenantPolicy& tenant) {
+  DeliveryOptions out;
+  ASSIGN_OR_RETURN(out.pace_tokens_per_s, Pace(d, tenant));
+  out.burst_tokens = tenant.default_burst;
+  if (d.has_burst_tokens()) {
+    out.burst_tokens = d.burst_tokens();
+    if (out.burst_tokens < 1) {
+      return Invalid("delivery.burst_tokens",
+                     absl::StrCat("must be >= 1, got ", out.burst_tokens));
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -44,143 +245,12 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
   scheduler::RequestSpec& spec = out.spec;
   spec.tenant = tenant.name;
   spec.cache_salt = tenant.cache_salt;  // request.cache_salt is ignored
-
-  // Input.
-  switch (request.input_case()) {
-    case v1::GenerateRequest::kText: {
-      if (request.text().empty()) return Invalid("text", "is empty");
-      engine::EncodeOptions encode;
-      encode.add_bos =
-          request.has_add_special_tokens() ? request.add_special_tokens() &&
-                                                 tokenizer.add_bos()
-                                           : tokenizer.add_bos();
-      spec.prompt = tokenizer.Encode(request.text(), encode);
-      if (spec.prompt.empty()) return Invalid("text", "encodes to no tokens");
-      break;
-    }
-    case v1::GenerateRequest::kTokenIds: {
-      const auto& ids = request.token_ids().ids();
-      if (ids.empty()) return Invalid("token_ids.ids", "is empty");
-      for (int i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= model.vocab_size) {
-          return Invalid(absl::StrCat("token_ids.ids[", i, "]"),
-                         absl::StrCat("must be in [0, ", model.vocab_size,
-                                      "), got ", ids[i]));
-        }
-      }
-      spec.prompt.assign(ids.begin(), ids.end());
-      break;
-    }
-    default:
-      return Invalid("input", "is missing: set text or token_ids");
-  }
-  const int64_t max_prompt =
-      tenant.max_prompt_tokens > 0 ? tenant.max_prompt_tokens
-                                   : model.context_length;
-  if (static_cast<int64_t>(spec.prompt.size()) > max_prompt) {
-    return Invalid("input", absl::StrCat("has ", spec.prompt.size(),
-                                         " tokens, over the limit of ",
-                                         max_prompt,
-                                         tenant.max_prompt_tokens > 0
-                                             ? " (tenant max_prompt_tokens)"
-                                             : " (model context)"));
-  }
-
-  // Sampling.
-  const v1::SamplingOptions& s = request.sampling();
-  engine::SamplingParams& p = spec.sampling;
-  if (s.has_temperature()) p.temperature = s.temperature();
-  if (s.has_top_k()) p.top_k = s.top_k();
-  if (s.has_top_p()) p.top_p = s.top_p();
-  if (s.has_min_p()) p.min_p = s.min_p();
-  if (s.has_repetition_penalty()) p.repetition_penalty = s.repetition_penalty();
-  if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
-  if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
-  p.seed = s.has_seed() ? s.seed() : seed;
-  p.logprobs = request.logprobs().enabled();
-  p.top_logprobs = request.logprobs().top_n();
-  if (p.top_logprobs != 0 && !p.logprobs) {
-    return Invalid("logprobs.top_n", "needs logprobs.enabled");
-  }
-  if (absl::Status st = engine::Validate(p, model.vocab_size); !st.ok()) {
-    constexpr absl::string_view kTopLogprobs = "top_logprobs";
-    if (absl::StartsWith(st.message(), kTopLogprobs)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "logprobs.top_n", st.message().substr(kTopLogprobs.size())));
-    }
-    return Prefixed("sampling.", st);
-  }
-
-  // Stopping.
-  const v1::StoppingOptions& stop = request.stopping();
-  const int64_t max_tokens_cap =
-      tenant.max_tokens_limit > 0 ? tenant.max_tokens_limit
-                                  : model.context_length;
-  if (stop.has_max_tokens()) {
-    if (stop.max_tokens() < 1) {
-      return Invalid("stopping.max_tokens",
-                     absl::StrCat("must be >= 1, got ", stop.max_tokens()));
-    }
-    if (stop.max_tokens() > max_tokens_cap) {
-      return Invalid("stopping.max_tokens",
-                     absl::StrCat("is ", stop.max_tokens(),
-                                  ", over the limit of ", max_tokens_cap,
-                                  tenant.max_tokens_limit > 0
-                                      ? " (tenant max_tokens_limit)"
-                                      : " (model context)"));
-    }
-    spec.stop.max_tokens = stop.max_tokens();
-  } else {
-    spec.stop.max_tokens = static_cast<int32_t>(
-        std::min<int64_t>(tenant.default_max_tokens, max_tokens_cap));
-  }
-  spec.stop.ignore_eos = stop.ignore_eos();
-  spec.stop.include_stop_str = stop.include_stop_str();
-  for (int i = 0; i < stop.stop_size(); ++i) {
-    if (stop.stop(i).empty()) {
-      return Invalid(absl::StrCat("stopping.stop[", i, "]"), "is empty");
-    }
-    spec.stop.stop_strings.push_back(stop.stop(i));
-  }
-  for (int i = 0; i < stop.stop_token_ids_size(); ++i) {
-    const int32_t id = stop.stop_token_ids(i);
-    if (id < 0 || id >= model.vocab_size) {
-      return Invalid(absl::StrCat("stopping.stop_token_ids[", i, "]"),
-                     absl::StrCat("must be in [0, ", model.vocab_size,
-                                  "), got ", id));
-    }
-    spec.stop.stop_token_ids.push_back(id);
-  }
-
-  // Priority and delivery.
-  if (!v1::Priority_IsValid(request.priority())) {
-    return Invalid("priority", absl::StrCat("is not a known value: ",
-                                            static_cast<int>(request.priority())));
-  }
-  spec.priority = ToPriority(request.priority());
-  const v1::DeliveryOptions& d = request.delivery();
-  double pace = tenant.default_pace;
-  if (d.has_pace_tokens_per_s()) {
-    pace = d.pace_tokens_per_s();
-    if (!std::isfinite(pace) || pace < 0) {
-      return Invalid("delivery.pace_tokens_per_s",
-                     absl::StrCat("must be >= 0, got ", pace));
-    }
-  }
-  if (tenant.max_pace > 0 && (pace == 0 || pace > tenant.max_pace)) {
-    pace = tenant.max_pace;  // the tenant's cap (unpaced counts as fastest)
-  }
-  int32_t burst = tenant.default_burst;
-  if (d.has_burst_tokens()) {
-    burst = d.burst_tokens();
-    if (burst < 1) {
-      return Invalid("delivery.burst_tokens",
-                     absl::StrCat("must be >= 1, got ", burst));
-    }
-  }
-  out.delivery.pace_tokens_per_s = pace;
-  out.delivery.burst_tokens = burst;
-  spec.pace_tokens_per_s = pace;
+  ASSIGN_OR_RETURN(spec.prompt, BuildPrompt(request, tenant, tokenizer, model));
+  ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
+  ASSIGN_OR_RETURN(spec.stop, BuildStopping(request.stopping(), tenant, model));
+  ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority()));
+  ASSIGN_OR_RETURN(out.delivery, BuildDelivery(request.delivery(), tenant));
+  spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
   return out;
 }
 

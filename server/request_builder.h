@@ -6,8 +6,10 @@
 // InvalidArgument naming the field ("sampling.top_p must be in (0, 1], got
 // 0"); a request over a tenant limit (prompt tokens, max_tokens) is
 // InvalidArgument too, naming the limit: it can never succeed as sent.
-// Nothing here touches queue state; the scheduler's own checks (context
-// length, queue limits) follow at submission.
+// Checks run in this order, and the first failure is returned: input (text
+// or token_ids, then the prompt limit), sampling and logprobs, stopping,
+// priority, delivery. Nothing here touches queue state; the scheduler's own
+// checks (context length, queue limits) follow at submission.
 
 #include <cstdint>
 

@@ -7,11 +7,14 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
@@ -195,62 +198,119 @@ absl::Status NonFinite(absl::Span<const float> raw, const float* z,
       "logit of token %d is %g at step %d", token, raw[token], step));
 }
 
-}  // namespace
+std::optional<SamplingParamError> Bad(SamplingField field, std::string reason) {
+  return SamplingParamError{field, std::move(reason)};
+}
 
-absl::Status Validate(const SamplingParams& p, int32_t vocab_size) {
-  if (vocab_size <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("vocab_size must be positive, got %d", vocab_size));
-  }
-  // Comparisons are written so that NaN fails them.
+// Comparisons in the Check* helpers are written so that NaN fails them.
+
+// temperature, top_k, top_p, min_p.
+std::optional<SamplingParamError> CheckFilters(const SamplingParams& p) {
   if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "temperature must be finite and >= 0 (0 = greedy), got %g",
-        p.temperature));
+    return Bad(SamplingField::kTemperature,
+               absl::StrFormat("must be finite and >= 0 (0 = greedy), got %g",
+                               p.temperature));
   }
   if (p.top_k < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_k must be >= 0 (0 = off), got %d", p.top_k));
+    return Bad(SamplingField::kTopK,
+               absl::StrFormat("must be >= 0 (0 = off), got %d", p.top_k));
   }
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_p must be in (0, 1], got %g", p.top_p));
+    return Bad(SamplingField::kTopP,
+               absl::StrFormat("must be in (0, 1], got %g", p.top_p));
   }
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("min_p must be in [0, 1], got %g", p.min_p));
+    return Bad(SamplingField::kMinP,
+               absl::StrFormat("must be in [0, 1], got %g", p.min_p));
   }
+  return std::nullopt;
+}
+
+// repetition_penalty, presence_penalty, frequency_penalty.
+std::optional<SamplingParamError> CheckPenalties(const SamplingParams& p) {
   if (!(p.repetition_penalty > 0.0f &&
         p.repetition_penalty <= kMaxRepetitionPenalty)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("repetition_penalty must be in (0, %g], got %g",
-                        kMaxRepetitionPenalty, p.repetition_penalty));
+    return Bad(SamplingField::kRepetitionPenalty,
+               absl::StrFormat("must be in (0, %g], got %g",
+                               kMaxRepetitionPenalty, p.repetition_penalty));
   }
   if (!(std::fabs(p.presence_penalty) <= kMaxPresencePenalty)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "presence_penalty must be in [-%g, %g], got %g", kMaxPresencePenalty,
-        kMaxPresencePenalty, p.presence_penalty));
+    return Bad(
+        SamplingField::kPresencePenalty,
+        absl::StrFormat("must be in [-%g, %g], got %g", kMaxPresencePenalty,
+                        kMaxPresencePenalty, p.presence_penalty));
   }
   if (!(std::fabs(p.frequency_penalty) <= kMaxFrequencyPenalty)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "frequency_penalty must be in [-%g, %g], got %g", kMaxFrequencyPenalty,
-        kMaxFrequencyPenalty, p.frequency_penalty));
+    return Bad(
+        SamplingField::kFrequencyPenalty,
+        absl::StrFormat("must be in [-%g, %g], got %g", kMaxFrequencyPenalty,
+                        kMaxFrequencyPenalty, p.frequency_penalty));
   }
+  return std::nullopt;
+}
+
+// top_logprobs (with logprobs).
+std::optional<SamplingParamError> CheckLogprobs(const SamplingParams& p,
+                                                int32_t vocab_size) {
   if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_logprobs must be in [0, %d], got %d",
-                        kMaxTopLogprobs, p.top_logprobs));
+    return Bad(SamplingField::kTopLogprobs,
+               absl::StrFormat("must be in [0, %d], got %d", kMaxTopLogprobs,
+                               p.top_logprobs));
   }
   if (p.top_logprobs > vocab_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "top_logprobs must be at most the vocabulary size %d, got %d",
-        vocab_size, p.top_logprobs));
+    return Bad(SamplingField::kTopLogprobs,
+               absl::StrFormat("must be at most the vocabulary size %d, got %d",
+                               vocab_size, p.top_logprobs));
   }
   if (p.top_logprobs > 0 && !p.logprobs) {
-    return absl::InvalidArgumentError(
-        "top_logprobs requires logprobs to be set");
+    return Bad(SamplingField::kTopLogprobs, "requires logprobs to be set");
   }
-  return absl::OkStatus();
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::string_view SamplingFieldName(SamplingField field) {
+  switch (field) {
+    case SamplingField::kVocabSize:
+      return "vocab_size";
+    case SamplingField::kTemperature:
+      return "temperature";
+    case SamplingField::kTopK:
+      return "top_k";
+    case SamplingField::kTopP:
+      return "top_p";
+    case SamplingField::kMinP:
+      return "min_p";
+    case SamplingField::kRepetitionPenalty:
+      return "repetition_penalty";
+    case SamplingField::kPresencePenalty:
+      return "presence_penalty";
+    case SamplingField::kFrequencyPenalty:
+      return "frequency_penalty";
+    case SamplingField::kTopLogprobs:
+      return "top_logprobs";
+  }
+  return "unknown";
+}
+
+std::optional<SamplingParamError> CheckSamplingParams(const SamplingParams& p,
+                                                      int32_t vocab_size) {
+  if (vocab_size <= 0) {
+    return Bad(SamplingField::kVocabSize,
+               absl::StrFormat("must be positive, got %d", vocab_size));
+  }
+  if (auto error = CheckFilters(p)) return error;
+  if (auto error = CheckPenalties(p)) return error;
+  return CheckLogprobs(p, vocab_size);
+}
+
+absl::Status Validate(const SamplingParams& params, int32_t vocab_size) {
+  const std::optional<SamplingParamError> error =
+      CheckSamplingParams(params, vocab_size);
+  if (!error.has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(SamplingFieldName(error->field), " ", error->reason));
 }
 
 uint64_t SamplingRandomBits(uint64_t seed, uint64_t step) {

@@ -41,11 +41,14 @@
 // requests with the same row.
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/sampling/row_sampling.h"
 
@@ -76,8 +79,39 @@ struct SamplingParams {
   int32_t top_logprobs = 0;
 };
 
-// OK, or InvalidArgument whose message starts with the offending field's
-// name (e.g. "top_p must be in (0, 1], got 0"). Also rejects vocab_size <= 0.
+// What CheckSamplingParams can find wrong: a SamplingParams field, or the
+// vocabulary size it is checked against.
+enum class SamplingField : int8_t {
+  kVocabSize,
+  kTemperature,
+  kTopK,
+  kTopP,
+  kMinP,
+  kRepetitionPenalty,
+  kPresencePenalty,
+  kFrequencyPenalty,
+  kTopLogprobs,
+};
+// The member's name: "temperature", "top_k", ..., "top_logprobs"; and
+// "vocab_size".
+absl::string_view SamplingFieldName(SamplingField field);
+
+// Which field is invalid, and why, so a caller can name the field in its
+// own terms (the server uses its API's field paths) without reading text.
+struct SamplingParamError {
+  SamplingField field = SamplingField::kVocabSize;
+  // What is wrong, to follow the field's name: "must be in (0, 1], got 0".
+  std::string reason;
+};
+
+// The first invalid field, checked in declaration order after vocab_size
+// (which must be > 0), or nullopt when `params` are valid for a vocabulary
+// of `vocab_size` tokens (the ranges are on SamplingParams' fields).
+std::optional<SamplingParamError> CheckSamplingParams(
+    const SamplingParams& params, int32_t vocab_size);
+
+// OK, or InvalidArgument "<field name> <reason>" for CheckSamplingParams'
+// error (e.g. "top_p must be in (0, 1], got 0").
 absl::Status Validate(const SamplingParams& params, int32_t vocab_size);
 
 // The counter-based RNG: the uniform in [0, 1) that step `step` of a request

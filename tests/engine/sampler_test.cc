@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
 
@@ -584,6 +586,56 @@ TEST(SamplerTest, ValidateNamesTheField) {
       << small_vocab;
   EXPECT_EQ(Validate(SamplingParams(), 0).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SamplerTest, CheckSamplingParamsReturnsTheFieldAndReason) {
+  EXPECT_FALSE(CheckSamplingParams(SamplingParams(), 100).has_value());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    SamplingField field;
+    std::string name;
+    std::function<void(SamplingParams&)> set;
+  };
+  const std::vector<Case> cases = {
+      {SamplingField::kTemperature, "temperature",
+       [&](SamplingParams& p) { p.temperature = nan; }},
+      {SamplingField::kTopK, "top_k", [](SamplingParams& p) { p.top_k = -1; }},
+      {SamplingField::kTopP, "top_p", [](SamplingParams& p) { p.top_p = 0; }},
+      {SamplingField::kMinP, "min_p", [](SamplingParams& p) { p.min_p = 2; }},
+      {SamplingField::kRepetitionPenalty, "repetition_penalty",
+       [](SamplingParams& p) { p.repetition_penalty = 0; }},
+      {SamplingField::kPresencePenalty, "presence_penalty",
+       [](SamplingParams& p) { p.presence_penalty = 3; }},
+      {SamplingField::kFrequencyPenalty, "frequency_penalty",
+       [](SamplingParams& p) { p.frequency_penalty = -3; }},
+      {SamplingField::kTopLogprobs, "top_logprobs",
+       [](SamplingParams& p) { p.top_logprobs = 2; }},
+  };
+  for (const Case& c : cases) {
+    SamplingParams p;
+    c.set(p);
+    const std::optional<SamplingParamError> error = CheckSamplingParams(p, 100);
+    ASSERT_TRUE(error.has_value()) << c.name;
+    EXPECT_EQ(error->field, c.field) << c.name;
+    EXPECT_EQ(SamplingFieldName(error->field), c.name);
+    EXPECT_EQ(Validate(p, 100).message(),
+              absl::StrCat(c.name, " ", error->reason));
+  }
+
+  SamplingParams top_p;
+  top_p.top_p = 0;
+  EXPECT_EQ(CheckSamplingParams(top_p, 100)->reason,
+            "must be in (0, 1], got 0");
+  SamplingParams needs_logprobs;
+  needs_logprobs.top_logprobs = 2;
+  EXPECT_EQ(CheckSamplingParams(needs_logprobs, 100)->reason,
+            "requires logprobs to be set");
+  const std::optional<SamplingParamError> vocab =
+      CheckSamplingParams(SamplingParams(), 0);
+  ASSERT_TRUE(vocab.has_value());
+  EXPECT_EQ(vocab->field, SamplingField::kVocabSize);
+  EXPECT_EQ(Validate(SamplingParams(), 0).message(),
+            "vocab_size must be positive, got 0");
 }
 
 TEST(SamplerTest, RejectsTokensAndRowsOutsideTheVocabulary) {

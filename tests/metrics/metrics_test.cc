@@ -42,6 +42,17 @@ Exposition Scrape(const Metrics& metrics) {
   return ParseExposition(metrics.Serialize());
 }
 
+TEST(MetricsTest, FinishReasonLabels) {
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kStop, true), "eos");
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kStop, false), "stop");
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kLength, false), "length");
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kCancelled, false), "cancelled");
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kError, false), "error");
+  // end_of_sequence refines kStop only.
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kLength, true), "length");
+  EXPECT_EQ(FinishReasonLabel(FinishReason::kError, true), "error");
+}
+
 TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
   Metrics metrics(Options());
   const Exposition e = Scrape(metrics);
@@ -106,9 +117,12 @@ TEST(MetricsTest, TenantSeriesExistFromTheStartAndOthersCountAsOther) {
   EXPECT_EQ(metrics.TenantLabel("mallory"), "other");
   EXPECT_EQ(metrics.TenantLabel(""), "other");
 
-  metrics.RequestFinished("alice", FinishReason::kEos, absl::Seconds(2));
-  metrics.RequestFinished("mallory", FinishReason::kStop, absl::Seconds(1));
-  metrics.RequestFinished("", FinishReason::kError, absl::Seconds(1));
+  metrics.RequestFinished("alice", FinishReason::kStop,
+                          /*end_of_sequence=*/true, absl::Seconds(2));
+  metrics.RequestFinished("mallory", FinishReason::kStop,
+                          /*end_of_sequence=*/false, absl::Seconds(1));
+  metrics.RequestFinished("", FinishReason::kError, /*end_of_sequence=*/true,
+                          absl::Seconds(1));
   metrics.PromptTokens("bob", 7);
   metrics.PromptTokens("eve", 3);
   metrics.SetTenantLoad("bob", 2, 5);
@@ -354,16 +368,15 @@ TEST(MetricsExposerTest, AnswersOtherRequestsWithPreciseStatuses) {
 
 TEST(MetricsExposerTest, RejectsMalformedAddresses) {
   Metrics metrics(Options());
-  for (const char* address : {"9464", "127.0.0.1:", "127.0.0.1:70000",
-                              "[::1:9464", ":9464"}) {
+  for (const char* address :
+       {"9464", "127.0.0.1:", "127.0.0.1:70000", "[::1:9464", ":9464"}) {
     EXPECT_EQ(MetricsExposer::Start(address, &metrics).status().code(),
               absl::StatusCode::kInvalidArgument)
         << address;
   }
-  EXPECT_EQ(MetricsExposer::Start("no.such.host.invalid:0", &metrics)
-                .status()
-                .code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      MetricsExposer::Start("no.such.host.invalid:0", &metrics).status().code(),
+      absl::StatusCode::kUnavailable);
 }
 
 // "localhost" serves on 127.0.0.1 (also on hosts that resolve it to ::1
@@ -373,8 +386,8 @@ TEST(MetricsExposerTest, LocalhostServesOnIpv4) {
   absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
       MetricsExposer::Start("localhost:0", &metrics);
   ASSERT_TRUE(exposer.ok()) << exposer.status();
-  EXPECT_EQ(
-      ::paceline::testing::HttpGet((*exposer)->port(), "/metrics").status, 200);
+  EXPECT_EQ(::paceline::testing::HttpGet((*exposer)->port(), "/metrics").status,
+            200);
 }
 
 // Stopping does not wait for a poll timeout (prometheus-cpp's exposer took

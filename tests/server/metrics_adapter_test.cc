@@ -158,24 +158,25 @@ TEST(MetricsAdapterTest, FinishReasons) {
   scheduler::FinishInfo info;
   info.reason = scheduler::FinishReason::kStop;
   info.stop_token = kEos;
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kEos);
+  EXPECT_TRUE(MetricsAdapter::EndedByEos(info, IsEos));
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "eos");
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, nullptr), "stop");
   info.stop_token = 'q';  // a stop token id that is not end-of-sequence
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kStop);
+  EXPECT_FALSE(MetricsAdapter::EndedByEos(info, IsEos));
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "stop");
   info.stop_token = -1;
   info.stop_string = "The end";
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kStop);
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "stop");
+  // Only kStop is refined by the stop token.
+  info.stop_string.clear();
+  info.stop_token = kEos;
   info.reason = scheduler::FinishReason::kLength;
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kLength);
+  EXPECT_FALSE(MetricsAdapter::EndedByEos(info, IsEos));
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "length");
   info.reason = scheduler::FinishReason::kCancelled;
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kCancelled);
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "cancelled");
   info.reason = scheduler::FinishReason::kError;
-  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos),
-            metrics::FinishReason::kError);
+  EXPECT_EQ(MetricsAdapter::FinishLabel(info, IsEos), "error");
 }
 
 TEST(MetricsAdapterTest, StepsPreemptionsAndUnadmittedFinishes) {

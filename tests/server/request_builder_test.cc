@@ -1,0 +1,437 @@
+// BuildRequest: every validation branch of server/request_builder.cc as a
+// table row (the request's mutation, the tenant's and model's limits, the
+// status and the exact message a client sees), then the successful paths:
+// defaults, the tenant's caps, and every field carried into the spec.
+
+#include "server/request_builder.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "paceline/v1/paceline.pb.h"
+
+namespace paceline::server {
+namespace {
+
+constexpr int32_t kVocab = 300;   // the byte-level tokenizer's size too
+constexpr int64_t kContext = 64;  // the model's context length
+constexpr int32_t kBos = 256;     // engine::MakeByteLevelTokenizer's BOS
+constexpr uint64_t kServerSeed = 1234;
+
+std::unique_ptr<engine::Tokenizer> ByteTokenizer() {
+  auto tokenizer = engine::MakeByteLevelTokenizer(kVocab);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
+}
+
+// A llama (SPM) vocabulary with one token, no byte tokens and no unknown
+// token: any other character encodes to nothing.
+std::unique_ptr<engine::Tokenizer> DroppingTokenizer() {
+  engine::TokenizerVocab vocab;
+  vocab.model = "llama";
+  vocab.tokens = {"a"};
+  auto tokenizer = engine::Tokenizer::Create(std::move(vocab));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
+}
+
+TenantPolicy Tenant() {
+  TenantPolicy t;
+  t.name = "acme";
+  t.cache_salt = "acme-salt";
+  return t;
+}
+
+ModelLimits Model() {
+  ModelLimits m;
+  m.vocab_size = kVocab;
+  m.context_length = kContext;
+  return m;
+}
+
+// Valid as it stands: text, everything else unset.
+v1::GenerateRequest Valid() {
+  v1::GenerateRequest r;
+  r.set_text("hello");
+  return r;
+}
+
+void SetIds(v1::GenerateRequest& r, std::vector<int32_t> ids) {
+  r.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+}
+
+absl::StatusOr<BuiltRequest> Build(
+    const v1::GenerateRequest& request, const TenantPolicy& tenant = Tenant(),
+    const ModelLimits& model = Model(),
+    const engine::Tokenizer* tokenizer = nullptr) {
+  static const std::unique_ptr<engine::Tokenizer> bytes = ByteTokenizer();
+  return BuildRequest(request, tenant,
+                      tokenizer != nullptr ? *tokenizer : *bytes, model,
+                      kServerSeed);
+}
+
+struct InvalidCase {
+  std::string name;
+  std::function<void(v1::GenerateRequest&)> mutate;
+  std::function<void(TenantPolicy&, ModelLimits&)> limits;  // may be null
+  std::string message;  // the whole message; always INVALID_ARGUMENT
+};
+
+std::vector<InvalidCase> InvalidCases() {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      // --- Input
+      {"empty text", [](auto& r) { r.set_text(""); }, nullptr, "text is empty"},
+      {"empty token ids", [](auto& r) { r.mutable_token_ids(); }, nullptr,
+       "token_ids.ids is empty"},
+      {"negative token id",
+       [](auto& r) {
+         SetIds(r, {5, -1});
+       },
+       nullptr, "token_ids.ids[1] must be in [0, 300), got -1"},
+      {"token id past the vocabulary", [](auto& r) { SetIds(r, {kVocab}); },
+       nullptr, "token_ids.ids[0] must be in [0, 300), got 300"},
+      {"no input", [](auto& r) { r.clear_input(); }, nullptr,
+       "input is missing: set text or token_ids"},
+      {"prompt over the tenant's limit",  // "hello" + BOS is 6 tokens
+       [](auto&) {}, [](auto& t, auto&) { t.max_prompt_tokens = 5; },
+       "input has 6 tokens, over the limit of 5 (tenant max_prompt_tokens)"},
+      {"prompt over the model's context",
+       [](auto& r) { SetIds(r, std::vector<int32_t>(kContext + 1, 7)); },
+       nullptr, "input has 65 tokens, over the limit of 64 (model context)"},
+      // --- Sampling (the sampler's fields, under the proto's names)
+      {"top_n without logprobs",
+       [](auto& r) { r.mutable_logprobs()->set_top_n(3); }, nullptr,
+       "logprobs.top_n needs logprobs.enabled"},
+      {"temperature",
+       [](auto& r) { r.mutable_sampling()->set_temperature(-1); }, nullptr,
+       "sampling.temperature must be finite and >= 0 (0 = greedy), got -1"},
+      {"top_k", [](auto& r) { r.mutable_sampling()->set_top_k(-2); }, nullptr,
+       "sampling.top_k must be >= 0 (0 = off), got -2"},
+      {"top_p", [](auto& r) { r.mutable_sampling()->set_top_p(0); }, nullptr,
+       "sampling.top_p must be in (0, 1], got 0"},
+      {"min_p", [](auto& r) { r.mutable_sampling()->set_min_p(2); }, nullptr,
+       "sampling.min_p must be in [0, 1], got 2"},
+      {"repetition_penalty",
+       [](auto& r) { r.mutable_sampling()->set_repetition_penalty(0); },
+       nullptr, "sampling.repetition_penalty must be in (0, 10], got 0"},
+      {"presence_penalty",
+       [](auto& r) { r.mutable_sampling()->set_presence_penalty(3); }, nullptr,
+       "sampling.presence_penalty must be in [-2, 2], got 3"},
+      {"frequency_penalty",
+       [](auto& r) { r.mutable_sampling()->set_frequency_penalty(-3); },
+       nullptr, "sampling.frequency_penalty must be in [-2, 2], got -3"},
+      {"top_n over the maximum",
+       [](auto& r) {
+         r.mutable_logprobs()->set_enabled(true);
+         r.mutable_logprobs()->set_top_n(21);
+       },
+       nullptr, "logprobs.top_n must be in [0, 20], got 21"},
+      {"negative top_n",
+       [](auto& r) {
+         r.mutable_logprobs()->set_enabled(true);
+         r.mutable_logprobs()->set_top_n(-1);
+       },
+       nullptr, "logprobs.top_n must be in [0, 20], got -1"},
+      {"top_n over the vocabulary",
+       [](auto& r) {
+         SetIds(r, {1});
+         r.mutable_logprobs()->set_enabled(true);
+         r.mutable_logprobs()->set_top_n(15);
+       },
+       [](auto&, auto& m) { m.vocab_size = 10; },
+       "logprobs.top_n must be at most the vocabulary size 10, got 15"},
+      {"no vocabulary", [](auto&) {}, [](auto&, auto& m) { m.vocab_size = 0; },
+       "sampling.vocab_size must be positive, got 0"},
+      // --- Stopping
+      {"max_tokens zero",
+       [](auto& r) { r.mutable_stopping()->set_max_tokens(0); }, nullptr,
+       "stopping.max_tokens must be >= 1, got 0"},
+      {"max_tokens over the tenant's limit",
+       [](auto& r) { r.mutable_stopping()->set_max_tokens(11); },
+       [](auto& t, auto&) { t.max_tokens_limit = 10; },
+       "stopping.max_tokens is 11, over the limit of 10 (tenant "
+       "max_tokens_limit)"},
+      {"max_tokens over the model's context",
+       [](auto& r) { r.mutable_stopping()->set_max_tokens(kContext + 1); },
+       nullptr,
+       "stopping.max_tokens is 65, over the limit of 64 (model context)"},
+      {"empty stop string",
+       [](auto& r) {
+         r.mutable_stopping()->add_stop("END");
+         r.mutable_stopping()->add_stop("");
+       },
+       nullptr, "stopping.stop[1] is empty"},
+      {"negative stop token id",
+       [](auto& r) { r.mutable_stopping()->add_stop_token_ids(-1); }, nullptr,
+       "stopping.stop_token_ids[0] must be in [0, 300), got -1"},
+      {"stop token id past the vocabulary",
+       [](auto& r) {
+         r.mutable_stopping()->add_stop_token_ids(2);
+         r.mutable_stopping()->add_stop_token_ids(kVocab);
+       },
+       nullptr, "stopping.stop_token_ids[1] must be in [0, 300), got 300"},
+      // --- Priority and delivery
+      {"unknown priority",
+       [](auto& r) { r.set_priority(static_cast<v1::Priority>(7)); }, nullptr,
+       "priority is not a known value: 7"},
+      {"negative pace",
+       [](auto& r) { r.mutable_delivery()->set_pace_tokens_per_s(-1); },
+       nullptr, "delivery.pace_tokens_per_s must be >= 0, got -1"},
+      {"NaN pace",
+       [nan](auto& r) { r.mutable_delivery()->set_pace_tokens_per_s(nan); },
+       nullptr, "delivery.pace_tokens_per_s must be >= 0, got nan"},
+      {"infinite pace",
+       [inf](auto& r) { r.mutable_delivery()->set_pace_tokens_per_s(inf); },
+       nullptr, "delivery.pace_tokens_per_s must be >= 0, got inf"},
+      {"burst zero", [](auto& r) { r.mutable_delivery()->set_burst_tokens(0); },
+       nullptr, "delivery.burst_tokens must be >= 1, got 0"},
+      // --- The first failure, in the order input, sampling, stopping,
+      // priority, delivery, is the one reported.
+      {"input before everything",
+       [](auto& r) {
+         r.set_text("");
+         r.mutable_sampling()->set_top_p(0);
+         r.mutable_delivery()->set_burst_tokens(0);
+       },
+       nullptr, "text is empty"},
+      {"sampling before stopping",
+       [](auto& r) {
+         r.mutable_sampling()->set_top_p(0);
+         r.mutable_stopping()->set_max_tokens(0);
+       },
+       nullptr, "sampling.top_p must be in (0, 1], got 0"},
+      {"stopping before priority and delivery",
+       [](auto& r) {
+         r.mutable_stopping()->add_stop("");
+         r.set_priority(static_cast<v1::Priority>(9));
+         r.mutable_delivery()->set_burst_tokens(0);
+       },
+       nullptr, "stopping.stop[0] is empty"},
+  };
+}
+
+TEST(RequestBuilderTest, EveryInvalidFieldIsNamed) {
+  for (const InvalidCase& c : InvalidCases()) {
+    v1::GenerateRequest request = Valid();
+    c.mutate(request);
+    TenantPolicy tenant = Tenant();
+    ModelLimits model = Model();
+    if (c.limits) c.limits(tenant, model);
+    const absl::StatusOr<BuiltRequest> built = Build(request, tenant, model);
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << built.status();
+    EXPECT_EQ(built.status().message(), c.message) << c.name;
+  }
+}
+
+TEST(RequestBuilderTest, TextThatEncodesToNothingIsInvalid) {
+  const std::unique_ptr<engine::Tokenizer> dropping = DroppingTokenizer();
+  ASSERT_NE(dropping, nullptr);
+  v1::GenerateRequest request;
+  request.set_text("zzz");
+  const absl::StatusOr<BuiltRequest> built =
+      Build(request, Tenant(), Model(), dropping.get());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(built.status().message(), "text encodes to no tokens");
+  request.set_text("a");
+  EXPECT_TRUE(Build(request, Tenant(), Model(), dropping.get()).ok());
+}
+
+TEST(RequestBuilderTest, DefaultsComeFromTheTenantAndTheServer) {
+  TenantPolicy tenant = Tenant();
+  tenant.default_pace = 12.5;
+  tenant.default_burst = 4;
+  tenant.default_max_tokens = 20;
+  v1::GenerateRequest request = Valid();
+  request.set_cache_salt("ignored");
+  const absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const scheduler::RequestSpec& spec = built->spec;
+  EXPECT_EQ(spec.tenant, "acme");
+  EXPECT_EQ(spec.cache_salt, "acme-salt");
+  EXPECT_EQ(spec.prompt, (std::vector<int32_t>{kBos, 'h', 'e', 'l', 'l', 'o'}));
+  const engine::SamplingParams defaults;
+  EXPECT_EQ(spec.sampling.temperature, defaults.temperature);
+  EXPECT_EQ(spec.sampling.top_k, defaults.top_k);
+  EXPECT_EQ(spec.sampling.top_p, defaults.top_p);
+  EXPECT_EQ(spec.sampling.min_p, defaults.min_p);
+  EXPECT_EQ(spec.sampling.repetition_penalty, defaults.repetition_penalty);
+  EXPECT_EQ(spec.sampling.presence_penalty, defaults.presence_penalty);
+  EXPECT_EQ(spec.sampling.frequency_penalty, defaults.frequency_penalty);
+  EXPECT_EQ(spec.sampling.seed, kServerSeed);
+  EXPECT_FALSE(spec.sampling.logprobs);
+  EXPECT_EQ(spec.sampling.top_logprobs, 0);
+  EXPECT_EQ(spec.stop.max_tokens, 20);
+  EXPECT_FALSE(spec.stop.ignore_eos);
+  EXPECT_FALSE(spec.stop.include_stop_str);
+  EXPECT_TRUE(spec.stop.stop_strings.empty());
+  EXPECT_TRUE(spec.stop.stop_token_ids.empty());
+  EXPECT_EQ(spec.priority, scheduler::PriorityClass::kStandard);
+  EXPECT_EQ(spec.pace_tokens_per_s, 12.5);
+  EXPECT_EQ(built->delivery.pace_tokens_per_s, 12.5);
+  EXPECT_EQ(built->delivery.burst_tokens, 4);
+  EXPECT_EQ(spec.sink, nullptr);
+}
+
+TEST(RequestBuilderTest, DefaultMaxTokensIsCappedByTheLimit) {
+  TenantPolicy tenant = Tenant();  // default_max_tokens 256
+  absl::StatusOr<BuiltRequest> built = Build(Valid(), tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.stop.max_tokens, kContext);  // the model's context
+  tenant.max_tokens_limit = 30;
+  built = Build(Valid(), tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.stop.max_tokens, 30);
+}
+
+TEST(RequestBuilderTest, LimitsAreInclusive) {
+  TenantPolicy tenant = Tenant();
+  tenant.max_prompt_tokens = 6;  // "hello" + BOS
+  tenant.max_tokens_limit = 10;
+  v1::GenerateRequest request = Valid();
+  request.mutable_stopping()->set_max_tokens(10);
+  absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.stop.max_tokens, 10);
+
+  v1::GenerateRequest at_context;
+  SetIds(at_context, std::vector<int32_t>(kContext, 7));
+  at_context.mutable_stopping()->set_max_tokens(kContext);
+  built = Build(at_context);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.prompt.size(), static_cast<size_t>(kContext));
+}
+
+TEST(RequestBuilderTest, InputIsEncodedOrTakenAsGiven) {
+  v1::GenerateRequest request = Valid();
+  request.set_add_special_tokens(false);
+  absl::StatusOr<BuiltRequest> built = Build(request);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.prompt,
+            (std::vector<int32_t>{'h', 'e', 'l', 'l', 'o'}));
+  request.set_add_special_tokens(true);
+  built = Build(request);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.prompt.front(), kBos);
+
+  v1::GenerateRequest ids;
+  SetIds(ids, {0, 7, kVocab - 1});
+  ids.set_add_special_tokens(true);  // ignored for token_ids
+  built = Build(ids);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.prompt, (std::vector<int32_t>{0, 7, kVocab - 1}));
+}
+
+TEST(RequestBuilderTest, SamplingAndStoppingAreCarriedOver) {
+  v1::GenerateRequest request = Valid();
+  v1::SamplingOptions& s = *request.mutable_sampling();
+  s.set_temperature(0.5f);
+  s.set_top_k(40);
+  s.set_top_p(0.9f);
+  s.set_min_p(0.05f);
+  s.set_repetition_penalty(1.1f);
+  s.set_presence_penalty(-0.5f);
+  s.set_frequency_penalty(0.25f);
+  s.set_seed(99);
+  request.mutable_logprobs()->set_enabled(true);
+  request.mutable_logprobs()->set_top_n(5);
+  v1::StoppingOptions& stop = *request.mutable_stopping();
+  stop.set_max_tokens(8);
+  stop.add_stop("END");
+  stop.add_stop("\n\n");
+  stop.add_stop_token_ids(0);
+  stop.add_stop_token_ids(kVocab - 1);
+  stop.set_ignore_eos(true);
+  stop.set_include_stop_str(true);
+  const absl::StatusOr<BuiltRequest> built = Build(request);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const engine::SamplingParams& p = built->spec.sampling;
+  EXPECT_EQ(p.temperature, 0.5f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_EQ(p.top_p, 0.9f);
+  EXPECT_EQ(p.min_p, 0.05f);
+  EXPECT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_EQ(p.presence_penalty, -0.5f);
+  EXPECT_EQ(p.frequency_penalty, 0.25f);
+  EXPECT_EQ(p.seed, 99u);
+  EXPECT_TRUE(p.logprobs);
+  EXPECT_EQ(p.top_logprobs, 5);
+  const scheduler::StopConditions& st = built->spec.stop;
+  EXPECT_EQ(st.max_tokens, 8);
+  EXPECT_EQ(st.stop_strings, (std::vector<std::string>{"END", "\n\n"}));
+  EXPECT_EQ(st.stop_token_ids, (std::vector<int32_t>{0, kVocab - 1}));
+  EXPECT_TRUE(st.ignore_eos);
+  EXPECT_TRUE(st.include_stop_str);
+}
+
+TEST(RequestBuilderTest, PrioritiesMapToClasses) {
+  const std::vector<std::pair<v1::Priority, scheduler::PriorityClass>> cases = {
+      {v1::PRIORITY_UNSPECIFIED, scheduler::PriorityClass::kStandard},
+      {v1::PRIORITY_INTERACTIVE, scheduler::PriorityClass::kInteractive},
+      {v1::PRIORITY_STANDARD, scheduler::PriorityClass::kStandard},
+      {v1::PRIORITY_BATCH, scheduler::PriorityClass::kBatch}};
+  for (const auto& [priority, expected] : cases) {
+    v1::GenerateRequest request = Valid();
+    request.set_priority(priority);
+    const absl::StatusOr<BuiltRequest> built = Build(request);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->spec.priority, expected) << priority;
+  }
+}
+
+TEST(RequestBuilderTest, PaceIsCappedByTheTenant) {
+  TenantPolicy tenant = Tenant();
+  tenant.max_pace = 10;
+  struct Case {
+    std::optional<double> requested;  // unset: the tenant's default (0)
+    double expected;
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, 10},  // the default is unpaced, the fastest: capped
+      {0, 10},             // unpaced counts as fastest
+      {25, 10},
+      {10, 10},
+      {4.5, 4.5},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest request = Valid();
+    if (c.requested) {
+      request.mutable_delivery()->set_pace_tokens_per_s(*c.requested);
+    }
+    const absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->delivery.pace_tokens_per_s, c.expected)
+        << c.requested.value_or(-1);
+    EXPECT_EQ(built->spec.pace_tokens_per_s, c.expected);
+  }
+
+  // Without a cap, unpaced stays unpaced and any pace is kept.
+  v1::GenerateRequest fast = Valid();
+  fast.mutable_delivery()->set_pace_tokens_per_s(1000);
+  fast.mutable_delivery()->set_burst_tokens(7);
+  absl::StatusOr<BuiltRequest> built = Build(fast);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->delivery.pace_tokens_per_s, 1000);
+  EXPECT_EQ(built->delivery.burst_tokens, 7);
+  built = Build(Valid());
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->delivery.pace_tokens_per_s, 0);
+  EXPECT_EQ(built->delivery.burst_tokens, 1);
+}
+
+}  // namespace
+}  // namespace paceline::server
