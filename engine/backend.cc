@@ -221,6 +221,10 @@ absl::StatusOr<int64_t> KvPoolBlocks(const BackendOptions& options,
 absl::StatusOr<Backend> MakeBackend(
     const BackendOptions& options,
     std::shared_ptr<const ModelWeights> weights) {
+  if (options.block_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache: the block size must be >= 1, got ", options.block_size));
+  }
   Backend out;
   out.block_size = options.block_size;
   out.plan.parameters = weights->config().ParameterCount();

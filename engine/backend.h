@@ -71,7 +71,8 @@ struct Backend {
 };
 
 // Chooses the backend for `options` and creates its engine over `weights`.
-// Errors: as above, and the engine's own Create errors, unchanged.
+// Errors: as above; InvalidArgument for a block size below 1; the engine's
+// own Create errors, unchanged.
 absl::StatusOr<Backend> MakeBackend(
     const BackendOptions& options, std::shared_ptr<const ModelWeights> weights);
 

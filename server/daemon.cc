@@ -166,14 +166,17 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  int LoadModel();
-  int MakeEngine();
-  int BuildService();
-  int StartServers();
+  // Loads the model, makes the engine, builds the service and starts the
+  // servers, stopping at the first step that fails.
+  int Start();
   // Serves until SIGTERM or SIGINT, then drains and stops.
   void ServeAndDrain();
 
  private:
+  int LoadModel();
+  int MakeEngine();
+  int BuildService();
+  int StartServers();
   ServiceOptions ServiceOptionsFor(const std::string& model_id) const;
   int StartGrpc();
   int StartMetricsExposer();
@@ -192,6 +195,13 @@ class Daemon {
   int port_ = 0;
   std::unique_ptr<metrics::MetricsExposer> exposer_;
 };
+
+int Daemon::Start() {
+  if (int code = LoadModel(); code != kExitOk) return code;
+  if (int code = MakeEngine(); code != kExitOk) return code;
+  if (int code = BuildService(); code != kExitOk) return code;
+  return StartServers();
+}
 
 int Daemon::LoadModel() {
   const absl::Time load_start = absl::Now();
@@ -386,10 +396,7 @@ int RunDaemon(std::span<const std::string> args) {
   }
   BlockSignals();
   Daemon daemon(flags->config);
-  for (int (Daemon::*step)() : {&Daemon::LoadModel, &Daemon::MakeEngine,
-                                &Daemon::BuildService, &Daemon::StartServers}) {
-    if (int code = (daemon.*step)(); code != kExitOk) return code;
-  }
+  if (int code = daemon.Start(); code != kExitOk) return code;
   daemon.ServeAndDrain();
   return kExitOk;
 }

@@ -103,6 +103,15 @@ TEST(BackendTest, UnknownBackendIsInvalid) {
   EXPECT_EQ(b.status().message(), "--backend must be cpu or cuda, got 'tpu'");
 }
 
+TEST(BackendTest, BlockSizeBelowOneIsInvalid) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.block_size = 0;
+  o.kv_blocks = 3;
+  EXPECT_EQ(MakeBackend(o, Dummy()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BackendTest, ExplicitBlocksNeedNoFullContext) {
   ASSERT_NE(Dummy(), nullptr);
   BackendOptions o = Cpu();
