@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -19,7 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "engine/model/memory_plan.h"
+#include "engine/backend.h"
 #include "engine/model_loader.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -113,6 +114,27 @@ scheduler::SchedulerOptions SchedulerOptionsFrom(
   return o;
 }
 
+absl::StatusOr<TenantAuthenticator> Authenticator(
+    const v1::ServerConfig& config) {
+  std::vector<TenantKeyDigest> keys;
+  for (const v1::TenantConfig& t : config.tenants()) {
+    for (const std::string& digest : t.api_key_sha256()) {
+      keys.push_back(TenantKeyDigest{t.name(), digest});
+    }
+  }
+  return TenantAuthenticator::Create(keys);
+}
+
+metrics::MetricsOptions MetricsOptionsFrom(const v1::ServerConfig& config,
+                                           const std::string& model_id) {
+  metrics::MetricsOptions o;
+  o.model = model_id;
+  for (const v1::TenantConfig& t : config.tenants()) {
+    o.tenants.push_back(t.name());
+  }
+  return o;
+}
+
 // Waits for SIGTERM or SIGINT (blocked in every thread) and returns it.
 int WaitForSignal() {
   sigset_t set;
@@ -123,6 +145,237 @@ int WaitForSignal() {
   while (sigwait(&set, &sig) != 0) {
   }
   return sig;
+}
+
+// Blocks SIGTERM and SIGINT so that only the waiting main thread takes
+// them: before any thread starts (threads inherit the mask).
+void BlockSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// The daemon's parts, in the order they start; members are destroyed in
+// reverse. Each step returns kExitOk or, having said why, the exit code.
+class Daemon {
+ public:
+  explicit Daemon(const v1::ServerConfig& config) : config_(config) {}
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Loads the model, makes the engine, builds the service and starts the
+  // servers, stopping at the first step that fails.
+  int Start();
+  // Serves until SIGTERM or SIGINT, then drains and stops.
+  void ServeAndDrain();
+
+ private:
+  int LoadModel();
+  int MakeEngine();
+  int BuildService();
+  int StartServers();
+  ServiceOptions ServiceOptionsFor(const std::string& model_id) const;
+  int StartGrpc();
+  int StartMetricsExposer();
+  void Drain(int sig);
+
+  const v1::ServerConfig& config_;
+  engine::LoadedModel model_;
+  engine::Backend backend_;  // its engine moves into loop_
+  std::optional<TenantAuthenticator> auth_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<MetricsAdapter> metrics_adapter_;
+  std::unique_ptr<scheduler::ServingLoop> loop_;
+  std::unique_ptr<Pacer> pacer_;
+  std::unique_ptr<PacelineService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<metrics::MetricsExposer> exposer_;
+};
+
+int Daemon::Start() {
+  if (int code = LoadModel(); code != kExitOk) return code;
+  if (int code = MakeEngine(); code != kExitOk) return code;
+  if (int code = BuildService(); code != kExitOk) return code;
+  return StartServers();
+}
+
+int Daemon::LoadModel() {
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<engine::LoadedModel> model =
+      engine::OpenModel(config_.model().path());
+  if (!model.ok()) {
+    return Fail(kExitFailure, absl::StrCat("model ", config_.model().path()),
+                model.status());
+  }
+  model_ = *std::move(model);
+  const engine::ModelConfig& mc = model_.weights->config();
+  Log(absl::StrFormat(
+      "model %s: %s '%s', %d layers, %d dims, %d heads (%d KV), vocab %d, "
+      "context %d, %.1f M parameters, loaded in %.2f s",
+      config_.model().path(), mc.architecture, mc.name, mc.n_layers, mc.n_embd,
+      mc.n_heads, mc.n_kv_heads, mc.n_vocab, mc.context_length,
+      static_cast<double>(mc.ParameterCount()) / 1e6,
+      absl::ToDoubleSeconds(absl::Now() - load_start)));
+  return kExitOk;
+}
+
+// The backend and its KV pool.
+int Daemon::MakeEngine() {
+  absl::StatusOr<engine::Backend> backend =
+      engine::MakeBackend(BackendOptionsFrom(config_), model_.weights);
+  if (!backend.ok()) return Fail(kExitFailure, "engine", backend.status());
+  backend_ = *std::move(backend);
+  for (const std::string& line : backend_.log_lines) Log(line);
+  return kExitOk;
+}
+
+ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
+  ServiceOptions o;
+  o.tenants = Policies(config_);
+  o.model_id = model_id;
+  o.rejections = metrics_adapter_.get();
+  o.delivery = metrics_adapter_.get();
+  o.memory_plan = backend_.plan;
+  o.kv_block_size = backend_.block_size;
+  o.kv_blocks = backend_.num_blocks;
+  o.backend = backend_.name;
+  return o;
+}
+
+// Auth, metrics, the engine thread, the pacer and the gRPC service.
+int Daemon::BuildService() {
+  absl::StatusOr<TenantAuthenticator> auth = Authenticator(config_);
+  if (!auth.ok()) return Fail(kExitUsage, "tenants", auth.status());
+  auth_.emplace(*std::move(auth));
+
+  // Metrics: every stage reports to the adapter, scrapes read it.
+  const engine::ModelConfig& mc = model_.weights->config();
+  const std::string model_id =
+      mc.name.empty() ? config_.model().path() : mc.name;
+  metrics_ =
+      std::make_unique<metrics::Metrics>(MetricsOptionsFrom(config_, model_id));
+  const engine::Tokenizer* tokenizer = model_.tokenizer.get();
+  metrics_adapter_ = std::make_unique<MetricsAdapter>(
+      metrics_.get(),
+      [tokenizer](int32_t token) { return tokenizer->IsEog(token); });
+
+  scheduler::ServingLoopOptions loop_options;
+  loop_options.scheduler = SchedulerOptionsFrom(config_);
+  loop_options.metrics = metrics_adapter_.get();
+  absl::StatusOr<std::unique_ptr<scheduler::ServingLoop>> loop =
+      scheduler::ServingLoop::Create(std::move(backend_.engine), tokenizer,
+                                     loop_options);
+  if (!loop.ok()) return Fail(kExitUsage, "scheduler", loop.status());
+  loop_ = *std::move(loop);
+  scheduler::Clock* clock = scheduler::SystemClock::Get();
+  pacer_ = std::make_unique<Pacer>(clock);
+  metrics_adapter_->AttachSources(loop_.get(), pacer_.get());
+  service_ = std::make_unique<PacelineService>(
+      ServiceOptionsFor(model_id), &*auth_, &mc, tokenizer, loop_.get(),
+      pacer_.get(), clock);
+  return kExitOk;
+}
+
+int Daemon::StartGrpc() {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      Credentials(config_.tls());
+  if (!creds.ok()) return Fail(kExitUsage, "tls", creds.status());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const v1::ServerConfig::Grpc& g = config_.grpc();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen(), *creds, &port_);
+  builder.SetMaxReceiveMessageSize(g.max_message_bytes());
+  builder.SetMaxSendMessageSize(g.max_message_bytes());
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             g.max_concurrent_streams());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             g.keepalive_time_seconds() * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             g.keepalive_timeout_seconds() * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return Fail(kExitFailure, "listen",
+                absl::UnavailableError(
+                    absl::StrCat("cannot listen on ", config_.listen(),
+                                 " (address in use, or a bad address?)")));
+  }
+  return kExitOk;
+}
+
+int Daemon::StartMetricsExposer() {
+  if (config_.metrics_listen().empty()) return kExitOk;
+  absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
+      metrics::MetricsExposer::Start(config_.metrics_listen(), metrics_.get());
+  if (!started.ok()) {
+    server_->Shutdown();
+    return Fail(kExitFailure, "metrics_listen", started.status());
+  }
+  exposer_ = *std::move(started);
+  const std::string& m = config_.metrics_listen();
+  Log(absl::StrCat("metrics on ", m.substr(0, m.rfind(':')), ":",
+                   exposer_->port(), "/metrics"));
+  return kExitOk;
+}
+
+// The gRPC server, the metrics endpoint, the engine thread and the pacer;
+// then "ready".
+int Daemon::StartServers() {
+  if (int code = StartGrpc(); code != kExitOk) return code;
+  if (int code = StartMetricsExposer(); code != kExitOk) return code;
+  loop_->Start();
+  pacer_->Start();
+  const std::string& listen = config_.listen();
+  Log(absl::StrCat("listening on ", listen.substr(0, listen.rfind(':')), ":",
+                   port_));
+  if (!config_.tls().cert_file().empty()) {
+    Log(config_.tls().client_ca_file().empty()
+            ? "TLS: on"
+            : "TLS: on, client certificates required (mutual TLS)");
+  }
+  Log("ready");
+  if (absl::Status st = SdNotify("READY=1"); !st.ok()) {
+    Log(absl::StrCat("sd_notify: ", st.message()));
+  }
+  return kExitOk;
+}
+
+void Daemon::Drain(int sig) {
+  const absl::Duration drain_timeout =
+      absl::Seconds(config_.drain_timeout_seconds());
+  service_->BeginDrain();
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  SdNotify("STOPPING=1").IgnoreError();
+  Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   "; draining (timeout ", absl::FormatDuration(drain_timeout),
+                   ")"));
+  const absl::Time deadline = absl::Now() + drain_timeout;
+  while (service_->live_calls() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const int64_t cut = service_->live_calls();
+  if (cut > 0) {
+    Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
+    service_->AbortAll(
+        absl::AbortedError("the server shut down (drain timeout)"));
+  }
+}
+
+void Daemon::ServeAndDrain() {
+  Drain(WaitForSignal());
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  loop_->Stop(scheduler::StopMode::kCancel);
+  pacer_->Stop();
+  server_->Wait();
+  Log("stopped");
 }
 
 }  // namespace
@@ -141,169 +394,10 @@ int RunDaemon(std::span<const std::string> args) {
   if (absl::Status st = CheckNotRoot(flags->allow_root); !st.ok()) {
     return Fail(kExitUsage, "start-up", st);
   }
-  const v1::ServerConfig& config = flags->config;
-
-  // Signals go to the waiting main thread only: block them before any
-  // thread starts (threads inherit the mask).
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // The model.
-  const absl::Time load_start = absl::Now();
-  absl::StatusOr<engine::LoadedModel> model =
-      engine::OpenModel(config.model().path());
-  if (!model.ok()) {
-    return Fail(kExitFailure, absl::StrCat("model ", config.model().path()),
-                model.status());
-  }
-  const engine::ModelConfig& mc = model->weights->config();
-  Log(absl::StrFormat(
-      "model %s: %s '%s', %d layers, %d dims, %d heads (%d KV), vocab %d, "
-      "context %d, %.1f M parameters, loaded in %.2f s",
-      config.model().path(), mc.architecture, mc.name, mc.n_layers, mc.n_embd,
-      mc.n_heads, mc.n_kv_heads, mc.n_vocab, mc.context_length,
-      static_cast<double>(mc.ParameterCount()) / 1e6,
-      absl::ToDoubleSeconds(absl::Now() - load_start)));
-
-  // The engine (backend and KV pool).
-  absl::StatusOr<ServingEngine> serving =
-      MakeServingEngine(config, model->weights);
-  if (!serving.ok()) return Fail(kExitFailure, "engine", serving.status());
-  for (const std::string& line : serving->log_lines) Log(line);
-  const engine::MemoryPlan plan = serving->plan;
-  const int32_t block_size = serving->block_size;
-  const int64_t num_blocks = serving->num_blocks;
-
-  // Auth.
-  std::vector<TenantKeyDigest> keys;
-  for (const v1::TenantConfig& t : config.tenants()) {
-    for (const std::string& digest : t.api_key_sha256()) {
-      keys.push_back(TenantKeyDigest{t.name(), digest});
-    }
-  }
-  absl::StatusOr<TenantAuthenticator> auth = TenantAuthenticator::Create(keys);
-  if (!auth.ok()) return Fail(kExitUsage, "tenants", auth.status());
-
-  // Metrics: every stage reports to the adapter, scrapes read it.
-  const std::string model_id =
-      mc.name.empty() ? config.model().path() : mc.name;
-  metrics::MetricsOptions metrics_options;
-  metrics_options.model = model_id;
-  for (const v1::TenantConfig& t : config.tenants()) {
-    metrics_options.tenants.push_back(t.name());
-  }
-  metrics::Metrics metrics(std::move(metrics_options));
-  const engine::Tokenizer* tokenizer = model->tokenizer.get();
-  MetricsAdapter metrics_adapter(
-      &metrics, [tokenizer](int32_t token) { return tokenizer->IsEog(token); });
-
-  // The engine thread and the pacer.
-  scheduler::ServingLoopOptions loop_options;
-  loop_options.scheduler = SchedulerOptionsFrom(config);
-  loop_options.metrics = &metrics_adapter;
-  absl::StatusOr<std::unique_ptr<scheduler::ServingLoop>> loop =
-      scheduler::ServingLoop::Create(std::move(serving->engine), model->tokenizer.get(),
-                                     loop_options);
-  if (!loop.ok()) return Fail(kExitUsage, "scheduler", loop.status());
-  scheduler::Clock* clock = scheduler::SystemClock::Get();
-  Pacer pacer(clock);
-  metrics_adapter.AttachSources(loop->get(), &pacer);
-
-  ServiceOptions service_options;
-  service_options.tenants = Policies(config);
-  service_options.model_id = model_id;
-  service_options.rejections = &metrics_adapter;
-  service_options.delivery = &metrics_adapter;
-  service_options.memory_plan = plan;
-  service_options.kv_block_size = block_size;
-  service_options.kv_blocks = num_blocks;
-  service_options.backend = serving->backend;
-  PacelineService service(std::move(service_options), &*auth, &mc,
-                          model->tokenizer.get(), loop->get(), &pacer, clock);
-
-  // The gRPC server.
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-      Credentials(config.tls());
-  if (!creds.ok()) return Fail(kExitUsage, "tls", creds.status());
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(config.listen(), *creds, &port);
-  builder.SetMaxReceiveMessageSize(config.grpc().max_message_bytes());
-  builder.SetMaxSendMessageSize(config.grpc().max_message_bytes());
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             config.grpc().max_concurrent_streams());
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             config.grpc().keepalive_time_seconds() * 1000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             config.grpc().keepalive_timeout_seconds() * 1000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             10000);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail(kExitFailure, "listen",
-                absl::UnavailableError(absl::StrCat(
-                    "cannot listen on ", config.listen(),
-                    " (address in use, or a bad address?)")));
-  }
-  std::unique_ptr<metrics::MetricsExposer> exposer;
-  if (!config.metrics_listen().empty()) {
-    absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
-        metrics::MetricsExposer::Start(config.metrics_listen(), &metrics);
-    if (!started.ok()) {
-      server->Shutdown();
-      return Fail(kExitFailure, "metrics_listen", started.status());
-    }
-    exposer = *std::move(started);
-    const std::string& m = config.metrics_listen();
-    Log(absl::StrCat("metrics on ", m.substr(0, m.rfind(':')), ":",
-                     exposer->port(), "/metrics"));
-  }
-  (*loop)->Start();
-  pacer.Start();
-  std::string host = config.listen().substr(0, config.listen().rfind(':'));
-  Log(absl::StrCat("listening on ", host, ":", port));
-  if (!config.tls().cert_file().empty()) {
-    Log(config.tls().client_ca_file().empty()
-            ? "TLS: on"
-            : "TLS: on, client certificates required (mutual TLS)");
-  }
-  Log("ready");
-  if (absl::Status st = SdNotify("READY=1"); !st.ok()) {
-    Log(absl::StrCat("sd_notify: ", st.message()));
-  }
-
-  // Serve until a signal, then drain.
-  const int sig = WaitForSignal();
-  const absl::Duration drain_timeout =
-      absl::Seconds(config.drain_timeout_seconds());
-  service.BeginDrain();
-  server->GetHealthCheckService()->SetServingStatus(false);
-  SdNotify("STOPPING=1").IgnoreError();
-  Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                   "; draining (timeout ",
-                   absl::FormatDuration(drain_timeout), ")"));
-  const absl::Time deadline = absl::Now() + drain_timeout;
-  while (service.live_calls() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  const int64_t cut = service.live_calls();
-  if (cut > 0) {
-    Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
-    service.AbortAll(absl::AbortedError("the server shut down (drain timeout)"));
-  }
-  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  (*loop)->Stop(scheduler::StopMode::kCancel);
-  pacer.Stop();
-  server->Wait();
-  Log("stopped");
+  BlockSignals();
+  Daemon daemon(flags->config);
+  if (int code = daemon.Start(); code != kExitOk) return code;
+  daemon.ServeAndDrain();
   return kExitOk;
 }
 

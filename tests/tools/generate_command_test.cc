@@ -114,6 +114,20 @@ TEST_F(GenerateCommandTest, ZeroTokensPrintsAnEmptyLine) {
   ExpectTimingLine(r.err, 5, 0);
 }
 
+// An explicit CPU backend gives the same greedy tokens and says so.
+TEST_F(GenerateCommandTest, BackendCpuMatchesLlamaCpp) {
+  const CommandResult r = RunPaceline(
+      {"generate", "--model", kModel, "--prompt", "Once upon a time",
+       "--max-tokens", "64", "--backend", "cpu", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kGreedy64) + "\n");
+  EXPECT_NE(r.err.find("paceline generate: backend cpu: 2 engine threads"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("using the CPU"), std::string::npos) << r.err;
+  ExpectTimingLine(r.err, 5, 64);
+}
+
 TEST_F(GenerateCommandTest, UsageErrors) {
   const auto code = [](std::vector<std::string> args) {
     args.insert(args.begin(), "generate");
@@ -128,6 +142,7 @@ TEST_F(GenerateCommandTest, UsageErrors) {
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--temperature", "hot"}),
             2);
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--bogus"}), 2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--backend", "tpu"}), 2);
   EXPECT_EQ(code({"--help"}), 0);
 }
 
@@ -146,6 +161,38 @@ TEST(GenerateCommandDummyTest, RunsADummyModel) {
                    "hi", "--max-tokens", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectTimingLine(r.err, 3, 3);
+}
+
+// Unset, the backend is CUDA when there is a device, else the CPU, said on
+// stderr; an explicit cuda without a device fails with the reason.
+TEST(GenerateCommandBackendTest, CudaWithoutADeviceIsAnError) {
+  const std::vector<std::string> args = {
+      "generate",     "--model", "dummy:stories15m:q8_0", "--prompt", "hi",
+      "--max-tokens", "1"};
+  const CommandResult chosen = RunPaceline(args);
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  if (chosen.err.find("paceline generate: backend cuda:") !=
+      std::string::npos) {
+    GTEST_SKIP() << "this machine has a CUDA device";
+  }
+  EXPECT_NE(chosen.err.find("paceline generate: backend cpu:"),
+            std::string::npos)
+      << chosen.err;
+  EXPECT_TRUE(
+      chosen.err.find("no CUDA device found: using the CPU backend") !=
+          std::string::npos ||
+      chosen.err.find("this build has no CUDA backend: using the CPU") !=
+          std::string::npos)
+      << chosen.err;
+
+  std::vector<std::string> cuda = args;
+  cuda.insert(cuda.end(), {"--backend", "cuda"});
+  const CommandResult r = RunPaceline(cuda);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("paceline generate: error: --backend is cuda but "),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `paceline generate --model MODEL --prompt TEXT [--prompt TEXT ...]`: runs
-// the prompts together through the serving loop (scheduler + CPU engine) and
-// prints each continuation.
+// the prompts together through the serving loop (scheduler + the CPU or CUDA
+// engine, engine/backend.h) and prints each continuation.
 
 #include <algorithm>
 #include <climits>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "engine/cpu/cpu_engine.h"
+#include "engine/backend.h"
 #include "engine/model_loader.h"
 #include "engine/sampling/sampler.h"
 #include "scheduler/offline_runner.h"
@@ -31,9 +31,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "         [--seed S] [--threads N]\n"
+    "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
     "\n"
-    "Generates a continuation of each TEXT on the CPU and prints only the\n"
+    "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
     "serving loop (continuous batching over the paged KV cache); each\n"
     "continuation is printed after a line `--- [i] TEXT`, and equals what\n"
@@ -55,12 +55,14 @@ constexpr char kUsage[] =
     "  --top-k K          keep the K most likely tokens (default 0: off)\n"
     "  --top-p P          nucleus sampling mass in (0, 1] (default 1: off)\n"
     "  --seed S           sampling seed (default 0)\n"
-    "  --threads N        CPU threads (default 0: one per core)\n";
+    "  --threads N        CPU threads (default 0: one per core)\n"
+    "  --backend B        cpu or cuda (default: cuda when this build has it\n"
+    "                     and a GPU is present, else cpu; said on stderr)\n";
 
 constexpr FlagDef kFlags[] = {
     {"model", true},       {"prompt", true},  {"max-tokens", true},
     {"temperature", true}, {"top-k", true},   {"top-p", true},
-    {"seed", true},        {"threads", true},
+    {"seed", true},        {"threads", true}, {"backend", true},
 };
 
 constexpr int32_t kPrefillChunk = 512;
@@ -80,6 +82,7 @@ struct GenerateFlags {
   std::vector<std::string> prompts;
   int64_t max_tokens = 128;
   int threads = 0;
+  std::string backend;  // "", "cpu" or "cuda"
   engine::SamplingParams sampling;
 };
 
@@ -111,6 +114,13 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
     }
     f.threads = static_cast<int>(threads);
   }
+  if (auto v = args.Get("backend")) {
+    if (*v != "cpu" && *v != "cuda") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend must be cpu or cuda, got '", *v, "'"));
+    }
+    f.backend = *v;
+  }
   if (auto v = args.Get("temperature")) {
     ASSIGN_OR_RETURN(f.sampling.temperature, ParseFloatFlag("temperature", *v));
   }
@@ -139,6 +149,26 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
 
 double Rate(int64_t n, double seconds) {
   return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
+}
+
+// The engine the flags choose (engine/backend.h), its KV pool sized to run
+// `requests` together; says the choice on stderr.
+absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
+    const GenerateFlags& f, std::shared_ptr<const engine::ModelWeights> weights,
+    absl::Span<const scheduler::OfflineRequest> requests) {
+  engine::BackendOptions options;
+  options.backend = f.backend;
+  options.backend_setting = "--backend";
+  options.threads = f.threads;
+  options.max_tokens_per_step = kPrefillChunk;
+  options.kv_blocks =
+      scheduler::KvBlocksToRunTogether(requests, options.block_size);
+  ASSIGN_OR_RETURN(engine::Backend backend,
+                   engine::MakeBackend(options, std::move(weights)));
+  for (const std::string& line : backend.log_lines) {
+    std::cerr << "paceline generate: " << line << "\n";
+  }
+  return std::move(backend.engine);
 }
 
 absl::Status Generate(const GenerateFlags& f) {
@@ -174,16 +204,10 @@ absl::Status Generate(const GenerateFlags& f) {
 
   std::vector<scheduler::OfflineResult> results(requests.size());
   if (f.max_tokens > 0) {
-    engine::cpu::CpuEngineOptions options;
-    options.num_threads = f.threads;
-    options.max_tokens_per_step = kPrefillChunk;
-    options.num_blocks = static_cast<int32_t>(
-        scheduler::KvBlocksToRunTogether(requests, options.block_size));
-    ASSIGN_OR_RETURN(std::unique_ptr<engine::cpu::CpuEngine> eng,
-                     engine::cpu::CpuEngine::Create(model.weights, options));
-    ASSIGN_OR_RETURN(results,
-                     scheduler::RunOffline(std::move(eng), tokenizer,
-                                           std::move(requests), {}));
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                     MakeEngine(f, model.weights, requests));
+    ASSIGN_OR_RETURN(results, scheduler::RunOffline(std::move(eng), tokenizer,
+                                                    std::move(requests), {}));
   }
 
   absl::Time first_admitted = absl::InfiniteFuture();
@@ -221,8 +245,8 @@ absl::Status Generate(const GenerateFlags& f) {
   std::cerr << absl::StrFormat(
       "prompt: %d tokens, %.1f tok/s; generated: %d tokens, %.1f tok/s\n",
       prompt_tokens,
-      Rate(prompt_tokens, seconds(first_admitted, last_first_token)),
-      delivered, Rate(after_first, seconds(last_first_token, last_finished)));
+      Rate(prompt_tokens, seconds(first_admitted, last_first_token)), delivered,
+      Rate(after_first, seconds(last_first_token, last_finished)));
   return absl::OkStatus();
 }
 

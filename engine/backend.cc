@@ -1,0 +1,244 @@
+#include "engine/backend.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "engine/cpu/cpu_engine.h"
+#if PACELINE_HAVE_CUDA
+#include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_engine.h"
+#endif
+
+namespace paceline::engine {
+namespace {
+
+// Device memory left for activations, cuBLAS workspace and CUDA graphs.
+[[maybe_unused]] constexpr uint64_t kCudaWorkspaceReserve = uint64_t{1} << 30;
+
+// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
+uint64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string Mib(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+int64_t BlocksPerSequence(int64_t context, int32_t block_size) {
+  return (context + block_size - 1) / block_size;
+}
+
+// The pool's blocks (explicit, or from the budget over `available` bytes);
+// fills the plan's KV fields.
+absl::StatusOr<int64_t> SizePool(const BackendOptions& options,
+                                 const ModelConfig& mc, uint64_t available,
+                                 uint64_t kv_per_token, MemoryPlan* plan) {
+  int64_t num_blocks = options.kv_blocks;
+  if (num_blocks > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache: ", num_blocks, " blocks is too many"));
+  }
+  if (num_blocks <= 0) {
+    ASSIGN_OR_RETURN(num_blocks, KvPoolBlocks(options, mc.context_length,
+                                              KvBudgetBytes(options, available),
+                                              kv_per_token));
+  }
+  plan->kv_bytes_per_token = kv_per_token;
+  plan->context = mc.context_length;
+  plan->sequences =
+      num_blocks / BlocksPerSequence(mc.context_length, options.block_size);
+  plan->kv_bytes = kv_per_token * options.block_size * num_blocks;
+  plan->total_bytes = plan->weights_bytes + plan->kv_bytes;
+  plan->rule_of_thumb_bytes =
+      plan->weights_bytes + plan->weights_bytes * 3 / 10;
+  return num_blocks;
+}
+
+absl::Status MakeCpu(const BackendOptions& options,
+                     std::shared_ptr<const ModelWeights> weights,
+                     Backend* out) {
+  const ModelConfig& mc = weights->config();
+  out->plan.weights_bytes = weights->MatMulBytesPerToken();
+  out->plan.kv_dtype = "f32";
+  const uint64_t kv_per_token =
+      2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim * sizeof(float);
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.block_size = options.block_size;
+  cpu_options.max_tokens_per_step = options.max_tokens_per_step;
+  cpu_options.num_threads = options.threads;
+  cpu_options.pack_weights = options.pack_weights;
+  // The engine repacks matrices for this CPU's kernels into memory of its
+  // own, allocated after this reading of MemAvailable.
+  const uint64_t packed = cpu::CpuEngine::PackedBytes(*weights, cpu_options);
+  const uint64_t available = MemAvailableBytes();
+  ASSIGN_OR_RETURN(
+      out->num_blocks,
+      SizePool(options, mc, available > packed ? available - packed : 0,
+               kv_per_token, &out->plan));
+  cpu_options.num_blocks = static_cast<int32_t>(out->num_blocks);
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuEngine> engine,
+                   cpu::CpuEngine::Create(std::move(weights), cpu_options));
+  out->log_lines.push_back(absl::StrFormat(
+      "backend cpu: %d engine threads; %s of matrices repacked for this "
+      "CPU's kernels (engine ready in %.2f s)",
+      engine->num_threads(), Mib(engine->packed_bytes()),
+      absl::ToDoubleSeconds(absl::Now() - start)));
+  out->engine = std::move(engine);
+  return absl::OkStatus();
+}
+
+#if PACELINE_HAVE_CUDA
+absl::Status MakeCuda(const BackendOptions& options,
+                      std::shared_ptr<const ModelWeights> weights,
+                      Backend* out) {
+  const cuda::CudaEngineFootprint f = cuda::CudaEngine::Footprint(*weights);
+  uint64_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(cuda::CudaEngine::DeviceMemory(0, &free_bytes, &total_bytes));
+  const uint64_t reserved = f.weight_bytes + kCudaWorkspaceReserve;
+  const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
+  out->plan.weights_bytes = f.weight_bytes;
+  out->plan.kv_dtype = cuda::DeviceDtypeName(f.dtype);
+  ASSIGN_OR_RETURN(out->num_blocks,
+                   SizePool(options, weights->config(), available,
+                            f.kv_bytes_per_token, &out->plan));
+  cuda::CudaEngineOptions cuda_options;
+  cuda_options.block_size = options.block_size;
+  cuda_options.max_tokens_per_step = options.max_tokens_per_step;
+  cuda_options.num_blocks = static_cast<int32_t>(out->num_blocks);
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaEngine> engine,
+                   cuda::CudaEngine::Create(std::move(weights), cuda_options));
+  out->log_lines.push_back(absl::StrCat(
+      "backend cuda: device 0, ", Mib(free_bytes), " free of ",
+      Mib(total_bytes),
+      " before the KV pool; requests without penalties or logprobs are "
+      "sampled on the GPU"));
+  out->engine = std::move(engine);
+  return absl::OkStatus();
+}
+#endif
+
+// The backend to use for `asked` ("" = by availability), with the log line
+// that says why when "" falls back to the CPU.
+absl::StatusOr<std::string> ChooseBackend(const BackendOptions& options,
+                                          std::vector<std::string>* log) {
+  const std::string& asked = options.backend;
+  const std::string& setting = options.backend_setting;
+  if (asked.empty()) {
+    if (CudaAvailable()) return std::string("cuda");
+    log->push_back(BuildHasCuda()
+                       ? "no CUDA device found: using the CPU backend"
+                       : "this build has no CUDA backend: using the CPU");
+    return std::string("cpu");
+  }
+  if (asked == "cpu") return asked;
+  if (asked != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(setting, " must be cpu or cuda, got '", asked, "'"));
+  }
+  if (!BuildHasCuda()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        setting,
+        " is cuda but this build has no CUDA backend (nvcc was not found when "
+        "it was built)"));
+  }
+  if (!CudaAvailable()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(setting, " is cuda but no CUDA device was found"));
+  }
+  return asked;
+}
+
+std::string MemoryLine(const BackendOptions& options, const Backend& b) {
+  std::string line = absl::StrFormat(
+      "memory: weights %s, KV %d bytes per token (%s), %d blocks of %d tokens "
+      "= %s",
+      Mib(b.plan.weights_bytes), b.plan.kv_bytes_per_token, b.plan.kv_dtype,
+      b.num_blocks, b.block_size, Mib(b.plan.kv_bytes));
+  if (options.kv_blocks <= 0) {
+    absl::StrAppend(&line, " (", b.plan.sequences, " full-context sequences)");
+  }
+  return line;
+}
+
+}  // namespace
+
+bool BuildHasCuda() { return PACELINE_HAVE_CUDA != 0; }
+
+bool CudaAvailable() {
+#if PACELINE_HAVE_CUDA
+  auto devices = cuda::ListCudaDevices();
+  return devices.ok() && !devices->empty();
+#else
+  return false;
+#endif
+}
+
+uint64_t KvBudgetBytes(const BackendOptions& options, uint64_t available) {
+  if (options.kv_memory_bytes > 0) return options.kv_memory_bytes;
+  return static_cast<uint64_t>(static_cast<double>(available) *
+                               options.kv_memory_fraction);
+}
+
+absl::StatusOr<int64_t> KvPoolBlocks(const BackendOptions& options,
+                                     int64_t context, uint64_t budget,
+                                     uint64_t kv_bytes_per_token) {
+  const int32_t block_size = options.block_size;
+  if (block_size < 1 || kv_bytes_per_token == 0 || context < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache: block size ", block_size, ", ", kv_bytes_per_token,
+        " KV bytes per token and a context of ", context,
+        " must all be positive"));
+  }
+  const int64_t blocks_per_seq = BlocksPerSequence(context, block_size);
+  const int64_t useful = blocks_per_seq * std::max(1, options.max_running);
+  const int64_t affordable =
+      static_cast<int64_t>(budget / (kv_bytes_per_token * block_size));
+  const int64_t num_blocks = std::min<int64_t>(
+      {affordable, useful, std::numeric_limits<int32_t>::max()});
+  if (num_blocks < blocks_per_seq) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kv_cache: the budget of ", Mib(budget), " holds ", num_blocks,
+        " blocks of ", block_size,
+        " tokens; one sequence of the model's context needs ", blocks_per_seq));
+  }
+  return num_blocks;
+}
+
+absl::StatusOr<Backend> MakeBackend(
+    const BackendOptions& options,
+    std::shared_ptr<const ModelWeights> weights) {
+  if (options.block_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache: the block size must be >= 1, got ", options.block_size));
+  }
+  Backend out;
+  out.block_size = options.block_size;
+  out.plan.parameters = weights->config().ParameterCount();
+  out.plan.weights_dtype = "file";
+  ASSIGN_OR_RETURN(out.name, ChooseBackend(options, &out.log_lines));
+  if (out.name == "cpu") {
+    RETURN_IF_ERROR(MakeCpu(options, std::move(weights), &out));
+  } else {
+#if PACELINE_HAVE_CUDA
+    RETURN_IF_ERROR(MakeCuda(options, std::move(weights), &out));
+#endif
+  }
+  out.log_lines.push_back(MemoryLine(options, out));
+  return out;
+}
+
+}  // namespace paceline::engine

@@ -1,0 +1,193 @@
+// Backend selection (engine/backend.h): the choice of CPU or CUDA and the
+// KV pool's size, on a dummy model.
+
+#include "engine/backend.h"
+
+#include <memory>
+#include <string>
+
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine {
+namespace {
+
+// dummy:stories15m: 6 layers, 6 KV heads of 48, context 256. The CPU's KV
+// is f32: 2 × 6 × 6 × 48 × 4 bytes per token.
+constexpr uint64_t kCpuKvPerToken = 2 * 6 * 6 * 48 * 4;
+constexpr int64_t kBlocksPerSequence = 256 / 16;
+
+std::shared_ptr<const ModelWeights> Dummy() {
+  static const auto* weights = [] {
+    absl::StatusOr<LoadedModel> m = OpenModel("dummy:stories15m");
+    return new std::shared_ptr<const ModelWeights>(m.ok() ? m->weights
+                                                          : nullptr);
+  }();
+  return *weights;
+}
+
+BackendOptions Cpu() {
+  BackendOptions o;
+  o.backend = "cpu";
+  o.threads = 1;
+  o.pack_weights = false;
+  return o;
+}
+
+TEST(BackendTest, ExplicitCpu) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_memory_bytes = 4 * kBlocksPerSequence * 16 * kCpuKvPerToken;
+  o.max_running = 8;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->name, "cpu");
+  ASSERT_NE(b->engine, nullptr);
+  EXPECT_EQ(b->engine->block_size(), 16);
+  EXPECT_EQ(b->engine->num_blocks(), 4 * kBlocksPerSequence);
+  EXPECT_EQ(b->num_blocks, 4 * kBlocksPerSequence);
+  EXPECT_EQ(b->plan.kv_dtype, "f32");
+  EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken);
+  EXPECT_EQ(b->plan.context, 256);
+  EXPECT_EQ(b->plan.sequences, 4);
+  EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
+  // No fallback line for an explicit choice: the backend's, then memory.
+  ASSERT_EQ(b->log_lines.size(), 2u);
+  EXPECT_EQ(b->log_lines[0].rfind("backend cpu: 1 engine threads", 0), 0u)
+      << b->log_lines[0];
+  EXPECT_EQ(b->log_lines[1].rfind("memory: weights ", 0), 0u);
+  EXPECT_NE(b->log_lines[1].find("(4 full-context sequences)"),
+            std::string::npos)
+      << b->log_lines[1];
+}
+
+TEST(BackendTest, UnsetChoosesCudaWhenAvailableElseCpuAndSaysWhy) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.backend = "";
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  if (CudaAvailable()) {
+    EXPECT_EQ(b->name, "cuda");
+    return;
+  }
+  EXPECT_EQ(b->name, "cpu");
+  ASSERT_FALSE(b->log_lines.empty());
+  EXPECT_EQ(b->log_lines[0],
+            BuildHasCuda() ? "no CUDA device found: using the CPU backend"
+                           : "this build has no CUDA backend: using the CPU");
+}
+
+TEST(BackendTest, ExplicitCudaWithoutADeviceIsAnError) {
+  if (CudaAvailable()) GTEST_SKIP() << "this machine has a CUDA device";
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.backend = "cuda";
+  o.backend_setting = "model.backend";
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b.status().message(),
+            BuildHasCuda()
+                ? "model.backend is cuda but no CUDA device was found"
+                : "model.backend is cuda but this build has no CUDA backend "
+                  "(nvcc was not found when it was built)");
+}
+
+TEST(BackendTest, UnknownBackendIsInvalid) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.backend = "tpu";
+  o.backend_setting = "--backend";
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message(), "--backend must be cpu or cuda, got 'tpu'");
+}
+
+TEST(BackendTest, BlockSizeBelowOneIsInvalid) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.block_size = 0;
+  o.kv_blocks = 3;
+  EXPECT_EQ(MakeBackend(o, Dummy()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BackendTest, ExplicitBlocksNeedNoFullContext) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_blocks = 3;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->engine->num_blocks(), 3);
+  EXPECT_EQ(b->plan.sequences, 0);
+  EXPECT_EQ(b->plan.kv_bytes, 3 * 16 * kCpuKvPerToken);
+  EXPECT_EQ(b->log_lines.back().find("full-context"), std::string::npos);
+}
+
+TEST(BackendTest, BudgetTooSmallForOneSequenceIsResourceExhausted) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_memory_bytes = (kBlocksPerSequence - 1) * 16 * kCpuKvPerToken;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted)
+      << b.status();
+}
+
+// A fraction of the host's memory is far more than two sequences of this
+// small model need: the max_running cap decides.
+TEST(BackendTest, FractionOfHostMemoryIsCappedAtMaxRunning) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_memory_fraction = 0.5;
+  o.max_running = 2;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->num_blocks, 2 * kBlocksPerSequence);
+  EXPECT_EQ(b->plan.sequences, 2);
+}
+
+TEST(KvBudgetBytesTest, BytesWinOverTheFraction) {
+  BackendOptions o;
+  o.kv_memory_fraction = 0.25;
+  EXPECT_EQ(KvBudgetBytes(o, 1000), 250u);
+  o.kv_memory_bytes = 77;
+  EXPECT_EQ(KvBudgetBytes(o, 1000), 77u);
+}
+
+TEST(KvPoolBlocksTest, TheBudgetOrTheMaxRunningCapDecides) {
+  BackendOptions o;
+  o.block_size = 16;
+  o.max_running = 4;
+  // 100 tokens of context: 7 blocks per sequence; 10 bytes per token.
+  EXPECT_EQ(*KvPoolBlocks(o, 100, 160 * 20, 10), 20);    // the budget
+  EXPECT_EQ(*KvPoolBlocks(o, 100, 160 * 1000, 10), 28);  // 4 × 7
+  o.max_running = 0;                                     // counts as 1
+  EXPECT_EQ(*KvPoolBlocks(o, 100, 160 * 1000, 10), 7);
+}
+
+TEST(KvPoolBlocksTest, LessThanOneSequenceIsResourceExhausted) {
+  BackendOptions o;
+  o.block_size = 16;
+  o.max_running = 4;
+  absl::StatusOr<int64_t> blocks = KvPoolBlocks(o, 100, 160 * 6, 10);
+  EXPECT_EQ(blocks.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(blocks.status().message(),
+            "kv_cache: the budget of 0.0 MiB holds 6 blocks of 16 tokens; one "
+            "sequence of the model's context needs 7");
+  EXPECT_EQ(*KvPoolBlocks(o, 100, 160 * 7, 10), 7);
+}
+
+TEST(KvPoolBlocksTest, NonPositiveSizesAreInvalid) {
+  BackendOptions o;
+  o.block_size = 0;
+  EXPECT_EQ(KvPoolBlocks(o, 100, 1000, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.block_size = 16;
+  EXPECT_EQ(KvPoolBlocks(o, 100, 1000, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(KvPoolBlocks(o, 0, 1000, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace paceline::engine
