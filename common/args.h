@@ -3,9 +3,11 @@
 
 // Command-line parsing shared by the `paceline` tool and the `pacelined`
 // daemon: GNU-style long flags (--name VALUE, --name=VALUE, booleans),
-// repeatable flags, positional words, --help.
+// repeatable flags, positional words, --help; and typed getters for the
+// values. Thread-compatible (no shared state).
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,9 +50,69 @@ class ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseArgs(std::span<const std::string> args,
                                      std::span<const FlagDef> flags);
 
-// Parses a flag value as a whole number; InvalidArgument naming the flag.
+// Typed flag values. Every error is InvalidArgument and starts with the
+// flag ("--threads wants a whole number, got 'many'"); `flag` is the name
+// without "--" (it may carry more words, e.g. "tenant alice: WEIGHT").
+
+// Bounds of a whole-number flag, both inclusive.
+struct IntRange {
+  int64_t min = std::numeric_limits<int64_t>::min();
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+
+// Bounds of a number flag; only finite numbers pass in any case.
+struct NumberRange {
+  double min = -std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;  // min itself fails
+  double max = std::numeric_limits<double>::infinity();
+};
+inline constexpr NumberRange kPositive = {.min = 0, .min_exclusive = true};
+inline constexpr NumberRange kNonNegative = {.min = 0};
+
+// A whole number in `range`: "--F wants a whole number[ >= MIN | in [MIN,
+// MAX]], got 'VALUE'" otherwise.
 absl::StatusOr<int64_t> ParseIntFlag(absl::string_view flag,
-                                     absl::string_view value);
+                                     absl::string_view value,
+                                     IntRange range = {});
+
+// A finite number in `range`: "--F wants a number[ > MIN | >= MIN][ <= MAX],
+// got 'VALUE'" otherwise.
+absl::StatusOr<double> ParseNumberFlag(absl::string_view flag,
+                                       absl::string_view value,
+                                       NumberRange range = {});
+
+// The getters below read the flag's value (the last occurrence) from
+// `args`: std::nullopt when the flag is absent, an error when its value
+// does not parse.
+
+// ParseIntFlag of the flag's value.
+absl::StatusOr<std::optional<int64_t>> GetIntFlag(const ParsedArgs& args,
+                                                  absl::string_view flag,
+                                                  IntRange range = {});
+
+// A whole number that fits int32 ("--F: VALUE is out of range" otherwise),
+// then in `range` as ParseIntFlag.
+absl::StatusOr<std::optional<int32_t>> GetInt32Flag(const ParsedArgs& args,
+                                                    absl::string_view flag,
+                                                    IntRange range = {});
+
+// A whole number in [0, 2^64 - 1] (a seed): "--F wants a whole number >= 0,
+// got 'VALUE'" otherwise.
+absl::StatusOr<std::optional<uint64_t>> GetUint64Flag(const ParsedArgs& args,
+                                                      absl::string_view flag);
+
+// ParseNumberFlag of the flag's value.
+absl::StatusOr<std::optional<double>> GetNumberFlag(const ParsedArgs& args,
+                                                    absl::string_view flag,
+                                                    NumberRange range = {});
+
+// ParseByteSize (common/byte_size.h) of the flag's value; its error with
+// "--F: " in front (the code kept: OutOfRange past 2^64 - 1 bytes).
+absl::StatusOr<std::optional<uint64_t>> GetByteSizeFlag(const ParsedArgs& args,
+                                                        absl::string_view flag);
+
+// `status` with "--F: " in front of its message, the code kept.
+absl::Status ForFlag(absl::string_view flag, const absl::Status& status);
 
 }  // namespace paceline
 

@@ -1,25 +1,22 @@
-#include "server/config.h"
+// The config file's parse and the positions of its fields (ConfigSource);
+// the defaults are in config_defaults.cc, the checks in config_validate.cc.
 
-#include <sys/stat.h>
+#include "server/config.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "engine/model/model_shapes.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -29,21 +26,6 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::TextFormat;
-
-constexpr int32_t kDefaultBlockSize = 16;
-constexpr double kDefaultMemoryFraction = 0.5;
-constexpr int32_t kDefaultMaxRunning = 256;
-constexpr double kDefaultPromptTokenWeight = 1;
-constexpr double kDefaultGeneratedTokenWeight = 2;
-constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
-constexpr int32_t kDefaultMaxMessageBytes = 4 << 20;
-constexpr int32_t kDefaultMaxConcurrentStreams = 1000;
-constexpr int32_t kDefaultKeepaliveTimeSeconds = 60;
-constexpr int32_t kDefaultKeepaliveTimeoutSeconds = 20;
-constexpr double kDefaultTenantWeight = 1;
-constexpr int32_t kDefaultMaxQueued = 1024;
-constexpr int32_t kDefaultBurstTokens = 1;
-constexpr int32_t kDefaultMaxTokens = 256;
 
 // Text-format syntax errors as "FILE:LINE:COL: message" (1-based).
 class CollectErrors : public google::protobuf::io::ErrorCollector {
@@ -76,8 +58,8 @@ std::vector<PathSegment> SplitPath(absl::string_view path) {
   for (absl::string_view part : absl::StrSplit(path, '.')) {
     PathSegment segment;
     segment.name = part;
-    if (size_t open = part.find('['); open != absl::string_view::npos &&
-                                      absl::EndsWith(part, "]")) {
+    if (size_t open = part.find('[');
+        open != absl::string_view::npos && absl::EndsWith(part, "]")) {
       segment.name = part.substr(0, open);
       int index = 0;
       if (absl::SimpleAtoi(part.substr(open + 1, part.size() - open - 2),
@@ -95,290 +77,6 @@ bool PathIsUnder(absl::string_view path, absl::string_view prefix) {
   if (!absl::StartsWith(path, prefix)) return false;
   return path.size() == prefix.size() || path[prefix.size()] == '.' ||
          path[prefix.size()] == '[';
-}
-
-absl::Status CheckReadableFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "' is not a regular file"));
-  }
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
-  }
-  std::fclose(f);
-  return absl::OkStatus();
-}
-
-// 1-64 of [A-Za-z0-9_.-].
-bool IsValidName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-           c == '.' || c == '-';
-  });
-}
-
-bool IsHexDigest(absl::string_view digest) {
-  return digest.size() == 64 &&
-         std::all_of(digest.begin(), digest.end(), [](char c) {
-           return absl::ascii_isxdigit(static_cast<unsigned char>(c));
-         });
-}
-
-// Collects every problem found, each with where its field came from.
-class Checker {
- public:
-  explicit Checker(const ConfigSource* source) : source_(source) {}
-
-  void Fail(absl::string_view path, absl::string_view message) {
-    std::string where = source_ != nullptr ? source_->Describe(path)
-                                           : absl::StrCat("field ", path);
-    errors_.push_back(absl::StrCat(where, ": ", message));
-  }
-
-  template <typename T>
-  void AtLeast(absl::string_view path, T value, T min) {
-    if (!(value >= min)) {
-      Fail(path, absl::StrCat("must be >= ", min, ", got ", value));
-    }
-  }
-
-  // > 0 and finite (rules out NaN and infinities too).
-  void Positive(absl::string_view path, double value) {
-    if (!(value > 0) || !std::isfinite(value)) {
-      Fail(path, absl::StrCat("must be > 0, got ", value));
-    }
-  }
-
-  void NonNegative(absl::string_view path, double value) {
-    if (!(value >= 0) || !std::isfinite(value)) {
-      Fail(path, absl::StrCat("must be >= 0, got ", value));
-    }
-  }
-
-  void Readable(absl::string_view path, const std::string& file) {
-    if (absl::Status s = CheckReadableFile(file); !s.ok()) {
-      Fail(path, s.message());
-    }
-  }
-
-  absl::Status Result() const {
-    if (errors_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n"));
-  }
-
- private:
-  const ConfigSource* source_;
-  std::vector<std::string> errors_;
-};
-
-void CheckTls(const v1::ServerConfig::Tls& tls, Checker& check) {
-  const bool cert = !tls.cert_file().empty();
-  const bool key = !tls.key_file().empty();
-  if (cert && !key) check.Fail("tls.key_file", "required with tls.cert_file");
-  if (key && !cert) check.Fail("tls.cert_file", "required with tls.key_file");
-  if (!tls.client_ca_file().empty() && !(cert && key)) {
-    check.Fail("tls.client_ca_file",
-               "needs tls.cert_file and tls.key_file (mutual TLS)");
-  }
-  if (cert) check.Readable("tls.cert_file", tls.cert_file());
-  if (key) check.Readable("tls.key_file", tls.key_file());
-  if (!tls.client_ca_file().empty()) {
-    check.Readable("tls.client_ca_file", tls.client_ca_file());
-  }
-}
-
-void CheckModel(const v1::ServerConfig::Model& model, Checker& check) {
-  if (model.path().empty()) {
-    check.Fail("model.path",
-               "required: a GGUF file or dummy:SHAPE (or pass --model)");
-  } else if (engine::IsDummyModelSpec(model.path())) {
-    auto spec = engine::ParseDummyModelSpec(model.path());
-    if (!spec.ok()) check.Fail("model.path", spec.status().message());
-  } else {
-    check.Readable("model.path", model.path());
-  }
-  if (model.backend() != "" && model.backend() != "cpu" &&
-      model.backend() != "cuda") {
-    check.Fail("model.backend",
-               absl::StrCat("must be \"cpu\", \"cuda\" or \"\" (auto), got \"",
-                            model.backend(), "\""));
-  }
-}
-
-void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
-  if (kv.has_memory_bytes() && kv.memory_bytes() == 0) {
-    check.Fail("kv_cache.memory_bytes", "must be > 0, got 0");
-  }
-  if (kv.has_memory_fraction()) {
-    const double f = kv.memory_fraction();
-    if (!(f > 0 && f <= 1)) {
-      check.Fail("kv_cache.memory_fraction",
-                 absl::StrCat("must be in (0, 1], got ", f));
-    }
-  }
-  if (kv.has_block_size()) {
-    const int32_t b = kv.block_size();
-    if (b < 1 || b > 256 || (b & (b - 1)) != 0) {
-      check.Fail("kv_cache.block_size",
-                 absl::StrCat("must be a power of two in [1, 256], got ", b));
-    }
-  }
-}
-
-void CheckScheduler(const v1::ServerConfig::Scheduler& s, Checker& check) {
-  check.AtLeast("scheduler.max_batched_tokens", s.max_batched_tokens(), 0);
-  if (s.has_max_running()) {
-    check.AtLeast("scheduler.max_running", s.max_running(), 1);
-  }
-  if (s.has_prompt_token_weight()) {
-    check.Positive("scheduler.prompt_token_weight", s.prompt_token_weight());
-  }
-  if (s.has_generated_token_weight()) {
-    check.Positive("scheduler.generated_token_weight",
-                   s.generated_token_weight());
-  }
-}
-
-void CheckGrpc(const v1::ServerConfig::Grpc& g, Checker& check) {
-  if (g.has_max_message_bytes()) {
-    check.AtLeast("grpc.max_message_bytes", g.max_message_bytes(), 1024);
-  }
-  if (g.has_max_concurrent_streams()) {
-    check.AtLeast("grpc.max_concurrent_streams", g.max_concurrent_streams(),
-                  1);
-  }
-  if (g.has_keepalive_time_seconds()) {
-    check.AtLeast("grpc.keepalive_time_seconds", g.keepalive_time_seconds(),
-                  1);
-  }
-  if (g.has_keepalive_timeout_seconds()) {
-    check.AtLeast("grpc.keepalive_timeout_seconds",
-                  g.keepalive_timeout_seconds(), 1);
-  }
-}
-
-void CheckAddresses(const v1::ServerConfig& config, Checker& check) {
-  if (absl::StartsWith(config.listen(), "unix:")) {
-    if (config.listen().size() == 5) {
-      check.Fail("listen", "unix: needs a socket path, e.g. unix:/run/p.sock");
-    }
-  } else if (!config.listen().empty()) {
-    if (absl::Status s = CheckHostPort(config.listen()); !s.ok()) {
-      check.Fail("listen", s.message());
-    }
-  }
-  if (!config.metrics_listen().empty()) {
-    if (absl::Status s = CheckHostPort(config.metrics_listen()); !s.ok()) {
-      check.Fail("metrics_listen", s.message());
-    }
-    const absl::string_view listen =
-        config.listen().empty() ? kDefaultListen : config.listen();
-    if (config.metrics_listen() == listen &&
-        !absl::EndsWith(config.metrics_listen(), ":0")) {
-      check.Fail("metrics_listen", "must differ from listen");
-    }
-  }
-}
-
-// One tenant's own fields; names and digests across tenants are checked by
-// the caller.
-void CheckTenant(const v1::TenantConfig& t, const std::string& at,
-                 Checker& check) {
-  if (!IsValidName(t.name())) {
-    check.Fail(at + ".name",
-               absl::StrCat("must be 1-64 of [A-Za-z0-9_.-], got \"",
-                            t.name(), "\""));
-  }
-  if (t.api_key_sha256().empty()) {
-    check.Fail(at + ".api_key_sha256",
-               "at least one API-key digest is required");
-  }
-  for (int k = 0; k < t.api_key_sha256_size(); ++k) {
-    if (!IsHexDigest(t.api_key_sha256(k))) {
-      check.Fail(absl::StrCat(at, ".api_key_sha256[", k, "]"),
-                 absl::StrCat("must be 64 hex digits (the key's SHA-256, not "
-                              "the key itself), got ",
-                              t.api_key_sha256(k).size(), " characters"));
-    }
-  }
-  if (t.has_weight()) check.Positive(at + ".weight", t.weight());
-  check.AtLeast(at + ".max_running", t.max_running(), 0);
-  if (t.has_max_queued()) check.AtLeast(at + ".max_queued", t.max_queued(), 0);
-  check.AtLeast<int64_t>(at + ".tokens_per_minute", t.tokens_per_minute(), 0);
-  check.NonNegative(at + ".max_pace_tokens_per_s", t.max_pace_tokens_per_s());
-  if (t.has_default_pace_tokens_per_s()) {
-    const double pace = t.default_pace_tokens_per_s();
-    const double max = t.max_pace_tokens_per_s();
-    check.NonNegative(at + ".default_pace_tokens_per_s", pace);
-    if (max > 0 && !(pace > 0 && pace <= max)) {
-      check.Fail(at + ".default_pace_tokens_per_s",
-                 absl::StrCat("must be in (0, max_pace_tokens_per_s = ", max,
-                              "], got ", pace,
-                              pace == 0 ? " (unpaced exceeds the cap)" : ""));
-    }
-  }
-  if (t.has_default_burst_tokens()) {
-    check.AtLeast(at + ".default_burst_tokens", t.default_burst_tokens(), 1);
-  }
-  check.AtLeast(at + ".max_prompt_tokens", t.max_prompt_tokens(), 0);
-  check.AtLeast(at + ".max_tokens_limit", t.max_tokens_limit(), 0);
-  if (t.has_default_max_tokens()) {
-    check.AtLeast(at + ".default_max_tokens", t.default_max_tokens(), 1);
-    if (t.max_tokens_limit() > 0 &&
-        t.default_max_tokens() > t.max_tokens_limit()) {
-      check.Fail(at + ".default_max_tokens",
-                 absl::StrCat("must be <= max_tokens_limit = ",
-                              t.max_tokens_limit(), ", got ",
-                              t.default_max_tokens()));
-    }
-  }
-  if (!t.prefix_cache_scope().empty() && !IsValidName(t.prefix_cache_scope())) {
-    check.Fail(at + ".prefix_cache_scope",
-               absl::StrCat("must be \"\" or 1-64 of [A-Za-z0-9_.-], got \"",
-                            t.prefix_cache_scope(), "\""));
-  }
-}
-
-void CheckTenants(const v1::ServerConfig& config, Checker& check) {
-  if (config.tenants().empty()) {
-    check.Fail("tenants",
-               "at least one tenant is required (in the config, or "
-               "--tenant NAME:KEY)");
-  }
-  absl::flat_hash_map<std::string, int> names;    // name -> first tenant
-  absl::flat_hash_map<std::string, int> digests;  // lower-case -> tenant
-  for (int i = 0; i < config.tenants_size(); ++i) {
-    const v1::TenantConfig& t = config.tenants(i);
-    const std::string at = absl::StrCat("tenants[", i, "]");
-    CheckTenant(t, at, check);
-    if (auto [it, added] = names.try_emplace(t.name(), i); !added) {
-      check.Fail(at + ".name",
-                 absl::StrCat("duplicate tenant name \"", t.name(),
-                              "\" (also tenants[", it->second, "])"));
-    }
-    for (int k = 0; k < t.api_key_sha256_size(); ++k) {
-      if (!IsHexDigest(t.api_key_sha256(k))) continue;
-      auto [it, added] = digests.try_emplace(
-          absl::AsciiStrToLower(t.api_key_sha256(k)), i);
-      if (added) continue;
-      const int other = it->second;
-      check.Fail(
-          absl::StrCat(at, ".api_key_sha256[", k, "]"),
-          other == i
-              ? std::string("the same key digest is listed twice")
-              : absl::StrCat("the same key digest as tenants[", other,
-                             "] (\"", config.tenants(other).name(),
-                             "\"): a key must name one tenant"));
-    }
-  }
 }
 
 }  // namespace
@@ -438,9 +136,8 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    std::string message =
-        absl::StrCat("cannot read config file '", path, "': ",
-                     std::strerror(err));
+    std::string message = absl::StrCat("cannot read config file '", path,
+                                       "': ", std::strerror(err));
     if (err == ENOENT) return absl::NotFoundError(message);
     if (err == EACCES) return absl::PermissionDeniedError(message);
     return absl::InvalidArgumentError(message);
@@ -465,126 +162,11 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(const std::string& path) {
   return parsed;
 }
 
-void ApplyDefaults(v1::ServerConfig* config) {
-  if (config->listen().empty()) config->set_listen(std::string(kDefaultListen));
-
-  v1::ServerConfig::KvCache* kv = config->mutable_kv_cache();
-  if (kv->budget_case() == v1::ServerConfig::KvCache::BUDGET_NOT_SET) {
-    kv->set_memory_fraction(kDefaultMemoryFraction);
-  }
-  if (!kv->has_block_size()) kv->set_block_size(kDefaultBlockSize);
-
-  v1::ServerConfig::Scheduler* s = config->mutable_scheduler();
-  if (!s->has_max_running()) s->set_max_running(kDefaultMaxRunning);
-  if (!s->has_prompt_token_weight()) {
-    s->set_prompt_token_weight(kDefaultPromptTokenWeight);
-  }
-  if (!s->has_generated_token_weight()) {
-    s->set_generated_token_weight(kDefaultGeneratedTokenWeight);
-  }
-
-  if (!config->has_drain_timeout_seconds()) {
-    config->set_drain_timeout_seconds(kDefaultDrainTimeoutSeconds);
-  }
-
-  v1::ServerConfig::Grpc* g = config->mutable_grpc();
-  if (!g->has_max_message_bytes()) {
-    g->set_max_message_bytes(kDefaultMaxMessageBytes);
-  }
-  if (!g->has_max_concurrent_streams()) {
-    g->set_max_concurrent_streams(kDefaultMaxConcurrentStreams);
-  }
-  if (!g->has_keepalive_time_seconds()) {
-    g->set_keepalive_time_seconds(kDefaultKeepaliveTimeSeconds);
-  }
-  if (!g->has_keepalive_timeout_seconds()) {
-    g->set_keepalive_timeout_seconds(kDefaultKeepaliveTimeoutSeconds);
-  }
-
-  for (v1::TenantConfig& t : *config->mutable_tenants()) {
-    for (std::string& digest : *t.mutable_api_key_sha256()) {
-      absl::AsciiStrToLower(&digest);
-    }
-    if (!t.has_weight()) t.set_weight(kDefaultTenantWeight);
-    if (!t.has_max_queued()) t.set_max_queued(kDefaultMaxQueued);
-    if (!t.has_default_pace_tokens_per_s()) {
-      t.set_default_pace_tokens_per_s(t.max_pace_tokens_per_s());
-    }
-    if (!t.has_default_burst_tokens()) {
-      t.set_default_burst_tokens(kDefaultBurstTokens);
-    }
-    if (!t.has_default_max_tokens()) {
-      t.set_default_max_tokens(t.max_tokens_limit() > 0
-                                   ? std::min(kDefaultMaxTokens,
-                                              t.max_tokens_limit())
-                                   : kDefaultMaxTokens);
-    }
-  }
-}
-
-absl::Status ValidateConfig(const v1::ServerConfig& config,
-                            const ConfigSource* source) {
-  Checker check(source);
-  CheckAddresses(config, check);
-  CheckTls(config.tls(), check);
-  CheckModel(config.model(), check);
-  CheckKvCache(config.kv_cache(), check);
-  CheckScheduler(config.scheduler(), check);
-  check.AtLeast("threads", config.threads(), 0);
-  if (config.has_drain_timeout_seconds()) {
-    check.AtLeast("drain_timeout_seconds", config.drain_timeout_seconds(), 0);
-  }
-  CheckGrpc(config.grpc(), check);
-  CheckTenants(config, check);
-  return check.Result();
-}
-
 absl::StatusOr<v1::ServerConfig> LoadConfigFile(const std::string& path) {
   ASSIGN_OR_RETURN(ParsedConfigFile parsed, ParseConfigFile(path));
   ApplyDefaults(&parsed.config);
   RETURN_IF_ERROR(ValidateConfig(parsed.config, &parsed.source));
   return std::move(parsed.config);
-}
-
-absl::Status CheckHostPort(absl::string_view address) {
-  const auto invalid = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "want HOST:PORT (e.g. 127.0.0.1:50051 or [::1]:50051), got \"",
-        address, "\": ", why));
-  };
-  const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos) return invalid("no port");
-  absl::string_view host = address.substr(0, colon);
-  const absl::string_view port = address.substr(colon + 1);
-  if (host.empty()) return invalid("no host");
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') {
-      return invalid("unterminated IPv6 address");
-    }
-    host = host.substr(1, host.size() - 2);
-    const bool ok = std::all_of(host.begin(), host.end(), [](char c) {
-      return absl::ascii_isxdigit(static_cast<unsigned char>(c)) ||
-             c == ':' || c == '.' || c == '%';
-    });
-    if (!ok || host.find(':') == absl::string_view::npos) {
-      return invalid("bad IPv6 address");
-    }
-  } else {
-    const bool ok = std::all_of(host.begin(), host.end(), [](char c) {
-      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-             c == '.' || c == '_';
-    });
-    if (!ok) return invalid("bad host (an IPv6 address needs [brackets])");
-  }
-  int port_number = 0;
-  if (port.empty() ||
-      !std::all_of(port.begin(), port.end(),
-                   [](char c) { return c >= '0' && c <= '9'; }) ||
-      port.size() > 5 || !absl::SimpleAtoi(port, &port_number) ||
-      port_number > 65535) {
-    return invalid("port must be a number in 0..65535");
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace paceline::server

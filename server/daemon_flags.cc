@@ -3,17 +3,14 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/args.h"
 #include "common/status_macros.h"
-#include "engine/model/memory_plan.h"
 #include "server/config.h"
 #include "server/sha256.h"
 
@@ -73,33 +70,6 @@ constexpr FlagDef kFlags[] = {
     {"allow-root", false},
 };
 
-absl::Status ForFlag(absl::string_view flag, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat("--", flag, ": ", status.message()));
-}
-
-// A whole number that fits int32 (its range is ValidateConfig's job).
-absl::StatusOr<int32_t> Int32Flag(absl::string_view flag,
-                                  absl::string_view value) {
-  ASSIGN_OR_RETURN(const int64_t n, ParseIntFlag(flag, value));
-  if (n < std::numeric_limits<int32_t>::min() ||
-      n > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": ", value, " is out of range"));
-  }
-  return static_cast<int32_t>(n);
-}
-
-absl::StatusOr<double> DoubleFlag(absl::string_view flag,
-                                  absl::string_view value) {
-  double out = 0;
-  if (!absl::SimpleAtod(value, &out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " wants a number, got '", value, "'"));
-  }
-  return out;
-}
-
 // --tenant NAME:KEY[:WEIGHT] as a tenant with default limits.
 absl::StatusOr<v1::TenantConfig> TenantFlag(absl::string_view value) {
   const std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
@@ -112,12 +82,10 @@ absl::StatusOr<v1::TenantConfig> TenantFlag(absl::string_view value) {
   tenant.set_name(std::string(parts[0]));
   tenant.add_api_key_sha256(Sha256Hex(parts[1]));
   if (parts.size() == 3) {
-    double weight = 0;
-    if (!absl::SimpleAtod(parts[2], &weight)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tenant ", parts[0], ": WEIGHT wants a number, got '",
-                       parts[2], "'"));
-    }
+    ASSIGN_OR_RETURN(
+        const double weight,
+        ParseNumberFlag(absl::StrCat("tenant ", parts[0], ": WEIGHT"),
+                        parts[2]));
     tenant.set_weight(weight);
   }
   return tenant;
@@ -125,8 +93,8 @@ absl::StatusOr<v1::TenantConfig> TenantFlag(absl::string_view value) {
 
 // Applies every flag but --config, --allow-root and --tenant to `config`,
 // recording in `source` which field each set.
-absl::Status ApplyFieldFlags(const ParsedArgs& parsed,
-                             v1::ServerConfig& config, ConfigSource& source) {
+absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
+                             ConfigSource& source) {
   auto string_flag = [&](absl::string_view flag, absl::string_view field,
                          std::string* target) {
     if (std::optional<std::string> v = parsed.Get(flag)) {
@@ -162,9 +130,10 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed,
        [](v1::ServerConfig& c, int32_t n) { c.set_drain_timeout_seconds(n); }},
   };
   for (const IntFlag& f : int_flags) {
-    if (std::optional<std::string> v = parsed.Get(f.flag)) {
-      ASSIGN_OR_RETURN(const int32_t n, Int32Flag(f.flag, *v));
-      f.set(config, n);
+    ASSIGN_OR_RETURN(const std::optional<int32_t> n,
+                     GetInt32Flag(parsed, f.flag));
+    if (n.has_value()) {
+      f.set(config, *n);
       source.MarkFromFlag(std::string(f.field), absl::StrCat("--", f.flag));
     }
   }
@@ -173,15 +142,16 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed,
     return absl::InvalidArgumentError(
         "--kv-memory and --kv-memory-fraction: give one or the other");
   }
-  if (std::optional<std::string> v = parsed.Get("kv-memory")) {
-    absl::StatusOr<uint64_t> bytes = engine::ParseByteSize(*v);
-    if (!bytes.ok()) return ForFlag("kv-memory", bytes.status());
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> bytes,
+                   GetByteSizeFlag(parsed, "kv-memory"));
+  if (bytes.has_value()) {
     config.mutable_kv_cache()->set_memory_bytes(*bytes);
     source.MarkFromFlag("kv_cache.memory_bytes", "--kv-memory");
   }
-  if (std::optional<std::string> v = parsed.Get("kv-memory-fraction")) {
-    ASSIGN_OR_RETURN(const double f, DoubleFlag("kv-memory-fraction", *v));
-    config.mutable_kv_cache()->set_memory_fraction(f);
+  ASSIGN_OR_RETURN(const std::optional<double> fraction,
+                   GetNumberFlag(parsed, "kv-memory-fraction"));
+  if (fraction.has_value()) {
+    config.mutable_kv_cache()->set_memory_fraction(*fraction);
     source.MarkFromFlag("kv_cache.memory_fraction", "--kv-memory-fraction");
   }
   return absl::OkStatus();
@@ -222,9 +192,10 @@ absl::StatusOr<DaemonOptions> ParseDaemonFlags(
     for (int i = 0; i < file_tenants; ++i) {
       if (options.config.tenants(i).name() == tenant.name()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--tenant ", tenant.name(), ": the config file has a tenant of "
-            "that name (", source.Describe(absl::StrCat("tenants[", i, "]")),
-            ")"));
+            "--tenant ", tenant.name(),
+            ": the config file has a tenant of "
+            "that name (",
+            source.Describe(absl::StrCat("tenants[", i, "]")), ")"));
       }
     }
     source.MarkFromFlag(

@@ -1,12 +1,9 @@
 #include "engine/model/memory_plan.h"
 
-#include <cctype>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
 
-#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -16,8 +13,6 @@
 
 namespace paceline::engine {
 namespace {
-
-constexpr uint64_t kMaxBytes = std::numeric_limits<uint64_t>::max();
 
 struct NamedDtype {
   absl::string_view name;
@@ -148,102 +143,6 @@ std::string DtypeName(GgmlType type) {
     if (d.type == type) return std::string(d.name);
   }
   return absl::AsciiStrToLower(GetGgmlTypeTraits(type).name);
-}
-
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
-  const absl::string_view original = text;
-  auto invalid = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", original, "' is not a byte size: ", why));
-  };
-  text = absl::StripAsciiWhitespace(text);
-
-  // Mantissa digits (integer and fraction together) and their scale.
-  std::string digits;
-  int64_t exponent = 0;  // value = digits × 10^exponent
-  bool any_digit = false;
-  size_t i = 0;
-  for (; i < text.size() && absl::ascii_isdigit(text[i]); ++i) {
-    digits += text[i];
-    any_digit = true;
-  }
-  if (i < text.size() && text[i] == '.') {
-    for (++i; i < text.size() && absl::ascii_isdigit(text[i]); ++i) {
-      digits += text[i];
-      --exponent;
-      any_digit = true;
-    }
-  }
-  if (!any_digit) return invalid("expected a number, e.g. 24GiB or 1e9");
-  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-    size_t j = i + 1;
-    bool negative = false;
-    if (j < text.size() && (text[j] == '+' || text[j] == '-')) {
-      negative = text[j] == '-';
-      ++j;
-    }
-    int64_t e = 0;
-    const size_t start = j;
-    for (; j < text.size() && absl::ascii_isdigit(text[j]); ++j) {
-      if (e > 100000) return invalid("exponent too large");
-      e = e * 10 + (text[j] - '0');
-    }
-    if (j == start) return invalid("exponent has no digits");
-    exponent += negative ? -e : e;
-    i = j;
-  }
-
-  struct Unit {
-    absl::string_view name;
-    uint64_t bytes;
-  };
-  constexpr Unit kUnits[] = {
-      {"", 1},
-      {"b", 1},
-      {"kb", 1000},
-      {"mb", 1000 * 1000},
-      {"gb", 1000 * 1000 * 1000},
-      {"tb", uint64_t{1000} * 1000 * 1000 * 1000},
-      {"kib", uint64_t{1} << 10},
-      {"mib", uint64_t{1} << 20},
-      {"gib", uint64_t{1} << 30},
-      {"tib", uint64_t{1} << 40},
-  };
-  const std::string unit_name =
-      absl::AsciiStrToLower(absl::StripLeadingAsciiWhitespace(text.substr(i)));
-  std::optional<uint64_t> unit;
-  for (const Unit& u : kUnits) {
-    if (u.name == unit_name) unit = u.bytes;
-  }
-  if (!unit.has_value()) {
-    return invalid("unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
-  }
-
-  // Drop leading zeros and fractional trailing zeros; at most 20 significant
-  // digits (2^64 − 1 has 20) may remain, so digits × unit < 10^20 × 2^40 <
-  // 2^107 fits in 128 bits.
-  const size_t first = digits.find_first_not_of('0');
-  if (first == std::string::npos) return 0;
-  digits.erase(0, first);
-  while (exponent < 0 && digits.back() == '0') {
-    digits.pop_back();
-    ++exponent;
-  }
-  if (digits.size() > 20) return invalid("too many significant digits");
-  absl::uint128 value = 0;
-  for (char c : digits) value = value * 10 + static_cast<uint64_t>(c - '0');
-  value *= *unit;
-  for (; exponent > 0; --exponent) {
-    value *= 10;
-    if (value > kMaxBytes) break;
-  }
-  if (exponent < -38) return 0;  // below one byte: value < 2^107 < 10^38
-  for (; exponent < 0; ++exponent) value /= 10;
-  if (value > kMaxBytes) {
-    return absl::OutOfRangeError(
-        absl::StrCat("'", original, "' is more than 2^64 - 1 bytes"));
-  }
-  return absl::Uint128Low64(value);
 }
 
 absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file) {

@@ -40,13 +40,6 @@ absl::StatusOr<GgmlType> ParseKvDtype(absl::string_view name);
 // for types the parsers above do not accept.
 std::string DtypeName(GgmlType type);
 
-// A byte count with an optional unit: "1000000", "1e9", "16GB", "24GiB",
-// "512 MiB", "1.5TB". Units (case-insensitive): B, KB/MB/GB/TB (powers of
-// 1000), KiB/MiB/GiB/TiB (powers of 1024). A fractional result is rounded
-// down to whole bytes. InvalidArgument for anything else (negative numbers
-// included); OutOfRange past 2^64 − 1 bytes.
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
-
 // The sum of a GGUF file's tensor data bytes (its weights as stored, without
 // the header or alignment padding). OutOfRange on overflow.
 absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file);

@@ -1,5 +1,5 @@
 // The memory planner's arithmetic, checked against hand arithmetic, and the
-// dtype and byte-size parsers the CLI feeds it.
+// dtype parsers the CLI feeds it.
 
 #include "engine/model/memory_plan.h"
 
@@ -63,55 +63,6 @@ TEST(DtypeTest, WeightsAndKvNames) {
     EXPECT_EQ(DtypeName(*ParseWeightsDtype(name)), name);
   }
   EXPECT_EQ(DtypeName(GgmlType::kQ4_K), "q4_k");
-}
-
-TEST(ParseByteSizeTest, PlainNumbersAndUnits) {
-  EXPECT_EQ(*ParseByteSize("0"), 0u);
-  EXPECT_EQ(*ParseByteSize("123456789"), 123456789u);
-  EXPECT_EQ(*ParseByteSize("1e9"), 1'000'000'000u);
-  EXPECT_EQ(*ParseByteSize("2.5E3"), 2500u);
-  EXPECT_EQ(*ParseByteSize("24GiB"), 24 * kGiB);
-  EXPECT_EQ(*ParseByteSize("16GB"), 16'000'000'000u);
-  EXPECT_EQ(*ParseByteSize("512MiB"), 512u << 20);
-  EXPECT_EQ(*ParseByteSize("512 mib"), 512u << 20);
-  EXPECT_EQ(*ParseByteSize(" 1.5GiB "), 3 * kGiB / 2);
-  EXPECT_EQ(*ParseByteSize("1KB"), 1000u);
-  EXPECT_EQ(*ParseByteSize("1kib"), 1024u);
-  EXPECT_EQ(*ParseByteSize("2TB"), 2'000'000'000'000u);
-  EXPECT_EQ(*ParseByteSize("1TiB"), uint64_t{1} << 40);
-  EXPECT_EQ(*ParseByteSize("100B"), 100u);
-  EXPECT_EQ(*ParseByteSize(".5KiB"), 512u);
-  EXPECT_EQ(*ParseByteSize("1e-3GB"), 1'000'000u);
-  EXPECT_EQ(*ParseByteSize("1.50000000000000000000000000GB"), 1'500'000'000u);
-}
-
-TEST(ParseByteSizeTest, FractionsRoundDown) {
-  EXPECT_EQ(*ParseByteSize("1.9"), 1u);
-  EXPECT_EQ(*ParseByteSize("0.1KiB"), 102u);
-  EXPECT_EQ(*ParseByteSize("1e-3"), 0u);
-  EXPECT_EQ(*ParseByteSize("1e-100"), 0u);
-}
-
-TEST(ParseByteSizeTest, LimitsOf64Bits) {
-  EXPECT_EQ(*ParseByteSize("18446744073709551615"),
-            std::numeric_limits<uint64_t>::max());
-  EXPECT_EQ(ParseByteSize("18446744073709551616").status().code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(ParseByteSize("1e20").status().code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(ParseByteSize("16777216TiB").status().code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(ParseByteSize("1e99999").status().code(),
-            absl::StatusCode::kOutOfRange);
-}
-
-TEST(ParseByteSizeTest, Rejects) {
-  for (auto text : {"", " ", "GiB", "-1", "+1", "1x", "1 G", "1e", "1e+",
-                    "1..5", "abc", "1GiB2", "0x10", "1,000", "nan", "inf"}) {
-    absl::Status s = ParseByteSize(text).status();
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
-        << "'" << text << "': " << s;
-  }
 }
 
 // Llama 2 7B: 6,738,415,616 parameters. The field's "7B at FP16 is ~14 GB"

@@ -44,7 +44,8 @@ model { path: "dummy:stories15m" }
 kv_cache { memory_fraction: 0.25 }
 tenants {
   name: "alice"
-  api_key_sha256: ")", kAliceDigest, R"("
+  api_key_sha256: ")",
+                                                         kAliceDigest, R"("
   weight: 2
 }
 )"));
@@ -82,12 +83,26 @@ TEST(DaemonFlagsTest, ConfigFileAlone) {
 }
 
 TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
-  absl::StatusOr<DaemonOptions> options = Parse(
-      {"--config", AliceConfig(), "--listen", "[::1]:9000", "--threads=5",
-       "--model", "dummy:stories42m", "--backend", "cpu", "--metrics-listen",
-       "127.0.0.1:9464", "--kv-memory", "512MiB", "--block-size", "32",
-       "--max-batched-tokens", "2048", "--drain-timeout", "7",
-       "--allow-root"});
+  absl::StatusOr<DaemonOptions> options = Parse({"--config",
+                                                 AliceConfig(),
+                                                 "--listen",
+                                                 "[::1]:9000",
+                                                 "--threads=5",
+                                                 "--model",
+                                                 "dummy:stories42m",
+                                                 "--backend",
+                                                 "cpu",
+                                                 "--metrics-listen",
+                                                 "127.0.0.1:9464",
+                                                 "--kv-memory",
+                                                 "512MiB",
+                                                 "--block-size",
+                                                 "32",
+                                                 "--max-batched-tokens",
+                                                 "2048",
+                                                 "--drain-timeout",
+                                                 "7",
+                                                 "--allow-root"});
   ASSERT_TRUE(options.ok()) << options.status();
   const v1::ServerConfig& c = options->config;
   EXPECT_EQ(c.listen(), "[::1]:9000");
@@ -118,20 +133,21 @@ TEST(DaemonFlagsTest, KvMemorySuffixes) {
     ASSERT_TRUE(options.ok()) << text << ": " << options.status();
     EXPECT_EQ(options->config.kv_cache().memory_bytes(), bytes) << text;
   }
-  EXPECT_THAT(Parse({"--config", file, "--kv-memory", "lots"}).status().message(),
-              HasSubstr("--kv-memory"));
+  EXPECT_THAT(
+      Parse({"--config", file, "--kv-memory", "lots"}).status().message(),
+      HasSubstr("--kv-memory"));
   EXPECT_THAT(Parse({"--config", file, "--kv-memory", "0"}).status().message(),
               HasSubstr("flag --kv-memory: field kv_cache.memory_bytes"));
   absl::StatusOr<DaemonOptions> fraction =
       Parse({"--config", file, "--kv-memory-fraction", "0.75"});
   ASSERT_TRUE(fraction.ok()) << fraction.status();
   EXPECT_EQ(fraction->config.kv_cache().memory_fraction(), 0.75);
-  EXPECT_THAT(Parse({"--config", file, "--kv-memory", "1GB",
-                     "--kv-memory-fraction", "0.5"})
-                  .status()
-                  .message(),
-              AllOf(HasSubstr("--kv-memory"),
-                    HasSubstr("--kv-memory-fraction")));
+  EXPECT_THAT(
+      Parse({"--config", file, "--kv-memory", "1GB", "--kv-memory-fraction",
+             "0.5"})
+          .status()
+          .message(),
+      AllOf(HasSubstr("--kv-memory"), HasSubstr("--kv-memory-fraction")));
 }
 
 TEST(DaemonFlagsTest, TenantFlagAddsTenantWithKeyDigest) {
@@ -163,14 +179,14 @@ TEST(DaemonFlagsTest, TenantFlagAfterFileTenants) {
 
 TEST(DaemonFlagsTest, TenantFlagErrors) {
   const std::string file = AliceConfig();
-  EXPECT_THAT(Parse({"--config", file, "--tenant", "alice:other"})
-                  .status()
-                  .message(),
-              AllOf(HasSubstr("--tenant alice"),
-                    HasSubstr(absl::StrCat(file, ":6: field tenants[0]"))));
+  EXPECT_THAT(
+      Parse({"--config", file, "--tenant", "alice:other"}).status().message(),
+      AllOf(HasSubstr("--tenant alice"),
+            HasSubstr(absl::StrCat(file, ":6: field tenants[0]"))));
   for (const char* bad : {"nokey", "name:", ":key", "a:b:c:d"}) {
     EXPECT_THAT(Parse({"--config", file, "--tenant", bad}).status().message(),
-                HasSubstr("--tenant wants NAME:KEY")) << bad;
+                HasSubstr("--tenant wants NAME:KEY"))
+        << bad;
   }
   EXPECT_THAT(
       Parse({"--config", file, "--tenant", "bob:k:heavy"}).status().message(),
@@ -178,11 +194,11 @@ TEST(DaemonFlagsTest, TenantFlagErrors) {
   EXPECT_THAT(
       Parse({"--config", file, "--tenant", "bob:k:-1"}).status().message(),
       HasSubstr("flag --tenant: field tenants[1].weight: must be > 0"));
-  EXPECT_THAT(Parse({"--config", file, "--tenant", "bob:k", "--tenant",
-                     "bob:j"})
-                  .status()
-                  .message(),
-              HasSubstr("flag --tenant: field tenants[2].name: duplicate"));
+  EXPECT_THAT(
+      Parse({"--config", file, "--tenant", "bob:k", "--tenant", "bob:j"})
+          .status()
+          .message(),
+      HasSubstr("flag --tenant: field tenants[2].name: duplicate"));
 }
 
 TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
@@ -207,6 +223,8 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
       {{"--kv-memory-fraction", "2"},
        "flag --kv-memory-fraction: field kv_cache.memory_fraction"},
       {{"--kv-memory-fraction", "half"}, "--kv-memory-fraction wants a number"},
+      {{"--kv-memory-fraction", "nan"}, "--kv-memory-fraction wants a number"},
+      {{"--kv-memory", "24XB"}, "--kv-memory: '24XB' is not a byte size"},
       {{"--bogus"}, "unknown flag --bogus"},
       {{"--listen"}, "--listen needs a value"},
       {{"--allow-root=yes"}, "--allow-root takes no value"},
@@ -231,8 +249,9 @@ tenants {
 }
 )");
   EXPECT_THAT(Parse({"--config", file}).status().message(),
-              HasSubstr(absl::StrCat(file, ":5: field "
-                                           "tenants[0].api_key_sha256[0]")));
+              HasSubstr(absl::StrCat(file,
+                                     ":5: field "
+                                     "tenants[0].api_key_sha256[0]")));
   EXPECT_EQ(Parse({"--config", "/no/such/config"}).status().code(),
             absl::StatusCode::kNotFound);
 }

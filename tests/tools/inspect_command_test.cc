@@ -5,8 +5,11 @@
 #include <fstream>
 #include <string>
 
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "paceline/v1/model.pb.h"
 #include "tests/tools/run_command.h"
+#include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::testing {
 namespace {
@@ -45,15 +48,36 @@ TEST_F(InspectCommandTest, ShowsStories260KHyperParameters) {
 TEST_F(InspectCommandTest, JsonHasTheSameFacts) {
   const CommandResult r = RunPaceline({"inspect", kModel, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* field :
-       {"\"layers\": 5,", "\"embedding_length\": 64,", "\"heads\": 8,",
-        "\"kv_heads\": 4,", "\"vocab_size\": 512,", "\"context_length\": 512,",
-        "\"file_size_bytes\": 1185376,", "\"tokenizer\": \"llama\",",
-        "\"chat_template\": false"}) {
-    EXPECT_NE(r.out.find(field), std::string::npos) << field << "\n" << r.out;
-  }
+  // protobuf's JSON form: proto field names, 64-bit integers as strings.
+  EXPECT_NE(r.out.find("\"file_size_bytes\": \"1185376\""), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"layers\": \"5\""), std::string::npos) << r.out;
+
+  tools::InspectReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok())
+      << r.out;
+  EXPECT_EQ(report.file(), kModel);
+  EXPECT_EQ(report.file_size_bytes(), 1185376u);
+  EXPECT_EQ(report.gguf_version(), 3u);
+  const v1::ModelInfo& info = report.info();
+  EXPECT_EQ(info.architecture(), "llama");
+  EXPECT_EQ(info.layers(), 5);
+  EXPECT_EQ(info.embedding_length(), 64);
+  EXPECT_EQ(info.heads(), 8);
+  EXPECT_EQ(info.kv_heads(), 4);
+  EXPECT_EQ(info.head_dim(), 8);
+  EXPECT_EQ(info.feed_forward_length(), 172);
+  EXPECT_EQ(info.vocab_size(), 512);
+  EXPECT_EQ(info.context_length(), 512);
+  EXPECT_EQ(info.tokenizer(), "llama");
   // 260,032 weights plus the separate 64x512 output matrix.
-  EXPECT_NE(r.out.find("\"parameters\": 292800,"), std::string::npos) << r.out;
+  EXPECT_EQ(info.parameters(), 292800);
+  EXPECT_FALSE(report.tied_output());
+  EXPECT_EQ(report.tokenizer_vocab_size(), 512);
+  EXPECT_FALSE(report.chat_template());
+  ASSERT_EQ(report.tensor_types().size(), 1u);  // all F32
+  EXPECT_EQ(report.tensor_types().at("F32"),
+            static_cast<int64_t>(report.tensor_count()));
 }
 
 TEST(InspectCommandErrorsTest, MissingFileFailsWithItsName) {

@@ -6,16 +6,19 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "paceline/v1/model.pb.h"
 #include "tests/tools/run_command.h"
+#include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::testing {
 namespace {
 
+using ::paceline::tools::PlanReport;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -23,27 +26,21 @@ using ::testing::Not;
 constexpr absl::string_view kStories260k =
     PACELINE_SHARED_DIR "/models/stories260K.gguf";
 
-// The raw text of `"key": VALUE` in the command's one-object JSON output
-// (the value up to the next ',' or newline); "<missing>" when absent.
-std::string JsonField(const std::string& json, absl::string_view key) {
-  const std::string needle = absl::StrCat("\"", key, "\": ");
-  const size_t start = json.find(needle);
-  if (start == std::string::npos) return "<missing>";
-  const size_t begin = start + needle.size();
-  const size_t end = json.find_first_of(",\n", begin);
-  return json.substr(begin, end - begin);
-}
-
-uint64_t JsonUint(const std::string& json, absl::string_view key) {
-  uint64_t value = 0;
-  EXPECT_TRUE(absl::SimpleAtoi(JsonField(json, key), &value)) << key << " in\n"
-                                                              << json;
-  return value;
-}
-
 CommandResult Plan(std::vector<std::string> args) {
   args.insert(args.begin(), "plan");
   return RunPaceline(args);
+}
+
+// `paceline plan args... --json`, parsed (an empty report on failure).
+PlanReport PlanJson(std::vector<std::string> args) {
+  args.push_back("--json");
+  const CommandResult r = Plan(std::move(args));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, IsEmpty());
+  PlanReport report;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok())
+      << r.out;
+  return report;
 }
 
 TEST(PlanCommandTest, HelpPrintsUsage) {
@@ -88,43 +85,61 @@ TEST(PlanCommandTest, Llama7bQ4_0Fits) {
 }
 
 TEST(PlanCommandTest, Llama7bJson) {
-  CommandResult r =
+  const CommandResult r =
       Plan({"--model", "dummy:llama-7b", "--context", "4096", "--sequences",
             "8", "--weights-dtype", "f16", "--memory", "24GiB", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string& j = r.out;
-  EXPECT_EQ(j.front(), '{');
-  EXPECT_EQ(j.substr(j.size() - 2), "}\n");
-  EXPECT_EQ(JsonField(j, "model"), "\"dummy:llama-7b\"");
-  EXPECT_EQ(JsonField(j, "architecture"), "\"llama\"");
-  EXPECT_EQ(JsonUint(j, "parameters"), 6'738'415'616u);
-  EXPECT_EQ(JsonField(j, "weights_dtype"), "\"f16\"");
-  EXPECT_EQ(JsonUint(j, "weights_bytes"), 13'476'831'232u);
-  EXPECT_EQ(JsonField(j, "kv_dtype"), "\"f16\"");
-  EXPECT_EQ(JsonUint(j, "kv_bytes_per_token"), 524'288u);
-  EXPECT_EQ(JsonUint(j, "context"), 4096u);
-  EXPECT_EQ(JsonUint(j, "sequences"), 8u);
-  EXPECT_EQ(JsonUint(j, "kv_bytes"), 17'179'869'184u);
-  EXPECT_EQ(JsonUint(j, "total_bytes"), 30'656'700'416u);
-  EXPECT_EQ(JsonUint(j, "rule_of_thumb_bytes"), 17'519'880'601u);
-  EXPECT_EQ(JsonUint(j, "memory_bytes"), 25'769'803'776u);
-  EXPECT_EQ(JsonField(j, "fits"), "false");
-  EXPECT_EQ(JsonUint(j, "sequences_that_fit"), 5u);
-  EXPECT_EQ(JsonUint(j, "shortfall_bytes"), 4'886'896'640u);
-  EXPECT_EQ(JsonField(j, "weights_fit"), "true");
-  EXPECT_EQ(JsonUint(j, "weights_shortfall_bytes"), 0u);
+  // protobuf's JSON form: proto field names, 64-bit integers as strings.
+  EXPECT_EQ(r.out.front(), '{');
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n");
+  EXPECT_THAT(r.out, HasSubstr("\"model\": \"dummy:llama-7b\""));
+  EXPECT_THAT(r.out, HasSubstr("\"weights_bytes\": \"13476831232\""));
+  EXPECT_THAT(r.out, HasSubstr("\"fits\": false"));
+
+  PlanReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok())
+      << r.out;
+  EXPECT_EQ(report.model(), "dummy:llama-7b");
+  EXPECT_EQ(report.info().architecture(), "llama");
+  EXPECT_EQ(report.info().layers(), 32);
+  EXPECT_EQ(report.info().kv_heads(), 32);
+  EXPECT_EQ(report.info().head_dim(), 128);
+  EXPECT_EQ(report.info().parameters(), 6'738'415'616);
+  const v1::MemoryPlan& plan = report.memory_plan();
+  EXPECT_EQ(plan.weights_dtype(), "f16");
+  EXPECT_EQ(plan.weights_bytes(), 13'476'831'232u);
+  EXPECT_EQ(plan.kv_dtype(), "f16");
+  EXPECT_EQ(plan.kv_bytes_per_token(), 524'288u);
+  EXPECT_EQ(plan.context(), 4096);
+  EXPECT_EQ(plan.sequences(), 8);
+  EXPECT_EQ(plan.kv_bytes(), 17'179'869'184u);
+  EXPECT_EQ(plan.total_bytes(), 30'656'700'416u);
+  EXPECT_EQ(plan.rule_of_thumb_bytes(), 17'519'880'601u);
+  EXPECT_EQ(plan.memory_bytes(), 25'769'803'776u);
+  EXPECT_EQ(plan.sequences_that_fit(), 5);
+  ASSERT_TRUE(report.has_fit());
+  EXPECT_FALSE(report.fit().fits());
+  EXPECT_EQ(report.fit().shortfall_bytes(), 4'886'896'640u);
+  EXPECT_TRUE(report.fit().weights_fit());
+  EXPECT_EQ(report.fit().weights_shortfall_bytes(), 0u);
 }
 
-TEST(PlanCommandTest, JsonWithoutBudgetHasNulls) {
-  CommandResult r = Plan({"--model=dummy:llama-3-8b", "--context=8192",
-                          "--sequences=1", "--json"});
+TEST(PlanCommandTest, JsonWithoutBudgetHasNoFit) {
+  const CommandResult r = Plan({"--model", "dummy:llama-3-8b", "--context=8192",
+                                "--sequences=1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(JsonField(r.out, "weights_dtype"), "\"f16\"");  // the default
-  EXPECT_EQ(JsonUint(r.out, "parameters"), 8'030'261'248u);
-  EXPECT_EQ(JsonUint(r.out, "kv_bytes_per_token"), 131'072u);
-  EXPECT_EQ(JsonField(r.out, "memory_bytes"), "null");
-  EXPECT_EQ(JsonField(r.out, "fits"), "null");
-  EXPECT_EQ(JsonField(r.out, "sequences_that_fit"), "null");
+  EXPECT_THAT(r.out, Not(HasSubstr("memory_bytes")));
+  EXPECT_THAT(r.out, Not(HasSubstr("sequences_that_fit")));
+  EXPECT_THAT(r.out, Not(HasSubstr("\"fit\"")));
+
+  const PlanReport report = PlanJson(
+      {"--model", "dummy:llama-3-8b", "--context=8192", "--sequences=1"});
+  EXPECT_EQ(report.memory_plan().weights_dtype(), "f16");  // the default
+  EXPECT_EQ(report.info().parameters(), 8'030'261'248);
+  EXPECT_EQ(report.memory_plan().kv_bytes_per_token(), 131'072u);
+  EXPECT_FALSE(report.memory_plan().has_memory_bytes());
+  EXPECT_FALSE(report.memory_plan().has_sequences_that_fit());
+  EXPECT_FALSE(report.has_fit());
 }
 
 TEST(PlanCommandTest, WeightsAloneDoNotFit) {
@@ -136,30 +151,27 @@ TEST(PlanCommandTest, WeightsAloneDoNotFit) {
   EXPECT_THAT(table.out, HasSubstr("no: the weights alone do not fit"));
   EXPECT_THAT(table.out, HasSubstr("5,476,831,232 bytes"));
 
-  args.push_back("--json");
-  CommandResult json = Plan(args);
-  ASSERT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_EQ(JsonField(json.out, "weights_fit"), "false");
-  EXPECT_EQ(JsonUint(json.out, "weights_shortfall_bytes"), 5'476'831'232u);
-  EXPECT_EQ(JsonUint(json.out, "sequences_that_fit"), 0u);
-  EXPECT_EQ(JsonField(json.out, "fits"), "false");
+  const PlanReport json = PlanJson(args);
+  EXPECT_FALSE(json.fit().weights_fit());
+  EXPECT_EQ(json.fit().weights_shortfall_bytes(), 5'476'831'232u);
+  EXPECT_EQ(json.memory_plan().sequences_that_fit(), 0);
+  EXPECT_TRUE(json.memory_plan().has_sequences_that_fit());
+  EXPECT_FALSE(json.fit().fits());
 }
 
 TEST(PlanCommandTest, DtypeFromSpecAndFlags) {
-  CommandResult spec = Plan({"--model", "dummy:llama-7b:q4_0", "--context", "1",
-                             "--sequences", "1", "--json"});
-  ASSERT_EQ(spec.exit_code, 0) << spec.err;
-  EXPECT_EQ(JsonField(spec.out, "weights_dtype"), "\"q4_0\"");
-  EXPECT_EQ(JsonUint(spec.out, "weights_bytes"), 3'790'358'784u);
+  const PlanReport spec = PlanJson(
+      {"--model", "dummy:llama-7b:q4_0", "--context", "1", "--sequences", "1"});
+  EXPECT_EQ(spec.memory_plan().weights_dtype(), "q4_0");
+  EXPECT_EQ(spec.memory_plan().weights_bytes(), 3'790'358'784u);
 
-  CommandResult flag = Plan({"--model", "dummy:llama-7b:q4_0",
-                             "--weights-dtype", "q8_0", "--kv-dtype", "f32",
-                             "--context", "1", "--sequences", "1", "--json"});
-  ASSERT_EQ(flag.exit_code, 0) << flag.err;
-  EXPECT_EQ(JsonField(flag.out, "weights_dtype"), "\"q8_0\"");
-  EXPECT_EQ(JsonUint(flag.out, "weights_bytes"), 7'159'566'592u);
-  EXPECT_EQ(JsonField(flag.out, "kv_dtype"), "\"f32\"");
-  EXPECT_EQ(JsonUint(flag.out, "kv_bytes_per_token"), 1'048'576u);
+  const PlanReport flag =
+      PlanJson({"--model", "dummy:llama-7b:q4_0", "--weights-dtype", "q8_0",
+                "--kv-dtype", "f32", "--context", "1", "--sequences", "1"});
+  EXPECT_EQ(flag.memory_plan().weights_dtype(), "q8_0");
+  EXPECT_EQ(flag.memory_plan().weights_bytes(), 7'159'566'592u);
+  EXPECT_EQ(flag.memory_plan().kv_dtype(), "f32");
+  EXPECT_EQ(flag.memory_plan().kv_bytes_per_token(), 1'048'576u);
 }
 
 TEST(PlanCommandTest, MemorySuffixes) {
@@ -168,10 +180,11 @@ TEST(PlanCommandTest, MemorySuffixes) {
                                                      {"512MiB", 512u << 20},
                                                      {"1e9", 1'000'000'000},
                                                      {"123456", 123456}}) {
-    CommandResult r = Plan({"--model", "dummy:stories110m", "--context", "1024",
-                            "--sequences", "1", "--memory", text, "--json"});
-    ASSERT_EQ(r.exit_code, 0) << text << ": " << r.err;
-    EXPECT_EQ(JsonUint(r.out, "memory_bytes"), bytes) << text;
+    SCOPED_TRACE(text);
+    const PlanReport r =
+        PlanJson({"--model", "dummy:stories110m", "--context", "1024",
+                  "--sequences", "1", "--memory", text});
+    EXPECT_EQ(r.memory_plan().memory_bytes(), bytes);
   }
 }
 
@@ -255,23 +268,23 @@ TEST(PlanCommandTest, CorruptFileFails) {
 // A real GGUF: the file's own tensor bytes are the weights (stories260K is
 // all F32), and KV per token = 2 × 5 layers × 4 KV heads × 8 × 2 bytes.
 TEST(PlanCommandTest, GgufFileUsesItsTensorBytes) {
-  CommandResult r = Plan({"--model", std::string(kStories260k), "--context",
-                          "512", "--sequences", "4", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(JsonField(r.out, "weights_dtype"), "\"file\"");
-  const uint64_t params = JsonUint(r.out, "parameters");
-  EXPECT_GT(params, 200'000u);
-  EXPECT_LT(params, 300'000u);
-  EXPECT_EQ(JsonUint(r.out, "weights_bytes"), params * 4);
-  EXPECT_EQ(JsonUint(r.out, "kv_bytes_per_token"), 640u);
-  EXPECT_EQ(JsonUint(r.out, "kv_bytes"), 640u * 512 * 4);
-  EXPECT_EQ(JsonUint(r.out, "model_context_length"), 512u);
+  const PlanReport r = PlanJson({"--model", std::string(kStories260k),
+                                 "--context", "512", "--sequences", "4"});
+  const v1::MemoryPlan& plan = r.memory_plan();
+  EXPECT_EQ(plan.weights_dtype(), "file");
+  const int64_t params = r.info().parameters();
+  EXPECT_GT(params, 200'000);
+  EXPECT_LT(params, 300'000);
+  EXPECT_EQ(plan.weights_bytes(), static_cast<uint64_t>(params) * 4);
+  EXPECT_EQ(plan.kv_bytes_per_token(), 640u);
+  EXPECT_EQ(plan.kv_bytes(), 640u * 512 * 4);
+  EXPECT_EQ(r.info().context_length(), 512);
 
-  CommandResult f16 =
-      Plan({"--model", std::string(kStories260k), "--context", "512",
-            "--sequences", "4", "--weights-dtype", "f16", "--json"});
-  ASSERT_EQ(f16.exit_code, 0) << f16.err;
-  EXPECT_EQ(JsonUint(f16.out, "weights_bytes"), params * 2);
+  const PlanReport f16 =
+      PlanJson({"--model", std::string(kStories260k), "--context", "512",
+                "--sequences", "4", "--weights-dtype", "f16"});
+  EXPECT_EQ(f16.memory_plan().weights_bytes(),
+            static_cast<uint64_t>(params) * 2);
 }
 
 }  // namespace

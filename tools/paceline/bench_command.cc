@@ -22,7 +22,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -120,26 +119,13 @@ constexpr FlagDef kFlags[] = {
     {"no-progress", false},  {"timeout", true},     {"tls-ca", true},
 };
 
-absl::StatusOr<double> ParseNumber(absl::string_view flag,
-                                   absl::string_view value, double min,
-                                   bool inclusive) {
-  double d = 0;
-  if (!absl::SimpleAtod(value, &d) || !std::isfinite(d) ||
-      (inclusive ? d < min : d <= min)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " wants a number ", inclusive ? ">= " : "> ",
-                     min, ", got '", value, "'"));
-  }
-  return d;
-}
-
 // "1,4,8": positive numbers; whole ones when `whole`.
 absl::StatusOr<std::vector<double>> ParseLevels(absl::string_view flag,
                                                 absl::string_view value,
                                                 bool whole) {
   std::vector<double> levels;
   for (absl::string_view part : absl::StrSplit(value, ',')) {
-    ASSIGN_OR_RETURN(const double d, ParseNumber(flag, part, 0, false));
+    ASSIGN_OR_RETURN(const double d, ParseNumberFlag(flag, part, kPositive));
     if (whole && (d != std::floor(d) || d > 100000)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--", flag, " wants whole numbers in [1, 100000], got '", part, "'"));
@@ -158,7 +144,8 @@ absl::StatusOr<Tenant> ParseTenant(absl::string_view value) {
   }
   Tenant t{parts[0], parts[1], 1};
   if (parts.size() == 3) {
-    ASSIGN_OR_RETURN(t.share, ParseNumber("tenant SHARE", parts[2], 0, false));
+    ASSIGN_OR_RETURN(t.share,
+                     ParseNumberFlag("tenant SHARE", parts[2], kPositive));
   }
   return t;
 }
@@ -199,35 +186,40 @@ absl::StatusOr<std::vector<FilePrompt>> ReadPrompts(const std::string& path) {
   return prompts;
 }
 
-absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
-  BenchFlags f;
-  if (!args.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
-  }
-  if (!args.Get("server"))
+// --server, --tls-ca and who sends: --tenant..., or one --api-key.
+absl::Status ReadTargetFlags(const ParsedArgs& args, BenchFlags& f) {
+  if (!args.Get("server")) {
     return absl::InvalidArgumentError("--server is required");
+  }
   f.server = *args.Get("server");
   if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
   for (const std::string& t : args.GetAll("tenant")) {
     ASSIGN_OR_RETURN(Tenant tenant, ParseTenant(t));
     f.tenants.push_back(std::move(tenant));
   }
-  if (f.tenants.empty()) {
-    std::string key;
-    if (auto v = args.Get("api-key")) {
-      key = *v;
-    } else if (const char* env = std::getenv("PACELINE_API_KEY")) {
-      key = env;
+  if (!f.tenants.empty()) {
+    if (args.Has("api-key")) {
+      return absl::InvalidArgumentError("give --api-key or --tenant, not both");
     }
-    if (key.empty()) {
-      return absl::InvalidArgumentError(
-          "--tenant, --api-key or PACELINE_API_KEY is required");
-    }
-    f.tenants.push_back({"default", key, 1});
-  } else if (args.Has("api-key")) {
-    return absl::InvalidArgumentError("give --api-key or --tenant, not both");
+    return absl::OkStatus();
   }
+  std::string key;
+  if (auto v = args.Get("api-key")) {
+    key = *v;
+  } else if (const char* env = std::getenv("PACELINE_API_KEY")) {
+    key = env;
+  }
+  if (key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tenant, --api-key or PACELINE_API_KEY is required");
+  }
+  f.tenants.push_back({"default", key, 1});
+  return absl::OkStatus();
+}
+
+// The runs: closed- or open-loop levels, how many requests or how long,
+// the warm-up.
+absl::Status ReadLoadFlags(const ParsedArgs& args, BenchFlags& f) {
   if (args.Has("concurrency") && args.Has("rate")) {
     return absl::InvalidArgumentError("give --concurrency or --rate, not both");
   }
@@ -238,25 +230,21 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
     ASSIGN_OR_RETURN(f.levels, ParseLevels("rate", *v, false));
     f.open_loop = true;
   }
-  if (auto v = args.Get("burstiness")) {
-    ASSIGN_OR_RETURN(f.burstiness, ParseNumber("burstiness", *v, 0, false));
-  }
-  if (auto v = args.Get("requests")) {
-    ASSIGN_OR_RETURN(f.requests, ParseIntFlag("requests", *v));
-    if (*f.requests < 1)
-      return absl::InvalidArgumentError("--requests must be >= 1");
-  }
-  if (auto v = args.Get("duration")) {
-    ASSIGN_OR_RETURN(f.duration, ParseNumber("duration", *v, 0, false));
-  }
+  ASSIGN_OR_RETURN(const std::optional<double> burstiness,
+                   GetNumberFlag(args, "burstiness", kPositive));
+  f.burstiness = burstiness.value_or(f.burstiness);
+  ASSIGN_OR_RETURN(f.requests, GetIntFlag(args, "requests", {.min = 1}));
+  ASSIGN_OR_RETURN(f.duration, GetNumberFlag(args, "duration", kPositive));
   if (!f.requests && !f.duration) f.requests = 100;
-  if (auto v = args.Get("warmup")) {
-    ASSIGN_OR_RETURN(const int64_t n, ParseIntFlag("warmup", *v));
-    if (n < 0 || n > 1000000) {
-      return absl::InvalidArgumentError("--warmup must be in [0, 1000000]");
-    }
-    f.warmup = static_cast<int>(n);
-  }
+  ASSIGN_OR_RETURN(const std::optional<int32_t> warmup,
+                   GetInt32Flag(args, "warmup", {.min = 0, .max = 1'000'000}));
+  f.warmup = warmup.value_or(f.warmup);
+  return absl::OkStatus();
+}
+
+// Each request: its prompt and output lengths (or the prompts file), pace,
+// temperature; the seed of the workload.
+absl::Status ReadRequestFlags(const ParsedArgs& args, BenchFlags& f) {
   if (args.Has("prompts") && args.Has("prompt-tokens")) {
     return absl::InvalidArgumentError(
         "give --prompts or --prompt-tokens, not both");
@@ -275,19 +263,21 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
                      bench::ParseLengthRange("max-tokens", *v, 1));
     f.max_tokens_text = *v;
   }
-  if (auto v = args.Get("pace")) {
-    ASSIGN_OR_RETURN(f.pace, ParseNumber("pace", *v, 0, true));
-  }
-  if (auto v = args.Get("temperature")) {
-    ASSIGN_OR_RETURN(const double t, ParseNumber("temperature", *v, 0, true));
-    f.temperature = static_cast<float>(t);
-  }
-  if (auto v = args.Get("seed")) {
-    if (!absl::SimpleAtoi(*v, &f.seed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--seed: '", *v, "' is not a whole number >= 0"));
-    }
-  }
+  ASSIGN_OR_RETURN(const std::optional<double> pace,
+                   GetNumberFlag(args, "pace", kNonNegative));
+  f.pace = pace.value_or(f.pace);
+  ASSIGN_OR_RETURN(const std::optional<double> temperature,
+                   GetNumberFlag(args, "temperature", kNonNegative));
+  if (temperature) f.temperature = static_cast<float>(*temperature);
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> seed,
+                   GetUint64Flag(args, "seed"));
+  f.seed = seed.value_or(f.seed);
+  return absl::OkStatus();
+}
+
+// What counts as good (SLOs in ms), each request's deadline, and the
+// output: table or JSON, plots, progress bar.
+absl::Status ReadReportFlags(const ParsedArgs& args, BenchFlags& f) {
   const struct {
     absl::string_view flag;
     std::optional<double>* slo;
@@ -295,18 +285,28 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
               {"slo-tpot", &f.slo.tpot},
               {"slo-e2e", &f.slo.e2e}};
   for (const auto& s : slos) {
-    if (auto v = args.Get(s.flag)) {
-      ASSIGN_OR_RETURN(const double ms, ParseNumber(s.flag, *v, 0, false));
-      *s.slo = ms / 1e3;
-    }
+    ASSIGN_OR_RETURN(const std::optional<double> ms,
+                     GetNumberFlag(args, s.flag, kPositive));
+    if (ms) *s.slo = *ms / 1e3;
   }
-  if (auto v = args.Get("timeout")) {
-    ASSIGN_OR_RETURN(f.timeout, ParseNumber("timeout", *v, 0, false));
-  }
+  ASSIGN_OR_RETURN(f.timeout, GetNumberFlag(args, "timeout", kPositive));
   f.json = args.Has("json");
   if (auto v = args.Get("plot")) f.plot_dir = *v;
   f.progress = args.Has("progress") ||
                (!args.Has("no-progress") && isatty(STDERR_FILENO) == 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  BenchFlags f;
+  RETURN_IF_ERROR(ReadTargetFlags(args, f));
+  RETURN_IF_ERROR(ReadLoadFlags(args, f));
+  RETURN_IF_ERROR(ReadRequestFlags(args, f));
+  RETURN_IF_ERROR(ReadReportFlags(args, f));
   return f;
 }
 

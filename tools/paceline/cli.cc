@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace paceline::tools {
 
@@ -72,6 +73,21 @@ std::string JsonQuote(absl::string_view s) {
     }
   }
   out += "\"";
+  return out;
+}
+
+std::string MessageToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  // Fails only for a message with unknown Any types; these have none.
+  const auto status =
+      google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok())
+    return absl::StrCat("{\"error\": ", JsonQuote(status.ToString()), "}\n");
+  if (out.empty() || out.back() != '\n') out += '\n';
   return out;
 }
 

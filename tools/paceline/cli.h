@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/args.h"
+#include "google/protobuf/message.h"
 
 namespace paceline::tools {
 
@@ -40,6 +41,11 @@ std::string HumanBytes(uint64_t bytes);
 
 // JSON string literal (quotes included) with the escapes JSON requires.
 std::string JsonQuote(absl::string_view s);
+
+// `message` in protobuf's JSON form, as the --json outputs print it: proto
+// field names, every field without presence printed (defaults too), one
+// field per line, a final newline.
+std::string MessageToJson(const google::protobuf::Message& message);
 
 }  // namespace paceline::tools
 

@@ -2,7 +2,6 @@
 // for a continuation, over Complete (the whole text at once) or, with
 // --stream, over Generate (deltas written as they are delivered).
 
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -16,7 +15,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -84,26 +82,6 @@ struct CompleteFlags {
   pb::GenerateRequest request;
 };
 
-absl::StatusOr<double> ParseDoubleFlag(absl::string_view flag,
-                                       absl::string_view value) {
-  double d = 0;
-  if (!absl::SimpleAtod(value, &d) || !std::isfinite(d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", value, "' is not a number"));
-  }
-  return d;
-}
-
-absl::StatusOr<int32_t> ParseInt32Flag(absl::string_view flag,
-                                       absl::string_view value, int32_t min) {
-  ASSIGN_OR_RETURN(const int64_t n, ParseIntFlag(flag, value));
-  if (n < min || n > INT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " must be in [", min, ", ", INT32_MAX, "]"));
-  }
-  return static_cast<int32_t>(n);
-}
-
 absl::StatusOr<pb::Priority> ParsePriority(absl::string_view value) {
   if (value == "interactive") return pb::PRIORITY_INTERACTIVE;
   if (value == "standard") return pb::PRIORITY_STANDARD;
@@ -112,20 +90,8 @@ absl::StatusOr<pb::Priority> ParsePriority(absl::string_view value) {
       "--priority: '", value, "' is not interactive, standard or batch"));
 }
 
-// Range checks are the server's (it names the field); here only what the
-// flags' types need.
-absl::StatusOr<CompleteFlags> ReadFlags(const ParsedArgs& args) {
-  CompleteFlags f;
-  if (!args.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
-  }
-  if (!args.Get("server").has_value()) {
-    return absl::InvalidArgumentError("--server is required");
-  }
-  if (!args.Get("prompt").has_value()) {
-    return absl::InvalidArgumentError("--prompt is required");
-  }
+// Where to send, as whom, how long to wait (--server is given).
+absl::Status ReadConnectionFlags(const ParsedArgs& args, CompleteFlags& f) {
   f.server = *args.Get("server");
   if (auto v = args.Get("api-key")) {
     f.api_key = *v;
@@ -138,55 +104,69 @@ absl::StatusOr<CompleteFlags> ReadFlags(const ParsedArgs& args) {
   }
   f.stream = args.Has("stream");
   if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
-  if (auto v = args.Get("timeout")) {
-    ASSIGN_OR_RETURN(f.timeout_s, ParseDoubleFlag("timeout", *v));
-    if (*f.timeout_s <= 0) {
-      return absl::InvalidArgumentError("--timeout must be > 0");
-    }
-  }
+  ASSIGN_OR_RETURN(f.timeout_s, GetNumberFlag(args, "timeout", kPositive));
+  return absl::OkStatus();
+}
 
-  pb::GenerateRequest& r = f.request;
+// The request's sampling fields; each is set only when its flag is given.
+absl::Status ReadSamplingFlags(const ParsedArgs& args, pb::SamplingOptions& s) {
+  ASSIGN_OR_RETURN(const std::optional<double> temperature,
+                   GetNumberFlag(args, "temperature"));
+  if (temperature) s.set_temperature(static_cast<float>(*temperature));
+  ASSIGN_OR_RETURN(const std::optional<int32_t> top_k,
+                   GetInt32Flag(args, "top-k", {.min = 0}));
+  if (top_k) s.set_top_k(*top_k);
+  ASSIGN_OR_RETURN(const std::optional<double> top_p,
+                   GetNumberFlag(args, "top-p"));
+  if (top_p) s.set_top_p(static_cast<float>(*top_p));
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> seed,
+                   GetUint64Flag(args, "seed"));
+  if (seed) s.set_seed(*seed);
+  return absl::OkStatus();
+}
+
+// The request: prompt (given), stopping, sampling, delivery, priority.
+absl::Status ReadRequestFlags(const ParsedArgs& args, pb::GenerateRequest& r) {
   r.set_text(*args.Get("prompt"));
-  if (auto v = args.Get("max-tokens")) {
-    ASSIGN_OR_RETURN(const int32_t n, ParseInt32Flag("max-tokens", *v, 0));
-    r.mutable_stopping()->set_max_tokens(n);
-  }
+  ASSIGN_OR_RETURN(const std::optional<int32_t> max_tokens,
+                   GetInt32Flag(args, "max-tokens", {.min = 0}));
+  if (max_tokens) r.mutable_stopping()->set_max_tokens(*max_tokens);
   for (const std::string& stop : args.GetAll("stop")) {
     r.mutable_stopping()->add_stop(stop);
   }
-  if (auto v = args.Get("temperature")) {
-    ASSIGN_OR_RETURN(const double t, ParseDoubleFlag("temperature", *v));
-    r.mutable_sampling()->set_temperature(static_cast<float>(t));
+  if (args.Has("temperature") || args.Has("top-k") || args.Has("top-p") ||
+      args.Has("seed")) {
+    RETURN_IF_ERROR(ReadSamplingFlags(args, *r.mutable_sampling()));
   }
-  if (auto v = args.Get("top-k")) {
-    ASSIGN_OR_RETURN(const int32_t k, ParseInt32Flag("top-k", *v, 0));
-    r.mutable_sampling()->set_top_k(k);
-  }
-  if (auto v = args.Get("top-p")) {
-    ASSIGN_OR_RETURN(const double p, ParseDoubleFlag("top-p", *v));
-    r.mutable_sampling()->set_top_p(static_cast<float>(p));
-  }
-  if (auto v = args.Get("seed")) {
-    uint64_t seed = 0;
-    if (!absl::SimpleAtoi(*v, &seed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--seed: '", *v, "' is not a whole number >= 0"));
-    }
-    r.mutable_sampling()->set_seed(seed);
-  }
-  if (auto v = args.Get("pace")) {
-    ASSIGN_OR_RETURN(const double pace, ParseDoubleFlag("pace", *v));
-    if (pace < 0) return absl::InvalidArgumentError("--pace must be >= 0");
-    r.mutable_delivery()->set_pace_tokens_per_s(pace);
-  }
-  if (auto v = args.Get("burst")) {
-    ASSIGN_OR_RETURN(const int32_t n, ParseInt32Flag("burst", *v, 1));
-    r.mutable_delivery()->set_burst_tokens(n);
-  }
+  ASSIGN_OR_RETURN(const std::optional<double> pace,
+                   GetNumberFlag(args, "pace", kNonNegative));
+  if (pace) r.mutable_delivery()->set_pace_tokens_per_s(*pace);
+  ASSIGN_OR_RETURN(const std::optional<int32_t> burst,
+                   GetInt32Flag(args, "burst", {.min = 1}));
+  if (burst) r.mutable_delivery()->set_burst_tokens(*burst);
   if (auto v = args.Get("priority")) {
     ASSIGN_OR_RETURN(const pb::Priority p, ParsePriority(*v));
     r.set_priority(p);
   }
+  return absl::OkStatus();
+}
+
+// Range checks are the server's (it names the field); here only what the
+// flags' types need.
+absl::StatusOr<CompleteFlags> ReadFlags(const ParsedArgs& args) {
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  for (absl::string_view flag : {"server", "prompt"}) {
+    if (!args.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " is required"));
+    }
+  }
+  CompleteFlags f;
+  RETURN_IF_ERROR(ReadConnectionFlags(args, f));
+  RETURN_IF_ERROR(ReadRequestFlags(args, f.request));
   return f;
 }
 
@@ -303,7 +283,8 @@ absl::Status CompleteStreaming(pb::Paceline::Stub& stub,
 }
 
 absl::Status Complete(const CompleteFlags& f) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, Connect(f.server, f.tls_ca));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   Connect(f.server, f.tls_ca));
   std::unique_ptr<pb::Paceline::Stub> stub = pb::Paceline::NewStub(channel);
   return f.stream ? CompleteStreaming(*stub, f) : CompleteUnary(*stub, f);
 }

@@ -67,16 +67,6 @@ constexpr FlagDef kFlags[] = {
 
 constexpr int32_t kPrefillChunk = 512;
 
-absl::StatusOr<float> ParseFloatFlag(absl::string_view flag,
-                                     absl::string_view value) {
-  float f = 0;
-  if (!absl::SimpleAtof(value, &f) || !std::isfinite(f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", value, "' is not a number"));
-  }
-  return f;
-}
-
 struct GenerateFlags {
   std::string model;
   std::vector<std::string> prompts;
@@ -101,19 +91,12 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   }
   f.model = *args.Get("model");
   f.prompts = args.GetAll("prompt");
-  if (auto v = args.Get("max-tokens")) {
-    ASSIGN_OR_RETURN(f.max_tokens, ParseIntFlag("max-tokens", *v));
-    if (f.max_tokens < 0) {
-      return absl::InvalidArgumentError("--max-tokens must be >= 0");
-    }
-  }
-  if (auto v = args.Get("threads")) {
-    ASSIGN_OR_RETURN(const int64_t threads, ParseIntFlag("threads", *v));
-    if (threads < 0 || threads > 1024) {
-      return absl::InvalidArgumentError("--threads must be in [0, 1024]");
-    }
-    f.threads = static_cast<int>(threads);
-  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> max_tokens,
+                   GetIntFlag(args, "max-tokens", {.min = 0}));
+  f.max_tokens = max_tokens.value_or(f.max_tokens);
+  ASSIGN_OR_RETURN(const std::optional<int64_t> threads,
+                   GetIntFlag(args, "threads", {.min = 0, .max = 1024}));
+  f.threads = static_cast<int>(threads.value_or(f.threads));
   if (auto v = args.Get("backend")) {
     if (*v != "cpu" && *v != "cuda") {
       return absl::InvalidArgumentError(
@@ -121,27 +104,18 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
     }
     f.backend = *v;
   }
-  if (auto v = args.Get("temperature")) {
-    ASSIGN_OR_RETURN(f.sampling.temperature, ParseFloatFlag("temperature", *v));
-  }
-  if (auto v = args.Get("top-k")) {
-    ASSIGN_OR_RETURN(const int64_t k, ParseIntFlag("top-k", *v));
-    if (k < 0 || k > INT32_MAX) {
-      return absl::InvalidArgumentError("--top-k must be >= 0");
-    }
-    f.sampling.top_k = static_cast<int32_t>(k);
-  }
-  if (auto v = args.Get("top-p")) {
-    ASSIGN_OR_RETURN(f.sampling.top_p, ParseFloatFlag("top-p", *v));
-  }
-  if (auto v = args.Get("seed")) {
-    uint64_t seed = 0;
-    if (!absl::SimpleAtoi(*v, &seed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--seed: '", *v, "' is not a whole number >= 0"));
-    }
-    f.sampling.seed = seed;
-  }
+  ASSIGN_OR_RETURN(const std::optional<double> temperature,
+                   GetNumberFlag(args, "temperature"));
+  if (temperature) f.sampling.temperature = static_cast<float>(*temperature);
+  ASSIGN_OR_RETURN(const std::optional<int32_t> top_k,
+                   GetInt32Flag(args, "top-k", {.min = 0}));
+  f.sampling.top_k = top_k.value_or(f.sampling.top_k);
+  ASSIGN_OR_RETURN(const std::optional<double> top_p,
+                   GetNumberFlag(args, "top-p"));
+  if (top_p) f.sampling.top_p = static_cast<float>(*top_p);
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> seed,
+                   GetUint64Flag(args, "seed"));
+  f.sampling.seed = seed.value_or(f.sampling.seed);
   // The vocabulary is not known yet; no flag here depends on it.
   RETURN_IF_ERROR(engine::Validate(f.sampling, INT32_MAX));
   return f;

@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -20,7 +20,8 @@ namespace paceline::tools {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: paceline health --server ADDR [--service NAME] [--timeout SECONDS]\n"
+    "usage: paceline health --server ADDR [--service NAME] [--timeout "
+    "SECONDS]\n"
     "                       [--tls-ca FILE]\n"
     "\n"
     "Asks pacelined's grpc.health.v1.Health service for its status and\n"
@@ -33,14 +34,13 @@ constexpr char kUsage[] =
     "  --timeout SECONDS  deadline (default 5)\n"
     "  --tls-ca FILE      use TLS, trusting the PEM certificates in FILE\n";
 
-constexpr FlagDef kFlags[] = {{"server", true},
-                              {"service", true},
-                              {"timeout", true},
-                              {"tls-ca", true}};
+constexpr FlagDef kFlags[] = {
+    {"server", true}, {"service", true}, {"timeout", true}, {"tls-ca", true}};
 
 absl::Status Check(const ParsedArgs& args, double timeout_s) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   Connect(*args.Get("server"), args.Get("tls-ca").value_or("")));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::Channel> channel,
+      Connect(*args.Get("server"), args.Get("tls-ca").value_or("")));
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
@@ -70,20 +70,19 @@ int RunHealth(std::span<const std::string> argv) {
     return kExitOk;
   }
   if (!args->positional().empty()) {
-    return UsageError("health", kUsage,
-                      absl::StrCat("unexpected argument '",
-                                   args->positional()[0], "'"));
+    return UsageError(
+        "health", kUsage,
+        absl::StrCat("unexpected argument '", args->positional()[0], "'"));
   }
   if (!args->Has("server")) {
     return UsageError("health", kUsage, "--server is required");
   }
-  double timeout_s = 5;
-  if (auto v = args->Get("timeout");
-      v.has_value() && (!absl::SimpleAtod(*v, &timeout_s) || timeout_s <= 0)) {
-    return UsageError("health", kUsage,
-                      absl::StrCat("--timeout wants seconds > 0, got '", *v, "'"));
+  absl::StatusOr<std::optional<double>> timeout_s =
+      GetNumberFlag(*args, "timeout", kPositive);
+  if (!timeout_s.ok()) {
+    return UsageError("health", kUsage, timeout_s.status().message());
   }
-  absl::Status status = Check(*args, timeout_s);
+  absl::Status status = Check(*args, timeout_s->value_or(5));
   if (status.ok()) return kExitOk;
   if (status.message() == "not serving") return kExitFailure;
   return Failure("health", status);

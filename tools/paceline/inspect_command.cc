@@ -14,8 +14,10 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/proto_convert.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::tools {
 namespace {
@@ -88,43 +90,25 @@ void PrintTable(const std::string& path, const Summary& s) {
   row("chat template", s.chat_template ? "yes" : "no");
 }
 
-void PrintJson(const std::string& path, const Summary& s) {
+InspectReport ToReport(const std::string& path, const Summary& s) {
   const engine::ModelConfig& c = s.config;
-  std::string types;
+  InspectReport r;
+  r.set_file(path);
+  r.set_file_size_bytes(s.file->file_size());
+  r.set_gguf_version(s.file->version());
+  r.set_tensor_count(s.file->tensors().size());
+  server::FillModelInfo(c, *s.tokenizer, r.mutable_info());
+  r.mutable_info()->set_parameters(static_cast<int64_t>(s.parameters));
+  r.set_rope_layout(std::string(RopeLayoutName(c.rope_layout)));
+  r.set_rope_dim(c.rope_dim);
+  r.set_tied_output(c.tied_output);
   for (const auto& [name, count] : s.type_histogram) {
-    absl::StrAppend(&types, types.empty() ? "" : ", ", JsonQuote(name), ": ",
-                    count);
+    (*r.mutable_tensor_types())[name] = count;
   }
-  std::cout << "{\n"
-            << "  \"file\": " << JsonQuote(path) << ",\n"
-            << "  \"file_size_bytes\": " << s.file->file_size() << ",\n"
-            << "  \"gguf_version\": " << s.file->version() << ",\n"
-            << "  \"tensor_count\": " << s.file->tensors().size() << ",\n"
-            << "  \"architecture\": " << JsonQuote(c.architecture) << ",\n"
-            << "  \"name\": " << JsonQuote(c.name) << ",\n"
-            << "  \"layers\": " << c.n_layers << ",\n"
-            << "  \"embedding_length\": " << c.n_embd << ",\n"
-            << "  \"heads\": " << c.n_heads << ",\n"
-            << "  \"kv_heads\": " << c.n_kv_heads << ",\n"
-            << "  \"head_dim\": " << c.head_dim << ",\n"
-            << "  \"feed_forward_length\": " << c.n_ff << ",\n"
-            << "  \"vocab_size\": " << c.n_vocab << ",\n"
-            << "  \"context_length\": " << c.context_length << ",\n"
-            << "  \"rope_layout\": " << JsonQuote(RopeLayoutName(c.rope_layout))
-            << ",\n"
-            << "  \"rope_dim\": " << c.rope_dim << ",\n"
-            << "  \"rope_freq_base\": " << c.rope_freq_base << ",\n"
-            << "  \"rms_norm_eps\": " << c.rms_norm_eps << ",\n"
-            << "  \"tied_output\": " << (c.tied_output ? "true" : "false")
-            << ",\n"
-            << "  \"parameters\": " << s.parameters << ",\n"
-            << "  \"tensor_types\": {" << types << "},\n"
-            << "  \"tokenizer\": " << JsonQuote(s.tokenizer->model()) << ",\n"
-            << "  \"tokenizer_pre\": " << JsonQuote(s.tokenizer->pre()) << ",\n"
-            << "  \"tokenizer_vocab_size\": " << s.tokenizer->vocab_size()
-            << ",\n"
-            << "  \"chat_template\": " << (s.chat_template ? "true" : "false")
-            << "\n}\n";
+  r.set_tokenizer_pre(s.tokenizer->pre());
+  r.set_tokenizer_vocab_size(s.tokenizer->vocab_size());
+  r.set_chat_template(s.chat_template);
+  return r;
 }
 
 }  // namespace
@@ -162,7 +146,7 @@ int RunInspect(std::span<const std::string> args) {
   }
   summary.chat_template = (*file)->Has("tokenizer.chat_template");
   if (parsed->Has("json")) {
-    PrintJson(path, summary);
+    std::cout << MessageToJson(ToReport(path, summary));
   } else {
     PrintTable(path, summary);
   }

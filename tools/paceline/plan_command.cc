@@ -22,8 +22,11 @@
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_shapes.h"
+#include "paceline/v1/model.pb.h"
+#include "server/proto_convert.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::tools {
 namespace {
@@ -71,22 +74,6 @@ struct PlanModel {
   std::optional<uint64_t> file_tensor_bytes;          // a GGUF file's
 };
 
-// `status` with the flag it is about in front of its message.
-absl::Status ForFlag(absl::string_view flag, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat("--", flag, ": ", status.message()));
-}
-
-absl::StatusOr<int64_t> PositiveIntFlag(const ParsedArgs& parsed,
-                                        absl::string_view flag) {
-  ASSIGN_OR_RETURN(const int64_t value, ParseIntFlag(flag, *parsed.Get(flag)));
-  if (value <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " must be positive, got ", value));
-  }
-  return value;
-}
-
 // Checks the command line; the error is a message for UsageError.
 absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
   if (!parsed.positional().empty()) {
@@ -104,8 +91,12 @@ absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
   if (args.model.empty()) {
     return absl::InvalidArgumentError("--model must not be empty");
   }
-  ASSIGN_OR_RETURN(args.context, PositiveIntFlag(parsed, "context"));
-  ASSIGN_OR_RETURN(args.sequences, PositiveIntFlag(parsed, "sequences"));
+  constexpr IntRange kPositive = {.min = 1};
+  ASSIGN_OR_RETURN(args.context,
+                   ParseIntFlag("context", *parsed.Get("context"), kPositive));
+  ASSIGN_OR_RETURN(
+      args.sequences,
+      ParseIntFlag("sequences", *parsed.Get("sequences"), kPositive));
   if (std::optional<std::string> v = parsed.Get("weights-dtype")) {
     absl::StatusOr<engine::GgmlType> type = engine::ParseWeightsDtype(*v);
     if (!type.ok()) return ForFlag("weights-dtype", type.status());
@@ -116,11 +107,7 @@ absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
     if (!type.ok()) return ForFlag("kv-dtype", type.status());
     args.kv_type = *type;
   }
-  if (std::optional<std::string> v = parsed.Get("memory")) {
-    absl::StatusOr<uint64_t> bytes = engine::ParseByteSize(*v);
-    if (!bytes.ok()) return ForFlag("memory", bytes.status());
-    args.memory_bytes = *bytes;
-  }
+  ASSIGN_OR_RETURN(args.memory_bytes, GetByteSizeFlag(parsed, "memory"));
   args.json = parsed.Has("json");
   return args;
 }
@@ -291,50 +278,33 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   return t.Render();
 }
 
-std::string FormatJson(const PlanArgs& args, const engine::ModelConfig& c,
-                       const engine::MemoryPlan& plan) {
-  std::vector<std::pair<absl::string_view, std::string>> fields = {
-      {"model", JsonQuote(args.model)},
-      {"name", JsonQuote(c.name)},
-      {"architecture", JsonQuote(c.architecture)},
-      {"layers", absl::StrCat(c.n_layers)},
-      {"kv_heads", absl::StrCat(c.n_kv_heads)},
-      {"head_dim", absl::StrCat(HeadDim(c))},
-      {"model_context_length", absl::StrCat(c.context_length)},
-      {"parameters", absl::StrCat(plan.parameters)},
-      {"weights_dtype", JsonQuote(plan.weights_dtype)},
-      {"weights_bytes", absl::StrCat(plan.weights_bytes)},
-      {"kv_dtype", JsonQuote(plan.kv_dtype)},
-      {"kv_bytes_per_token", absl::StrCat(plan.kv_bytes_per_token)},
-      {"context", absl::StrCat(plan.context)},
-      {"sequences", absl::StrCat(plan.sequences)},
-      {"kv_bytes", absl::StrCat(plan.kv_bytes)},
-      {"total_bytes", absl::StrCat(plan.total_bytes)},
-      {"rule_of_thumb_bytes", absl::StrCat(plan.rule_of_thumb_bytes)},
-  };
-  const std::optional<engine::MemoryFit>& fit = plan.fit;
-  auto or_null = [&](auto value) {
-    return fit.has_value() ? absl::StrCat(value) : std::string("null");
-  };
-  auto bool_or_null = [&](bool value) {
-    return fit.has_value() ? std::string(value ? "true" : "false")
-                           : std::string("null");
-  };
-  const engine::MemoryFit f = fit.value_or(engine::MemoryFit{});
-  fields.push_back({"memory_bytes", or_null(f.memory_bytes)});
-  fields.push_back({"fits", bool_or_null(f.fits)});
-  fields.push_back({"sequences_that_fit", or_null(f.sequences_that_fit)});
-  fields.push_back({"shortfall_bytes", or_null(f.shortfall_bytes)});
-  fields.push_back({"weights_fit", bool_or_null(f.weights_fit)});
-  fields.push_back(
-      {"weights_shortfall_bytes", or_null(f.weights_shortfall_bytes)});
-  std::string out = "{\n";
-  for (size_t i = 0; i < fields.size(); ++i) {
-    absl::StrAppend(&out, "  ", JsonQuote(fields[i].first), ": ",
-                    fields[i].second, i + 1 < fields.size() ? ",\n" : "\n");
+PlanReport ToReport(const PlanArgs& args, const engine::ModelConfig& c,
+                    const engine::MemoryPlan& plan) {
+  PlanReport r;
+  r.set_model(args.model);
+  v1::ModelInfo& info = *r.mutable_info();
+  info.set_architecture(c.architecture);
+  info.set_name(c.name);
+  info.set_layers(c.n_layers);
+  info.set_embedding_length(c.n_embd);
+  info.set_heads(c.n_heads);
+  info.set_kv_heads(c.n_kv_heads);
+  info.set_head_dim(HeadDim(c));
+  info.set_feed_forward_length(c.n_ff);
+  info.set_vocab_size(c.n_vocab);
+  info.set_context_length(c.context_length);
+  info.set_rope_freq_base(c.rope_freq_base);
+  info.set_rms_norm_eps(c.rms_norm_eps);
+  info.set_parameters(plan.parameters);
+  server::FillMemoryPlan(plan, r.mutable_memory_plan());
+  if (plan.fit.has_value()) {
+    MemoryFit& fit = *r.mutable_fit();
+    fit.set_fits(plan.fit->fits);
+    fit.set_shortfall_bytes(plan.fit->shortfall_bytes);
+    fit.set_weights_fit(plan.fit->weights_fit);
+    fit.set_weights_shortfall_bytes(plan.fit->weights_shortfall_bytes);
   }
-  out += "}\n";
-  return out;
+  return r;
 }
 
 }  // namespace
@@ -372,8 +342,9 @@ int RunPlan(std::span<const std::string> argv) {
       engine::PlanMemory(model->config, request);
   if (!plan.ok()) return Failure(kCommand, plan.status());
 
-  std::cout << (args->json ? FormatJson(*args, model->config, *plan)
-                           : FormatTable(*args, model->config, *plan));
+  std::cout << (args->json
+                    ? MessageToJson(ToReport(*args, model->config, *plan))
+                    : FormatTable(*args, model->config, *plan));
   return kExitOk;
 }
 

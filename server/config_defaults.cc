@@ -1,0 +1,94 @@
+// ApplyDefaults (config.h): the defaults config.proto documents.
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "server/config.h"
+
+namespace paceline::server {
+namespace {
+
+constexpr int32_t kDefaultBlockSize = 16;
+constexpr double kDefaultMemoryFraction = 0.5;
+constexpr int32_t kDefaultMaxRunning = 256;
+constexpr double kDefaultPromptTokenWeight = 1;
+constexpr double kDefaultGeneratedTokenWeight = 2;
+constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
+constexpr int32_t kDefaultMaxMessageBytes = 4 << 20;
+constexpr int32_t kDefaultMaxConcurrentStreams = 1000;
+constexpr int32_t kDefaultKeepaliveTimeSeconds = 60;
+constexpr int32_t kDefaultKeepaliveTimeoutSeconds = 20;
+constexpr double kDefaultTenantWeight = 1;
+constexpr int32_t kDefaultMaxQueued = 1024;
+constexpr int32_t kDefaultBurstTokens = 1;
+constexpr int32_t kDefaultMaxTokens = 256;
+
+void DefaultKvCache(v1::ServerConfig::KvCache* kv) {
+  if (kv->budget_case() == v1::ServerConfig::KvCache::BUDGET_NOT_SET) {
+    kv->set_memory_fraction(kDefaultMemoryFraction);
+  }
+  if (!kv->has_block_size()) kv->set_block_size(kDefaultBlockSize);
+}
+
+void DefaultScheduler(v1::ServerConfig::Scheduler* s) {
+  if (!s->has_max_running()) s->set_max_running(kDefaultMaxRunning);
+  if (!s->has_prompt_token_weight()) {
+    s->set_prompt_token_weight(kDefaultPromptTokenWeight);
+  }
+  if (!s->has_generated_token_weight()) {
+    s->set_generated_token_weight(kDefaultGeneratedTokenWeight);
+  }
+}
+
+void DefaultGrpc(v1::ServerConfig::Grpc* g) {
+  if (!g->has_max_message_bytes()) {
+    g->set_max_message_bytes(kDefaultMaxMessageBytes);
+  }
+  if (!g->has_max_concurrent_streams()) {
+    g->set_max_concurrent_streams(kDefaultMaxConcurrentStreams);
+  }
+  if (!g->has_keepalive_time_seconds()) {
+    g->set_keepalive_time_seconds(kDefaultKeepaliveTimeSeconds);
+  }
+  if (!g->has_keepalive_timeout_seconds()) {
+    g->set_keepalive_timeout_seconds(kDefaultKeepaliveTimeoutSeconds);
+  }
+}
+
+// Lower-cases the key digests too.
+void DefaultTenant(v1::TenantConfig* t) {
+  for (std::string& digest : *t->mutable_api_key_sha256()) {
+    absl::AsciiStrToLower(&digest);
+  }
+  if (!t->has_weight()) t->set_weight(kDefaultTenantWeight);
+  if (!t->has_max_queued()) t->set_max_queued(kDefaultMaxQueued);
+  if (!t->has_default_pace_tokens_per_s()) {
+    t->set_default_pace_tokens_per_s(t->max_pace_tokens_per_s());
+  }
+  if (!t->has_default_burst_tokens()) {
+    t->set_default_burst_tokens(kDefaultBurstTokens);
+  }
+  if (!t->has_default_max_tokens()) {
+    t->set_default_max_tokens(
+        t->max_tokens_limit() > 0
+            ? std::min(kDefaultMaxTokens, t->max_tokens_limit())
+            : kDefaultMaxTokens);
+  }
+}
+
+}  // namespace
+
+void ApplyDefaults(v1::ServerConfig* config) {
+  if (config->listen().empty()) config->set_listen(std::string(kDefaultListen));
+  DefaultKvCache(config->mutable_kv_cache());
+  DefaultScheduler(config->mutable_scheduler());
+  if (!config->has_drain_timeout_seconds()) {
+    config->set_drain_timeout_seconds(kDefaultDrainTimeoutSeconds);
+  }
+  DefaultGrpc(config->mutable_grpc());
+  for (v1::TenantConfig& t : *config->mutable_tenants()) DefaultTenant(&t);
+}
+
+}  // namespace paceline::server
