@@ -1,8 +1,6 @@
-#include "server/pacer.h"
+#include "server/delivery/pacer.h"
 
 #include <utility>
-
-#include "server/stream_buffer.h"
 
 namespace paceline::server {
 
@@ -25,11 +23,11 @@ void Pacer::Stop() {
   heap_ = {};
 }
 
-void Pacer::Schedule(std::shared_ptr<StreamBuffer> stream, absl::Time due) {
+void Pacer::Schedule(std::shared_ptr<Deliverable> target, absl::Time due) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
   const bool earliest = heap_.empty() || due < heap_.top().due;
-  heap_.push(Entry{due, next_seq_++, std::move(stream)});
+  heap_.push(Entry{due, next_seq_++, std::move(target)});
   if (earliest) wake_.Signal();
 }
 
@@ -81,10 +79,10 @@ void Pacer::PopDueLocked(absl::Time now, std::vector<Entry>* due) {
 
 void Pacer::ReleaseAll(absl::Time now, std::vector<Entry>* due) {
   for (Entry& e : *due) {
-    const absl::Time next = e.stream->Release(now);
+    const absl::Time next = e.target->Release(now);
     if (next != absl::InfiniteFuture()) {
       absl::MutexLock lock(&mu_);
-      if (!stopping_) heap_.push(Entry{next, next_seq_++, std::move(e.stream)});
+      if (!stopping_) heap_.push(Entry{next, next_seq_++, std::move(e.target)});
     }
   }
   due->clear();

@@ -1,12 +1,21 @@
-#ifndef PACELINE_SERVER_PACER_H_
-#define PACELINE_SERVER_PACER_H_
+#ifndef PACELINE_SERVER_DELIVERY_PACER_H_
+#define PACELINE_SERVER_DELIVERY_PACER_H_
 
-// The delivery clock of every paced stream: a min-heap of (due time,
-// stream) and one thread that sleeps until the earliest due time, then
-// calls StreamBuffer::Release, which hands the due tokens to that stream's
-// writer. A stream has at most one entry (StreamBuffer keeps track); tokens
-// that are due when generated never come here (the buffer releases them
-// itself), so unpaced streams cost the pacer nothing.
+// The delivery thread: a min-heap of (due time, target) and one thread that
+// sleeps until the earliest due time, then calls the target's Release,
+// which starts that stream's next write. Every client write that does not
+// follow a completed one starts here: the engine thread only hands a
+// stream over (Schedule with due = now when output became ready and no
+// write is in flight, or the due time of a paced token) and returns.
+//
+// The hand-over is the one thread hop between the engine and the client
+// for a first token, and for every token of a stream whose reader keeps up
+// (its writes complete before the next token arrives). It is kept cheap: a
+// target has at most one entry however many tokens arrive before it runs
+// (the target keeps track), an entry is a shared_ptr copy into the heap (no
+// allocation per token once the heap has grown), and the thread is woken
+// only when the new entry is the earliest; one wake serves every stream
+// handed over in the same engine step.
 //
 // Driven either by its own thread (Start; the daemon) or by hand with
 // RunDue under an injected clock (tests check exact emission times).
@@ -26,7 +35,15 @@
 
 namespace paceline::server {
 
-class StreamBuffer;
+// What the pacer calls back: something with output for a client.
+class Deliverable {
+ public:
+  virtual ~Deliverable() = default;
+  // On the pacer thread: delivers what is due at `now` (starts a write if
+  // none is in flight). Returns when to be called next; InfiniteFuture()
+  // for not until scheduled again.
+  virtual absl::Time Release(absl::Time now) = 0;
+};
 
 class Pacer {
  public:
@@ -39,18 +56,20 @@ class Pacer {
 
   // Starts the thread (at most once).
   void Start();
-  // Stops the thread and drops every entry. Idempotent.
+  // Stops the thread and drops every entry; later Schedule calls are
+  // dropped too. Idempotent.
   void Stop();
 
-  // Calls stream->Release at `due` (or as soon after as it can).
-  void Schedule(std::shared_ptr<StreamBuffer> stream, absl::Time due);
+  // Calls target->Release at `due` (or as soon after as it can); at once
+  // (on the next turn of the thread) for a due time already past.
+  void Schedule(std::shared_ptr<Deliverable> target, absl::Time due);
 
-  // Releases every stream due by the clock's now (and reschedules those
+  // Releases every target due by the clock's now (and reschedules those
   // with more to come). Returns the earliest due time left, or
   // InfiniteFuture(). For tests driving a manual clock; not with Start().
   absl::Time RunDue();
 
-  // Streams waiting for a due time.
+  // Targets waiting for a due time.
   int64_t num_scheduled() const;
 
   // Generated tokens not yet released, over all streams (the streams keep
@@ -66,7 +85,7 @@ class Pacer {
   struct Entry {
     absl::Time due;
     uint64_t seq = 0;  // FIFO among equal due times
-    std::shared_ptr<StreamBuffer> stream;
+    std::shared_ptr<Deliverable> target;
   };
   struct Later {
     bool operator()(const Entry& a, const Entry& b) const {
@@ -94,4 +113,4 @@ class Pacer {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_PACER_H_
+#endif  // PACELINE_SERVER_DELIVERY_PACER_H_
