@@ -16,8 +16,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
                                  public Deliverable,
                                  public std::enable_shared_from_this<Sink> {
  public:
-  Sink(CompleteCall* call, Pacer* pacer, scheduler::Clock* clock)
-      : pacer_(pacer), clock_(clock), call_(call) {}
+  Sink(CompleteCall* call, Pacer* pacer) : pacer_(pacer), call_(call) {}
 
   // --- TokenSink (engine thread): append, hand over at the finish ---
   void OnAccepted(const scheduler::AcceptInfo& info) override {
@@ -44,7 +43,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
       if (call_ == nullptr) return;
       finish_ = info;
     }
-    pacer_->Schedule(shared_from_this(), clock_->Now());
+    pacer_->Wake(shared_from_this());
   }
 
   // --- Deliverable (pacer thread): the answer ---
@@ -77,7 +76,6 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
 
  private:
   Pacer* const pacer_;
-  scheduler::Clock* const clock_;
   absl::Mutex mu_;
   CompleteCall* call_ ABSL_GUARDED_BY(mu_);  // null once handed over
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
@@ -94,7 +92,7 @@ CompleteCall::CompleteCall(PacelineService* service,
     Finish(ToGrpcStatus(admitted.status(), context));
     return;
   }
-  auto sink = std::make_shared<Sink>(this, service->pacer(), service->clock());
+  auto sink = std::make_shared<Sink>(this, service->pacer());
   admitted->built.spec.sink = sink;
   admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
   absl::StatusOr<scheduler::RequestId> id =

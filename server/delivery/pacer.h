@@ -1,20 +1,20 @@
 #ifndef PACELINE_SERVER_DELIVERY_PACER_H_
 #define PACELINE_SERVER_DELIVERY_PACER_H_
 
-// The delivery thread: a min-heap of (due time, target) and one thread that
-// sleeps until the earliest due time, then calls the target's Release,
-// which starts that stream's next write. Every client write that does not
-// follow a completed one starts here: the engine thread only hands a
-// stream over (Schedule with due = now when output became ready and no
-// write is in flight, or the due time of a paced token) and returns.
+// The delivery thread: every client write that neither follows a completed
+// one nor cuts a stream short (Abort) starts here. It holds the targets
+// handed over to run at once (Wake: the engine side, when output became
+// ready and no write is in flight) and a min-heap of (due time, target)
+// for paced tokens (Schedule); one thread sleeps until there is work, then
+// calls each target's Release, which starts that stream's next write.
 //
 // The hand-over is the one thread hop between the engine and the client
 // for a first token, and for every token of a stream whose reader keeps up
 // (its writes complete before the next token arrives). It is kept cheap: a
-// target has at most one entry however many tokens arrive before it runs
-// (the target keeps track), an entry is a shared_ptr copy into the heap (no
-// allocation per token once the heap has grown), and the thread is woken
-// only when the new entry is the earliest; one wake serves every stream
+// target is handed over at most once however many tokens arrive before it
+// runs (the target keeps track), Wake appends a shared_ptr copy to a list
+// that keeps its capacity (no allocation per token), and only the first
+// Wake after the thread's turn signals it; one wake serves every stream
 // handed over in the same engine step.
 //
 // Driven either by its own thread (Start; the daemon) or by hand with
@@ -60,17 +60,20 @@ class Pacer {
   // dropped too. Idempotent.
   void Stop();
 
-  // Calls target->Release at `due` (or as soon after as it can); at once
-  // (on the next turn of the thread) for a due time already past.
+  // Calls target->Release on the thread's next turn.
+  void Wake(std::shared_ptr<Deliverable> target);
+  // Calls target->Release at `due` (or as soon after as it can).
   void Schedule(std::shared_ptr<Deliverable> target, absl::Time due);
 
-  // Releases every target due by the clock's now (and reschedules those
-  // with more to come). Returns the earliest due time left, or
+  // Releases every target woken or due by the clock's now (and reschedules
+  // those with more to come). Returns the earliest due time left, or
   // InfiniteFuture(). For tests driving a manual clock; not with Start().
   absl::Time RunDue();
 
-  // Targets waiting for a due time.
+  // Targets waiting for a due time (paced streams).
   int64_t num_scheduled() const;
+  // Targets woken, waiting for the thread's next turn.
+  int64_t num_woken() const;
 
   // Generated tokens not yet released, over all streams (the streams keep
   // it up to date).
@@ -94,17 +97,20 @@ class Pacer {
   };
 
   void ThreadMain();
-  // Pops the entries due at `now` into *due (mu_ held).
-  void PopDueLocked(absl::Time now, std::vector<Entry>* due)
+  // Moves the entries due at `now`, then the woken targets, into *due.
+  void PopDueLocked(absl::Time now,
+                    std::vector<std::shared_ptr<Deliverable>>* due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `due` (mu_ not held) and reschedules.
-  void ReleaseAll(absl::Time now, std::vector<Entry>* due);
+  void ReleaseAll(absl::Time now,
+                  std::vector<std::shared_ptr<Deliverable>>* due);
 
   scheduler::Clock* const clock_;
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
   std::priority_queue<Entry, std::vector<Entry>, Later> heap_
       ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Deliverable>> woken_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

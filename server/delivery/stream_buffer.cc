@@ -24,20 +24,20 @@ void StreamBuffer::Detach() { Handle({Event::Kind::kDetach, clock_->Now()}); }
 
 void StreamBuffer::OnAccepted(const scheduler::AcceptInfo& info) {
   const absl::Time now = clock_->Now();
-  absl::Time hand_over;
+  Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
     accepted_ = info;
     was_accepted_ = true;
     if (open()) accepted_ready_ = true;
-    hand_over = Transition({Event::Kind::kOutput, now}).schedule;
+    hand_over = Transition({Event::Kind::kOutput, now});
   }
   HandOver(hand_over);
 }
 
 void StreamBuffer::OnTokens(const scheduler::TokenDelta& delta) {
   const absl::Time now = clock_->Now();
-  absl::Time hand_over;
+  Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
     absl::Time due = absl::InfiniteFuture();
@@ -45,18 +45,18 @@ void StreamBuffer::OnTokens(const scheduler::TokenDelta& delta) {
       AppendLocked(delta, now);
       due = ReleaseLocked(now);
     }
-    hand_over = Transition({Event::Kind::kOutput, now, due}).schedule;
+    hand_over = Transition({Event::Kind::kOutput, now, due});
   }
   HandOver(hand_over);
 }
 
 void StreamBuffer::OnFinished(const scheduler::FinishInfo& info) {
   const absl::Time now = clock_->Now();
-  absl::Time hand_over;
+  Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
     finish_ = info;
-    hand_over = Transition({Event::Kind::kOutput, now}).schedule;
+    hand_over = Transition({Event::Kind::kOutput, now});
   }
   HandOver(hand_over);
 }
@@ -96,15 +96,14 @@ scheduler::RequestId StreamBuffer::id() const {
   return accepted_.id;
 }
 
-// --- The state machine
-// ---------------------------------------------------------
+// --- The state machine -------------------------------------------------------
 
 StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
   using Kind = Event::Kind;
   Effects fx;
   switch (e.kind) {
     case Kind::kOutput:  // the engine side: a hand-over at most, no write
-      if (open()) HandOffLocked(e.now, e.due, &fx);
+      if (open()) HandOffLocked(e.due, &fx);
       break;
     case Kind::kRelease:
       scheduled_ = false;  // this was the pending entry
@@ -161,10 +160,14 @@ void StreamBuffer::Handle(const Event& event) {
   Apply(std::move(fx));
 }
 
-void StreamBuffer::HandOver(absl::Time at) {
+void StreamBuffer::HandOver(const Effects& fx) {
   // The pacer thread calls Release, which starts the write: one hop, no
   // allocation (see pacer.h).
-  if (at != absl::InfiniteFuture()) pacer_->Schedule(shared_from_this(), at);
+  if (fx.wake) {
+    pacer_->Wake(shared_from_this());
+  } else if (fx.schedule != absl::InfiniteFuture()) {
+    pacer_->Schedule(shared_from_this(), fx.schedule);
+  }
 }
 
 void StreamBuffer::Apply(Effects fx) {
@@ -178,14 +181,18 @@ void StreamBuffer::Apply(Effects fx) {
   if (closed != nullptr) closed->OnStreamClosed();
 }
 
-void StreamBuffer::HandOffLocked(absl::Time now, absl::Time due, Effects* fx) {
+void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
   // A pending entry is due no later than anything that became ready: its
   // Release will see this too.
   if (scheduled_) return;
-  const absl::Time at = state_ == State::kIdle && HasNextLocked() ? now : due;
-  if (at == absl::InfiniteFuture()) return;
+  if (state_ == State::kIdle && HasNextLocked()) {
+    fx->wake = true;
+  } else if (due != absl::InfiniteFuture()) {
+    fx->schedule = due;
+  } else {
+    return;
+  }
   scheduled_ = true;
-  fx->schedule = at;
 }
 
 bool StreamBuffer::HasNextLocked() const {

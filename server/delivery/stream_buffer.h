@@ -6,32 +6,38 @@
 // machine.
 //
 //   engine thread ─OnTokens─▶ pending ─(pace: due?)─▶ ready ─▶ one write
-//        │ hands over (Pacer::Schedule)        ▲                 │
+//        │ hands over (Pacer::Wake/Schedule)   ▲                 │
 //        └──────────▶ pacer thread: Release ───┘            OnWriteDone
 //
 // One owner of client writes: the engine side (OnAccepted, OnTokens,
 // OnFinished) only appends under the lock and returns; it never calls the
 // writer. Tokens whose release time has come (unpaced, or within the
 // burst) move to `ready` at once. When something became ready and no
-// write is in flight, the stream is handed to the pacer with due = now;
-// for a paced token, at its due time. Writes then start only on the
-// delivery side: Release (the pacer thread), OnWriteDone (the transport's
-// completion), Abort (a cancel or a drain). Whenever a write may start,
-// everything ready goes out as one message, so a slow reader (whose writes
-// complete late) gets coalesced deltas and nothing else slows down. Writes
-// go in order: Accepted, Deltas, Finished — the last once generation has
+// write is in flight, the stream is handed to the pacer (Pacer::Wake); a
+// paced token is scheduled at its due time (Pacer::Schedule). Writes then start
+// only on the delivery side: Release (the pacer thread), OnWriteDone (the
+// transport's completion), Abort (a cancel or a drain). Whenever a write may
+// start, everything ready goes out as one message, so a slow reader (whose
+// writes complete late) gets coalesced deltas and nothing else slows down.
+// Writes go in order: Accepted, Deltas, Finished — the last once generation has
 // finished and every token has been delivered, or at once when the stream
 // is cut (Abort, a failed write).
 //
 // The write side (State), one transition per event (Transition):
 //
-//   kIdle ──Release, something ready──▶ kWriting ──WriteDone, nothing──▶ kIdle
-//   kWriting ──WriteDone, more ready──▶ kWriting
-//   kIdle/kWriting ──finish drained──▶ kDone (Finished written)
-//   kWriting ──WriteFailed──▶ kDone (Finished: CANCELLED)
-//   kWriting ──Abort──▶ kFinishing ──WriteDone/WriteFailed──▶ kDone
-//   kIdle ──Abort──▶ kDone (Finished: the abort status)
-//   any ──Detach──▶ kDone (nothing written)
+//   kIdle    ──Output──────────────▶ kIdle (hand-over to the pacer at most)
+//   kIdle    ──Release, ready──────▶ kWriting (Accepted first, then Deltas)
+//   kIdle    ──Release, all done───▶ kDone (Finished)
+//   kIdle    ──Abort───────────────▶ kDone (Finished: the abort status)
+//   kWriting ──Output, Release─────▶ kWriting (ready grows, no write)
+//   kWriting ──WriteDone, ready────▶ kWriting (the next write)
+//   kWriting ──WriteDone, nothing──▶ kIdle
+//   kWriting ──WriteDone, all done─▶ kDone (Finished)
+//   kWriting ──WriteFailed─────────▶ kDone (Finished: CANCELLED)
+//   kWriting ──Abort───────────────▶ kFinishing (drops what is not written)
+//   kFinishing ──WriteDone/Failed──▶ kDone (Finished: the abort status)
+//   any but kDone ──Detach─────────▶ kDone (nothing written)
+//   kDone ignores everything. "all done": finished and every token written.
 //
 // Text arrives from the scheduler in whole UTF-8 characters (stop strings
 // already applied); a pending entry may carry text without a token (the
@@ -180,6 +186,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   // What a transition asks for once mu_ is released.
   struct Effects {
     std::optional<Outgoing> write;
+    bool wake = false;                             // a pacer Release at once
     absl::Time schedule = absl::InfiniteFuture();  // a pacer Release then
     int32_t delivered = 0;  // token ids that reached the client
     bool first = false;     // ... in its first such write
@@ -188,11 +195,10 @@ class StreamBuffer final : public scheduler::TokenSink,
   };
 
   // The one place the state changes (mu_ held). A kOutput event (the
-  // engine side) yields at most `schedule`, never a write.
+  // engine side) yields at most a wake or a schedule, never a write.
   Effects Transition(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The engine side's only effect: asks the pacer for a Release at `at`
-  // (none for InfiniteFuture()).
-  void HandOver(absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
+  // The engine side's only effect: asks the pacer for a Release.
+  void HandOver(const Effects& fx) ABSL_LOCKS_EXCLUDED(mu_);
   // The delivery side's effects: the observer, then the write. Touches
   // nothing of `this` after writing a Finished message (the call may end
   // and drop the buffer).
@@ -204,9 +210,9 @@ class StreamBuffer final : public scheduler::TokenSink,
   bool open() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == State::kIdle || state_ == State::kWriting;
   }
-  // Asks for a pacer Release: now if idle with something to write, else
-  // at `due` (a paced token), unless one is pending already.
-  void HandOffLocked(absl::Time now, absl::Time due, Effects* fx)
+  // Asks for a pacer Release: at once if idle with something to write,
+  // else at `due` (a paced token), unless one is pending already.
+  void HandOffLocked(absl::Time due, Effects* fx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a write could start now (Accepted, a Delta, or Finished).
   bool HasNextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -137,15 +137,37 @@ TEST(PacerTest, ReleaseReturnReschedules) {
                              absl::UnixEpoch() + absl::Milliseconds(50)}));
 }
 
+// A woken target runs on the next turn, after the paced entries due then.
+TEST(PacerTest, WokenTargetsRunOnTheNextTurnAfterDueEntries) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  std::vector<int> log;
+  auto a = std::make_shared<Target>(1, &log);
+  auto b = std::make_shared<Target>(2, &log);
+  auto c = std::make_shared<Target>(3, &log);
+  pacer.Wake(a);
+  pacer.Schedule(b, clock.Now());
+  pacer.Schedule(c, clock.Now() + absl::Seconds(1));
+  EXPECT_EQ(pacer.num_woken(), 1);
+  EXPECT_EQ(pacer.num_scheduled(), 2);
+  EXPECT_EQ(pacer.RunDue(), absl::UnixEpoch() + absl::Seconds(1));
+  EXPECT_EQ(log, (std::vector<int>{2, 1}));
+  EXPECT_EQ(pacer.num_woken(), 0);
+  EXPECT_EQ(pacer.num_scheduled(), 1);
+}
+
 TEST(PacerTest, StopDropsEntriesAndLaterSchedules) {
   scheduler::ManualClock clock;
   Pacer pacer(&clock);
   std::vector<int> log;
   auto a = std::make_shared<Target>(1, &log);
   pacer.Schedule(a, clock.Now());
+  pacer.Wake(a);
   pacer.Stop();
   pacer.Schedule(a, clock.Now());
+  pacer.Wake(a);
   EXPECT_EQ(pacer.num_scheduled(), 0);
+  EXPECT_EQ(pacer.num_woken(), 0);
   EXPECT_EQ(pacer.RunDue(), absl::InfiniteFuture());
   EXPECT_TRUE(log.empty());
   EXPECT_EQ(a.use_count(), 1);  // the pacer holds no reference

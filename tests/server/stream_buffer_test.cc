@@ -96,8 +96,7 @@ class StreamBufferStateTest : public ::testing::Test {
   std::shared_ptr<StreamBuffer> buffer_;
 };
 
-// --- kIdle
-// ---------------------------------------------------------------------
+// --- kIdle -------------------------------------------------------------------
 
 TEST_F(StreamBufferStateTest, IdleOutputHandsOverOnceWithoutWriting) {
   Open();
@@ -107,7 +106,8 @@ TEST_F(StreamBufferStateTest, IdleOutputHandsOverOnceWithoutWriting) {
   Token(2);
   Finish();
   EXPECT_TRUE(writer_.writes.empty());   // the engine side never writes
-  EXPECT_EQ(pacer_.num_scheduled(), 1);  // one hand-over for the burst
+  EXPECT_EQ(pacer_.num_woken(), 1);      // one hand-over for the burst
+  EXPECT_EQ(pacer_.num_scheduled(), 0);  // nothing paced
   EXPECT_EQ(buffer_->state(), State::kIdle);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);  // released, waiting to write
   pacer_.RunDue();
@@ -123,6 +123,7 @@ TEST_F(StreamBufferStateTest, IdleOutputPacedTokenIsScheduledAtItsDueTime) {
   ASSERT_EQ(writer_.writes.size(), 2u);
   Token(2);
   EXPECT_EQ(buffer_->buffered_tokens(), 1);
+  EXPECT_EQ(pacer_.num_woken(), 0);
   EXPECT_EQ(pacer_.num_scheduled(), 1);
   EXPECT_EQ(pacer_.RunDue(), absl::UnixEpoch() + absl::Milliseconds(100));
   EXPECT_EQ(writer_.writes.size(), 2u);
@@ -189,15 +190,15 @@ TEST_F(StreamBufferStateTest, IdleWriteDoneWithoutAWriteIsIgnored) {
   EXPECT_EQ(writer_.writes.size(), 1u);
 }
 
-// --- kWriting
-// ------------------------------------------------------------------
+// --- kWriting ----------------------------------------------------------------
 
 TEST_F(StreamBufferStateTest, WritingOutputCoalescesWithoutHandOver) {
   OpenWriting();
   Token(1, "a");
   Token(2, "b");
   Finish();
-  EXPECT_EQ(pacer_.num_scheduled(), 0);  // the completion carries on
+  EXPECT_EQ(pacer_.num_woken(), 0);  // the completion carries on
+  EXPECT_EQ(pacer_.num_scheduled(), 0);
   EXPECT_EQ(writer_.writes.size(), 1u);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
   EXPECT_EQ(buffer_->state(), State::kWriting);
@@ -286,8 +287,7 @@ TEST_F(StreamBufferStateTest, WritingDetachDropsTheRest) {
   EXPECT_EQ(observer_.closed, 1);
 }
 
-// --- kFinishing
-// ------------------------------------------------------------------
+// --- kFinishing --------------------------------------------------------------
 
 TEST_F(StreamBufferStateTest, FinishingIgnoresOutputAndLaterAborts) {
   OpenWriting();
@@ -295,7 +295,7 @@ TEST_F(StreamBufferStateTest, FinishingIgnoresOutputAndLaterAborts) {
   Token(1);
   Finish();
   buffer_->Abort(absl::CancelledError("the client cancelled"));
-  EXPECT_EQ(pacer_.num_scheduled(), 0);
+  EXPECT_EQ(pacer_.num_woken(), 0);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
   EXPECT_EQ(buffer_->state(), State::kFinishing);
   writer_.Complete(true);
@@ -327,8 +327,7 @@ TEST_F(StreamBufferStateTest, FinishingWriteFailedFinishesWithTheAbort) {
   EXPECT_EQ(buffer_->state(), State::kDone);
 }
 
-// --- kDone
-// -----------------------------------------------------------------------
+// --- kDone -------------------------------------------------------------------
 
 TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
   OpenAccepted();
@@ -342,7 +341,7 @@ TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
   EXPECT_EQ(buffer_->Release(clock_.Now()), absl::InfiniteFuture());
   buffer_->OnWriteDone(true);
   buffer_->Detach();
-  EXPECT_EQ(pacer_.num_scheduled(), 0);
+  EXPECT_EQ(pacer_.num_woken(), 0);
   EXPECT_EQ(writer_.writes.size(), written);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
   EXPECT_EQ(observer_.closed, 1);
