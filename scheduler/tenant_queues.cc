@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<TenantQueues>> TenantQueues::Create(
           absl::StrCat("tenant '", tenants[i].name, "' is configured twice"));
     }
     Tenant& t = queues->tenants_[i];
-    t.bucket = TokenBucket(tenants[i].tokens_per_minute, now);
+    t.bucket = TokenBucket::PerMinute(tenants[i].tokens_per_minute, now);
     t.config = std::move(tenants[i]);
   }
   return queues;

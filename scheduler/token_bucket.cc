@@ -5,45 +5,59 @@
 
 namespace paceline::scheduler {
 
-TokenBucket::TokenBucket(int64_t tokens_per_minute, absl::Time now)
-    : per_second_(static_cast<double>(std::max<int64_t>(tokens_per_minute, 0)) /
-                  60.0),
-      capacity_(static_cast<double>(std::max<int64_t>(tokens_per_minute, 0))),
+TokenBucket::TokenBucket(double rate, double capacity, absl::Time now)
+    : rate_(std::max(rate, 0.0)),
+      capacity_(std::max(capacity, 0.0)),
       level_(capacity_),
       last_(now) {}
 
+TokenBucket TokenBucket::PerMinute(int64_t tokens_per_minute, absl::Time now) {
+  const double per_minute =
+      static_cast<double>(std::max<int64_t>(tokens_per_minute, 0));
+  return TokenBucket(per_minute / 60.0, per_minute, now);
+}
+
+TokenBucket TokenBucket::Pace(double tokens_per_s, int32_t burst,
+                              absl::Time now) {
+  return TokenBucket(tokens_per_s, std::max<int32_t>(burst, 1), now);
+}
+
 void TokenBucket::Refill(absl::Time now) {
-  // A clock that steps back refills nothing (and does not drain).
-  if (now > last_) {
-    level_ = std::min(capacity_,
-                      level_ + absl::ToDoubleSeconds(now - last_) * per_second_);
-    last_ = now;
-  }
-}
-
-bool TokenBucket::Allows(absl::Time now) {
-  if (unlimited()) return true;
-  Refill(now);
-  return level_ > 0;
-}
-
-void TokenBucket::Take(int64_t tokens, absl::Time now) {
-  if (unlimited()) return;
-  Refill(now);
-  level_ -= static_cast<double>(tokens);
-}
-
-absl::Duration TokenBucket::TimeUntilAllowed(absl::Time now) {
-  if (Allows(now)) return absl::ZeroDuration();
-  // Strictly positive: a hair past the moment the level reaches zero.
-  const double seconds = (-level_) / per_second_;
-  return absl::Seconds(seconds) + absl::Milliseconds(1);
+  if (now <= last_) return;  // a clock that steps back refills nothing
+  level_ =
+      std::min(capacity_, level_ + absl::ToDoubleSeconds(now - last_) * rate_);
+  last_ = now;
 }
 
 double TokenBucket::Level(absl::Time now) {
   if (unlimited()) return INFINITY;
   Refill(now);
   return level_;
+}
+
+bool TokenBucket::Allows(absl::Time now) { return Level(now) > 0; }
+
+absl::Duration TokenBucket::TimeUntilAllowed(absl::Time now) {
+  if (Allows(now)) return absl::ZeroDuration();
+  // Strictly positive: a hair past the moment the level reaches zero.
+  return absl::Seconds(-level_ / rate_) + absl::Milliseconds(1);
+}
+
+absl::Time TokenBucket::WhenAvailable(double tokens, absl::Time from) {
+  if (unlimited()) return from;
+  Refill(from);  // now last_ == max(from, every earlier time)
+  if (level_ >= tokens) return last_;
+  // Rounded up so that Take at the returned time finds the tokens despite
+  // floating-point rounding (and Take forgives what is left of it).
+  return last_ + absl::Ceil(absl::Seconds((tokens - level_) / rate_),
+                            absl::Nanoseconds(1));
+}
+
+void TokenBucket::Take(double tokens, absl::Time at) {
+  if (unlimited()) return;
+  Refill(at);
+  level_ -= tokens;
+  if (level_ < 0 && level_ > -1e-6) level_ = 0;  // rounding at the boundary
 }
 
 }  // namespace paceline::scheduler

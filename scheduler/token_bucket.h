@@ -1,14 +1,27 @@
 #ifndef PACELINE_SCHEDULER_TOKEN_BUCKET_H_
 #define PACELINE_SCHEDULER_TOKEN_BUCKET_H_
 
-// A tenant's tokens-per-minute budget as a token bucket: it holds at most
-// one minute's worth (the burst), refills continuously at rate / 60 per
-// second, and is debited as service is given (prompt tokens at admission,
-// generated tokens as they are sampled). Service already under way is never
-// stopped, so the level may go negative (a debt); a tenant is admitted
-// only while its level is positive, which holds its average to the rate.
+// A token bucket: it holds at most `capacity` tokens, refills continuously
+// at `rate` tokens per second, and starts full. Taking may overdraw it: the
+// level goes negative (a debt) and the refill pays it back first.
 //
-// A rate of 0 means unlimited. Thread-compatible (engine thread only).
+// Two uses, one type:
+//  - a tenant's tokens-per-minute budget (PerMinute): one minute's worth is
+//    the burst; it is debited as service is given (prompt tokens at
+//    admission, generated tokens as they are sampled). Service under way is
+//    never stopped, so the level may go negative; a tenant is admitted only
+//    while it is positive (Allows), which holds its average to the rate.
+//  - a stream's pace (Pace): `burst` tokens go out as they are generated,
+//    later ones 1/pace apart; a token goes out once the bucket holds a
+//    whole one (WhenAvailable), and after a pause up to `burst` go out
+//    together again.
+//
+// The level is brought up to date lazily, at the latest time any call has
+// named; a time before that (a clock stepping back) refills nothing and
+// drains nothing.
+//
+// A rate of 0 means unlimited: it always allows, never waits, and taking
+// changes nothing. Thread-compatible.
 
 #include <cstdint>
 
@@ -20,24 +33,40 @@ class TokenBucket {
  public:
   // Unlimited.
   TokenBucket() = default;
-  // Full at `now`.
-  TokenBucket(int64_t tokens_per_minute, absl::Time now);
+  // rate >= 0 tokens/s (negative counts as 0), capacity >= 0. Full at `now`.
+  TokenBucket(double rate, double capacity, absl::Time now);
 
-  bool unlimited() const { return per_second_ == 0; }
+  // A tokens-per-minute budget: refills at tokens_per_minute / 60 per
+  // second, holds one minute's worth. 0 (or less): unlimited.
+  static TokenBucket PerMinute(int64_t tokens_per_minute, absl::Time now);
+  // A stream's pace: `tokens_per_s` (0: unpaced), holding `burst` tokens
+  // (values below 1 count as 1).
+  static TokenBucket Pace(double tokens_per_s, int32_t burst, absl::Time now);
 
-  // Whether a new request may be admitted at `now` (level > 0).
-  bool Allows(absl::Time now);
-  // Debits `tokens` (the level may go negative).
-  void Take(int64_t tokens, absl::Time now);
-  // How long from `now` until Allows() holds; zero if it holds already.
-  absl::Duration TimeUntilAllowed(absl::Time now);
-  // The level after refilling to `now`.
+  bool unlimited() const { return rate_ == 0; }
+  // Tokens per second (0: unlimited).
+  double rate() const { return rate_; }
+
+  // The level at `now` (INFINITY when unlimited).
   double Level(absl::Time now);
+  // Whether the level at `now` is positive (no debt left).
+  bool Allows(absl::Time now);
+  // How long from `now` until Allows() holds (a hair past the moment the
+  // level reaches zero); zero if it holds already.
+  absl::Duration TimeUntilAllowed(absl::Time now);
+  // The earliest time at or after `from` (and after every time already
+  // named) at which the bucket holds `tokens` (<= capacity), rounded up to
+  // the nanosecond; `from` itself when unlimited.
+  absl::Time WhenAvailable(double tokens, absl::Time from);
+  // Debits `tokens` at `at`; the level may go negative. A level a rounding
+  // error below zero (taking what WhenAvailable promised) counts as zero.
+  void Take(double tokens, absl::Time at);
 
  private:
+  // Brings the level up to `now` if it is later than the last time seen.
   void Refill(absl::Time now);
 
-  double per_second_ = 0;  // 0: unlimited
+  double rate_ = 0;  // tokens per second; 0: unlimited
   double capacity_ = 0;
   double level_ = 0;
   absl::Time last_ = absl::InfinitePast();

@@ -14,10 +14,10 @@
 //
 // Threading: every call comes from the engine thread. A sink must never
 // block it: copy what it needs, hand it to another thread (a queue under a
-// short mutex, a reactor's write), and return. Views passed in (ids, text,
-// samples) are valid only during the call. buffered_tokens() is read by
-// the scheduler every step under overload, so it must be cheap (an atomic
-// load).
+// short mutex, a wake of the delivery thread), and return; it never
+// writes to a client itself. Views passed in (ids, text, samples) are
+// valid only during the call. buffered_tokens() is read by the scheduler
+// every step under overload, so it must be cheap (an atomic load).
 //
 // The identity and outcome types the calls carry (RequestId, AcceptInfo,
 // FinishInfo, FinishReason, Usage, RequestTimings) are in request_types.h.

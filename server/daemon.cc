@@ -31,9 +31,9 @@
 #include "scheduler/serving_loop.h"
 #include "server/auth.h"
 #include "server/daemon_flags.h"
+#include "server/delivery/pacer.h"
 #include "server/engine_factory.h"
 #include "server/metrics_adapter.h"
-#include "server/pacer.h"
 #include "server/sd_notify.h"
 #include "server/service.h"
 

@@ -21,7 +21,7 @@
 #include "scheduler/clock.h"
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/serving_loop.h"
-#include "server/pacer.h"
+#include "server/delivery/pacer.h"
 #include "server/server_observers.h"
 
 namespace paceline::server {

@@ -16,7 +16,7 @@
 #include "paceline/v1/model.pb.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
-#include "server/stream_buffer.h"
+#include "server/delivery/stream_buffer.h"
 
 namespace paceline::server {
 

@@ -17,7 +17,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/request.h"
-#include "server/stream_buffer.h"
+#include "server/delivery/stream_buffer.h"
 #include "server/tenant_policy.h"
 
 namespace paceline::server {

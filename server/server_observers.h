@@ -2,40 +2,16 @@
 #define PACELINE_SERVER_SERVER_OBSERVERS_H_
 
 // What the server side reports for metrics, next to what the scheduler
-// reports through scheduler::SchedulerMetrics: delivery to clients (the
-// StreamBuffer of each Generate stream) and refusals before a request
-// reaches the scheduler (the service). Plain observers: calls come from
-// gRPC, pacer and engine threads, must be cheap, thread-safe and never
-// block. Default implementations do nothing.
-
-#include <cstdint>
+// reports through scheduler::SchedulerMetrics: delivery to clients
+// (DeliveryObserver, in delivery/) and refusals before a request reaches
+// the scheduler (the service). Plain observers: calls must be cheap,
+// thread-safe and never block. Default implementations do nothing.
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
+#include "server/delivery/delivery_observer.h"
 
 namespace paceline::server {
-
-class DeliveryObserver {
- public:
-  virtual ~DeliveryObserver() = default;
-
-  // A Generate stream's buffer was created / has handed its last message to
-  // the writer (or was detached): once each per stream.
-  virtual void OnStreamOpened() {}
-  virtual void OnStreamClosed() {}
-  // A write carrying `tokens` (>= 1) token ids has reached the client.
-  // `first`: the stream's first such write; `since` is then the time since
-  // the stream was queued, otherwise the time since the previous such
-  // write completed.
-  virtual void OnDelivered(absl::string_view tenant, bool first,
-                           absl::Duration since, int32_t tokens) {
-    (void)tenant;
-    (void)first;
-    (void)since;
-    (void)tokens;
-  }
-};
 
 class RejectionObserver {
  public:

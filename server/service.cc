@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/tokenizer/detokenizer.h"
+#include "server/complete_call.h"
+#include "server/generate_call.h"
 #include "server/proto_convert.h"
 
 namespace paceline::server {
@@ -23,212 +25,6 @@ uint64_t NextSeed(uint64_t* state) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-
-// One Generate stream: the gRPC reactor and the StreamBuffer's writer.
-// Deletes itself in OnDone.
-class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
-                           public StreamWriter {
- public:
-  GenerateCall(PacelineService* service, grpc::CallbackServerContext* context,
-               const v1::GenerateRequest& request)
-      : service_(service), context_(context) {
-    absl::StatusOr<PacelineService::Admitted> admitted =
-        service->Admit(context, request);
-    if (!admitted.ok()) {
-      Finish(ToGrpcStatus(admitted.status(), context));
-      return;
-    }
-    buffer_ = std::make_shared<StreamBuffer>(
-        admitted->built.delivery, service->clock(), service->pacer(),
-        service->delivery_observer(), admitted->tenant->name);
-    buffer_->Attach(this);
-    admitted->built.spec.sink = buffer_;
-    absl::StatusOr<scheduler::RequestId> id = service->Submit(
-        std::move(admitted->built.spec),
-        [buffer = buffer_](const absl::Status& s) { buffer->Abort(s); });
-    if (!id.ok()) {
-      buffer_->Detach();
-      Finish(ToGrpcStatus(id.status(), context));
-      return;
-    }
-    id_ = *id;
-  }
-
-  // StreamWriter.
-  void StartWrite(const Outgoing& out) override {
-    response_.Clear();
-    switch (out.kind) {
-      case Outgoing::Kind::kAccepted: {
-        v1::Accepted* a = response_.mutable_accepted();
-        a->set_request_id(out.accepted.id);
-        a->set_prompt_tokens(out.accepted.prompt_tokens);
-        a->set_cached_prompt_tokens(out.accepted.cached_prompt_tokens);
-        ServerWriteReactor::StartWrite(&response_);
-        return;
-      }
-      case Outgoing::Kind::kDelta: {
-        v1::Delta* d = response_.mutable_delta();
-        d->set_text(out.text);
-        d->mutable_token_ids()->Add(out.ids.begin(), out.ids.end());
-        for (const engine::SampleResult& s : out.samples) {
-          AddLogprob(s, d->mutable_logprobs());
-        }
-        ServerWriteReactor::StartWrite(&response_);
-        return;
-      }
-      case Outgoing::Kind::kFinished:
-        break;
-    }
-    if (!out.aborted.ok()) {
-      Finish(ToGrpcStatus(out.aborted, context_));
-      return;
-    }
-    if (!out.was_accepted) {  // refused at intake
-      Finish(ToGrpcStatus(out.finish.status, context_));
-      return;
-    }
-    FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
-                 out.last_delivered, response_.mutable_finished());
-    // A request that failed or was cut by shutdown ends with its status,
-    // after the Finished message that says so.
-    const bool bad = out.finish.reason == scheduler::FinishReason::kError ||
-                     (out.finish.reason == scheduler::FinishReason::kCancelled &&
-                      !out.finish.status.ok());
-    StartWriteAndFinish(&response_, grpc::WriteOptions(),
-                        bad ? ToGrpcStatus(out.finish.status, context_)
-                            : grpc::Status::OK);
-  }
-
-  // Reactions.
-  void OnWriteDone(bool ok) override { buffer_->OnWriteDone(ok); }
-  void OnCancel() override {
-    if (buffer_ == nullptr) return;
-    if (id_ != 0) service_->loop().Cancel(id_);
-    buffer_->Abort(absl::CancelledError("the client cancelled"));
-  }
-  void OnDone() override {
-    if (buffer_ != nullptr) buffer_->Detach();
-    if (id_ != 0) service_->Unregister(id_);
-    delete this;
-  }
-
- private:
-  PacelineService* const service_;
-  grpc::CallbackServerContext* const context_;
-  std::shared_ptr<StreamBuffer> buffer_;
-  scheduler::RequestId id_ = 0;
-  v1::GenerateResponse response_;
-};
-
-// A Complete call: collects the whole result, then answers once. Whoever
-// ends it (the request's finish, an abort, the client's cancel) goes
-// through the sink, which hands the call over exactly once and calls
-// Finish outside its lock (gRPC may run OnDone inline).
-class CompleteCall final : public grpc::ServerUnaryReactor {
- public:
-  class Sink final : public scheduler::TokenSink {
-   public:
-    explicit Sink(CompleteCall* call) : call_(call) {}
-    void OnAccepted(const scheduler::AcceptInfo& info) override {
-      absl::MutexLock lock(&mu_);
-      if (call_ == nullptr) return;
-      v1::Accepted* a = call_->response_->mutable_accepted();
-      a->set_request_id(info.id);
-      a->set_prompt_tokens(info.prompt_tokens);
-      a->set_cached_prompt_tokens(info.cached_prompt_tokens);
-    }
-    void OnTokens(const scheduler::TokenDelta& delta) override {
-      absl::MutexLock lock(&mu_);
-      if (call_ == nullptr) return;
-      v1::CompleteResponse* r = call_->response_;
-      r->mutable_text()->append(delta.text.data(), delta.text.size());
-      r->mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
-      for (const engine::SampleResult& s : delta.samples) {
-        AddLogprob(s, r->mutable_logprobs());
-      }
-    }
-    void OnFinished(const scheduler::FinishInfo& info) override {
-      CompleteCall* call = nullptr;
-      grpc::Status status;
-      {
-        absl::MutexLock lock(&mu_);
-        if (call_ == nullptr) return;
-        call = std::exchange(call_, nullptr);
-        status = call->Fill(info);
-      }
-      call->Finish(status);
-    }
-    // Ends the call with `status` unless it has ended.
-    void Abort(const absl::Status& status) {
-      CompleteCall* call = nullptr;
-      {
-        absl::MutexLock lock(&mu_);
-        if (call_ == nullptr) return;
-        call = std::exchange(call_, nullptr);
-      }
-      call->Finish(ToGrpcStatus(status, call->context_));
-    }
-
-   private:
-    absl::Mutex mu_;
-    CompleteCall* call_ ABSL_GUARDED_BY(mu_);
-  };
-
-  CompleteCall(PacelineService* service, grpc::CallbackServerContext* context,
-               const v1::GenerateRequest& request,
-               v1::CompleteResponse* response)
-      : service_(service), context_(context), response_(response) {
-    absl::StatusOr<PacelineService::Admitted> admitted =
-        service->Admit(context, request);
-    if (!admitted.ok()) {
-      Finish(ToGrpcStatus(admitted.status(), context));
-      return;
-    }
-    auto sink = std::make_shared<Sink>(this);
-    admitted->built.spec.sink = sink;
-    admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
-    absl::StatusOr<scheduler::RequestId> id = service->Submit(
-        std::move(admitted->built.spec),
-        [sink](const absl::Status& s) { sink->Abort(s); });
-    if (!id.ok()) {
-      sink->Abort(id.status());
-      return;
-    }
-    sink_ = std::move(sink);
-    id_ = *id;
-  }
-
-  void OnCancel() override {
-    if (sink_ == nullptr) return;
-    service_->loop().Cancel(id_);
-    sink_->Abort(absl::CancelledError("the client cancelled"));
-  }
-  void OnDone() override {
-    if (id_ != 0) service_->Unregister(id_);
-    delete this;
-  }
-
- private:
-  // The response for a request that ended as `info` says, and the status.
-  grpc::Status Fill(const scheduler::FinishInfo& info) {
-    if (info.reason == scheduler::FinishReason::kError &&
-        !response_->has_accepted()) {
-      return ToGrpcStatus(info.status, context_);  // refused at intake
-    }
-    FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
-                 absl::InfinitePast(), response_->mutable_finished());
-    const bool bad = info.reason == scheduler::FinishReason::kError ||
-                     (info.reason == scheduler::FinishReason::kCancelled &&
-                      !info.status.ok());
-    return bad ? ToGrpcStatus(info.status, context_) : grpc::Status::OK;
-  }
-
-  PacelineService* const service_;
-  grpc::CallbackServerContext* const context_;
-  v1::CompleteResponse* const response_;
-  std::shared_ptr<Sink> sink_;  // set once submitted
-  scheduler::RequestId id_ = 0;
-};
 
 }  // namespace
 
@@ -329,8 +125,8 @@ absl::StatusOr<PacelineService::Admitted> PacelineService::Check(
   ModelLimits limits;
   limits.vocab_size = static_cast<int32_t>(config_->n_vocab);
   limits.context_length = config_->context_length;
-  ASSIGN_OR_RETURN(out.built,
-                   BuildRequest(request, *out.tenant, *tokenizer_, limits, seed));
+  ASSIGN_OR_RETURN(
+      out.built, BuildRequest(request, *out.tenant, *tokenizer_, limits, seed));
   return out;
 }
 
@@ -386,9 +182,9 @@ grpc::ServerUnaryReactor* PacelineService::Cancel(
     }
   }
   if (!abort) {
-    return FinishUnary(context,
-                       absl::NotFoundError(absl::StrCat(
-                           "no live request ", id, " of this tenant")));
+    return FinishUnary(
+        context, absl::NotFoundError(
+                     absl::StrCat("no live request ", id, " of this tenant")));
   }
   loop_->Cancel(id);
   abort(absl::CancelledError(absl::StrCat("request ", id, " was cancelled")));
@@ -426,9 +222,9 @@ grpc::ServerUnaryReactor* PacelineService::Detokenize(
     const int32_t id = request->token_ids(i);
     if (id < 0 || id >= tokenizer_->vocab_size()) {
       return FinishUnary(
-          context, absl::InvalidArgumentError(absl::StrCat(
-                       "token_ids[", i, "] must be in [0, ",
-                       tokenizer_->vocab_size(), "), got ", id)));
+          context, absl::InvalidArgumentError(
+                       absl::StrCat("token_ids[", i, "] must be in [0, ",
+                                    tokenizer_->vocab_size(), "), got ", id)));
     }
     if (!skip_special && tokenizer_->IsControl(id)) {
       text += tokenizer_->TokenText(id);

@@ -2,13 +2,15 @@
 #define PACELINE_SERVER_SERVICE_H_
 
 // paceline.v1.Paceline over gRPC's callback API. RPC threads only
-// authenticate, validate, tokenize, submit to the serving loop and write;
-// the engine thread generates; the pacer times paced deliveries.
+// authenticate, validate, tokenize and submit to the serving loop; the
+// engine thread generates and hands output over; delivery (the pacer
+// thread and the reactors' completions) writes to clients.
 //
-// Generate: one reactor per stream (GenerateCall in service.cc) that is the
-// StreamBuffer's writer; Complete: a sink that answers once. Both register
-// the request id with its tenant, so Cancel finds only the caller's own
-// requests and a drain can cut what is left.
+// Generate: one reactor per stream (generate_call.h) that is its
+// StreamBuffer's writer; Complete: one reactor that answers once
+// (complete_call.h). Both register the request id with its tenant, so
+// Cancel finds only the caller's own requests and a drain can cut what is
+// left.
 //
 // Thread-safe.
 
@@ -29,10 +31,9 @@
 #include "scheduler/clock.h"
 #include "scheduler/serving_loop.h"
 #include "server/auth.h"
-#include "server/pacer.h"
+#include "server/delivery/pacer.h"
 #include "server/request_builder.h"
 #include "server/server_observers.h"
-#include "server/stream_buffer.h"
 #include "server/tenant_policy.h"
 
 namespace paceline::server {
@@ -98,7 +99,7 @@ class PacelineService final : public v1::Paceline::CallbackService {
       const v1::GetServerStatusRequest* request,
       v1::ServerStatus* response) override;
 
-  // --- For the calls (service.cc) ---------------------------------------------
+  // --- For the calls (generate_call.h, complete_call.h) ------------------
   // How to cut a live call short: ends it with the status (no-op once it
   // has ended). Holds what it needs by shared_ptr, so it may outlive the
   // call; never called with the service's lock held.

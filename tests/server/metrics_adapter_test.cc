@@ -17,8 +17,8 @@
 #include "gtest/gtest.h"
 #include "metrics/metrics.h"
 #include "scheduler/serving_loop.h"
-#include "server/pacer.h"
-#include "server/stream_buffer.h"
+#include "server/delivery/pacer.h"
+#include "server/delivery/stream_buffer.h"
 #include "tests/metrics/exposition.h"
 #include "tests/scheduler/scheduler_test_util.h"
 
@@ -223,7 +223,7 @@ class ImmediateWriter : public StreamWriter {
  public:
   explicit ImmediateWriter(scheduler::ManualClock* clock) : clock_(clock) {}
   void Bind(StreamBuffer* buffer) { buffer_ = buffer; }
-  void StartWrite(const Outgoing& out) override {
+  void Send(const Outgoing& out) override {
     if (out.kind == Outgoing::Kind::kFinished) return;
     clock_->Advance(absl::Milliseconds(5));
     buffer_->OnWriteDone(true);
@@ -242,28 +242,31 @@ TEST(MetricsAdapterTest, StreamBufferReportsDeliveries) {
   adapter.AttachSources(nullptr, &pacer);
   ImmediateWriter writer(&clock);
   {
-    auto buffer = std::make_shared<StreamBuffer>(DeliveryOptions{}, &clock,
-                                                 &pacer, &adapter, "a");
+    auto buffer = std::make_shared<StreamBuffer>(DeliveryOptions{}, &writer,
+                                                 &clock, &pacer, &adapter, "a");
     writer.Bind(buffer.get());
-    buffer->Attach(&writer);
     EXPECT_EQ(ParseExposition(metrics.Serialize())
                   .Get(Series("paceline_pacer_streams")),
               1);
     scheduler::AcceptInfo accepted;
     accepted.id = 1;
-    buffer->OnAccepted(accepted);  // written at +5 ms
+    buffer->OnAccepted(accepted);  // the pacer writes it: done at +5 ms
+    pacer.RunDue();
     const int32_t one[] = {'a'};
     const int32_t two[] = {'b', 'c'};
     scheduler::TokenDelta delta;
     delta.ids = one;
     delta.text = "a";
     buffer->OnTokens(delta);  // delivered at +10 ms: first, 10 ms
+    pacer.RunDue();
     delta.ids = two;
     delta.text = "bc";
     buffer->OnTokens(delta);  // delivered at +15 ms: 5 ms, then 0
+    pacer.RunDue();
     scheduler::FinishInfo finish;
     finish.reason = scheduler::FinishReason::kLength;
     buffer->OnFinished(finish);
+    pacer.RunDue();
     EXPECT_TRUE(buffer->done());
     buffer->Detach();  // the call ends: not counted twice
   }

@@ -1,56 +1,30 @@
 // Paced delivery under a manual clock: exact emission times from the pace
-// gate, the pacer and the stream buffer together, with a fake writer that
-// completes writes at once or holds them (a slow reader).
+// bucket, the pacer and the stream buffer together, with a fake writer that
+// completes writes at once or holds them (a slow reader). The engine side
+// only hands a stream to the pacer; each helper below then gives the pacer
+// thread its turn (RunDue) as the daemon's would.
+
+#include "server/delivery/pacer.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
-#include "server/pace_gate.h"
-#include "server/pacer.h"
-#include "server/stream_buffer.h"
+#include "server/delivery/stream_buffer.h"
+#include "tests/testing/fake_stream_writer.h"
 
 namespace paceline::server {
 namespace {
 
 using Kind = Outgoing::Kind;
-
-struct Written {
-  absl::Duration at;  // since the epoch of the manual clock
-  Outgoing out;
-};
-
-// Records every write; completes it at once unless told to hold writes.
-class FakeWriter : public StreamWriter {
- public:
-  explicit FakeWriter(scheduler::Clock* clock) : clock_(clock) {}
-  void Bind(std::shared_ptr<StreamBuffer> buffer) { buffer_ = buffer; }
-  void StartWrite(const Outgoing& out) override {
-    writes.push_back({clock_->Now() - absl::UnixEpoch(), out});
-    ASSERT_FALSE(in_flight) << "two writes in flight";
-    if (out.kind == Kind::kFinished) return;  // the RPC is over
-    in_flight = true;
-    if (!hold) Complete(true);
-  }
-  void Complete(bool ok) {
-    ASSERT_TRUE(in_flight);
-    in_flight = false;
-    buffer_->OnWriteDone(ok);
-  }
-
-  bool hold = false;
-  bool in_flight = false;
-  std::vector<Written> writes;
-
- private:
-  scheduler::Clock* clock_;
-  std::shared_ptr<StreamBuffer> buffer_;
-};
+using FakeWriter = testing::FakeStreamWriter;
+using Written = FakeWriter::Written;
 
 struct Stream {
   scheduler::ManualClock clock;
@@ -62,13 +36,13 @@ struct Stream {
     DeliveryOptions options;
     options.pace_tokens_per_s = pace;
     options.burst_tokens = burst;
-    buffer = std::make_shared<StreamBuffer>(options, &clock, &pacer);
+    buffer = std::make_shared<StreamBuffer>(options, &writer, &clock, &pacer);
     writer.Bind(buffer);
-    buffer->Attach(&writer);
     scheduler::AcceptInfo info;
     info.id = 7;
     info.prompt_tokens = 3;
     buffer->OnAccepted(info);
+    pacer.RunDue();
   }
 
   void Token(int32_t id, const std::string& text) {
@@ -77,6 +51,7 @@ struct Stream {
     delta.ids = ids;
     delta.text = text;
     buffer->OnTokens(delta);
+    pacer.RunDue();
   }
 
   void Finish() {
@@ -84,6 +59,7 @@ struct Stream {
     info.reason = scheduler::FinishReason::kLength;
     info.timings.finished = clock.Now();
     buffer->OnFinished(info);
+    pacer.RunDue();
   }
 
   // Advances the clock in `step`s up to `until` (since the epoch), running
@@ -104,37 +80,97 @@ struct Stream {
   }
 };
 
-TEST(PaceGateTest, BurstThenSteadyPaceThenRefill) {
-  const absl::Time t0 = absl::UnixEpoch();
-  PaceGate gate(10, 3, t0);
-  std::vector<absl::Time> out;
-  for (int i = 0; i < 5; ++i) {
-    const absl::Time at = gate.ReleaseTime(t0);
-    gate.Take(at);
-    out.push_back(at);
+// Records its Release calls; asks to be called again after `again`.
+class Target : public Deliverable {
+ public:
+  Target(int name, std::vector<int>* log) : name_(name), log_(log) {}
+  absl::Time Release(absl::Time now) override {
+    log_->push_back(name_);
+    releases.push_back(now);
+    if (again == absl::ZeroDuration()) return absl::InfiniteFuture();
+    const absl::Duration d = std::exchange(again, absl::ZeroDuration());
+    return now + d;
   }
-  EXPECT_EQ(out[0], t0);
-  EXPECT_EQ(out[1], t0);
-  EXPECT_EQ(out[2], t0);
-  EXPECT_EQ(out[3], t0 + absl::Milliseconds(100));
-  EXPECT_EQ(out[4], t0 + absl::Milliseconds(200));
-  // After a 10 s pause the bucket is full again (3 tokens, not 100).
-  const absl::Time later = t0 + absl::Seconds(10);
-  for (int i = 0; i < 3; ++i) {
-    const absl::Time at = gate.ReleaseTime(later);
-    EXPECT_EQ(at, later);
-    gate.Take(at);
-  }
-  EXPECT_EQ(gate.ReleaseTime(later), later + absl::Milliseconds(100));
+  absl::Duration again = absl::ZeroDuration();
+  std::vector<absl::Time> releases;
+
+ private:
+  const int name_;
+  std::vector<int>* const log_;
+};
+
+// Earliest due time first, FIFO among equal ones; nothing before its time.
+TEST(PacerTest, ReleasesInDueOrderThenFifo) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  std::vector<int> log;
+  auto a = std::make_shared<Target>(1, &log);
+  auto b = std::make_shared<Target>(2, &log);
+  auto c = std::make_shared<Target>(3, &log);
+  const absl::Time t0 = clock.Now();
+  pacer.Schedule(a, t0 + absl::Milliseconds(20));
+  pacer.Schedule(b, t0 + absl::Milliseconds(10));
+  pacer.Schedule(c, t0 + absl::Milliseconds(10));
+  EXPECT_EQ(pacer.num_scheduled(), 3);
+  EXPECT_EQ(pacer.RunDue(), t0 + absl::Milliseconds(10));
+  EXPECT_TRUE(log.empty());
+  clock.Advance(absl::Milliseconds(20));
+  EXPECT_EQ(pacer.RunDue(), absl::InfiniteFuture());
+  EXPECT_EQ(log, (std::vector<int>{2, 3, 1}));
+  EXPECT_EQ(pacer.num_scheduled(), 0);
 }
 
-TEST(PaceGateTest, UnpacedReleasesWhenReady) {
-  PaceGate gate;
-  const absl::Time t = absl::UnixEpoch() + absl::Seconds(3);
-  for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(gate.ReleaseTime(t), t);
-    gate.Take(t);
-  }
+// The time a Release returns is the target's next entry.
+TEST(PacerTest, ReleaseReturnReschedules) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  std::vector<int> log;
+  auto a = std::make_shared<Target>(1, &log);
+  a->again = absl::Milliseconds(50);
+  pacer.Schedule(a, clock.Now());
+  EXPECT_EQ(pacer.RunDue(), absl::UnixEpoch() + absl::Milliseconds(50));
+  EXPECT_EQ(pacer.num_scheduled(), 1);
+  clock.Advance(absl::Milliseconds(50));
+  EXPECT_EQ(pacer.RunDue(), absl::InfiniteFuture());
+  EXPECT_EQ(a->releases, (std::vector<absl::Time>{
+                             absl::UnixEpoch(),
+                             absl::UnixEpoch() + absl::Milliseconds(50)}));
+}
+
+// A woken target runs on the next turn, after the paced entries due then.
+TEST(PacerTest, WokenTargetsRunOnTheNextTurnAfterDueEntries) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  std::vector<int> log;
+  auto a = std::make_shared<Target>(1, &log);
+  auto b = std::make_shared<Target>(2, &log);
+  auto c = std::make_shared<Target>(3, &log);
+  pacer.Wake(a);
+  pacer.Schedule(b, clock.Now());
+  pacer.Schedule(c, clock.Now() + absl::Seconds(1));
+  EXPECT_EQ(pacer.num_woken(), 1);
+  EXPECT_EQ(pacer.num_scheduled(), 2);
+  EXPECT_EQ(pacer.RunDue(), absl::UnixEpoch() + absl::Seconds(1));
+  EXPECT_EQ(log, (std::vector<int>{2, 1}));
+  EXPECT_EQ(pacer.num_woken(), 0);
+  EXPECT_EQ(pacer.num_scheduled(), 1);
+}
+
+TEST(PacerTest, StopDropsEntriesAndLaterSchedules) {
+  scheduler::ManualClock clock;
+  Pacer pacer(&clock);
+  std::vector<int> log;
+  auto a = std::make_shared<Target>(1, &log);
+  pacer.Schedule(a, clock.Now());
+  pacer.Wake(a);
+  pacer.Stop();
+  pacer.Schedule(a, clock.Now());
+  pacer.Wake(a);
+  EXPECT_EQ(pacer.num_scheduled(), 0);
+  EXPECT_EQ(pacer.num_woken(), 0);
+  EXPECT_EQ(pacer.RunDue(), absl::InfiniteFuture());
+  EXPECT_TRUE(log.empty());
+  EXPECT_EQ(a.use_count(), 1);  // the pacer holds no reference
 }
 
 TEST(StreamBufferTest, UnpacedTokensGoOutAsGeneratedInOrder) {
@@ -233,6 +269,7 @@ TEST(StreamBufferTest, TrailingTextRidesWithTheLastToken) {
   scheduler::TokenDelta flush;
   flush.text = "!";
   s.buffer->OnTokens(flush);
+  s.pacer.RunDue();
   s.Finish();
   s.RunUntil(absl::Milliseconds(200), absl::Milliseconds(10));
   const auto& w = s.writer.writes;
@@ -241,11 +278,13 @@ TEST(StreamBufferTest, TrailingTextRidesWithTheLastToken) {
   EXPECT_EQ(w[2].at, absl::Milliseconds(100));
 }
 
-TEST(StreamBufferTest, AbortDropsBufferedTokensAndFinishesAfterTheWriteInFlight) {
+TEST(StreamBufferTest,
+     AbortDropsBufferedTokensAndFinishesAfterTheWriteInFlight) {
   Stream s(10);
   for (int i = 0; i < 10; ++i) s.Token(i, "z");
   s.writer.hold = true;
-  s.RunUntil(absl::Milliseconds(100), absl::Milliseconds(10));  // token 1 in flight
+  s.RunUntil(absl::Milliseconds(100),
+             absl::Milliseconds(10));  // token 1 in flight
   ASSERT_TRUE(s.writer.in_flight);
   EXPECT_EQ(s.pacer.buffered_tokens(), 8);
   s.buffer->Abort(absl::AbortedError("drain timeout"));
@@ -268,7 +307,7 @@ TEST(StreamBufferTest, BrokenWriteEndsTheStreamCancelled) {
   Stream s(0);
   s.writer.hold = true;
   s.Token(1, "a");
-  s.writer.Complete(false);  // the Accepted write failed
+  s.writer.Complete(false);  // the write of token 1 failed
   ASSERT_EQ(s.writer.writes.back().out.kind, Kind::kFinished);
   EXPECT_EQ(s.writer.writes.back().out.aborted.code(),
             absl::StatusCode::kCancelled);
@@ -280,13 +319,15 @@ TEST(StreamBufferTest, RefusalAtIntakeWritesOnlyTheEnd) {
   scheduler::ManualClock clock;
   Pacer pacer(&clock);
   FakeWriter writer(&clock);
-  auto buffer = std::make_shared<StreamBuffer>(DeliveryOptions{}, &clock, &pacer);
+  auto buffer = std::make_shared<StreamBuffer>(DeliveryOptions{}, &writer,
+                                               &clock, &pacer);
   writer.Bind(buffer);
-  buffer->Attach(&writer);
   scheduler::FinishInfo info;
   info.reason = scheduler::FinishReason::kError;
   info.status = absl::ResourceExhaustedError("queue full");
   buffer->OnFinished(info);
+  EXPECT_TRUE(writer.writes.empty());  // handed to the pacer
+  pacer.RunDue();
   ASSERT_EQ(writer.writes.size(), 1u);
   EXPECT_EQ(writer.writes[0].out.kind, Kind::kFinished);
   EXPECT_FALSE(writer.writes[0].out.was_accepted);

@@ -1,8 +1,6 @@
-#include "server/pacer.h"
+#include "server/delivery/pacer.h"
 
 #include <utility>
-
-#include "server/stream_buffer.h"
 
 namespace paceline::server {
 
@@ -23,19 +21,28 @@ void Pacer::Stop() {
   if (thread_.joinable()) thread_.join();
   absl::MutexLock lock(&mu_);
   heap_ = {};
+  woken_.clear();
 }
 
-void Pacer::Schedule(std::shared_ptr<StreamBuffer> stream, absl::Time due) {
+void Pacer::Wake(std::shared_ptr<Deliverable> target) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  // Non-empty: the thread has been signalled already, or is running.
+  if (woken_.empty()) wake_.Signal();
+  woken_.push_back(std::move(target));
+}
+
+void Pacer::Schedule(std::shared_ptr<Deliverable> target, absl::Time due) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
   const bool earliest = heap_.empty() || due < heap_.top().due;
-  heap_.push(Entry{due, next_seq_++, std::move(stream)});
+  heap_.push(Entry{due, next_seq_++, std::move(target)});
   if (earliest) wake_.Signal();
 }
 
 absl::Time Pacer::RunDue() {
   const absl::Time now = clock_->Now();
-  std::vector<Entry> due;
+  std::vector<std::shared_ptr<Deliverable>> due;
   {
     absl::MutexLock lock(&mu_);
     PopDueLocked(now, &due);
@@ -50,8 +57,13 @@ int64_t Pacer::num_scheduled() const {
   return static_cast<int64_t>(heap_.size());
 }
 
+int64_t Pacer::num_woken() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(woken_.size());
+}
+
 void Pacer::ThreadMain() {
-  std::vector<Entry> due;
+  std::vector<std::shared_ptr<Deliverable>> due;
   while (true) {
     absl::Time now;
     {
@@ -59,6 +71,7 @@ void Pacer::ThreadMain() {
       while (true) {
         if (stopping_) return;
         now = clock_->Now();
+        if (!woken_.empty()) break;
         if (!heap_.empty() && heap_.top().due <= now) break;
         if (heap_.empty()) {
           wake_.Wait(&mu_);
@@ -72,19 +85,26 @@ void Pacer::ThreadMain() {
   }
 }
 
-void Pacer::PopDueLocked(absl::Time now, std::vector<Entry>* due) {
+void Pacer::PopDueLocked(absl::Time now,
+                         std::vector<std::shared_ptr<Deliverable>>* due) {
+  // Paced entries first: they have waited for their time.
   while (!heap_.empty() && heap_.top().due <= now) {
-    due->push_back(heap_.top());
+    due->push_back(heap_.top().target);
     heap_.pop();
   }
+  for (std::shared_ptr<Deliverable>& target : woken_) {
+    due->push_back(std::move(target));
+  }
+  woken_.clear();  // keeps its capacity: no allocation per hand-over
 }
 
-void Pacer::ReleaseAll(absl::Time now, std::vector<Entry>* due) {
-  for (Entry& e : *due) {
-    const absl::Time next = e.stream->Release(now);
+void Pacer::ReleaseAll(absl::Time now,
+                       std::vector<std::shared_ptr<Deliverable>>* due) {
+  for (std::shared_ptr<Deliverable>& target : *due) {
+    const absl::Time next = target->Release(now);
     if (next != absl::InfiniteFuture()) {
       absl::MutexLock lock(&mu_);
-      if (!stopping_) heap_.push(Entry{next, next_seq_++, std::move(e.stream)});
+      if (!stopping_) heap_.push(Entry{next, next_seq_++, std::move(target)});
     }
   }
   due->clear();

@@ -1,0 +1,133 @@
+#include "server/complete_call.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/delivery/pacer.h"
+#include "server/proto_convert.h"
+
+namespace paceline::server {
+
+// The request's sink, and the pacer's target for the answer.
+class CompleteCall::Sink final : public scheduler::TokenSink,
+                                 public Deliverable,
+                                 public std::enable_shared_from_this<Sink> {
+ public:
+  Sink(CompleteCall* call, Pacer* pacer) : pacer_(pacer), call_(call) {}
+
+  // --- TokenSink (engine thread): append, hand over at the finish ---
+  void OnAccepted(const scheduler::AcceptInfo& info) override {
+    absl::MutexLock lock(&mu_);
+    if (call_ == nullptr) return;
+    v1::Accepted* a = call_->response_->mutable_accepted();
+    a->set_request_id(info.id);
+    a->set_prompt_tokens(info.prompt_tokens);
+    a->set_cached_prompt_tokens(info.cached_prompt_tokens);
+  }
+  void OnTokens(const scheduler::TokenDelta& delta) override {
+    absl::MutexLock lock(&mu_);
+    if (call_ == nullptr) return;
+    v1::CompleteResponse* r = call_->response_;
+    r->mutable_text()->append(delta.text.data(), delta.text.size());
+    r->mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
+    for (const engine::SampleResult& s : delta.samples) {
+      AddLogprob(s, r->mutable_logprobs());
+    }
+  }
+  void OnFinished(const scheduler::FinishInfo& info) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr) return;
+      finish_ = info;
+    }
+    pacer_->Wake(shared_from_this());
+  }
+
+  // --- Deliverable (pacer thread): the answer ---
+  absl::Time Release(absl::Time /*now*/) override {
+    CompleteCall* call = nullptr;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr || !finish_.has_value()) {
+        return absl::InfiniteFuture();
+      }
+      call = std::exchange(call_, nullptr);
+      status = call->Fill(*finish_);
+    }
+    call->Finish(status);
+    return absl::InfiniteFuture();
+  }
+
+  // Ends the call with `status` unless it has ended (any thread but the
+  // engine's).
+  void Abort(const absl::Status& status) {
+    CompleteCall* call = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr) return;
+      call = std::exchange(call_, nullptr);
+    }
+    call->Finish(ToGrpcStatus(status, call->context_));
+  }
+
+ private:
+  Pacer* const pacer_;
+  absl::Mutex mu_;
+  CompleteCall* call_ ABSL_GUARDED_BY(mu_);  // null once handed over
+  std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
+};
+
+CompleteCall::CompleteCall(PacelineService* service,
+                           grpc::CallbackServerContext* context,
+                           const v1::GenerateRequest& request,
+                           v1::CompleteResponse* response)
+    : service_(service), context_(context), response_(response) {
+  absl::StatusOr<PacelineService::Admitted> admitted =
+      service->Admit(context, request);
+  if (!admitted.ok()) {
+    Finish(ToGrpcStatus(admitted.status(), context));
+    return;
+  }
+  auto sink = std::make_shared<Sink>(this, service->pacer());
+  admitted->built.spec.sink = sink;
+  admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
+  absl::StatusOr<scheduler::RequestId> id =
+      service->Submit(std::move(admitted->built.spec),
+                      [sink](const absl::Status& s) { sink->Abort(s); });
+  if (!id.ok()) {
+    sink->Abort(id.status());
+    return;
+  }
+  sink_ = std::move(sink);
+  id_ = *id;
+}
+
+void CompleteCall::OnCancel() {
+  if (sink_ == nullptr) return;
+  service_->loop().Cancel(id_);
+  sink_->Abort(absl::CancelledError("the client cancelled"));
+}
+
+void CompleteCall::OnDone() {
+  if (id_ != 0) service_->Unregister(id_);
+  delete this;
+}
+
+grpc::Status CompleteCall::Fill(const scheduler::FinishInfo& info) {
+  if (info.reason == scheduler::FinishReason::kError &&
+      !response_->has_accepted()) {
+    return ToGrpcStatus(info.status, context_);  // refused at intake
+  }
+  FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
+               absl::InfinitePast(), response_->mutable_finished());
+  const bool bad =
+      info.reason == scheduler::FinishReason::kError ||
+      (info.reason == scheduler::FinishReason::kCancelled && !info.status.ok());
+  return bad ? ToGrpcStatus(info.status, context_) : grpc::Status::OK;
+}
+
+}  // namespace paceline::server

@@ -1,0 +1,55 @@
+#ifndef PACELINE_SERVER_COMPLETE_CALL_H_
+#define PACELINE_SERVER_COMPLETE_CALL_H_
+
+// One Complete call: collects the whole result, then answers once.
+//
+// The request's sink appends on the engine thread and, at the finish,
+// hands the call to the pacer, whose thread fills the response and
+// finishes the RPC: the engine thread never writes to a client. Whoever
+// ends the call (the finish, an abort, the client's cancel) goes through
+// the sink, which hands it over exactly once and calls Finish outside its
+// lock (gRPC may run OnDone inline).
+//
+// Threads: gRPC's (the reactions, aborts), the engine's (the sink), the
+// pacer's (the answer).
+
+#include <memory>
+
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
+#include "paceline/v1/paceline.pb.h"
+#include "scheduler/token_sink.h"
+#include "server/service.h"
+
+namespace paceline::server {
+
+class CompleteCall final : public grpc::ServerUnaryReactor {
+ public:
+  // Admits and submits `request` (unpaced: answered at once), or finishes
+  // at once with the refusal. Deletes itself in OnDone. `service` must
+  // outlive the call; `response` is gRPC's, valid until OnDone.
+  CompleteCall(PacelineService* service, grpc::CallbackServerContext* context,
+               const v1::GenerateRequest& request,
+               v1::CompleteResponse* response);
+
+  // Reactions.
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Sink;
+
+  // The response for a request that ended as `info` says, and the status.
+  grpc::Status Fill(const scheduler::FinishInfo& info);
+
+  PacelineService* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::CompleteResponse* const response_;
+  std::shared_ptr<Sink> sink_;  // set once submitted
+  scheduler::RequestId id_ = 0;
+};
+
+}  // namespace paceline::server
+
+#endif  // PACELINE_SERVER_COMPLETE_CALL_H_

@@ -1,0 +1,313 @@
+#include "server/delivery/stream_buffer.h"
+
+#include <utility>
+
+namespace paceline::server {
+
+StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
+                           scheduler::Clock* clock, Pacer* pacer,
+                           DeliveryObserver* observer, std::string tenant)
+    : writer_(writer),
+      clock_(clock),
+      pacer_(pacer),
+      observer_(observer),
+      tenant_(std::move(tenant)),
+      queued_(clock->Now()),
+      pace_(scheduler::TokenBucket::Pace(options.pace_tokens_per_s,
+                                         options.burst_tokens, queued_)) {
+  if (observer_ != nullptr) observer_->OnStreamOpened();
+}
+
+// --- Events ------------------------------------------------------------------
+
+void StreamBuffer::Detach() { Handle({Event::Kind::kDetach, clock_->Now()}); }
+
+void StreamBuffer::OnAccepted(const scheduler::AcceptInfo& info) {
+  const absl::Time now = clock_->Now();
+  Effects hand_over;
+  {
+    absl::MutexLock lock(&mu_);
+    accepted_ = info;
+    was_accepted_ = true;
+    if (open()) accepted_ready_ = true;
+    hand_over = Transition({Event::Kind::kOutput, now});
+  }
+  HandOver(hand_over);
+}
+
+void StreamBuffer::OnTokens(const scheduler::TokenDelta& delta) {
+  const absl::Time now = clock_->Now();
+  Effects hand_over;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Time due = absl::InfiniteFuture();
+    if (open()) {
+      AppendLocked(delta, now);
+      due = ReleaseLocked(now);
+    }
+    hand_over = Transition({Event::Kind::kOutput, now, due});
+  }
+  HandOver(hand_over);
+}
+
+void StreamBuffer::OnFinished(const scheduler::FinishInfo& info) {
+  const absl::Time now = clock_->Now();
+  Effects hand_over;
+  {
+    absl::MutexLock lock(&mu_);
+    finish_ = info;
+    hand_over = Transition({Event::Kind::kOutput, now});
+  }
+  HandOver(hand_over);
+}
+
+int64_t StreamBuffer::buffered_tokens() const {
+  return pending_tokens_.load(std::memory_order_relaxed);
+}
+
+void StreamBuffer::OnWriteDone(bool ok) {
+  Handle({ok ? Event::Kind::kWriteDone : Event::Kind::kWriteFailed,
+          clock_->Now()});
+}
+
+void StreamBuffer::Abort(absl::Status status) {
+  Handle({Event::Kind::kAbort, clock_->Now(), absl::InfiniteFuture(),
+          std::move(status)});
+}
+
+absl::Time StreamBuffer::Release(absl::Time now) {
+  Effects fx;
+  {
+    absl::MutexLock lock(&mu_);
+    fx = Transition({Event::Kind::kRelease, now});
+  }
+  const absl::Time next = fx.schedule;  // the pacer reschedules
+  Apply(std::move(fx));
+  return next;
+}
+
+StreamBuffer::State StreamBuffer::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+scheduler::RequestId StreamBuffer::id() const {
+  absl::MutexLock lock(&mu_);
+  return accepted_.id;
+}
+
+// --- The state machine -------------------------------------------------------
+
+StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
+  using Kind = Event::Kind;
+  Effects fx;
+  switch (e.kind) {
+    case Kind::kOutput:  // the engine side: a hand-over at most, no write
+      if (open()) HandOffLocked(e.due, &fx);
+      break;
+    case Kind::kRelease:
+      scheduled_ = false;  // this was the pending entry
+      if (!open()) break;
+      fx.schedule = ReleaseLocked(e.now);
+      scheduled_ = fx.schedule != absl::InfiniteFuture();
+      if (state_ == State::kIdle) StartNextLocked(&fx);
+      break;
+    case Kind::kWriteDone:
+      if (state_ == State::kWriting) {
+        DeliveredLocked(e.now, &fx);
+        state_ = State::kIdle;
+        StartNextLocked(&fx);
+      } else if (state_ == State::kFinishing) {
+        DeliveredLocked(e.now, &fx);
+        FinishLocked(&fx);
+      }
+      break;
+    case Kind::kWriteFailed:
+      if (state_ == State::kWriting) {
+        cut_ = absl::CancelledError("the client stopped reading");
+        DropLocked();
+        FinishLocked(&fx);
+      } else if (state_ == State::kFinishing) {
+        FinishLocked(&fx);
+      }
+      break;
+    case Kind::kAbort:
+      if (!open()) break;  // the first cut wins
+      cut_ = e.status;
+      DropLocked();
+      if (state_ == State::kWriting) {
+        state_ = State::kFinishing;
+      } else {
+        FinishLocked(&fx);
+      }
+      break;
+    case Kind::kDetach:
+      if (state_ == State::kDone) break;
+      DropLocked();
+      state_ = State::kDone;
+      fx.closed = true;
+      break;
+  }
+  return fx;
+}
+
+void StreamBuffer::Handle(const Event& event) {
+  Effects fx;
+  {
+    absl::MutexLock lock(&mu_);
+    fx = Transition(event);
+  }
+  Apply(std::move(fx));
+}
+
+void StreamBuffer::HandOver(const Effects& fx) {
+  // The pacer thread calls Release, which starts the write: one hop, no
+  // allocation (see pacer.h).
+  if (fx.wake) {
+    pacer_->Wake(shared_from_this());
+  } else if (fx.schedule != absl::InfiniteFuture()) {
+    pacer_->Schedule(shared_from_this(), fx.schedule);
+  }
+}
+
+void StreamBuffer::Apply(Effects fx) {
+  if (fx.delivered > 0 && observer_ != nullptr) {
+    observer_->OnDelivered(tenant_, fx.first, fx.since, fx.delivered);
+  }
+  // Finishing may end the call and drop this buffer before Send returns:
+  // nothing of `this` is touched after it.
+  DeliveryObserver* const closed = fx.closed ? observer_ : nullptr;
+  if (fx.write.has_value()) writer_->Send(*fx.write);
+  if (closed != nullptr) closed->OnStreamClosed();
+}
+
+void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
+  // A pending entry is due no later than anything that became ready: its
+  // Release will see this too.
+  if (scheduled_) return;
+  if (state_ == State::kIdle && HasNextLocked()) {
+    fx->wake = true;
+  } else if (due != absl::InfiniteFuture()) {
+    fx->schedule = due;
+  } else {
+    return;
+  }
+  scheduled_ = true;
+}
+
+bool StreamBuffer::HasNextLocked() const {
+  return accepted_ready_ || has_ready_ ||
+         (finish_.has_value() && pending_.empty());
+}
+
+void StreamBuffer::StartNextLocked(Effects* fx) {
+  Outgoing out;
+  if (accepted_ready_) {
+    out.kind = Outgoing::Kind::kAccepted;
+    out.accepted = accepted_;
+    accepted_ready_ = false;
+    in_flight_delta_ = false;
+    in_flight_tokens_ = 0;
+  } else if (has_ready_) {
+    out = std::exchange(ready_, Outgoing());
+    has_ready_ = false;
+    in_flight_delta_ = true;
+    in_flight_tokens_ = static_cast<int32_t>(out.ids.size());
+  } else {
+    if (finish_.has_value() && pending_.empty()) FinishLocked(fx);
+    return;
+  }
+  fx->write = std::move(out);
+  state_ = State::kWriting;
+}
+
+void StreamBuffer::FinishLocked(Effects* fx) {
+  Outgoing out;
+  out.kind = Outgoing::Kind::kFinished;
+  out.was_accepted = was_accepted_;
+  if (finish_.has_value()) out.finish = *finish_;
+  out.aborted = cut_;
+  out.first_delivered = first_delivered_;
+  out.last_delivered = last_delivered_;
+  fx->write = std::move(out);
+  fx->closed = true;
+  state_ = State::kDone;
+}
+
+void StreamBuffer::DeliveredLocked(absl::Time now, Effects* fx) {
+  if (!in_flight_delta_) return;
+  in_flight_delta_ = false;
+  if (first_delivered_ == absl::InfinitePast()) first_delivered_ = now;
+  last_delivered_ = now;
+  if (in_flight_tokens_ == 0) return;
+  fx->delivered = std::exchange(in_flight_tokens_, 0);
+  fx->first = last_tokens_delivered_ == absl::InfinitePast();
+  fx->since = now - (fx->first ? queued_ : last_tokens_delivered_);
+  last_tokens_delivered_ = now;
+}
+
+void StreamBuffer::DropLocked() {
+  pending_.clear();
+  DropPendingTokens();
+  has_ready_ = false;
+  ready_ = Outgoing();
+  accepted_ready_ = false;
+}
+
+// --- Contents ----------------------------------------------------------------
+
+void StreamBuffer::AppendLocked(const scheduler::TokenDelta& delta,
+                                absl::Time now) {
+  const size_t n = delta.ids.size();
+  for (size_t i = 0; i < n; ++i) {
+    Piece piece;
+    piece.id = delta.ids[i];
+    if (i + 1 == n) piece.text.assign(delta.text.data(), delta.text.size());
+    if (i < delta.samples.size()) piece.sample = delta.samples[i];
+    piece.ready = now;
+    pending_.push_back(std::move(piece));
+  }
+  if (n == 0 && !delta.text.empty()) {
+    Piece piece;
+    piece.text.assign(delta.text.data(), delta.text.size());
+    piece.ready = now;
+    pending_.push_back(std::move(piece));
+  }
+  AddPendingTokens(static_cast<int64_t>(n));
+}
+
+absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
+  while (!pending_.empty()) {
+    Piece& piece = pending_.front();
+    if (piece.id >= 0) {
+      const absl::Time at = pace_.WhenAvailable(1, piece.ready);
+      if (at > now) return at;
+      pace_.Take(1, at);
+      AddPendingTokens(-1);
+    }
+    if (!has_ready_) {
+      ready_ = Outgoing();
+      ready_.kind = Outgoing::Kind::kDelta;
+      has_ready_ = true;
+    }
+    if (piece.id >= 0) ready_.ids.push_back(piece.id);
+    ready_.text += piece.text;
+    if (piece.sample.has_value()) {
+      ready_.samples.push_back(*std::move(piece.sample));
+    }
+    pending_.pop_front();
+  }
+  return absl::InfiniteFuture();
+}
+
+void StreamBuffer::AddPendingTokens(int64_t n) {
+  pending_tokens_.fetch_add(n, std::memory_order_relaxed);
+  pacer_->AddBufferedTokens(n);
+}
+
+void StreamBuffer::DropPendingTokens() {
+  const int64_t n = pending_tokens_.exchange(0, std::memory_order_relaxed);
+  pacer_->AddBufferedTokens(-n);
+}
+
+}  // namespace paceline::server

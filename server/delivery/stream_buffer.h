@@ -1,0 +1,270 @@
+#ifndef PACELINE_SERVER_DELIVERY_STREAM_BUFFER_H_
+#define PACELINE_SERVER_DELIVERY_STREAM_BUFFER_H_
+
+// One Generate stream between the engine and the client: the request's
+// TokenSink, a buffer of generated tokens, and the write side as a state
+// machine.
+//
+//   engine thread ─OnTokens─▶ pending ─(pace: due?)─▶ ready ─▶ one write
+//        │ hands over (Pacer::Wake/Schedule)   ▲                 │
+//        └──────────▶ pacer thread: Release ───┘            OnWriteDone
+//
+// One owner of client writes: the engine side (OnAccepted, OnTokens,
+// OnFinished) only appends under the lock and returns; it never calls the
+// writer. Tokens whose release time has come (unpaced, or within the
+// burst) move to `ready` at once. When something became ready and no
+// write is in flight, the stream is handed to the pacer (Pacer::Wake); a
+// paced token is scheduled at its due time (Pacer::Schedule). Writes then start
+// only on the delivery side: Release (the pacer thread), OnWriteDone (the
+// transport's completion), Abort (a cancel or a drain). Whenever a write may
+// start, everything ready goes out as one message, so a slow reader (whose
+// writes complete late) gets coalesced deltas and nothing else slows down.
+// Writes go in order: Accepted, Deltas, Finished — the last once generation has
+// finished and every token has been delivered, or at once when the stream
+// is cut (Abort, a failed write).
+//
+// The write side (State), one transition per event (Transition):
+//
+//   kIdle    ──Output──────────────▶ kIdle (hand-over to the pacer at most)
+//   kIdle    ──Release, ready──────▶ kWriting (Accepted first, then Deltas)
+//   kIdle    ──Release, all done───▶ kDone (Finished)
+//   kIdle    ──Abort───────────────▶ kDone (Finished: the abort status)
+//   kWriting ──Output, Release─────▶ kWriting (ready grows, no write)
+//   kWriting ──WriteDone, ready────▶ kWriting (the next write)
+//   kWriting ──WriteDone, nothing──▶ kIdle
+//   kWriting ──WriteDone, all done─▶ kDone (Finished)
+//   kWriting ──WriteFailed─────────▶ kDone (Finished: CANCELLED)
+//   kWriting ──Abort───────────────▶ kFinishing (drops what is not written)
+//   kFinishing ──WriteDone/Failed──▶ kDone (Finished: the abort status)
+//   any but kDone ──Detach─────────▶ kDone (nothing written)
+//   kDone ignores everything. "all done": finished and every token written.
+//
+// Text arrives from the scheduler in whole UTF-8 characters (stop strings
+// already applied); a pending entry may carry text without a token (the
+// flush at the end), which goes out with the token before it.
+//
+// Thread-safe: the engine thread, the pacer thread and gRPC threads call in.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/sampling/sampler.h"
+#include "scheduler/clock.h"
+#include "scheduler/token_bucket.h"
+#include "scheduler/token_sink.h"
+#include "server/delivery/delivery_observer.h"
+#include "server/delivery/pacer.h"
+
+namespace paceline::server {
+
+// One message to write to the client.
+struct Outgoing {
+  enum class Kind { kAccepted, kDelta, kFinished };
+  Kind kind = Kind::kDelta;
+  scheduler::AcceptInfo accepted;  // kAccepted
+  // kDelta: one or more tokens' output, coalesced.
+  std::vector<int32_t> ids;
+  std::string text;
+  std::vector<engine::SampleResult> samples;
+  // kFinished: how the request ended. `was_accepted` false means the
+  // scheduler refused it at intake (nothing was written; the RPC ends with
+  // finish.status). `aborted` is the status that cut delivery short, if any.
+  bool was_accepted = false;
+  scheduler::FinishInfo finish;
+  absl::Status aborted;
+  absl::Time first_delivered = absl::InfinitePast();
+  absl::Time last_delivered = absl::InfinitePast();
+};
+
+// The client end, implemented by the transport (the gRPC reactor).
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Starts sending `out` and returns at once; the writer then calls
+  // StreamBuffer::OnWriteDone. Never called again before that. A kFinished
+  // message is the last call; the writer ends the RPC with it (and calls
+  // nothing back). Called from the pacer thread or from within
+  // OnWriteDone / Abort, never from the engine thread.
+  virtual void Send(const Outgoing& out) = 0;
+};
+
+struct DeliveryOptions {
+  double pace_tokens_per_s = 0;  // 0 = unpaced
+  int32_t burst_tokens = 1;
+};
+
+class StreamBuffer final : public scheduler::TokenSink,
+                           public Deliverable,
+                           public std::enable_shared_from_this<StreamBuffer> {
+ public:
+  // The write side.
+  enum class State {
+    kIdle,       // no write in flight
+    kWriting,    // one Accepted or Delta write in flight
+    kFinishing,  // cut short during a write: Finished follows its completion
+    kDone,       // Finished handed to the writer, or the writer detached
+  };
+
+  // Create with std::make_shared (the buffer hands itself to the pacer).
+  // `writer`, `clock` and `pacer` must outlive the buffer (the writer until
+  // Detach or the Finished message). `observer` (may be null; must outlive
+  // the buffer) hears of the stream's deliveries under `tenant`, timed
+  // from now (the stream is queued right after).
+  StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
+               scheduler::Clock* clock, Pacer* pacer,
+               DeliveryObserver* observer = nullptr, std::string tenant = "");
+
+  // The writer is gone (the RPC is over): drop everything still buffered
+  // and never call it again.
+  void Detach();
+
+  // --- TokenSink (engine thread): append, maybe hand over, never write ---
+  void OnAccepted(const scheduler::AcceptInfo& info) override;
+  void OnTokens(const scheduler::TokenDelta& delta) override;
+  void OnFinished(const scheduler::FinishInfo& info) override;
+  // Generated tokens not yet released to the client.
+  int64_t buffered_tokens() const override;
+
+  // --- Writer side (the transport's threads) ------------------------------
+  // The write started by Send has completed; `ok` false when the stream
+  // broke (then nothing more is written but the Finished call).
+  void OnWriteDone(bool ok);
+  // Stop delivering: drop undelivered tokens and finish the stream with
+  // `status` (CANCELLED, ABORTED, ...) as soon as no write is in flight.
+  // The request itself is cancelled by the caller. The first abort wins.
+  void Abort(absl::Status status);
+
+  // --- Deliverable (the pacer thread) -------------------------------------
+  // Releases the tokens due at `now`, starts a write if none is in flight,
+  // and returns when the next pending token falls due (InfiniteFuture() if
+  // none).
+  absl::Time Release(absl::Time now) override;
+
+  State state() const;
+  // Whether the Finished message has been handed to the writer (or the
+  // writer detached).
+  bool done() const { return state() == State::kDone; }
+  // The request id, once accepted (0 before).
+  scheduler::RequestId id() const;
+
+ private:
+  struct Piece {
+    int32_t id = -1;  // -1: text only
+    std::string text;
+    std::optional<engine::SampleResult> sample;
+    absl::Time ready;
+  };
+  // What changes the write side.
+  struct Event {
+    enum class Kind {
+      kOutput,       // the engine appended (Accepted, tokens, Finished)
+      kRelease,      // the pacer's due time came
+      kWriteDone,    // the write in flight completed
+      kWriteFailed,  // ... and the stream broke
+      kAbort,
+      kDetach,
+    };
+    Event(Kind kind, absl::Time now, absl::Time due = absl::InfiniteFuture(),
+          absl::Status status = absl::OkStatus())
+        : kind(kind), now(now), due(due), status(std::move(status)) {}
+
+    Kind kind;
+    absl::Time now;
+    absl::Time due;       // kOutput: when the next pending token falls due
+    absl::Status status;  // kAbort
+  };
+  // What a transition asks for once mu_ is released.
+  struct Effects {
+    std::optional<Outgoing> write;
+    bool wake = false;                             // a pacer Release at once
+    absl::Time schedule = absl::InfiniteFuture();  // a pacer Release then
+    int32_t delivered = 0;  // token ids that reached the client
+    bool first = false;     // ... in its first such write
+    absl::Duration since;   // ... this long after the previous one
+    bool closed = false;    // tell the observer the stream closed
+  };
+
+  // The one place the state changes (mu_ held). A kOutput event (the
+  // engine side) yields at most a wake or a schedule, never a write.
+  Effects Transition(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The engine side's only effect: asks the pacer for a Release.
+  void HandOver(const Effects& fx) ABSL_LOCKS_EXCLUDED(mu_);
+  // The delivery side's effects: the observer, then the write. Touches
+  // nothing of `this` after writing a Finished message (the call may end
+  // and drop the buffer).
+  void Apply(Effects fx) ABSL_LOCKS_EXCLUDED(mu_);
+  // Transition then Apply (Detach, OnWriteDone, Abort).
+  void Handle(const Event& event) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- Transition's parts (mu_ held) ---
+  bool open() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == State::kIdle || state_ == State::kWriting;
+  }
+  // Asks for a pacer Release: at once if idle with something to write,
+  // else at `due` (a paced token), unless one is pending already.
+  void HandOffLocked(absl::Time due, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a write could start now (Accepted, a Delta, or Finished).
+  bool HasNextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kIdle: the next write, if any (→ kWriting or kDone).
+  void StartNextLocked(Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The Finished message (→ kDone).
+  void FinishLocked(Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Accounts for the completed write in flight.
+  void DeliveredLocked(absl::Time now, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops everything not yet written.
+  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves due pieces to ready_; returns the next due time.
+  absl::Time ReleaseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendLocked(const scheduler::TokenDelta& delta, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // pending_tokens_ += n, and the pacer's total with it.
+  void AddPendingTokens(int64_t n);
+  void DropPendingTokens();
+
+  // Constant after construction.
+  StreamWriter* const writer_;
+  scheduler::Clock* const clock_;
+  Pacer* const pacer_;
+  DeliveryObserver* const observer_;
+  const std::string tenant_;
+  const absl::Time queued_;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  // Contents: not yet released, released but not yet written, the end.
+  scheduler::TokenBucket pace_ ABSL_GUARDED_BY(mu_);
+  std::deque<Piece> pending_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> pending_tokens_{0};  // tokens in pending_
+  bool accepted_ready_ ABSL_GUARDED_BY(mu_) = false;
+  Outgoing ready_ ABSL_GUARDED_BY(mu_);  // kDelta being coalesced
+  bool has_ready_ ABSL_GUARDED_BY(mu_) = false;
+  scheduler::AcceptInfo accepted_ ABSL_GUARDED_BY(mu_);
+  bool was_accepted_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
+  absl::Status cut_ ABSL_GUARDED_BY(mu_);  // why delivery was cut short
+  // The write in flight (kWriting, kFinishing): a Delta with this many ids?
+  bool in_flight_delta_ ABSL_GUARDED_BY(mu_) = false;
+  int32_t in_flight_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  // A pacer Release is pending (at most one entry per stream).
+  bool scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time first_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // When the last write with token ids completed (the observer's gaps).
+  absl::Time last_tokens_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace paceline::server
+
+#endif  // PACELINE_SERVER_DELIVERY_STREAM_BUFFER_H_

@@ -1,0 +1,97 @@
+#include "server/generate_call.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "server/proto_convert.h"
+
+namespace paceline::server {
+
+GenerateCall::GenerateCall(PacelineService* service,
+                           grpc::CallbackServerContext* context,
+                           const v1::GenerateRequest& request)
+    : service_(service), context_(context) {
+  absl::StatusOr<PacelineService::Admitted> admitted =
+      service->Admit(context, request);
+  if (!admitted.ok()) {
+    Finish(ToGrpcStatus(admitted.status(), context));
+    return;
+  }
+  buffer_ = std::make_shared<StreamBuffer>(
+      admitted->built.delivery, this, service->clock(), service->pacer(),
+      service->delivery_observer(), admitted->tenant->name);
+  admitted->built.spec.sink = buffer_;
+  absl::StatusOr<scheduler::RequestId> id = service->Submit(
+      std::move(admitted->built.spec),
+      [buffer = buffer_](const absl::Status& s) { buffer->Abort(s); });
+  if (!id.ok()) {
+    buffer_->Detach();
+    Finish(ToGrpcStatus(id.status(), context));
+    return;
+  }
+  id_ = *id;
+}
+
+void GenerateCall::Send(const Outgoing& out) {
+  response_.Clear();
+  switch (out.kind) {
+    case Outgoing::Kind::kAccepted: {
+      v1::Accepted* a = response_.mutable_accepted();
+      a->set_request_id(out.accepted.id);
+      a->set_prompt_tokens(out.accepted.prompt_tokens);
+      a->set_cached_prompt_tokens(out.accepted.cached_prompt_tokens);
+      StartWrite(&response_);
+      return;
+    }
+    case Outgoing::Kind::kDelta: {
+      v1::Delta* d = response_.mutable_delta();
+      d->set_text(out.text);
+      d->mutable_token_ids()->Add(out.ids.begin(), out.ids.end());
+      for (const engine::SampleResult& s : out.samples) {
+        AddLogprob(s, d->mutable_logprobs());
+      }
+      StartWrite(&response_);
+      return;
+    }
+    case Outgoing::Kind::kFinished:
+      SendFinished(out);
+      return;
+  }
+}
+
+void GenerateCall::SendFinished(const Outgoing& out) {
+  if (!out.aborted.ok()) {
+    Finish(ToGrpcStatus(out.aborted, context_));
+    return;
+  }
+  if (!out.was_accepted) {  // refused at intake
+    Finish(ToGrpcStatus(out.finish.status, context_));
+    return;
+  }
+  FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
+               out.last_delivered, response_.mutable_finished());
+  // A request that failed or was cut by shutdown ends with its status,
+  // after the Finished message that says so.
+  const bool bad = out.finish.reason == scheduler::FinishReason::kError ||
+                   (out.finish.reason == scheduler::FinishReason::kCancelled &&
+                    !out.finish.status.ok());
+  StartWriteAndFinish(
+      &response_, grpc::WriteOptions(),
+      bad ? ToGrpcStatus(out.finish.status, context_) : grpc::Status::OK);
+}
+
+void GenerateCall::OnWriteDone(bool ok) { buffer_->OnWriteDone(ok); }
+
+void GenerateCall::OnCancel() {
+  if (buffer_ == nullptr) return;
+  if (id_ != 0) service_->loop().Cancel(id_);
+  buffer_->Abort(absl::CancelledError("the client cancelled"));
+}
+
+void GenerateCall::OnDone() {
+  if (buffer_ != nullptr) buffer_->Detach();
+  if (id_ != 0) service_->Unregister(id_);
+  delete this;
+}
+
+}  // namespace paceline::server

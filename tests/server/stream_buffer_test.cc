@@ -1,0 +1,351 @@
+// StreamBuffer's write side, one test per transition of its state machine
+// (kIdle, kWriting, kFinishing, kDone), under a manual clock and a Pacer
+// driven by RunDue: no threads, no sleeps. Each test names the state, the
+// event, and where it leads. The engine-side events (OnAccepted, OnTokens,
+// OnFinished) never write: they hand the stream to the pacer at most.
+
+#include "server/delivery/stream_buffer.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "scheduler/clock.h"
+#include "scheduler/token_sink.h"
+#include "server/delivery/delivery_observer.h"
+#include "server/delivery/pacer.h"
+#include "tests/testing/fake_stream_writer.h"
+
+namespace paceline::server {
+namespace {
+
+using Kind = Outgoing::Kind;
+using State = StreamBuffer::State;
+
+class RecordingObserver : public DeliveryObserver {
+ public:
+  void OnStreamOpened() override { ++opened; }
+  void OnStreamClosed() override { ++closed; }
+  void OnDelivered(absl::string_view /*tenant*/, bool first,
+                   absl::Duration since, int32_t tokens) override {
+    delivered.push_back(tokens);
+    firsts.push_back(first);
+    sinces.push_back(since);
+  }
+  int opened = 0;
+  int closed = 0;
+  std::vector<int32_t> delivered;
+  std::vector<bool> firsts;
+  std::vector<absl::Duration> sinces;
+};
+
+class StreamBufferStateTest : public ::testing::Test {
+ protected:
+  void Open(double pace = 0, int32_t burst = 1) {
+    DeliveryOptions options;
+    options.pace_tokens_per_s = pace;
+    options.burst_tokens = burst;
+    buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
+                                             &pacer_, &observer_, "t");
+    writer_.Bind(buffer_);
+  }
+  // Opened, and the Accepted message written (and completed).
+  void OpenAccepted(double pace = 0, int32_t burst = 1) {
+    Open(pace, burst);
+    Accept();
+    pacer_.RunDue();
+    ASSERT_EQ(writer_.kinds(), std::vector<Kind>{Kind::kAccepted});
+  }
+  // Opened, with the Accepted write in flight (a reader that holds writes).
+  void OpenWriting() {
+    Open();
+    writer_.hold = true;
+    Accept();
+    pacer_.RunDue();
+    ASSERT_EQ(buffer_->state(), State::kWriting);
+  }
+
+  void Accept() {
+    scheduler::AcceptInfo info;
+    info.id = 7;
+    buffer_->OnAccepted(info);
+  }
+  void Token(int32_t id, const std::string& text = "x") {
+    const int32_t ids[] = {id};
+    scheduler::TokenDelta delta;
+    delta.ids = ids;
+    delta.text = text;
+    buffer_->OnTokens(delta);
+  }
+  void Finish() {
+    scheduler::FinishInfo info;
+    info.reason = scheduler::FinishReason::kStop;
+    buffer_->OnFinished(info);
+  }
+  const Outgoing& Last() const { return writer_.writes.back().out; }
+
+  scheduler::ManualClock clock_;
+  Pacer pacer_{&clock_};
+  testing::FakeStreamWriter writer_{&clock_};
+  RecordingObserver observer_;
+  std::shared_ptr<StreamBuffer> buffer_;
+};
+
+// --- kIdle -------------------------------------------------------------------
+
+TEST_F(StreamBufferStateTest, IdleOutputHandsOverOnceWithoutWriting) {
+  Open();
+  EXPECT_EQ(observer_.opened, 1);
+  Accept();
+  Token(1);
+  Token(2);
+  Finish();
+  EXPECT_TRUE(writer_.writes.empty());   // the engine side never writes
+  EXPECT_EQ(pacer_.num_woken(), 1);      // one hand-over for the burst
+  EXPECT_EQ(pacer_.num_scheduled(), 0);  // nothing paced
+  EXPECT_EQ(buffer_->state(), State::kIdle);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);  // released, waiting to write
+  pacer_.RunDue();
+  EXPECT_EQ(writer_.kinds(), (std::vector<Kind>{Kind::kAccepted, Kind::kDelta,
+                                                Kind::kFinished}));
+  EXPECT_EQ(writer_.writes[1].out.ids, (std::vector<int32_t>{1, 2}));
+}
+
+TEST_F(StreamBufferStateTest, IdleOutputPacedTokenIsScheduledAtItsDueTime) {
+  OpenAccepted(/*pace=*/10);
+  Token(1);
+  pacer_.RunDue();  // within the burst
+  ASSERT_EQ(writer_.writes.size(), 2u);
+  Token(2);
+  EXPECT_EQ(buffer_->buffered_tokens(), 1);
+  EXPECT_EQ(pacer_.num_woken(), 0);
+  EXPECT_EQ(pacer_.num_scheduled(), 1);
+  EXPECT_EQ(pacer_.RunDue(), absl::UnixEpoch() + absl::Milliseconds(100));
+  EXPECT_EQ(writer_.writes.size(), 2u);
+  EXPECT_EQ(buffer_->state(), State::kIdle);
+}
+
+TEST_F(StreamBufferStateTest, IdleReleaseStartsTheNextWrite) {
+  Open();
+  writer_.hold = true;
+  Accept();
+  Token(1);
+  pacer_.RunDue();
+  EXPECT_EQ(writer_.kinds(), std::vector<Kind>{Kind::kAccepted});  // first
+  EXPECT_EQ(buffer_->state(), State::kWriting);
+}
+
+TEST_F(StreamBufferStateTest, IdleReleaseWithNothingReadyStaysIdle) {
+  OpenAccepted();
+  EXPECT_EQ(buffer_->Release(clock_.Now()), absl::InfiniteFuture());
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  EXPECT_EQ(buffer_->state(), State::kIdle);
+}
+
+TEST_F(StreamBufferStateTest, IdleReleaseWithTheFinishDrainedWritesFinished) {
+  OpenAccepted();
+  Finish();
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  pacer_.RunDue();
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_TRUE(Last().was_accepted);
+  EXPECT_TRUE(Last().aborted.ok());
+  EXPECT_EQ(buffer_->state(), State::kDone);
+  EXPECT_EQ(observer_.closed, 1);
+}
+
+TEST_F(StreamBufferStateTest, IdleAbortFinishesAtOnce) {
+  OpenAccepted(/*pace=*/1);
+  Token(1);
+  pacer_.RunDue();
+  Token(2);  // waits a second for its pace
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(buffer_->state(), State::kDone);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  EXPECT_EQ(pacer_.buffered_tokens(), 0);
+}
+
+TEST_F(StreamBufferStateTest, IdleDetachWritesNothing) {
+  OpenAccepted();
+  buffer_->Detach();
+  EXPECT_EQ(buffer_->state(), State::kDone);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  EXPECT_EQ(observer_.closed, 1);
+  buffer_->Detach();
+  EXPECT_EQ(observer_.closed, 1);  // once per stream
+}
+
+TEST_F(StreamBufferStateTest, IdleWriteDoneWithoutAWriteIsIgnored) {
+  OpenAccepted();
+  buffer_->OnWriteDone(true);
+  buffer_->OnWriteDone(false);
+  EXPECT_EQ(buffer_->state(), State::kIdle);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+}
+
+// --- kWriting ----------------------------------------------------------------
+
+TEST_F(StreamBufferStateTest, WritingOutputCoalescesWithoutHandOver) {
+  OpenWriting();
+  Token(1, "a");
+  Token(2, "b");
+  Finish();
+  EXPECT_EQ(pacer_.num_woken(), 0);  // the completion carries on
+  EXPECT_EQ(pacer_.num_scheduled(), 0);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  EXPECT_EQ(buffer_->state(), State::kWriting);
+}
+
+TEST_F(StreamBufferStateTest, WritingReleaseMovesTokensButDoesNotWrite) {
+  OpenAccepted(/*pace=*/10);
+  writer_.hold = true;
+  Token(1);
+  pacer_.RunDue();  // token 1 in flight
+  Token(2);         // due at 100 ms
+  clock_.Advance(absl::Milliseconds(100));
+  pacer_.RunDue();
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);  // released
+  EXPECT_EQ(writer_.writes.size(), 2u);      // but one write at a time
+  EXPECT_EQ(buffer_->state(), State::kWriting);
+  writer_.Complete(true);
+  EXPECT_EQ(Last().ids, std::vector<int32_t>{2});
+}
+
+TEST_F(StreamBufferStateTest, WritingWriteDoneWithMoreReadyWritesNext) {
+  OpenWriting();
+  clock_.Advance(absl::Milliseconds(3));
+  Token(1, "a");
+  Token(2, "b");
+  writer_.Complete(true);  // the Accepted: no tokens delivered
+  EXPECT_TRUE(observer_.delivered.empty());
+  ASSERT_EQ(writer_.writes.size(), 2u);
+  EXPECT_EQ(Last().ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(Last().text, "ab");
+  EXPECT_EQ(buffer_->state(), State::kWriting);
+  clock_.Advance(absl::Milliseconds(2));
+  writer_.Complete(true);
+  EXPECT_EQ(observer_.delivered, std::vector<int32_t>{2});
+  EXPECT_EQ(observer_.firsts, std::vector<bool>{true});
+  EXPECT_EQ(observer_.sinces,
+            std::vector<absl::Duration>{absl::Milliseconds(5)});
+}
+
+TEST_F(StreamBufferStateTest, WritingWriteDoneWithNothingReadyGoesIdle) {
+  OpenWriting();
+  writer_.Complete(true);
+  EXPECT_EQ(buffer_->state(), State::kIdle);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+}
+
+TEST_F(StreamBufferStateTest, WritingWriteDoneWithTheFinishDrainedFinishes) {
+  OpenWriting();
+  Token(1);
+  Finish();
+  writer_.Complete(true);
+  EXPECT_EQ(Last().kind, Kind::kDelta);
+  writer_.Complete(true);
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().first_delivered, absl::UnixEpoch());
+  EXPECT_EQ(buffer_->state(), State::kDone);
+  EXPECT_EQ(observer_.closed, 1);
+}
+
+TEST_F(StreamBufferStateTest, WritingWriteFailedFinishesCancelled) {
+  OpenWriting();
+  Token(1);
+  writer_.Complete(false);
+  EXPECT_EQ(writer_.kinds(),
+            (std::vector<Kind>{Kind::kAccepted, Kind::kFinished}));
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(buffer_->state(), State::kDone);
+}
+
+TEST_F(StreamBufferStateTest, WritingAbortWaitsForTheWriteInFlight) {
+  OpenWriting();
+  Token(1);
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  EXPECT_EQ(buffer_->state(), State::kFinishing);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+}
+
+TEST_F(StreamBufferStateTest, WritingDetachDropsTheRest) {
+  OpenWriting();
+  Token(1);
+  buffer_->Detach();
+  EXPECT_EQ(buffer_->state(), State::kDone);
+  writer_.Complete(true);
+  EXPECT_EQ(writer_.writes.size(), 1u);
+  EXPECT_EQ(observer_.closed, 1);
+}
+
+// --- kFinishing --------------------------------------------------------------
+
+TEST_F(StreamBufferStateTest, FinishingIgnoresOutputAndLaterAborts) {
+  OpenWriting();
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  Token(1);
+  Finish();
+  buffer_->Abort(absl::CancelledError("the client cancelled"));
+  EXPECT_EQ(pacer_.num_woken(), 0);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  EXPECT_EQ(buffer_->state(), State::kFinishing);
+  writer_.Complete(true);
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kAborted);  // the first
+}
+
+TEST_F(StreamBufferStateTest, FinishingWriteDoneFinishesWithTheAbort) {
+  OpenAccepted();
+  writer_.hold = true;
+  Token(1);
+  pacer_.RunDue();  // token 1 in flight
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  clock_.Advance(absl::Milliseconds(4));
+  writer_.Complete(true);
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kAborted);
+  // The write in flight reached the client and counts.
+  EXPECT_EQ(Last().last_delivered, absl::UnixEpoch() + absl::Milliseconds(4));
+  EXPECT_EQ(observer_.delivered, std::vector<int32_t>{1});
+  EXPECT_EQ(buffer_->state(), State::kDone);
+}
+
+TEST_F(StreamBufferStateTest, FinishingWriteFailedFinishesWithTheAbort) {
+  OpenWriting();
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  writer_.Complete(false);
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(buffer_->state(), State::kDone);
+}
+
+// --- kDone -------------------------------------------------------------------
+
+TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
+  OpenAccepted();
+  Finish();
+  pacer_.RunDue();
+  ASSERT_EQ(buffer_->state(), State::kDone);
+  const size_t written = writer_.writes.size();
+  Token(1);
+  Finish();
+  buffer_->Abort(absl::AbortedError("late"));
+  EXPECT_EQ(buffer_->Release(clock_.Now()), absl::InfiniteFuture());
+  buffer_->OnWriteDone(true);
+  buffer_->Detach();
+  EXPECT_EQ(pacer_.num_woken(), 0);
+  EXPECT_EQ(writer_.writes.size(), written);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  EXPECT_EQ(observer_.closed, 1);
+}
+
+}  // namespace
+}  // namespace paceline::server
