@@ -35,6 +35,9 @@ ALLOWED = {
     "scheduler": ["common", "engine", "engine/model", "engine/gguf",
                   "engine/tokenizer", "engine/sampling", "kvpager"],
     "metrics": ["common"],
+    # Delivery sees the sink's side of the scheduler, never gRPC or the
+    # service (the reactors implement its StreamWriter).
+    "server/delivery": ["common", "scheduler", "engine/sampling"],
 }
 # Only these files of engine/ (root) may include a backend.
 BACKEND_COMPOSERS = {"engine/backend.h", "engine/backend.cc"}
