@@ -321,8 +321,9 @@ absl::Status CpuEngine::CopyBlocks(
                        ": the pool has ", options_.num_blocks, " blocks"));
     }
   }
-  for (const kvpager::BlockCopy& copy : copies)
+  for (const kvpager::BlockCopy& copy : copies) {
     cache_->CopyBlock(copy.src, copy.dst);
+  }
   return absl::OkStatus();
 }
 
