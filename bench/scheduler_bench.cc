@@ -1,6 +1,6 @@
-// Scheduler overhead per engine step: Schedule + Update (planning, block
-// growth, MarkComputed, greedy sampling, stop checks, detokenization, the
-// sink handoff) with N sequences running, over the fake engine, whose
+// Scheduler overhead per engine step: Schedule + Sample + Update (planning,
+// block growth, MarkComputed, greedy sampling, stop checks, detokenization,
+// the sink handoff) with N sequences running, over the fake engine, whose
 // Forward is not timed. Steady state of continuous batching: every
 // sequence decodes one token a step; a finished one is replaced before the
 // next step (its prefill then rides along in that step). Results go to
@@ -18,6 +18,8 @@
 #include "engine/tokenizer/byte_level.h"
 #include "scheduler/clock.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/step.h"
+#include "scheduler/step_sampler.h"
 #include "scheduler/token_sink.h"
 #include "tests/testing/fake_engine.h"
 
@@ -62,6 +64,7 @@ void BM_ScheduleUpdate(benchmark::State& state) {
   options.tenants = {TenantConfig{"bench", 1.0, 0, 0, 0}};
   auto scheduler = std::move(*Scheduler::Create(
       options, engine, tokenizer.get(), SystemClock::Get()));
+  StepSampler sampler(engine, EngineSampling::kAuto);  // the host
   auto sink = std::make_shared<CountingSink>();
 
   RequestId next_id = 1;
@@ -83,12 +86,17 @@ void BM_ScheduleUpdate(benchmark::State& state) {
     logits.resize(static_cast<size_t>(plan.num_logit_rows) * kVocab);
     (void)engine.Forward(plan.batch, absl::MakeSpan(logits));
   };
+  // The sampling stage and Update (timed together as "update").
+  auto update = [&](const StepPlan& plan) {
+    scheduler->Update(
+        sampler.Sample(plan, EngineOutput{absl::MakeConstSpan(logits), {}}));
+  };
   for (int32_t i = 0; i < n; ++i) submit();
   // Warm up past the first prefill and the first wave of finishes.
   for (int step = 0; step < kMinGenerated + 300; ++step) {
     const StepPlan& plan = scheduler->Schedule();
     forward(plan);
-    scheduler->Update(plan, absl::MakeConstSpan(logits));
+    update(plan);
     while (scheduler->num_running() + scheduler->num_waiting() < n) submit();
   }
 
@@ -103,7 +111,7 @@ void BM_ScheduleUpdate(benchmark::State& state) {
     const auto t1 = Clock::now();
     forward(plan);
     const auto t2 = Clock::now();
-    scheduler->Update(plan, absl::MakeConstSpan(logits));
+    update(plan);
     const auto t3 = Clock::now();
     schedule_s += std::chrono::duration<double>(t1 - t0).count();
     update_s += std::chrono::duration<double>(t3 - t2).count();

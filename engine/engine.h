@@ -36,15 +36,9 @@
 #include "engine/forward_batch.h"
 #include "engine/model/model_config.h"
 #include "engine/sampling/row_sampling.h"
+#include "kvpager/block_table.h"
 
 namespace paceline::engine {
-
-// One block copy for the pager's copy-on-write: every layer's K and V of
-// block `src` are copied into block `dst`.
-struct BlockCopy {
-  int32_t src = 0;
-  int32_t dst = 0;
-};
 
 class Engine {
  public:
@@ -82,9 +76,12 @@ class Engine {
                                         absl::Span<int32_t> tokens,
                                         absl::Span<float> logits);
 
-  // Copies blocks, in order (a later copy may read an earlier one's dst).
-  // InvalidArgument (and nothing copied) when an id is out of range.
-  virtual absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) = 0;
+  // Runs the pager's copy-on-write copies (kvpager/block_table.h: every
+  // layer's K and V of block src into block dst), in order (a later copy
+  // may read an earlier one's dst). InvalidArgument (and nothing copied)
+  // when an id is out of range.
+  virtual absl::Status CopyBlocks(
+      absl::Span<const kvpager::BlockCopy> copies) = 0;
 };
 
 // What an engine checks a step against.

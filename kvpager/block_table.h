@@ -5,9 +5,9 @@
 // never the pool's internals (vLLM's KVCacheBlocks idea).
 //
 // Token position p of a sequence lives in physical block
-// block_ids[p / block_size], slot p % block_size. The engine's
-// SequenceSlice::block_table (engine/forward_batch.h) takes `block_ids`
-// as is.
+// block_ids[p / block_size], slot p % block_size. The engine takes these
+// values as they are: SequenceSlice::block_table (engine/forward_batch.h)
+// is `block_ids`, and Engine::CopyBlocks (engine/engine.h) runs BlockCopy.
 
 #include <cstdint>
 

@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
   ServingLoopOptions loop_options;
   loop_options.scheduler.max_batched_tokens = options.max_batched_tokens;
   loop_options.scheduler.max_running = options.max_running;
-  loop_options.scheduler.engine_sampling = options.engine_sampling;
+  loop_options.engine_sampling = options.engine_sampling;
   loop_options.scheduler.tenants = {TenantConfig{.name = "offline"}};
   ASSIGN_OR_RETURN(
       std::unique_ptr<ServingLoop> loop,

@@ -21,6 +21,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/step_sampler.h"
 #include "scheduler/token_sink.h"
 
 namespace paceline::scheduler {

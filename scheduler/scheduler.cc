@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/status_macros.h"
+#include "engine/sampling/sampler.h"
 
 namespace paceline::scheduler {
 
@@ -54,9 +56,6 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
       context_length_(engine.config().context_length),
       pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
-      engine_samples_(options.engine_sampling == EngineSampling::kAlways ||
-                      (options.engine_sampling == EngineSampling::kAuto &&
-                       engine.samples_on_device())),
       tokenizer_(tokenizer),
       clock_(clock),
       metrics_(metrics),
@@ -223,15 +222,6 @@ std::unique_ptr<Request> Scheduler::TakeRunning(Request* r) {
 
 // --- Schedule ----------------------------------------------------------------
 
-void StepPlan::Clear() {
-  batch.tokens.clear();
-  batch.sequences.clear();
-  copies.clear();
-  scheduled.clear();
-  sampling.clear();
-  num_logit_rows = num_preempted = num_engine_sampled = 0;
-}
-
 // The algorithm is described at the top of scheduler.h.
 const StepPlan& Scheduler::Schedule() {
   plan_.Clear();
@@ -278,15 +268,11 @@ bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
     Preempt(victim, budget);
     if (victim == r) return false;
   }
-  pager_copies_.clear();
   const absl::Status appended = pager_->Append(
-      &lease, r->tokens().subspan(lease.num_tokens(), grow), &pager_copies_);
+      &lease, r->tokens().subspan(lease.num_tokens(), grow), &plan_.copies);
   // CanAppend passed just before: Append cannot fail.
   assert(appended.ok());
   (void)appended;
-  for (const kvpager::BlockCopy& c : pager_copies_) {
-    plan_.copies.push_back(engine::BlockCopy{c.src, c.dst});
-  }
   return true;
 }
 
@@ -312,7 +298,7 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
     *budget += granted->num_tokens;
     plan_.scheduled.erase(granted);
     const absl::Span<const int32_t> blocks = victim->lease().block_ids();
-    std::erase_if(plan_.copies, [&](const engine::BlockCopy& c) {
+    std::erase_if(plan_.copies, [&](const kvpager::BlockCopy& c) {
       return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
     });
   }
@@ -364,16 +350,7 @@ void Scheduler::BuildBatch() {
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
     slice.needs_logits = s.num_tokens == r->num_uncomputed();
-    if (slice.needs_logits) {
-      s.logits_row = plan_.num_logit_rows++;
-      if (engine_samples_) {
-        const engine::SequenceSampler& sampler = r->sampler();
-        plan_.sampling.push_back(sampler.EngineCanSample()
-                                     ? sampler.EngineRow()
-                                     : engine::RowSampling{});
-        plan_.num_engine_sampled += plan_.sampling.back().in_engine ? 1 : 0;
-      }
-    }
+    if (slice.needs_logits) s.logits_row = plan_.num_logit_rows++;
     const absl::Span<const int32_t> tokens =
         r->tokens().subspan(begin, s.num_tokens);
     batch.tokens.insert(batch.tokens.end(), tokens.begin(), tokens.end());
@@ -383,42 +360,23 @@ void Scheduler::BuildBatch() {
 
 // --- Update ------------------------------------------------------------------
 
-void Scheduler::Update(const StepPlan& plan,
-                       absl::StatusOr<absl::Span<const float>> logits) {
-  if (!logits.ok()) {
-    Update(plan, absl::StatusOr<StepOutput>(logits.status()));
-  } else {
-    Update(plan, StepOutput{*logits, {}});
-  }
-}
-
-void Scheduler::Update(const StepPlan& plan, const absl::Status& error) {
-  assert(!error.ok());
-  Update(plan, absl::StatusOr<StepOutput>(error));
-}
-
-void Scheduler::Update(const StepPlan& plan,
-                       absl::StatusOr<StepOutput> output) {
-  // Update applies the plan Schedule returned, never another.
-  assert(&plan == &plan_);
+void Scheduler::Update(const StepTokens& tokens) {
+  // Update applies the plan Schedule returned, once.
+  assert(in_step_);
+  if (!in_step_) return;
   in_step_ = false;
   const absl::Time now = clock_->Now();
-  const size_t rows = static_cast<size_t>(plan.num_logit_rows);
-  if (output.ok() && output->logits.size() < rows * vocab_size_) {
-    output = absl::InternalError(
-        absl::StrCat("the engine returned ", output->logits.size(),
-                     " logits for ", rows, " rows of ", vocab_size_));
+  absl::Status status = tokens.status;
+  if (status.ok() &&
+      tokens.rows.size() < static_cast<size_t>(plan_.num_logit_rows)) {
+    status = absl::InternalError(absl::StrCat("the sampling stage returned ",
+                                              tokens.rows.size(), " rows for ",
+                                              plan_.num_logit_rows));
   }
-  if (output.ok() && plan.num_engine_sampled > 0 &&
-      output->tokens.size() < rows) {
-    output = absl::InternalError(absl::StrCat("the engine returned ",
-                                              output->tokens.size(),
-                                              " tokens for ", rows, " rows"));
-  }
-  for (const ScheduledRequest& s : plan.scheduled) {
+  for (const ScheduledRequest& s : plan_.scheduled) {
     Request* r = s.request;
-    if (!output.ok()) {
-      FinishRunning(r, FinishReason::kError, output.status(), now);
+    if (!status.ok()) {
+      FinishRunning(r, FinishReason::kError, status, now);
       continue;
     }
     r->AddComputed(s.num_tokens);
@@ -427,56 +385,23 @@ void Scheduler::Update(const StepPlan& plan,
     // The lease covers every computed token (GrowLease): cannot fail.
     assert(marked.ok());
     (void)marked;
-    if (s.logits_row >= 0) {
-      const size_t row = static_cast<size_t>(s.logits_row);
-      const bool in_engine =
-          plan.num_engine_sampled > 0 && plan.sampling[row].in_engine;
-      SampleNext(r, output->logits.subspan(row * vocab_size_, vocab_size_),
-                 in_engine ? &output->tokens[row] : nullptr, now);
-    }
+    if (s.logits_row >= 0) TakeToken(r, tokens.rows[s.logits_row], now);
   }
-  // Generated tokens are charged once per tenant per step (the counters and
-  // buckets are read only when admitting).
-  for (size_t t = 0; t < generated_.size(); ++t) {
-    if (generated_[t] == 0) continue;
-    queues_->ChargeGenerated(static_cast<int32_t>(t), generated_[t], now);
-    generated_[t] = 0;
-  }
+  ChargeGenerated(now);
   std::erase_if(running_, [](const std::unique_ptr<Request>& r) {
     return r->state() == RequestState::kFinished;
   });
 }
 
-void Scheduler::SampleNext(Request* r, absl::Span<const float> row,
-                           const int32_t* engine_token, absl::Time now) {
-  absl::StatusOr<engine::SampleResult> sample;
-  if (engine_token == nullptr) {
-    sample = r->sampler().Sample(row, &scratch_);
-  } else if (*engine_token < 0 || *engine_token >= vocab_size_) {
-    sample = absl::InternalError(
-        *engine_token < 0
-            ? absl::StrCat("logit of token ",
-                           engine::NonFiniteLogitId(*engine_token),
-                           " is not finite at step ", r->sampler().step(),
-                           " (sampled in the engine)")
-            : absl::StrCat("the engine sampled token ", *engine_token,
-                           ", outside the vocabulary of ", vocab_size_));
-  } else {
-    engine::SampleResult result;
-    result.token = *engine_token;
-    sample = std::move(result);
-    const absl::Status accepted = r->sampler().AcceptGenerated(*engine_token);
-    assert(accepted.ok());  // in range: checked above
-    (void)accepted;
-  }
-  if (!sample.ok()) {
-    FinishRunning(r, FinishReason::kError, sample.status(), now);
+void Scheduler::TakeToken(Request* r, const SampledRow& row, absl::Time now) {
+  if (!row.status.ok()) {
+    FinishRunning(r, FinishReason::kError, row.status, now);
     return;
   }
   ++generated_[r->tenant_index()];
   const bool first = r->num_generated() == 0;
   const absl::Time previous = r->last_token_time();
-  const std::optional<FinishReason> done = r->AcceptSample(*sample, now);
+  const std::optional<FinishReason> done = r->AcceptSample(row.sample, now);
   if (metrics_ != nullptr) {
     if (first) {
       metrics_->OnFirstToken(r->tenant(), now - r->timings().arrival);
@@ -485,6 +410,16 @@ void Scheduler::SampleNext(Request* r, absl::Span<const float> row,
     }
   }
   if (done.has_value()) FinishRunning(r, *done, absl::OkStatus(), now);
+}
+
+// Generated tokens are charged once per tenant per step (the counters and
+// buckets are read only when admitting).
+void Scheduler::ChargeGenerated(absl::Time now) {
+  for (size_t t = 0; t < generated_.size(); ++t) {
+    if (generated_[t] == 0) continue;
+    queues_->ChargeGenerated(static_cast<int32_t>(t), generated_[t], now);
+    generated_[t] = 0;
+  }
 }
 
 // Leaves `r` in running_ (finished) for Update to erase.

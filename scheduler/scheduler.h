@@ -2,10 +2,10 @@
 #define PACELINE_SCHEDULER_SCHEDULER_H_
 
 // The continuous-batching scheduler: every step it plans one engine batch
-// (Schedule) and applies the engine's logits to it (Update). Between the
-// two, the serving loop runs Engine::CopyBlocks(plan.copies) and
-// Engine::Forward(plan.batch), or Engine::ForwardAndSample when the plan
-// has rows for the engine to sample (plan.sampling; see EngineSampling).
+// (Schedule) and applies the step's sampled tokens to it (Update). Between
+// the two, the serving loop runs the engine on the plan (Engine::CopyBlocks
+// of plan.copies, then Engine::Forward or ForwardAndSample) and the
+// sampling stage (step_sampler.h) turns its output into StepTokens.
 //
 // A step (Schedule):
 //   budgets: max_batched_tokens tokens, max_running sequences.
@@ -32,8 +32,11 @@
 //      stops.
 // Update: for each scheduled request, its granted tokens become computed
 // (the pager hears MarkComputed); a request whose grant reached its last
-// token samples the next one, which passes the stop checks (request.h) and
-// goes to its sink. A finished request's lease is destroyed at once.
+// token takes its logits row's sampled token, which passes the stop checks
+// (request.h) and goes to its sink — or, when the row holds a sampling
+// error, finishes with kError. A failed step (StepTokens::status) finishes
+// every request of the plan with kError. A finished request's lease is
+// destroyed at once.
 //
 // Rejected at submission, never left to hang: an unknown tenant, a bad
 // prompt / sampling / stop parameter (InvalidArgument); prompt + max_tokens
@@ -57,30 +60,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "engine/engine.h"
-#include "engine/forward_batch.h"
-#include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvpager/kv_pager.h"
 #include "scheduler/clock.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"
+#include "scheduler/step.h"
 #include "scheduler/tenant_queues.h"
 
 namespace paceline::scheduler {
-
-// Where a step's logits rows are sampled.
-enum class EngineSampling {
-  // In the engine when it samples on its device (Engine::samples_on_device:
-  // only token ids come back), else on the host.
-  kAuto,
-  // In the engine whenever the request allows (tests: a CPU engine then
-  // samples after Forward with the same rule).
-  kAlways,
-  // On the host: every row comes back as logits.
-  kNever,
-};
 
 struct SchedulerOptions {
   // Tokens per step over all sequences; 0 = the engine's
@@ -90,38 +79,6 @@ struct SchedulerOptions {
   int32_t max_running = 256;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
-  // Rows of requests without penalties or logprobs may be sampled by the
-  // engine (engine/row_sampling.h: the host sampler's filters and draw with
-  // exact integer masses, the same token on every backend); the others
-  // always use the host sampler.
-  EngineSampling engine_sampling = EngineSampling::kAuto;
-};
-
-// One request's part of a step.
-struct ScheduledRequest {
-  Request* request = nullptr;
-  int32_t num_tokens = 0;   // granted: [num_computed, num_computed + n)
-  int32_t logits_row = -1;  // its row of the step's logits, or -1
-};
-
-// What the engine runs this step. Produced by Schedule, valid until the next
-// Schedule; consumed by Update.
-struct StepPlan {
-  engine::ForwardBatch batch;
-  // Copy-on-write copies to run before the forward pass.
-  std::vector<engine::BlockCopy> copies;
-  // Parallel to batch.sequences.
-  std::vector<ScheduledRequest> scheduled;
-  int32_t num_logit_rows = 0;
-  int32_t num_preempted = 0;
-  // Per logit row when the engine samples (empty otherwise): in_engine rows
-  // are for Engine::ForwardAndSample, the others come back as logits.
-  std::vector<engine::RowSampling> sampling;
-  int32_t num_engine_sampled = 0;  // in_engine rows
-
-  bool empty() const { return scheduled.empty(); }
-  // Empties the plan, keeping its buffers.
-  void Clear();
 };
 
 struct SchedulerCounters {
@@ -164,24 +121,11 @@ class Scheduler {
 
   // Plans the next step (see the top). An empty plan means nothing to run.
   const StepPlan& Schedule();
-  // What the engine returned for a plan.
-  struct StepOutput {
-    // (num_logit_rows, n_vocab): row j for the j-th slice with
-    // needs_logits; rows the engine sampled may hold anything.
-    absl::Span<const float> logits;
-    // (num_logit_rows) when plan.num_engine_sampled > 0: the engine's
-    // token (ForwardAndSample) for each in_engine row.
-    absl::Span<const int32_t> tokens;
-  };
-  // Applies the step's outcome, or the engine's error, which finishes
-  // every request of the plan with kError. Precondition: `plan` is the one
-  // the last Schedule returned.
-  void Update(const StepPlan& plan, absl::StatusOr<StepOutput> output);
-  // The same for a plan without engine-sampled rows: logits only.
-  void Update(const StepPlan& plan,
-              absl::StatusOr<absl::Span<const float>> logits);
-  // The same for a failed step (`error` is not OK).
-  void Update(const StepPlan& plan, const absl::Status& error);
+  // Applies the step's outcome (see the top): `tokens` holds the sampling
+  // stage's result for the plan the last Schedule returned (rows by logits
+  // row). Precondition: called once after each Schedule (otherwise it does
+  // nothing). Rows missing from an OK `tokens` fail the step (InternalError).
+  void Update(const StepTokens& tokens);
 
   // Counts a submission refused before it reached Submit (the serving
   // loop's synchronous checks) and reports it to the metrics.
@@ -204,8 +148,6 @@ class Scheduler {
   absl::Status set_max_batched_tokens(int32_t tokens);
   int32_t max_running() const { return max_running_; }
   int32_t vocab_size() const { return vocab_size_; }
-  // Whether plans may carry rows for the engine to sample.
-  bool engine_samples() const { return engine_samples_; }
   const SchedulerCounters& counters() const { return counters_; }
   const TenantQueues& queues() const { return *queues_; }
   const kvpager::KvPager& pager() const { return *pager_; }
@@ -225,10 +167,8 @@ class Scheduler {
   void AdmitWaiting(int32_t* budget);
   void BuildBatch();
   // Update's helpers.
-  // Samples from `row`, or takes the engine's token (>= 0; negative: a
-  // non-finite logit) when `engine_token` is given.
-  void SampleNext(Request* r, absl::Span<const float> row,
-                  const int32_t* engine_token, absl::Time now);
+  void TakeToken(Request* r, const SampledRow& row, absl::Time now);
+  void ChargeGenerated(absl::Time now);
   void FinishRunning(Request* r, FinishReason reason, absl::Status status,
                      absl::Time now);
   std::unique_ptr<Request> TakeRunning(Request* r);
@@ -239,7 +179,6 @@ class Scheduler {
   const int32_t vocab_size_;
   const int64_t context_length_;
   const int64_t pool_tokens_;
-  const bool engine_samples_;  // rows go to the engine when they may
   const engine::Tokenizer* const tokenizer_;
   Clock* const clock_;
   SchedulerMetrics* const metrics_;
@@ -254,9 +193,7 @@ class Scheduler {
   uint64_t next_arrival_seq_ = 0;
   bool in_step_ = false;  // between Schedule and Update
   StepPlan plan_;
-  std::vector<Request*> order_;  // this step's running order
-  std::vector<kvpager::BlockCopy> pager_copies_;
-  engine::SamplerScratch scratch_;
+  std::vector<Request*> order_;     // this step's running order
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   SchedulerCounters counters_;
 };

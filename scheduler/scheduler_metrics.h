@@ -23,14 +23,17 @@ namespace paceline::scheduler {
 // One engine step, as the serving loop saw it.
 struct StepStats {
   absl::Duration schedule_time;  // Scheduler::Schedule
-  absl::Duration forward_time;   // Engine::CopyBlocks + Engine::Forward
-  absl::Duration update_time;    // Scheduler::Update (sampling, sinks)
-  int32_t num_tokens = 0;        // tokens in the forward batch
-  int32_t num_sequences = 0;     // slices in the batch
-  int32_t num_sampled = 0;       // logits rows (tokens sampled)
-  int32_t num_preempted = 0;     // preemptions while planning this step
-  int32_t num_running = 0;       // after the step
-  int32_t num_waiting = 0;       // after the step
+  // Engine::CopyBlocks + Engine::Forward (or ForwardAndSample).
+  absl::Duration forward_time;
+  // StepSampler::Sample + Scheduler::Update (host sampling, stop checks,
+  // sinks).
+  absl::Duration update_time;
+  int32_t num_tokens = 0;     // tokens in the forward batch
+  int32_t num_sequences = 0;  // slices in the batch
+  int32_t num_sampled = 0;    // logits rows (tokens sampled)
+  int32_t num_preempted = 0;  // preemptions while planning this step
+  int32_t num_running = 0;    // after the step
+  int32_t num_waiting = 0;    // after the step
 };
 
 class SchedulerMetrics {

@@ -11,8 +11,8 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
     const ServingLoopOptions& options) {
   if (engine == nullptr) return absl::InvalidArgumentError("no engine");
   Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
-  std::unique_ptr<ServingLoop> loop(
-      new ServingLoop(std::move(engine), clock, options.metrics));
+  std::unique_ptr<ServingLoop> loop(new ServingLoop(
+      std::move(engine), options.engine_sampling, clock, options.metrics));
   ASSIGN_OR_RETURN(loop->scheduler_,
                    Scheduler::Create(options.scheduler, *loop->engine_,
                                      tokenizer, clock, options.metrics));
@@ -20,9 +20,13 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
   return loop;
 }
 
-ServingLoop::ServingLoop(std::unique_ptr<engine::Engine> engine, Clock* clock,
+ServingLoop::ServingLoop(std::unique_ptr<engine::Engine> engine,
+                         EngineSampling engine_sampling, Clock* clock,
                          SchedulerMetrics* metrics)
-    : engine_(std::move(engine)), clock_(clock), metrics_(metrics) {}
+    : engine_(std::move(engine)),
+      clock_(clock),
+      metrics_(metrics),
+      sampler_(*engine_, engine_sampling) {}
 
 ServingLoop::~ServingLoop() { Stop(StopMode::kCancel); }
 
@@ -170,37 +174,32 @@ bool ServingLoop::Step() {
   const absl::Time t0 = clock_->Now();
   const StepPlan& plan = scheduler_->Schedule();
   const absl::Time t1 = clock_->Now();
-  const absl::Status status = Execute(plan);
+  const absl::StatusOr<EngineOutput> output = Forward(plan);
   const absl::Time t2 = clock_->Now();
-  const size_t n = static_cast<size_t>(plan.num_logit_rows) *
-                   static_cast<size_t>(scheduler_->vocab_size());
-  if (status.ok()) {
-    scheduler_->Update(
-        plan, Scheduler::StepOutput{absl::MakeConstSpan(logits_.data(), n),
-                                    absl::MakeConstSpan(tokens_)});
-  } else {
-    scheduler_->Update(plan, absl::StatusOr<Scheduler::StepOutput>(status));
-  }
+  const StepTokens& tokens = sampler_.Sample(plan, output);
+  scheduler_->Update(tokens);
   const absl::Time t3 = clock_->Now();
   if (plan.empty()) return false;
   ReportStep(plan, t0, t1, t2, t3);
   return true;
 }
 
-absl::Status ServingLoop::Execute(const StepPlan& plan) {
-  if (plan.empty()) return absl::OkStatus();
+absl::StatusOr<EngineOutput> ServingLoop::Forward(const StepPlan& plan) {
+  if (plan.empty()) return EngineOutput{};
   if (!plan.copies.empty()) RETURN_IF_ERROR(engine_->CopyBlocks(plan.copies));
   const size_t n = static_cast<size_t>(plan.num_logit_rows) *
                    static_cast<size_t>(scheduler_->vocab_size());
   if (logits_.size() < n) logits_.resize(n);
-  if (plan.num_engine_sampled == 0) {
-    tokens_.clear();
-    return engine_->Forward(plan.batch, absl::MakeSpan(logits_.data(), n));
+  const absl::Span<float> logits(logits_.data(), n);
+  const absl::Span<const engine::RowSampling> rows = sampler_.EngineRows(plan);
+  if (rows.empty()) {
+    RETURN_IF_ERROR(engine_->Forward(plan.batch, logits));
+    return EngineOutput{logits, {}};
   }
-  tokens_.assign(plan.num_logit_rows, -1);
-  return engine_->ForwardAndSample(plan.batch, plan.sampling,
-                                   absl::MakeSpan(tokens_),
-                                   absl::MakeSpan(logits_.data(), n));
+  tokens_.assign(rows.size(), -1);
+  RETURN_IF_ERROR(engine_->ForwardAndSample(plan.batch, rows,
+                                            absl::MakeSpan(tokens_), logits));
+  return EngineOutput{logits, tokens_};
 }
 
 void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0,

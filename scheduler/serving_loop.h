@@ -1,14 +1,19 @@
 #ifndef PACELINE_SCHEDULER_SERVING_LOOP_H_
 #define PACELINE_SCHEDULER_SERVING_LOOP_H_
 
-// The engine thread: it owns the engine and the scheduler (and through it
-// the pager and every request), and runs the step loop
+// The engine thread: it owns the engine, the scheduler (and through it
+// the pager and every request) and the sampling stage, and runs the step
+// loop, four stages (step.h has the values between them):
 //
-//   plan = scheduler.Schedule();          // what to run
-//   status = Execute(plan);               // Engine::CopyBlocks + Forward
-//                                         // (ForwardAndSample when the plan
-//                                         // has rows for the engine)
-//   scheduler.Update(plan, output);       // sample, stop, sinks, free
+//   plan   = scheduler.Schedule();          // what to run
+//   output = Forward(plan);                 // Engine::CopyBlocks, then
+//                                           // Forward — or ForwardAndSample
+//                                           // for sampler.EngineRows(plan)
+//   tokens = sampler.Sample(plan, output);  // a token or error per row
+//   scheduler.Update(tokens);               // stop, sinks, free
+//
+// An engine error reaches Update as the step's status and finishes every
+// request of the plan with kError.
 //
 // Other threads talk to it only through a mutex-protected inbox:
 // Submit and Cancel enqueue a command and wake the thread, which applies
@@ -42,13 +47,17 @@
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_metrics.h"
+#include "scheduler/step.h"
+#include "scheduler/step_sampler.h"
 
 namespace paceline::scheduler {
 
 struct ServingLoopOptions {
   SchedulerOptions scheduler;
-  Clock* clock = nullptr;                // null: SystemClock
-  SchedulerMetrics* metrics = nullptr;   // optional; must outlive the loop
+  Clock* clock = nullptr;               // null: SystemClock
+  SchedulerMetrics* metrics = nullptr;  // optional; must outlive the loop
+  // Where the step's logits rows are sampled (step_sampler.h).
+  EngineSampling engine_sampling = EngineSampling::kAuto;
 };
 
 // What the engine thread last published about its load (after each step
@@ -131,7 +140,8 @@ class ServingLoop {
     absl::StatusCode code = absl::StatusCode::kOk;
   };
 
-  ServingLoop(std::unique_ptr<engine::Engine> engine, Clock* clock,
+  ServingLoop(std::unique_ptr<engine::Engine> engine,
+              EngineSampling engine_sampling, Clock* clock,
               SchedulerMetrics* metrics);
 
   void ThreadMain();
@@ -141,9 +151,11 @@ class ServingLoop {
   // returns false to exit. Moves the inbox into *commands.
   bool WaitForWork(std::vector<Command>* commands);
   void Apply(std::vector<Command>* commands);
-  // One Schedule / Execute / Update. Returns whether the plan was non-empty.
+  // One Schedule / Forward / Sample / Update. Returns whether the plan was
+  // non-empty.
   bool Step();
-  absl::Status Execute(const StepPlan& plan);
+  // Runs the engine on the plan; the output views logits_ and tokens_.
+  absl::StatusOr<EngineOutput> Forward(const StepPlan& plan);
   void ReportStep(const StepPlan& plan, absl::Time t0, absl::Time t1,
                   absl::Time t2, absl::Time t3);
   // Copies the scheduler's load into load_ (engine thread).
@@ -156,8 +168,9 @@ class ServingLoop {
 
   // Engine thread (or the manual driver).
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<float> logits_;             // (rows, n_vocab), grown as needed
-  std::vector<int32_t> tokens_;           // (rows) the engine sampled
+  StepSampler sampler_;
+  std::vector<float> logits_;    // (rows, n_vocab), grown as needed
+  std::vector<int32_t> tokens_;  // (rows) the engine sampled
   std::vector<Command> applying_;
 
   // Inbox and lifecycle, any thread.

@@ -311,8 +311,9 @@ absl::Status CpuEngine::ComputeLogits(const ForwardBatch& batch,
   return MatMul(output_, last_.data(), rows, logits.data());
 }
 
-absl::Status CpuEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
-  for (const BlockCopy& copy : copies) {
+absl::Status CpuEngine::CopyBlocks(
+    absl::Span<const kvpager::BlockCopy> copies) {
+  for (const kvpager::BlockCopy& copy : copies) {
     if (copy.src < 0 || copy.src >= options_.num_blocks || copy.dst < 0 ||
         copy.dst >= options_.num_blocks) {
       return absl::InvalidArgumentError(
@@ -320,7 +321,9 @@ absl::Status CpuEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
                        ": the pool has ", options_.num_blocks, " blocks"));
     }
   }
-  for (const BlockCopy& copy : copies) cache_->CopyBlock(copy.src, copy.dst);
+  for (const kvpager::BlockCopy& copy : copies) {
+    cache_->CopyBlock(copy.src, copy.dst);
+  }
   return absl::OkStatus();
 }
 

@@ -87,7 +87,7 @@ class CpuEngine final : public Engine {
 
   absl::Status Forward(const ForwardBatch& batch,
                        absl::Span<float> logits) override;
-  absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
+  absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
 
  private:
   CpuEngine(std::shared_ptr<const ModelWeights> weights,

@@ -810,8 +810,9 @@ absl::Status CudaEngine::ComputeLogits(int64_t rows, absl::Span<float> logits,
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
-  for (const BlockCopy& copy : copies) {
+absl::Status CudaEngine::CopyBlocks(
+    absl::Span<const kvpager::BlockCopy> copies) {
+  for (const kvpager::BlockCopy& copy : copies) {
     if (copy.src < 0 || copy.src >= options_.num_blocks || copy.dst < 0 ||
         copy.dst >= options_.num_blocks) {
       return absl::InvalidArgumentError(
@@ -825,7 +826,7 @@ absl::Status CudaEngine::CopyBlocks(absl::Span<const BlockCopy> copies) {
   const size_t block_bytes = static_cast<size_t>(2) * c.n_kv_heads *
                              options_.block_size * c.head_dim *
                              DeviceDtypeBytes(dtype_);
-  for (const BlockCopy& copy : copies) {
+  for (const kvpager::BlockCopy& copy : copies) {
     for (int64_t layer = 0; layer < c.n_layers; ++layer) {
       auto* base = static_cast<uint8_t*>(KvLayer(layer));
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(

@@ -131,7 +131,7 @@ class CudaEngine final : public Engine {
                                 absl::Span<const RowSampling> sampling,
                                 absl::Span<int32_t> tokens,
                                 absl::Span<float> logits) override;
-  absl::Status CopyBlocks(absl::Span<const BlockCopy> copies) override;
+  absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
 
  private:
   // A weight matrix on the device, row-major (rows, cols): T, or Q8_0 /

@@ -2,8 +2,9 @@
 #define PACELINE_TESTS_SCHEDULER_SCHEDULER_TEST_UTIL_H_
 
 // A scheduler over the fake engine, stepped by hand: Step() is the serving
-// loop's iteration (Schedule, CopyBlocks + Forward or ForwardAndSample,
-// Update) with the recorded batches kept for assertions.
+// loop's iteration (Schedule; CopyBlocks + Forward, or ForwardAndSample for
+// the sampler's engine rows; Sample; Update) with the recorded batches kept
+// for assertions.
 
 #include <cstdint>
 #include <memory>
@@ -12,12 +13,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/step.h"
+#include "scheduler/step_sampler.h"
 #include "scheduler/token_sink.h"
 #include "tests/testing/fake_engine.h"
 
@@ -94,9 +98,11 @@ struct Submitted {
 class Harness {
  public:
   Harness(FakeEngineOptions engine_options, SchedulerOptions options,
-          SchedulerMetrics* metrics = nullptr)
+          SchedulerMetrics* metrics = nullptr,
+          EngineSampling engine_sampling = EngineSampling::kAuto)
       : tokenizer_(ByteTokenizer(engine_options.n_vocab)),
-        engine_(std::move(engine_options)) {
+        engine_(std::move(engine_options)),
+        sampler_(engine_, engine_sampling) {
     if (options.tenants.empty()) options.tenants = OneTenant();
     auto s = Scheduler::Create(options, engine_, tokenizer_.get(), &clock_,
                                metrics);
@@ -105,6 +111,7 @@ class Harness {
   }
 
   Scheduler& scheduler() { return *scheduler_; }
+  StepSampler& sampler() { return sampler_; }
   FakeEngine& engine() { return engine_; }
   ManualClock& clock() { return clock_; }
   const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -137,30 +144,39 @@ class Harness {
   // next Step).
   const StepPlan& Step() {
     const StepPlan& plan = scheduler_->Schedule();
-    absl::Status status;
-    if (!plan.empty()) {
-      if (!plan.copies.empty()) status = engine_.CopyBlocks(plan.copies);
-      logits_.assign(static_cast<size_t>(plan.num_logit_rows) *
-                         scheduler_->vocab_size(),
-                     0.0f);
-      if (status.ok() && plan.num_engine_sampled > 0) {
-        tokens_.assign(plan.num_logit_rows, -1);
-        status = engine_.ForwardAndSample(plan.batch, plan.sampling,
-                                          absl::MakeSpan(tokens_),
-                                          absl::MakeSpan(logits_));
-      } else if (status.ok()) {
-        tokens_.clear();
-        status = engine_.Forward(plan.batch, absl::MakeSpan(logits_));
-      }
-    }
-    if (status.ok()) {
-      scheduler_->Update(plan,
-                         Scheduler::StepOutput{absl::MakeConstSpan(logits_),
-                                               absl::MakeConstSpan(tokens_)});
-    } else {
-      scheduler_->Update(plan, status);
-    }
+    Run(plan);
     return plan;
+  }
+  // The rest of the step for the plan the last Schedule returned: Forward,
+  // Sample, Update.
+  void Run(const StepPlan& plan) {
+    const absl::StatusOr<EngineOutput> output = Forward(plan);
+    scheduler_->Update(sampler_.Sample(plan, output));
+  }
+
+  // The engine's part of a step, as the serving loop runs it.
+  absl::StatusOr<EngineOutput> Forward(const StepPlan& plan) {
+    if (plan.empty()) return EngineOutput{};
+    if (!plan.copies.empty()) {
+      const absl::Status copied = engine_.CopyBlocks(plan.copies);
+      if (!copied.ok()) return copied;
+    }
+    logits_.assign(
+        static_cast<size_t>(plan.num_logit_rows) * scheduler_->vocab_size(),
+        0.0f);
+    const absl::Span<const engine::RowSampling> rows =
+        sampler_.EngineRows(plan);
+    absl::Status status;
+    if (rows.empty()) {
+      tokens_.clear();
+      status = engine_.Forward(plan.batch, absl::MakeSpan(logits_));
+    } else {
+      tokens_.assign(rows.size(), -1);
+      status = engine_.ForwardAndSample(
+          plan.batch, rows, absl::MakeSpan(tokens_), absl::MakeSpan(logits_));
+    }
+    if (!status.ok()) return status;
+    return EngineOutput{logits_, tokens_};
   }
 
   // Steps until nothing is runnable (at most `limit` steps); returns the
@@ -178,6 +194,7 @@ class Harness {
   ManualClock clock_;
   std::unique_ptr<engine::Tokenizer> tokenizer_;
   FakeEngine engine_;
+  StepSampler sampler_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<float> logits_;
   std::vector<int32_t> tokens_;

@@ -111,15 +111,15 @@ absl::Status FakeEngine::Forward(const engine::ForwardBatch& batch,
 }
 
 absl::Status FakeEngine::CopyBlocks(
-    absl::Span<const engine::BlockCopy> copies) {
-  for (const engine::BlockCopy& c : copies) {
+    absl::Span<const kvpager::BlockCopy> copies) {
+  for (const kvpager::BlockCopy& c : copies) {
     if (c.src < 0 || c.src >= options_.num_blocks || c.dst < 0 ||
         c.dst >= options_.num_blocks) {
       return absl::InvalidArgumentError("copy block id out of range");
     }
   }
   const int32_t bs = options_.block_size;
-  for (const engine::BlockCopy& c : copies) {
+  for (const kvpager::BlockCopy& c : copies) {
     std::copy_n(slots_.begin() + static_cast<size_t>(c.src) * bs, bs,
                 slots_.begin() + static_cast<size_t>(c.dst) * bs);
     if (options_.record) pending_copies_.push_back(c);

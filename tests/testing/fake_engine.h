@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "engine/forward_batch.h"
 #include "engine/model/model_config.h"
+#include "kvpager/block_table.h"
 
 namespace paceline::testing {
 
@@ -60,7 +61,7 @@ struct RecordedSlice {
 struct RecordedStep {
   std::vector<int32_t> tokens;
   std::vector<RecordedSlice> slices;
-  std::vector<engine::BlockCopy> copies;  // run before this step
+  std::vector<kvpager::BlockCopy> copies;  // run before this step
 };
 
 class FakeEngine final : public engine::Engine {
@@ -76,7 +77,7 @@ class FakeEngine final : public engine::Engine {
 
   absl::Status Forward(const engine::ForwardBatch& batch,
                        absl::Span<float> logits) override;
-  absl::Status CopyBlocks(absl::Span<const engine::BlockCopy> copies) override;
+  absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
 
   const std::vector<RecordedStep>& steps() const { return steps_; }
   int64_t num_forward_calls() const { return num_forward_calls_; }
@@ -94,7 +95,7 @@ class FakeEngine final : public engine::Engine {
   engine::ModelConfig config_;
   std::vector<int32_t> slots_;  // (num_blocks * block_size)
   std::vector<int32_t> context_;
-  std::vector<engine::BlockCopy> pending_copies_;
+  std::vector<kvpager::BlockCopy> pending_copies_;
   std::vector<RecordedStep> steps_;
   int64_t num_forward_calls_ = 0;
   absl::Status fail_next_;

@@ -15,6 +15,7 @@
 #include "engine/model/model_shapes.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
+#include "kvpager/block_table.h"
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/testing/stories260k_oracle.h"
 
@@ -402,7 +403,8 @@ TEST_F(StoriesTest, CopiedBlocksContinueTheSequence) {
                     .block_table = table_b,
                     .needs_logits = true});
   ASSERT_TRUE(fresh->Forward(batch, absl::MakeSpan(logits)).ok());
-  const BlockCopy copies[] = {{9, 30}};  // the partial block (positions 16..)
+  const kvpager::BlockCopy copies[] = {
+      {9, 30}};  // the partial block (positions 16..)
   ASSERT_TRUE(fresh->CopyBlocks(copies).ok());
   table_b = {5, 30, 7};
   int32_t token = Argmax(logits);
@@ -419,7 +421,7 @@ TEST_F(StoriesTest, CopiedBlocksContinueTheSequence) {
     generated.push_back(token = Argmax(logits));
   }
   EXPECT_EQ(generated, a->tokens);
-  const BlockCopy bad[] = {{0, 64}};
+  const kvpager::BlockCopy bad[] = {{0, 64}};
   EXPECT_EQ(fresh->CopyBlocks(bad).code(), absl::StatusCode::kInvalidArgument);
 }
 

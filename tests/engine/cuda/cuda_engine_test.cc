@@ -23,6 +23,7 @@
 #include "engine/model_loader.h"
 #include "engine/sampling/row_sampling.h"
 #include "gtest/gtest.h"
+#include "kvpager/block_table.h"
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/engine/cuda/cuda_test_util.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -248,7 +249,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   // replay it.
   for (int i = 0; i < 6; ++i) step({{2, 0, true}, {0, 0, true}, {1, 0, true}});
   // Copy-on-write: sequence 3 continues from a copy of 0's blocks.
-  std::vector<BlockCopy> copies;
+  std::vector<kvpager::BlockCopy> copies;
   for (int b = 0; b < (done[0] + kBlockSize - 1) / kBlockSize; ++b) {
     copies.push_back({tables[0][b], tables[3][b]});
   }
@@ -425,7 +426,7 @@ TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   batch.sequences[0].position_begin = 30;  // needs 3 blocks
   EXPECT_EQ((*gpu)->Forward(batch, absl::MakeSpan(logits)).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*gpu)->CopyBlocks({{BlockCopy{0, 4}}}).code(),
+  EXPECT_EQ((*gpu)->CopyBlocks({{kvpager::BlockCopy{0, 4}}}).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,116 @@
+#include "scheduler/step_sampler.h"
+
+#include <cassert>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace paceline::scheduler {
+
+StepSampler::StepSampler(const engine::Engine& engine, EngineSampling mode)
+    : vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
+      engine_samples_(
+          mode == EngineSampling::kAlways ||
+          (mode == EngineSampling::kAuto && engine.samples_on_device())) {}
+
+bool StepSampler::InEngine(Request& request) const {
+  return engine_samples_ && request.sampler().EngineCanSample();
+}
+
+bool StepSampler::AnyInEngine(const StepPlan& plan) const {
+  if (!engine_samples_) return false;
+  for (const ScheduledRequest& s : plan.scheduled) {
+    if (s.logits_row >= 0 && InEngine(*s.request)) return true;
+  }
+  return false;
+}
+
+absl::Span<const engine::RowSampling> StepSampler::EngineRows(
+    const StepPlan& plan) {
+  rows_.clear();
+  if (!AnyInEngine(plan)) return {};
+  rows_.resize(static_cast<size_t>(plan.num_logit_rows));
+  for (const ScheduledRequest& s : plan.scheduled) {
+    if (s.logits_row < 0 || !InEngine(*s.request)) continue;
+    rows_[s.logits_row] = s.request->sampler().EngineRow();
+  }
+  return rows_;
+}
+
+absl::Status StepSampler::CheckOutput(
+    const StepPlan& plan, const absl::StatusOr<EngineOutput>& output) const {
+  if (!output.ok()) return output.status();
+  const size_t rows = static_cast<size_t>(plan.num_logit_rows);
+  if (output->logits.size() < rows * vocab_size_) {
+    return absl::InternalError(
+        absl::StrCat("the engine returned ", output->logits.size(),
+                     " logits for ", rows, " rows of ", vocab_size_));
+  }
+  if (output->tokens.size() < rows && AnyInEngine(plan)) {
+    return absl::InternalError(absl::StrCat("the engine returned ",
+                                            output->tokens.size(),
+                                            " tokens for ", rows, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+const StepTokens& StepSampler::Sample(
+    const StepPlan& plan, const absl::StatusOr<EngineOutput>& output) {
+  tokens_.status = CheckOutput(plan, output);
+  if (!tokens_.status.ok()) {
+    tokens_.rows.clear();
+    return tokens_;
+  }
+  tokens_.rows.resize(static_cast<size_t>(plan.num_logit_rows));
+  for (const ScheduledRequest& s : plan.scheduled) {
+    if (s.logits_row < 0) continue;
+    const size_t j = static_cast<size_t>(s.logits_row);
+    engine::SequenceSampler& sampler = s.request->sampler();
+    if (InEngine(*s.request)) {
+      TakeEngineToken(sampler, output->tokens[j], &tokens_.rows[j]);
+    } else {
+      SampleOnHost(sampler,
+                   output->logits.subspan(j * vocab_size_, vocab_size_),
+                   &tokens_.rows[j]);
+    }
+  }
+  return tokens_;
+}
+
+void StepSampler::SampleOnHost(engine::SequenceSampler& sampler,
+                               absl::Span<const float> logits,
+                               SampledRow* row) {
+  absl::StatusOr<engine::SampleResult> sample =
+      sampler.Sample(logits, &scratch_);
+  if (!sample.ok()) {
+    row->status = sample.status();
+    return;
+  }
+  row->status = absl::OkStatus();
+  row->sample = *std::move(sample);
+}
+
+void StepSampler::TakeEngineToken(engine::SequenceSampler& sampler,
+                                  int32_t token, SampledRow* row) const {
+  if (token < 0) {
+    row->status = absl::InternalError(absl::StrCat(
+        "logit of token ", engine::NonFiniteLogitId(token),
+        " is not finite at step ", sampler.step(), " (sampled in the engine)"));
+    return;
+  }
+  if (token >= vocab_size_) {
+    row->status = absl::InternalError(
+        absl::StrCat("the engine sampled token ", token,
+                     ", outside the vocabulary of ", vocab_size_));
+    return;
+  }
+  const absl::Status accepted = sampler.AcceptGenerated(token);
+  assert(accepted.ok());  // in range: checked above
+  (void)accepted;
+  row->status = absl::OkStatus();
+  row->sample.token = token;
+  row->sample.logprob = 0.0f;
+  row->sample.top_logprobs.clear();
+}
+
+}  // namespace paceline::scheduler
