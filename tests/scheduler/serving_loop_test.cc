@@ -84,6 +84,41 @@ class RecordingMetrics : public SchedulerMetrics {
   int64_t finished_[kNumFinishReasons] = {};
 };
 
+// A CollectingSink that holds the engine thread in OnTokens at its
+// `hold_at`-th token until Release.
+class GatedSink final : public TokenSink {
+ public:
+  explicit GatedSink(int32_t hold_at) : hold_at_(hold_at) {}
+  void OnAccepted(const AcceptInfo& info) override { inner_.OnAccepted(info); }
+  void OnTokens(const TokenDelta& delta) override {
+    inner_.OnTokens(delta);
+    if (static_cast<int32_t>(inner_.tokens().size()) != hold_at_) return;
+    absl::MutexLock lock(&mu_);
+    held_ = true;
+    mu_.Await(absl::Condition(&released_));
+  }
+  void OnFinished(const FinishInfo& info) override { inner_.OnFinished(info); }
+
+  bool WaitHeld(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&held_), timeout);
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  std::vector<int32_t> tokens() const { return inner_.tokens(); }
+  bool finished() const { return inner_.finished(); }
+  FinishInfo finish() const { return inner_.finish(); }
+
+ private:
+  const int32_t hold_at_;
+  CollectingSink inner_;
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 struct Loop {
   std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer(2048);
   FakeEngine* engine = nullptr;
@@ -265,21 +300,43 @@ TEST(ServingLoopTest, IntakeRefusalReachesTheSinkAsAnError) {
 
 TEST(ServingLoopTest, StopCancelsAndDrainFinishes) {
   {
-    // Long enough that it is still running when Stop comes, however
-    // slowly this thread gets scheduled (1000 tokens once finished first
-    // on a loaded machine).
-    FakeEngineOptions big = Engine(60000);
-    big.record = false;
-    Loop l(LoopOpts(64, 1), big);
-    auto [a, running] = l.Submit(0, 200000);
+    // The running request's sink holds the engine thread at its third
+    // token until Stop has begun, so the request is still running when the
+    // loop stops, however fast or slow the machine.
+    Loop l(LoopOpts(64, 1));
+    auto running = std::make_shared<GatedSink>(3);
+    RequestSpec spec;
+    spec.tenant = "t";
+    spec.prompt = TaggedPrompt(0, 4);
+    spec.sampling.temperature = 0;
+    spec.stop.max_tokens = 1000;
+    spec.sink = running;
+    ASSERT_TRUE(l.loop->Submit(std::move(spec)).ok());
     auto [b, queued] = l.Submit(1, 5);
     l.loop->Start();
-    while (running->tokens().size() < 3) absl::SleepFor(absl::Milliseconds(1));
-    l.loop->Stop(StopMode::kCancel);
-    for (const auto& sink : {running, queued}) {
-      ASSERT_TRUE(sink->finished());
-      EXPECT_EQ(sink->finish().reason, FinishReason::kCancelled);
-      EXPECT_EQ(sink->finish().status.code(), absl::StatusCode::kUnavailable);
+    ASSERT_TRUE(running->WaitHeld(absl::Seconds(30)))
+        << "the engine thread never reached the third token";
+    std::thread stopper([&] { l.loop->Stop(StopMode::kCancel); });
+    // Stop has begun once Submit refuses with UNAVAILABLE.
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    absl::StatusCode code = absl::StatusCode::kOk;
+    while (code != absl::StatusCode::kUnavailable && absl::Now() < deadline) {
+      RequestSpec probe;
+      probe.tenant = "t";
+      probe.prompt = {1};
+      probe.sink = std::make_shared<CollectingSink>();
+      code = l.loop->Submit(std::move(probe)).status().code();
+    }
+    running->Release();
+    stopper.join();
+    ASSERT_EQ(code, absl::StatusCode::kUnavailable)
+        << "Submit never saw the loop stopping";
+    EXPECT_LT(running->tokens().size(), 1000u);
+    ASSERT_TRUE(running->finished());
+    ASSERT_TRUE(queued->finished());
+    for (const FinishInfo& finish : {running->finish(), queued->finish()}) {
+      EXPECT_EQ(finish.reason, FinishReason::kCancelled);
+      EXPECT_EQ(finish.status.code(), absl::StatusCode::kUnavailable);
     }
   }
   {
