@@ -52,7 +52,9 @@ TEST(DaemonProcessTest, DrainSendsSigtermAndReturnsTheExitCode) {
   absl::StatusOr<int> code = daemon.Drain(absl::Seconds(10));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
-  EXPECT_THAT(daemon.stderr_text(), HasSubstr("drained"));
+  // The reader thread may still be reading the last line when the daemon is
+  // reaped.
+  EXPECT_TRUE(daemon.WaitForStderr("drained", absl::Seconds(10)));
   EXPECT_EQ(daemon.pid(), -1);
   // Reaped: there is nothing left to signal.
   EXPECT_EQ(daemon.Drain().status().code(),
