@@ -1,6 +1,5 @@
 #include "engine/tokenizer/detokenizer.h"
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
 namespace {
@@ -187,8 +187,8 @@ TEST(DetokenizerTest, ByteLevelBpeRoundTrip) {
 }
 
 TEST(DetokenizerTest, Stories260KContinuation) {
-  const std::string path = PACELINE_SHARED_DIR "/models/stories260K.gguf";
-  if (!std::filesystem::exists(path)) {
+  const std::string& path = ::paceline::testing::kStories260KPath;
+  if (!::paceline::testing::HaveStories260K()) {
     GTEST_SKIP() << "test model not found: " << path;
   }
   auto file = GgufFile::Open(path);

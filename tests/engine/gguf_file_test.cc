@@ -1,13 +1,10 @@
 #include "engine/gguf/gguf_file.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -18,7 +15,9 @@
 #include "engine/model/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 #include "tests/testing/gguf_builder.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
 namespace {
@@ -30,15 +29,6 @@ using ::testing::HasSubstr;
 absl::StatusOr<std::unique_ptr<GgufFile>> Parse(const std::string& bytes) {
   return GgufFile::FromBuffer(reinterpret_cast<const uint8_t*>(bytes.data()),
                               bytes.size());
-}
-
-// Writes `bytes` to a fresh file under the test's temporary directory.
-std::string WriteTempFile(const std::string& name, const std::string& bytes) {
-  const std::string path = (std::filesystem::path(::testing::TempDir()) /
-                            (std::to_string(::getpid()) + "_" + name))
-                               .string();
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
 }
 
 TEST(GgufFileTest, ParsesEveryScalarType) {
@@ -335,7 +325,7 @@ TEST(GgufFileTest, ArrayGettersConvertElements) {
 }
 
 TEST(GgufFileTest, OpenMapsAFileAndNamesItInErrors) {
-  const std::string good = WriteTempFile(
+  const std::string good = gt::WriteFile(
       "good.gguf", gt::GgufBuilder()
                        .Add("general.name", gt::Str("tiny"))
                        .AddF32Tensor("w", {2}, std::vector<float>{3, 4})
@@ -347,7 +337,7 @@ TEST(GgufFileTest, OpenMapsAFileAndNamesItInErrors) {
   std::memcpy(&w1, (*file)->FindTensor("w")->data + 4, 4);
   EXPECT_EQ(w1, 4.0f);
 
-  const std::string bad = WriteTempFile("bad.gguf", "GGUF\x03");
+  const std::string bad = gt::WriteFile("bad.gguf", "GGUF\x03");
   absl::Status s = GgufFile::Open(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr(bad));
@@ -362,7 +352,7 @@ TEST(GgufFileTest, OpenMapsAFileAndNamesItInErrors) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("not a regular file"));
 
-  s = GgufFile::Open(WriteTempFile("empty.gguf", "")).status();
+  s = GgufFile::Open(gt::WriteFile("empty.gguf", "")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("empty"));
 }
@@ -393,9 +383,8 @@ TEST(GgufFileTest, ParsesEveryVocabFileInShared) {
 class Stories260KTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path =
-        std::string(PACELINE_SHARED_DIR) + "/models/stories260K.gguf";
-    if (!std::filesystem::exists(path)) {
+    const std::string& path = gt::kStories260KPath;
+    if (!gt::HaveStories260K()) {
       GTEST_SKIP() << "test model not found at " << path
                    << " (set PACELINE_SHARED_DIR to the shared/ folder)";
     }

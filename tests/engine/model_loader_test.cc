@@ -1,17 +1,18 @@
 #include "engine/model_loader.h"
-#include "engine/tokenizer/byte_level.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
 namespace {
 
-const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
+const std::string& kStories = ::paceline::testing::kStories260KPath;
 
 TEST(ModelSourceTest, OpensAGgufFile) {
   auto model = OpenModel(kStories);

@@ -1,7 +1,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
 namespace {
@@ -512,8 +512,8 @@ TEST(TokenizerGgufTest, ErrorsNameTheKey) {
 }
 
 TEST(TokenizerGgufTest, Stories260K) {
-  const std::string path = PACELINE_SHARED_DIR "/models/stories260K.gguf";
-  if (!std::filesystem::exists(path)) {
+  const std::string& path = ::paceline::testing::kStories260KPath;
+  if (!::paceline::testing::HaveStories260K()) {
     GTEST_SKIP() << "test model not found: " << path;
   }
   auto file = GgufFile::Open(path);

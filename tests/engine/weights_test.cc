@@ -15,11 +15,12 @@
 #include "engine/model/model_shapes.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
 namespace {
 
-const std::string kStories = PACELINE_SHARED_DIR "/models/stories260K.gguf";
+const std::string& kStories = ::paceline::testing::kStories260KPath;
 
 ModelConfig Small() {
   ModelConfig c;

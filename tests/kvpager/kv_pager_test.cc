@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -16,24 +15,15 @@
 #include "kvpager/block_lease.h"
 #include "kvpager/block_table.h"
 #include "kvpager/pager_stats.h"
+#include "tests/testing/pager.h"
 
 namespace paceline::kvpager {
 namespace {
 
+using ::paceline::testing::MakePager;
+using ::paceline::testing::Range;
+
 constexpr int32_t kB = 4;
-
-std::vector<int32_t> Range(int32_t first, int32_t n) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
-std::unique_ptr<KvPager> MakePager(int32_t num_blocks) {
-  absl::StatusOr<std::unique_ptr<KvPager>> pager =
-      KvPager::Create(num_blocks, kB);
-  EXPECT_TRUE(pager.ok()) << pager.status();
-  return std::move(*pager);
-}
 
 std::vector<int32_t> Ids(const BlockLease& lease) {
   return std::vector<int32_t>(lease.block_ids().begin(),
@@ -68,7 +58,7 @@ TEST(KvPagerTest, CreateValidatesTheShape) {
 }
 
 TEST(KvPagerTest, AllocateCoversThePrompt) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   absl::StatusOr<BlockLease> lease = pager->Allocate(Range(0, 10), "t");
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_FALSE(lease->empty());
@@ -92,7 +82,7 @@ TEST(KvPagerTest, AllocateCoversThePrompt) {
 }
 
 TEST(KvPagerTest, SlotsFollowTheTable) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   absl::StatusOr<BlockLease> first = pager->Allocate(Range(0, 5), "t");
   absl::StatusOr<BlockLease> second = pager->Allocate(Range(0, 6), "u");
   ASSERT_TRUE(first.ok() && second.ok());
@@ -102,7 +92,7 @@ TEST(KvPagerTest, SlotsFollowTheTable) {
 }
 
 TEST(KvPagerTest, AppendTakesABlockOnlyWhenTheLastFills) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   absl::StatusOr<BlockLease> lease = pager->Allocate({1, 2, 3}, "t");
   ASSERT_TRUE(lease.ok());
   std::vector<BlockCopy> copies;
@@ -130,7 +120,7 @@ TEST(KvPagerTest, AppendTakesABlockOnlyWhenTheLastFills) {
 }
 
 TEST(KvPagerTest, TheLeaseOwnsItsBlocks) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   {
     absl::StatusOr<BlockLease> lease = pager->Allocate(Range(0, 9), "t");
     ASSERT_TRUE(lease.ok());
@@ -153,7 +143,7 @@ TEST(KvPagerTest, TheLeaseOwnsItsBlocks) {
   ExpectBlocks(*pager, 10, 0, 0);
 
   // A lease of one pager is refused by another.
-  auto other = MakePager(4);
+  auto other = MakePager(4, kB);
   BlockLease foreign = *other->Allocate({1}, "t");
   std::vector<BlockCopy> copies;
   EXPECT_EQ(pager->Append(&foreign, {2}, &copies).code(),
@@ -170,7 +160,7 @@ TEST(KvPagerTest, TheLeaseOwnsItsBlocks) {
 }
 
 TEST(KvPagerTest, ArgumentsAreChecked) {
-  auto pager = MakePager(4);
+  auto pager = MakePager(4, kB);
   BlockLease lease = *pager->Allocate({1, 2, 3}, "t");
   EXPECT_EQ(pager->MarkComputed(&lease, -1).code(),
             absl::StatusCode::kInvalidArgument);
@@ -184,7 +174,7 @@ TEST(KvPagerTest, ArgumentsAreChecked) {
 }
 
 TEST(KvPagerTest, ExhaustionNeverHalfSucceeds) {
-  auto pager = MakePager(4);
+  auto pager = MakePager(4, kB);
   EXPECT_FALSE(pager->CanAllocate(Range(0, 17), "t"));
   EXPECT_EQ(pager->Allocate(Range(0, 17), "t").status().code(),
             absl::StatusCode::kResourceExhausted);
@@ -207,7 +197,7 @@ TEST(KvPagerTest, ExhaustionNeverHalfSucceeds) {
 }
 
 TEST(KvPagerTest, EvictableBlocksCountAsAvailable) {
-  auto pager = MakePager(4);
+  auto pager = MakePager(4, kB);
   const std::vector<int32_t> a = Range(0, 8);
   {
     BlockLease lease = *pager->Allocate(a, "t");
@@ -246,7 +236,7 @@ TEST(KvPagerTest, EvictableBlocksCountAsAvailable) {
 }
 
 TEST(KvPagerTest, AnAllocationNeverEvictsItsOwnHits) {
-  auto pager = MakePager(5);
+  auto pager = MakePager(5, kB);
   const std::vector<int32_t> x = Range(0, 8);
   {
     BlockLease lz = *pager->Allocate(Range(50, 5), "t");
@@ -274,7 +264,7 @@ TEST(KvPagerTest, AnAllocationNeverEvictsItsOwnHits) {
 }
 
 TEST(KvPagerTest, ForkSharesAndTheFirstWriteCopies) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   BlockLease parent = *pager->Allocate(Range(10, 6), "t");  // 4 + 2 tokens
   ASSERT_TRUE(pager->MarkComputed(&parent, 6).ok());
   absl::StatusOr<BlockLease> child = pager->Fork(parent);
@@ -325,7 +315,7 @@ TEST(KvPagerTest, ForkSharesAndTheFirstWriteCopies) {
 }
 
 TEST(KvPagerTest, ForkAtABlockBoundaryNeedsNoCopy) {
-  auto pager = MakePager(10);
+  auto pager = MakePager(10, kB);
   BlockLease parent = *pager->Allocate(Range(0, 8), "t");
   BlockLease child = *pager->Fork(parent);
   std::vector<BlockCopy> copies;
@@ -338,7 +328,7 @@ TEST(KvPagerTest, ForkAtABlockBoundaryNeedsNoCopy) {
 }
 
 TEST(KvPagerTest, CanAppendCountsTheCopy) {
-  auto pager = MakePager(3);
+  auto pager = MakePager(3, kB);
   BlockLease parent = *pager->Allocate(Range(0, 6), "t");  // 2 blocks
   BlockLease child = *pager->Fork(parent);
   // One block left: enough for the copy plus 2 tokens in it, not 3.
@@ -368,7 +358,7 @@ class RecordingObserver : public PagerObserver {
 };
 
 TEST(KvPagerTest, StatsAndObserverCountExactly) {
-  auto pager = MakePager(4);
+  auto pager = MakePager(4, kB);
   RecordingObserver observer;
   pager->set_observer(&observer);
   BlockLease a = *pager->Allocate(Range(0, 6), "t");

@@ -6,36 +6,26 @@
 
 #include <cstdint>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "kvpager/block_hash.h"
 #include "kvpager/kv_pager.h"
+#include "tests/testing/pager.h"
 
 namespace paceline::kvpager {
 namespace {
 
-constexpr int32_t kB = 4;  // block size in these tests
+using ::paceline::testing::MakePager;
+using ::paceline::testing::Range;
 
-std::vector<int32_t> Range(int32_t first, int32_t n) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
+constexpr int32_t kB = 4;  // block size in these tests
 
 std::vector<int32_t> Concat(std::vector<int32_t> a,
                             const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-std::unique_ptr<KvPager> MakePager(int32_t num_blocks) {
-  absl::StatusOr<std::unique_ptr<KvPager>> pager =
-      KvPager::Create(num_blocks, kB);
-  EXPECT_TRUE(pager.ok()) << pager.status();
-  return std::move(*pager);
 }
 
 // Allocates `prompt` and marks it all computed.
@@ -64,7 +54,7 @@ void ExpectConsistent(const KvPager& pager) {
 }
 
 TEST(PrefixCacheTest, SamePromptAndSaltHits) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> prompt = Range(100, 13);  // 3 full blocks + 1
   BlockLease a = Admit(*pager, prompt, "tenant-a");
   EXPECT_EQ(a.num_cached_tokens(), 0);
@@ -92,7 +82,7 @@ TEST(PrefixCacheTest, SamePromptAndSaltHits) {
 }
 
 TEST(PrefixCacheTest, NothingIsCachedBeforeItIsComputed) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> prompt = Range(0, 13);
   absl::StatusOr<BlockLease> a = pager->Allocate(prompt, "t");
   ASSERT_TRUE(a.ok());
@@ -120,7 +110,7 @@ TEST(PrefixCacheTest, NothingIsCachedBeforeItIsComputed) {
 }
 
 TEST(PrefixCacheTest, DifferentSaltMisses) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> prompt = Range(7, 9);
   BlockLease a = Admit(*pager, prompt, "tenant-a");
   EXPECT_EQ(pager->CachedPrefixTokens(prompt, "tenant-a"), 8);
@@ -141,7 +131,7 @@ TEST(PrefixCacheTest, DifferentSaltMisses) {
 }
 
 TEST(PrefixCacheTest, SharedScopeSaltIsShared) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> system_prompt = Range(1, 8);
   // Two tenants whose requests start with an operator-declared public
   // system prompt use the scope's common salt for it.
@@ -153,7 +143,7 @@ TEST(PrefixCacheTest, SharedScopeSaltIsShared) {
 }
 
 TEST(PrefixCacheTest, OneTokenDifferenceMissesEverythingAfterIt) {
-  auto pager = MakePager(32);
+  auto pager = MakePager(32, kB);
   const std::vector<int32_t> prompt = Range(0, 17);  // 4 full blocks + 1
   BlockLease a = Admit(*pager, prompt, "t");
   EXPECT_EQ(pager->CachedPrefixTokens(prompt, "t"), 16);
@@ -174,7 +164,7 @@ TEST(PrefixCacheTest, OneTokenDifferenceMissesEverythingAfterIt) {
 }
 
 TEST(PrefixCacheTest, TheLastPromptTokenIsAlwaysComputed) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> prompt = Range(0, 12);  // exactly 3 blocks
   BlockLease a = Admit(*pager, prompt, "t");
   EXPECT_EQ(pager->prefix_cache().size(), 3);
@@ -213,7 +203,7 @@ TEST(PrefixCacheTest, TheLastPromptTokenIsAlwaysComputed) {
 }
 
 TEST(PrefixCacheTest, BlocksFilledByGeneratedTokensAreCached) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   absl::StatusOr<BlockLease> a = pager->Allocate({1, 2, 3}, "t");
   ASSERT_TRUE(a.ok());
   std::vector<BlockCopy> copies;
@@ -227,7 +217,7 @@ TEST(PrefixCacheTest, BlocksFilledByGeneratedTokensAreCached) {
 }
 
 TEST(PrefixCacheTest, EvictionIsLeastRecentlyUsedAndDropsTheKey) {
-  auto pager = MakePager(8);
+  auto pager = MakePager(8, kB);
   const std::vector<int32_t> x = Range(0, 8);
   const std::vector<int32_t> y = Range(100, 8);
   const std::vector<int32_t> z = Range(200, 8);
@@ -338,7 +328,7 @@ TEST(PrefixCacheTest, AHitNeedsItsOwnParent) {
 }
 
 TEST(PrefixCacheTest, ResetDropsEveryEntry) {
-  auto pager = MakePager(16);
+  auto pager = MakePager(16, kB);
   const std::vector<int32_t> prompt = Range(0, 9);
   BlockLease a = Admit(*pager, prompt, "t");
   BlockLease b = Admit(*pager, Range(50, 9), "t");

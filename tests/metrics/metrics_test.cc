@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "metrics/exposer.h"
-#include "tests/metrics/exposition.h"
+#include "tests/testing/exposition.h"
 #include "tests/testing/http_get.h"
 
 namespace paceline::metrics {

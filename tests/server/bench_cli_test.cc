@@ -3,9 +3,6 @@
 // dwarfs the computed one, and an open loop over two tenants that writes
 // plots. They skip when ../shared/models is absent.
 
-#include <unistd.h>
-
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
@@ -18,8 +15,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/files.h"
+#include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
-#include "tests/tools/run_command.h"
 
 namespace paceline::testing {
 namespace {
@@ -54,7 +52,7 @@ double Num(const Struct& root, std::initializer_list<const char*> path) {
 class BenchCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kStories260KPath.c_str(), R_OK) != 0) {
+    if (!HaveStories260K()) {
       GTEST_SKIP() << "no " << kStories260KPath;
     }
     ASSERT_TRUE(
@@ -68,9 +66,7 @@ class BenchCliTest : public ::testing::Test {
 
   void TearDown() override {
     if (daemon_.pid() < 0) return;
-    ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
-    EXPECT_EQ(daemon_.WaitExit(absl::Seconds(30)).value_or(-1), 0)
-        << daemon_.stderr_text();
+    EXPECT_EQ(daemon_.Drain().value_or(-1), 0) << daemon_.stderr_text();
   }
 
   // `paceline bench --server ADDR --json --no-progress args...`, parsed.
@@ -156,8 +152,7 @@ TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
 }
 
 TEST_F(BenchCliTest, OpenLoopTwoTenantsWithPlots) {
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/bench_plots_", getpid());
+  const std::string dir = TempPath("bench_plots");
   const Struct json = BenchJson(
       {"--tenant", absl::StrCat("alice:", kAliceKey, ":3"), "--tenant",
        absl::StrCat("bob:", kBobKey, ":1"), "--rate", "40", "--burstiness",

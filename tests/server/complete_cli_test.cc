@@ -4,9 +4,6 @@
 // absent. (tests/tools/complete_command_test.cc covers the flags and the
 // output format against a scripted service.)
 
-#include <unistd.h>
-
-#include <csignal>
 #include <regex>
 #include <string>
 #include <vector>
@@ -17,8 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
-#include "tests/tools/run_command.h"
 
 namespace paceline::testing {
 namespace {
@@ -43,7 +40,7 @@ bool IsFinishLine(const std::string& err, bool stream, int generated) {
 class CompleteCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kStories260KPath.c_str(), R_OK) != 0) {
+    if (!HaveStories260K()) {
       GTEST_SKIP() << "no " << kStories260KPath;
     }
     ASSERT_TRUE(
@@ -57,9 +54,7 @@ class CompleteCliTest : public ::testing::Test {
   // Every test ends with a drain: SIGTERM, exit 0.
   void TearDown() override {
     if (daemon_.pid() < 0) return;
-    ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
-    EXPECT_EQ(daemon_.WaitExit(absl::Seconds(30)).value_or(-1), 0)
-        << daemon_.stderr_text();
+    EXPECT_EQ(daemon_.Drain().value_or(-1), 0) << daemon_.stderr_text();
   }
 
   // `paceline complete --server ADDR --prompt "Once upon a time" args...`.

@@ -1,18 +1,18 @@
 #include "server/config.h"
 
 #include <cctype>
-#include <unistd.h>
-
-#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 
 namespace paceline::server {
 namespace {
 
+using ::paceline::testing::TempPath;
+using ::paceline::testing::WriteFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -21,18 +21,6 @@ const std::string kAliceDigest =
 const std::string kBobDigest =
     "18f19cbec1bab41c1c4ef048c490fd45969426c9ce284ff5e849ed41d36e099f";
 
-// Writes `text` to a fresh file under the test temp dir; returns its path.
-// Unique per process and test: ctest runs the tests of this binary as
-// parallel processes.
-std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(
-      ::testing::TempDir(), getpid(), "_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
-      name);
-  std::ofstream(path) << text;
-  return path;
-}
-
 // A minimal valid config with `tenants` text appended.
 std::string Minimal(const std::string& more) {
   return absl::StrCat("model { path: \"dummy:stories15m\" }\n", more);
@@ -40,9 +28,8 @@ std::string Minimal(const std::string& more) {
 
 std::string Tenant(const std::string& name, const std::string& digest,
                    const std::string& more = "") {
-  return absl::StrCat("tenants {\n  name: \"", name,
-                      "\"\n  api_key_sha256: \"", digest, "\"\n", more,
-                      "}\n");
+  return absl::StrCat("tenants {\n  name: \"", name, "\"\n  api_key_sha256: \"",
+                      digest, "\"\n", more, "}\n");
 }
 
 // Loads `text` as a file named `name`; the error message (or "" when OK).
@@ -61,9 +48,11 @@ TEST(ConfigTest, FullConfigLoadsEveryField) {
   const std::string model = WriteFile("full_model.gguf", "GGUF");
   const std::string text = absl::StrCat(R"(
 listen: "[::1]:6000"
-tls { cert_file: ")", cert, R"(" key_file: ")", key,
+tls { cert_file: ")",
+                                        cert, R"(" key_file: ")", key,
                                         R"(" client_ca_file: ")", ca, R"(" }
-model { path: ")", model, R"(" backend: "cpu" }
+model { path: ")",
+                                        model, R"(" backend: "cpu" }
 kv_cache { memory_bytes: 1073741824 block_size: 32 }
 scheduler {
   max_batched_tokens: 1024
@@ -82,7 +71,8 @@ grpc {
 }
 tenants {
   name: "alice"
-  api_key_sha256: ")", kAliceDigest, R"("
+  api_key_sha256: ")",
+                                        kAliceDigest, R"("
   api_key_sha256: "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789"
   weight: 2.5
   max_running: 4
@@ -193,9 +183,9 @@ tenants {
   absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(path);
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(parsed.status().message(),
-              AllOf(HasSubstr(absl::StrCat(path, ":5:9: ")),
-                    HasSubstr("wieght")));
+  EXPECT_THAT(
+      parsed.status().message(),
+      AllOf(HasSubstr(absl::StrCat(path, ":5:9: ")), HasSubstr("wieght")));
 }
 
 TEST(ConfigTest, TypeErrorAndDuplicateFieldAreSyntaxErrors) {
@@ -207,14 +197,14 @@ TEST(ConfigTest, TypeErrorAndDuplicateFieldAreSyntaxErrors) {
               HasSubstr(absl::StrCat(path, ":2:")));
   path = WriteFile("oneof.textproto",
                    "kv_cache {\n memory_bytes: 10\n memory_fraction: 0.5\n}\n");
-  EXPECT_THAT(ParseConfigFile(path).status().message(),
-              AllOf(HasSubstr(absl::StrCat(path, ":3:")),
-                    HasSubstr("memory_bytes")));
+  EXPECT_THAT(
+      ParseConfigFile(path).status().message(),
+      AllOf(HasSubstr(absl::StrCat(path, ":3:")), HasSubstr("memory_bytes")));
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<v1::ServerConfig> config =
-      LoadConfigFile(::testing::TempDir() + "no_such.textproto");
+      LoadConfigFile(TempPath("no_such.textproto"));
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(config.status().message(), HasSubstr("no_such.textproto"));
 }
@@ -251,8 +241,8 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
        "kv_cache.memory_fraction", "(0, 1]"},
       {Minimal(a + "\nlisten: \"localhost\"\n"), 7, "listen", "HOST:PORT"},
       {Minimal(a + "listen: \"[::1:80\"\n"), 6, "listen", "IPv6"},
-      {Minimal(a + "metrics_listen: \"1.2.3.4:70000\"\n"), 6,
-       "metrics_listen", "0..65535"},
+      {Minimal(a + "metrics_listen: \"1.2.3.4:70000\"\n"), 6, "metrics_listen",
+       "0..65535"},
       {Minimal(a + "threads: -2\n"), 6, "threads", "must be >= 0, got -2"},
       {Minimal(a + "grpc {\n  keepalive_time_seconds: 0\n}\n"), 7,
        "grpc.keepalive_time_seconds", "must be >= 1, got 0"},
@@ -283,19 +273,18 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
 
 TEST(ConfigTest, ExampleErrorReadsAsDocumented) {
   const std::string path = WriteFile(
-      "weight.textproto",
-      Minimal(Tenant("alice", kAliceDigest) +
-              Tenant("bob", kBobDigest, "  weight: -1\n")));
+      "weight.textproto", Minimal(Tenant("alice", kAliceDigest) +
+                                  Tenant("bob", kBobDigest, "  weight: -1\n")));
   EXPECT_EQ(LoadConfigFile(path).status().message(),
-            absl::StrCat(path, ":9: field tenants[1].weight: must be > 0, "
-                               "got -1"));
+            absl::StrCat(path,
+                         ":9: field tenants[1].weight: must be > 0, "
+                         "got -1"));
 }
 
 TEST(ConfigTest, EveryProblemIsReported) {
   const std::string message = LoadError(
-      "many.textproto",
-      Minimal(Tenant("alice", kAliceDigest, "  weight: 0\n") +
-              "threads: -1\n"));
+      "many.textproto", Minimal(Tenant("alice", kAliceDigest, "  weight: 0\n") +
+                                "threads: -1\n"));
   EXPECT_THAT(message, HasSubstr("tenants[0].weight"));
   EXPECT_THAT(message, HasSubstr("field threads"));
 }
@@ -307,38 +296,36 @@ TEST(ConfigTest, NoTenantsIsAnError) {
 }
 
 TEST(ConfigTest, DuplicateTenantName) {
-  EXPECT_THAT(LoadError("dupname.textproto",
-                        Minimal(Tenant("alice", kAliceDigest) +
-                                Tenant("alice", kBobDigest))),
-              AllOf(HasSubstr(":7: field tenants[1].name"),
-                    HasSubstr("duplicate tenant name \"alice\""),
-                    HasSubstr("tenants[0]")));
+  EXPECT_THAT(
+      LoadError("dupname.textproto", Minimal(Tenant("alice", kAliceDigest) +
+                                             Tenant("alice", kBobDigest))),
+      AllOf(HasSubstr(":7: field tenants[1].name"),
+            HasSubstr("duplicate tenant name \"alice\""),
+            HasSubstr("tenants[0]")));
 }
 
 TEST(ConfigTest, DuplicateDigestAcrossTenantsInAnyCase) {
   std::string upper = kAliceDigest;
   for (char& c : upper) c = static_cast<char>(std::toupper(c));
-  EXPECT_THAT(LoadError("dupkey.textproto",
-                        Minimal(Tenant("alice", kAliceDigest) +
-                                Tenant("bob", upper))),
-              AllOf(HasSubstr(":8: field tenants[1].api_key_sha256[0]"),
-                    HasSubstr("same key digest as tenants[0] (\"alice\")")));
+  EXPECT_THAT(
+      LoadError("dupkey.textproto",
+                Minimal(Tenant("alice", kAliceDigest) + Tenant("bob", upper))),
+      AllOf(HasSubstr(":8: field tenants[1].api_key_sha256[0]"),
+            HasSubstr("same key digest as tenants[0] (\"alice\")")));
   EXPECT_THAT(LoadError("dupkey_same.textproto",
-                        Minimal(Tenant("alice", kAliceDigest,
-                                       "  api_key_sha256: \"" +
-                                           kAliceDigest + "\"\n"))),
+                        Minimal(Tenant(
+                            "alice", kAliceDigest,
+                            "  api_key_sha256: \"" + kAliceDigest + "\"\n"))),
               HasSubstr("tenants[0].api_key_sha256[1]: the same key digest "
                         "is listed twice"));
 }
 
 TEST(ConfigTest, BadHexDigest) {
-  EXPECT_THAT(
-      LoadError("badhex.textproto",
-                Minimal(Tenant("alice", std::string(63, 'a') + "g"))),
-      AllOf(HasSubstr(":4: field tenants[0].api_key_sha256[0]"),
-            HasSubstr("64 hex digits")));
-  EXPECT_THAT(LoadError("shorthex.textproto",
-                        Minimal(Tenant("alice", "abcd"))),
+  EXPECT_THAT(LoadError("badhex.textproto",
+                        Minimal(Tenant("alice", std::string(63, 'a') + "g"))),
+              AllOf(HasSubstr(":4: field tenants[0].api_key_sha256[0]"),
+                    HasSubstr("64 hex digits")));
+  EXPECT_THAT(LoadError("shorthex.textproto", Minimal(Tenant("alice", "abcd"))),
               HasSubstr("64 hex digits"));
 }
 
@@ -349,17 +336,17 @@ TEST(ConfigTest, TlsNeedsCertAndKeyAndReadableFiles) {
       LoadError("tls_nokey.textproto",
                 Minimal("tls {\n  cert_file: \"" + cert + "\"\n}\n" + tenants)),
       HasSubstr(":2: field tls.key_file: required with tls.cert_file"));
-  const std::string missing = ::testing::TempDir() + "no_such_key.pem";
-  EXPECT_THAT(LoadError("tls_missing.textproto",
-                        Minimal("tls {\n  cert_file: \"" + cert +
-                                "\"\n  key_file: \"" + missing + "\"\n}\n" +
-                                tenants)),
-              AllOf(HasSubstr(":4: field tls.key_file: cannot read"),
-                    HasSubstr("no_such_key.pem")));
-  EXPECT_THAT(LoadError("tls_ca.textproto",
-                        Minimal("tls {\n  client_ca_file: \"" + cert +
-                                "\"\n}\n" + tenants)),
-              HasSubstr(":3: field tls.client_ca_file: needs tls.cert_file"));
+  const std::string missing = TempPath("no_such_key.pem");
+  EXPECT_THAT(
+      LoadError("tls_missing.textproto",
+                Minimal("tls {\n  cert_file: \"" + cert + "\"\n  key_file: \"" +
+                        missing + "\"\n}\n" + tenants)),
+      AllOf(HasSubstr(":4: field tls.key_file: cannot read"),
+            HasSubstr("no_such_key.pem")));
+  EXPECT_THAT(
+      LoadError("tls_ca.textproto", Minimal("tls {\n  client_ca_file: \"" +
+                                            cert + "\"\n}\n" + tenants)),
+      HasSubstr(":3: field tls.client_ca_file: needs tls.cert_file"));
 }
 
 TEST(ConfigTest, ModelFileMustBeReadable) {
@@ -399,14 +386,14 @@ TEST(ConfigTest, HostPort) {
 }
 
 TEST(ConfigTest, UnixListen) {
-  EXPECT_EQ(LoadError("unix.textproto",
-                      Minimal("listen: \"unix:/tmp/p.sock\"\n" +
-                              Tenant("alice", kAliceDigest))),
-            "");
-  EXPECT_THAT(LoadError("unix_empty.textproto",
-                        Minimal("listen: \"unix:\"\n" +
-                                Tenant("alice", kAliceDigest))),
-              HasSubstr(":2: field listen: unix: needs"));
+  EXPECT_EQ(
+      LoadError("unix.textproto", Minimal("listen: \"unix:/tmp/p.sock\"\n" +
+                                          Tenant("alice", kAliceDigest))),
+      "");
+  EXPECT_THAT(
+      LoadError("unix_empty.textproto",
+                Minimal("listen: \"unix:\"\n" + Tenant("alice", kAliceDigest))),
+      HasSubstr(":2: field listen: unix: needs"));
 }
 
 }  // namespace

@@ -1,8 +1,5 @@
 #include "server/daemon_flags.h"
 
-#include <unistd.h>
-
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,26 +7,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sha256.h"
+#include "tests/testing/files.h"
 
 namespace paceline::server {
 namespace {
 
+using ::paceline::testing::WriteFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 const std::string kAliceDigest =
     "cdabd6c99d102e7c4bd22674e77ed48f54b5c5790aee9f05d5be8efcdf2ebaeb";
-
-// Unique per process and test: ctest runs the tests of this binary as
-// parallel processes.
-std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(
-      ::testing::TempDir(), getpid(), "_",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
-      name);
-  std::ofstream(path) << text;
-  return path;
-}
 
 absl::StatusOr<DaemonOptions> Parse(std::vector<std::string> args) {
   return ParseDaemonFlags(args);

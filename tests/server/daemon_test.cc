@@ -4,12 +4,10 @@
 // cancellation and drain. They skip when ../shared/models is absent.
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstdint>
-#include <fstream>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,26 +17,30 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/time_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "server/sha256.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/files.h"
 #include "tests/testing/stories260k_oracle.h"
+#include "tests/testing/wait_for.h"
 
 namespace paceline::server {
 namespace {
 
 using ::paceline::testing::DaemonProcess;
+using ::paceline::testing::HaveStories260K;
 using ::paceline::testing::kGreedy64Text;
 using ::paceline::testing::kStories260KPath;
 using ::paceline::testing::MakeClientContext;
+using ::paceline::testing::ReadFile;
+using ::paceline::testing::WaitFor;
+using ::paceline::testing::WriteFile;
 
 constexpr char kAliceKey[] = "alice-test-key";
 constexpr char kBobKey[] = "bob-test-key";
-
-bool HaveModel() { return access(kStories260KPath.c_str(), R_OK) == 0; }
 
 absl::Time ToTime(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
@@ -100,40 +102,41 @@ v1::ServerStatus Status(v1::Paceline::Stub& stub, const std::string& key) {
   return status;
 }
 
-// Polls GetServerStatus until `done` holds or `timeout` passes (the load
-// it reports is the engine thread's last publication, one step old at
-// most); returns the last status.
+// Polls GetServerStatus until `done` holds (the load it reports is the
+// engine thread's last publication, one step old at most), failing the test
+// with `what` if it does not within `timeout`; returns the last status.
 template <typename Pred>
 v1::ServerStatus WaitStatus(v1::Paceline::Stub& stub, const std::string& key,
-                            Pred done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  v1::ServerStatus s = Status(stub, key);
-  while (!done(s) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-    s = Status(stub, key);
-  }
+                            Pred done, absl::Duration timeout,
+                            absl::string_view what) {
+  v1::ServerStatus s;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        s = Status(stub, key);
+        return done(s);
+      },
+      timeout, what));
   return s;
 }
 
-// Polls until no KV block is in use (the baseline of an idle server) or
-// `timeout` passes; returns the last status.
+// Polls until no KV block is in use, nothing runs and nothing waits (the
+// baseline of an idle server); returns the last status.
 v1::ServerStatus WaitKvIdle(v1::Paceline::Stub& stub, const std::string& key,
                             absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  v1::ServerStatus s = Status(stub, key);
-  while ((s.kv_cache().used_blocks() != 0 || s.running_sequences() != 0 ||
-          s.waiting_requests() != 0) &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-    s = Status(stub, key);
-  }
-  return s;
+  return WaitStatus(
+      stub, key,
+      [](const v1::ServerStatus& s) {
+        return s.kv_cache().used_blocks() == 0 && s.running_sequences() == 0 &&
+               s.waiting_requests() == 0;
+      },
+      timeout, "an idle server: no KV blocks used, nothing running or waiting");
 }
 
 using HealthStatus = grpc::health::v1::HealthCheckResponse;
 
 // The standard health service (no key needed).
-HealthStatus::ServingStatus Health(const std::shared_ptr<grpc::Channel>& channel) {
+HealthStatus::ServingStatus Health(
+    const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
   grpc::health::v1::HealthCheckResponse response;
@@ -145,7 +148,7 @@ HealthStatus::ServingStatus Health(const std::shared_ptr<grpc::Channel>& channel
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveModel()) GTEST_SKIP() << "no " << kStories260KPath;
+    if (!HaveStories260K()) GTEST_SKIP() << "no " << kStories260KPath;
   }
 
   // Starts pacelined on stories260K (or `model`) with tenants alice and bob
@@ -153,9 +156,11 @@ class DaemonTest : public ::testing::Test {
   void Start(std::vector<std::string> extra = {},
              const std::string& model = kStories260KPath) {
     std::vector<std::string> args = {
-        "--model", model, "--listen", "127.0.0.1:0", "--tenant",
-        absl::StrCat("alice:", kAliceKey), "--tenant",
-        absl::StrCat("bob:", kBobKey), "--allow-root"};
+        "--model",     model,
+        "--listen",    "127.0.0.1:0",
+        "--tenant",    absl::StrCat("alice:", kAliceKey),
+        "--tenant",    absl::StrCat("bob:", kBobKey),
+        "--allow-root"};
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(daemon_.Start(args).ok());
     stub_ = v1::Paceline::NewStub(daemon_.Channel());
@@ -163,12 +168,7 @@ class DaemonTest : public ::testing::Test {
 
   // Writes `text` to a config file and returns its path.
   std::string WriteConfig(const std::string& text) {
-    const std::string path =
-        absl::StrCat(::testing::TempDir(), "/pacelined_", getpid(), "_",
-                     ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                     ".textproto");
-    std::ofstream(path) << text;
-    return path;
+    return WriteFile("pacelined.textproto", text);
   }
 
   DaemonProcess daemon_;
@@ -194,9 +194,9 @@ TEST_F(DaemonTest, StreamedAndUnaryGiveTheOracleContinuation) {
   grpc::Status st = stub_->Complete(ctx.get(), request, &unary);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(unary.text(), streamed.text);
-  EXPECT_EQ(std::vector<int32_t>(unary.token_ids().begin(),
-                                 unary.token_ids().end()),
-            streamed.ids);
+  EXPECT_EQ(
+      std::vector<int32_t>(unary.token_ids().begin(), unary.token_ids().end()),
+      streamed.ids);
   EXPECT_EQ(unary.finished().reason(), v1::FINISH_REASON_LENGTH);
 }
 
@@ -226,7 +226,8 @@ TEST_F(DaemonTest, SixteenConcurrentStreamsEachMatchTheirSoloRun) {
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 16; ++i) {
     ASSERT_TRUE(together[i].status.ok()) << together[i].status.error_message();
-    EXPECT_EQ(together[i].text, solo[i]) << "prompt " << i << ": " << prompts[i];
+    EXPECT_EQ(together[i].text, solo[i])
+        << "prompt " << i << ": " << prompts[i];
   }
 }
 
@@ -254,10 +255,9 @@ TEST_F(DaemonTest, PacedStreamIsDeliveredAtItsPace) {
   ASSERT_GE(r.delta_arrivals.size(), 20u);
   EXPECT_GE(r.delta_arrivals.back() - r.started, kPaced);
   // And nothing is held after the stream ends.
-  EXPECT_EQ(WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1))
-                .kv_cache()
-                .used_blocks(),
-            0);
+  EXPECT_EQ(
+      WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1)).kv_cache().used_blocks(),
+      0);
 }
 
 TEST_F(DaemonTest, AuthenticationAndOwnership) {
@@ -315,12 +315,14 @@ TEST_F(DaemonTest, AuthenticationAndOwnership) {
 TEST_F(DaemonTest, TenantLimitsAnswerWithTheirStatus) {
   // dummy:stories42m: byte-level tokens, and slow enough that a long
   // request is still generating while the test fills the queue.
-  const std::string config = WriteConfig(absl::StrCat(R"(
+  const std::string config =
+      WriteConfig(absl::StrCat(R"(
 model { path: "dummy:stories42m" }
 listen: "127.0.0.1:0"
 tenants {
   name: "small"
-  api_key_sha256: ")", Sha256Hex("small-key"), R"("
+  api_key_sha256: ")",
+                               Sha256Hex("small-key"), R"("
   max_prompt_tokens: 8
   max_tokens_limit: 600
   max_running: 1
@@ -368,7 +370,8 @@ tenants {
   v1::GenerateRequest long_run = Greedy("Once", 600);
   long_run.mutable_stopping()->set_ignore_eos(true);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>>
+      readers;
   for (int i = 0; i < 2; ++i) {
     contexts.push_back(MakeClientContext(key));
     readers.push_back(stub_->Generate(contexts.back().get(), long_run));
@@ -379,7 +382,7 @@ tenants {
   const v1::ServerStatus full = WaitStatus(
       *stub_, key,
       [](const v1::ServerStatus& s) { return s.waiting_requests() == 1; },
-      absl::Seconds(2));
+      absl::Seconds(2), "one waiting request");
   EXPECT_EQ(full.running_sequences(), 1);
   EXPECT_EQ(full.waiting_requests(), 1);
   auto ctx = MakeClientContext(key);
@@ -410,7 +413,8 @@ TEST_F(DaemonTest, CancellationReturnsKvBlocks) {
   v1::GenerateRequest long_run = Greedy("Once upon a time", 900);
   long_run.mutable_stopping()->set_ignore_eos(true);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>>
+      readers;
   for (int i = 0; i < 2; ++i) {
     contexts.push_back(MakeClientContext(kAliceKey));
     readers.push_back(stub_->Generate(contexts.back().get(), long_run));
@@ -422,19 +426,21 @@ TEST_F(DaemonTest, CancellationReturnsKvBlocks) {
   const v1::ServerStatus busy = WaitStatus(
       *stub_, kAliceKey,
       [](const v1::ServerStatus& s) { return s.running_sequences() == 2; },
-      absl::Seconds(1));
+      absl::Seconds(1), "two running sequences");
   EXPECT_EQ(busy.running_sequences(), 2);
   EXPECT_GT(busy.kv_cache().used_blocks(), 0);
 
   contexts[0]->TryCancel();
-  EXPECT_EQ(WaitStatus(
-                *stub_, kAliceKey,
-                [](const v1::ServerStatus& s) { return s.running_sequences() == 1; },
-                absl::Seconds(1))
-                .running_sequences(),
-            1);
+  EXPECT_EQ(
+      WaitStatus(
+          *stub_, kAliceKey,
+          [](const v1::ServerStatus& s) { return s.running_sequences() == 1; },
+          absl::Seconds(1), "one running sequence")
+          .running_sequences(),
+      1);
   contexts[1]->TryCancel();
-  const v1::ServerStatus after = WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1));
+  const v1::ServerStatus after =
+      WaitKvIdle(*stub_, kAliceKey, absl::Seconds(1));
   EXPECT_EQ(after.kv_cache().used_blocks(), 0);
   EXPECT_EQ(after.running_sequences(), 0);
   for (auto& r : readers) {
@@ -450,7 +456,8 @@ TEST_F(DaemonTest, CancellingAQueuedRequestLeavesTheQueue) {
 model { path: "dummy:stories42m" }
 listen: "127.0.0.1:0"
 scheduler { max_running: 1 }
-tenants { name: "t" api_key_sha256: ")", Sha256Hex("k"), R"(" }
+tenants { name: "t" api_key_sha256: ")",
+                                                      Sha256Hex("k"), R"(" }
 )"));
   ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
       << daemon_.stderr_text();
@@ -469,18 +476,19 @@ tenants { name: "t" api_key_sha256: ")", Sha256Hex("k"), R"(" }
   const v1::ServerStatus s = WaitStatus(
       *stub_, "k",
       [](const v1::ServerStatus& s) { return s.waiting_requests() == 1; },
-      absl::Seconds(2));
+      absl::Seconds(2), "one waiting request");
   EXPECT_EQ(s.waiting_requests(), 1);
   queued_ctx->TryCancel();
   while (queued->Read(&r)) {
   }
   EXPECT_EQ(queued->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_EQ(WaitStatus(
-                *stub_, "k",
-                [](const v1::ServerStatus& s) { return s.waiting_requests() == 0; },
-                absl::Seconds(1))
-                .waiting_requests(),
-            0);
+  EXPECT_EQ(
+      WaitStatus(
+          *stub_, "k",
+          [](const v1::ServerStatus& s) { return s.waiting_requests() == 0; },
+          absl::Seconds(1), "no waiting request")
+          .waiting_requests(),
+      0);
   running_ctx->TryCancel();
   EXPECT_EQ(WaitKvIdle(*stub_, "k", absl::Seconds(1)).kv_cache().used_blocks(),
             0);
@@ -503,10 +511,9 @@ TEST_F(DaemonTest, SigtermDrainsInFlightStreams) {
     });
   }
   // Wait until all three are accepted and delivering.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Status(*stub_, kAliceKey).paced_streams() < 3 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  EXPECT_TRUE(
+      WaitFor([&] { return Status(*stub_, kAliceKey).paced_streams() >= 3; },
+              absl::Seconds(10), "three paced streams delivering"));
   EXPECT_EQ(Health(daemon_.Channel()), HealthStatus::SERVING);
   ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
   ASSERT_TRUE(daemon_.WaitForStderr("draining", absl::Seconds(5)));
@@ -556,9 +563,8 @@ TEST_F(DaemonTest, PrefixCacheIsIsolatedBetweenTenants) {
 // A model that cannot be loaded stops start-up with its path and the
 // reason, before anything listens.
 TEST(DaemonStartupTest, BadModelFailsStartupWithWhatAndWhere) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/not_a_model_",
-                                        getpid(), ".gguf");
-  std::ofstream(path) << "this is not a GGUF file";
+  const std::string path =
+      WriteFile("not_a_model.gguf", "this is not a GGUF file");
   DaemonProcess daemon;
   absl::Status st = daemon.Start({"--model", path, "--listen", "127.0.0.1:0",
                                   "--tenant", "a:k", "--allow-root"},
@@ -577,50 +583,49 @@ bool Shell(const std::string& command) {
   return std::system(command.c_str()) == 0;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // TLS, then mutual TLS, with certificates made by openssl for the test.
 TEST_F(DaemonTest, ServesTlsAndMutualTls) {
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/pacelined_tls_", getpid());
+  const std::string dir = ::paceline::testing::MakeTempDir("pacelined_tls_");
+  ASSERT_FALSE(dir.empty());
   const std::string quiet = " >/dev/null 2>&1";
-  ASSERT_TRUE(Shell(absl::StrCat("mkdir -p ", dir)));
   // A CA, a server certificate for 127.0.0.1 and a client certificate.
   ASSERT_TRUE(Shell(absl::StrCat(
       "cd ", dir,
       " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca "
-      "-keyout ca.key -out ca.pem", quiet,
+      "-keyout ca.key -out ca.pem",
+      quiet,
       " && openssl req -newkey rsa:2048 -nodes -subj /CN=localhost "
-      "-keyout server.key -out server.csr", quiet,
+      "-keyout server.key -out server.csr",
+      quiet,
       " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext"
       " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
-      "-CAcreateserial -days 2 -extfile san.ext -out server.pem", quiet,
+      "-CAcreateserial -days 2 -extfile san.ext -out server.pem",
+      quiet,
       " && openssl req -newkey rsa:2048 -nodes -subj /CN=client "
-      "-keyout client.key -out client.csr", quiet,
+      "-keyout client.key -out client.csr",
+      quiet,
       " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
-      "-CAcreateserial -days 2 -out client.pem", quiet)))
+      "-CAcreateserial -days 2 -out client.pem",
+      quiet)))
       << "openssl failed";
   const auto config = [&](bool mutual) {
     return WriteConfig(absl::StrCat(
         "model { path: \"", kStories260KPath, "\" }\n",
-        "listen: \"127.0.0.1:0\"\n",
-        "tls { cert_file: \"", dir, "/server.pem\" key_file: \"", dir,
-        "/server.key\"",
+        "listen: \"127.0.0.1:0\"\n", "tls { cert_file: \"", dir,
+        "/server.pem\" key_file: \"", dir, "/server.key\"",
         mutual ? absl::StrCat(" client_ca_file: \"", dir, "/ca.pem\"") : "",
-        " }\n",
-        "tenants { name: \"t\" api_key_sha256: \"", Sha256Hex("k"), "\" }\n"));
+        " }\n", "tenants { name: \"t\" api_key_sha256: \"", Sha256Hex("k"),
+        "\" }\n"));
   };
   const auto complete = [&](const std::string& address,
                             grpc::SslCredentialsOptions options) {
-    options.pem_root_certs = ReadAll(dir + "/ca.pem");
+    options.pem_root_certs = ReadFile(dir + "/ca.pem");
     auto stub = v1::Paceline::NewStub(
         grpc::CreateChannel(address, grpc::SslCredentials(options)));
     v1::CompleteResponse out;
     auto ctx = MakeClientContext("k", absl::Seconds(10));
-    grpc::Status st = stub->Complete(ctx.get(), Greedy("Once upon a time", 64), &out);
+    grpc::Status st =
+        stub->Complete(ctx.get(), Greedy("Once upon a time", 64), &out);
     if (st.ok()) {
       EXPECT_EQ(out.text(), kGreedy64Text);
     }
@@ -645,8 +650,8 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
         << mtls.stderr_text();
     EXPECT_FALSE(complete(mtls.address(), {}).ok());  // no client certificate
     grpc::SslCredentialsOptions with_cert;
-    with_cert.pem_private_key = ReadAll(dir + "/client.key");
-    with_cert.pem_cert_chain = ReadAll(dir + "/client.pem");
+    with_cert.pem_private_key = ReadFile(dir + "/client.key");
+    with_cert.pem_cert_chain = ReadFile(dir + "/client.pem");
     grpc::Status st = complete(mtls.address(), with_cert);
     EXPECT_TRUE(st.ok()) << st.error_message();
   }
@@ -672,15 +677,14 @@ TEST(DaemonStartupTest, BackendChoiceIsExplicitAboutTheCpuFallback) {
                     std::string::npos)
         << log;
   }
-  ASSERT_TRUE(chosen.Signal(SIGTERM).ok());
-  EXPECT_EQ(chosen.WaitExit(absl::Seconds(30)).value_or(-1), 0);
+  EXPECT_EQ(chosen.Drain().value_or(-1), 0) << chosen.stderr_text();
 
   if (on_gpu) return;
   DaemonProcess cuda;
-  EXPECT_FALSE(cuda.Start({"--model", "dummy:stories15m", "--backend", "cuda",
-                           "--listen", "127.0.0.1:0", "--tenant", "a:k",
-                           "--allow-root"})
-                   .ok());
+  EXPECT_FALSE(
+      cuda.Start({"--model", "dummy:stories15m", "--backend", "cuda",
+                  "--listen", "127.0.0.1:0", "--tenant", "a:k", "--allow-root"})
+          .ok());
   EXPECT_EQ(cuda.WaitExit(absl::Seconds(30)).value_or(-1), 1);
   EXPECT_NE(cuda.stderr_text().find("model.backend is cuda but"),
             std::string::npos)
@@ -699,7 +703,7 @@ TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
   WaitStatus(
       *stub_, kAliceKey,
       [](const v1::ServerStatus& s) { return s.paced_streams() == 1; },
-      absl::Seconds(5));
+      absl::Seconds(5), "one paced stream");
   const absl::Time signalled = absl::Now();
   ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
   reader.join();

@@ -19,8 +19,8 @@
 #include "scheduler/serving_loop.h"
 #include "server/delivery/pacer.h"
 #include "server/delivery/stream_buffer.h"
-#include "tests/metrics/exposition.h"
 #include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/exposition.h"
 
 namespace paceline::server {
 namespace {

@@ -10,13 +10,11 @@
 // sum of Finished.usage.completion_tokens.
 
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,24 +26,29 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/files.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/stories260k_oracle.h"
+#include "tests/testing/wait_for.h"
 
 namespace paceline::server {
 namespace {
 
 using ::paceline::testing::DaemonProcess;
 using ::paceline::testing::FreeLoopbackPort;
+using ::paceline::testing::HaveStories260K;
 using ::paceline::testing::HttpGet;
 using ::paceline::testing::kStories260KPath;
 using ::paceline::testing::MakeClientContext;
+using ::paceline::testing::MakeTempDir;
 using ::paceline::testing::UrlEncode;
+using ::paceline::testing::WaitFor;
+using ::paceline::testing::WriteFileAt;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 constexpr char kAliceKey[] = "alice-metrics-key";
@@ -61,14 +64,16 @@ class PrometheusProcess {
     port_ = FreeLoopbackPort();
     if (port_ == 0) return false;
     const std::string config = dir + "/prometheus.yml";
-    std::ofstream(config) << "global:\n"
-                             "  scrape_interval: 1s\n"
-                             "  scrape_timeout: 1s\n"
-                             "scrape_configs:\n"
-                             "  - job_name: pacelined\n"
-                             "    static_configs:\n"
-                             "      - targets: ['"
-                          << target << "']\n";
+    if (!WriteFileAt(config, absl::StrCat("global:\n"
+                                          "  scrape_interval: 1s\n"
+                                          "  scrape_timeout: 1s\n"
+                                          "scrape_configs:\n"
+                                          "  - job_name: pacelined\n"
+                                          "    static_configs:\n"
+                                          "      - targets: ['",
+                                          target, "']\n"))) {
+      return false;
+    }
     const std::vector<std::string> args = {
         kPrometheus, "--config.file=" + config,
         "--storage.tsdb.path=" + dir + "/data",
@@ -91,13 +96,9 @@ class PrometheusProcess {
   }
 
   // Waits for /-/ready.
-  bool WaitReady(absl::Duration timeout) const {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (HttpGet(port_, "/-/ready").status == 200) return true;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return false;
+  ::testing::AssertionResult WaitReady(absl::Duration timeout) const {
+    return WaitFor([this] { return HttpGet(port_, "/-/ready").status == 200; },
+                   timeout, "Prometheus's /-/ready", absl::Milliseconds(100));
   }
 
   // The value of an instant query whose result is one sample; nullopt when
@@ -124,15 +125,15 @@ class PrometheusProcess {
     if (pid_ <= 0) return;
     kill(-pid_, SIGTERM);
     int status = 0;
-    for (int i = 0; i < 100; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      absl::SleepFor(absl::Milliseconds(50));
+    // Not a test failure when it is slow: it is killed instead.
+    const bool exited =
+        WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                absl::Seconds(5), "Prometheus to exit on SIGTERM",
+                absl::Milliseconds(50));
+    if (!exited) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
     }
-    kill(-pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
     pid_ = -1;
   }
 
@@ -209,12 +210,11 @@ TEST(MetricsPrometheusTest, PrometheusScrapesWhatTheClientsSaw) {
   if (access(kPrometheus, X_OK) != 0) {
     GTEST_SKIP() << "no " << kPrometheus << " (Debian package prometheus)";
   }
-  if (access(kStories260KPath.c_str(), R_OK) != 0) {
+  if (!HaveStories260K()) {
     GTEST_SKIP() << "no " << kStories260KPath;
   }
-  std::string tmpl = ::testing::TempDir() + "/paceline_prom_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = MakeTempDir("paceline_prom_");
+  ASSERT_FALSE(dir.empty());
 
   DaemonProcess daemon;
   ASSERT_TRUE(
@@ -321,14 +321,15 @@ TEST(MetricsPrometheusTest, PrometheusScrapesWhatTheClientsSaw) {
             << std::endl;
 
   // Wait for a scrape that saw every finish and both refusals.
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (
-      absl::Now() < deadline &&
-      (prometheus.Query("sum(paceline_requests_total)").value_or(-1) !=
-           requests ||
-       prometheus.Query("sum(paceline_rejections_total)").value_or(-1) != 2)) {
-    absl::SleepFor(absl::Milliseconds(250));
-  }
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return prometheus.Query("sum(paceline_requests_total)").value_or(-1) ==
+                   requests &&
+               prometheus.Query("sum(paceline_rejections_total)")
+                       .value_or(-1) == 2;
+      },
+      absl::Seconds(60), "a scrape with every request and both refusals",
+      absl::Milliseconds(250)));
   ASSERT_EQ(prometheus.Query("sum(paceline_requests_total)").value_or(-1),
             requests);
 
@@ -376,8 +377,7 @@ TEST(MetricsPrometheusTest, PrometheusScrapesWhatTheClientsSaw) {
             std::nullopt);
 
   prometheus.Stop();
-  ASSERT_TRUE(daemon.Signal(SIGTERM).ok());
-  EXPECT_EQ(daemon.WaitExit(absl::Seconds(30)).value_or(-1), 0);
+  EXPECT_EQ(daemon.Drain().value_or(-1), 0) << daemon.stderr_text();
   std::filesystem::remove_all(dir);
 }
 

@@ -183,6 +183,13 @@ absl::StatusOr<int> DaemonProcess::WaitExit(absl::Duration timeout) {
   return exit_code_;
 }
 
+absl::StatusOr<int> DaemonProcess::Drain(absl::Duration timeout) {
+  if (absl::Status signalled = Signal(SIGTERM); !signalled.ok()) {
+    return signalled;
+  }
+  return WaitExit(timeout);
+}
+
 std::string DaemonProcess::stderr_text() const {
   absl::MutexLock lock(&mu_);
   return stderr_;

@@ -12,8 +12,7 @@
 //   auto stub = paceline::v1::Paceline::NewStub(daemon.Channel());
 //   auto ctx = MakeClientContext("KEY");
 //   ...
-//   ASSERT_OK(daemon.Signal(SIGTERM));
-//   EXPECT_EQ(daemon.WaitExit(absl::Seconds(30)).value_or(-1), 0);
+//   EXPECT_EQ(daemon.Drain().value_or(-1), 0);  // SIGTERM, wait, exit code
 
 #include <sys/types.h>
 
@@ -76,6 +75,12 @@ class DaemonProcess {
   // `timeout` (it is left running). Returns the same value when called
   // again after the daemon was reaped.
   absl::StatusOr<int> WaitExit(absl::Duration timeout);
+
+  // Drains the daemon as an operator stops it: Signal(SIGTERM), then
+  // WaitExit(timeout); its exit code (0 after a clean drain). The errors of
+  // Signal (FailedPrecondition once reaped) and of WaitExit
+  // (DeadlineExceeded, with the stderr so far, while it still runs).
+  absl::StatusOr<int> Drain(absl::Duration timeout = absl::Seconds(30));
 
   // Everything the daemon has written to stderr so far.
   std::string stderr_text() const;

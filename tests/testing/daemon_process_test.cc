@@ -45,6 +45,34 @@ TEST(DaemonProcessTest, StartsParsesTheAddressAndStopsOnSigterm) {
   EXPECT_FALSE(daemon.Signal(SIGTERM).ok());
 }
 
+TEST(DaemonProcessTest, DrainSendsSigtermAndReturnsTheExitCode) {
+  DaemonProcess daemon("/bin/sh");
+  ASSERT_TRUE(
+      daemon.Start({"-c", std::string(kTrapTerm) + kAnnounce + kServe}).ok());
+  absl::StatusOr<int> code = daemon.Drain(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  // The reader thread may still be reading the last line when the daemon is
+  // reaped.
+  EXPECT_TRUE(daemon.WaitForStderr("drained", absl::Seconds(10)));
+  EXPECT_EQ(daemon.pid(), -1);
+  // Reaped: there is nothing left to signal.
+  EXPECT_EQ(daemon.Drain().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(DaemonProcessTest, DrainTimesOutWhenSigtermIsIgnored) {
+  DaemonProcess daemon("/bin/sh");
+  ASSERT_TRUE(
+      daemon.Start({"-c", std::string("trap '' TERM; ") + kAnnounce + kServe})
+          .ok());
+  absl::StatusOr<int> code = daemon.Drain(absl::Milliseconds(50));
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(code.status().message(), HasSubstr("pacelined: ready"));
+  EXPECT_GT(daemon.pid(), 0);
+  // The destructor kills and reaps it.
+}
+
 TEST(DaemonProcessTest, ReportsASignalDeathAs128PlusSignal) {
   DaemonProcess daemon("/bin/sh");
   ASSERT_TRUE(

@@ -4,6 +4,8 @@
 // The test model's known greedy outputs, from ../shared/models/README.md:
 // the one place the tests spell them out.
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +14,11 @@ namespace paceline::testing {
 
 inline const std::string kStories260KPath =
     PACELINE_SHARED_DIR "/models/stories260K.gguf";
+
+// Whether kStories260KPath can be read (tests skip without it).
+inline bool HaveStories260K() {
+  return access(kStories260KPath.c_str(), R_OK) == 0;
+}
 
 inline constexpr char kOnceUponATime[] = "Once upon a time";
 

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/paceline_cli.h"
 
 namespace paceline::testing {
 namespace {
@@ -44,20 +44,6 @@ TEST(PacelineCliTest, CommandHelpExitsZero) {
   CommandResult r = RunPaceline({"plan", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("usage: paceline plan"));
-}
-
-TEST(RunCommandTest, CapturesBothStreamsAndExitCode) {
-  CommandResult r =
-      RunCommand({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
-  EXPECT_EQ(r.exit_code, 3);
-  EXPECT_EQ(r.out, "out\n");
-  EXPECT_EQ(r.err, "err\n");
-}
-
-TEST(RunCommandTest, ReportsSignalsAndMissingPrograms) {
-  EXPECT_EQ(RunCommand({"/bin/sh", "-c", "kill -9 $$"}).exit_code, 128 + 9);
-  CommandResult missing = RunCommand({"/nonexistent/program"});
-  EXPECT_NE(missing.exit_code, 0);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/paceline_cli.h"
 
 namespace paceline::testing {
 namespace {

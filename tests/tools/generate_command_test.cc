@@ -5,8 +5,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
-#include "tests/tools/run_command.h"
 
 namespace paceline::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/paceline_cli.h"
 
 namespace paceline::testing {
 namespace {
@@ -22,7 +22,7 @@ constexpr char kAbcDigest[] =
 // `paceline hash-key ARGS` with `input` on stdin, through /bin/sh.
 CommandResult RunWithStdin(const std::string& input, const std::string& args) {
   return RunCommand({"/bin/sh", "-c",
-                     "printf '" + input + "' | '" + PACELINE_CLI +
+                     "printf '" + input + "' | '" + PacelineCliPath() +
                          "' hash-key " + args});
 }
 

@@ -1,26 +1,25 @@
 // `paceline inspect` on the real test model and on bad input.
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/model.pb.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/files.h"
+#include "tests/testing/paceline_cli.h"
+#include "tests/testing/stories260k_oracle.h"
 #include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::testing {
 namespace {
 
-const std::string kModel =
-    std::string(PACELINE_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string& kModel = kStories260KPath;
 
 class InspectCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kModel)) {
+    if (!HaveStories260K()) {
       GTEST_SKIP() << kModel << " is absent (the shared/ test data)";
     }
   }
@@ -87,13 +86,10 @@ TEST(InspectCommandErrorsTest, MissingFileFailsWithItsName) {
 }
 
 TEST(InspectCommandErrorsTest, CorruptFileFailsWithoutCrashing) {
+  // Every byte, the NULs included.
+  constexpr char kBytes[] = "GGUF\x03\x00\x00\x00 this is not a model";
   const std::string path =
-      (std::filesystem::temp_directory_path() / "paceline_not_a_model.gguf")
-          .string();
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << "GGUF\x03\x00\x00\x00 this is not a model";
-  }
+      WriteFile("not_a_model.gguf", std::string(kBytes, sizeof(kBytes) - 1));
   const CommandResult r = RunPaceline({"inspect", path});
   std::remove(path.c_str());
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -2,7 +2,6 @@
 // codes (0 ok, 1 failure, 2 usage).
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/model.pb.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/files.h"
+#include "tests/testing/paceline_cli.h"
+#include "tests/testing/stories260k_oracle.h"
 #include "tools/paceline/json_reports.pb.h"
 
 namespace paceline::testing {
@@ -22,9 +23,6 @@ using ::paceline::tools::PlanReport;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-constexpr absl::string_view kStories260k =
-    PACELINE_SHARED_DIR "/models/stories260K.gguf";
 
 CommandResult Plan(std::vector<std::string> args) {
   args.insert(args.begin(), "plan");
@@ -253,11 +251,11 @@ TEST(PlanCommandTest, MissingFileFails) {
 }
 
 TEST(PlanCommandTest, CorruptFileFails) {
-  const std::string path = ::testing::TempDir() + "/plan_corrupt.gguf";
-  {
-    std::ofstream f(path, std::ios::binary);
-    f << "GGUF\x03\x00\x00\x00 this is not a GGUF header at all";
-  }
+  // Every byte, the NULs included.
+  constexpr char kBytes[] =
+      "GGUF\x03\x00\x00\x00 this is not a GGUF header at all";
+  const std::string path =
+      WriteFile("plan_corrupt.gguf", std::string(kBytes, sizeof(kBytes) - 1));
   CommandResult r =
       Plan({"--model", path, "--context", "1", "--sequences", "1"});
   EXPECT_EQ(r.exit_code, 1);
@@ -268,8 +266,8 @@ TEST(PlanCommandTest, CorruptFileFails) {
 // A real GGUF: the file's own tensor bytes are the weights (stories260K is
 // all F32), and KV per token = 2 × 5 layers × 4 KV heads × 8 × 2 bytes.
 TEST(PlanCommandTest, GgufFileUsesItsTensorBytes) {
-  const PlanReport r = PlanJson({"--model", std::string(kStories260k),
-                                 "--context", "512", "--sequences", "4"});
+  const PlanReport r = PlanJson(
+      {"--model", kStories260KPath, "--context", "512", "--sequences", "4"});
   const v1::MemoryPlan& plan = r.memory_plan();
   EXPECT_EQ(plan.weights_dtype(), "file");
   const int64_t params = r.info().parameters();
@@ -281,8 +279,8 @@ TEST(PlanCommandTest, GgufFileUsesItsTensorBytes) {
   EXPECT_EQ(r.info().context_length(), 512);
 
   const PlanReport f16 =
-      PlanJson({"--model", std::string(kStories260k), "--context", "512",
-                "--sequences", "4", "--weights-dtype", "f16"});
+      PlanJson({"--model", kStories260KPath, "--context", "512", "--sequences",
+                "4", "--weights-dtype", "f16"});
   EXPECT_EQ(f16.memory_plan().weights_bytes(),
             static_cast<uint64_t>(params) * 2);
 }

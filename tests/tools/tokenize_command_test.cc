@@ -1,21 +1,20 @@
 // `paceline tokenize` on the real test model.
 
-#include <filesystem>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/tools/run_command.h"
+#include "tests/testing/paceline_cli.h"
+#include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::testing {
 namespace {
 
-const std::string kModel =
-    std::string(PACELINE_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string& kModel = kStories260KPath;
 
 class TokenizeCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kModel)) {
+    if (!HaveStories260K()) {
       GTEST_SKIP() << kModel << " is absent (the shared/ test data)";
     }
   }

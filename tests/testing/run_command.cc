@@ -1,4 +1,4 @@
-#include "tests/tools/run_command.h"
+#include "tests/testing/run_command.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -104,12 +104,6 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   result.out = out.ReadAll();
   result.err = err.ReadAll();
   return result;
-}
-
-CommandResult RunPaceline(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {PACELINE_CLI};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
 }
 
 }  // namespace paceline::testing

@@ -1,5 +1,5 @@
-#ifndef PACELINE_TESTS_METRICS_EXPOSITION_H_
-#define PACELINE_TESTS_METRICS_EXPOSITION_H_
+#ifndef PACELINE_TESTS_TESTING_EXPOSITION_H_
+#define PACELINE_TESTS_TESTING_EXPOSITION_H_
 
 // Reads the Prometheus text format back for assertions: every sample line
 // as "name{labels}" -> value, with the labels sorted by name (prometheus-cpp
@@ -83,4 +83,4 @@ inline Exposition ParseExposition(const std::string& text) {
 
 }  // namespace paceline::testing
 
-#endif  // PACELINE_TESTS_METRICS_EXPOSITION_H_
+#endif  // PACELINE_TESTS_TESTING_EXPOSITION_H_

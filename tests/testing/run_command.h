@@ -1,8 +1,8 @@
-#ifndef PACELINE_TESTS_TOOLS_RUN_COMMAND_H_
-#define PACELINE_TESTS_TOOLS_RUN_COMMAND_H_
+#ifndef PACELINE_TESTS_TESTING_RUN_COMMAND_H_
+#define PACELINE_TESTS_TESTING_RUN_COMMAND_H_
 
 // Runs a program the way a shell would (without a shell) and captures what
-// it printed: the helper behind the `paceline` CLI tests.
+// it printed: the helper behind the `paceline` CLI tests (paceline_cli.h).
 
 #include <string>
 #include <vector>
@@ -22,10 +22,6 @@ struct CommandResult {
 // and waits for it. Safe for output of any size.
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
-// RunCommand of the `paceline` binary under test (the PACELINE_CLI path
-// compiled into the test) with `args`.
-CommandResult RunPaceline(const std::vector<std::string>& args);
-
 }  // namespace paceline::testing
 
-#endif  // PACELINE_TESTS_TOOLS_RUN_COMMAND_H_
+#endif  // PACELINE_TESTS_TESTING_RUN_COMMAND_H_
