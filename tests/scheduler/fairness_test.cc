@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/scheduler_test_util.h"
 
 namespace paceline::scheduler::testing {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/scheduler_test_util.h"
 
 namespace paceline::scheduler::testing {
 namespace {

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/offline_runner.h"
 #include "scheduler/retry_hint.h"
-#include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/scheduler_test_util.h"
 
 namespace paceline::scheduler::testing {
 namespace {

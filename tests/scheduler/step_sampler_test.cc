@@ -17,7 +17,7 @@
 #include "absl/types/span.h"
 #include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
-#include "tests/scheduler/scheduler_test_util.h"
+#include "tests/testing/scheduler_test_util.h"
 
 namespace paceline::scheduler::testing {
 namespace {

@@ -19,8 +19,8 @@
 #include "scheduler/serving_loop.h"
 #include "server/delivery/pacer.h"
 #include "server/delivery/stream_buffer.h"
-#include "tests/scheduler/scheduler_test_util.h"
 #include "tests/testing/exposition.h"
+#include "tests/testing/scheduler_test_util.h"
 
 namespace paceline::server {
 namespace {

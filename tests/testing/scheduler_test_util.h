@@ -1,5 +1,5 @@
-#ifndef PACELINE_TESTS_SCHEDULER_SCHEDULER_TEST_UTIL_H_
-#define PACELINE_TESTS_SCHEDULER_SCHEDULER_TEST_UTIL_H_
+#ifndef PACELINE_TESTS_TESTING_SCHEDULER_TEST_UTIL_H_
+#define PACELINE_TESTS_TESTING_SCHEDULER_TEST_UTIL_H_
 
 // A scheduler over the fake engine, stepped by hand: Step() is the serving
 // loop's iteration (Schedule; CopyBlocks + Forward, or ForwardAndSample for
@@ -203,4 +203,4 @@ class Harness {
 
 }  // namespace paceline::scheduler::testing
 
-#endif  // PACELINE_TESTS_SCHEDULER_SCHEDULER_TEST_UTIL_H_
+#endif  // PACELINE_TESTS_TESTING_SCHEDULER_TEST_UTIL_H_
