@@ -17,23 +17,18 @@ bool StepSampler::InEngine(Request& request) const {
   return engine_samples_ && request.sampler().EngineCanSample();
 }
 
-bool StepSampler::AnyInEngine(const StepPlan& plan) const {
-  if (!engine_samples_) return false;
-  for (const ScheduledRequest& s : plan.scheduled) {
-    if (s.logits_row >= 0 && InEngine(*s.request)) return true;
-  }
-  return false;
-}
-
 absl::Span<const engine::RowSampling> StepSampler::EngineRows(
     const StepPlan& plan) {
   rows_.clear();
-  if (!AnyInEngine(plan)) return {};
+  if (!engine_samples_) return {};
+  bool any = false;
   rows_.resize(static_cast<size_t>(plan.num_logit_rows));
   for (const ScheduledRequest& s : plan.scheduled) {
     if (s.logits_row < 0 || !InEngine(*s.request)) continue;
     rows_[s.logits_row] = s.request->sampler().EngineRow();
+    any = true;
   }
+  if (!any) rows_.clear();
   return rows_;
 }
 
@@ -46,7 +41,7 @@ absl::Status StepSampler::CheckOutput(
         absl::StrCat("the engine returned ", output->logits.size(),
                      " logits for ", rows, " rows of ", vocab_size_));
   }
-  if (output->tokens.size() < rows && AnyInEngine(plan)) {
+  if (!rows_.empty() && output->tokens.size() < rows) {
     return absl::InternalError(absl::StrCat("the engine returned ",
                                             output->tokens.size(),
                                             " tokens for ", rows, " rows"));
@@ -66,7 +61,8 @@ const StepTokens& StepSampler::Sample(
     if (s.logits_row < 0) continue;
     const size_t j = static_cast<size_t>(s.logits_row);
     engine::SequenceSampler& sampler = s.request->sampler();
-    if (InEngine(*s.request)) {
+    // The decision EngineRows made for this plan, not a second one.
+    if (!rows_.empty() && rows_[j].in_engine) {
       TakeEngineToken(sampler, output->tokens[j], &tokens_.rows[j]);
     } else {
       SampleOnHost(sampler,

@@ -75,7 +75,9 @@ class StepSampler {
 
   // Samples `plan`'s rows from `output` and returns them (valid until the
   // next call). Precondition: `output` is the engine's result for the
-  // EngineRows of this plan, with no request changed in between. The
+  // EngineRows of this plan (the last EngineRows call), with no request
+  // changed in between: the rows it marked in_engine take the engine's
+  // token, the others are sampled here. The
   // result's status is the engine's error, or InternalError when `output`
   // is shorter than the plan's rows; a row's status is its request's
   // sampling error (InternalError naming the token for a non-finite logit,
@@ -87,7 +89,6 @@ class StepSampler {
  private:
   // The one decision: whether this request's row goes to the engine.
   bool InEngine(Request& request) const;
-  bool AnyInEngine(const StepPlan& plan) const;
   absl::Status CheckOutput(const StepPlan& plan,
                            const absl::StatusOr<EngineOutput>& output) const;
   void SampleOnHost(engine::SequenceSampler& sampler,
