@@ -11,6 +11,8 @@ packages=(
   python3-grpcio python3-protobuf
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev  # JSON: chat template data, tool calls
+  python3-jinja2  # test oracle for chat templates (render_reference.py)
   openssl
   prometheus python3-yaml gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
 )
