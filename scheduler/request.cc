@@ -39,7 +39,8 @@ Request::Request(RequestId id, RequestSpec spec, int32_t tenant_index,
       tokenizer_(tokenizer),
       tokens_(std::move(spec_.prompt)),
       sampler_(std::move(sampler)),
-      detokenizer_(tokenizer) {
+      detokenizer_(tokenizer,
+                   {.control_token_text = spec_.control_token_text}) {
   // Room for a typical generation; a long one grows the vector as usual.
   tokens_.reserve(tokens_.size() + std::min(spec_.stop.max_tokens, 512));
   usage_.prompt_tokens = num_prompt_tokens_;
@@ -172,10 +173,10 @@ FinishInfo Request::Finish(FinishReason reason, absl::Status status,
 FinishInfo Request::Cancel(CancelReason reason, absl::Time now) {
   cancel_reason_ = reason;
   return Finish(FinishReason::kCancelled,
-         reason == CancelReason::kClient
-             ? absl::CancelledError("cancelled by the client")
-             : absl::UnavailableError("the server is shutting down"),
-         now);
+                reason == CancelReason::kClient
+                    ? absl::CancelledError("cancelled by the client")
+                    : absl::UnavailableError("the server is shutting down"),
+                now);
 }
 
 }  // namespace paceline::scheduler

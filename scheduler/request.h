@@ -56,7 +56,11 @@
 namespace paceline::scheduler {
 
 // Ordered: a smaller value is served first and preempted last.
-enum class PriorityClass : int8_t { kInteractive = 0, kStandard = 1, kBatch = 2 };
+enum class PriorityClass : int8_t {
+  kInteractive = 0,
+  kStandard = 1,
+  kBatch = 2
+};
 inline constexpr int kNumPriorityClasses = 3;
 absl::string_view PriorityClassName(PriorityClass priority);
 
@@ -88,6 +92,9 @@ struct RequestSpec {
   // The prefix-cache salt; empty = the tenant name (no cross-tenant
   // sharing). Use a bounded set of values.
   std::string cache_salt;
+  // Deliver control tokens as their vocabulary text (chat requests, whose
+  // output parser looks for markers such as "[TOOL_CALLS]").
+  bool control_token_text = false;
   std::shared_ptr<TokenSink> sink;  // required
 };
 

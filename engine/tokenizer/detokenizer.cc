@@ -13,7 +13,10 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
     : tokenizer_(tokenizer), options_(options) {}
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
-  absl::string_view piece = tokenizer_->TokenBytes(id);
+  absl::string_view piece =
+      options_.control_token_text && tokenizer_->IsControl(id)
+          ? tokenizer_->TokenText(id)
+          : tokenizer_->TokenBytes(id);
   if (first_token_) {
     first_token_ = false;
     if (options_.strip_leading_space && !piece.empty() && piece[0] == ' ') {

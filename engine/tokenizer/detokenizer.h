@@ -19,7 +19,11 @@
 // add_space_prefix (e.g. to print a whole decoded prompt); it applies to
 // the first pushed token only, like llama.cpp's `lstrip` of the first piece.
 //
-// Control tokens contribute no text. Thread-compatible: one stream per
+// Control tokens contribute no text, unless `control_token_text` is set:
+// then each control token contributes its vocabulary text (e.g.
+// "[TOOL_CALLS]", "<|python_tag|>"), which a chat output parser needs to see
+// (chat_output.h). End-of-generation tokens are never pushed: generation
+// stops on them. Thread-compatible: one stream per
 // instance; the Tokenizer must outlive it.
 
 #include <cstdint>
@@ -33,6 +37,7 @@ class IncrementalDetokenizer {
  public:
   struct Options {
     bool strip_leading_space = false;
+    bool control_token_text = false;
   };
 
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer);

@@ -134,6 +134,16 @@ TEST(DetokenizerTest, ControlTokensHaveNoText) {
   EXPECT_EQ(d.Push(-5), "");  // out of range
 }
 
+TEST(DetokenizerTest, ControlTokenTextOptionGivesTheVocabularyText) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  IncrementalDetokenizer d(t.get(), {.control_token_text = true});
+  EXPECT_EQ(d.Push(259), " Once");
+  EXPECT_EQ(d.Push(2), "</s>");  // control: its text
+  EXPECT_EQ(d.Push(0), "");      // unknown: still no text
+  EXPECT_EQ(d.Push(260), ",");
+}
+
 TEST(DetokenizerTest, ControlTokenBetweenBytesDoesNotBreakACharacter) {
   auto t = SpmTokenizer();
   ASSERT_NE(t, nullptr);
