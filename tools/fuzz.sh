@@ -1,19 +1,44 @@
 #!/usr/bin/env bash
-# Builds the GGUF fuzzer with clang (libFuzzer + ASan + UBSan) in
-# ${BUILD_DIR:-build-fuzz} and runs it for SECONDS (default 300).
+# Builds the libFuzzer targets with clang (libFuzzer + ASan + UBSan) in
+# ${BUILD_DIR:-build-fuzz} and runs them.
 #
-#   tools/fuzz.sh [SECONDS] [extra libFuzzer flags...]
+#   tools/fuzz.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
 #
-# The working corpus is fuzz/corpus/ (ignored by git), started from the
-# tracked seeds in fuzz/seeds/ and fuzz/regressions/. Crashing inputs land in
-# fuzz/crash-* (also ignored): minimize one, add it to fuzz/regressions/,
-# fix the bug, and ctest's gguf_fuzz_replay keeps it fixed.
+# TARGET is gguf (the GGUF reader, fuzz/gguf_fuzzer.cc) or chat_template
+# (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc);
+# without it every target runs in turn, each for SECONDS (default 300).
+# `tools/fuzz.sh SECONDS` (a number first) is that too.
+#
+# Each target's working corpus is fuzz/corpus/TARGET/ (ignored by git),
+# started from its tracked seeds and past findings: fuzz/seeds/ and
+# fuzz/regressions/ (their files, not subfolders) for gguf;
+# fuzz/seeds/chat_template/, fuzz/regressions/chat_template/ and the real
+# templates in ${PACELINE_SHARED_DIR:-../shared}/chat_templates/ for
+# chat_template. Crashing inputs land in fuzz/crash-TARGET-* (also ignored):
+# minimize one, add it to the target's regressions folder, fix the bug,
+# and ctest's TARGET_fuzz_replay keeps it fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${1:-300}"
-shift || true
+targets=(gguf chat_template)
+if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
+  case "$1" in
+    gguf | gguf_fuzzer) targets=(gguf) ;;
+    chat_template | chat_template_fuzzer) targets=(chat_template) ;;
+    *)
+      echo "fuzz.sh: unknown target '$1' (gguf or chat_template)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+fi
+seconds=300
+if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
+  seconds="$1"
+  shift
+fi
 build_dir="${BUILD_DIR:-build-fuzz}"
+shared_dir="${PACELINE_SHARED_DIR:-../shared}"
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz.sh: clang++ not found (apt-get install -y clang libclang-rt-14-dev)" >&2
@@ -23,8 +48,8 @@ generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 
 # The sanitizers and coverage instrumentation apply to every object (the
-# engine library included); -fsanitize=fuzzer links libFuzzer's main into
-# the fuzzer alone (fuzz/CMakeLists.txt).
+# engine libraries included); -fsanitize=fuzzer links libFuzzer's main into
+# the fuzzers alone (fuzz/CMakeLists.txt).
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 cmake -S . -B "$build_dir" "${generator[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ \
@@ -33,25 +58,59 @@ cmake -S . -B "$build_dir" "${generator[@]}" \
   -DPACELINE_ENGINE_ONLY=ON \
   -DPACELINE_CUDA=OFF \
   -DPACELINE_FUZZ=ON >/dev/null
-cmake --build "$build_dir" --target gguf_fuzzer
+cmake --build "$build_dir" --target "${targets[@]/%/_fuzzer}"
 
-# The working corpus starts from the seeds and past findings (not the
-# regressions folder's README).
-mkdir -p fuzz/corpus
-for f in fuzz/seeds/* fuzz/regressions/*; do
-  if [[ -f "$f" && "$f" != *.md ]]; then cp -n "$f" fuzz/corpus/; fi
+# Copies the plain files (not *.md notes) of the given folders into $1.
+seed() {
+  local corpus="$1"
+  shift
+  mkdir -p "$corpus"
+  local dir f
+  for dir in "$@"; do
+    for f in "$dir"/*; do
+      if [[ -f "$f" && "$f" != *.md ]]; then cp -n "$f" "$corpus/"; fi
+    done
+  done
+}
+
+# Runs one target. Inputs stay small, so any single allocation over 128 MB
+# is a finding (the GGUF reader must not allocate what a file merely
+# claims; a template renders within its limits), as is an input taking
+# over 10 s. Artifacts are named fuzz/crash-TARGET-{crash,oom,timeout,
+# leak}-<sha1>, which .gitignore's /fuzz/crash-* keeps out of commits.
+run() {
+  local target="$1"
+  shift
+  local corpus="fuzz/corpus/$target"
+  local flags=()
+  case "$target" in
+    gguf)
+      # The corpus of runs before the per-target folders was fuzz/corpus/.
+      mkdir -p "$corpus"
+      find fuzz/corpus -maxdepth 1 -type f -exec mv -n {} "$corpus/" \;
+      seed "$corpus" fuzz/seeds fuzz/regressions
+      flags=(-dict=fuzz/gguf.dict)
+      ;;
+    chat_template)
+      seed "$corpus" fuzz/seeds/chat_template fuzz/regressions/chat_template
+      local f
+      for f in "$shared_dir"/chat_templates/*.jinja; do
+        if [[ -f "$f" ]]; then cp -n "$f" "$corpus/"; fi
+      done
+      flags=(-dict=fuzz/chat_template.dict -max_len=16384)
+      ;;
+  esac
+  echo "fuzz.sh: $target for $seconds s"
+  "$build_dir/fuzz/${target}_fuzzer" \
+    -max_total_time="$seconds" \
+    -malloc_limit_mb=128 \
+    -timeout=10 \
+    "${flags[@]}" \
+    -artifact_prefix="fuzz/crash-$target-" \
+    -print_final_stats=1 \
+    "$@" "$corpus"
+}
+
+for target in "${targets[@]}"; do
+  run "$target" "$@"
 done
-
-# Inputs stay a few KB, so any single allocation over 128 MB is a finding
-# (the reader must not allocate what a file merely claims), as is an input
-# taking over 10 s.
-# Artifacts are named fuzz/crash-{crash,oom,timeout,leak}-<sha1>, which
-# .gitignore's /fuzz/crash-* keeps out of commits.
-"$build_dir/fuzz/gguf_fuzzer" \
-  -max_total_time="$seconds" \
-  -malloc_limit_mb=128 \
-  -timeout=10 \
-  -dict=fuzz/gguf.dict \
-  -artifact_prefix=fuzz/crash- \
-  -print_final_stats=1 \
-  "$@" fuzz/corpus

@@ -17,6 +17,8 @@ int RunComplete(std::span<const std::string> args);
 int RunHashKey(std::span<const std::string> args);
 int RunHealth(std::span<const std::string> args);
 int RunBench(std::span<const std::string> args);
+int RunChat(std::span<const std::string> args);
+int RunChatTemplate(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 

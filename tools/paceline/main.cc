@@ -1,5 +1,6 @@
 // `paceline`: the command-line tool. Dispatches to one subcommand.
 
+#include <algorithm>
 #include <iostream>
 #include <span>
 #include <string>
@@ -23,21 +24,25 @@ constexpr Command kCommands[] = {
      RunInspect},
     {"tokenize", "print the token ids of a text", RunTokenize},
     {"plan", "plan weight and KV-cache memory for a model and load", RunPlan},
-    {"generate", "generate a continuation of a prompt on the CPU",
-     RunGenerate},
+    {"generate", "generate a continuation of a prompt on the CPU", RunGenerate},
     {"complete", "ask a running pacelined for a continuation", RunComplete},
+    {"chat", "chat with a running pacelined in the terminal", RunChat},
     {"health", "ask a running pacelined whether it serves", RunHealth},
     {"bench", "load a running pacelined and report latency and throughput",
      RunBench},
     {"hash-key", "print the SHA-256 digest of an API key, or make a key",
      RunHashKey},
+    {"chat-template", "render a conversation with a chat template",
+     RunChatTemplate},
 };
 
 void PrintUsage(std::ostream& out) {
   out << "usage: paceline COMMAND [ARGS...]\n\ncommands:\n";
   for (const Command& c : kCommands) {
-    out << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary
-        << "\n";
+    constexpr size_t kWidth = 15;  // the longest name, and two spaces
+    out << "  " << c.name
+        << std::string(kWidth - std::min(c.name.size(), kWidth - 1), ' ')
+        << c.summary << "\n";
   }
   out << "\nRun `paceline COMMAND --help` for a command's flags.\n";
 }
