@@ -30,8 +30,9 @@
 // - Malformed or cut calls (not JSON, no name, an unknown key, a stream
 //   ending mid-call) are content: the exact text from the end of the last
 //   complete call or of the content before it (the opening marker and any
-//   whitespace before it included) up to the byte that broke it is emitted
-//   as `content`, and parsing resumes at that byte as content. If the
+//   whitespace before it included, but not whitespace dropped after a
+//   complete call) up to the byte that broke it is emitted as `content`,
+//   and parsing resumes at that byte as content. If the
 //   broken call had already been announced (its name was parsed, so deltas
 //   with its index went out), its index is listed in that delta's
 //   `broken_tool_calls`: no more text comes for it, the argument text it got
