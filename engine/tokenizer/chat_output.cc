@@ -158,12 +158,7 @@ ChatOutputParser::ChatOutputParser(ChatOutputFormat format, uint64_t id_seed)
 
 ChatOutputParser::ChatOutputParser(ChatOutputFormat format, IdGenerator ids)
     : format_(std::move(format)), ids_(std::move(ids)) {
-  if (!HasReasoning(format_)) {
-    state_ = State::kContent;
-  } else if (format_.starts_in_reasoning) {
-    state_ = State::kReasoning;
-    skip_whitespace_ = true;
-  }
+  if (!HasReasoning(format_)) state_ = State::kContent;
 }
 
 ChatOutputDelta ChatOutputParser::Push(absl::string_view text) {
@@ -214,7 +209,10 @@ bool ChatOutputParser::StepStart(bool final) {
     return true;
   }
   if (!final && absl::StartsWith(open, rest)) return false;
-  state_ = State::kContent;
+  // The prompt opened the block (an open marker the model writes anyway
+  // is dropped above).
+  state_ = format_.starts_in_reasoning ? State::kReasoning : State::kContent;
+  skip_whitespace_ = format_.starts_in_reasoning;
   return true;
 }
 

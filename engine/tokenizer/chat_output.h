@@ -11,7 +11,8 @@
 // - Reasoning: the text between the open and close markers, recognised only
 //   at the very start of the output (leading whitespace allowed), or from
 //   the first byte when the prompt itself opened the block
-//   (`starts_in_reasoning`). Tool-call markers inside reasoning are
+//   (`starts_in_reasoning`; an open marker the model writes anyway is
+//   then dropped). Tool-call markers inside reasoning are
 //   reasoning text. An output cut inside reasoning is all reasoning.
 // - Whitespace adjacent to a recognised marker (a reasoning marker, a call's
 //   opening marker, the end of a call or of its closing tag) belongs to
