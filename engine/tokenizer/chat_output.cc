@@ -1,10 +1,10 @@
 #include "engine/tokenizer/chat_output.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/types/span.h"
 
 namespace paceline::engine {
 namespace {
@@ -44,7 +44,7 @@ size_t TrailingSpaces(absl::string_view text) {
 // The longest suffix of `text` that a marker starts with (and is shorter
 // than): text that may still become that marker.
 size_t HeldSuffix(absl::string_view text,
-                  absl::Span<const absl::string_view> markers) {
+                  std::initializer_list<absl::string_view> markers) {
   size_t longest = 0;
   for (absl::string_view m : markers) longest = std::max(longest, m.size());
   for (size_t n = std::min(text.size(), longest); n > 0; --n) {
@@ -54,21 +54,6 @@ size_t HeldSuffix(absl::string_view text,
     }
   }
   return 0;
-}
-
-struct MarkerMatch {
-  size_t pos = absl::string_view::npos;
-  absl::string_view marker;
-};
-
-MarkerMatch FindFirst(absl::string_view text,
-                      absl::Span<const absl::string_view> markers) {
-  MarkerMatch best;
-  for (absl::string_view m : markers) {
-    size_t pos = text.find(m);
-    if (pos < best.pos) best = {pos, m};
-  }
-  return best;
 }
 
 // splitmix64: ids that depend on the seed only.
@@ -200,19 +185,23 @@ bool ChatOutputParser::Step(bool final) {
 
 bool ChatOutputParser::StepStart(bool final) {
   const std::string& open = format_.reasoning_open;
-  size_t spaces = LeadingSpaces(buffer_);
-  absl::string_view rest = absl::string_view(buffer_).substr(spaces);
-  if (absl::StartsWith(rest, open)) {
-    buffer_.erase(0, spaces + open.size());
+  HoldLeadingSpaces();
+  if (absl::StartsWith(buffer_, open)) {
+    buffer_.erase(0, open.size());
+    space_.clear();
     state_ = State::kReasoning;
     skip_whitespace_ = true;
     return true;
   }
-  if (!final && absl::StartsWith(open, rest)) return false;
+  if (!final && absl::StartsWith(open, buffer_)) return false;
   // The prompt opened the block (an open marker the model writes anyway
-  // is dropped above).
-  state_ = format_.starts_in_reasoning ? State::kReasoning : State::kContent;
-  skip_whitespace_ = format_.starts_in_reasoning;
+  // is dropped above), and its leading whitespace is dropped.
+  if (format_.starts_in_reasoning) {
+    state_ = State::kReasoning;
+    space_.clear();
+  } else {
+    state_ = State::kContent;
+  }
   return true;
 }
 
@@ -226,52 +215,43 @@ bool ChatOutputParser::StepText(bool final) {
   if (!reasoning && format_.tool_calls == ToolCallFormat::kLlama3 &&
       !content_started_) {
     // A bare JSON call may open the content.
-    size_t spaces = LeadingSpaces(buffer_);
-    if (spaces == buffer_.size() && !final) return false;
-    if (spaces < buffer_.size() && buffer_[spaces] == '{') {
-      ConsumeRaw(spaces);
+    HoldLeadingSpaces();
+    if (buffer_.empty() && !final) return false;
+    if (!buffer_.empty() && buffer_[0] == '{') {
+      raw_ = std::exchange(space_, "");
       BeginCall(State::kLlamaNext, /*arguments_only=*/false);
       return true;
     }
     content_started_ = true;
   }
-  absl::string_view marker_storage[1];
-  absl::Span<const absl::string_view> markers;
-  if (reasoning) {
-    marker_storage[0] = format_.reasoning_close;
-  } else if (format_.tool_calls == ToolCallFormat::kHermes) {
-    marker_storage[0] = kHermesOpen;
-  } else if (format_.tool_calls == ToolCallFormat::kLlama3) {
-    marker_storage[0] = kPythonTag;
-  } else if (IsMistral(format_.tool_calls)) {
-    marker_storage[0] = kToolCalls;
-  }
-  if (!marker_storage[0].empty()) markers = marker_storage;
-
-  MarkerMatch match = FindFirst(buffer_, markers);
-  if (match.pos == absl::string_view::npos) {
-    size_t end = buffer_.size();
-    if (!final && !markers.empty()) {
-      end -= HeldSuffix(buffer_, markers);
-      end -= TrailingSpaces(absl::string_view(buffer_).substr(0, end));
-    }
-    EmitText(absl::string_view(buffer_).substr(0, end));
-    buffer_.erase(0, end);
+  absl::string_view marker =
+      reasoning                                       ? format_.reasoning_close
+      : format_.tool_calls == ToolCallFormat::kHermes ? kHermesOpen
+      : format_.tool_calls == ToolCallFormat::kLlama3 ? kPythonTag
+      : IsMistral(format_.tool_calls)                 ? kToolCalls
+                                                      : "";
+  size_t pos = marker.empty() ? std::string::npos
+                              : absl::string_view(buffer_).find(marker);
+  if (pos == std::string::npos) {
+    EmitDecided(final, marker);
     return false;
   }
-  absl::string_view before = absl::string_view(buffer_).substr(0, match.pos);
+  // Whitespace next to the marker is neither side's; the marker and the
+  // whitespace become content again if the call turns out malformed.
+  absl::string_view before = absl::string_view(buffer_).substr(0, pos);
   size_t spaces = TrailingSpaces(before);
   EmitText(before.substr(0, before.size() - spaces));
+  space_.append(buffer_, pos - spaces, spaces);
+  buffer_.erase(0, pos);
   if (reasoning) {
-    buffer_.erase(0, match.pos + match.marker.size());
+    buffer_.erase(0, marker.size());
+    space_.clear();
     state_ = State::kContent;
     skip_whitespace_ = true;
     return true;
   }
-  // The marker and the whitespace before it become content again if the
-  // call turns out malformed.
-  buffer_.erase(0, match.pos - spaces);
-  ConsumeRaw(spaces + match.marker.size());
+  raw_ = std::exchange(space_, "");
+  ConsumeRaw(marker.size());
   if (format_.tool_calls == ToolCallFormat::kHermes) {
     BeginCall(State::kHermesClose, /*arguments_only=*/false);
   } else if (format_.tool_calls == ToolCallFormat::kLlama3) {
@@ -280,6 +260,22 @@ bool ChatOutputParser::StepText(bool final) {
     state_ = State::kMistralStart;
   }
   return true;
+}
+
+void ChatOutputParser::EmitDecided(bool final, absl::string_view marker) {
+  if (final || marker.empty()) {
+    EmitText(buffer_);
+    EmitText(std::exchange(space_, ""), /*even_space_alone=*/true);
+    buffer_.clear();
+    return;
+  }
+  // Hold what may become the marker, and the whitespace before it.
+  size_t end = buffer_.size() - HeldSuffix(buffer_, {marker});
+  absl::string_view decided = absl::string_view(buffer_).substr(0, end);
+  size_t spaces = TrailingSpaces(decided);
+  EmitText(decided.substr(0, decided.size() - spaces));
+  space_.append(buffer_, end - spaces, spaces);
+  buffer_.erase(0, end);
 }
 
 bool ChatOutputParser::StepCall(bool final) {
@@ -389,14 +385,22 @@ bool ChatOutputParser::StepMistralHeader(bool final) {
   return true;
 }
 
-void ChatOutputParser::EmitText(absl::string_view text) {
+void ChatOutputParser::EmitText(absl::string_view text, bool even_space_alone) {
   if (text.empty()) return;
-  if (state_ == State::kReasoning) {
-    out_.reasoning.append(text.data(), text.size());
-  } else {
-    out_.content.append(text.data(), text.size());
-    content_started_ = true;
+  std::string& channel =
+      state_ == State::kReasoning ? out_.reasoning : out_.content;
+  if (!even_space_alone) {
+    channel += space_;
+    space_.clear();
   }
+  channel.append(text.data(), text.size());
+  if (state_ != State::kReasoning) content_started_ = true;
+}
+
+void ChatOutputParser::HoldLeadingSpaces() {
+  size_t spaces = LeadingSpaces(buffer_);
+  space_.append(buffer_, 0, spaces);
+  buffer_.erase(0, spaces);
 }
 
 void ChatOutputParser::ConsumeRaw(size_t n) {

@@ -188,8 +188,15 @@ class ChatOutputParser {
   bool StepMistralStart(bool final);
   bool StepMistralHeader(bool final);
 
-  // Emits text to the current channel (content or reasoning).
-  void EmitText(absl::string_view text);
+  // Emits text to the current channel (content or reasoning), after the
+  // held whitespace before it; `even_space_alone`: `text` is that
+  // whitespace, emitted as is.
+  void EmitText(absl::string_view text, bool even_space_alone = false);
+  // Emits what the text states can decide of buffer_ without a marker in
+  // it (`marker`: the one they look for, or empty).
+  void EmitDecided(bool final, absl::string_view marker);
+  // Moves buffer_'s leading whitespace to space_.
+  void HoldLeadingSpaces();
   // Moves buffer_[0, n) into raw_.
   void ConsumeRaw(size_t n);
   // Starts scanning a call object (or, `arguments_only`, the arguments
@@ -207,6 +214,9 @@ class ChatOutputParser {
   State state_ = State::kStart;
   State call_container_ = State::kContent;  // the state after kCall
   std::string buffer_;                      // pushed text not yet decided
+  // Whitespace before buffer_ in a text state, held until it is known
+  // whether a marker follows it (kept apart so a long run is not rescanned).
+  std::string space_;
   // Text since the last decided point that becomes content if the call
   // being parsed turns out malformed.
   std::string raw_;

@@ -412,6 +412,21 @@ TEST(ChatOutputTest, DeepNestingAndLongGarbageDoNotCrash) {
   }
 }
 
+// Whitespace held while a marker may follow is kept apart, so a long run
+// pushed a byte at a time is not rescanned on every push.
+TEST(ChatOutputTest, LongWhitespaceRunsPushedByteByByte) {
+  const std::string run(200000, ' ');
+  for (bool think : {false, true}) {
+    ChatOutputParser parser(Format(ToolCallFormat::kHermes, think));
+    Collected c;
+    Add(parser.Push(think ? "<think>a" : "a"), c);
+    for (char ch : run) Add(parser.Push(std::string(1, ch)), c);
+    Add(parser.Push("b"), c);
+    Add(parser.Finish(), c);
+    EXPECT_EQ(think ? c.reasoning : c.content, "a" + run + "b");
+  }
+}
+
 // --- Unicode and ids -----------------------------------------------------
 
 TEST(ChatOutputTest, Unicode) {
