@@ -27,7 +27,10 @@
 //   object closes and checks as JSON (the name a non-empty string, the
 //   arguments an object, every other value valid JSON; top-level keys only
 //   "name", "arguments" or "parameters" (one of the two), "id", "type").
-//   A call object without arguments gets "{}".
+//   A call object without arguments gets "{}". What follows a complete
+//   call (Hermes' `</tool_call>`, Llama's `;`, Mistral's `,`/`]`) is looked
+//   for, but its absence does not undo the call: other text there is
+//   content.
 // - Malformed or cut calls (not JSON, no name, an unknown key, a stream
 //   ending mid-call) are content: the exact text from the end of the last
 //   complete call or of the content before it (the opening marker and any
@@ -37,16 +40,16 @@
 //   broken call had already been announced (its name was parsed, so deltas
 //   with its index went out), its index is listed in that delta's
 //   `broken_tool_calls`: no more text comes for it, the argument text it got
-//   is not valid JSON, and a non-streamed response must leave it out; a
-//   stream cannot take it back. Its index is not reused.
+//   is not a complete call, and a non-streamed response must leave it out;
+//   a stream cannot take it back. Its index is not reused, and it does not
+//   count for saw_tool_calls().
 // - Everything depends on the whole text only, never on how it was split
 //   into pushes: the concatenation of all deltas' fields (per call index)
 //   is the same for any split.
 //
 // If every pushed text ends on a UTF-8 character boundary, so does every
-// field of every delta (the parser only cuts at pushed boundaries and at
-// the ASCII bytes of markers and JSON structure), apart from argument text,
-// which is cut wherever the push was.
+// field of every delta: the parser cuts only at push boundaries and before
+// the ASCII bytes of markers, whitespace and JSON structure.
 //
 // Thread-compatible: one parser per request.
 
