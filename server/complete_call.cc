@@ -1,5 +1,7 @@
 #include "server/complete_call.h"
 
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -10,13 +12,40 @@
 #include "server/proto_convert.h"
 
 namespace paceline::server {
+namespace {
+
+// A chat answer: content, reasoning, and the complete tool calls (broken
+// ones left out, see chat_output.h).
+void FillChat(const Outgoing& chat, v1::CompleteResponse* out) {
+  out->set_text(chat.text);
+  out->set_reasoning(chat.reasoning);
+  for (const engine::ChatToolCallDelta& call : chat.tool_calls) {
+    if (std::find(chat.broken_tool_calls.begin(), chat.broken_tool_calls.end(),
+                  call.index) != chat.broken_tool_calls.end()) {
+      continue;
+    }
+    v1::ToolCall* c = out->add_tool_calls();
+    c->set_id(call.id);
+    c->set_type("function");
+    c->mutable_function()->set_name(call.name);
+    c->mutable_function()->set_arguments(call.arguments);
+  }
+}
+
+}  // namespace
 
 // The request's sink, and the pacer's target for the answer.
 class CompleteCall::Sink final : public scheduler::TokenSink,
                                  public Deliverable,
                                  public std::enable_shared_from_this<Sink> {
  public:
-  Sink(CompleteCall* call, Pacer* pacer) : pacer_(pacer), call_(call) {}
+  Sink(CompleteCall* call, Pacer* pacer, const DeliveryOptions& delivery)
+      : pacer_(pacer),
+        parser_(delivery.chat_output.has_value()
+                    ? std::make_unique<engine::ChatOutputParser>(
+                          *delivery.chat_output, delivery.tool_call_id_seed)
+                    : nullptr),
+        call_(call) {}
 
   // --- TokenSink (engine thread): append, hand over at the finish ---
   void OnAccepted(const scheduler::AcceptInfo& info) override {
@@ -31,7 +60,11 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
     absl::MutexLock lock(&mu_);
     if (call_ == nullptr) return;
     v1::CompleteResponse* r = call_->response_;
-    r->mutable_text()->append(delta.text.data(), delta.text.size());
+    if (parser_ != nullptr) {
+      AppendChatDelta(parser_->Push(delta.text), &chat_);
+    } else {
+      r->mutable_text()->append(delta.text.data(), delta.text.size());
+    }
     r->mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
     for (const engine::SampleResult& s : delta.samples) {
       AddLogprob(s, r->mutable_logprobs());
@@ -41,6 +74,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
     {
       absl::MutexLock lock(&mu_);
       if (call_ == nullptr) return;
+      if (parser_ != nullptr) AppendChatDelta(parser_->Finish(), &chat_);
       finish_ = info;
     }
     pacer_->Wake(shared_from_this());
@@ -56,7 +90,11 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
         return absl::InfiniteFuture();
       }
       call = std::exchange(call_, nullptr);
-      status = call->Fill(*finish_);
+      if (parser_ != nullptr) {
+        FillChat(chat_, call->response_);
+        chat_.called_tools = parser_->saw_tool_calls();
+      }
+      status = call->Fill(*finish_, chat_.called_tools);
     }
     call->Finish(status);
     return absl::InfiniteFuture();
@@ -76,7 +114,10 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
 
  private:
   Pacer* const pacer_;
+  // Chat requests: the output parser and its split so far.
+  const std::unique_ptr<engine::ChatOutputParser> parser_;
   absl::Mutex mu_;
+  Outgoing chat_ ABSL_GUARDED_BY(mu_);
   CompleteCall* call_ ABSL_GUARDED_BY(mu_);  // null once handed over
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
 };
@@ -92,7 +133,8 @@ CompleteCall::CompleteCall(PacelineService* service,
     Finish(ToGrpcStatus(admitted.status(), context));
     return;
   }
-  auto sink = std::make_shared<Sink>(this, service->pacer());
+  auto sink =
+      std::make_shared<Sink>(this, service->pacer(), admitted->built.delivery);
   admitted->built.spec.sink = sink;
   admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
   absl::StatusOr<scheduler::RequestId> id =
@@ -117,13 +159,15 @@ void CompleteCall::OnDone() {
   delete this;
 }
 
-grpc::Status CompleteCall::Fill(const scheduler::FinishInfo& info) {
+grpc::Status CompleteCall::Fill(const scheduler::FinishInfo& info,
+                                bool called_tools) {
   if (info.reason == scheduler::FinishReason::kError &&
       !response_->has_accepted()) {
     return ToGrpcStatus(info.status, context_);  // refused at intake
   }
   FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
                absl::InfinitePast(), response_->mutable_finished());
+  MarkToolCallsFinish(called_tools, response_->mutable_finished());
   const bool bad =
       info.reason == scheduler::FinishReason::kError ||
       (info.reason == scheduler::FinishReason::kCancelled && !info.status.ok());

@@ -41,7 +41,8 @@ class CompleteCall final : public grpc::ServerUnaryReactor {
   class Sink;
 
   // The response for a request that ended as `info` says, and the status.
-  grpc::Status Fill(const scheduler::FinishInfo& info);
+  // `called_tools`: a chat answer held a complete tool call.
+  grpc::Status Fill(const scheduler::FinishInfo& info, bool called_tools);
 
   PacelineService* const service_;
   grpc::CallbackServerContext* const context_;

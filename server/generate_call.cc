@@ -46,6 +46,8 @@ void GenerateCall::Send(const Outgoing& out) {
     case Outgoing::Kind::kDelta: {
       v1::Delta* d = response_.mutable_delta();
       d->set_text(out.text);
+      d->set_reasoning(out.reasoning);
+      AddToolCallDeltas(out.tool_calls, d->mutable_tool_calls());
       d->mutable_token_ids()->Add(out.ids.begin(), out.ids.end());
       for (const engine::SampleResult& s : out.samples) {
         AddLogprob(s, d->mutable_logprobs());
@@ -70,6 +72,7 @@ void GenerateCall::SendFinished(const Outgoing& out) {
   }
   FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
                out.last_delivered, response_.mutable_finished());
+  MarkToolCallsFinish(out.called_tools, response_.mutable_finished());
   // A request that failed or was cut by shutdown ends with its status,
   // after the Finished message that says so.
   const bool bad = out.finish.reason == scheduler::FinishReason::kError ||

@@ -12,7 +12,8 @@ namespace paceline::server {
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return;
   const absl::Duration since = t - absl::UnixEpoch();
-  const int64_t seconds = absl::ToInt64Seconds(absl::Floor(since, absl::Seconds(1)));
+  const int64_t seconds =
+      absl::ToInt64Seconds(absl::Floor(since, absl::Seconds(1)));
   out->set_seconds(seconds);
   out->set_nanos(static_cast<int32_t>(
       absl::ToInt64Nanoseconds(since - absl::Seconds(seconds))));
@@ -27,6 +28,26 @@ void AddLogprob(const engine::SampleResult& sample,
     v1::TopLogprob* t = lp->add_top();
     t->set_token_id(top.token);
     t->set_logprob(top.logprob);
+  }
+}
+
+void MarkToolCallsFinish(bool called_tools, v1::Finished* out) {
+  if (!called_tools) return;
+  if (out->reason() == v1::FINISH_REASON_EOS ||
+      out->reason() == v1::FINISH_REASON_STOP_SEQUENCE) {
+    out->set_reason(v1::FINISH_REASON_TOOL_CALLS);
+  }
+}
+
+void AddToolCallDeltas(
+    const std::vector<engine::ChatToolCallDelta>& calls,
+    google::protobuf::RepeatedPtrField<v1::ToolCallDelta>* out) {
+  for (const engine::ChatToolCallDelta& call : calls) {
+    v1::ToolCallDelta* d = out->Add();
+    d->set_index(call.index);
+    d->set_id(call.id);
+    d->set_name(call.name);
+    d->set_arguments(call.arguments);
   }
 }
 

@@ -4,11 +4,14 @@
 // Between the internal types (engine, scheduler, stream buffer) and the
 // wire messages of paceline/v1, and absl::Status -> grpc::Status.
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/sampling/sampler.h"
+#include "engine/tokenizer/chat_output.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "grpcpp/server_context.h"
@@ -32,6 +35,16 @@ void FillFinished(const scheduler::FinishInfo& finish,
                   const engine::Tokenizer& tokenizer,
                   absl::Time first_delivered, absl::Time last_delivered,
                   v1::Finished* out);
+
+// A chat request whose output held a complete tool call and ended by itself
+// (EOS or a stop) finished with FINISH_REASON_TOOL_CALLS; a cut one
+// (length, cancelled, error) keeps its reason.
+void MarkToolCallsFinish(bool called_tools, v1::Finished* out);
+
+// A chat delta's tool-call parts, as the wire streams them.
+void AddToolCallDeltas(
+    const std::vector<engine::ChatToolCallDelta>& calls,
+    google::protobuf::RepeatedPtrField<v1::ToolCallDelta>* out);
 
 // The same code and message; a retry hint (scheduler/retry_hint.h) is also
 // put on `context`'s trailing metadata as "retry-after-ms".

@@ -37,7 +37,8 @@ ALLOWED = {
     "metrics": ["common"],
     # Delivery sees the sink's side of the scheduler, never gRPC or the
     # service (the reactors implement its StreamWriter).
-    "server/delivery": ["common", "scheduler", "engine/sampling"],
+    "server/delivery": ["common", "scheduler", "engine/sampling",
+                        "engine/tokenizer"],
 }
 # Only these files of engine/ (root) may include a backend.
 BACKEND_COMPOSERS = {"engine/backend.h", "engine/backend.cc"}

@@ -4,10 +4,33 @@
 
 namespace paceline::server {
 
+void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out) {
+  out->text += delta.content;
+  out->reasoning += delta.reasoning;
+  for (engine::ChatToolCallDelta& call : delta.tool_calls) {
+    if (!out->tool_calls.empty() &&
+        out->tool_calls.back().index == call.index) {
+      engine::ChatToolCallDelta& last = out->tool_calls.back();
+      if (last.id.empty()) last.id = std::move(call.id);
+      if (last.name.empty()) last.name = std::move(call.name);
+      last.arguments += call.arguments;
+    } else {
+      out->tool_calls.push_back(std::move(call));
+    }
+  }
+  out->broken_tool_calls.insert(out->broken_tool_calls.end(),
+                                delta.broken_tool_calls.begin(),
+                                delta.broken_tool_calls.end());
+}
+
 StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
                            scheduler::Clock* clock, Pacer* pacer,
                            DeliveryObserver* observer, std::string tenant)
     : writer_(writer),
+      parser_(options.chat_output.has_value()
+                  ? std::make_unique<engine::ChatOutputParser>(
+                        *options.chat_output, options.tool_call_id_seed)
+                  : nullptr),
       clock_(clock),
       pacer_(pacer),
       observer_(observer),
@@ -55,8 +78,16 @@ void StreamBuffer::OnFinished(const scheduler::FinishInfo& info) {
   Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
+    absl::Time due = absl::InfiniteFuture();
+    if (parser_ != nullptr && open()) {  // the parser's held-back tail
+      Piece tail;
+      tail.chat = parser_->Finish();
+      tail.ready = now;
+      if (!tail.chat.empty()) pending_.push_back(std::move(tail));
+      due = ReleaseLocked(now);
+    }
     finish_ = info;
-    hand_over = Transition({Event::Kind::kOutput, now});
+    hand_over = Transition({Event::Kind::kOutput, now, due});
   }
   HandOver(hand_over);
 }
@@ -227,6 +258,7 @@ void StreamBuffer::FinishLocked(Effects* fx) {
   out.was_accepted = was_accepted_;
   if (finish_.has_value()) out.finish = *finish_;
   out.aborted = cut_;
+  out.called_tools = parser_ != nullptr && parser_->saw_tool_calls();
   out.first_delivered = first_delivered_;
   out.last_delivered = last_delivered_;
   fx->write = std::move(out);
@@ -262,14 +294,14 @@ void StreamBuffer::AppendLocked(const scheduler::TokenDelta& delta,
   for (size_t i = 0; i < n; ++i) {
     Piece piece;
     piece.id = delta.ids[i];
-    if (i + 1 == n) piece.text.assign(delta.text.data(), delta.text.size());
+    if (i + 1 == n) SetTextLocked(delta.text, &piece);
     if (i < delta.samples.size()) piece.sample = delta.samples[i];
     piece.ready = now;
     pending_.push_back(std::move(piece));
   }
   if (n == 0 && !delta.text.empty()) {
     Piece piece;
-    piece.text.assign(delta.text.data(), delta.text.size());
+    SetTextLocked(delta.text, &piece);
     piece.ready = now;
     pending_.push_back(std::move(piece));
   }
@@ -292,12 +324,21 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
     }
     if (piece.id >= 0) ready_.ids.push_back(piece.id);
     ready_.text += piece.text;
+    AppendChatDelta(std::move(piece.chat), &ready_);
     if (piece.sample.has_value()) {
       ready_.samples.push_back(*std::move(piece.sample));
     }
     pending_.pop_front();
   }
   return absl::InfiniteFuture();
+}
+
+void StreamBuffer::SetTextLocked(absl::string_view text, Piece* piece) {
+  if (parser_ == nullptr) {
+    piece->text.assign(text.data(), text.size());
+  } else {
+    piece->chat = parser_->Push(text);
+  }
 }
 
 void StreamBuffer::AddPendingTokens(int64_t n) {

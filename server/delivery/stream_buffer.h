@@ -43,6 +43,11 @@
 // already applied); a pending entry may carry text without a token (the
 // flush at the end), which goes out with the token before it.
 //
+// Chat requests (DeliveryOptions::chat_output set) split the text as it is
+// appended (engine thread) into content, reasoning and tool-call deltas
+// (engine/tokenizer/chat_output.h); the parser's held-back tail is flushed
+// as a text-only entry when generation finishes, before Finished.
+//
 // Thread-safe: the engine thread, the pacer thread and gRPC threads call in.
 
 #include <atomic>
@@ -59,6 +64,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/sampling/sampler.h"
+#include "engine/tokenizer/chat_output.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_bucket.h"
 #include "scheduler/token_sink.h"
@@ -74,14 +80,21 @@ struct Outgoing {
   scheduler::AcceptInfo accepted;  // kAccepted
   // kDelta: one or more tokens' output, coalesced.
   std::vector<int32_t> ids;
-  std::string text;
+  std::string text;  // chat: the content
   std::vector<engine::SampleResult> samples;
+  // kDelta of a chat request: the reasoning, and tool-call deltas (at most
+  // one per call index; an index listed in broken_tool_calls turned out
+  // malformed and gets nothing more).
+  std::string reasoning;
+  std::vector<engine::ChatToolCallDelta> tool_calls;
+  std::vector<int> broken_tool_calls;
   // kFinished: how the request ended. `was_accepted` false means the
   // scheduler refused it at intake (nothing was written; the RPC ends with
   // finish.status). `aborted` is the status that cut delivery short, if any.
   bool was_accepted = false;
   scheduler::FinishInfo finish;
   absl::Status aborted;
+  bool called_tools = false;  // chat: the output held a complete tool call
   absl::Time first_delivered = absl::InfinitePast();
   absl::Time last_delivered = absl::InfinitePast();
 };
@@ -101,7 +114,15 @@ class StreamWriter {
 struct DeliveryOptions {
   double pace_tokens_per_s = 0;  // 0 = unpaced
   int32_t burst_tokens = 1;
+  // Chat requests: how to split the output; tool-call ids derive from
+  // tool_call_id_seed.
+  std::optional<engine::ChatOutputFormat> chat_output;
+  uint64_t tool_call_id_seed = 0;
 };
+
+// Adds `delta`'s fields to `out` (a kDelta): text and reasoning appended,
+// tool-call deltas merged per call index.
+void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out);
 
 class StreamBuffer final : public scheduler::TokenSink,
                            public Deliverable,
@@ -161,6 +182,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   struct Piece {
     int32_t id = -1;  // -1: text only
     std::string text;
+    engine::ChatOutputDelta chat;  // chat requests: the split (text empty)
     std::optional<engine::SampleResult> sample;
     absl::Time ready;
   };
@@ -229,12 +251,17 @@ class StreamBuffer final : public scheduler::TokenSink,
   absl::Time ReleaseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendLocked(const scheduler::TokenDelta& delta, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The piece's text, or for a chat request its split.
+  void SetTextLocked(absl::string_view text, Piece* piece)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // pending_tokens_ += n, and the pacer's total with it.
   void AddPendingTokens(int64_t n);
   void DropPendingTokens();
 
   // Constant after construction.
   StreamWriter* const writer_;
+  // Chat requests: the output parser (engine thread, under mu_).
+  const std::unique_ptr<engine::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;
   Pacer* const pacer_;
   DeliveryObserver* const observer_;

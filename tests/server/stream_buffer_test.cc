@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "engine/tokenizer/chat_output.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_sink.h"
@@ -345,6 +346,90 @@ TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
   EXPECT_EQ(writer_.writes.size(), written);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
   EXPECT_EQ(observer_.closed, 1);
+}
+
+// --- Chat output
+// ---------------------------------------------------------------
+
+// What the client got over all writes: content, reasoning, tool calls.
+struct ChatSeen {
+  std::string content, reasoning;
+  std::vector<engine::ChatToolCallDelta> calls;
+};
+
+ChatSeen Concatenate(const std::vector<testing::FakeStreamWriter::Written>& w) {
+  Outgoing all;
+  for (const auto& written : w) {
+    if (written.out.kind != Kind::kDelta) continue;
+    engine::ChatOutputDelta d;
+    d.content = written.out.text;
+    d.reasoning = written.out.reasoning;
+    d.tool_calls = written.out.tool_calls;
+    AppendChatDelta(std::move(d), &all);
+  }
+  return {all.text, all.reasoning, all.tool_calls};
+}
+
+TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
+  engine::ChatOutputFormat format;
+  format.reasoning_open = "<think>";
+  format.reasoning_close = "</think>";
+  format.tool_calls = engine::ToolCallFormat::kHermes;
+  const std::vector<std::string> pieces = {
+      "<think>",
+      "plan",
+      "</think>",
+      "Sure",
+      "<tool_call>\n{\"name\": \"f\", ",
+      "\"arguments\": {\"x\": [1, 2]}}\n</tool",
+      "_call>",
+      " <tool"};
+  // The oracle: the parser alone over the same text.
+  engine::ChatOutputParser parser(format, /*id_seed=*/5);
+  Outgoing expected;
+  for (const std::string& p : pieces)
+    AppendChatDelta(parser.Push(p), &expected);
+  AppendChatDelta(parser.Finish(), &expected);
+  ASSERT_EQ(expected.tool_calls.size(), 1u);
+
+  for (bool coalesce : {false, true}) {
+    SCOPED_TRACE(coalesce ? "coalesced" : "one write per token");
+    writer_.writes.clear();
+    DeliveryOptions options;
+    options.chat_output = format;
+    options.tool_call_id_seed = 5;
+    buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
+                                             &pacer_, &observer_, "t");
+    writer_.Bind(buffer_);
+    Accept();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      Token(static_cast<int32_t>(i), pieces[i]);
+      if (!coalesce) pacer_.RunDue();
+    }
+    Finish();
+    pacer_.RunDue();
+    ASSERT_EQ(Last().kind, Kind::kFinished);
+    EXPECT_TRUE(Last().called_tools);
+    const ChatSeen seen = Concatenate(writer_.writes);
+    EXPECT_EQ(seen.content, expected.text);
+    EXPECT_EQ(seen.reasoning, expected.reasoning);
+    EXPECT_EQ(seen.reasoning, "plan");
+    ASSERT_EQ(seen.calls.size(), 1u);
+    EXPECT_EQ(seen.calls[0].name, "f");
+    EXPECT_EQ(seen.calls[0].id, expected.tool_calls[0].id);
+    EXPECT_EQ(seen.calls[0].arguments, expected.tool_calls[0].arguments);
+    EXPECT_EQ(seen.content.find("<tool_call>"), std::string::npos);
+  }
+}
+
+TEST_F(StreamBufferStateTest, PlainRequestsKeepTheirTextWhole) {
+  OpenAccepted();
+  Token(1, "<think>a</think><tool_call>");
+  Finish();
+  pacer_.RunDue();
+  EXPECT_EQ(writer_.writes[1].out.text, "<think>a</think><tool_call>");
+  EXPECT_TRUE(writer_.writes[1].out.reasoning.empty());
+  EXPECT_FALSE(Last().called_tools);
 }
 
 }  // namespace
