@@ -1,5 +1,9 @@
 #include "engine/model_loader.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -10,6 +14,33 @@
 #include "engine/tokenizer/byte_level.h"
 
 namespace paceline::engine {
+namespace {
+
+absl::StatusOr<ModelChatTemplates> ReadChatTemplateFile(
+    const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read chat template file '",
+                                            path, "': ", std::strerror(errno)));
+  }
+  const std::string source(std::istreambuf_iterator<char>(in), {});
+  return ChatTemplatesFromSource(path, source);
+}
+
+// The model's own templates, or the options' file instead.
+absl::Status LoadChatTemplates(const GgufFile* file,
+                               const ModelSourceOptions& options,
+                               LoadedModel* loaded) {
+  if (!options.chat_template_file.empty()) {
+    ASSIGN_OR_RETURN(loaded->chat_templates,
+                     ReadChatTemplateFile(options.chat_template_file));
+  } else if (file != nullptr) {
+    ASSIGN_OR_RETURN(loaded->chat_templates, ChatTemplatesFromGguf(*file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<LoadedModel> OpenModel(absl::string_view model,
                                       const ModelSourceOptions& options) {
@@ -23,11 +54,13 @@ absl::StatusOr<LoadedModel> OpenModel(absl::string_view model,
         ModelWeights::Dummy(spec.config,
                             spec.weights_type.value_or(options.dummy_type),
                             options.dummy_seed));
+    RETURN_IF_ERROR(LoadChatTemplates(nullptr, options, &loaded));
     return loaded;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file,
                    GgufFile::Open(std::string(model)));
   ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::FromGguf(*file));
+  RETURN_IF_ERROR(LoadChatTemplates(file.get(), options, &loaded));
   ASSIGN_OR_RETURN(loaded.weights, ModelWeights::FromGguf(std::move(file)));
   return loaded;
 }

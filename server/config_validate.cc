@@ -131,6 +131,9 @@ void CheckModel(const v1::ServerConfig::Model& model, Checker& check) {
   } else {
     check.Readable("model.path", model.path());
   }
+  if (!model.chat_template_file().empty()) {
+    check.Readable("model.chat_template_file", model.chat_template_file());
+  }
   if (model.backend() != "" && model.backend() != "cpu" &&
       model.backend() != "cuda") {
     check.Fail("model.backend",

@@ -205,8 +205,10 @@ int Daemon::Start() {
 
 int Daemon::LoadModel() {
   const absl::Time load_start = absl::Now();
+  engine::ModelSourceOptions options;
+  options.chat_template_file = config_.model().chat_template_file();
   absl::StatusOr<engine::LoadedModel> model =
-      engine::OpenModel(config_.model().path());
+      engine::OpenModel(config_.model().path(), options);
   if (!model.ok()) {
     return Fail(kExitFailure, absl::StrCat("model ", config_.model().path()),
                 model.status());
@@ -220,6 +222,20 @@ int Daemon::LoadModel() {
       mc.n_heads, mc.n_kv_heads, mc.n_vocab, mc.context_length,
       static_cast<double>(mc.ParameterCount()) / 1e6,
       absl::ToDoubleSeconds(absl::Now() - load_start)));
+  const engine::ModelChatTemplates& chat = model_.chat_templates;
+  for (const std::string& warning : chat.warnings) {
+    Log(absl::StrCat("warning: ", warning));
+  }
+  if (chat.source == engine::ChatTemplateSource::kNone) {
+    Log("chat template: none (chat requests are refused)");
+  } else {
+    Log(absl::StrCat(
+        "chat template: ",
+        chat.source == engine::ChatTemplateSource::kConfig
+            ? config_.model().chat_template_file()
+            : std::string(engine::kChatTemplateKey),
+        chat.tool_use.has_value() ? " (and its tool_use variant)" : ""));
+  }
   return kExitOk;
 }
 
@@ -243,6 +259,7 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.kv_block_size = backend_.block_size;
   o.kv_blocks = backend_.num_blocks;
   o.backend = backend_.name;
+  o.chat_templates = &model_.chat_templates;
   return o;
 }
 

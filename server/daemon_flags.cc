@@ -30,6 +30,8 @@ stops start-up with the file, line and field.
                              weights of a named shape        (model.path)
   --backend cpu|cuda         the engine backend; default: cuda when a GPU is
                              present, else cpu               (model.backend)
+  --chat-template-file FILE  a Jinja chat template used instead of the
+                             model's own        (model.chat_template_file)
   --listen HOST:PORT         the gRPC address, e.g. 127.0.0.1:50051,
                              [::1]:50051, or unix:PATH       (listen)
   --metrics-listen HOST:PORT the Prometheus /metrics address (metrics_listen)
@@ -55,19 +57,13 @@ stops start-up with the file, line and field.
 namespace {
 
 constexpr FlagDef kFlags[] = {
-    {"config", true},
-    {"model", true},
-    {"backend", true},
-    {"listen", true},
-    {"metrics-listen", true},
-    {"tenant", true},
-    {"threads", true},
-    {"kv-memory", true},
-    {"kv-memory-fraction", true},
-    {"block-size", true},
-    {"max-batched-tokens", true},
-    {"drain-timeout", true},
-    {"allow-root", false},
+    {"config", true},        {"model", true},
+    {"backend", true},       {"chat-template-file", true},
+    {"listen", true},        {"metrics-listen", true},
+    {"tenant", true},        {"threads", true},
+    {"kv-memory", true},     {"kv-memory-fraction", true},
+    {"block-size", true},    {"max-batched-tokens", true},
+    {"drain-timeout", true}, {"allow-root", false},
 };
 
 // --tenant NAME:KEY[:WEIGHT] as a tenant with default limits.
@@ -105,6 +101,8 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
   string_flag("model", "model.path", config.mutable_model()->mutable_path());
   string_flag("backend", "model.backend",
               config.mutable_model()->mutable_backend());
+  string_flag("chat-template-file", "model.chat_template_file",
+              config.mutable_model()->mutable_chat_template_file());
   string_flag("listen", "listen", config.mutable_listen());
   string_flag("metrics-listen", "metrics_listen",
               config.mutable_metrics_listen());

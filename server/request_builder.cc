@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
+#include "server/chat_request.h"
 
 namespace paceline::server {
 namespace {
@@ -53,26 +54,58 @@ absl::StatusOr<std::vector<int32_t>> CheckTokenIds(
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-// The prompt's tokens: the text encoded, or the ids checked.
+// The chat rendered by the model's template and tokenized.
+absl::StatusOr<std::vector<int32_t>> EncodeChat(
+    const v1::Chat& chat, const engine::Tokenizer& tokenizer,
+    const ChatInput& input) {
+  const engine::ChatTemplate* chat_template =
+      input.templates == nullptr ? nullptr
+                                 : input.templates->For(chat.tools_size() > 0);
+  if (chat_template == nullptr || input.encoder == nullptr) {
+    return absl::FailedPreconditionError(
+        "the model has no chat template; set model.chat_template_file or "
+        "send text");
+  }
+  ASSIGN_OR_RETURN(
+      const nlohmann::ordered_json context,
+      BuildChatContext(chat, tokenizer.TokenText(tokenizer.bos_id()),
+                       tokenizer.TokenText(tokenizer.eos_id())));
+  engine::ChatRenderOptions options;
+  options.now = input.now;
+  absl::StatusOr<engine::ChatPrompt> prompt =
+      input.encoder->Render(*chat_template, context, options);
+  if (!prompt.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat: ", prompt.status().message()));
+  }
+  if (prompt->tokens.empty()) return Invalid("chat", "renders to no tokens");
+  return std::move(prompt->tokens);
+}
+
+// The prompt's tokens: the text encoded, the ids checked, or the chat
+// rendered.
 absl::StatusOr<std::vector<int32_t>> ReadInput(
     const v1::GenerateRequest& request, const engine::Tokenizer& tokenizer,
-    const ModelLimits& model) {
+    const ModelLimits& model, const ChatInput& chat) {
   switch (request.input_case()) {
     case v1::GenerateRequest::kText:
       return EncodeText(request, tokenizer);
     case v1::GenerateRequest::kTokenIds:
       return CheckTokenIds(request, model);
+    case v1::GenerateRequest::kChat:
+      return EncodeChat(request.chat(), tokenizer, chat);
     default:
-      return Invalid("input", "is missing: set text or token_ids");
+      return Invalid("input", "is missing: set text, token_ids or chat");
   }
 }
 
 // The prompt, within the tenant's prompt limit (else the model's context).
 absl::StatusOr<std::vector<int32_t>> BuildPrompt(
     const v1::GenerateRequest& request, const TenantPolicy& tenant,
-    const engine::Tokenizer& tokenizer, const ModelLimits& model) {
+    const engine::Tokenizer& tokenizer, const ModelLimits& model,
+    const ChatInput& chat) {
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
-                   ReadInput(request, tokenizer, model));
+                   ReadInput(request, tokenizer, model, chat));
   const bool tenant_limit = tenant.max_prompt_tokens > 0;
   const int64_t max_prompt =
       tenant_limit ? tenant.max_prompt_tokens : model.context_length;
@@ -240,12 +273,14 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
                                           const TenantPolicy& tenant,
                                           const engine::Tokenizer& tokenizer,
                                           const ModelLimits& model,
-                                          uint64_t seed) {
+                                          uint64_t seed,
+                                          const ChatInput& chat) {
   BuiltRequest out;
   scheduler::RequestSpec& spec = out.spec;
   spec.tenant = tenant.name;
   spec.cache_salt = tenant.cache_salt;  // request.cache_salt is ignored
-  ASSIGN_OR_RETURN(spec.prompt, BuildPrompt(request, tenant, tokenizer, model));
+  ASSIGN_OR_RETURN(spec.prompt,
+                   BuildPrompt(request, tenant, tokenizer, model, chat));
   ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
   ASSIGN_OR_RETURN(spec.stop, BuildStopping(request.stopping(), tenant, model));
   ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority()));

@@ -6,14 +6,26 @@
 // InvalidArgument naming the field ("sampling.top_p must be in (0, 1], got
 // 0"); a request over a tenant limit (prompt tokens, max_tokens) is
 // InvalidArgument too, naming the limit: it can never succeed as sent.
-// Checks run in this order, and the first failure is returned: input (text
-// or token_ids, then the prompt limit), sampling and logprobs, stopping,
-// priority, delivery. Nothing here touches queue state; the scheduler's own
-// checks (context length, queue limits) follow at submission.
+// Checks run in this order, and the first failure is returned: input (text,
+// token_ids or chat, then the prompt limit), sampling and logprobs,
+// stopping, priority, delivery. Nothing here touches queue state; the
+// scheduler's own checks (context length, queue limits) follow at
+// submission.
+//
+// Chat input: the model's template (its tool_use variant when the request
+// has tools and the model has one) renders the request (chat_request.h),
+// and engine::ChatPromptEncoder tokenizes it with control tokens only where
+// the template put them. A model without a template is FailedPrecondition
+// ("the model has no chat template; set model.chat_template_file or send
+// text"); a template that fails (its raise_exception, a limit) is
+// InvalidArgument "chat: " + the template's message.
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/tokenizer/chat_prompt.h"
+#include "engine/tokenizer/model_chat_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/request.h"
@@ -32,12 +44,20 @@ struct ModelLimits {
   int64_t context_length = 0;
 };
 
+// What chat input needs. Null templates or encoder: chat is refused.
+struct ChatInput {
+  const engine::ModelChatTemplates* templates = nullptr;
+  const engine::ChatPromptEncoder* encoder = nullptr;  // over the tokenizer
+  absl::Time now = absl::UnixEpoch();  // what strftime_now formats
+};
+
 // `seed` is used when the request names none (the server's random pick).
 absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
                                           const TenantPolicy& tenant,
                                           const engine::Tokenizer& tokenizer,
                                           const ModelLimits& model,
-                                          uint64_t seed);
+                                          uint64_t seed,
+                                          const ChatInput& chat = {});
 
 }  // namespace paceline::server
 

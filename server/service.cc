@@ -38,6 +38,7 @@ PacelineService::PacelineService(ServiceOptions options,
       auth_(auth),
       config_(config),
       tokenizer_(tokenizer),
+      chat_encoder_(tokenizer),
       loop_(loop),
       pacer_(pacer),
       clock_(clock),
@@ -125,8 +126,12 @@ absl::StatusOr<PacelineService::Admitted> PacelineService::Check(
   ModelLimits limits;
   limits.vocab_size = static_cast<int32_t>(config_->n_vocab);
   limits.context_length = config_->context_length;
-  ASSIGN_OR_RETURN(
-      out.built, BuildRequest(request, *out.tenant, *tokenizer_, limits, seed));
+  ChatInput chat;
+  chat.templates = options_.chat_templates;
+  chat.encoder = &chat_encoder_;
+  chat.now = clock_->Now();
+  ASSIGN_OR_RETURN(out.built, BuildRequest(request, *out.tenant, *tokenizer_,
+                                           limits, seed, chat));
   return out;
 }
 
@@ -262,6 +267,14 @@ grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
   response->set_kv_block_size(options_.kv_block_size);
   response->set_kv_blocks(options_.kv_blocks);
   response->set_backend(options_.backend);
+  // (reasoning_format and tool_call_format: set once output parsing lands.)
+  const engine::ModelChatTemplates* chat = options_.chat_templates;
+  if (chat != nullptr) {
+    response->mutable_chat()->set_template_source(
+        std::string(engine::ChatTemplateSourceName(chat->source)));
+    response->mutable_chat()->set_has_tool_use_template(
+        chat->tool_use.has_value());
+  }
   return FinishUnary(context, absl::OkStatus());
 }
 

@@ -26,6 +26,8 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
+#include "engine/tokenizer/chat_prompt.h"
+#include "engine/tokenizer/model_chat_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "scheduler/clock.h"
@@ -45,6 +47,9 @@ struct ServiceOptions {
   engine::MemoryPlan memory_plan;
   int32_t kv_block_size = 0;
   int64_t kv_blocks = 0;
+  // The model's chat templates (null: none; chat requests are refused).
+  // Must outlive the service.
+  const engine::ModelChatTemplates* chat_templates = nullptr;
   // Optional (null: not observed); must outlive the service and its calls.
   RejectionObserver* rejections = nullptr;
   DeliveryObserver* delivery = nullptr;
@@ -145,6 +150,7 @@ class PacelineService final : public v1::Paceline::CallbackService {
   const TenantAuthenticator* const auth_;
   const engine::ModelConfig* const config_;
   const engine::Tokenizer* const tokenizer_;
+  const engine::ChatPromptEncoder chat_encoder_;
   scheduler::ServingLoop* const loop_;
   Pacer* const pacer_;
   scheduler::Clock* const clock_;

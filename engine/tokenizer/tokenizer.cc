@@ -18,9 +18,26 @@ constexpr uint8_t kRstrip = 2;
 // turn/message and fill-in-the-middle markers. The first group also ends
 // generation.
 constexpr absl::string_view kEndOfTurnTexts[] = {
-    "<|eot_id|>",    "<|im_end|>",    "<|end|>",
-    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>",         "_<EOT>",        "<｜end▁of▁sentence｜>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
 };
 constexpr absl::string_view kFimTexts[] = {
     "<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>",
@@ -132,10 +149,8 @@ absl::Status CheckVocab(TokenizerVocab* vocab) {
   }
   RETURN_IF_ERROR(CheckId(vocab->bos_id, n, "tokenizer.ggml.bos_token_id"));
   RETURN_IF_ERROR(CheckId(vocab->eos_id, n, "tokenizer.ggml.eos_token_id"));
-  RETURN_IF_ERROR(
-      CheckId(vocab->unk_id, n, "tokenizer.ggml.unknown_token_id"));
-  RETURN_IF_ERROR(
-      CheckId(vocab->pad_id, n, "tokenizer.ggml.padding_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab->unk_id, n, "tokenizer.ggml.unknown_token_id"));
+  RETURN_IF_ERROR(CheckId(vocab->pad_id, n, "tokenizer.ggml.padding_token_id"));
   if (vocab->add_bos && vocab->bos_id < 0) {
     return absl::InvalidArgumentError(
         "tokenizer.ggml.add_bos_token is true but the model has no BOS "
@@ -168,7 +183,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   t->tokens_ = std::move(vocab.tokens);
   t->scores_ = std::move(vocab.scores);
   t->types_ = std::move(vocab.token_types);
-  RETURN_IF_ERROR(t->IndexTokens());
+  RETURN_IF_ERROR(t->IndexTokens(vocab.eog_ids));
+  t->ApplyEogWorkarounds();
   RETURN_IF_ERROR(t->MarkStrips(vocab.lstrip_ids, vocab.rstrip_ids));
   if (t->is_spm_) {
     t->FindByteTokens();
@@ -180,7 +196,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   return t;
 }
 
-absl::Status Tokenizer::IndexTokens() {
+absl::Status Tokenizer::IndexTokens(absl::Span<const int32_t> eog_ids) {
   const size_t n = tokens_.size();
   eog_.assign(n, false);
   token_to_id_.reserve(n);
@@ -200,7 +216,31 @@ absl::Status Tokenizer::IndexTokens() {
     eog_[i] = OneOf(text, kEndOfTurnTexts) || OneOf(text, kFimEogTexts);
   }
   if (eos_id_ >= 0) eog_[eos_id_] = true;
+  for (int32_t id : eog_ids) {
+    RETURN_IF_ERROR(CheckId(id, n, "end-of-generation token"));
+    if (id >= 0) eog_[id] = true;
+  }
   return absl::OkStatus();
+}
+
+// llama.cpp's exceptions to the end-of-turn texts: gpt-oss (harmony) and
+// solar-open end a message with "<|end|>" but the turn with "<|return|>" /
+// "<|call|>" (or "<|calls|>" / "<|flush|>"), so "<|end|>" is an ordinary
+// user-defined token there. ("</s>", which llama.cpp also names for one
+// family, is left out: it ends generation where it is the EOS token.)
+void Tokenizer::ApplyEogWorkarounds() {
+  const auto eog_text = [this](absl::string_view text) {
+    const int32_t id = TokenId(text);
+    return id >= 0 && eog_[id] ? id : -1;
+  };
+  const bool has_return = eog_text("<|return|>") >= 0;
+  const bool has_call = eog_text("<|call|>") >= 0 || eog_text("<|calls|>") >= 0;
+  const bool has_flush = eog_text("<|flush|>") >= 0;
+  const int32_t end = eog_text("<|end|>");
+  if (end >= 0 && has_call && (has_return || has_flush)) {
+    eog_[end] = false;
+    types_[end] = TokenType::kUserDefined;
+  }
 }
 
 absl::Status Tokenizer::MarkStrips(absl::Span<const int32_t> lstrip_ids,
@@ -334,13 +374,24 @@ std::string Tokenizer::Decode(absl::Span<const int32_t> ids) const {
 }
 
 std::vector<Tokenizer::Fragment> Tokenizer::Partition(
-    absl::string_view text, bool parse_special) const {
+    absl::string_view text, bool parse_special,
+    absl::Span<const TextRange> plain) const {
+  // Whether [begin, begin + size) of `text` overlaps a plain range.
+  const auto in_plain = [&](const char* at, size_t size) {
+    const size_t begin = static_cast<size_t>(at - text.data());
+    const auto it = std::upper_bound(
+        plain.begin(), plain.end(), begin,
+        [](size_t offset, const TextRange& r) { return offset < r.end; });
+    return it != plain.end() && it->begin < begin + size;
+  };
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, text});
   std::vector<Fragment> next;
   for (int32_t id : parse_special ? special_ids_ : user_defined_ids_) {
     const absl::string_view needle = tokens_[id];
+    const bool guarded =
+        !plain.empty() && types_[id] != TokenType::kUserDefined;
     next.clear();
     for (const Fragment& fragment : fragments) {
       if (fragment.token >= 0 ||
@@ -349,8 +400,14 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(
         continue;
       }
       absl::string_view rest = fragment.text;
+      size_t from = 0;
       size_t match;
-      while ((match = rest.find(needle)) != absl::string_view::npos) {
+      while ((match = rest.find(needle, from)) != absl::string_view::npos) {
+        if (guarded && in_plain(rest.data() + match, needle.size())) {
+          from = match + 1;
+          continue;
+        }
+        from = 0;
         absl::string_view left = rest.substr(0, match);
         if (strip_[id] & kLstrip) {
           while (!left.empty() && IsAsciiSpace(left.back())) {
@@ -387,7 +444,8 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
   // SPM puts a space before the text and after every special token.
   bool after_special = true;
   std::string escaped;
-  for (const Fragment& fragment : Partition(text, options.parse_special)) {
+  for (const Fragment& fragment :
+       Partition(text, options.parse_special, options.plain_ranges)) {
     if (fragment.token >= 0) {
       out.push_back(fragment.token);
       after_special = true;

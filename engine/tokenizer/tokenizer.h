@@ -81,18 +81,34 @@ struct TokenizerVocab {
   // Phi-3).
   std::vector<int32_t> rstrip_ids;
   std::vector<int32_t> lstrip_ids;
+  // More end-of-generation tokens than EOS and the named end-of-turn texts:
+  // the file's tokenizer.ggml.eot_token_id / eom_token_id.
+  std::vector<int32_t> eog_ids;
+};
+
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
 };
 
 struct EncodeOptions {
   bool add_bos = false;        // prepend BOS when the model has one
   bool parse_special = false;  // recognise control-token text in the input
+  // With parse_special: stretches of the input (sorted, disjoint) where
+  // control and unknown tokens are NOT recognised; a match overlapping one
+  // stays plain text. User-defined tokens are matched everywhere, as in
+  // plain text. Chat prompts mark the text that came from the request this
+  // way (chat_prompt.h). The ranges must outlive the call.
+  absl::Span<const TextRange> plain_ranges;
 };
 
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,
   // bos_token_id,eos_token_id,unknown_token_id,padding_token_id,
-  // add_bos_token,add_eos_token,add_space_prefix} and general.name.
+  // eot_token_id,eom_token_id,add_bos_token,add_eos_token,add_space_prefix}
+  // and general.name.
   // Absent keys take llama.cpp's defaults: "llama" has BOS 1, EOS 2, UNK 0,
   // add_bos and add_space_prefix; "gpt2" has no special ids (llama.cpp would
   // guess 11) and add_bos only for the Llama-3 pre-tokenizers. An id of -1 or
@@ -131,7 +147,8 @@ class Tokenizer {
   // empty.
   TokenType token_type(int32_t id) const;
   bool IsControl(int32_t id) const;
-  // End of generation: EOS and end-of-turn tokens ("<|eot_id|>", ...).
+  // End of generation: EOS, the file's EOT/EOM ids, and the end-of-turn
+  // texts llama.cpp names ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...).
   bool IsEog(int32_t id) const;
   // The token's vocabulary string (e.g. "▁the", "Ġthe", "<0x0A>").
   const std::string& TokenText(int32_t id) const;
@@ -156,7 +173,8 @@ class Tokenizer {
 
   // Create's steps, in order, on a checked vocabulary.
   // The id of every text, end-of-generation marks, forced control types.
-  absl::Status IndexTokens();
+  absl::Status IndexTokens(absl::Span<const int32_t> eog_ids);
+  void ApplyEogWorkarounds();  // llama.cpp's per-family exceptions
   absl::Status MarkStrips(absl::Span<const int32_t> lstrip_ids,
                           absl::Span<const int32_t> rstrip_ids);
   void FindByteTokens();  // SPM: byte_tokens_
@@ -169,8 +187,8 @@ class Tokenizer {
     int32_t token = -1;  // >= 0: a special token
     absl::string_view text;
   };
-  std::vector<Fragment> Partition(absl::string_view text,
-                                  bool parse_special) const;
+  std::vector<Fragment> Partition(absl::string_view text, bool parse_special,
+                                  absl::Span<const TextRange> plain) const;
 
   void EncodeSpm(absl::string_view text, std::vector<int32_t>* out) const;
   void EncodeBpe(absl::string_view text, std::vector<int32_t>* out) const;

@@ -131,6 +131,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(
       ReadSpecialId(file, "tokenizer.ggml.unknown_token_id", n, &vocab.unk_id));
   RETURN_IF_ERROR(
       ReadSpecialId(file, "tokenizer.ggml.padding_token_id", n, &vocab.pad_id));
+  for (absl::string_view key :
+       {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    int32_t id = -1;
+    RETURN_IF_ERROR(ReadSpecialId(file, key, n, &id));
+    if (id >= 0) vocab.eog_ids.push_back(id);
+  }
   RETURN_IF_ERROR(
       ReadBool(file, "tokenizer.ggml.add_bos_token", &vocab.add_bos));
   RETURN_IF_ERROR(

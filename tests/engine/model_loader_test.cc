@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine {
@@ -42,6 +45,43 @@ TEST(ModelSourceTest, ErrorsPassThrough) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenModel("/nonexistent/model.gguf").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// model.chat_template_file: read at load, replacing the model's templates.
+TEST(ModelSourceTest, ChatTemplateFile) {
+  ModelSourceOptions options;
+  options.chat_template_file = "/nonexistent/chat.jinja";
+  auto missing = OpenModel("dummy:stories15m", options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(
+      absl::StrContains(missing.status().message(), "/nonexistent/chat.jinja"))
+      << missing.status();
+
+  auto plain = OpenModel("dummy:stories15m");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->chat_templates.source, ChatTemplateSource::kNone);
+
+  options.chat_template_file = ::paceline::testing::WriteFile(
+      "chat.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  auto model = OpenModel("dummy:stories15m", options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  if (ChatTemplate::Parse("x").status().code() ==
+      absl::StatusCode::kUnimplemented) {
+    EXPECT_EQ(model->chat_templates.source, ChatTemplateSource::kNone);
+    EXPECT_EQ(model->chat_templates.warnings.size(), 1u);
+    GTEST_SKIP() << "no chat template interpreter yet";
+  }
+  EXPECT_EQ(model->chat_templates.source, ChatTemplateSource::kConfig);
+
+  options.chat_template_file =
+      ::paceline::testing::WriteFile("bad.jinja", "hi\n{% if %}");
+  auto bad = OpenModel("dummy:stories15m", options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StartsWith(
+      bad.status().message(),
+      absl::StrCat(options.chat_template_file, ": chat template: line 2, ")))
+      << bad.status();
 }
 
 TEST(ByteLevelTokenizerTest, EveryByteIsOneToken) {

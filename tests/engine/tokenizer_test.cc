@@ -1,5 +1,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,6 +15,11 @@ namespace paceline::engine {
 namespace {
 
 using Ids = std::vector<int32_t>;
+
+Ids operator+(Ids a, const Ids& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 bool Contains(const absl::Status& status, absl::string_view text) {
   return absl::string_view(status.message().data(), status.message().size())
@@ -288,6 +294,66 @@ TEST(BpeTokenizerTest, EndOfTurnTokensAreControl) {
   EXPECT_EQ(t->Encode("a<|im_end|>", options), (Ids{'a', 262}));
 }
 
+// The plain ranges of EncodeOptions: control-token text inside one stays
+// plain text (its bytes), even when the match only overlaps the range.
+TEST(BpeTokenizerTest, PlainRangesKeepControlTextPlain) {
+  auto t = MustCreate(BpeVocab(kMerges));
+  ASSERT_NE(t, nullptr);
+  const std::string text = "a<|im_end|>b<|im_end|>";
+  const TextRange second[] = {{12, 22}};
+  EncodeOptions options;
+  options.parse_special = true;
+  options.plain_ranges = second;
+  Ids got = t->Encode(text, options);
+  // Whatever the merges do to the plain part, it decodes back to the text
+  // and holds one control token only.
+  EXPECT_EQ(std::count(got.begin(), got.end(), 262), 1);
+  EXPECT_EQ(got[1], 262);
+  EXPECT_EQ(t->Decode(got), "ab<|im_end|>");
+  EXPECT_EQ(got, t->Encode(text.substr(0, 12), options) +
+                     t->Encode(text.substr(12), false));
+  // A range over one byte of the token's text is enough.
+  const TextRange one_byte[] = {{5, 6}};
+  options.plain_ranges = one_byte;
+  got = t->Encode("a<|im_end|>", options);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 262), 0);
+  EXPECT_EQ(t->Decode(got), "a<|im_end|>");
+  // Outside the ranges control text is still recognised.
+  const TextRange before[] = {{0, 1}};
+  options.plain_ranges = before;
+  EXPECT_EQ(t->Encode("a<|im_end|>", options), (Ids{'a', 262}));
+}
+
+// The end-of-turn texts llama.cpp names end generation (and are control);
+// gpt-oss's "<|end|>" next to "<|return|>" and "<|call|>" does not.
+TEST(BpeTokenizerTest, NamedEndOfTurnTexts) {
+  const auto eog_of = [](std::vector<std::string> extra) {
+    TokenizerVocab v = BpeVocab(kMerges);
+    for (std::string& text : extra) {
+      v.tokens.push_back(std::move(text));
+      v.token_types.push_back(TokenType::kNormal);
+    }
+    return MustCreate(std::move(v));
+  };
+  auto t = eog_of({"<|eot_id|>", "<end_of_turn>", "<|eom_id|>", "<|end|>",
+                   "[EOT]", "<|end_of_text|>", "<turn|>", "<|start|>"});
+  ASSERT_NE(t, nullptr);
+  for (absl::string_view text :
+       {"<|eot_id|>", "<end_of_turn>", "<|eom_id|>", "<|end|>", "[EOT]",
+        "<|end_of_text|>", "<turn|>", "<|im_end|>", "<|endoftext|>"}) {
+    EXPECT_TRUE(t->IsEog(t->TokenId(text))) << text;
+    EXPECT_TRUE(t->IsControl(t->TokenId(text))) << text;
+  }
+  EXPECT_FALSE(t->IsEog(t->TokenId("<|start|>")));
+  auto harmony = eog_of({"<|end|>", "<|return|>", "<|call|>"});
+  ASSERT_NE(harmony, nullptr);
+  const int32_t end = harmony->TokenId("<|end|>");
+  EXPECT_FALSE(harmony->IsEog(end));
+  EXPECT_EQ(harmony->token_type(end), TokenType::kUserDefined);
+  EXPECT_TRUE(harmony->IsEog(harmony->TokenId("<|return|>")));
+  EXPECT_TRUE(harmony->IsEog(harmony->TokenId("<|call|>")));
+}
+
 TEST(TokenizerValidationTest, RejectsInconsistentVocabularies) {
   const auto expect_error = [](TokenizerVocab vocab, absl::string_view key) {
     auto t = Tokenizer::Create(std::move(vocab));
@@ -509,6 +575,34 @@ TEST(TokenizerGgufTest, ErrorsNameTheKey) {
     ASSERT_FALSE(t.ok()) << c.key;
     EXPECT_TRUE(Contains(t.status(), c.key)) << c.key << ": " << t.status();
   }
+}
+
+// tokenizer.ggml.eot_token_id / eom_token_id end generation whatever the
+// tokens are called.
+TEST(TokenizerGgufTest, EotAndEomIdsEndGeneration) {
+  GgufWriter w;
+  w.String("tokenizer.ggml.model", "llama");
+  w.Strings("tokenizer.ggml.tokens",
+            {"<unk>", "<s>", "</s>", "<turn_over>", "<msg_over>", "a"});
+  w.Int32s("tokenizer.ggml.token_type", {2, 3, 3, 3, 3, 1});
+  w.Uint32("tokenizer.ggml.eot_token_id", 3);
+  w.Uint32("tokenizer.ggml.eom_token_id", 4);
+  const std::string bytes = w.Finish();
+  auto t = FromBytes(bytes);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)->IsEog(2));
+  EXPECT_TRUE((*t)->IsEog(3));
+  EXPECT_TRUE((*t)->IsEog(4));
+  EXPECT_FALSE((*t)->IsEog(1));
+  EXPECT_FALSE((*t)->IsEog(5));
+
+  GgufWriter bad = SpmGguf();
+  bad.Uint32("tokenizer.ggml.eot_token_id", 99);
+  const std::string bad_bytes = bad.Finish();
+  auto refused = FromBytes(bad_bytes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status(), "tokenizer.ggml.eot_token_id"))
+      << refused.status();
 }
 
 TEST(TokenizerGgufTest, Stories260K) {

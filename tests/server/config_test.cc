@@ -358,6 +358,27 @@ TEST(ConfigTest, ModelFileMustBeReadable) {
               HasSubstr(": field model.path: required"));
 }
 
+TEST(ConfigTest, ChatTemplateFileMustBeReadable) {
+  EXPECT_THAT(LoadError("chat_missing.textproto",
+                        "model {\n  path: \"dummy:stories15m\"\n"
+                        "  chat_template_file: \"/no/such/chat.jinja\"\n}\n" +
+                            Tenant("alice", kAliceDigest)),
+              HasSubstr(":3: field model.chat_template_file: cannot read "
+                        "'/no/such/chat.jinja'"));
+  EXPECT_THAT(LoadError("chat_dir.textproto",
+                        "model {\n  path: \"dummy:stories15m\"\n"
+                        "  chat_template_file: \"/tmp\"\n}\n" +
+                            Tenant("alice", kAliceDigest)),
+              HasSubstr(":3: field model.chat_template_file: '/tmp' is not a "
+                        "regular file"));
+  const std::string chat = WriteFile("config_chat.jinja", "{{ messages }}");
+  EXPECT_EQ(LoadError("chat_ok.textproto",
+                      "model {\n  path: \"dummy:stories15m\"\n"
+                      "  chat_template_file: \"" +
+                          chat + "\"\n}\n" + Tenant("alice", kAliceDigest)),
+            "");
+}
+
 TEST(ConfigTest, ValidateWithoutSourceNamesFieldOnly) {
   v1::ServerConfig config;
   config.mutable_model()->set_path("dummy:stories15m");

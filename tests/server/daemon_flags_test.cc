@@ -48,10 +48,10 @@ TEST(DaemonFlagsTest, Help) {
 
 TEST(DaemonFlagsTest, UsageDocumentsEveryFlag) {
   for (const char* flag :
-       {"--config", "--model", "--backend", "--listen", "--metrics-listen",
-        "--tenant", "--threads", "--kv-memory ", "--kv-memory-fraction",
-        "--block-size", "--max-batched-tokens", "--drain-timeout",
-        "--allow-root", "--help"}) {
+       {"--config", "--model", "--backend", "--chat-template-file", "--listen",
+        "--metrics-listen", "--tenant", "--threads", "--kv-memory ",
+        "--kv-memory-fraction", "--block-size", "--max-batched-tokens",
+        "--drain-timeout", "--allow-root", "--help"}) {
     EXPECT_THAT(kDaemonUsage, HasSubstr(flag));
   }
 }
@@ -105,6 +105,15 @@ TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
   EXPECT_EQ(c.drain_timeout_seconds(), 7);
   EXPECT_TRUE(options->allow_root);
   EXPECT_EQ(c.tenants(0).name(), "alice");
+}
+
+TEST(DaemonFlagsTest, ChatTemplateFileFlag) {
+  const std::string chat = WriteFile("flags_chat.jinja", "{{ messages }}");
+  absl::StatusOr<DaemonOptions> options =
+      Parse({"--config", AliceConfig(), "--chat-template-file", chat});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->config.model().chat_template_file(), chat);
+  EXPECT_EQ(options->config.model().path(), "dummy:stories15m");  // the file's
 }
 
 TEST(DaemonFlagsTest, KvMemorySuffixes) {
@@ -207,6 +216,9 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
       {{"--listen", "nowhere"}, "flag --listen: field listen: want HOST:PORT"},
       {{"--metrics-listen", "h:99999"}, "flag --metrics-listen"},
       {{"--backend", "tpu"}, "flag --backend: field model.backend"},
+      {{"--chat-template-file", "/no/such.jinja"},
+       "flag --chat-template-file: field model.chat_template_file: cannot "
+       "read '/no/such.jinja'"},
       {{"--model", "/no/such.gguf"}, "flag --model: field model.path"},
       {{"--kv-memory-fraction", "2"},
        "flag --kv-memory-fraction: field kv_cache.memory_fraction"},

@@ -17,7 +17,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/chat_prompt.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/model_chat_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.pb.h"
@@ -105,7 +110,7 @@ std::vector<InvalidCase> InvalidCases() {
       {"token id past the vocabulary", [](auto& r) { SetIds(r, {kVocab}); },
        nullptr, "token_ids.ids[0] must be in [0, 300), got 300"},
       {"no input", [](auto& r) { r.clear_input(); }, nullptr,
-       "input is missing: set text or token_ids"},
+       "input is missing: set text, token_ids or chat"},
       {"prompt over the tenant's limit",  // "hello" + BOS is 6 tokens
        [](auto&) {}, [](auto& t, auto&) { t.max_prompt_tokens = 5; },
        "input has 6 tokens, over the limit of 5 (tenant max_prompt_tokens)"},
@@ -431,6 +436,110 @@ TEST(RequestBuilderTest, PaceIsCappedByTheTenant) {
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->delivery.pace_tokens_per_s, 0);
   EXPECT_EQ(built->delivery.burst_tokens, 1);
+}
+
+// --- Chat ------------------------------------------------------------------
+
+v1::GenerateRequest ChatRequest(std::string content) {
+  v1::GenerateRequest r;
+  v1::ChatMessage* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content(std::move(content));
+  return r;
+}
+
+bool HaveInterpreter() {
+  return engine::ChatTemplate::Parse("x").status().code() !=
+         absl::StatusCode::kUnimplemented;
+}
+
+TEST(RequestBuilderTest, ChatWithoutATemplateIsAFailedPrecondition) {
+  const auto tokenizer = ByteTokenizer();
+  const engine::ChatPromptEncoder encoder(tokenizer.get());
+  const engine::ModelChatTemplates none;
+  for (const ChatInput& chat : {ChatInput{}, ChatInput{&none, &encoder, {}}}) {
+    auto built = BuildRequest(ChatRequest("hi"), Tenant(), *tokenizer, Model(),
+                              kServerSeed, chat);
+    ASSERT_FALSE(built.ok());
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(built.status().message(),
+              "the model has no chat template; set model.chat_template_file "
+              "or send text");
+  }
+}
+
+// A model with templates parsed from `main` (and `tool_use`).
+struct ChatModel {
+  std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer();
+  engine::ChatPromptEncoder encoder{tokenizer.get()};
+  engine::ModelChatTemplates templates;
+
+  ChatModel(const std::string& main, const std::string& tool_use = "") {
+    auto parsed = engine::ChatTemplatesFromSource("test", main);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    if (parsed.ok()) templates = *std::move(parsed);
+    if (!tool_use.empty()) {
+      auto t = engine::ChatTemplate::Parse(tool_use);
+      EXPECT_TRUE(t.ok()) << t.status();
+      if (t.ok()) templates.tool_use = *std::move(t);
+    }
+  }
+  absl::StatusOr<BuiltRequest> Build(const v1::GenerateRequest& r,
+                                     const TenantPolicy& tenant = Tenant()) {
+    return BuildRequest(r, tenant, *tokenizer, Model(), kServerSeed,
+                        ChatInput{&templates, &encoder, absl::UnixEpoch()});
+  }
+};
+
+TEST(RequestBuilderTest, ChatIsRenderedAndTokenized) {
+  if (!HaveInterpreter()) GTEST_SKIP() << "no chat template interpreter yet";
+  ChatModel model(
+      "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}"
+      "{% endfor %}{{ eos_token }}",
+      "tools:{{ tools | length }}");
+  // bos_token and eos_token are the vocabulary's; the one BOS is the
+  // template's; the request's "<|eos|>" is plain text.
+  auto built = model.Build(ChatRequest("a<|eos|>"));
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::vector<int32_t> want = {kBos};
+  for (char c : std::string("user:a<|eos|>")) want.push_back(c);
+  want.push_back(257);  // the template's eos_token
+  EXPECT_EQ(built->spec.prompt, want);
+  // With tools: the tool_use variant.
+  v1::GenerateRequest with_tools = ChatRequest("a");
+  with_tools.mutable_chat()->add_tools()->mutable_function()->set_name("f");
+  built = model.Build(with_tools);
+  ASSERT_TRUE(built.ok()) << built.status();
+  want = {kBos};
+  for (char c : std::string("tools:1")) want.push_back(c);
+  EXPECT_EQ(built->spec.prompt, want);
+  // The prompt limit applies as to text.
+  TenantPolicy tenant = Tenant();
+  tenant.max_prompt_tokens = 3;
+  built = model.Build(ChatRequest("a"), tenant);
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().message(),
+            "input has 8 tokens, over the limit of 3 (tenant "
+            "max_prompt_tokens)");
+}
+
+TEST(RequestBuilderTest, ChatTemplateErrorsAreInvalidArgument) {
+  if (!HaveInterpreter()) GTEST_SKIP() << "no chat template interpreter yet";
+  ChatModel model(
+      "{% if messages[0].role != 'system' %}"
+      "{{ raise_exception('Conversation roles must alternate') }}{% endif %}");
+  auto built = model.Build(ChatRequest("a"));
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(built.status().message(),
+                                "Conversation roles must alternate"))
+      << built.status();
+  // Request errors name their field.
+  v1::GenerateRequest bad = ChatRequest("a");
+  bad.mutable_chat()->mutable_messages(0)->set_role("");
+  built = model.Build(bad);
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().message(), "chat.messages[0].role is empty");
 }
 
 }  // namespace
