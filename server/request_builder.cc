@@ -54,10 +54,18 @@ absl::StatusOr<std::vector<int32_t>> CheckTokenIds(
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-// The chat rendered by the model's template and tokenized.
-absl::StatusOr<std::vector<int32_t>> EncodeChat(
-    const v1::Chat& chat, const engine::Tokenizer& tokenizer,
-    const ChatInput& input) {
+// The prompt's tokens and, for chat, how to split the output.
+struct Prompt {
+  std::vector<int32_t> tokens;
+  std::optional<engine::ChatOutputFormat> chat_output;
+};
+
+// The chat rendered by the model's template and tokenized. The output is
+// split by the template's format, tool calls only when the request gives
+// tools, starting inside reasoning when the prompt opened it.
+absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
+                                  const engine::Tokenizer& tokenizer,
+                                  const ChatInput& input) {
   const engine::ChatTemplate* chat_template =
       input.templates == nullptr ? nullptr
                                  : input.templates->For(chat.tools_size() > 0);
@@ -79,19 +87,29 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(
         absl::StrCat("chat: ", prompt.status().message()));
   }
   if (prompt->tokens.empty()) return Invalid("chat", "renders to no tokens");
-  return std::move(prompt->tokens);
+  engine::ChatOutputFormat format = input.templates->output;
+  if (chat.tools_size() == 0) format.tool_calls = engine::ToolCallFormat::kNone;
+  format.starts_in_reasoning =
+      engine::PromptOpensReasoning(prompt->text, format);
+  return Prompt{std::move(prompt->tokens), std::move(format)};
 }
 
 // The prompt's tokens: the text encoded, the ids checked, or the chat
 // rendered.
-absl::StatusOr<std::vector<int32_t>> ReadInput(
-    const v1::GenerateRequest& request, const engine::Tokenizer& tokenizer,
-    const ModelLimits& model, const ChatInput& chat) {
+absl::StatusOr<Prompt> ReadInput(const v1::GenerateRequest& request,
+                                 const engine::Tokenizer& tokenizer,
+                                 const ModelLimits& model,
+                                 const ChatInput& chat) {
   switch (request.input_case()) {
-    case v1::GenerateRequest::kText:
-      return EncodeText(request, tokenizer);
-    case v1::GenerateRequest::kTokenIds:
-      return CheckTokenIds(request, model);
+    case v1::GenerateRequest::kText: {
+      ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                       EncodeText(request, tokenizer));
+      return Prompt{std::move(ids), std::nullopt};
+    }
+    case v1::GenerateRequest::kTokenIds: {
+      ASSIGN_OR_RETURN(std::vector<int32_t> ids, CheckTokenIds(request, model));
+      return Prompt{std::move(ids), std::nullopt};
+    }
     case v1::GenerateRequest::kChat:
       return EncodeChat(request.chat(), tokenizer, chat);
     default:
@@ -100,18 +118,18 @@ absl::StatusOr<std::vector<int32_t>> ReadInput(
 }
 
 // The prompt, within the tenant's prompt limit (else the model's context).
-absl::StatusOr<std::vector<int32_t>> BuildPrompt(
-    const v1::GenerateRequest& request, const TenantPolicy& tenant,
-    const engine::Tokenizer& tokenizer, const ModelLimits& model,
-    const ChatInput& chat) {
-  ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
-                   ReadInput(request, tokenizer, model, chat));
+absl::StatusOr<Prompt> BuildPrompt(const v1::GenerateRequest& request,
+                                   const TenantPolicy& tenant,
+                                   const engine::Tokenizer& tokenizer,
+                                   const ModelLimits& model,
+                                   const ChatInput& chat) {
+  ASSIGN_OR_RETURN(Prompt prompt, ReadInput(request, tokenizer, model, chat));
   const bool tenant_limit = tenant.max_prompt_tokens > 0;
   const int64_t max_prompt =
       tenant_limit ? tenant.max_prompt_tokens : model.context_length;
-  if (static_cast<int64_t>(prompt.size()) > max_prompt) {
+  if (static_cast<int64_t>(prompt.tokens.size()) > max_prompt) {
     return Invalid(
-        "input", absl::StrCat("has ", prompt.size(),
+        "input", absl::StrCat("has ", prompt.tokens.size(),
                               " tokens, over the limit of ", max_prompt,
                               LimitSource(tenant_limit, "max_prompt_tokens")));
   }
@@ -279,13 +297,19 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
   scheduler::RequestSpec& spec = out.spec;
   spec.tenant = tenant.name;
   spec.cache_salt = tenant.cache_salt;  // request.cache_salt is ignored
-  ASSIGN_OR_RETURN(spec.prompt,
+  ASSIGN_OR_RETURN(Prompt prompt,
                    BuildPrompt(request, tenant, tokenizer, model, chat));
+  spec.prompt = std::move(prompt.tokens);
   ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
   ASSIGN_OR_RETURN(spec.stop, BuildStopping(request.stopping(), tenant, model));
   ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority()));
   ASSIGN_OR_RETURN(out.delivery, BuildDelivery(request.delivery(), tenant));
   spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
+  if (prompt.chat_output.has_value()) {  // markers reach the parser as text
+    spec.control_token_text = true;
+    out.delivery.chat_output = std::move(prompt.chat_output);
+    out.delivery.tool_call_id_seed = spec.sampling.seed;
+  }
   return out;
 }
 

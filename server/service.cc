@@ -267,13 +267,17 @@ grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
   response->set_kv_block_size(options_.kv_block_size);
   response->set_kv_blocks(options_.kv_blocks);
   response->set_backend(options_.backend);
-  // (reasoning_format and tool_call_format: set once output parsing lands.)
   const engine::ModelChatTemplates* chat = options_.chat_templates;
-  if (chat != nullptr) {
-    response->mutable_chat()->set_template_source(
+  if (chat != nullptr && chat->source != engine::ChatTemplateSource::kNone) {
+    v1::ChatSupport* support = response->mutable_chat();
+    support->set_template_source(
         std::string(engine::ChatTemplateSourceName(chat->source)));
-    response->mutable_chat()->set_has_tool_use_template(
-        chat->tool_use.has_value());
+    support->set_has_tool_use_template(chat->tool_use.has_value());
+    if (!chat->output.reasoning_open.empty()) {
+      support->set_reasoning_format(chat->output.reasoning_open);
+    }
+    support->set_tool_call_format(
+        std::string(engine::ToolCallFormatName(chat->output.tool_calls)));
   }
   return FinishUnary(context, absl::OkStatus());
 }

@@ -99,7 +99,11 @@ absl::StatusOr<ModelChatTemplates> ChatTemplatesFromGguf(const GgufFile& file) {
     out.warnings.push_back(absl::StrCat(kToolUseChatTemplateKey, " not used: ",
                                         kChatTemplateKey, " is missing"));
   }
-  if (out.main.has_value()) out.source = ChatTemplateSource::kModel;
+  if (out.main.has_value()) {
+    out.source = ChatTemplateSource::kModel;
+    out.output = DetectChatOutputFormat(
+        absl::StrCat(*main, tool_use.value_or(absl::string_view())));
+  }
   return out;
 }
 
@@ -107,7 +111,10 @@ absl::StatusOr<ModelChatTemplates> ChatTemplatesFromSource(
     absl::string_view name, absl::string_view source) {
   ModelChatTemplates out;
   ASSIGN_OR_RETURN(out.main, ParseNamed(name, source, &out.warnings));
-  if (out.main.has_value()) out.source = ChatTemplateSource::kConfig;
+  if (out.main.has_value()) {
+    out.source = ChatTemplateSource::kConfig;
+    out.output = DetectChatOutputFormat(source);
+  }
   return out;
 }
 

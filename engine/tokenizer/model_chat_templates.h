@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/chat_output.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace paceline::engine {
@@ -36,6 +37,9 @@ struct ModelChatTemplates {
   ChatTemplateSource source = ChatTemplateSource::kNone;
   std::optional<ChatTemplate> main;      // set unless source is kNone
   std::optional<ChatTemplate> tool_use;  // the model's .tool_use variant
+  // How chat output is split (reasoning markers, the tool-call format),
+  // detected from the templates' own markers (chat_output.h).
+  ChatOutputFormat output;
   // What the loader should tell the operator (variants left unused, ...).
   std::vector<std::string> warnings;
 
