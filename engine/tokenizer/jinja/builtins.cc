@@ -254,10 +254,6 @@ absl::StatusOr<Value> FloatOp(absl::string_view op, double x, double y) {
 absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a,
                                const Value& b, Evaluator& ev) {
   if (op == "~") {
-    if (a.is_undefined() && !a.undefined_hint().empty() &&
-        absl::StartsWith(a.undefined_hint(), "SecurityError")) {
-      return UndefinedError(a);
-    }
     std::string s = ToStr(a);
     s += ToStr(b);
     RETURN_IF_ERROR(CheckSize(s.size(), ev));
@@ -273,6 +269,10 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a,
   }
   if (op == "+" && a.is_str() && b.is_str()) {
     RETURN_IF_ERROR(CheckSize(a.str().size() + b.str().size(), ev));
+    if (a.is_markup() || b.is_markup()) {
+      return Value::Markup(absl::StrCat(a.is_markup() ? a.str() : HtmlEscape(a.str()),
+                                        b.is_markup() ? b.str() : HtmlEscape(b.str())));
+    }
     return Value::Str(a.str() + b.str());
   }
   if (op == "+" && a.is_list() && b.is_list() &&

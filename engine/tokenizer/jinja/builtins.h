@@ -51,6 +51,9 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item);
 // more than max_output_bytes bytes (or items).
 absl::Status CheckSize(size_t size, const Evaluator& ev);
 
+// markupsafe.escape: & < > " ' as HTML entities.
+std::string HtmlEscape(absl::string_view s);
+
 // An error for using an undefined value (its hint says why it is).
 absl::Status UndefinedError(const Value& undefined);
 

@@ -197,7 +197,7 @@ absl::StatusOr<Value> Indent(const Value& input, CallArgs& args) {
     rv += lines[i];
   }
   if (first) rv = absl::StrCat(indention, rv);
-  return Value::Str(std::move(rv));
+  return input.is_markup() ? Value::Markup(std::move(rv)) : Value::Str(std::move(rv));
 }
 
 absl::StatusOr<Value> ToInt(const Value& input, CallArgs& args) {
@@ -258,15 +258,15 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args,
   }
   opts.sort_keys = ArgBool(args, 3, "sort_keys", false);
   const Value* ensure_ascii = args.Get(0, "ensure_ascii");
-  if (ensure_ascii != nullptr && ensure_ascii->Truthy()) {
-    return absl::InvalidArgumentError("tojson: ensure_ascii is not supported");
-  }
+  opts.ensure_ascii = ensure_ascii != nullptr && ensure_ascii->Truthy();
   ASSIGN_OR_RETURN(std::string s, ToJson(input, opts, ev.limits().max_depth));
   RETURN_IF_ERROR(CheckSize(s.size(), ev));
   return Value::Str(std::move(s));
 }
 
-std::string Escape(const std::string& s) {
+}  // namespace
+
+std::string HtmlEscape(absl::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
@@ -279,6 +279,14 @@ std::string Escape(const std::string& s) {
     }
   }
   return out;
+}
+
+namespace {
+
+// A str result that stays Markup when the input was.
+Value SameKind(const Value& input, std::string s) {
+  return input.is_markup() ? Value::Markup(std::move(s))
+                           : Value::Str(std::move(s));
 }
 
 absl::StatusOr<Value> Map(const Value& input, CallArgs& args, Evaluator& ev);
@@ -296,18 +304,21 @@ absl::StatusOr<Value> Basic(absl::string_view name, const Value& input,
     return input;
   }
   if (name == "length" || name == "count") return Length(input);
-  if (name == "string" || name == "safe") return Value::Str(ToStr(input));
+  if (name == "safe") return Value::Markup(ToStr(input));
+  if (name == "string") return input.is_str() ? input : Value::Str(ToStr(input));
   if (name == "trim") {
     const Value* chars = args.Get(0, "chars");
     std::optional<std::string> set;
     if (chars != nullptr && !chars->is_none()) set = ToStr(*chars);
-    return Value::Str(PyStrip(ToStr(input), set, true, true));
+    return SameKind(input, PyStrip(ToStr(input), set, true, true));
   }
-  if (name == "upper") return Value::Str(PyUpper(ToStr(input)));
-  if (name == "lower") return Value::Str(PyLower(ToStr(input)));
+  if (name == "upper") return SameKind(input, PyUpper(ToStr(input)));
+  if (name == "lower") return SameKind(input, PyLower(ToStr(input)));
   if (name == "title") return Value::Str(JinjaTitle(ToStr(input)));
   if (name == "capitalize") return Value::Str(PyCapitalize(ToStr(input)));
-  if (name == "escape" || name == "e") return Value::Str(Escape(ToStr(input)));
+  if (name == "escape" || name == "e") {
+    return input.is_markup() ? input : Value::Markup(HtmlEscape(ToStr(input)));
+  }
   if (name == "join") return Join(input, args, ev);
   if (name == "tojson") return ToJsonFilter(input, args, ev);
   if (name == "indent") return Indent(input, args);
@@ -425,6 +436,7 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
 }
 
 absl::StatusOr<Value> Map(const Value& input, CallArgs& args, Evaluator& ev) {
+  if (!input.Truthy()) return Value::List({}, SeqKind::kGenerator);
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
   std::vector<Value> out;
   const Value* attribute = nullptr;
@@ -459,6 +471,7 @@ absl::StatusOr<Value> Map(const Value& input, CallArgs& args, Evaluator& ev) {
 
 absl::StatusOr<Value> Select(const Value& input, CallArgs& args, Evaluator& ev,
                              bool attr, bool keep) {
+  if (!input.Truthy()) return Value::List({}, SeqKind::kGenerator);
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
   size_t next = 0;
   std::string attribute;

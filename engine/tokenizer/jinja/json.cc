@@ -10,7 +10,31 @@
 namespace paceline::engine::jinja {
 namespace {
 
-void AppendJsonString(const std::string& s, std::string* out) {
+void AppendAsciiEscaped(const std::string& s, std::string* out) {
+  char buf[16];
+  for (uint32_t cp : Codepoints(s)) {
+    if (cp >= 0x10000) {
+      uint32_t v = cp - 0x10000;
+      std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (v >> 10),
+                    0xDC00 + (v & 0x3FF));
+      out->append(buf);
+    } else if (cp >= 0x80) {
+      std::snprintf(buf, sizeof(buf), "\\u%04x", cp);
+      out->append(buf);
+    } else {
+      out->push_back(static_cast<char>(cp));
+    }
+  }
+}
+
+void AppendJsonString(const std::string& s, std::string* out,
+                      bool ensure_ascii) {
+  if (ensure_ascii) {
+    std::string plain;
+    AppendJsonString(s, &plain, false);
+    AppendAsciiEscaped(plain, out);
+    return;
+  }
   out->push_back('"');
   for (char c : s) {
     switch (c) {
@@ -83,7 +107,7 @@ class JsonWriter {
         out_->append(JsonFloat(v.as_double()));
         return absl::OkStatus();
       case Kind::kStr:
-        AppendJsonString(v.str(), out_);
+        AppendJsonString(v.str(), out_, opts_.ensure_ascii);
         return absl::OkStatus();
       case Kind::kList:
         if (v.list().seq == SeqKind::kGenerator) return NotSerializable(v);
@@ -167,7 +191,7 @@ class JsonWriter {
       Newline(level + 1);
       absl::StatusOr<std::string> key = Key(items[i]->first);
       if (!key.ok()) return key.status();
-      AppendJsonString(*key, out_);
+      AppendJsonString(*key, out_, opts_.ensure_ascii);
       out_->append(opts_.key_sep);
       if (absl::Status s = Write(items[i]->second, level + 1); !s.ok()) {
         return s;

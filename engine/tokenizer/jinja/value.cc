@@ -75,6 +75,12 @@ Value Value::Str(std::string s) {
   return v;
 }
 
+Value Value::Markup(std::string s) {
+  Value v = Str(std::move(s));
+  v.b_ = true;
+  return v;
+}
+
 Value Value::List(std::vector<Value> items, SeqKind seq) {
   Value v;
   v.kind_ = Kind::kList;

@@ -65,6 +65,8 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double d);
   static Value Str(std::string s);
+  // A str marked safe (markupsafe.Markup): `+` with a plain str escapes it.
+  static Value Markup(std::string s);
   static Value List(std::vector<Value> items, SeqKind seq = SeqKind::kList);
   static Value Dict(std::vector<std::pair<Value, Value>> items);
   static Value FromObject(std::shared_ptr<Object> obj);
@@ -81,6 +83,7 @@ class Value {
     return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
   }
   bool is_str() const { return kind_ == Kind::kStr; }
+  bool is_markup() const { return kind_ == Kind::kStr && b_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_object() const { return kind_ == Kind::kObject; }
@@ -127,7 +130,7 @@ std::string Repr(const Value& v);
 // Python's float repr: shortest round-trip digits, "1.0", "1e+16", "inf".
 std::string FloatRepr(double d);
 
-// Python's json.dumps with ensure_ascii=False. `indent` < 0 means None.
+// Python's json.dumps. `indent` < 0 means None.
 struct JsonOptions {
   int indent = -1;
   std::string indent_str;  // used when indent is given as a string
@@ -135,6 +138,7 @@ struct JsonOptions {
   std::string item_sep = ", ";
   std::string key_sep = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII as \\uXXXX (surrogate pairs)
 };
 absl::StatusOr<std::string> ToJson(const Value& v, const JsonOptions& opts,
                                    int max_depth);
