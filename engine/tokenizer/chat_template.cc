@@ -21,7 +21,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(
   ASSIGN_OR_RETURN(std::vector<jinja::Token> tokens, jinja::Lex(source));
   ASSIGN_OR_RETURN(std::unique_ptr<jinja::Program> program,
                    jinja::ParseProgram(std::move(tokens), limits.max_depth));
-  return ChatTemplate(std::shared_ptr<const jinja::Program>(std::move(program)));
+  return ChatTemplate(
+      std::shared_ptr<const jinja::Program>(std::move(program)));
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(

@@ -68,10 +68,13 @@ std::string DiffContext(const std::string& want, const std::string& got) {
   size_t i = 0;
   while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
   size_t from = i > 60 ? i - 60 : 0;
-  return absl::StrCat("first difference at byte ", i, "\n  jinja2: ",
-                      json(want.substr(from, 120)).dump(-1, ' ', false, json::error_handler_t::replace),
-                      "\n  ours:   ",
-                      json(got.substr(from, 120)).dump(-1, ' ', false, json::error_handler_t::replace));
+  return absl::StrCat(
+      "first difference at byte ", i, "\n  jinja2: ",
+      json(want.substr(from, 120))
+          .dump(-1, ' ', false, json::error_handler_t::replace),
+      "\n  ours:   ",
+      json(got.substr(from, 120))
+          .dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 // Whether ours agrees with jinja2's answer; `why` says how not.
@@ -79,7 +82,8 @@ bool Agrees(const json& want, const absl::StatusOr<std::string>& got,
             std::string* why) {
   if (want.value("ok", false)) {
     if (!got.ok()) {
-      *why = absl::StrCat("jinja2 renders, ours fails: ", got.status().message());
+      *why =
+          absl::StrCat("jinja2 renders, ours fails: ", got.status().message());
       return false;
     }
     const std::string text = want.value("text", "");
@@ -107,7 +111,8 @@ TEST(ChatTemplateOracleTest, MatchesJinja2OnEveryTemplateAndConversation) {
     GTEST_SKIP() << why;
   }
   std::vector<std::filesystem::path> templates;
-  for (const auto& entry : std::filesystem::directory_iterator(kChatTemplateDir)) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(kChatTemplateDir)) {
     if (entry.path().extension() == ".jinja") templates.push_back(entry.path());
   }
   std::sort(templates.begin(), templates.end());
@@ -125,7 +130,8 @@ TEST(ChatTemplateOracleTest, MatchesJinja2OnEveryTemplateAndConversation) {
   for (const auto& path : templates) {
     sources.push_back(ReadAll(path));
     for (const Conversation& c : conversations) {
-      requests.push_back({{"template", sources.back()}, {"context", c.context}});
+      requests.push_back(
+          {{"template", sources.back()}, {"context", c.context}});
     }
   }
   absl::StatusOr<std::vector<json>> answers = RunReference(requests);
@@ -150,14 +156,15 @@ TEST(ChatTemplateOracleTest, MatchesJinja2OnEveryTemplateAndConversation) {
       const std::string key = absl::StrCat(name, "|", c.name);
       auto known = kKnownDifferences.find(key);
       if (known != kKnownDifferences.end()) {
-        if (agrees) std::cout << "now matches, remove from the list: " << key << "\n";
+        if (agrees)
+          std::cout << "now matches, remove from the list: " << key << "\n";
         continue;
       }
       EXPECT_TRUE(agrees) << key << ": " << why;
     }
   }
-  std::cout << shared_match << " of " << shared_total
-            << " shared pairs match; " << own_match << " of " << own_total
+  std::cout << shared_match << " of " << shared_total << " shared pairs match; "
+            << own_match << " of " << own_total
             << " pairs with our conversations match; "
             << kKnownDifferences.size() << " known differences\n";
 }

@@ -12,7 +12,8 @@ namespace paceline::engine {
 namespace {
 
 const std::string kPython = "/usr/bin/python3";
-const std::string kScript = std::string(kChatTemplateDir) + "/render_reference.py";
+const std::string kScript =
+    std::string(kChatTemplateDir) + "/render_reference.py";
 
 }  // namespace
 
@@ -28,9 +29,8 @@ std::string ReferenceUnavailable() {
   testing::CommandResult r =
       testing::RunCommand({kPython, "-c", "import jinja2"});
   if (r.exit_code != 0) {
-    return absl::StrCat(kPython,
-                        " cannot import jinja2 (install python3-jinja2): ",
-                        r.err);
+    return absl::StrCat(
+        kPython, " cannot import jinja2 (install python3-jinja2): ", r.err);
   }
   return "";
 }
@@ -44,10 +44,10 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RunReference(
     input += "\n";
   }
   std::string path = testing::WriteFile("reference_input.jsonl", input);
-  testing::CommandResult r = testing::RunCommand(
-      {"/bin/sh", "-c",
-       absl::StrCat("exec ", kPython, " ", kScript, " --batch < '", path,
-                    "'")});
+  testing::CommandResult r =
+      testing::RunCommand({"/bin/sh", "-c",
+                           absl::StrCat("exec ", kPython, " ", kScript,
+                                        " --batch < '", path, "'")});
   std::filesystem::remove(path);
   if (r.exit_code != 0) {
     return absl::InternalError(

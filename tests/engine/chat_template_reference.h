@@ -14,7 +14,8 @@
 
 namespace paceline::engine {
 
-inline constexpr char kChatTemplateDir[] = PACELINE_SHARED_DIR "/chat_templates";
+inline constexpr char kChatTemplateDir[] =
+    PACELINE_SHARED_DIR "/chat_templates";
 
 // The time render_reference.py's strftime_now formats: 2026-01-15 12:00.
 absl::Time ReferenceNow();

@@ -20,25 +20,25 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class Type {
-    kLiteral,   // value
-    kName,      // name
-    kList,      // args
-    kTuple,     // args
-    kDict,      // args: key, value, key, value, ...
-    kGetAttr,   // args[0].name
-    kGetItem,   // args[0][args[1]]
-    kSlice,     // args[0][args[1]:args[2]:args[3]] (null = omitted)
-    kCall,      // args[0](args[1..], kwargs)
-    kFilter,    // name(args[0], args[1..], kwargs); args[0] null in blocks
-    kTest,      // name(args[0], args[1..], kwargs)
-    kNot,       // not args[0]
-    kNeg,       // -args[0]
-    kPos,       // +args[0]
-    kBinary,    // args[0] name args[1]: + - * / // % ** ~
-    kAnd,       // args[0] and args[1]
-    kOr,        // args[0] or args[1]
-    kCompare,   // args[0] ops[0] args[1] ops[1] args[2] ...
-    kCond,      // args[1] if args[0] else args[2] (args[2] may be null)
+    kLiteral,  // value
+    kName,     // name
+    kList,     // args
+    kTuple,    // args
+    kDict,     // args: key, value, key, value, ...
+    kGetAttr,  // args[0].name
+    kGetItem,  // args[0][args[1]]
+    kSlice,    // args[0][args[1]:args[2]:args[3]] (null = omitted)
+    kCall,     // args[0](args[1..], kwargs)
+    kFilter,   // name(args[0], args[1..], kwargs); args[0] null in blocks
+    kTest,     // name(args[0], args[1..], kwargs)
+    kNot,      // not args[0]
+    kNeg,      // -args[0]
+    kPos,      // +args[0]
+    kBinary,   // args[0] name args[1]: + - * / // % ** ~
+    kAnd,      // args[0] and args[1]
+    kOr,       // args[0] or args[1]
+    kCompare,  // args[0] ops[0] args[1] ops[1] args[2] ...
+    kCond,     // args[1] if args[0] else args[2] (args[2] may be null)
   };
   Type type;
   int line = 0;
@@ -62,18 +62,18 @@ struct Param {
 
 struct Stmt {
   enum class Type {
-    kText,        // text
-    kOutput,      // {{ expr }}
-    kIf,          // exprs[i] -> bodies[i]; a final body without expr: else
-    kFor,         // for targets in exprs[0] (if exprs[1]) bodies[0] else [1]
-    kSet,         // targets (a name, names, or exprs[1] = ns.attr) = exprs[0]
-    kSetBlock,    // targets[0] = bodies[0] rendered, filtered by exprs[0]
-    kMacro,       // name(params) bodies[0]
-    kCallBlock,   // exprs[0] is the call; caller(params) is bodies[0]
-    kFilterBlock, // exprs[0] is the filter chain; bodies[0] its input
+    kText,         // text
+    kOutput,       // {{ expr }}
+    kIf,           // exprs[i] -> bodies[i]; a final body without expr: else
+    kFor,          // for targets in exprs[0] (if exprs[1]) bodies[0] else [1]
+    kSet,          // targets (a name, names, or exprs[1] = ns.attr) = exprs[0]
+    kSetBlock,     // targets[0] = bodies[0] rendered, filtered by exprs[0]
+    kMacro,        // name(params) bodies[0]
+    kCallBlock,    // exprs[0] is the call; caller(params) is bodies[0]
+    kFilterBlock,  // exprs[0] is the filter chain; bodies[0] its input
     kBreak,
     kContinue,
-    kScope,       // bodies[0] in its own scope ({% generation %})
+    kScope,  // bodies[0] in its own scope ({% generation %})
   };
   Type type;
   int line = 0;

@@ -80,8 +80,8 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
         std::vector<uint32_t> cps = Codepoints(obj.str());
         return Value::Str(FromCodepoints(cps, i, i + 1));
       }
-      return Value::Undefined(absl::StrCat(Describe(obj), " has no element ",
-                                           key.as_int()));
+      return Value::Undefined(
+          absl::StrCat(Describe(obj), " has no element ", key.as_int()));
     }
   }
   if (key.is_str()) {
@@ -92,9 +92,8 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
     } else if (std::optional<Value> m = BoundMethod(obj, key.str())) {
       return *std::move(m);
     }
-    return Value::Undefined(absl::StrCat("'", Describe(obj),
-                                         "' has no attribute '", key.str(),
-                                         "'"));
+    return Value::Undefined(absl::StrCat(
+        "'", Describe(obj), "' has no attribute '", key.str(), "'"));
   }
   return Value::Undefined(
       absl::StrCat(Describe(obj), " has no element ", Repr(key)));
@@ -122,8 +121,8 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
       return chars;
     }
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("TypeError: '", v.TypeName(), "' object is not iterable"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TypeError: '", v.TypeName(), "' object is not iterable"));
   }
 }
 
@@ -144,9 +143,9 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
     return false;
   }
   if (container.is_undefined()) return false;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "TypeError: argument of type '", container.TypeName(),
-      "' is not iterable"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("TypeError: argument of type '", container.TypeName(),
+                   "' is not iterable"));
 }
 
 namespace {
@@ -154,27 +153,27 @@ namespace {
 absl::Status TypeMismatch(absl::string_view op, const Value& a,
                           const Value& b) {
   if (a.is_str() && op == "+") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TypeError: can only concatenate str (not \"", b.TypeName(),
-        "\") to str"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TypeError: can only concatenate str (not \"",
+                     b.TypeName(), "\") to str"));
   }
   if (a.is_list() && op == "+") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TypeError: can only concatenate ", a.TypeName(), " (not \"",
-        b.TypeName(), "\") to ", a.TypeName()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TypeError: can only concatenate ", a.TypeName(),
+                     " (not \"", b.TypeName(), "\") to ", a.TypeName()));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "TypeError: unsupported operand type(s) for ", op, ": '", a.TypeName(),
-      "' and '", b.TypeName(), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("TypeError: unsupported operand type(s) for ", op, ": '",
+                   a.TypeName(), "' and '", b.TypeName(), "'"));
 }
 
 }  // namespace
 
 absl::Status CheckSize(size_t size, const Evaluator& ev) {
   if (size <= ev.limits().max_output_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "chat template: output size limit (", ev.limits().max_output_bytes,
-      " bytes) reached by a value"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("chat template: output size limit (",
+                   ev.limits().max_output_bytes, " bytes) reached by a value"));
 }
 
 namespace {
@@ -186,7 +185,8 @@ absl::Status Overflow() {
 absl::StatusOr<Value> Repeat(const Value& seq, int64_t n, Evaluator& ev) {
   if (n <= 0) return seq.is_str() ? Value::Str("") : Value::List({});
   size_t unit = seq.is_str() ? seq.str().size() : seq.items().size();
-  if (unit != 0 && static_cast<uint64_t>(n) > ev.limits().max_output_bytes / unit) {
+  if (unit != 0 &&
+      static_cast<uint64_t>(n) > ev.limits().max_output_bytes / unit) {
     return CheckSize(ev.limits().max_output_bytes + 1, ev);
   }
   if (seq.is_str()) {
@@ -210,7 +210,8 @@ absl::StatusOr<Value> IntOp(absl::string_view op, int64_t x, int64_t y) {
   } else if (op == "*") {
     if (__builtin_mul_overflow(x, y, &r)) return Overflow();
   } else if (op == "/") {
-    if (y == 0) return absl::InvalidArgumentError("ZeroDivisionError: division by zero");
+    if (y == 0)
+      return absl::InvalidArgumentError("ZeroDivisionError: division by zero");
     return Value::Float(static_cast<double>(x) / static_cast<double>(y));
   } else if (op == "//" || op == "%") {
     if (y == 0) {
@@ -241,7 +242,9 @@ absl::StatusOr<Value> FloatOp(absl::string_view op, double x, double y) {
   if (op == "-") return Value::Float(x - y);
   if (op == "*") return Value::Float(x * y);
   if (op == "**") return Value::Float(std::pow(x, y));
-  if (y == 0) return absl::InvalidArgumentError("ZeroDivisionError: float division by zero");
+  if (y == 0)
+    return absl::InvalidArgumentError(
+        "ZeroDivisionError: float division by zero");
   if (op == "/") return Value::Float(x / y);
   double m = std::fmod(x, y);
   if (m != 0 && ((m < 0) != (y < 0))) m += y;
@@ -270,13 +273,14 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a,
   if (op == "+" && a.is_str() && b.is_str()) {
     RETURN_IF_ERROR(CheckSize(a.str().size() + b.str().size(), ev));
     if (a.is_markup() || b.is_markup()) {
-      return Value::Markup(absl::StrCat(a.is_markup() ? a.str() : HtmlEscape(a.str()),
-                                        b.is_markup() ? b.str() : HtmlEscape(b.str())));
+      return Value::Markup(
+          absl::StrCat(a.is_markup() ? a.str() : HtmlEscape(a.str()),
+                       b.is_markup() ? b.str() : HtmlEscape(b.str())));
     }
     return Value::Str(a.str() + b.str());
   }
-  if (op == "+" && a.is_list() && b.is_list() &&
-      a.list().seq == b.list().seq && a.list().seq != SeqKind::kGenerator) {
+  if (op == "+" && a.is_list() && b.is_list() && a.list().seq == b.list().seq &&
+      a.list().seq != SeqKind::kGenerator) {
     RETURN_IF_ERROR(CheckSize(a.items().size() + b.items().size(), ev));
     std::vector<Value> items = a.items();
     items.insert(items.end(), b.items().begin(), b.items().end());
@@ -298,8 +302,9 @@ absl::StatusOr<Value> Range(CallArgs& args, Evaluator& ev) {
   int64_t start = 0, stop = 0, step = 1;
   for (const Value& v : args.pos) {
     if (!v.is_int() && !v.is_bool()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TypeError: '", v.TypeName(), "' object cannot be interpreted as an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TypeError: '", v.TypeName(),
+                       "' object cannot be interpreted as an integer"));
     }
   }
   if (args.pos.size() == 1) {
@@ -309,9 +314,12 @@ absl::StatusOr<Value> Range(CallArgs& args, Evaluator& ev) {
     stop = args.pos[1].as_int();
     if (args.pos.size() == 3) step = args.pos[2].as_int();
   } else {
-    return absl::InvalidArgumentError("TypeError: range expected 1 to 3 arguments");
+    return absl::InvalidArgumentError(
+        "TypeError: range expected 1 to 3 arguments");
   }
-  if (step == 0) return absl::InvalidArgumentError("ValueError: range() arg 3 must not be zero");
+  if (step == 0)
+    return absl::InvalidArgumentError(
+        "ValueError: range() arg 3 must not be zero");
   std::vector<Value> items;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     if (items.size() >= 100000) {
@@ -327,7 +335,8 @@ absl::StatusOr<Value> Range(CallArgs& args, Evaluator& ev) {
 
 absl::StatusOr<Value> MakeDictFrom(CallArgs& args) {
   std::vector<std::pair<Value, Value>> items;
-  if (!args.pos.empty() && args.pos[0].is_dict()) items = args.pos[0].dict().items;
+  if (!args.pos.empty() && args.pos[0].is_dict())
+    items = args.pos[0].dict().items;
   for (auto& [k, v] : args.kw) items.emplace_back(Value::Str(k), v);
   return Value::Dict(std::move(items));
 }
@@ -352,7 +361,8 @@ absl::StatusOr<Value> RaiseException(CallArgs& args, Evaluator&) {
 absl::StatusOr<Value> StrftimeNow(CallArgs& args, Evaluator& ev) {
   const Value* fmt = args.Get(0, "format");
   if (fmt == nullptr || !fmt->is_str()) {
-    return absl::InvalidArgumentError("TypeError: strftime_now needs a format string");
+    return absl::InvalidArgumentError(
+        "TypeError: strftime_now needs a format string");
   }
   return Value::Str(Strftime(fmt->str(), ev.limits().now));
 }

@@ -44,9 +44,9 @@ absl::Status Evaluator::Error(int line, absl::string_view what) const {
 absl::Status Evaluator::CountIterations(int64_t n) {
   iterations_ += n;
   if (iterations_ > limits_.max_loop_iterations) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "chat template: loop iteration limit (", limits_.max_loop_iterations,
-        ") reached"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: loop iteration limit (",
+                     limits_.max_loop_iterations, ") reached"));
   }
   return absl::OkStatus();
 }
@@ -54,9 +54,9 @@ absl::Status Evaluator::CountIterations(int64_t n) {
 absl::Status Evaluator::ReserveOutput(size_t bytes) {
   if (bytes > limits_.max_output_bytes ||
       output_bytes_ + bytes > limits_.max_output_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "chat template: output size limit (", limits_.max_output_bytes,
-        " bytes) reached"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: output size limit (",
+                     limits_.max_output_bytes, " bytes) reached"));
   }
   output_bytes_ += bytes;
   return absl::OkStatus();
@@ -64,9 +64,9 @@ absl::Status Evaluator::ReserveOutput(size_t bytes) {
 
 absl::Status Evaluator::EnterCall() {
   if (call_depth_ >= limits_.max_depth) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "chat template: macro call depth limit (", limits_.max_depth,
-        ") reached"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: macro call depth limit (",
+                     limits_.max_depth, ") reached"));
   }
   ++call_depth_;
   return absl::OkStatus();
@@ -98,9 +98,9 @@ absl::Status Evaluator::Exec(const Body& body, const FramePtr& frame,
                              std::string* out) {
   if (++depth_ > 4 * limits_.max_depth) {
     --depth_;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "chat template: nesting depth limit (", limits_.max_depth,
-        ") reached"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: nesting depth limit (", limits_.max_depth,
+                     ") reached"));
   }
   absl::Status status;
   for (const StmtPtr& s : body) {
@@ -205,9 +205,8 @@ absl::Status Evaluator::Assign(const std::vector<std::string>& targets,
   absl::StatusOr<std::vector<Value>> parts = Iterate(v);
   if (!parts.ok()) return Error(line, parts.status().message());
   if (parts->size() != targets.size()) {
-    return Error(line, absl::StrCat("ValueError: cannot unpack ",
-                                    parts->size(), " values into ",
-                                    targets.size()));
+    return Error(line, absl::StrCat("ValueError: cannot unpack ", parts->size(),
+                                    " values into ", targets.size()));
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     frame->Set(targets[i], (*parts)[i]);
@@ -219,9 +218,9 @@ absl::Status Evaluator::ExecSet(const Stmt& s, const FramePtr& frame) {
   ASSIGN_OR_RETURN(Value v, Eval(*s.exprs[0], frame));
   if (s.name.empty()) return Assign(s.targets, v, frame.get(), s.line);
   const Value* ns = frame->Find(s.name);
-  auto* target =
-      ns != nullptr && ns->is_object() ? dynamic_cast<Namespace*>(ns->object())
-                                       : nullptr;
+  auto* target = ns != nullptr && ns->is_object()
+                     ? dynamic_cast<Namespace*>(ns->object())
+                     : nullptr;
   if (target == nullptr) {
     return Error(s.line, "cannot assign attribute on non-namespace object");
   }
@@ -239,9 +238,9 @@ absl::Status Evaluator::ExecSetBlock(const Stmt& s, const FramePtr& frame) {
   }
   if (s.name.empty()) return Assign(s.targets, v, frame.get(), s.line);
   const Value* ns = frame->Find(s.name);
-  auto* target =
-      ns != nullptr && ns->is_object() ? dynamic_cast<Namespace*>(ns->object())
-                                       : nullptr;
+  auto* target = ns != nullptr && ns->is_object()
+                     ? dynamic_cast<Namespace*>(ns->object())
+                     : nullptr;
   if (target == nullptr) {
     return Error(s.line, "cannot assign attribute on non-namespace object");
   }
@@ -302,8 +301,8 @@ absl::StatusOr<Value> Evaluator::CallMacro(const Stmt& def,
     for (const auto& kv : frame->vars) given |= kv.first == p.name;
     if (given) continue;
     if (p.default_value == nullptr) {
-      frame->Set(p.name, Value::Undefined(absl::StrCat(
-                             "parameter '", p.name, "' was not provided")));
+      frame->Set(p.name, Value::Undefined(absl::StrCat("parameter '", p.name,
+                                                       "' was not provided")));
       continue;
     }
     absl::StatusOr<Value> d = Eval(*p.default_value, frame);
@@ -315,9 +314,9 @@ absl::StatusOr<Value> Evaluator::CallMacro(const Stmt& def,
   }
   frame->Set("varargs", Value::List(std::move(varargs), SeqKind::kTuple));
   frame->Set("kwargs", Value::Dict(std::move(kwargs)));
-  absl::StatusOr<std::string> text =
-      status.ok() ? RenderBody(def.bodies[0], frame)
-                  : absl::StatusOr<std::string>(status);
+  absl::StatusOr<std::string> text = status.ok()
+                                         ? RenderBody(def.bodies[0], frame)
+                                         : absl::StatusOr<std::string>(status);
   LeaveCall();
   if (!text.ok()) return text.status();
   return Value::Str(*std::move(text));

@@ -74,8 +74,7 @@ class Evaluator {
   enum class Flow { kNormal, kBreak, kContinue };
 
   absl::Status Exec(const Body& body, const FramePtr& frame, std::string* out);
-  absl::Status ExecStmt(const Stmt& s, const FramePtr& frame,
-                        std::string* out);
+  absl::Status ExecStmt(const Stmt& s, const FramePtr& frame, std::string* out);
   absl::Status ExecIf(const Stmt& s, const FramePtr& frame, std::string* out);
   absl::Status ExecFor(const Stmt& s, const FramePtr& frame, std::string* out);
   absl::Status ExecSet(const Stmt& s, const FramePtr& frame);

@@ -13,9 +13,9 @@ namespace paceline::engine::jinja {
 absl::StatusOr<Value> Evaluator::Eval(const Expr& e, const FramePtr& frame) {
   if (++depth_ > 4 * limits_.max_depth) {
     --depth_;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "chat template: nesting depth limit (", limits_.max_depth,
-        ") reached"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: nesting depth limit (", limits_.max_depth,
+                     ") reached"));
   }
   absl::StatusOr<Value> v = EvalInner(e, frame);
   --depth_;

@@ -15,21 +15,22 @@ namespace paceline::engine::jinja {
 namespace {
 
 constexpr absl::string_view kFilters[] = {
-    "abs",    "attr",      "capitalize", "count",   "d",        "default",
-    "dictsort", "e",       "escape",     "first",   "float",    "format",
-    "indent", "int",       "items",      "join",    "last",     "length",
-    "list",   "lower",     "map",        "max",     "min",      "reject",
-    "rejectattr", "replace", "reverse",  "round",   "safe",     "select",
-    "selectattr", "sort",  "string",     "sum",     "title",    "tojson",
-    "trim",   "unique",    "upper",      "wordcount"};
+    "abs",        "attr",    "capitalize", "count",    "d",     "default",
+    "dictsort",   "e",       "escape",     "first",    "float", "format",
+    "indent",     "int",     "items",      "join",     "last",  "length",
+    "list",       "lower",   "map",        "max",      "min",   "reject",
+    "rejectattr", "replace", "reverse",    "round",    "safe",  "select",
+    "selectattr", "sort",    "string",     "sum",      "title", "tojson",
+    "trim",       "unique",  "upper",      "wordcount"};
 constexpr absl::string_view kTests[] = {
-    "defined", "undefined", "none",     "string",  "number",  "integer",
-    "float",   "mapping",   "iterable", "sequence", "boolean", "true",
-    "false",   "even",      "odd",      "divisibleby", "eq",  "equalto",
-    "==",      "ne",        "!=",       "lt",      "<",       "le",
-    "<=",      "gt",        ">",        "ge",      ">=",      "lessthan",
-    "greaterthan", "in",    "sameas",   "callable", "lower",  "upper",
-    "escaped", "filter",    "test"};
+    "defined",     "undefined", "none",    "string",   "number",
+    "integer",     "float",     "mapping", "iterable", "sequence",
+    "boolean",     "true",      "false",   "even",     "odd",
+    "divisibleby", "eq",        "equalto", "==",       "ne",
+    "!=",          "lt",        "<",       "le",       "<=",
+    "gt",          ">",         "ge",      ">=",       "lessthan",
+    "greaterthan", "in",        "sameas",  "callable", "lower",
+    "upper",       "escaped",   "filter",  "test"};
 
 template <size_t N>
 bool In(const absl::string_view (&names)[N], absl::string_view name) {
@@ -56,13 +57,15 @@ absl::StatusOr<Value> GetPath(const Value& obj, const std::string& path) {
 
 absl::StatusOr<Value> Length(const Value& v) {
   if (v.is_undefined()) return Value::Int(0);
-  if (v.is_str()) return Value::Int(static_cast<int64_t>(CodepointCount(v.str())));
+  if (v.is_str())
+    return Value::Int(static_cast<int64_t>(CodepointCount(v.str())));
   if (v.is_list() && v.list().seq != SeqKind::kGenerator) {
     return Value::Int(static_cast<int64_t>(v.items().size()));
   }
-  if (v.is_dict()) return Value::Int(static_cast<int64_t>(v.dict().items.size()));
-  return absl::InvalidArgumentError(
-      absl::StrCat("TypeError: object of type '", v.TypeName(), "' has no len()"));
+  if (v.is_dict())
+    return Value::Int(static_cast<int64_t>(v.dict().items.size()));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "TypeError: object of type '", v.TypeName(), "' has no len()"));
 }
 
 // Sort key: the attribute, lower-cased for strings unless case-sensitive.
@@ -180,10 +183,11 @@ absl::StatusOr<Value> Join(const Value& input, CallArgs& args, Evaluator& ev) {
 
 absl::StatusOr<Value> Indent(const Value& input, CallArgs& args) {
   const Value* width = args.Get(0, "width");
-  std::string indention = width == nullptr ? "    "
-                          : width->is_str() ? width->str()
-                                            : std::string(std::clamp<int64_t>(
-                                                  width->as_int(), 0, 1000), ' ');
+  std::string indention =
+      width == nullptr ? "    "
+      : width->is_str()
+          ? width->str()
+          : std::string(std::clamp<int64_t>(width->as_int(), 0, 1000), ' ');
   bool first = ArgBool(args, 1, "first", false);
   bool blank = ArgBool(args, 2, "blank", false);
   std::string s = absl::StrCat(ToStr(input), "\n");
@@ -197,7 +201,8 @@ absl::StatusOr<Value> Indent(const Value& input, CallArgs& args) {
     rv += lines[i];
   }
   if (first) rv = absl::StrCat(indention, rv);
-  return input.is_markup() ? Value::Markup(std::move(rv)) : Value::Str(std::move(rv));
+  return input.is_markup() ? Value::Markup(std::move(rv))
+                           : Value::Str(std::move(rv));
 }
 
 absl::StatusOr<Value> ToInt(const Value& input, CallArgs& args) {
@@ -243,7 +248,8 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args,
       opts.indent_is_str = true;
       opts.indent_str = indent->str();
     } else {
-      opts.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 1000));
+      opts.indent =
+          static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 1000));
     }
     opts.item_sep = std::string(1, ',');
   }
@@ -251,7 +257,8 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args,
   if (seps != nullptr && !seps->is_none()) {
     if (!seps->is_list() || seps->items().size() != 2 ||
         !seps->items()[0].is_str() || !seps->items()[1].is_str()) {
-      return absl::InvalidArgumentError("ValueError: separators must be a pair of strings");
+      return absl::InvalidArgumentError(
+          "ValueError: separators must be a pair of strings");
     }
     opts.item_sep = seps->items()[0].str();
     opts.key_sep = seps->items()[1].str();
@@ -270,12 +277,23 @@ std::string HtmlEscape(absl::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -305,7 +323,8 @@ absl::StatusOr<Value> Basic(absl::string_view name, const Value& input,
   }
   if (name == "length" || name == "count") return Length(input);
   if (name == "safe") return Value::Markup(ToStr(input));
-  if (name == "string") return input.is_str() ? input : Value::Str(ToStr(input));
+  if (name == "string")
+    return input.is_str() ? input : Value::Str(ToStr(input));
   if (name == "trim") {
     const Value* chars = args.Get(0, "chars");
     std::optional<std::string> set;
@@ -353,7 +372,8 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
   if (name == "items") {
     if (input.is_undefined()) return Value::List({}, SeqKind::kGenerator);
     if (!input.is_dict()) {
-      return absl::InvalidArgumentError("TypeError: Can only get item pairs from a mapping.");
+      return absl::InvalidArgumentError(
+          "TypeError: Can only get item pairs from a mapping.");
     }
     std::vector<Value> items;
     for (const auto& [k, v] : input.dict().items) {
@@ -367,7 +387,8 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
   }
   if (name == "last") {
     if (input.is_list() && input.list().seq == SeqKind::kGenerator) {
-      return absl::InvalidArgumentError("TypeError: 'generator' object is not reversible");
+      return absl::InvalidArgumentError(
+          "TypeError: 'generator' object is not reversible");
     }
     ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
     return items.empty() ? Value::Undefined("no last item") : items.back();
@@ -406,8 +427,8 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
     std::string s = ToStr(input), o = ToStr(*old), r = ToStr(*repl);
     size_t hits = o.empty() ? CodepointCount(s) + 1 : PyCount(s, o);
     RETURN_IF_ERROR(CheckSize(s.size() + hits * r.size(), ev));
-    return Value::Str(PyReplace(s, o, r,
-                                count != nullptr && !count->is_none() ? count->as_int() : -1));
+    return Value::Str(PyReplace(
+        s, o, r, count != nullptr && !count->is_none() ? count->as_int() : -1));
   }
   if (name == "abs") {
     if (input.is_float()) return Value::Float(std::fabs(input.as_double()));
@@ -416,13 +437,16 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
   }
   if (name == "round") {
     const Value* precision = args.Get(0, "precision");
-    int p = precision != nullptr ? static_cast<int>(std::clamp<int64_t>(precision->as_int(), -20, 20)) : 0;
+    int p = precision != nullptr ? static_cast<int>(std::clamp<int64_t>(
+                                       precision->as_int(), -20, 20))
+                                 : 0;
     double scale = std::pow(10.0, p);
     return Value::Float(std::round(input.as_double() * scale) / scale);
   }
   if (name == "attr") {
     const Value* attr = args.Get(0, "name");
-    if (attr == nullptr) return absl::InvalidArgumentError("TypeError: attr needs a name");
+    if (attr == nullptr)
+      return absl::InvalidArgumentError("TypeError: attr needs a name");
     return GetAttr(input, ToStr(*attr));
   }
   if (name == "format") {
@@ -430,9 +454,11 @@ absl::StatusOr<Value> Sequence(absl::string_view name, const Value& input,
     return PercentFormat(ToStr(input), Value::List(args.pos, SeqKind::kTuple));
   }
   if (name == "wordcount") {
-    return Value::Int(static_cast<int64_t>(PySplit(ToStr(input), std::nullopt, -1, false).size()));
+    return Value::Int(static_cast<int64_t>(
+        PySplit(ToStr(input), std::nullopt, -1, false).size()));
   }
-  return absl::InvalidArgumentError(absl::StrCat("no filter named '", name, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("no filter named '", name, "'"));
 }
 
 absl::StatusOr<Value> Map(const Value& input, CallArgs& args, Evaluator& ev) {
@@ -456,7 +482,8 @@ absl::StatusOr<Value> Map(const Value& input, CallArgs& args, Evaluator& ev) {
     return Value::List(std::move(out), SeqKind::kGenerator);
   }
   if (args.pos.empty() || !args.pos[0].is_str()) {
-    return absl::InvalidArgumentError("map: a filter name or attribute= is required");
+    return absl::InvalidArgumentError(
+        "map: a filter name or attribute= is required");
   }
   std::string filter = args.pos[0].str();
   CallArgs rest;
@@ -476,7 +503,8 @@ absl::StatusOr<Value> Select(const Value& input, CallArgs& args, Evaluator& ev,
   size_t next = 0;
   std::string attribute;
   if (attr) {
-    if (args.pos.empty()) return absl::InvalidArgumentError("TypeError: missing attribute");
+    if (args.pos.empty())
+      return absl::InvalidArgumentError("TypeError: missing attribute");
     attribute = ToStr(args.pos[next++]);
   }
   std::string test;
@@ -506,11 +534,12 @@ absl::StatusOr<Value> Select(const Value& input, CallArgs& args, Evaluator& ev,
 absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input,
                                   CallArgs& args, Evaluator& ev) {
   if (!IsKnownFilter(name)) {
-    return absl::InvalidArgumentError(absl::StrCat("no filter named '", name, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no filter named '", name, "'"));
   }
   ASSIGN_OR_RETURN(Value v, Basic(name, input, args, ev));
-  if (!v.is_undefined() || name == "default" || name == "d" ||
-      name == "first" || name == "last" || name == "min" || name == "max") {
+  if (!v.is_undefined() || name == "default" || name == "d" || name == "min" ||
+      name == "max") {
     return v;
   }
   return Sequence(name, input, args, ev);
@@ -535,10 +564,12 @@ absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& v,
   if (name == "true") return v.is_bool() && v.as_bool();
   if (name == "false") return v.is_bool() && !v.as_bool();
   if (name == "mapping") return v.is_dict();
-  if (name == "iterable") return v.is_str() || v.is_list() || v.is_dict() || v.is_undefined();
-  if (name == "sequence") return v.is_str() || v.is_dict() || v.is_undefined() ||
-                                 (v.is_list() && v.list().seq != SeqKind::kGenerator);
-  if (name == "callable") return v.is_callable();
+  if (name == "iterable")
+    return v.is_str() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "sequence")
+    return v.is_str() || v.is_dict() || v.is_undefined() ||
+           (v.is_list() && v.list().seq != SeqKind::kGenerator);
+  if (name == "callable") return v.is_callable() || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "lower") return v.is_str() && PyIsLower(v.str());
   if (name == "upper") return v.is_str() && PyIsUpper(v.str());
@@ -546,7 +577,8 @@ absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& v,
   if (name == "test") return v.is_str() && IsKnownTest(v.str());
   if (name == "even" || name == "odd") {
     if (v.is_undefined()) return UndefinedError(v);
-    if (!v.is_number()) return absl::InvalidArgumentError("TypeError: not a number");
+    if (!v.is_number())
+      return absl::InvalidArgumentError("TypeError: not a number");
     int64_t i = v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int();
     return (i % 2 == 0) == (name == "even");
   }
@@ -567,7 +599,8 @@ absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& v,
   if (v.is_undefined()) return UndefinedError(v);
   if (arg->is_undefined()) return UndefinedError(*arg);
   if (name == "lt" || name == "<" || name == "lessthan") return Less(v, *arg);
-  if (name == "gt" || name == ">" || name == "greaterthan") return Less(*arg, v);
+  if (name == "gt" || name == ">" || name == "greaterthan")
+    return Less(*arg, v);
   if (name == "le" || name == "<=") {
     ASSIGN_OR_RETURN(bool gt, Less(*arg, v));
     return !gt;

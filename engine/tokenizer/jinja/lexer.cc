@@ -78,6 +78,8 @@ class Lexer {
   }
 
  private:
+  // Line and column (in codepoints) of `offset`. Tokens come in source
+  // order, so the column is counted on from the previous token's.
   void LineCol(size_t offset, int* line, int* column) const {
     size_t lo = 0, hi = line_starts_.size();
     while (hi - lo > 1) {
@@ -85,9 +87,17 @@ class Lexer {
       (line_starts_[mid] <= offset ? lo : hi) = mid;
     }
     *line = static_cast<int>(lo + 1);
-    *column = static_cast<int>(
-        CodepointCount(absl::string_view(src_).substr(
-            line_starts_[lo], offset - line_starts_[lo])) + 1);
+    size_t from = line_starts_[lo];
+    size_t col = 1;
+    if (cached_line_ == lo && cached_offset_ <= offset) {
+      from = cached_offset_;
+      col = cached_column_;
+    }
+    col += CodepointCount(absl::string_view(src_).substr(from, offset - from));
+    cached_line_ = lo;
+    cached_offset_ = offset;
+    cached_column_ = col;
+    *column = static_cast<int>(col);
   }
 
   absl::Status Error(size_t offset, absl::string_view what) const {
@@ -118,8 +128,7 @@ class Lexer {
   }
 
   char SignAt(size_t p) const {
-    return p < src_.size() && (src_[p] == '-' || src_[p] == '+') ? src_[p]
-                                                                  : 0;
+    return p < src_.size() && (src_[p] == '-' || src_[p] == '+') ? src_[p] : 0;
   }
 
   // Applies `-` stripping or lstrip_blocks to the text before a tag.
@@ -255,6 +264,9 @@ class Lexer {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   bool line_starting_ = true;
+  mutable size_t cached_line_ = static_cast<size_t>(-1);
+  mutable size_t cached_offset_ = 0;
+  mutable size_t cached_column_ = 1;
 };
 
 absl::Status Lexer::InnerToken(size_t* p, std::string* balance) {
@@ -262,9 +274,9 @@ absl::Status Lexer::InnerToken(size_t* p, std::string* balance) {
   if (std::isdigit(c)) return Number(p);
   if (std::isalpha(c) || c == '_') {
     size_t q = *p;
-    while (q < src_.size() &&
-           (std::isalnum(static_cast<unsigned char>(src_[q])) ||
-            src_[q] == '_')) {
+    while (
+        q < src_.size() &&
+        (std::isalnum(static_cast<unsigned char>(src_[q])) || src_[q] == '_')) {
       ++q;
     }
     Push(Tok::kName, src_.substr(*p, q - *p), *p);
@@ -276,8 +288,8 @@ absl::Status Lexer::InnerToken(size_t* p, std::string* balance) {
 }
 
 absl::Status Lexer::Operator(size_t* p, std::string* balance) {
-  static constexpr absl::string_view kTwo[] = {"//", "**", "==", "!=", ">=",
-                                               "<="};
+  static constexpr absl::string_view kTwo[] = {
+      "//", "**", "==", "!=", ">=", "<="};
   absl::string_view rest = absl::string_view(src_).substr(*p);
   for (absl::string_view op : kTwo) {
     if (rest.substr(0, 2) == op) {
@@ -289,8 +301,7 @@ absl::Status Lexer::Operator(size_t* p, std::string* balance) {
   char c = src_[*p];
   if (absl::string_view("+-/*%~[](){}><=.:|,;").find(c) ==
       absl::string_view::npos) {
-    return Error(*p, absl::StrCat("unexpected char '", std::string(1, c),
-                                  "'"));
+    return Error(*p, absl::StrCat("unexpected char '", std::string(1, c), "'"));
   }
   if (c == '(' || c == '[' || c == '{') {
     balance->push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
@@ -383,15 +394,16 @@ absl::Status Lexer::Number(size_t* p) {
   } else {
     ScanDigits(src_, &q, 10);
   }
-  std::string digits = WithoutUnderscores(
-      src_.substr(start + (base != 10 ? 2 : 0), q - start - (base != 10 ? 2 : 0)));
+  std::string digits = WithoutUnderscores(src_.substr(
+      start + (base != 10 ? 2 : 0), q - start - (base != 10 ? 2 : 0)));
   uint64_t value = 0;
   for (char c : digits) {
     int d = std::isdigit(static_cast<unsigned char>(c))
                 ? c - '0'
                 : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
-    if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) -
-                 d) / base) {
+    if (value >
+        (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - d) /
+            base) {
       return Error(start, "integer literal too large");
     }
     value = value * base + d;
@@ -429,8 +441,8 @@ bool DecodeEscape(absl::string_view body, size_t* i, std::string* out) {
   }
   if (c >= '0' && c <= '7') {
     uint32_t v = 0;
-    for (int n = 0; n < 3 && *i < body.size() && body[*i] >= '0' &&
-                    body[*i] <= '7';
+    for (int n = 0;
+         n < 3 && *i < body.size() && body[*i] >= '0' && body[*i] <= '7';
          ++n, ++*i) {
       v = v * 8 + (body[*i] - '0');
     }

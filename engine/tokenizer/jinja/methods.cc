@@ -8,18 +8,19 @@
 #include "engine/tokenizer/jinja/builtins.h"
 #include "engine/tokenizer/jinja/objects.h"
 #include "engine/tokenizer/jinja/pyformat.h"
-#include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/jinja/strings.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace paceline::engine::jinja {
 namespace {
 
 constexpr absl::string_view kStrMethods[] = {
-    "strip",   "lstrip",  "rstrip",     "split",      "rsplit",   "startswith",
-    "endswith", "replace", "upper",     "lower",      "title",    "capitalize",
-    "find",    "rfind",   "index",      "rindex",     "count",    "join",
-    "format",  "isdigit", "isalpha",    "isalnum",    "isspace",  "islower",
-    "isupper", "splitlines", "isnumeric", "isdecimal", "swapcase", "casefold"};
+    "strip",      "lstrip",     "rstrip",    "split",    "rsplit",
+    "startswith", "endswith",   "replace",   "upper",    "lower",
+    "title",      "capitalize", "find",      "rfind",    "index",
+    "rindex",     "count",      "join",      "format",   "isdigit",
+    "isalpha",    "isalnum",    "isspace",   "islower",  "isupper",
+    "splitlines", "isnumeric",  "isdecimal", "swapcase", "casefold"};
 constexpr absl::string_view kDictMethods[] = {"items", "keys", "values", "get",
                                               "copy"};
 constexpr absl::string_view kListMethods[] = {"index", "count", "copy", "pop"};
@@ -31,9 +32,9 @@ bool In(const absl::string_view (&names)[N], absl::string_view name) {
 
 absl::Status ArgType(absl::string_view method, absl::string_view want,
                      const Value& got) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "TypeError: ", method, "() argument must be ", want, ", not ",
-      got.TypeName()));
+  return absl::InvalidArgumentError(absl::StrCat("TypeError: ", method,
+                                                 "() argument must be ", want,
+                                                 ", not ", got.TypeName()));
 }
 
 // Optional str argument (None counts as absent).
@@ -81,9 +82,9 @@ absl::StatusOr<Value> AffixTest(const std::string& s, const CallArgs& args,
   } else if (v != nullptr && v->is_list() && v->list().seq == SeqKind::kTuple) {
     options = v->items();
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TypeError: ", prefix ? "startswith" : "endswith",
-        " first arg must be str or a tuple of str"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TypeError: ", prefix ? "startswith" : "endswith",
+                     " first arg must be str or a tuple of str"));
   }
   for (const Value& o : options) {
     if (!o.is_str()) return ArgType("startswith", "str", o);
@@ -97,7 +98,9 @@ absl::StatusOr<Value> AffixTest(const std::string& s, const CallArgs& args,
 absl::StatusOr<Value> StrJoin(const std::string& sep, const CallArgs& args,
                               Evaluator& ev) {
   const Value* v = args.Get(0, "iterable");
-  if (v == nullptr) return absl::InvalidArgumentError("TypeError: join() takes exactly one argument");
+  if (v == nullptr)
+    return absl::InvalidArgumentError(
+        "TypeError: join() takes exactly one argument");
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(*v));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -129,8 +132,8 @@ absl::StatusOr<Value> StrMethod(const std::string& s, absl::string_view name,
     if (sep.has_value() && sep->empty()) {
       return absl::InvalidArgumentError("ValueError: empty separator");
     }
-    return StrList(PySplit(s, sep, OptInt(args, 1, "maxsplit", -1),
-                           name == "rsplit"));
+    return StrList(
+        PySplit(s, sep, OptInt(args, 1, "maxsplit", -1), name == "rsplit"));
   }
   if (name == "splitlines") return StrList(PySplitLines(s));
   if (name == "startswith" || name == "endswith") {
@@ -157,7 +160,8 @@ absl::StatusOr<Value> StrMethod(const std::string& s, absl::string_view name,
     }
     return Value::Str(std::move(out));
   }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
+  if (name == "find" || name == "rfind" || name == "index" ||
+      name == "rindex") {
     ASSIGN_OR_RETURN(std::string sub, NeedStr(args, 0, "sub", name));
     int64_t at = PyFind(s, sub, name[0] == 'r');
     if (at < 0 && (name == "index" || name == "rindex")) {
@@ -176,10 +180,12 @@ absl::StatusOr<Value> StrMethod(const std::string& s, absl::string_view name,
     return v;
   }
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal") {
-    return Value::Bool(AllOf(s, [](uint32_t c) { return c >= '0' && c <= '9'; }));
+    return Value::Bool(
+        AllOf(s, [](uint32_t c) { return c >= '0' && c <= '9'; }));
   }
   if (name == "isalpha") {
-    return Value::Bool(AllOf(s, [](uint32_t c) { return GetCodepointFlags(c).is_letter(); }));
+    return Value::Bool(
+        AllOf(s, [](uint32_t c) { return GetCodepointFlags(c).is_letter(); }));
   }
   if (name == "isalnum") {
     return Value::Bool(AllOf(s, [](uint32_t c) {
@@ -198,7 +204,9 @@ absl::StatusOr<Value> DictMethod(const Value& self, absl::string_view name,
   const DictData& d = self.dict();
   if (name == "get") {
     const Value* key = args.Get(0, "key");
-    if (key == nullptr) return absl::InvalidArgumentError("TypeError: get expected at least 1 argument");
+    if (key == nullptr)
+      return absl::InvalidArgumentError(
+          "TypeError: get expected at least 1 argument");
     if (const Value* v = d.Find(*key)) return *v;
     const Value* dflt = args.Get(1, "default");
     return dflt != nullptr ? *dflt : Value::None();
@@ -228,7 +236,8 @@ absl::StatusOr<Value> ListMethod(const Value& self, absl::string_view name,
     int64_t n = static_cast<int64_t>(items.size());
     int64_t i = OptInt(args, 0, "index", -1);
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return absl::InvalidArgumentError("IndexError: pop index out of range");
+    if (i < 0 || i >= n)
+      return absl::InvalidArgumentError("IndexError: pop index out of range");
     // Python mutates the list in place, and the sandbox allows list.pop.
     auto& mutable_items = const_cast<std::vector<Value>&>(items);
     Value v = mutable_items[i];
@@ -236,14 +245,16 @@ absl::StatusOr<Value> ListMethod(const Value& self, absl::string_view name,
     return v;
   }
   const Value* x = args.Get(0, "value");
-  if (x == nullptr) return absl::InvalidArgumentError("TypeError: expected 1 argument");
+  if (x == nullptr)
+    return absl::InvalidArgumentError("TypeError: expected 1 argument");
   int64_t count = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!Equal(items[i], *x)) continue;
     if (name == "index") return Value::Int(static_cast<int64_t>(i));
     ++count;
   }
-  if (name == "index") return absl::InvalidArgumentError("ValueError: value is not in list");
+  if (name == "index")
+    return absl::InvalidArgumentError("ValueError: value is not in list");
   return Value::Int(count);
 }
 

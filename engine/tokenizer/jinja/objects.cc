@@ -44,14 +44,14 @@ std::optional<Value> LoopObject::Attr(absl::string_view name) const {
   }
   if (name == "cycle") {
     size_t index = index_;
-    return MakeNative("cycle", [index](CallArgs& args, Evaluator&)
-                                   -> absl::StatusOr<Value> {
-      if (args.pos.empty()) {
-        return absl::InvalidArgumentError(
-            "TypeError: no items for cycling given");
-      }
-      return args.pos[index % args.pos.size()];
-    });
+    return MakeNative(
+        "cycle", [index](CallArgs& args, Evaluator&) -> absl::StatusOr<Value> {
+          if (args.pos.empty()) {
+            return absl::InvalidArgumentError(
+                "TypeError: no items for cycling given");
+          }
+          return args.pos[index % args.pos.size()];
+        });
   }
   return std::nullopt;
 }

@@ -45,8 +45,8 @@ absl::Status Parser::ExpectOp(absl::string_view op) {
       cur().type == Tok::kVarEnd) {
     return Fail(cur(), absl::StrCat("expected '", op, "'"));
   }
-  return Fail(cur(), absl::StrCat("expected '", op, "', got '", cur().text,
-                                  "'"));
+  return Fail(cur(),
+              absl::StrCat("expected '", op, "', got '", cur().text, "'"));
 }
 
 absl::Status Parser::ExpectName(absl::string_view name) {
@@ -230,7 +230,8 @@ absl::StatusOr<StmtPtr> Parser::ParseFor() {
     ASSIGN_OR_RETURN(filter, ParseExpression());
   }
   stmt->exprs.push_back(std::move(filter));
-  if (IsName("recursive")) return Fail(cur(), "recursive loops are not supported");
+  if (IsName("recursive"))
+    return Fail(cur(), "recursive loops are not supported");
   RETURN_IF_ERROR(ExpectBlockEnd());
   ++loops_;
   std::string end;
@@ -357,8 +358,8 @@ absl::StatusOr<StmtPtr> Parser::ParseScope() {
   return stmt;
 }
 
-absl::StatusOr<std::unique_ptr<Program>> ParseProgram(
-    std::vector<Token> tokens, int max_depth) {
+absl::StatusOr<std::unique_ptr<Program>> ParseProgram(std::vector<Token> tokens,
+                                                      int max_depth) {
   Parser parser(std::move(tokens), max_depth);
   ASSIGN_OR_RETURN(Body body, parser.ParseTemplate());
   auto program = std::make_unique<Program>();

@@ -15,8 +15,8 @@
 
 namespace paceline::engine::jinja {
 
-absl::StatusOr<std::unique_ptr<Program>> ParseProgram(
-    std::vector<Token> tokens, int max_depth);
+absl::StatusOr<std::unique_ptr<Program>> ParseProgram(std::vector<Token> tokens,
+                                                      int max_depth);
 
 }  // namespace paceline::engine::jinja
 

@@ -23,8 +23,8 @@ class DepthGuard {
   absl::Status status_;
 };
 
-#define PACELINE_JINJA_GUARD()             \
-  DepthGuard depth_guard(this);            \
+#define PACELINE_JINJA_GUARD()  \
+  DepthGuard depth_guard(this); \
   if (!depth_guard.status().ok()) return depth_guard.status()
 
 absl::Status Parser::CheckDepth(Expr* node) {
@@ -58,8 +58,7 @@ absl::StatusOr<ExprPtr> Parser::Make(Expr::Type type, const Token& at,
 }
 
 namespace {
-std::vector<ExprPtr> Args(ExprPtr a, ExprPtr b = nullptr,
-                          ExprPtr c = nullptr) {
+std::vector<ExprPtr> Args(ExprPtr a, ExprPtr b = nullptr, ExprPtr c = nullptr) {
   std::vector<ExprPtr> v;
   v.push_back(std::move(a));
   if (b != nullptr) v.push_back(std::move(b));
@@ -69,8 +68,7 @@ std::vector<ExprPtr> Args(ExprPtr a, ExprPtr b = nullptr,
 }  // namespace
 
 bool Parser::IsTupleEnd(absl::string_view extra_end) const {
-  if (cur().type == Tok::kVarEnd || cur().type == Tok::kBlockEnd ||
-      IsOp(")")) {
+  if (cur().type == Tok::kVarEnd || cur().type == Tok::kBlockEnd || IsOp(")")) {
     return true;
   }
   return !extra_end.empty() && IsName(extra_end);
@@ -203,9 +201,9 @@ absl::StatusOr<ExprPtr> Parser::ParseMath1() {
     const Token& at = cur();
     Advance();
     ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-    ASSIGN_OR_RETURN(left, Make(Expr::Type::kBinary, at,
-                                Args(std::move(left), std::move(right)),
-                                at.text));
+    ASSIGN_OR_RETURN(left,
+                     Make(Expr::Type::kBinary, at,
+                          Args(std::move(left), std::move(right)), at.text));
   }
   return left;
 }
@@ -228,9 +226,9 @@ absl::StatusOr<ExprPtr> Parser::ParseMath2() {
     const Token& at = cur();
     Advance();
     ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    ASSIGN_OR_RETURN(left, Make(Expr::Type::kBinary, at,
-                                Args(std::move(left), std::move(right)),
-                                at.text));
+    ASSIGN_OR_RETURN(left,
+                     Make(Expr::Type::kBinary, at,
+                          Args(std::move(left), std::move(right)), at.text));
   }
   return left;
 }

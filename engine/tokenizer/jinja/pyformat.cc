@@ -47,7 +47,9 @@ absl::StatusOr<std::string> FormatOne(const Spec& spec, const Value& v) {
       }
       long long i = v.is_float() ? static_cast<long long>(v.as_double())
                                  : static_cast<long long>(v.as_int());
-      std::string conv = spec.conv == 'i' ? "lld" : absl::StrCat("ll", std::string(1, spec.conv));
+      std::string conv = spec.conv == 'i'
+                             ? "lld"
+                             : absl::StrCat("ll", std::string(1, spec.conv));
       std::snprintf(buf, sizeof(buf), (fmt + conv).c_str(), i);
       return std::string(buf);
     }
@@ -58,28 +60,31 @@ absl::StatusOr<std::string> FormatOne(const Spec& spec, const Value& v) {
     case 'g':
     case 'G': {
       if (!v.is_number()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "TypeError: must be real number, not ", v.TypeName()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("TypeError: must be real number, not ", v.TypeName()));
       }
       std::snprintf(buf, sizeof(buf), (fmt + spec.conv).c_str(), v.as_double());
       return std::string(buf);
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ValueError: unsupported format character '",
-          std::string(1, spec.conv), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ValueError: unsupported format character '",
+                       std::string(1, spec.conv), "'"));
   }
 }
 
 // Parses flags, width, precision and the conversion at fmt[*i].
 bool ParseSpec(const std::string& fmt, size_t* i, Spec* spec) {
-  while (*i < fmt.size() && std::string("-+ #0").find(fmt[*i]) != std::string::npos) {
+  while (*i < fmt.size() &&
+         std::string("-+ #0").find(fmt[*i]) != std::string::npos) {
     spec->flags.push_back(fmt[(*i)++]);
   }
   auto number = [&](int* out) {
-    if (*i >= fmt.size() || !std::isdigit(static_cast<unsigned char>(fmt[*i]))) return;
+    if (*i >= fmt.size() || !std::isdigit(static_cast<unsigned char>(fmt[*i])))
+      return;
     *out = 0;
-    while (*i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[*i]))) {
+    while (*i < fmt.size() &&
+           std::isdigit(static_cast<unsigned char>(fmt[*i]))) {
       *out = std::min(*out * 10 + (fmt[(*i)++] - '0'), 400);
     }
   };
@@ -144,15 +149,22 @@ absl::StatusOr<std::string> FormatField(const std::string& spec_text,
   size_t i = 0;
   std::string text = spec_text;
   char align = 0;
-  if (text.size() >= 2 && std::string("<>^").find(text[1]) != std::string::npos) {
+  if (text.size() >= 2 &&
+      std::string("<>^").find(text[1]) != std::string::npos) {
     align = text[1];
     text.erase(0, 2);
-  } else if (!text.empty() && std::string("<>^").find(text[0]) != std::string::npos) {
+  } else if (!text.empty() &&
+             std::string("<>^").find(text[0]) != std::string::npos) {
     align = text[0];
     text.erase(0, 1);
   }
-  bool has_conv = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
-  if (!has_conv) text.push_back(v.is_str() ? 's' : v.is_float() ? 'g' : v.is_number() ? 'd' : 's');
+  bool has_conv =
+      !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
+  if (!has_conv)
+    text.push_back(v.is_str()      ? 's'
+                   : v.is_float()  ? 'g'
+                   : v.is_number() ? 'd'
+                                   : 's');
   if (!ParseSpec(text, &i, &spec) || i != text.size()) {
     return absl::InvalidArgumentError("ValueError: invalid format specifier");
   }
@@ -162,18 +174,20 @@ absl::StatusOr<std::string> FormatField(const std::string& spec_text,
 
 }  // namespace
 
-absl::StatusOr<Value> BraceFormat(const std::string& fmt, const CallArgs& args) {
+absl::StatusOr<Value> BraceFormat(const std::string& fmt,
+                                  const CallArgs& args) {
   std::string out;
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt.size();) {
     char c = fmt[i];
-    if (c == '}' ) {
+    if (c == '}') {
       if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
         out.push_back('}');
         i += 2;
         continue;
       }
-      return absl::InvalidArgumentError("ValueError: Single '}' encountered in format string");
+      return absl::InvalidArgumentError(
+          "ValueError: Single '}' encountered in format string");
     }
     if (c != '{') {
       out.push_back(c);
@@ -187,7 +201,8 @@ absl::StatusOr<Value> BraceFormat(const std::string& fmt, const CallArgs& args) 
     }
     size_t close = fmt.find('}', i);
     if (close == std::string::npos) {
-      return absl::InvalidArgumentError("ValueError: Single '{' encountered in format string");
+      return absl::InvalidArgumentError(
+          "ValueError: Single '{' encountered in format string");
     }
     std::string field = fmt.substr(i + 1, close - i - 1);
     i = close + 1;
@@ -232,8 +247,8 @@ std::string Strftime(absl::string_view fmt, absl::Time t) {
   static constexpr const char* kMonths[] = {
       "January", "February", "March",     "April",   "May",      "June",
       "July",    "August",   "September", "October", "November", "December"};
-  static constexpr const char* kDays[] = {"Monday", "Tuesday", "Wednesday",
-                                          "Thursday", "Friday", "Saturday",
+  static constexpr const char* kDays[] = {"Monday",   "Tuesday", "Wednesday",
+                                          "Thursday", "Friday",  "Saturday",
                                           "Sunday"};
   absl::CivilSecond cs = absl::ToCivilSecond(t, absl::UTCTimeZone());
   int weekday = static_cast<int>(absl::GetWeekday(cs));  // Monday = 0
@@ -248,24 +263,63 @@ std::string Strftime(absl::string_view fmt, absl::Time t) {
     char c = fmt[++i];
     int hour12 = cs.hour() % 12 == 0 ? 12 : cs.hour() % 12;
     switch (c) {
-      case 'Y': std::snprintf(buf, sizeof(buf), "%04lld", static_cast<long long>(cs.year())); break;
-      case 'y': std::snprintf(buf, sizeof(buf), "%02d", static_cast<int>(cs.year() % 100)); break;
-      case 'm': std::snprintf(buf, sizeof(buf), "%02d", cs.month()); break;
-      case 'd': std::snprintf(buf, sizeof(buf), "%02d", cs.day()); break;
-      case 'e': std::snprintf(buf, sizeof(buf), "%2d", cs.day()); break;
-      case 'H': std::snprintf(buf, sizeof(buf), "%02d", cs.hour()); break;
-      case 'I': std::snprintf(buf, sizeof(buf), "%02d", hour12); break;
-      case 'M': std::snprintf(buf, sizeof(buf), "%02d", cs.minute()); break;
-      case 'S': std::snprintf(buf, sizeof(buf), "%02d", cs.second()); break;
-      case 'j': std::snprintf(buf, sizeof(buf), "%03d", yearday); break;
-      case 'p': std::snprintf(buf, sizeof(buf), "%s", cs.hour() < 12 ? "AM" : "PM"); break;
-      case 'B': std::snprintf(buf, sizeof(buf), "%s", kMonths[cs.month() - 1]); break;
-      case 'b': case 'h': std::snprintf(buf, sizeof(buf), "%.3s", kMonths[cs.month() - 1]); break;
-      case 'A': std::snprintf(buf, sizeof(buf), "%s", kDays[weekday]); break;
-      case 'a': std::snprintf(buf, sizeof(buf), "%.3s", kDays[weekday]); break;
-      case 'w': std::snprintf(buf, sizeof(buf), "%d", (weekday + 1) % 7); break;
-      case '%': std::snprintf(buf, sizeof(buf), "%%"); break;
-      default: std::snprintf(buf, sizeof(buf), "%%%c", c); break;
+      case 'Y':
+        std::snprintf(buf, sizeof(buf), "%04lld",
+                      static_cast<long long>(cs.year()));
+        break;
+      case 'y':
+        std::snprintf(buf, sizeof(buf), "%02d",
+                      static_cast<int>(cs.year() % 100));
+        break;
+      case 'm':
+        std::snprintf(buf, sizeof(buf), "%02d", cs.month());
+        break;
+      case 'd':
+        std::snprintf(buf, sizeof(buf), "%02d", cs.day());
+        break;
+      case 'e':
+        std::snprintf(buf, sizeof(buf), "%2d", cs.day());
+        break;
+      case 'H':
+        std::snprintf(buf, sizeof(buf), "%02d", cs.hour());
+        break;
+      case 'I':
+        std::snprintf(buf, sizeof(buf), "%02d", hour12);
+        break;
+      case 'M':
+        std::snprintf(buf, sizeof(buf), "%02d", cs.minute());
+        break;
+      case 'S':
+        std::snprintf(buf, sizeof(buf), "%02d", cs.second());
+        break;
+      case 'j':
+        std::snprintf(buf, sizeof(buf), "%03d", yearday);
+        break;
+      case 'p':
+        std::snprintf(buf, sizeof(buf), "%s", cs.hour() < 12 ? "AM" : "PM");
+        break;
+      case 'B':
+        std::snprintf(buf, sizeof(buf), "%s", kMonths[cs.month() - 1]);
+        break;
+      case 'b':
+      case 'h':
+        std::snprintf(buf, sizeof(buf), "%.3s", kMonths[cs.month() - 1]);
+        break;
+      case 'A':
+        std::snprintf(buf, sizeof(buf), "%s", kDays[weekday]);
+        break;
+      case 'a':
+        std::snprintf(buf, sizeof(buf), "%.3s", kDays[weekday]);
+        break;
+      case 'w':
+        std::snprintf(buf, sizeof(buf), "%d", (weekday + 1) % 7);
+        break;
+      case '%':
+        std::snprintf(buf, sizeof(buf), "%%");
+        break;
+      default:
+        std::snprintf(buf, sizeof(buf), "%%%c", c);
+        break;
     }
     out += buf;
   }

@@ -43,8 +43,9 @@ std::string MapCase(absl::string_view s, uint32_t (*f)(uint32_t)) {
 
 }  // namespace
 
-std::string PyStrip(absl::string_view s, const std::optional<std::string>& chars,
-                    bool left, bool right) {
+std::string PyStrip(absl::string_view s,
+                    const std::optional<std::string>& chars, bool left,
+                    bool right) {
   std::vector<uint32_t> cps = Codepoints(s);
   std::vector<uint32_t> set;
   if (chars.has_value()) set = Codepoints(*chars);
@@ -122,9 +123,9 @@ std::vector<std::string> PySplitLines(absl::string_view s) {
   size_t start = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
     uint32_t c = cps[i];
-    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C ||
-               c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
-               c == 0x2028 || c == 0x2029;
+    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C ||
+               c == 0x1D || c == 0x1E || c == 0x85 || c == 0x2028 ||
+               c == 0x2029;
     if (!brk) continue;
     lines.push_back(Encode(cps, start, i));
     if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
@@ -161,8 +162,8 @@ std::string JinjaTitle(absl::string_view s) {
   std::string out;
   bool word_start = true;
   for (uint32_t c : Codepoints(s)) {
-    bool sep = IsPySpace(c) || c == '-' || c == '(' || c == '{' ||
-               c == '[' || c == '<';
+    bool sep = IsPySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' ||
+               c == '<';
     if (sep) {
       AppendUtf8(c, &out);
       word_start = true;

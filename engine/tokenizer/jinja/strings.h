@@ -12,8 +12,9 @@
 namespace paceline::engine::jinja {
 
 // str.strip / lstrip / rstrip; `chars` nullopt strips whitespace.
-std::string PyStrip(absl::string_view s, const std::optional<std::string>& chars,
-                    bool left, bool right);
+std::string PyStrip(absl::string_view s,
+                    const std::optional<std::string>& chars, bool left,
+                    bool right);
 // str.split / rsplit; `sep` nullopt splits on whitespace runs.
 std::vector<std::string> PySplit(absl::string_view s,
                                  const std::optional<std::string>& sep,

@@ -260,8 +260,8 @@ std::string FloatRepr(double d) {
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
   char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), d,
-                           std::chars_format::scientific);
+  auto res =
+      std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
   std::string sci(buf, res.ptr);
   // sci: [-]D[.DDD]e[+-]XX
   bool negative = sci[0] == '-';

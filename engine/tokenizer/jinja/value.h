@@ -27,8 +27,17 @@ class Value;
 class Evaluator;
 struct CallArgs;
 
-enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kStr, kList, kDict,
-                  kObject };
+enum class Kind {
+  kUndefined,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kStr,
+  kList,
+  kDict,
+  kObject
+};
 
 // A list's flavour: what Python type it came from.
 enum class SeqKind { kList, kTuple, kGenerator };
