@@ -1,0 +1,77 @@
+#ifndef PACELINE_ENGINE_TOKENIZER_JINJA_OBJECTS_H_
+#define PACELINE_ENGINE_TOKENIZER_JINJA_OBJECTS_H_
+
+// The object values: namespaces, loop objects, macros, bound methods and
+// native functions.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tokenizer/jinja/eval.h"
+#include "engine/tokenizer/jinja/value.h"
+
+namespace paceline::engine::jinja {
+
+// jinja2's namespace(): the one mutable value (`set ns.attr = ...`).
+class Namespace : public Object {
+ public:
+  std::string TypeName() const override { return "Namespace"; }
+  std::optional<Value> Attr(absl::string_view name) const override;
+  void Set(const std::string& name, Value v);
+
+ private:
+  std::vector<std::pair<std::string, Value>> attrs_;
+};
+
+// `loop` inside a for loop.
+class LoopObject : public Object {
+ public:
+  LoopObject(std::shared_ptr<const std::vector<Value>> items, size_t index)
+      : items_(std::move(items)), index_(index) {}
+  std::string TypeName() const override { return "LoopContext"; }
+  std::optional<Value> Attr(absl::string_view name) const override;
+
+ private:
+  std::shared_ptr<const std::vector<Value>> items_;
+  size_t index_;
+};
+
+class MacroObject : public Object {
+ public:
+  MacroObject(const Stmt* def, FramePtr closure)
+      : def_(def), closure_(std::move(closure)) {}
+  std::string TypeName() const override { return "Macro"; }
+  std::optional<Value> Attr(absl::string_view name) const override;
+  bool callable() const override { return true; }
+  absl::StatusOr<Value> Call(CallArgs& args, Evaluator& ev) const override;
+
+ private:
+  const Stmt* def_;
+  FramePtr closure_;
+};
+
+using NativeFn = std::function<absl::StatusOr<Value>(CallArgs&, Evaluator&)>;
+
+class NativeFunction : public Object {
+ public:
+  NativeFunction(std::string name, NativeFn fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string TypeName() const override { return "builtin_function_or_method"; }
+  bool callable() const override { return true; }
+  absl::StatusOr<Value> Call(CallArgs& args, Evaluator& ev) const override {
+    return fn_(args, ev);
+  }
+
+ private:
+  std::string name_;
+  NativeFn fn_;
+};
+
+Value MakeNative(std::string name, NativeFn fn);
+
+}  // namespace paceline::engine::jinja
+
+#endif  // PACELINE_ENGINE_TOKENIZER_JINJA_OBJECTS_H_
