@@ -11,20 +11,12 @@
 namespace paceline::engine {
 namespace {
 
-// Parses `source` as the template named `name`. An empty optional (and a
-// warning) when the interpreter cannot parse templates at all.
+// Parses `source` as the template named `name`; errors name it.
 absl::StatusOr<std::optional<ChatTemplate>> ParseNamed(
     absl::string_view name, absl::string_view source,
-    std::vector<std::string>* warnings) {
+    std::vector<std::string>* /*warnings*/) {
   absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
   if (parsed.ok()) return std::optional<ChatTemplate>(*std::move(parsed));
-  // TODO(issue 15): remove once the interpreter lands; until then a model
-  // with a template loads, and chat requests get FAILED_PRECONDITION.
-  if (parsed.status().code() == absl::StatusCode::kUnimplemented) {
-    warnings->push_back(absl::StrCat(name, ": ", parsed.status().message(),
-                                     "; chat requests are refused"));
-    return std::optional<ChatTemplate>();
-  }
   return absl::Status(parsed.status().code(),
                       absl::StrCat(name, ": ", parsed.status().message()));
 }

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -275,21 +276,6 @@ absl::StatusOr<Json> BuildContext(const Flags& f,
   return context;
 }
 
-// The rendered prompt's ids with control tokens recognised, BOS added when
-// the model wants one and the template did not write it.
-// TODO(issue 15): tokenize as the server does (engine/tokenizer/chat_prompt.h,
-// specials only where the template put them) once it lands.
-std::vector<int32_t> Tokenize(const engine::Tokenizer& tokenizer,
-                              const std::string& prompt) {
-  std::vector<int32_t> ids =
-      tokenizer.Encode(prompt, engine::EncodeOptions{.parse_special = true});
-  const int32_t bos = tokenizer.bos_id();
-  if (tokenizer.add_bos() && bos >= 0 && (ids.empty() || ids[0] != bos)) {
-    ids.insert(ids.begin(), bos);
-  }
-  return ids;
-}
-
 // `status` with "WHERE: " in front of its message, the code kept.
 absl::Status Prefixed(absl::string_view where, const absl::Status& status) {
   return absl::Status(status.code(),
@@ -327,12 +313,18 @@ absl::Status Render(const Flags& f) {
   if (!tmpl.ok()) return Prefixed(in.template_name, tmpl.status());
   engine::ChatRenderOptions options;
   options.now = f.now;
-  absl::StatusOr<std::string> prompt = tmpl->Render(context, options);
-  if (!prompt.ok()) return Prefixed(in.template_name, prompt.status());
-  if (f.tokens) {
-    std::cout << absl::StrJoin(Tokenize(*in.tokenizer, *prompt), " ") << "\n";
-  } else {
+  if (!f.tokens) {
+    absl::StatusOr<std::string> prompt = tmpl->Render(context, options);
+    if (!prompt.ok()) return Prefixed(in.template_name, prompt.status());
     std::cout << *prompt;
+  } else {
+    // As the server tokenizes: control tokens only where the template put
+    // them, BOS once (engine/tokenizer/chat_prompt.h).
+    const engine::ChatPromptEncoder encoder(in.tokenizer.get());
+    absl::StatusOr<engine::ChatPrompt> prompt =
+        encoder.Render(*tmpl, context, options);
+    if (!prompt.ok()) return Prefixed(in.template_name, prompt.status());
+    std::cout << absl::StrJoin(prompt->tokens, " ") << "\n";
   }
   std::cout << std::flush;
   return absl::OkStatus();

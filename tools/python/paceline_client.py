@@ -31,6 +31,7 @@ python3-grpcio and python3-protobuf (or pip).
 """
 
 import argparse
+import json
 import os
 import pathlib
 import sys
@@ -78,16 +79,65 @@ _REASONS = {
 }
 
 
+def make_chat(messages, tools=(), add_generation_prompt=None, **template_kwargs):
+    """A Chat from OpenAI-style message dicts ({"role", "content", ...}).
+
+    content may be text or a list of {"type": "text", "text": ...} parts;
+    tool_calls' arguments and tools' parameters may be dicts (sent as JSON
+    text). template_kwargs values are sent as JSON (enable_thinking=False).
+    """
+    chat = pb.Chat()
+    for m in messages:
+        msg = chat.messages.add(role=m["role"])
+        content = m.get("content")
+        if isinstance(content, str):
+            msg.content = content
+        elif content is not None:
+            for part in content:
+                msg.content_parts.add(type=part.get("type", "text"),
+                                      text=part.get("text", ""))
+        for key in ("name", "tool_call_id", "reasoning_content"):
+            if m.get(key) is not None:
+                setattr(msg, key, m[key])
+        for call in m.get("tool_calls") or ():
+            fn = call["function"]
+            args = fn.get("arguments", "{}")
+            msg.tool_calls.add(id=call.get("id", ""), type="function",
+                               function=pb.FunctionCall(
+                                   name=fn["name"],
+                                   arguments=args if isinstance(args, str)
+                                   else json.dumps(args)))
+    for tool in tools:
+        fn = tool["function"]
+        params = fn.get("parameters", {})
+        chat.tools.add(type="function", function=pb.FunctionTool(
+            name=fn["name"], description=fn.get("description", ""),
+            parameters=params if isinstance(params, str) else json.dumps(params)))
+    if add_generation_prompt is not None:
+        chat.add_generation_prompt = add_generation_prompt
+    for name, value in template_kwargs.items():
+        chat.template_kwargs[name] = json.dumps(value)
+    return chat
+
+
 def make_request(prompt, *, max_tokens=None, temperature=None, top_k=None,
                  top_p=None, seed=None, pace=None, burst=None, priority=None,
                  stop=(), ignore_eos=None, model=""):
     """A GenerateRequest; options left as None take the server's defaults.
 
+    prompt is text, or a Chat (make_chat), or a list of message dicts
+    rendered by the model's chat template.
+
     pace is in tokens per second (0: as fast as generated); priority is
     "interactive", "standard" or "batch"; ignore_eos=True generates
     max_tokens even past the end-of-sequence token.
     """
-    req = pb.GenerateRequest(model=model, text=prompt)
+    if isinstance(prompt, str):
+        req = pb.GenerateRequest(model=model, text=prompt)
+    elif isinstance(prompt, pb.Chat):
+        req = pb.GenerateRequest(model=model, chat=prompt)
+    else:
+        req = pb.GenerateRequest(model=model, chat=make_chat(prompt))
     if max_tokens is not None:
         req.stopping.max_tokens = max_tokens
     if stop:
