@@ -17,7 +17,10 @@ ALLOWED = {
     "kvpager": ["common"],
     "engine/gguf": ["common"],
     "engine/model": ["common", "engine/gguf"],
-    "engine/tokenizer": ["common", "engine/gguf", "engine/model"],
+    "engine/tokenizer": ["common", "engine/gguf", "engine/model",
+                         "engine/tokenizer/jinja"],
+    # The chat-template interpreter behind engine/tokenizer/chat_template.h.
+    "engine/tokenizer/jinja": ["common", "engine/tokenizer"],
     "engine/sampling": ["common"],
     # The interface names the row rule's parameters (ForwardAndSample).
     "engine": ["common", "engine/model", "engine/gguf", "engine/sampling",
