@@ -29,7 +29,9 @@ struct ChatTemplateLimits {
   size_t max_source_bytes = size_t{1} << 20;
   // Loop iterations over the whole render (all loops together).
   int64_t max_loop_iterations = 1'000'000;
-  // Nested macro calls, call blocks and expression nesting.
+  // Nested macro calls and call blocks; also the depth of the parse tree
+  // (expressions, and statements nested in statements), checked by Parse.
+  // Evaluation recursion as a whole stays under 4 * max_depth.
   int max_depth = 100;
   size_t max_output_bytes = size_t{16} << 20;
 };

@@ -196,6 +196,11 @@ const Case kCases[] = {
     {"{{ strftime_now('%Y-%m-%d %H:%M:%S %d %b %B %a %A %j %y %p %I') }}",
      "{}"},
     {"{{ dict(a=1, b='x') }}{{ namespace(a=1).a }}", "{}"},
+    {"{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me is defined }}",
+     "{}"},
+    {"{% set ns = namespace() %}{% for i in [4] %}{% macro m() %}k"
+     "{% endmacro %}{% set ns.m = m %}{% endfor %}{{ ns.m() }}",
+     "{}"},
     // errors jinja2 raises: ours must fail too
     {"{{ raise_exception('Custom failure: roles must alternate') }}", "{}"},
     {"{{ x.y }}", "{}"},

@@ -341,8 +341,9 @@ absl::StatusOr<Value> MakeDictFrom(CallArgs& args) {
   return Value::Dict(std::move(items));
 }
 
-absl::StatusOr<Value> MakeNamespace(CallArgs& args, Evaluator&) {
+absl::StatusOr<Value> MakeNamespace(CallArgs& args, Evaluator& ev) {
   auto ns = std::make_shared<Namespace>();
+  ev.Track(ns);
   if (!args.pos.empty() && args.pos[0].is_dict()) {
     for (const auto& [k, v] : args.pos[0].dict().items) {
       if (k.is_str()) ns->Set(k.str(), v);

@@ -36,6 +36,10 @@ const Value* CallArgs::Get(size_t i, absl::string_view name) const {
   return nullptr;
 }
 
+Evaluator::~Evaluator() {
+  for (const auto& ns : namespaces_) ns->Clear();
+}
+
 absl::Status Evaluator::Error(int line, absl::string_view what) const {
   return absl::InvalidArgumentError(
       absl::StrCat("chat template: line ", line, ": ", what));
@@ -129,6 +133,7 @@ absl::Status Evaluator::ExecStmt(const Stmt& s, const FramePtr& frame,
     case Stmt::Type::kSetBlock:
       return ExecSetBlock(s, frame);
     case Stmt::Type::kMacro:
+      KeepAlive(frame);
       frame->Set(s.name,
                  Value::FromObject(std::make_shared<MacroObject>(&s, frame)));
       return absl::OkStatus();
@@ -253,6 +258,7 @@ absl::Status Evaluator::ExecCallBlock(const Stmt& s, const FramePtr& frame,
   const Expr& call = *s.exprs[0];
   ASSIGN_OR_RETURN(Value callee, Eval(*call.args[0], frame));
   ASSIGN_OR_RETURN(CallArgs args, EvalArgs(call, 1, frame));
+  KeepAlive(frame);
   Value caller = Value::FromObject(std::make_shared<MacroObject>(&s, frame));
   args.kw.emplace_back("caller", caller);
   ASSIGN_OR_RETURN(Value result, CallValue(callee, args));

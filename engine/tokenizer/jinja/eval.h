@@ -47,9 +47,23 @@ struct CallArgs {
   const Value* Get(size_t i, absl::string_view name) const;
 };
 
+class Namespace;
+
 class Evaluator {
  public:
   explicit Evaluator(const EvalLimits& limits) : limits_(limits) {}
+  // Breaks the reference cycles a render may have made (a namespace holding
+  // itself), so every value of the render is freed.
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  // Keeps `frame` (the scope of a macro) alive until the render ends.
+  void KeepAlive(FramePtr frame) { macro_frames_.push_back(std::move(frame)); }
+  // Clears `ns` when the render ends.
+  void Track(std::shared_ptr<Namespace> ns) {
+    namespaces_.push_back(std::move(ns));
+  }
 
   // Renders `program` with `globals` as the outermost variables.
   absl::StatusOr<std::string> Render(const Program& program, FramePtr globals);
@@ -106,6 +120,8 @@ class Evaluator {
   int call_depth_ = 0;
   int depth_ = 0;  // Exec + Eval recursion
   Flow flow_ = Flow::kNormal;
+  std::vector<FramePtr> macro_frames_;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
 }  // namespace paceline::engine::jinja

@@ -62,7 +62,11 @@ std::optional<Value> MacroObject::Attr(absl::string_view name) const {
 }
 
 absl::StatusOr<Value> MacroObject::Call(CallArgs& args, Evaluator& ev) const {
-  return ev.CallMacro(*def_, closure_, args, nullptr);
+  FramePtr closure = closure_.lock();
+  if (closure == nullptr) {
+    return absl::InvalidArgumentError("macro called after its render ended");
+  }
+  return ev.CallMacro(*def_, closure, args, nullptr);
 }
 
 Value MakeNative(std::string name, NativeFn fn) {

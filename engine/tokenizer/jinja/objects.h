@@ -21,6 +21,7 @@ class Namespace : public Object {
   std::string TypeName() const override { return "Namespace"; }
   std::optional<Value> Attr(absl::string_view name) const override;
   void Set(const std::string& name, Value v);
+  void Clear() { attrs_.clear(); }
 
  private:
   std::vector<std::pair<std::string, Value>> attrs_;
@@ -41,8 +42,10 @@ class LoopObject : public Object {
 
 class MacroObject : public Object {
  public:
-  MacroObject(const Stmt* def, FramePtr closure)
-      : def_(def), closure_(std::move(closure)) {}
+  // `closure` is held weakly (a frame holds its macros, so a strong
+  // pointer would be a cycle); the Evaluator keeps it alive for the render.
+  MacroObject(const Stmt* def, const FramePtr& closure)
+      : def_(def), closure_(closure) {}
   std::string TypeName() const override { return "Macro"; }
   std::optional<Value> Attr(absl::string_view name) const override;
   bool callable() const override { return true; }
@@ -50,7 +53,7 @@ class MacroObject : public Object {
 
  private:
   const Stmt* def_;
-  FramePtr closure_;
+  std::weak_ptr<Frame> closure_;
 };
 
 using NativeFn = std::function<absl::StatusOr<Value>(CallArgs&, Evaluator&)>;
