@@ -1,7 +1,5 @@
 // `paceline chat-template`: flags and input errors, and the rendered text
 // against jinja2 (shared/chat_templates/render_reference.py, run here).
-// The rendering tests skip while ChatTemplate is the placeholder that
-// refuses every template.
 
 #include <algorithm>
 #include <cstdint>
@@ -54,17 +52,6 @@ constexpr char kMessages[] = R"([
     "function": {"name": "f", "arguments": {"x": [1, 2]}}}]},
   {"role": "user", "content": [{"type": "text", "text": "again"}]}
 ])";
-
-bool HaveInterpreter() {
-  return engine::ChatTemplate::Parse("x").status().code() !=
-         absl::StatusCode::kUnimplemented;
-}
-
-#define SKIP_WITHOUT_INTERPRETER()                                    \
-  if (!HaveInterpreter()) {                                           \
-    GTEST_SKIP() << "ChatTemplate::Parse returns Unimplemented (the " \
-                    "placeholder, until the interpreter lands)";      \
-  }
 
 // jinja2's rendering of `source` with `context`: {"ok": true, "text": ...}
 // or {"ok": false, "error": ...}.
@@ -179,7 +166,6 @@ TEST(ChatTemplateCommandTest, ModelWithoutTemplateSaysSo) {
 }
 
 TEST(ChatTemplateCommandTest, SyntaxErrorNamesLineAndColumn) {
-  SKIP_WITHOUT_INTERPRETER();
   const std::string tmpl = WriteFile("t.jinja", "ok\n{% for m in messages %}");
   const std::string messages = WriteFile("m.json", kMessages);
   const CommandResult r =
@@ -192,7 +178,6 @@ TEST(ChatTemplateCommandTest, SyntaxErrorNamesLineAndColumn) {
 }
 
 TEST(ChatTemplateCommandTest, RaiseExceptionMessageIsShown) {
-  SKIP_WITHOUT_INTERPRETER();
   const std::string tmpl =
       WriteFile("t.jinja",
                 "{% if not messages %}{{ raise_exception('nothing to say') "
@@ -205,7 +190,6 @@ TEST(ChatTemplateCommandTest, RaiseExceptionMessageIsShown) {
 }
 
 TEST(ChatTemplateCommandTest, OwnTemplateMatchesJinja2) {
-  SKIP_WITHOUT_INTERPRETER();
   const std::string tmpl = WriteFile("t.jinja", kOwnTemplate);
   const std::string messages = WriteFile("m.json", kMessages);
   Json context = {{"bos_token", ""}, {"eos_token", ""}};
@@ -220,7 +204,6 @@ TEST(ChatTemplateCommandTest, OwnTemplateMatchesJinja2) {
 }
 
 TEST(ChatTemplateCommandTest, FlagsAndVarsReachTheTemplate) {
-  SKIP_WITHOUT_INTERPRETER();
   const std::string tmpl = WriteFile("t.jinja", kOwnTemplate);
   const Json tools = Json::parse(
       R"([{"type": "function", "function": {"name": "get_time"}}])");
@@ -246,7 +229,6 @@ TEST(ChatTemplateCommandTest, FlagsAndVarsReachTheTemplate) {
 // A real template that formats strftime_now (Llama 3.2), with --now at the
 // reference's fixed date, and one with tools and reasoning (Qwen3).
 TEST(ChatTemplateCommandTest, SharedTemplatesMatchJinja2) {
-  SKIP_WITHOUT_INTERPRETER();
   struct Case {
     std::string file, conversation;
   };
@@ -298,7 +280,6 @@ std::string WriteChatModel() {
 }
 
 TEST(ChatTemplateCommandTest, ModelTemplateTokensAndToolUseVariant) {
-  SKIP_WITHOUT_INTERPRETER();
   const std::string model = WriteChatModel();
   const std::string messages =
       WriteFile("m.json", R"([{"role": "user", "content": "ab"}])");
