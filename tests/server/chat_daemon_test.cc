@@ -3,8 +3,8 @@
 // FAILED_PRECONDITION while there is no template; with a real template
 // from ../shared/chat_templates as model.chat_template_file, the greedy
 // answer equals that of jinja2's rendering sent as plain text. Start-up
-// fails on a missing or malformed template file. Tests that need a parsed
-// template skip while the interpreter refuses every template.
+// fails on a missing or malformed template file. A GGUF built here with a
+// template of its own serves chat the same way.
 
 #include <memory>
 #include <string>
@@ -19,6 +19,7 @@
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
+#include "tests/testing/gguf_edit.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/stories260k_oracle.h"
 
@@ -115,19 +116,23 @@ TEST_F(ChatDaemonTest, MalformedTemplateFileFailsStartUp) {
       << daemon_.stderr_text();
 }
 
-// jinja2's rendering of the chat, by render_reference.py.
-std::string Reference(const v1::GenerateRequest& request) {
+// jinja2's rendering of the chat with `template_path`, by
+// render_reference.py (`kwargs`: more variables).
+std::string Reference(const v1::GenerateRequest& request,
+                      const std::string& template_path = kTemplate,
+                      const Json& kwargs = Json::object()) {
   Json messages = Json::array();
   for (const v1::ChatMessage& m : request.chat().messages()) {
     messages.push_back({{"role", m.role()}, {"content", m.content()}});
   }
+  Json context = {{"messages", messages},
+                  {"add_generation_prompt", true},
+                  {"bos_token", "<s>"},  // stories260K's BOS and EOS texts
+                  {"eos_token", "</s>"}};
+  for (const auto& [name, value] : kwargs.items()) context[name] = value;
   const Json input = {
-      {"template", ::paceline::testing::ReadFile(kTemplate)},
-      {"context",
-       {{"messages", messages},
-        {"add_generation_prompt", true},
-        {"bos_token", "<s>"},  // stories260K's BOS and EOS texts
-        {"eos_token", "</s>"}}}};
+      {"template", ::paceline::testing::ReadFile(template_path)},
+      {"context", context}};
   const std::string path = ::paceline::testing::WriteFile(
       "chat_daemon_reference.json",
       input.dump(-1, ' ', false, Json::error_handler_t::replace));
@@ -162,6 +167,62 @@ TEST_F(ChatDaemonTest, ChatAnswersAsItsRenderedPromptSentAsText) {
             from_text.accepted().prompt_tokens());
   EXPECT_FALSE(from_chat.text().empty());
   EXPECT_EQ(from_chat.text(), from_text.text());
+  EXPECT_EQ(daemon_.Drain().value_or(-1), 0);
+}
+
+// The end-to-end check on a model file that carries its template:
+// stories260K's weights and tokenizer with Qwen3's template added to the
+// GGUF. The chat (thinking off) answers as jinja2's rendering sent as text,
+// streamed or not, and GetModelInfo names the template's output parsers.
+TEST_F(ChatDaemonTest, AGgufWithItsOwnTemplateAnswersAsItsRenderingAsText) {
+  const std::string qwen3 =
+      PACELINE_SHARED_DIR "/chat_templates/Qwen-Qwen3-0.6B.jinja";
+  auto gguf = ::paceline::testing::AddStringMetadata(
+      ::paceline::testing::ReadFile(kStories260KPath),
+      {{"tokenizer.chat_template", ::paceline::testing::ReadFile(qwen3)}});
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const std::string model =
+      ::paceline::testing::WriteFile("stories260k_qwen3_chat.gguf", *gguf);
+  std::vector<std::string> args = Args();
+  args[1] = model;  // --model
+  ASSERT_TRUE(daemon_.Start(args).ok()) << daemon_.stderr_text();
+  stub_ = v1::Paceline::NewStub(daemon_.Channel());
+  const v1::ChatSupport support = ChatSupport();
+  EXPECT_EQ(support.template_source(), "model");
+  EXPECT_EQ(support.reasoning_format(), "<think>");
+  EXPECT_EQ(support.tool_call_format(), "hermes");
+
+  v1::GenerateRequest chat = Chat();
+  (*chat.mutable_chat()->mutable_template_kwargs())["enable_thinking"] =
+      "false";
+  v1::GenerateRequest text = chat;
+  text.set_text(Reference(chat, qwen3, {{"enable_thinking", false}}));
+  ASSERT_NE(text.text().find("<think>"), std::string::npos) << text.text();
+
+  v1::CompleteResponse from_chat, from_text;
+  auto a = MakeClientContext(kKey);
+  ASSERT_TRUE(stub_->Complete(a.get(), chat, &from_chat).ok());
+  auto b = MakeClientContext(kKey);
+  ASSERT_TRUE(stub_->Complete(b.get(), text, &from_text).ok());
+  EXPECT_EQ(from_chat.accepted().prompt_tokens(),
+            from_text.accepted().prompt_tokens());
+  EXPECT_FALSE(from_text.text().empty());
+  EXPECT_EQ(from_chat.text(), from_text.text());
+  EXPECT_EQ(from_chat.reasoning(), "");
+
+  // Streamed: the deltas' content adds up to the same answer.
+  auto c = MakeClientContext(kKey);
+  auto stream = stub_->Generate(c.get(), chat);
+  std::string streamed;
+  v1::GenerateResponse event;
+  v1::Finished finished;
+  while (stream->Read(&event)) {
+    if (event.has_delta()) streamed += event.delta().text();
+    if (event.has_finished()) finished = event.finished();
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(streamed, from_text.text());
+  EXPECT_EQ(finished.reason(), from_text.finished().reason());
   EXPECT_EQ(daemon_.Drain().value_or(-1), 0);
 }
 
