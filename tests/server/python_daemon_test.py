@@ -135,6 +135,7 @@ class DaemonTestCase(unittest.TestCase):
     """Starts pacelined with tenant alice; stop() ends it with SIGTERM."""
 
     MODEL_ARG = None  # None: stories260K, skipping when it is absent
+    EXTRA_ARGS = ()   # more pacelined flags
 
     def setUp(self):
         if not PACELINED or not os.access(PACELINED, os.X_OK):
@@ -146,7 +147,7 @@ class DaemonTestCase(unittest.TestCase):
             model = str(MODEL)
         self.daemon = Daemon(["--model", model, "--listen", "127.0.0.1:0",
                               "--tenant", f"alice:{ALICE_KEY}",
-                              "--allow-root"])
+                              "--allow-root", *self.EXTRA_ARGS])
         self.addCleanup(self.daemon.kill)
         self.client = PacelineClient(self.daemon.address, api_key=ALICE_KEY,
                                      timeout=60)
@@ -295,6 +296,55 @@ class SlowModelTest(DaemonTestCase):
         self.assertEqual(after.kv_cache.used_blocks, 0)
         self.assertEqual(after.running_sequences, 0)
         self.assertEqual(after.paced_streams, 0)
+        self.stop()
+
+
+TEMPLATE = SHARED_DIR / "chat_templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+
+
+def reference_render(context):
+    """jinja2's rendering (render_reference.py's environment) of TEMPLATE."""
+    sys.path.insert(0, str(TEMPLATE.parent))
+    import render_reference  # noqa: E402  (Debian's python3-jinja2)
+    answer = render_reference.render(render_reference.make_env(), {
+        "template": TEMPLATE.read_text(encoding="utf-8"), "context": context})
+    if not answer["ok"]:
+        raise AssertionError(answer["error"])
+    return answer["text"]
+
+
+class ChatTest(DaemonTestCase):
+    """Chat through PacelineClient's make_chat, with Qwen 2.5's template."""
+
+    EXTRA_ARGS = ("--chat-template-file", str(TEMPLATE))
+
+    def setUp(self):
+        if not TEMPLATE.is_file():
+            self.skipTest(f"no {TEMPLATE}")
+        super().setUp()
+
+    def test_chat_answers_as_its_rendering_sent_as_text(self):
+        # (No tools list: its system prompt is longer than stories260K's
+        # 512-token context; the call round trip still renders.)
+        messages = [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function", "function": {
+                    "name": "get_weather", "arguments": {"city": "Paris"}}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "user", "content": "Once upon a time"},
+        ]
+        rendered = reference_render({
+            "messages": messages, "add_generation_prompt": True,
+            "bos_token": "<s>", "eos_token": "</s>"})
+        self.assertIn('"city": "Paris"', rendered)
+        chat = self.client.complete(messages, max_tokens=24, temperature=0)
+        text = self.client.complete(rendered, max_tokens=24, temperature=0)
+        self.assertEqual(chat.accepted.prompt_tokens,
+                         text.accepted.prompt_tokens)
+        self.assertTrue(text.text)
+        self.assertEqual(chat.text, text.text)
+        self.assertEqual(list(chat.tool_calls), [])
         self.stop()
 
 

@@ -122,11 +122,13 @@ def make_chat(messages, tools=(), add_generation_prompt=None, **template_kwargs)
 
 def make_request(prompt, *, max_tokens=None, temperature=None, top_k=None,
                  top_p=None, seed=None, pace=None, burst=None, priority=None,
-                 stop=(), ignore_eos=None, model=""):
+                 stop=(), ignore_eos=None, model="", tools=(),
+                 template_kwargs=None):
     """A GenerateRequest; options left as None take the server's defaults.
 
     prompt is text, or a Chat (make_chat), or a list of message dicts
-    rendered by the model's chat template.
+    rendered by the model's chat template (with tools and template_kwargs,
+    e.g. {"enable_thinking": False}).
 
     pace is in tokens per second (0: as fast as generated); priority is
     "interactive", "standard" or "batch"; ignore_eos=True generates
@@ -137,7 +139,8 @@ def make_request(prompt, *, max_tokens=None, temperature=None, top_k=None,
     elif isinstance(prompt, pb.Chat):
         req = pb.GenerateRequest(model=model, chat=prompt)
     else:
-        req = pb.GenerateRequest(model=model, chat=make_chat(prompt))
+        req = pb.GenerateRequest(model=model, chat=make_chat(
+            prompt, tools=tools, **(template_kwargs or {})))
     if max_tokens is not None:
         req.stopping.max_tokens = max_tokens
     if stop:
