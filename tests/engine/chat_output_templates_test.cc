@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/chat_output_collect.h"
+#include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/run_command.h"
 
@@ -82,22 +83,10 @@ TEST(ChatOutputFormatTest, DetectedFromTheTemplatesMarkers) {
 
 // Renders each request with the jinja2 reference, in one process.
 std::vector<json> RenderReference(const std::vector<json>& requests) {
-  std::string lines;
-  for (const json& r : requests) lines += r.dump() + "\n";
-  std::string path = testing::WriteFile("render_requests.jsonl", lines);
-  testing::CommandResult run = testing::RunCommand(
-      {"/bin/sh", "-c",
-       absl::StrCat("exec /usr/bin/python3 '", kTemplates,
-                    "render_reference.py' --batch < '", path, "'")});
-  EXPECT_EQ(run.exit_code, 0) << run.err;
-  std::vector<json> answers;
-  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
-    if (line.empty()) continue;
-    answers.push_back(json::parse(line, nullptr, false));
-  }
-  EXPECT_EQ(answers.size(), requests.size()) << run.err;
-  answers.resize(requests.size());
-  return answers;
+  absl::StatusOr<std::vector<json>> answers = testing::RunReference(requests);
+  EXPECT_TRUE(answers.ok()) << answers.status();
+  if (!answers.ok()) return std::vector<json>(requests.size());
+  return *std::move(answers);
 }
 
 json RenderRequest(const std::string& file, json messages, bool generation,

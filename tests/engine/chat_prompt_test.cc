@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
+#include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/run_command.h"
 
@@ -222,19 +223,10 @@ TEST_F(ChatPromptTest, DeepNestingIsRefused) {
 
 // jinja2's rendering of `context` with `source`, by render_reference.py.
 Json Reference(const std::string& source, const Json& context) {
-  const Json request = {{"template", source}, {"context", context}};
-  const std::string path = ::paceline::testing::WriteFile(
-      "chat_prompt_reference.json",
-      request.dump(-1, ' ', false, Json::error_handler_t::replace));
-  const auto result = ::paceline::testing::RunCommand(
-      {"/bin/sh", "-c",
-       absl::StrCat("/usr/bin/python3 " PACELINE_SHARED_DIR
-                    "/chat_templates/render_reference.py < ",
-                    path)});
-  EXPECT_EQ(result.exit_code, 0) << result.err;
-  Json answer = Json::parse(result.out, nullptr, false);
-  EXPECT_FALSE(answer.is_discarded()) << result.out;
-  return answer;
+  absl::StatusOr<Json> answer = ::paceline::testing::RunReference(
+      Json{{"template", source}, {"context", context}});
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  return answer.ok() ? *answer : Json{{"ok", false}};
 }
 
 TEST_F(ChatPromptTest, RealTemplateMatchesJinja2AndKeepsInjectionPlain) {

@@ -19,10 +19,15 @@
 #include "engine/tokenizer/chat_template.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/engine/chat_template_reference.h"
+#include "tests/testing/chat_template_reference.h"
 
 namespace paceline::engine {
 namespace {
+
+using ::paceline::testing::kChatTemplateDir;
+using ::paceline::testing::ReferenceNow;
+using ::paceline::testing::ReferenceUnavailable;
+using ::paceline::testing::RunReference;
 
 using json = nlohmann::ordered_json;
 

@@ -13,10 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/engine/chat_template_reference.h"
+#include "tests/testing/chat_template_reference.h"
 
 namespace paceline::engine {
 namespace {
+
+using ::paceline::testing::kChatTemplateDir;
+using ::paceline::testing::ReferenceNow;
+using ::paceline::testing::ReferenceUnavailable;
+using ::paceline::testing::RunReference;
 
 using json = nlohmann::ordered_json;
 

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "paceline/v1/paceline.grpc.pb.h"
+#include "tests/testing/chat_template_reference.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gguf_edit.h"
@@ -130,21 +131,12 @@ std::string Reference(const v1::GenerateRequest& request,
                   {"bos_token", "<s>"},  // stories260K's BOS and EOS texts
                   {"eos_token", "</s>"}};
   for (const auto& [name, value] : kwargs.items()) context[name] = value;
-  const Json input = {
-      {"template", ::paceline::testing::ReadFile(template_path)},
-      {"context", context}};
-  const std::string path = ::paceline::testing::WriteFile(
-      "chat_daemon_reference.json",
-      input.dump(-1, ' ', false, Json::error_handler_t::replace));
-  const auto result = ::paceline::testing::RunCommand(
-      {"/bin/sh", "-c",
-       absl::StrCat("/usr/bin/python3 " PACELINE_SHARED_DIR
-                    "/chat_templates/render_reference.py < ",
-                    path)});
-  EXPECT_EQ(result.exit_code, 0) << result.err;
-  const Json answer = Json::parse(result.out, nullptr, false);
-  EXPECT_TRUE(answer.is_object() && answer.value("ok", false)) << result.out;
-  return answer.is_object() ? answer.value("text", "") : "";
+  absl::StatusOr<Json> answer = ::paceline::testing::RunReference(
+      Json{{"template", ::paceline::testing::ReadFile(template_path)},
+           {"context", context}});
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer.ok() && answer->value("ok", false)) << answer->dump();
+  return answer.ok() ? answer->value("text", "") : "";
 }
 
 TEST_F(ChatDaemonTest, ChatAnswersAsItsRenderedPromptSentAsText) {

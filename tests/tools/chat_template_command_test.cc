@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/paceline_cli.h"
@@ -56,18 +57,12 @@ constexpr char kMessages[] = R"([
 // jinja2's rendering of `source` with `context`: {"ok": true, "text": ...}
 // or {"ok": false, "error": ...}.
 Json Reference(const std::string& source, const Json& context) {
-  const Json request = {{"template", source}, {"context", context}};
-  const std::string path =
-      WriteFile("reference_request.json",
-                request.dump(-1, ' ', false, Json::error_handler_t::replace));
-  const CommandResult r =
-      RunCommand({"/bin/sh", "-c",
-                  "exec /usr/bin/python3 \"$0\"/render_reference.py < \"$1\"",
-                  kChatTemplates, path});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  Json answer = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  EXPECT_TRUE(answer.is_object()) << r.out << r.err;
-  return answer.is_object() ? answer : Json{{"ok", false}, {"error", r.err}};
+  absl::StatusOr<Json> answer = ::paceline::testing::RunReference(
+      Json{{"template", source}, {"context", context}});
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  return answer.ok() ? *answer
+                     : Json{{"ok", false},
+                            {"error", std::string(answer.status().message())}};
 }
 
 std::string ReadShared(const std::string& name) {

@@ -1,4 +1,4 @@
-#include "tests/engine/chat_template_reference.h"
+#include "tests/testing/chat_template_reference.h"
 
 #include <filesystem>
 #include <sstream>
@@ -8,7 +8,7 @@
 #include "tests/testing/files.h"
 #include "tests/testing/run_command.h"
 
-namespace paceline::engine {
+namespace paceline::testing {
 namespace {
 
 const std::string kPython = "/usr/bin/python3";
@@ -26,8 +26,7 @@ std::string ReferenceUnavailable() {
   if (!std::filesystem::exists(kScript)) {
     return absl::StrCat(kScript, " is missing (set PACELINE_SHARED_DIR)");
   }
-  testing::CommandResult r =
-      testing::RunCommand({kPython, "-c", "import jinja2"});
+  CommandResult r = RunCommand({kPython, "-c", "import jinja2"});
   if (r.exit_code != 0) {
     return absl::StrCat(
         kPython, " cannot import jinja2 (install python3-jinja2): ", r.err);
@@ -43,11 +42,10 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RunReference(
                     nlohmann::ordered_json::error_handler_t::replace);
     input += "\n";
   }
-  std::string path = testing::WriteFile("reference_input.jsonl", input);
-  testing::CommandResult r =
-      testing::RunCommand({"/bin/sh", "-c",
-                           absl::StrCat("exec ", kPython, " ", kScript,
-                                        " --batch < '", path, "'")});
+  std::string path = WriteFile("reference_input.jsonl", input);
+  CommandResult r = RunCommand({"/bin/sh", "-c",
+                                absl::StrCat("exec ", kPython, " ", kScript,
+                                             " --batch < '", path, "'")});
   std::filesystem::remove(path);
   if (r.exit_code != 0) {
     return absl::InternalError(
@@ -70,4 +68,12 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RunReference(
   return answers;
 }
 
-}  // namespace paceline::engine
+absl::StatusOr<nlohmann::ordered_json> RunReference(
+    const nlohmann::ordered_json& request) {
+  absl::StatusOr<std::vector<nlohmann::ordered_json>> answers =
+      RunReference(std::vector<nlohmann::ordered_json>{request});
+  if (!answers.ok()) return answers.status();
+  return std::move((*answers)[0]);
+}
+
+}  // namespace paceline::testing

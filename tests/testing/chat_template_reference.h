@@ -1,7 +1,8 @@
-#ifndef PACELINE_TESTS_ENGINE_CHAT_TEMPLATE_REFERENCE_H_
-#define PACELINE_TESTS_ENGINE_CHAT_TEMPLATE_REFERENCE_H_
+#ifndef PACELINE_TESTS_TESTING_CHAT_TEMPLATE_REFERENCE_H_
+#define PACELINE_TESTS_TESTING_CHAT_TEMPLATE_REFERENCE_H_
 
-// The chat-template tests' oracle: Python's jinja2 through
+// The chat-template tests' oracle (one owner for every test that needs
+// jinja2's rendering): Python's jinja2 through
 // ${PACELINE_SHARED_DIR}/chat_templates/render_reference.py, run once per
 // test with --batch (/usr/bin/python3 with Debian's python3-jinja2).
 
@@ -12,7 +13,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
-namespace paceline::engine {
+namespace paceline::testing {
 
 inline constexpr char kChatTemplateDir[] =
     PACELINE_SHARED_DIR "/chat_templates";
@@ -23,11 +24,15 @@ absl::Time ReferenceNow();
 // Empty when the reference can run; otherwise why not (for GTEST_SKIP).
 std::string ReferenceUnavailable();
 
+// jinja2's answer to one request (a RunReference of one).
+absl::StatusOr<nlohmann::ordered_json> RunReference(
+    const nlohmann::ordered_json& request);
+
 // One answer per request ({"template": ..., "context": {...}}), each
 // {"ok": true, "text": ...} or {"ok": false, "error": ...}.
 absl::StatusOr<std::vector<nlohmann::ordered_json>> RunReference(
     const std::vector<nlohmann::ordered_json>& requests);
 
-}  // namespace paceline::engine
+}  // namespace paceline::testing
 
-#endif  // PACELINE_TESTS_ENGINE_CHAT_TEMPLATE_REFERENCE_H_
+#endif  // PACELINE_TESTS_TESTING_CHAT_TEMPLATE_REFERENCE_H_
