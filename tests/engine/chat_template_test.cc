@@ -300,6 +300,9 @@ TEST(ChatTemplateTest, SyntaxErrorsNameLineAndColumn) {
   ExpectSyntaxError("{{ x | nofilter }}", 1, 8);
   ExpectSyntaxError("{% break %}", 1, 4);
   ExpectSyntaxError("{{ 1 $ 2 }}", 1, 6);
+  // A slice inside a tuple subscript (found by the fuzzer): jinja2 emits
+  // Python that does not compile (a SyntaxError out of from_string).
+  ExpectSyntaxError("{{ xs[1:, 0] }}", 1, 6);
 }
 
 absl::Status RenderStatus(const std::string& source, ChatTemplateLimits limits,
@@ -387,6 +390,47 @@ TEST(ChatTemplateTest, DeepNestingHitsTheDepthLimitNotTheStack) {
   for (int i = 0; i < 1000; ++i) deep = json::array({deep});
   EXPECT_EQ(RenderStatus("{{ v | tojson }}", limits, {{"v", deep}}).code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// Found by the fuzzer (fuzz/regressions/chat_template/): values small in
+// memory whose printed or serialized form is huge, and filters that build
+// a huge string before any check.
+TEST(ChatTemplateTest, ValuesStayWithinTheOutputLimitWhileBuilt) {
+  const ChatTemplateLimits limits;  // the defaults: 16 MiB, depth 100
+  // A list holding one list twice, doubled 40 times: 2^40 leaves.
+  const std::string doubled =
+      "{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(40) %}"
+      "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}";
+  for (const char* use : {"{{ ns.a }}", "{{ ns.a == ns.b }}",
+                          "{{ ns.a | tojson }}", "{{ ns.a | length }}"}) {
+    EXPECT_EQ(RenderStatus(doubled + use, limits).code(),
+              absl::StatusCode::kResourceExhausted)
+        << use;
+  }
+  EXPECT_EQ(RenderStatus("{{ ([[1] * 1000] * 1000) * 1000 }}", limits).code(),
+            absl::StatusCode::kResourceExhausted);
+  // Nested by a loop rather than by the source: the depth limit still holds.
+  EXPECT_EQ(RenderStatus("{% set ns = namespace(a=[]) %}{% for i in "
+                         "range(1000) %}{% set ns.a = [ns.a] %}{% endfor %}",
+                         limits)
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  // 100,001 lines indented by 200,000 bytes each: 20 GB.
+  EXPECT_EQ(
+      RenderStatus("{{ ('x\n' * 100000) | indent('y' * 200000) }}", limits)
+          .code(),
+      absl::StatusCode::kResourceExhausted);
+  // 10,000 items, each on a line indented by 100,000 bytes: 1 GB.
+  EXPECT_EQ(
+      RenderStatus("{{ ([1] * 10000) | tojson(indent='y' * 100000) }}", limits)
+          .code(),
+      absl::StatusCode::kResourceExhausted);
+  // The same shapes within the limits still render.
+  EXPECT_TRUE(RenderStatus("{% set a = [1, 2] %}{{ [a, a] }}{{ [a] * 3 }}"
+                           "{{ [a, [a]] | tojson(indent=2) }}"
+                           "{{ 'x\ny' | indent('  ') }}",
+                           limits)
+                  .ok());
 }
 
 TEST(ChatTemplateTest, RenderNeedsAnObjectContext) {

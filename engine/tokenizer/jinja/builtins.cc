@@ -184,7 +184,8 @@ absl::Status Overflow() {
 
 absl::StatusOr<Value> Repeat(const Value& seq, int64_t n, Evaluator& ev) {
   if (n <= 0) return seq.is_str() ? Value::Str("") : Value::List({});
-  size_t unit = seq.is_str() ? seq.str().size() : seq.items().size();
+  // A list's weight, not its length: [x] * n holds x n times.
+  uint64_t unit = seq.is_str() ? seq.str().size() : Weight(seq);
   if (unit != 0 &&
       static_cast<uint64_t>(n) > ev.limits().max_output_bytes / unit) {
     return CheckSize(ev.limits().max_output_bytes + 1, ev);
@@ -281,7 +282,7 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a,
   }
   if (op == "+" && a.is_list() && b.is_list() && a.list().seq == b.list().seq &&
       a.list().seq != SeqKind::kGenerator) {
-    RETURN_IF_ERROR(CheckSize(a.items().size() + b.items().size(), ev));
+    RETURN_IF_ERROR(CheckSize(Weight(a) + Weight(b), ev));
     std::vector<Value> items = a.items();
     items.insert(items.end(), b.items().begin(), b.items().end());
     return Value::List(std::move(items), a.list().seq);

@@ -9,6 +9,31 @@
 #include "engine/tokenizer/unicode.h"
 
 namespace paceline::engine::jinja {
+namespace {
+
+// A value the template made (not one it was given, or a part of one) stays
+// within the output limit by weight and within the depth limit: a list
+// holding a list twice, doubled 40 times, is small in memory but would take
+// 2^40 steps to print, compare or serialize.
+absl::Status CheckMade(const Expr& e, const Value& v, const EvalLimits& l) {
+  if (e.type == Expr::Type::kName || e.type == Expr::Type::kLiteral ||
+      e.type == Expr::Type::kGetAttr || e.type == Expr::Type::kGetItem) {
+    return absl::OkStatus();
+  }
+  if (Weight(v) > l.max_output_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: line ", e.line, ": a value over the ",
+                     "output size limit (", l.max_output_bytes, " bytes)"));
+  }
+  if (Depth(v) > l.max_depth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template: line ", e.line, ": a value nested past ",
+                     "the depth limit (", l.max_depth, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<Value> Evaluator::Eval(const Expr& e, const FramePtr& frame) {
   if (++depth_ > 4 * limits_.max_depth) {
@@ -19,6 +44,7 @@ absl::StatusOr<Value> Evaluator::Eval(const Expr& e, const FramePtr& frame) {
   }
   absl::StatusOr<Value> v = EvalInner(e, frame);
   --depth_;
+  if (v.ok()) RETURN_IF_ERROR(CheckMade(e, *v, limits_));
   if (!v.ok() && v.status().code() == absl::StatusCode::kInvalidArgument &&
       !absl::StartsWith(v.status().message(), "chat template:")) {
     return Error(e.line, v.status().message());

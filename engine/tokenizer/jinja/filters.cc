@@ -181,7 +181,8 @@ absl::StatusOr<Value> Join(const Value& input, CallArgs& args, Evaluator& ev) {
   return Value::Str(std::move(out));
 }
 
-absl::StatusOr<Value> Indent(const Value& input, CallArgs& args) {
+absl::StatusOr<Value> Indent(const Value& input, CallArgs& args,
+                             Evaluator& ev) {
   const Value* width = args.Get(0, "width");
   std::string indention =
       width == nullptr ? "    "
@@ -192,6 +193,7 @@ absl::StatusOr<Value> Indent(const Value& input, CallArgs& args) {
   bool blank = ArgBool(args, 2, "blank", false);
   std::string s = absl::StrCat(ToStr(input), "\n");
   std::vector<std::string> lines = PySplitLines(s);
+  RETURN_IF_ERROR(CheckSize(s.size() + lines.size() * indention.size(), ev));
   std::string rv;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) {
@@ -266,7 +268,8 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args,
   opts.sort_keys = ArgBool(args, 3, "sort_keys", false);
   const Value* ensure_ascii = args.Get(0, "ensure_ascii");
   opts.ensure_ascii = ensure_ascii != nullptr && ensure_ascii->Truthy();
-  ASSIGN_OR_RETURN(std::string s, ToJson(input, opts, ev.limits().max_depth));
+  ASSIGN_OR_RETURN(std::string s, ToJson(input, opts, ev.limits().max_depth,
+                                         ev.limits().max_output_bytes));
   RETURN_IF_ERROR(CheckSize(s.size(), ev));
   return Value::Str(std::move(s));
 }
@@ -340,7 +343,7 @@ absl::StatusOr<Value> Basic(absl::string_view name, const Value& input,
   }
   if (name == "join") return Join(input, args, ev);
   if (name == "tojson") return ToJsonFilter(input, args, ev);
-  if (name == "indent") return Indent(input, args);
+  if (name == "indent") return Indent(input, args, ev);
   if (name == "int") return ToInt(input, args);
   if (name == "float") return ToFloat(input, args);
   if (name == "sort") return Sort(input, args);

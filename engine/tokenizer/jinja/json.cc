@@ -85,13 +85,20 @@ absl::Status NotSerializable(const Value& v) {
 
 class JsonWriter {
  public:
-  JsonWriter(const JsonOptions& opts, int max_depth, std::string* out)
-      : opts_(opts), max_depth_(max_depth), out_(out) {}
+  JsonWriter(const JsonOptions& opts, int max_depth, size_t max_bytes,
+             std::string* out)
+      : opts_(opts), max_depth_(max_depth), max_bytes_(max_bytes), out_(out) {}
 
   absl::Status Write(const Value& v, int level) {
     if (level > max_depth_) {
       return absl::ResourceExhaustedError(
           "chat template: nesting depth limit reached in tojson");
+    }
+    // Checked before each value: what one value adds is bounded by its own
+    // size (strings at most 12 bytes per input byte) or one indent line.
+    if (out_->size() > max_bytes_) {
+      return absl::ResourceExhaustedError(
+          "chat template: output size limit reached in tojson");
     }
     switch (v.kind()) {
       case Kind::kNone:
@@ -125,7 +132,9 @@ class JsonWriter {
   void Newline(int level) {
     if (!pretty()) return;
     out_->push_back('\n');
-    for (int i = 0; i < level; ++i) {
+    // Stops once over the limit; the next check in Write (or ToJson's
+    // last one) reports it.
+    for (int i = 0; i < level && out_->size() <= max_bytes_; ++i) {
       if (opts_.indent_is_str) {
         out_->append(opts_.indent_str);
       } else {
@@ -204,16 +213,21 @@ class JsonWriter {
 
   const JsonOptions& opts_;
   int max_depth_;
+  size_t max_bytes_;
   std::string* out_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::string> ToJson(const Value& v, const JsonOptions& opts,
-                                   int max_depth) {
+                                   int max_depth, size_t max_bytes) {
   std::string out;
-  JsonWriter writer(opts, max_depth, &out);
+  JsonWriter writer(opts, max_depth, max_bytes, &out);
   if (absl::Status s = writer.Write(v, 0); !s.ok()) return s;
+  if (out.size() > max_bytes) {
+    return absl::ResourceExhaustedError(
+        "chat template: output size limit reached in tojson");
+  }
   return out;
 }
 

@@ -397,6 +397,13 @@ absl::StatusOr<ExprPtr> Parser::ParseSubscript(ExprPtr node) {
   if (subs.size() == 1) {
     index = std::move(subs[0]);
   } else {
+    // x[a:b, c] would index with a tuple holding a slice object, which
+    // values cannot be (jinja2 fails to compile it but for constants).
+    for (const ExprPtr& sub : subs) {
+      if (sub->type == Expr::Type::kSlice) {
+        return Fail(at, "a slice inside a tuple subscript is not supported");
+      }
+    }
     ASSIGN_OR_RETURN(index, Make(Expr::Type::kTuple, at, std::move(subs)));
   }
   if (index->type == Expr::Type::kSlice) {

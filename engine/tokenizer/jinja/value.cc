@@ -1,5 +1,6 @@
 #include "engine/tokenizer/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -81,12 +82,45 @@ Value Value::Markup(std::string s) {
   return v;
 }
 
+namespace {
+
+constexpr uint64_t kMaxWeight = uint64_t{1} << 62;
+
+void AddWeight(const Value& item, uint64_t* weight, int* depth) {
+  *weight = std::min(kMaxWeight, *weight + Weight(item));
+  *depth = std::max(*depth, 1 + Depth(item));
+}
+
+}  // namespace
+
+uint64_t Weight(const Value& v) {
+  switch (v.kind()) {
+    case Kind::kStr:
+      return v.str().size() + 1;
+    case Kind::kList:
+      return v.list().weight;
+    case Kind::kDict:
+      return v.dict().weight;
+    default:
+      return 1;
+  }
+}
+
+int Depth(const Value& v) {
+  if (v.is_list()) return v.list().depth;
+  if (v.is_dict()) return v.dict().depth;
+  return 0;
+}
+
 Value Value::List(std::vector<Value> items, SeqKind seq) {
   Value v;
   v.kind_ = Kind::kList;
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   data->seq = seq;
+  for (const Value& item : data->items) {
+    AddWeight(item, &data->weight, &data->depth);
+  }
   v.list_ = std::move(data);
   return v;
 }
@@ -96,6 +130,10 @@ Value Value::Dict(std::vector<std::pair<Value, Value>> items) {
   v.kind_ = Kind::kDict;
   auto data = std::make_shared<DictData>();
   data->items = std::move(items);
+  for (const auto& [key, item] : data->items) {
+    AddWeight(key, &data->weight, &data->depth);
+    AddWeight(item, &data->weight, &data->depth);
+  }
   v.dict_ = std::move(data);
   return v;
 }

@@ -42,13 +42,19 @@ enum class Kind {
 // A list's flavour: what Python type it came from.
 enum class SeqKind { kList, kTuple, kGenerator };
 
+// weight and depth (set by Value::List and Value::Dict) bound what
+// printing or walking the value costs; see Weight() and Depth().
 struct ListData {
   std::vector<Value> items;
   SeqKind seq = SeqKind::kList;
+  uint64_t weight = 1;
+  int depth = 1;
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> items;
+  uint64_t weight = 1;
+  int depth = 1;
   // The value under `key`, or nullptr.
   const Value* Find(const Value& key) const;
   const Value* FindStr(absl::string_view key) const;
@@ -128,6 +134,15 @@ class Value {
   std::shared_ptr<Object> obj_;
 };
 
+// The size of `v` written out in full, shared parts counted each time they
+// occur: 1 for a scalar, bytes + 1 for a str, 1 + the items' weights for a
+// list or dict (saturating). Repr and tojson output is within a small
+// factor of it, and so is the work of comparing or walking the value.
+uint64_t Weight(const Value& v);
+// How deeply lists and dicts nest in `v`: 0 for a scalar, 1 + the deepest
+// item for a list or dict.
+int Depth(const Value& v);
+
 // Python's ==, with jinja2's Undefined equal only to Undefined.
 bool Equal(const Value& a, const Value& b);
 // Python's <; an error for unorderable types.
@@ -149,8 +164,9 @@ struct JsonOptions {
   bool sort_keys = false;
   bool ensure_ascii = false;  // non-ASCII as \\uXXXX (surrogate pairs)
 };
+// Fails (ResourceExhausted) past `max_depth` levels or `max_bytes` bytes.
 absl::StatusOr<std::string> ToJson(const Value& v, const JsonOptions& opts,
-                                   int max_depth);
+                                   int max_depth, size_t max_bytes);
 
 // UTF-8 helpers: strings are sequences of codepoints.
 std::vector<uint32_t> Codepoints(absl::string_view s);
