@@ -219,8 +219,8 @@ absl::Status Evaluator::Assign(const std::vector<std::string>& targets,
   return absl::OkStatus();
 }
 
-absl::Status Evaluator::ExecSet(const Stmt& s, const FramePtr& frame) {
-  ASSIGN_OR_RETURN(Value v, Eval(*s.exprs[0], frame));
+absl::Status Evaluator::SetTarget(const Stmt& s, Value v,
+                                  const FramePtr& frame) {
   if (s.name.empty()) return Assign(s.targets, v, frame.get(), s.line);
   const Value* ns = frame->Find(s.name);
   auto* target = ns != nullptr && ns->is_object()
@@ -233,6 +233,11 @@ absl::Status Evaluator::ExecSet(const Stmt& s, const FramePtr& frame) {
   return absl::OkStatus();
 }
 
+absl::Status Evaluator::ExecSet(const Stmt& s, const FramePtr& frame) {
+  ASSIGN_OR_RETURN(Value v, Eval(*s.exprs[0], frame));
+  return SetTarget(s, std::move(v), frame);
+}
+
 absl::Status Evaluator::ExecSetBlock(const Stmt& s, const FramePtr& frame) {
   auto inner = std::make_shared<Frame>();
   inner->parent = frame;
@@ -241,16 +246,7 @@ absl::Status Evaluator::ExecSetBlock(const Stmt& s, const FramePtr& frame) {
   if (s.exprs[0] != nullptr) {
     ASSIGN_OR_RETURN(v, EvalFilter(*s.exprs[0], frame, &v));
   }
-  if (s.name.empty()) return Assign(s.targets, v, frame.get(), s.line);
-  const Value* ns = frame->Find(s.name);
-  auto* target = ns != nullptr && ns->is_object()
-                     ? dynamic_cast<Namespace*>(ns->object())
-                     : nullptr;
-  if (target == nullptr) {
-    return Error(s.line, "cannot assign attribute on non-namespace object");
-  }
-  target->Set(s.targets[0], std::move(v));
-  return absl::OkStatus();
+  return SetTarget(s, std::move(v), frame);
 }
 
 absl::Status Evaluator::ExecCallBlock(const Stmt& s, const FramePtr& frame,

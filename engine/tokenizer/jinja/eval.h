@@ -93,6 +93,9 @@ class Evaluator {
   absl::Status ExecFor(const Stmt& s, const FramePtr& frame, std::string* out);
   absl::Status ExecSet(const Stmt& s, const FramePtr& frame);
   absl::Status ExecSetBlock(const Stmt& s, const FramePtr& frame);
+  // `set`'s assignment of `v`: to the names, or to `ns.attr` of a
+  // namespace() (the only attribute assignment jinja2 allows).
+  absl::Status SetTarget(const Stmt& s, Value v, const FramePtr& frame);
   absl::Status ExecCallBlock(const Stmt& s, const FramePtr& frame,
                              std::string* out);
   absl::Status ExecFilterBlock(const Stmt& s, const FramePtr& frame,
