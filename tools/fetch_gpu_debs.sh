@@ -2,8 +2,8 @@
 # Prepares third_party/ (gitignored) for tools/gpu_check.sh on a bare CUDA
 # machine that has CMake, nvcc, a C++ compiler and Python but no network and
 # none of the engine-only build's libraries:
-#   third_party/debs/    the Debian 12 packages of Abseil, GoogleTest/Mock
-#                        and Google Benchmark (apt-get download, ~5 MB);
+#   third_party/debs/    the Debian 12 packages of Abseil, GoogleTest/Mock,
+#                        Google Benchmark and nlohmann-json (apt-get download, ~5 MB);
 #                        gpu_check.sh unpacks them into third_party/prefix/
 #   third_party/shared/  the test model (stories260K.gguf) from shared/
 # Run it here (Debian 12, apt sources reachable); then ship third_party/debs
@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev            # static libs + CMake config (GTest
                                        # config names gmock's files too)
   libbenchmark-dev libbenchmark1debian # CMake config, shared lib
+  nlohmann-json3-dev                   # header-only JSON (chat templates)
 )
 mkdir -p third_party/debs
 rm -f third_party/debs/*.deb
