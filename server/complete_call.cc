@@ -1,6 +1,5 @@
 #include "server/complete_call.h"
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -12,27 +11,6 @@
 #include "server/proto_convert.h"
 
 namespace paceline::server {
-namespace {
-
-// A chat answer: content, reasoning, and the complete tool calls (broken
-// ones left out, see chat_output.h).
-void FillChat(const Outgoing& chat, v1::CompleteResponse* out) {
-  out->set_text(chat.text);
-  out->set_reasoning(chat.reasoning);
-  for (const engine::ChatToolCallDelta& call : chat.tool_calls) {
-    if (std::find(chat.broken_tool_calls.begin(), chat.broken_tool_calls.end(),
-                  call.index) != chat.broken_tool_calls.end()) {
-      continue;
-    }
-    v1::ToolCall* c = out->add_tool_calls();
-    c->set_id(call.id);
-    c->set_type("function");
-    c->mutable_function()->set_name(call.name);
-    c->mutable_function()->set_arguments(call.arguments);
-  }
-}
-
-}  // namespace
 
 // The request's sink, and the pacer's target for the answer.
 class CompleteCall::Sink final : public scheduler::TokenSink,
@@ -91,7 +69,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
       }
       call = std::exchange(call_, nullptr);
       if (parser_ != nullptr) {
-        FillChat(chat_, call->response_);
+        FillChatAnswer(chat_, call->response_);
         chat_.called_tools = parser_->saw_tool_calls();
       }
       status = call->Fill(*finish_, chat_.called_tools);

@@ -51,6 +51,22 @@ void AddToolCallDeltas(
   }
 }
 
+void FillChatAnswer(const Outgoing& chat, v1::CompleteResponse* out) {
+  out->set_text(chat.text);
+  out->set_reasoning(chat.reasoning);
+  for (const engine::ChatToolCallDelta& call : chat.tool_calls) {
+    if (std::find(chat.broken_tool_calls.begin(), chat.broken_tool_calls.end(),
+                  call.index) != chat.broken_tool_calls.end()) {
+      continue;
+    }
+    v1::ToolCall* c = out->add_tool_calls();
+    c->set_id(call.id);
+    c->set_type("function");
+    c->mutable_function()->set_name(call.name);
+    c->mutable_function()->set_arguments(call.arguments);
+  }
+}
+
 void FillFinished(const scheduler::FinishInfo& finish,
                   const engine::Tokenizer& tokenizer,
                   absl::Time first_delivered, absl::Time last_delivered,

@@ -46,6 +46,11 @@ void AddToolCallDeltas(
     const std::vector<engine::ChatToolCallDelta>& calls,
     google::protobuf::RepeatedPtrField<v1::ToolCallDelta>* out);
 
+// A chat request's unary answer from its whole split output (`chat`, a
+// kDelta's fields): content, reasoning, and the complete tool calls — calls
+// listed in broken_tool_calls are left out (chat_output.h).
+void FillChatAnswer(const Outgoing& chat, v1::CompleteResponse* out);
+
 // The same code and message; a retry hint (scheduler/retry_hint.h) is also
 // put on `context`'s trailing metadata as "retry-after-ms".
 grpc::Status ToGrpcStatus(const absl::Status& status,
