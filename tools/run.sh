@@ -3,7 +3,8 @@
 # pacelined on the default model (the shared test model when present,
 # otherwise the built-in dummy:stories15m shape with random weights) with
 # the sample config deploy/config/pacelined.textproto (tenants alice and
-# bob). Once it is ready it streams one paced story through
+# bob; the test model, which has no chat template, gets Qwen 2.5's from
+# ../shared/chat_templates so chat works too). Once it is ready it streams one paced story through
 # `paceline complete`, prints how to query it, and keeps serving until
 # Ctrl-C (which drains and stops it).
 #
@@ -22,6 +23,12 @@ if [[ "$model" != dummy:* && ! -f "$model" ]]; then
   model="dummy:stories15m"
 fi
 extra=()
+# The test model has no chat template of its own: lend it a real one so that
+# chat requests work too (a model with its own template keeps it).
+chat_template="../shared/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+if [[ -z "${1:-}" && -f "$chat_template" && -f "$model" ]]; then
+  extra+=(--chat-template-file "$chat_template")
+fi
 if [[ $(id -u) -eq 0 ]]; then
   echo "run: running as root, so passing --allow-root (pacelined refuses root otherwise)" >&2
   extra+=(--allow-root)
@@ -51,6 +58,7 @@ pacelined is serving on $addr (tenants alice and bob; keys in $config).
 Query it from another terminal:
   $cli complete --server $addr --api-key bob-key-change-me --prompt "The cat" --max-tokens 40 --stream
   /usr/bin/python3 tools/python/paceline_client.py --server $addr --api-key alice-key-change-me --prompt "Once upon a time" --pace 10 --stream
+  $cli chat --server $addr --api-key alice-key-change-me --pace 20   (needs a chat template: the model's, or --chat-template-file)
 Press Ctrl-C to drain and stop it.
 MSG
 wait $pid
