@@ -1,0 +1,274 @@
+// ParseChatCompletionRequest: messages, tools, tool_choice and the template
+// variables (openai_request.h has the facts and their sources).
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/openai/openai_error.h"
+#include "server/openai/openai_json.h"
+#include "server/openai/openai_options.h"
+#include "server/openai/openai_request.h"
+
+namespace paceline::server::openai {
+namespace {
+
+absl::Status NotSupported(absl::string_view param, absl::string_view what) {
+  return InvalidParam(
+      param, absl::StrCat("'", param, "': ", what, " is not supported"));
+}
+
+// Reads obj[key] as a string into *out when present.
+absl::Status OptionalString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*out, AsString(*v, Member(param, key)));
+  return absl::OkStatus();
+}
+
+absl::Status RequiredString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out) {
+  const std::string field = Member(param, key);
+  const Json* v = Find(obj, key);
+  if (v == nullptr) {
+    return InvalidParam(field, absl::StrCat("'", field, "' is required"));
+  }
+  ASSIGN_OR_RETURN(*out, AsString(*v, field));
+  if (out->empty()) {
+    return InvalidParam(field, absl::StrCat("'", field, "' is empty"));
+  }
+  return absl::OkStatus();
+}
+
+// content: string | [{type: "text", text}] | null.
+absl::Status Content(const Json& message, absl::string_view param,
+                     v1::ChatMessage* out) {
+  const Json* content = Find(message, "content");
+  if (content == nullptr) return absl::OkStatus();
+  const std::string field = Member(param, "content");
+  if (content->is_string()) {
+    out->set_content(content->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!content->is_array()) {
+    return InvalidParam(field, absl::StrCat("'", field,
+                                            "' must be a string "
+                                            "or an array of parts, got ",
+                                            TypeName(*content)));
+  }
+  for (size_t i = 0; i < content->size(); ++i) {
+    const Json& part = (*content)[i];
+    const std::string p = Index(field, i);
+    RETURN_IF_ERROR(ExpectObject(part, p));
+    std::string type;
+    RETURN_IF_ERROR(RequiredString(part, "type", p, &type));
+    if (type != "text") {
+      return NotSupported(Member(p, "type"), absl::StrCat("\"", type, "\""));
+    }
+    v1::ContentPart* out_part = out->add_content_parts();
+    out_part->set_type("text");
+    const Json* text = Find(part, "text");
+    if (text == nullptr) {
+      return InvalidParam(
+          Member(p, "text"),
+          absl::StrCat("'", Member(p, "text"), "' is required"));
+    }
+    ASSIGN_OR_RETURN(*out_part->mutable_text(),
+                     AsString(*text, Member(p, "text")));
+  }
+  return absl::OkStatus();
+}
+
+// A call's arguments are JSON text; an object (which some clients send) is
+// serialized.
+absl::Status ToolCall(const Json& call, absl::string_view param,
+                      v1::ToolCall* out) {
+  RETURN_IF_ERROR(ExpectObject(call, param));
+  RETURN_IF_ERROR(OptionalString(call, "id", param, out->mutable_id()));
+  out->set_type("function");
+  RETURN_IF_ERROR(OptionalString(call, "type", param, out->mutable_type()));
+  if (out->type() != "function") {
+    return NotSupported(Member(param, "type"),
+                        absl::StrCat("\"", out->type(), "\""));
+  }
+  const std::string fparam = Member(param, "function");
+  const Json* function = Find(call, "function");
+  if (function == nullptr) {
+    return InvalidParam(fparam, absl::StrCat("'", fparam, "' is required"));
+  }
+  RETURN_IF_ERROR(ExpectObject(*function, fparam));
+  v1::FunctionCall* f = out->mutable_function();
+  RETURN_IF_ERROR(RequiredString(*function, "name", fparam, f->mutable_name()));
+  if (const Json* args = Find(*function, "arguments")) {
+    if (args->is_object()) {
+      f->set_arguments(Dump(*args));
+    } else {
+      ASSIGN_OR_RETURN(*f->mutable_arguments(),
+                       AsString(*args, Member(fparam, "arguments")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Message(const Json& message, absl::string_view param,
+                     v1::ChatMessage* out) {
+  RETURN_IF_ERROR(ExpectObject(message, param));
+  RETURN_IF_ERROR(RequiredString(message, "role", param, out->mutable_role()));
+  RETURN_IF_ERROR(Content(message, param, out));
+  RETURN_IF_ERROR(OptionalString(message, "name", param, out->mutable_name()));
+  RETURN_IF_ERROR(OptionalString(message, "tool_call_id", param,
+                                 out->mutable_tool_call_id()));
+  if (const Json* r = Find(message, "reasoning_content")) {
+    ASSIGN_OR_RETURN(*out->mutable_reasoning_content(),
+                     AsString(*r, Member(param, "reasoning_content")));
+  }
+  if (const Json* calls = Find(message, "tool_calls")) {
+    const std::string cparam = Member(param, "tool_calls");
+    RETURN_IF_ERROR(ExpectArray(*calls, cparam));
+    for (size_t i = 0; i < calls->size(); ++i) {
+      RETURN_IF_ERROR(
+          ToolCall((*calls)[i], Index(cparam, i), out->add_tool_calls()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Messages(const Json& body, v1::Chat* chat) {
+  const Json* messages = Find(body, "messages");
+  if (messages == nullptr) {
+    return InvalidParam("messages", "'messages' is required");
+  }
+  RETURN_IF_ERROR(ExpectArray(*messages, "messages"));
+  if (messages->empty()) {
+    return InvalidParam("messages", "'messages' is empty");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    RETURN_IF_ERROR(
+        Message((*messages)[i], Index("messages", i), chat->add_messages()));
+  }
+  return absl::OkStatus();
+}
+
+// {type: "function", function: {name, description?, parameters?}};
+// parameters (a JSON Schema object) are kept as JSON text.
+absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out) {
+  RETURN_IF_ERROR(ExpectObject(tool, param));
+  RETURN_IF_ERROR(RequiredString(tool, "type", param, out->mutable_type()));
+  if (out->type() != "function") {
+    return NotSupported(Member(param, "type"),
+                        absl::StrCat("\"", out->type(), "\""));
+  }
+  const std::string fparam = Member(param, "function");
+  const Json* function = Find(tool, "function");
+  if (function == nullptr) {
+    return InvalidParam(fparam, absl::StrCat("'", fparam, "' is required"));
+  }
+  RETURN_IF_ERROR(ExpectObject(*function, fparam));
+  v1::FunctionTool* f = out->mutable_function();
+  RETURN_IF_ERROR(RequiredString(*function, "name", fparam, f->mutable_name()));
+  RETURN_IF_ERROR(OptionalString(*function, "description", fparam,
+                                 f->mutable_description()));
+  if (const Json* schema = Find(*function, "parameters")) {
+    RETURN_IF_ERROR(ExpectObject(*schema, Member(fparam, "parameters")));
+    f->set_parameters(Dump(*schema));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tools(const Json& body, v1::Chat* chat) {
+  const Json* tools = Find(body, "tools");
+  if (tools == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
+  for (size_t i = 0; i < tools->size(); ++i) {
+    RETURN_IF_ERROR(Tool((*tools)[i], Index("tools", i), chat->add_tools()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NamedChoice(const Json& choice, const v1::Chat& chat,
+                         OpenAiRequest* out) {
+  std::string type;
+  RETURN_IF_ERROR(RequiredString(choice, "type", "tool_choice", &type));
+  if (type != "function") {
+    return NotSupported("tool_choice.type", absl::StrCat("\"", type, "\""));
+  }
+  const Json* function = Find(choice, "function");
+  if (function == nullptr) {
+    return InvalidParam("tool_choice.function",
+                        "'tool_choice.function' is required");
+  }
+  RETURN_IF_ERROR(ExpectObject(*function, "tool_choice.function"));
+  RETURN_IF_ERROR(RequiredString(*function, "name", "tool_choice.function",
+                                 &out->tool_choice_name));
+  for (const v1::Tool& tool : chat.tools()) {
+    if (tool.function().name() == out->tool_choice_name) {
+      out->tool_choice = ToolChoice::kNamed;
+      return absl::OkStatus();
+    }
+  }
+  return InvalidParam(
+      "tool_choice.function.name",
+      absl::StrCat("'tool_choice.function.name' names \"",
+                   out->tool_choice_name, "\", which is not in 'tools'"));
+}
+
+absl::Status ToolChoiceOption(const Json& body, v1::Chat* chat,
+                              OpenAiRequest* out) {
+  const Json* choice = Find(body, "tool_choice");
+  if (choice == nullptr) return absl::OkStatus();
+  if (choice->is_object()) return NamedChoice(*choice, *chat, out);
+  ASSIGN_OR_RETURN(const std::string mode, AsString(*choice, "tool_choice"));
+  if (mode == "auto") {
+    out->tool_choice = ToolChoice::kAuto;
+  } else if (mode == "none") {
+    out->tool_choice = ToolChoice::kNone;
+    chat->clear_tools();  // the template renders as if none were sent
+  } else if (mode == "required") {
+    if (chat->tools().empty()) {
+      return InvalidParam("tool_choice",
+                          "'tool_choice' \"required\" needs 'tools'");
+    }
+    out->tool_choice = ToolChoice::kRequired;
+  } else {
+    return InvalidParam(
+        "tool_choice", absl::StrCat("'tool_choice' must be \"none\", \"auto\", "
+                                    "\"required\" or a named function, got \"",
+                                    mode, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// chat_template_kwargs: each value as JSON text; add_generation_prompt.
+absl::Status TemplateOptions(const Json& body, v1::Chat* chat) {
+  if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
+    RETURN_IF_ERROR(ExpectObject(*kwargs, "chat_template_kwargs"));
+    for (const auto& [key, value] : kwargs->items()) {
+      (*chat->mutable_template_kwargs())[key] = Dump(value);
+    }
+  }
+  if (const Json* v = Find(body, "add_generation_prompt")) {
+    ASSIGN_OR_RETURN(const bool add, AsBool(*v, "add_generation_prompt"));
+    chat->set_add_generation_prompt(add);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(
+    absl::string_view body) {
+  ASSIGN_OR_RETURN(const Json json, ParseBody(body));
+  OpenAiRequest out;
+  v1::GenerateRequest request;
+  RETURN_IF_ERROR(ParseSharedOptions(json, Endpoint::kChat, &out, &request));
+  v1::Chat* chat = request.mutable_chat();
+  RETURN_IF_ERROR(Messages(json, chat));
+  RETURN_IF_ERROR(Tools(json, chat));
+  RETURN_IF_ERROR(ToolChoiceOption(json, chat, &out));
+  RETURN_IF_ERROR(TemplateOptions(json, chat));
+  out.prompts.push_back(std::move(request));
+  return out;
+}
+
+}  // namespace paceline::server::openai
