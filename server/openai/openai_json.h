@@ -16,17 +16,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "server/openai/openai_request.h"
 
 namespace paceline::server::openai {
 
 using Json = nlohmann::ordered_json;
 
-// Arrays and objects may nest this deep in a body; deeper is a 400. Checked
-// by an iterative scan before nlohmann's parser sees the text.
-inline constexpr int kMaxBodyDepth = 64;
-
 // The body as a JSON object. Errors (InvalidArgument, no param): nesting
-// over kMaxBodyDepth, malformed JSON, a body that is not an object.
+// over kMaxBodyDepth (openai_request.h; checked by an iterative scan before
+// nlohmann's parser, which recurses, sees the text), malformed JSON, a body
+// that is not an object.
 absl::StatusOr<Json> ParseBody(absl::string_view body);
 
 // `obj[key]`, or null when absent or JSON null. `obj` must be an object.

@@ -1,5 +1,6 @@
 #include "server/openai/openai_options.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -26,7 +27,10 @@ absl::Status Number(const Json& body, const char* key, absl::string_view range,
   const Json* v = Find(body, key);
   if (v == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(const double x, AsNumber(*v, key));
-  if (!ok(x)) return OutOfRange(key, range, x);
+  // Stored as a float: a finite double past float's range is refused too.
+  if (!ok(x) || std::fabs(x) > std::numeric_limits<float>::max()) {
+    return OutOfRange(key, range, x);
+  }
   set(static_cast<float>(x));
   return absl::OkStatus();
 }

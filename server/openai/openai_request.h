@@ -69,6 +69,9 @@ namespace paceline::server::openai {
 inline constexpr int kMaxChoices = 16;
 inline constexpr int kMaxBatchPrompts = 64;
 inline constexpr int kMaxStopSequences = 4;  // OpenAI's "up to 4"
+// Arrays and objects nest at most this deep in a body (the body itself is
+// level 1); deeper is a 400, refused before the JSON parser runs.
+inline constexpr int kMaxBodyDepth = 64;
 
 enum class ToolChoice {
   kAuto,      // the default (with or without tools)
