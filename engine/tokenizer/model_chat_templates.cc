@@ -12,11 +12,10 @@ namespace paceline::engine {
 namespace {
 
 // Parses `source` as the template named `name`; errors name it.
-absl::StatusOr<std::optional<ChatTemplate>> ParseNamed(
-    absl::string_view name, absl::string_view source,
-    std::vector<std::string>* /*warnings*/) {
+absl::StatusOr<ChatTemplate> ParseNamed(absl::string_view name,
+                                        absl::string_view source) {
   absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
-  if (parsed.ok()) return std::optional<ChatTemplate>(*std::move(parsed));
+  if (parsed.ok()) return parsed;
   return absl::Status(parsed.status().code(),
                       absl::StrCat(name, ": ", parsed.status().message()));
 }
@@ -76,15 +75,14 @@ absl::StatusOr<ModelChatTemplates> ChatTemplatesFromGguf(const GgufFile& file) {
                    ReadString(file, kToolUseChatTemplateKey));
   WarnOtherVariants(file, &out.warnings);
   if (main.has_value() && !main->empty()) {
-    ASSIGN_OR_RETURN(out.main,
-                     ParseNamed(kChatTemplateKey, *main, &out.warnings));
+    ASSIGN_OR_RETURN(out.main, ParseNamed(kChatTemplateKey, *main));
   } else if (main.has_value()) {
     out.warnings.push_back(
         absl::StrCat(kChatTemplateKey, " is empty: no chat template"));
   }
   if (tool_use.has_value()) {
-    ASSIGN_OR_RETURN(out.tool_use, ParseNamed(kToolUseChatTemplateKey,
-                                              *tool_use, &out.warnings));
+    ASSIGN_OR_RETURN(out.tool_use,
+                     ParseNamed(kToolUseChatTemplateKey, *tool_use));
   }
   if (!out.main.has_value() && out.tool_use.has_value()) {
     out.tool_use.reset();
@@ -102,7 +100,7 @@ absl::StatusOr<ModelChatTemplates> ChatTemplatesFromGguf(const GgufFile& file) {
 absl::StatusOr<ModelChatTemplates> ChatTemplatesFromSource(
     absl::string_view name, absl::string_view source) {
   ModelChatTemplates out;
-  ASSIGN_OR_RETURN(out.main, ParseNamed(name, source, &out.warnings));
+  ASSIGN_OR_RETURN(out.main, ParseNamed(name, source));
   if (out.main.has_value()) {
     out.source = ChatTemplateSource::kConfig;
     out.output = DetectChatOutputFormat(source);
