@@ -350,7 +350,7 @@ TEST_F(ChatCommandTest, WrongKeyFailsUpFront) {
 }
 
 // The real daemon on stories260K with a chat template file of our own.
-// Skips while the server has no chat path (GetModelInfo names no template).
+// GetModelInfo must name the configured template.
 TEST(ChatCommandDaemonTest, TwoTurnsAnsweredWithTheHistory) {
   if (!HaveStories260K()) GTEST_SKIP() << "no " << kStories260KPath;
   const std::string tmpl = WriteFile(
@@ -373,9 +373,7 @@ TEST(ChatCommandDaemonTest, TwoTurnsAnsweredWithTheHistory) {
     auto ctx = MakeClientContext(kKey);
     pb::GetModelInfoResponse info;
     ASSERT_TRUE(stub->GetModelInfo(ctx.get(), {}, &info).ok());
-    if (info.chat().template_source().empty()) {
-      GTEST_SKIP() << "the daemon serves no chat template yet";
-    }
+    ASSERT_EQ(info.chat().template_source(), "config");
   }
   // The same line twice: without the history both prompts would be equal.
   const CommandResult r =
