@@ -86,6 +86,8 @@ absl::StatusOr<v1::ServerConfig> LoadConfigFile(const std::string& path);
 
 // The default serving address.
 inline constexpr absl::string_view kDefaultListen = "127.0.0.1:50051";
+// The default OpenAI HTTP API address (http.listen).
+inline constexpr absl::string_view kDefaultHttpListen = "127.0.0.1:8000";
 
 // Checks a HOST:PORT address: a host name or IPv4 address, or an IPv6
 // address in brackets ("[::1]:50051"), then a port in 0..65535.

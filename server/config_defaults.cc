@@ -24,6 +24,11 @@ constexpr double kDefaultTenantWeight = 1;
 constexpr int32_t kDefaultMaxQueued = 1024;
 constexpr int32_t kDefaultBurstTokens = 1;
 constexpr int32_t kDefaultMaxTokens = 256;
+constexpr int32_t kDefaultHttpMaxHeaderBytes = 16 << 10;
+constexpr int64_t kDefaultHttpMaxBodyBytes = 4 << 20;
+constexpr int32_t kDefaultHttpRequestTimeoutSeconds = 30;
+constexpr int32_t kDefaultHttpIdleTimeoutSeconds = 60;
+constexpr int32_t kDefaultHttpMaxConnections = 4096;
 
 void DefaultKvCache(v1::ServerConfig::KvCache* kv) {
   if (kv->budget_case() == v1::ServerConfig::KvCache::BUDGET_NOT_SET) {
@@ -57,6 +62,24 @@ void DefaultGrpc(v1::ServerConfig::Grpc* g) {
   }
 }
 
+void DefaultHttp(v1::ServerConfig::Http* h) {
+  if (!h->has_listen()) h->set_listen(std::string(kDefaultHttpListen));
+  if (!h->has_max_header_bytes()) {
+    h->set_max_header_bytes(kDefaultHttpMaxHeaderBytes);
+  }
+  if (!h->has_max_body_bytes()) h->set_max_body_bytes(kDefaultHttpMaxBodyBytes);
+  if (!h->has_request_timeout_seconds()) {
+    h->set_request_timeout_seconds(kDefaultHttpRequestTimeoutSeconds);
+  }
+  if (!h->has_idle_timeout_seconds()) {
+    h->set_idle_timeout_seconds(kDefaultHttpIdleTimeoutSeconds);
+  }
+  if (!h->has_max_connections()) {
+    h->set_max_connections(kDefaultHttpMaxConnections);
+  }
+  if (!h->has_threads()) h->set_threads(1);
+}
+
 // Lower-cases the key digests too.
 void DefaultTenant(v1::TenantConfig* t) {
   for (std::string& digest : *t->mutable_api_key_sha256()) {
@@ -88,6 +111,7 @@ void ApplyDefaults(v1::ServerConfig* config) {
     config->set_drain_timeout_seconds(kDefaultDrainTimeoutSeconds);
   }
   DefaultGrpc(config->mutable_grpc());
+  DefaultHttp(config->mutable_http());
   for (v1::TenantConfig& t : *config->mutable_tenants()) DefaultTenant(&t);
 }
 

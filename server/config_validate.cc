@@ -105,19 +105,31 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
-void CheckTls(const v1::ServerConfig::Tls& tls, Checker& check) {
+// `at`: the message's path ("tls", "http.tls").
+void CheckTls(const v1::ServerConfig::Tls& tls, Checker& check,
+              absl::string_view at = "tls") {
+  const auto field = [&](absl::string_view name) {
+    return absl::StrCat(at, ".", name);
+  };
   const bool cert = !tls.cert_file().empty();
   const bool key = !tls.key_file().empty();
-  if (cert && !key) check.Fail("tls.key_file", "required with tls.cert_file");
-  if (key && !cert) check.Fail("tls.cert_file", "required with tls.key_file");
-  if (!tls.client_ca_file().empty() && !(cert && key)) {
-    check.Fail("tls.client_ca_file",
-               "needs tls.cert_file and tls.key_file (mutual TLS)");
+  if (cert && !key) {
+    check.Fail(field("key_file"),
+               absl::StrCat("required with ", at, ".cert_file"));
   }
-  if (cert) check.Readable("tls.cert_file", tls.cert_file());
-  if (key) check.Readable("tls.key_file", tls.key_file());
+  if (key && !cert) {
+    check.Fail(field("cert_file"),
+               absl::StrCat("required with ", at, ".key_file"));
+  }
+  if (!tls.client_ca_file().empty() && !(cert && key)) {
+    check.Fail(field("client_ca_file"),
+               absl::StrCat("needs ", at, ".cert_file and ", at,
+                            ".key_file (mutual TLS)"));
+  }
+  if (cert) check.Readable(field("cert_file"), tls.cert_file());
+  if (key) check.Readable(field("key_file"), tls.key_file());
   if (!tls.client_ca_file().empty()) {
-    check.Readable("tls.client_ca_file", tls.client_ca_file());
+    check.Readable(field("client_ca_file"), tls.client_ca_file());
   }
 }
 
@@ -190,6 +202,32 @@ void CheckGrpc(const v1::ServerConfig::Grpc& g, Checker& check) {
     check.AtLeast("grpc.keepalive_timeout_seconds",
                   g.keepalive_timeout_seconds(), 1);
   }
+}
+
+void CheckHttp(const v1::ServerConfig::Http& h, Checker& check) {
+  if (h.has_listen() && !h.listen().empty()) {
+    if (absl::Status s = CheckHostPort(h.listen()); !s.ok()) {
+      check.Fail("http.listen", s.message());
+    }
+  }
+  if (h.has_tls()) CheckTls(h.tls(), check, "http.tls");
+  if (h.has_max_header_bytes()) {
+    check.AtLeast("http.max_header_bytes", h.max_header_bytes(), 1024);
+  }
+  if (h.has_max_body_bytes()) {
+    check.AtLeast("http.max_body_bytes", h.max_body_bytes(), int64_t{1024});
+  }
+  if (h.has_request_timeout_seconds()) {
+    check.AtLeast("http.request_timeout_seconds", h.request_timeout_seconds(),
+                  1);
+  }
+  if (h.has_idle_timeout_seconds()) {
+    check.AtLeast("http.idle_timeout_seconds", h.idle_timeout_seconds(), 1);
+  }
+  if (h.has_max_connections()) {
+    check.AtLeast("http.max_connections", h.max_connections(), 1);
+  }
+  if (h.has_threads()) check.AtLeast("http.threads", h.threads(), 1);
 }
 
 void CheckAddresses(const v1::ServerConfig& config, Checker& check) {
@@ -322,6 +360,7 @@ absl::Status ValidateConfig(const v1::ServerConfig& config,
     check.AtLeast("drain_timeout_seconds", config.drain_timeout_seconds(), 0);
   }
   CheckGrpc(config.grpc(), check);
+  CheckHttp(config.http(), check);
   CheckTenants(config, check);
   return check.Result();
 }

@@ -19,11 +19,12 @@ namespace paceline::server {
 const absl::string_view kDaemonUsage =
     R"(usage: pacelined [--config FILE] [flags]
 
-Serves the Paceline gRPC API (proto/paceline/v1/paceline.proto) from one
-model to the configured tenants. The config file is a text-format
-paceline.v1.ServerConfig (proto/paceline/v1/config.proto documents every
-field and its default); each flag below overrides its field. A bad config
-stops start-up with the file, line and field.
+Serves the Paceline gRPC API (proto/paceline/v1/paceline.proto) and the
+OpenAI-compatible HTTP API from one model to the configured tenants. The
+config file is a text-format paceline.v1.ServerConfig
+(proto/paceline/v1/config.proto documents every field and its default);
+each flag below overrides its field. A bad config stops start-up with the
+file, line and field.
 
   --config FILE              the config file
   --model PATH               a GGUF file, or dummy:SHAPE[:DTYPE] for random
@@ -35,6 +36,8 @@ stops start-up with the file, line and field.
   --listen HOST:PORT         the gRPC address, e.g. 127.0.0.1:50051,
                              [::1]:50051, or unix:PATH       (listen)
   --metrics-listen HOST:PORT the Prometheus /metrics address (metrics_listen)
+  --http-listen HOST:PORT    the OpenAI-compatible HTTP API's address;
+                             default 127.0.0.1:8000, "" = off  (http.listen)
   --tenant NAME:KEY[:WEIGHT] adds a tenant with default limits whose API key
                              is KEY (no ':' in it); repeatable. The key shows
                              in `ps`: for trials only; keep real keys as
@@ -57,13 +60,21 @@ stops start-up with the file, line and field.
 namespace {
 
 constexpr FlagDef kFlags[] = {
-    {"config", true},        {"model", true},
-    {"backend", true},       {"chat-template-file", true},
-    {"listen", true},        {"metrics-listen", true},
-    {"tenant", true},        {"threads", true},
-    {"kv-memory", true},     {"kv-memory-fraction", true},
-    {"block-size", true},    {"max-batched-tokens", true},
-    {"drain-timeout", true}, {"allow-root", false},
+    {"config", true},
+    {"model", true},
+    {"backend", true},
+    {"chat-template-file", true},
+    {"listen", true},
+    {"metrics-listen", true},
+    {"http-listen", true},
+    {"tenant", true},
+    {"threads", true},
+    {"kv-memory", true},
+    {"kv-memory-fraction", true},
+    {"block-size", true},
+    {"max-batched-tokens", true},
+    {"drain-timeout", true},
+    {"allow-root", false},
 };
 
 // --tenant NAME:KEY[:WEIGHT] as a tenant with default limits.
@@ -106,6 +117,8 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
   string_flag("listen", "listen", config.mutable_listen());
   string_flag("metrics-listen", "metrics_listen",
               config.mutable_metrics_listen());
+  string_flag("http-listen", "http.listen",
+              config.mutable_http()->mutable_listen());
 
   // Whole-number flags: flag, field path, setter.
   struct IntFlag {

@@ -49,9 +49,9 @@ TEST(DaemonFlagsTest, Help) {
 TEST(DaemonFlagsTest, UsageDocumentsEveryFlag) {
   for (const char* flag :
        {"--config", "--model", "--backend", "--chat-template-file", "--listen",
-        "--metrics-listen", "--tenant", "--threads", "--kv-memory ",
-        "--kv-memory-fraction", "--block-size", "--max-batched-tokens",
-        "--drain-timeout", "--allow-root", "--help"}) {
+        "--metrics-listen", "--http-listen", "--tenant", "--threads",
+        "--kv-memory ", "--kv-memory-fraction", "--block-size",
+        "--max-batched-tokens", "--drain-timeout", "--allow-root", "--help"}) {
     EXPECT_THAT(kDaemonUsage, HasSubstr(flag));
   }
 }
