@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -213,6 +214,13 @@ Metrics::Impl::Impl(MetricsOptions opts)
   gauge("paceline_build_info", "Always 1; the build's version and commit.")
       ->Add({{"version", BuildVersion()}, {"commit", BuildCommit()}})
       .Set(1);
+  if (options.kv_block_size > 0 && options.kv_num_blocks > 0) {
+    gauge("paceline_cache_config_info",
+          "Always 1; the KV cache's tokens per block and blocks in the pool.")
+        ->Add({{"block_size", std::to_string(options.kv_block_size)},
+               {"num_blocks", std::to_string(options.kv_num_blocks)}})
+        .Set(1);
+  }
 
   collectable =
       std::make_shared<HookedCollectable>(registry, [this] { Refresh(); });

@@ -45,6 +45,11 @@ struct MetricsOptions {
   std::vector<std::string> tenants;  // the configured tenants
   // The clock of paceline_engine_busy_ratio's window; null: absl::Now.
   std::function<absl::Time()> now;
+  // The KV pool's shape, for paceline_cache_config_info{block_size,
+  // num_blocks} = 1 (the endpoint picker's cache-info gauge): tokens per
+  // block and blocks in the pool. The family exists only when both are > 0.
+  int64_t kv_block_size = 0;
+  int64_t kv_num_blocks = 0;
 };
 
 // The KV pool as the pager reports it (kvpager::PagerStats).

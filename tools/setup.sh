@@ -14,7 +14,7 @@ packages=(
   nlohmann-json3-dev  # JSON: chat template data, tool calls
   python3-jinja2  # test oracle for chat templates (render_reference.py)
   openssl
-  prometheus python3-yaml gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
+  prometheus python3-yaml python3-jsonschema gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
 )
 
 missing=()

@@ -20,7 +20,7 @@ from deploy_common import Checker, base_metric_name, metric_names, repo_root
 METRIC = re.compile(r"\bpaceline_[a-z0-9_]+")
 # Labels pacelined sets, plus Prometheus' own (job, instance, le).
 LABELS = {"model", "tenant", "finish_reason", "reason", "state", "version",
-          "commit", "le", "job", "instance"}
+          "commit", "block_size", "num_blocks", "le", "job", "instance"}
 BY = re.compile(r"\b(?:by|without|ignoring|on)\s*\(([^)]*)\)")
 MATCHER = re.compile(r"[{,]\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
 

@@ -308,6 +308,37 @@ TEST(MetricsTest, BuildInfoIsOne) {
   EXPECT_EQ(found, 1);
 }
 
+TEST(MetricsTest, CacheConfigInfoIsOneWithTheKvPoolShape) {
+  MetricsOptions o = Options();
+  o.kv_block_size = 16;
+  o.kv_num_blocks = 1024;
+  Metrics metrics(std::move(o));
+  const Exposition e = Scrape(metrics);
+  auto it = e.types.find("paceline_cache_config_info");
+  ASSERT_NE(it, e.types.end());
+  EXPECT_EQ(it->second, "gauge");
+  int found = 0;
+  for (const auto& [series, value] : e.samples) {
+    if (absl::StartsWith(series, "paceline_cache_config_info{")) ++found;
+  }
+  EXPECT_EQ(found, 1);
+  EXPECT_EQ(e.Get("paceline_cache_config_info{block_size=\"16\",model=\"m\","
+                  "num_blocks=\"1024\"}"),
+            1);
+}
+
+TEST(MetricsTest, CacheConfigInfoIsAbsentUntilBothValuesAreSet) {
+  for (const auto& [block_size, num_blocks] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {16, 0}, {0, 1024}}) {
+    MetricsOptions o = Options();
+    o.kv_block_size = block_size;
+    o.kv_num_blocks = num_blocks;
+    Metrics metrics(std::move(o));
+    EXPECT_FALSE(Scrape(metrics).types.contains("paceline_cache_config_info"))
+        << block_size << " " << num_blocks;
+  }
+}
+
 TEST(MetricsTest, TheCollectHookRunsBeforeEveryCollection) {
   Metrics metrics(Options());
   int calls = 0;
