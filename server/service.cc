@@ -75,17 +75,29 @@ int64_t PacelineService::live_calls() const {
   return static_cast<int64_t>(live_.size());
 }
 
-absl::StatusOr<const TenantPolicy*> PacelineService::Authenticate(
-    grpc::CallbackServerContext* context) const {
-  if (draining()) return Draining();
-  absl::StatusOr<std::string> tenant =
-      auth_->AuthenticateMetadata(context->client_metadata());
+absl::StatusOr<const TenantPolicy*> PacelineService::TenantNamed(
+    absl::StatusOr<std::string> tenant) const {
   if (!tenant.ok()) return tenant.status();
   auto it = tenants_.find(*tenant);
   if (it == tenants_.end()) {
     return absl::UnauthenticatedError("the API key names no configured tenant");
   }
   return it->second;
+}
+
+absl::StatusOr<const TenantPolicy*> PacelineService::Authenticate(
+    grpc::CallbackServerContext* context) const {
+  if (draining()) return Draining();
+  return TenantNamed(auth_->AuthenticateMetadata(context->client_metadata()));
+}
+
+absl::StatusOr<const TenantPolicy*> PacelineService::AuthenticateHeader(
+    absl::string_view authorization) const {
+  absl::StatusOr<const TenantPolicy*> tenant =
+      draining() ? absl::StatusOr<const TenantPolicy*>(Draining())
+                 : TenantNamed(auth_->Authenticate(authorization));
+  if (!tenant.ok()) return Rejected("", tenant.status());
+  return tenant;
 }
 
 absl::Status PacelineService::CheckModel(absl::string_view model) const {
@@ -113,16 +125,54 @@ absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
   return out;
 }
 
+absl::StatusOr<PacelineService::Admitted> PacelineService::AdmitAs(
+    const TenantPolicy* tenant, const v1::GenerateRequest& request) {
+  absl::StatusOr<Admitted> out = Check(tenant, request);
+  if (!out.ok()) return Rejected(tenant->name, out.status());
+  return out;
+}
+
+uint64_t PacelineService::NextSeed() {
+  absl::MutexLock lock(&mu_);
+  return paceline::server::NextSeed(&seed_state_);
+}
+
+std::vector<int32_t> PacelineService::TokenizeText(
+    absl::string_view text, std::optional<bool> add_special) const {
+  engine::EncodeOptions encode;
+  encode.add_bos = add_special.has_value()
+                       ? *add_special && tokenizer_->add_bos()
+                       : tokenizer_->add_bos();
+  return tokenizer_->Encode(text, encode);
+}
+
+absl::StatusOr<std::string> PacelineService::DetokenizeIds(
+    absl::Span<const int32_t> ids, bool skip_special) const {
+  engine::IncrementalDetokenizer detokenizer(tokenizer_);
+  std::string text;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= tokenizer_->vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token_ids[", i, "] must be in [0, ",
+                       tokenizer_->vocab_size(), "), got ", id));
+    }
+    if (!skip_special && tokenizer_->IsControl(id)) {
+      text += tokenizer_->TokenText(id);
+      continue;
+    }
+    text += detokenizer.Push(id);
+  }
+  text += detokenizer.Flush();
+  return text;
+}
+
 absl::StatusOr<PacelineService::Admitted> PacelineService::Check(
     const TenantPolicy* tenant, const v1::GenerateRequest& request) {
   Admitted out;
   out.tenant = tenant;
   RETURN_IF_ERROR(CheckModel(request.model()));
-  uint64_t seed = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    seed = NextSeed(&seed_state_);
-  }
+  const uint64_t seed = NextSeed();
   ModelLimits limits;
   limits.vocab_size = static_cast<int32_t>(config_->n_vocab);
   limits.context_length = config_->context_length;
@@ -202,11 +252,11 @@ grpc::ServerUnaryReactor* PacelineService::Tokenize(
   absl::Status status = Authenticate(context).status();
   if (status.ok()) status = CheckModel(request->model());
   if (!status.ok()) return FinishUnary(context, status);
-  engine::EncodeOptions encode;
-  encode.add_bos = request->has_add_special_tokens()
-                       ? request->add_special_tokens() && tokenizer_->add_bos()
-                       : tokenizer_->add_bos();
-  for (int32_t id : tokenizer_->Encode(request->text(), encode)) {
+  const std::optional<bool> add_special =
+      request->has_add_special_tokens()
+          ? std::optional<bool>(request->add_special_tokens())
+          : std::nullopt;
+  for (int32_t id : TokenizeText(request->text(), add_special)) {
     response->add_token_ids(id);
     response->add_pieces(tokenizer_->TokenText(id));
   }
@@ -221,24 +271,12 @@ grpc::ServerUnaryReactor* PacelineService::Detokenize(
   if (!status.ok()) return FinishUnary(context, status);
   const bool skip_special =
       !request->has_skip_special_tokens() || request->skip_special_tokens();
-  engine::IncrementalDetokenizer detokenizer(tokenizer_);
-  std::string text;
-  for (int i = 0; i < request->token_ids_size(); ++i) {
-    const int32_t id = request->token_ids(i);
-    if (id < 0 || id >= tokenizer_->vocab_size()) {
-      return FinishUnary(
-          context, absl::InvalidArgumentError(
-                       absl::StrCat("token_ids[", i, "] must be in [0, ",
-                                    tokenizer_->vocab_size(), "), got ", id)));
-    }
-    if (!skip_special && tokenizer_->IsControl(id)) {
-      text += tokenizer_->TokenText(id);
-      continue;
-    }
-    text += detokenizer.Push(id);
-  }
-  text += detokenizer.Flush();
-  response->set_text(std::move(text));
+  absl::StatusOr<std::string> text = DetokenizeIds(
+      absl::MakeConstSpan(request->token_ids().data(),
+                          static_cast<size_t>(request->token_ids_size())),
+      skip_special);
+  if (!text.ok()) return FinishUnary(context, text.status());
+  response->set_text(*std::move(text));
   return FinishUnary(context, absl::OkStatus());
 }
 

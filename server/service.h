@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/chat_prompt.h"
@@ -117,10 +119,32 @@ class PacelineService final : public v1::Paceline::CallbackService {
   // the rejection observer.
   absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
                                  const v1::GenerateRequest& request);
+  // The same for a tenant authenticated by other means (the HTTP API).
+  absl::StatusOr<Admitted> AdmitAs(const TenantPolicy* tenant,
+                                   const v1::GenerateRequest& request);
+  // The tenant an `authorization` header value names; UNAUTHENTICATED, or
+  // UNAVAILABLE while draining. A refusal is reported to the rejection
+  // observer.
+  absl::StatusOr<const TenantPolicy*> AuthenticateHeader(
+      absl::string_view authorization) const;
   // Submits to the serving loop and registers the call under the id.
   absl::StatusOr<scheduler::RequestId> Submit(scheduler::RequestSpec spec,
                                               AbortFn abort);
   void Unregister(scheduler::RequestId id);
+  // A fresh server-chosen seed (for a request that names none).
+  uint64_t NextSeed();
+  // Tokenize's and Detokenize's work, for every transport: `add_special`
+  // unset = the model's BOS rule. Detokenize: InvalidArgument naming
+  // token_ids[i] for an id outside the vocabulary.
+  std::vector<int32_t> TokenizeText(absl::string_view text,
+                                    std::optional<bool> add_special) const;
+  absl::StatusOr<std::string> DetokenizeIds(absl::Span<const int32_t> ids,
+                                            bool skip_special) const;
+  // A model name a request may use: "" or the served model's id; NotFound
+  // otherwise.
+  absl::Status CheckModel(absl::string_view model) const;
+  const std::string& model_id() const { return options_.model_id; }
+  const engine::ModelConfig& model_config() const { return *config_; }
   const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
   scheduler::ServingLoop& loop() { return *loop_; }
   Pacer* pacer() { return pacer_; }
@@ -136,7 +160,9 @@ class PacelineService final : public v1::Paceline::CallbackService {
   // The caller's tenant, or UNAUTHENTICATED / UNAVAILABLE (draining).
   absl::StatusOr<const TenantPolicy*> Authenticate(
       grpc::CallbackServerContext* context) const;
-  absl::Status CheckModel(absl::string_view model) const;
+  // The configured tenant `tenant` names (an authenticator's answer).
+  absl::StatusOr<const TenantPolicy*> TenantNamed(
+      absl::StatusOr<std::string> tenant) const;
   // Admit for an authenticated caller.
   absl::StatusOr<Admitted> Check(const TenantPolicy* tenant,
                                  const v1::GenerateRequest& request);
