@@ -202,10 +202,23 @@ ChoiceBuilder::ChoiceBuilder(const ResponseContext* context,
 
 void ChoiceBuilder::Add(const Outgoing& delta) {
   if (delta.kind != Outgoing::Kind::kDelta) return;
-  AppendChatDelta(
-      engine::ChatOutputDelta{delta.text, delta.reasoning, delta.tool_calls,
-                              delta.broken_tool_calls},
-      &merged_);
+  text_ += delta.text;
+  reasoning_ += delta.reasoning;
+  for (const engine::ChatToolCallDelta& call : delta.tool_calls) {
+    auto it = std::find_if(calls_.begin(), calls_.end(),
+                           [&](const engine::ChatToolCallDelta& c) {
+                             return c.index == call.index;
+                           });
+    if (it == calls_.end()) {
+      calls_.push_back(call);
+      continue;
+    }
+    if (it->id.empty()) it->id = call.id;
+    if (it->name.empty()) it->name = call.name;
+    it->arguments += call.arguments;
+  }
+  broken_.insert(broken_.end(), delta.broken_tool_calls.begin(),
+                 delta.broken_tool_calls.end());
   if (!context_->logprobs) return;
   if (context_->api == Api::kCompletion) {
     logprobs_builder_.AppendCompletion(delta.samples, &logprobs_);
@@ -218,7 +231,7 @@ Json ChoiceBuilder::ToJson(int index, absl::string_view finish_reason) const {
   Json out = Json::object();
   out["index"] = index;
   if (context_->api == Api::kCompletion) {
-    out["text"] = merged_.text;
+    out["text"] = text_;
     if (!context_->logprobs) {
       out["logprobs"] = nullptr;
     } else {
@@ -229,20 +242,20 @@ Json ChoiceBuilder::ToJson(int index, absl::string_view finish_reason) const {
     return out;
   }
   Json calls = Json::array();
-  for (const engine::ChatToolCallDelta& call : merged_.tool_calls) {
-    if (Contains(merged_.broken_tool_calls, call.index)) continue;
+  for (const engine::ChatToolCallDelta& call : calls_) {
+    if (Contains(broken_, call.index)) continue;
     calls.push_back(ToolCallJson(call, /*with_index=*/false));
   }
   Json message = Json::object();
   message["role"] = "assistant";
-  if (merged_.text.empty() && !calls.empty()) {
+  if (text_.empty() && !calls.empty()) {
     message["content"] = nullptr;
   } else {
-    message["content"] = merged_.text;
+    message["content"] = text_;
   }
   message["refusal"] = nullptr;
-  if (!merged_.reasoning.empty()) {
-    message["reasoning_content"] = merged_.reasoning;
+  if (!reasoning_.empty()) {
+    message["reasoning_content"] = reasoning_;
   }
   if (!calls.empty()) message["tool_calls"] = std::move(calls);
   out["message"] = std::move(message);

@@ -75,7 +75,8 @@
 //    strings (convert_ids_to_tokens).
 //
 // Thread-compatible: builders are per response; the Tokenizer must outlive
-// them.
+// them (it may be null where the context's logprobs are off: only logprobs
+// read it).
 
 #include <cstdint>
 #include <string>
@@ -189,11 +190,14 @@ class ChoiceBuilder {
   // null when off), finish_reason}.
   Json ToJson(int index, absl::string_view finish_reason) const;
 
-  const std::string& text() const { return merged_.text; }
+  const std::string& text() const { return text_; }
 
  private:
   const ResponseContext* context_;
-  Outgoing merged_;  // text, reasoning, tool_calls, broken_tool_calls
+  std::string text_;
+  std::string reasoning_;
+  std::vector<engine::ChatToolCallDelta> calls_;  // merged, by first sight
+  std::vector<int> broken_;                       // call indices
   LogprobsBuilder logprobs_builder_;
   Json logprobs_;  // null until a sample arrives
 };
