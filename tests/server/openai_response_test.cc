@@ -91,9 +91,7 @@ class OpenAiResponseTest : public ::testing::Test {
     if (tokenizer_ == nullptr) GTEST_SKIP() << "no " << kSpmVocab;
   }
 
-  // `text` encoded, one delta per token (text as the detokenizer would
-  // deliver it is not needed here: only the samples matter), each with a
-  // sample whose top list is the token itself.
+  // `text` as token ids (no BOS), and the tokens' concatenated bytes.
   static std::vector<int32_t> Encode(const std::string& text) {
     return tokenizer_->Encode(text, /*add_bos=*/false);
   }
