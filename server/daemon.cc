@@ -33,7 +33,9 @@
 #include "server/daemon_flags.h"
 #include "server/delivery/pacer.h"
 #include "server/engine_factory.h"
+#include "server/http/http_server.h"
 #include "server/metrics_adapter.h"
+#include "server/openai/openai_service.h"
 #include "server/sd_notify.h"
 #include "server/service.h"
 
@@ -126,9 +128,12 @@ absl::StatusOr<TenantAuthenticator> Authenticator(
 }
 
 metrics::MetricsOptions MetricsOptionsFrom(const v1::ServerConfig& config,
-                                           const std::string& model_id) {
+                                           const std::string& model_id,
+                                           const engine::Backend& backend) {
   metrics::MetricsOptions o;
   o.model = model_id;
+  o.kv_block_size = backend.block_size;
+  o.kv_num_blocks = backend.num_blocks;
   for (const v1::TenantConfig& t : config.tenants()) {
     o.tenants.push_back(t.name());
   }
@@ -179,6 +184,7 @@ class Daemon {
   int StartServers();
   ServiceOptions ServiceOptionsFor(const std::string& model_id) const;
   int StartGrpc();
+  int StartHttp();
   int StartMetricsExposer();
   void Drain(int sig);
 
@@ -193,6 +199,8 @@ class Daemon {
   std::unique_ptr<PacelineService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<openai::OpenAiService> openai_;
+  std::unique_ptr<http::HttpServer> http_;  // null: the HTTP API is off
   std::unique_ptr<metrics::MetricsExposer> exposer_;
 };
 
@@ -273,8 +281,8 @@ int Daemon::BuildService() {
   const engine::ModelConfig& mc = model_.weights->config();
   const std::string model_id =
       mc.name.empty() ? config_.model().path() : mc.name;
-  metrics_ =
-      std::make_unique<metrics::Metrics>(MetricsOptionsFrom(config_, model_id));
+  metrics_ = std::make_unique<metrics::Metrics>(
+      MetricsOptionsFrom(config_, model_id, backend_));
   const engine::Tokenizer* tokenizer = model_.tokenizer.get();
   metrics_adapter_ = std::make_unique<MetricsAdapter>(
       metrics_.get(),
@@ -328,6 +336,53 @@ int Daemon::StartGrpc() {
   return kExitOk;
 }
 
+// The OpenAI-compatible HTTP API, unless http.listen is "".
+int Daemon::StartHttp() {
+  const v1::ServerConfig::Http& h = config_.http();
+  if (h.listen().empty()) return kExitOk;
+  const v1::ServerConfig::Tls& tls = h.has_tls() ? h.tls() : config_.tls();
+  http::HttpServerOptions o;
+  o.listen = h.listen();
+  if (!tls.cert_file().empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(tls.cert_file());
+    absl::StatusOr<std::string> key = ReadFile(tls.key_file());
+    if (!cert.ok() || !key.ok()) {
+      return Fail(kExitUsage, "http tls",
+                  !cert.ok() ? cert.status() : key.status());
+    }
+    o.cert_pem = *std::move(cert);
+    o.key_pem = *std::move(key);
+    if (!tls.client_ca_file().empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(tls.client_ca_file());
+      if (!ca.ok()) return Fail(kExitUsage, "http tls", ca.status());
+      o.client_ca_pem = *std::move(ca);
+    }
+  }
+  o.max_header_bytes = h.max_header_bytes();
+  o.max_body_bytes = h.max_body_bytes();
+  o.request_timeout = absl::Seconds(h.request_timeout_seconds());
+  o.idle_timeout = absl::Seconds(h.idle_timeout_seconds());
+  o.max_connections = h.max_connections();
+  o.threads = h.threads();
+  o.error_body = &openai::OpenAiService::ErrorBody;
+  openai_ = std::make_unique<openai::OpenAiService>(service_.get());
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> started =
+      http::HttpServer::Start(
+          std::move(o),
+          [api = openai_.get()](http::HttpRequest request,
+                                std::shared_ptr<http::HttpExchange> exchange) {
+            api->Handle(std::move(request), std::move(exchange));
+          });
+  if (!started.ok()) {
+    server_->Shutdown();
+    return Fail(kExitFailure, "http.listen", started.status());
+  }
+  http_ = *std::move(started);
+  Log(absl::StrCat("http on ", h.listen().substr(0, h.listen().rfind(':')), ":",
+                   http_->port(), tls.cert_file().empty() ? "" : " (TLS)"));
+  return kExitOk;
+}
+
 int Daemon::StartMetricsExposer() {
   if (config_.metrics_listen().empty()) return kExitOk;
   absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
@@ -347,6 +402,7 @@ int Daemon::StartMetricsExposer() {
 // then "ready".
 int Daemon::StartServers() {
   if (int code = StartGrpc(); code != kExitOk) return code;
+  if (int code = StartHttp(); code != kExitOk) return code;
   if (int code = StartMetricsExposer(); code != kExitOk) return code;
   loop_->Start();
   pacer_->Start();
@@ -391,6 +447,7 @@ void Daemon::ServeAndDrain() {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   loop_->Stop(scheduler::StopMode::kCancel);
   pacer_->Stop();
+  if (http_ != nullptr) http_->Stop();
   server_->Wait();
   Log("stopped");
 }

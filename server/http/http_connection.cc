@@ -137,20 +137,20 @@ class Connection final
   // --- The exchange's calls, on the strand -------------------------------
   void DoRespond(Ex* ex, int status, HttpHeaders headers, std::string body,
                  Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(WholeResponse(status, std::move(headers), body, close_after_),
             Finishing(std::move(done)));
   }
   void DoStartStream(Ex* ex, int status, HttpHeaders headers) {
-    if (!Current(ex, Done())) return;
+    if (!Current(ex, nullptr)) return;
     head_ = ChunkedHead(status, std::move(headers), close_after_);
   }
   void DoWrite(Ex* ex, std::string data, Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(TakeHead() + Chunk(data), std::move(done));
   }
   void DoEndStream(Ex* ex, Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(TakeHead() + std::string(LastChunk()), Finishing(std::move(done)));
   }
   void DoSetOnClose(Ex* ex, std::function<void()> on_close) {
@@ -290,11 +290,12 @@ class Connection final
   }
 
   // --- Writing -------------------------------------------------------------
-  // Whether `ex` may still write; if not, `done` hears false (posted).
-  bool Current(Ex* ex, Done done) {
+  // Whether `ex` may still write; if not, *done (may be null) hears false
+  // (posted).
+  bool Current(Ex* ex, Done* done) {
     if (ex == exchange_.get() && phase_ == Phase::kHandling) return true;
-    if (done) {
-      asio::post(executor(), [d = std::move(done)] { d(false); });
+    if (done != nullptr && *done) {
+      asio::post(executor(), [d = std::move(*done)] { d(false); });
     }
     return false;
   }

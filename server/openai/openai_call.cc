@@ -1,0 +1,368 @@
+#include "server/openai/openai_call.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/delivery/stream_buffer.h"
+#include "server/openai/openai_error.h"
+#include "server/openai/openai_http.h"
+
+namespace paceline::server::openai {
+namespace {
+
+// The status a finished choice ends the answer with; OK when it ended by
+// itself (stop, length).
+absl::Status FailureOf(const Outgoing& out) {
+  if (!out.aborted.ok()) return out.aborted;
+  if (!out.was_accepted) return out.finish.status;
+  const scheduler::FinishReason reason = out.finish.reason;
+  if (reason == scheduler::FinishReason::kError) {
+    return out.finish.status.ok() ? absl::InternalError("generation failed")
+                                  : out.finish.status;
+  }
+  if (reason == scheduler::FinishReason::kCancelled) {
+    return out.finish.status.ok() ? absl::CancelledError("cancelled")
+                                  : out.finish.status;
+  }
+  return absl::OkStatus();
+}
+
+class Call;
+
+// One choice's end of its StreamBuffer.
+class ChoiceWriter final : public StreamWriter {
+ public:
+  ChoiceWriter(Call* call, int index) : call_(call), index_(index) {}
+  void Send(const Outgoing& out) override;
+
+ private:
+  Call* const call_;
+  const int index_;
+};
+
+class Call final : public std::enable_shared_from_this<Call> {
+ public:
+  Call(PacelineService* service, Api api, OpenAiRequest request,
+       std::shared_ptr<http::HttpExchange> exchange)
+      : service_(service),
+        request_(std::move(request)),
+        exchange_(std::move(exchange)) {
+    context_.id = ResponseId(api, service->NextSeed());
+    context_.created = absl::ToUnixSeconds(absl::Now());
+    context_.model = service->model_id();
+    context_.api = api;
+    context_.logprobs = request_.logprobs;
+    context_.include_usage = request_.stream && request_.include_usage;
+  }
+
+  // Admits and submits every choice, or answers with the first refusal.
+  void Start(const TenantPolicy* tenant);
+  void OnSend(int index, const Outgoing& out);
+
+ private:
+  struct Choice {
+    Choice(Call* call, int index, const ResponseContext* context,
+           const engine::Tokenizer* tokenizer, bool first_of_prompt)
+        : writer(call, index),
+          index(index),
+          builder(context, tokenizer),
+          stream(context, tokenizer, index),
+          first_of_prompt(first_of_prompt) {}
+    ChoiceWriter writer;
+    int index = 0;
+    std::shared_ptr<StreamBuffer> buffer;
+    scheduler::RequestId id = 0;  // under mu_ (0: not submitted)
+    ChoiceBuilder builder;        // the answer (not streamed)
+    ChoiceStream stream;          // the chunks (streamed)
+    bool first_of_prompt;
+    bool called_tools = false;
+    bool finished = false;
+    std::string finish_reason;
+  };
+
+  // Builds one prompt's choices; the refusal, if any.
+  absl::Status AddPrompt(const TenantPolicy* tenant, v1::GenerateRequest base,
+                         std::vector<BuiltRequest>* built);
+  // Submits the built choices; on a refusal answers with it and cancels
+  // those submitted (which finish into the answer given).
+  void SubmitAll(std::vector<BuiltRequest> built);
+  void CancelAll(const absl::Status& status);
+
+  // --- OnSend's parts (mu_ held); exchange calls only post, so they are
+  // made under the lock; buffer and loop calls are made after it ---
+  // The bytes of an Accepted message (opens the SSE answer).
+  std::string AcceptedLocked(Choice& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bytes of a Delta (streamed), or "" after adding it to the answer.
+  std::string DeltaLocked(Choice& c, const Outgoing& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A finished choice. Returns the status the other choices are cancelled
+  // with when the answer failed with this one; sets *release when the call
+  // is over with nothing left to write.
+  absl::Status FinishedLocked(Choice& c, const Outgoing& out, bool* release)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every choice has finished: the answer's end, after `tail`. Returns
+  // whether the call is over already (nothing to write).
+  bool EndLocked(std::string tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the answer with `status` before or after it opened.
+  void FailLocked(const absl::Status& status, std::string* bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the last byte: the ids are released, and so is the call.
+  std::function<void(bool)> Release();
+
+  PacelineService* const service_;
+  const OpenAiRequest request_;
+  const std::shared_ptr<http::HttpExchange> exchange_;
+  ResponseContext context_;
+  // Set at Start, constant after (choices are found by index).
+  std::vector<std::unique_ptr<Choice>> choices_;
+  std::shared_ptr<Call> self_;  // alive until the answer is written
+
+  absl::Mutex mu_;
+  bool opened_ ABSL_GUARDED_BY(mu_) = false;    // the SSE answer started
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;  // the answer is complete
+  int unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  UsageCounter usage_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
+void ChoiceWriter::Send(const Outgoing& out) { call_->OnSend(index_, out); }
+
+void Call::Start(const TenantPolicy* tenant) {
+  std::vector<BuiltRequest> built;
+  for (const v1::GenerateRequest& prompt : request_.prompts) {
+    if (absl::Status st = AddPrompt(tenant, prompt, &built); !st.ok()) {
+      RespondError(*exchange_, st);
+      return;
+    }
+  }
+  for (size_t i = 0; i < built.size(); ++i) {
+    const bool first = i % request_.n == 0;
+    choices_.push_back(std::make_unique<Choice>(
+        this, static_cast<int>(i), &context_, &service_->tokenizer(), first));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    unfinished_ = static_cast<int>(choices_.size());
+  }
+  self_ = shared_from_this();
+  std::weak_ptr<Call> weak = self_;
+  exchange_->SetOnClose([weak] {
+    if (auto call = weak.lock()) {
+      call->CancelAll(absl::CancelledError("the client went away"));
+    }
+  });
+  SubmitAll(std::move(built));
+}
+
+absl::Status Call::AddPrompt(const TenantPolicy* tenant,
+                             v1::GenerateRequest base,
+                             std::vector<BuiltRequest>* built) {
+  // Choice i samples with seed + i.
+  if (!base.sampling().has_seed()) {
+    base.mutable_sampling()->set_seed(service_->NextSeed());
+  }
+  const uint64_t seed = base.sampling().seed();
+  absl::StatusOr<PacelineService::Admitted> admitted =
+      service_->AdmitAs(tenant, base);
+  if (!admitted.ok()) return admitted.status();
+  if (!request_.stream) admitted->built.delivery.pace_tokens_per_s = 0;
+  for (int i = 0; i < request_.n; ++i) {
+    BuiltRequest choice = admitted->built;
+    choice.spec.sampling.seed = seed + static_cast<uint64_t>(i);
+    choice.delivery.tool_call_id_seed = seed + static_cast<uint64_t>(i);
+    built->push_back(std::move(choice));
+  }
+  return absl::OkStatus();
+}
+
+void Call::SubmitAll(std::vector<BuiltRequest> built) {
+  for (size_t i = 0; i < built.size(); ++i) {
+    Choice& c = *choices_[i];
+    c.buffer = std::make_shared<StreamBuffer>(
+        built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
+        service_->delivery_observer(), built[i].spec.tenant);
+    built[i].spec.sink = c.buffer;
+    absl::StatusOr<scheduler::RequestId> id = service_->Submit(
+        std::move(built[i].spec),
+        [buffer = c.buffer](const absl::Status& s) { buffer->Abort(s); });
+    if (id.ok()) {
+      absl::MutexLock lock(&mu_);
+      c.id = *id;
+      continue;
+    }
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      std::string ignored;
+      FailLocked(id.status(), &ignored);
+      for (size_t j = i; j < built.size(); ++j) {
+        choices_[j]->buffer = nullptr;  // never submitted
+        choices_[j]->finished = true;
+      }
+      unfinished_ -= static_cast<int>(built.size() - i);
+      release = unfinished_ == 0;
+    }
+    CancelAll(id.status());
+    if (release) Release()(true);
+    return;
+  }
+}
+
+void Call::CancelAll(const absl::Status& status) {
+  std::vector<std::pair<scheduler::RequestId, std::shared_ptr<StreamBuffer>>>
+      live;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::unique_ptr<Choice>& c : choices_) {
+      if (c->id != 0 && !c->finished) live.emplace_back(c->id, c->buffer);
+    }
+  }
+  for (const auto& [id, buffer] : live) {
+    service_->loop().Cancel(id);
+    buffer->Abort(status);
+  }
+}
+
+std::function<void(bool)> Call::Release() {
+  return [this](bool) {
+    std::vector<scheduler::RequestId> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::unique_ptr<Choice>& c : choices_) {
+        if (c->id != 0) ids.push_back(c->id);
+      }
+    }
+    for (scheduler::RequestId id : ids) service_->Unregister(id);
+    self_.reset();  // may delete this: last
+  };
+}
+
+void Call::OnSend(int index, const Outgoing& out) {
+  Choice& c = *choices_[index];
+  std::optional<bool> done_now;  // OnWriteDone(ok) here, nothing written
+  absl::Status cancel;
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (out.kind == Outgoing::Kind::kFinished) {
+      // The last message of the buffer: no OnWriteDone.
+      cancel = FinishedLocked(c, out, &release);
+    } else {
+      std::string bytes = out.kind == Outgoing::Kind::kAccepted
+                              ? AcceptedLocked(c)
+                              : DeltaLocked(c, out);
+      if (request_.stream && opened_ && !answered_) {
+        exchange_->Write(std::move(bytes), [buffer = c.buffer](bool ok) {
+          buffer->OnWriteDone(ok);
+        });
+      } else {
+        done_now = !answered_;
+      }
+    }
+  }
+  if (done_now.has_value()) c.buffer->OnWriteDone(*done_now);
+  if (!cancel.ok()) CancelAll(cancel);
+  if (release) Release()(true);  // may delete this: last
+}
+
+std::string Call::AcceptedLocked(Choice& c) {
+  if (!request_.stream || answered_) return "";
+  if (!opened_) {
+    exchange_->StartStream(200, SseHeaders());
+    opened_ = true;
+  }
+  // A chat choice opens with its role.
+  if (context_.api == Api::kChat) return SseEvent(c.stream.Chunk(Outgoing{}));
+  return "";
+}
+
+std::string Call::DeltaLocked(Choice& c, const Outgoing& out) {
+  if (!request_.stream) {
+    c.builder.Add(out);
+    return "";
+  }
+  if (!HasVisibleOutput(context_, out)) return "";
+  return SseEvent(c.stream.Chunk(out));
+}
+
+void Call::FailLocked(const absl::Status& status, std::string* bytes) {
+  if (!failure_.ok() || answered_) return;
+  failure_ = status;
+  if (!opened_) {
+    answered_ = true;
+    RespondError(*exchange_, status);
+    return;
+  }
+  // After the stream opened, the error is its last event.
+  ErrorResponse error = ToErrorResponse(status);
+  *bytes += absl::StrCat("data: ", error.body, "\n\n");
+}
+
+absl::Status Call::FinishedLocked(Choice& c, const Outgoing& out,
+                                  bool* release) {
+  c.finished = true;
+  --unfinished_;
+  const absl::Status fail = FailureOf(out);
+  std::string bytes;
+  if (out.was_accepted) usage_.Add(out.finish.usage, c.first_of_prompt);
+  absl::Status cancel;
+  if (fail.ok()) {
+    c.finish_reason =
+        std::string(FinishReasonName(out.finish, out.called_tools));
+    if (request_.stream) {
+      bytes = SseEvent(FinishChunkJson(context_, c.index, c.finish_reason));
+    }
+  } else if (failure_.ok() && !answered_) {
+    FailLocked(fail, &bytes);
+    cancel = fail;  // the answer has failed: the other choices stop too
+  }
+  if (unfinished_ == 0) {
+    *release = EndLocked(std::move(bytes));
+  } else if (opened_ && !answered_ && !bytes.empty()) {
+    exchange_->Write(std::move(bytes), {});
+  }
+  return cancel;
+}
+
+bool Call::EndLocked(std::string tail) {
+  if (answered_) return true;  // answered with an error already
+  answered_ = true;
+  if (request_.stream) {
+    if (failure_.ok()) {
+      if (context_.include_usage) {
+        tail += SseEvent(UsageChunkJson(context_, usage_.ToJson()));
+      }
+      tail += kSseDone;
+    }
+    exchange_->Write(std::move(tail), {});
+    exchange_->EndStream(Release());
+    return false;
+  }
+  Json choices = Json::array();
+  for (const std::unique_ptr<Choice>& c : choices_) {
+    choices.push_back(c->builder.ToJson(c->index, c->finish_reason));
+  }
+  RespondJson(*exchange_,
+              ResponseJson(context_, std::move(choices), usage_.ToJson()),
+              Release());
+  return false;
+}
+
+}  // namespace
+
+void StartCompletionCall(PacelineService* service, const TenantPolicy* tenant,
+                         Api api, OpenAiRequest request,
+                         std::shared_ptr<http::HttpExchange> exchange) {
+  auto call = std::make_shared<Call>(service, api, std::move(request),
+                                     std::move(exchange));
+  call->Start(tenant);
+}
+
+}  // namespace paceline::server::openai
