@@ -284,6 +284,20 @@ TEST(RequestGroupTest, CancelledHeldChildLeavesTheGroup) {
   ExpectNoLeak(h);
 }
 
+TEST(RequestGroupTest, ParentWhoseChildrenAllLeaveRunsAlone) {
+  Harness h(Engine(), Opts(4, 8));
+  const Choice c{TaggedPrompt(0, 10), 5};
+  const Group g = SubmitGroup(h, c, 3);
+  h.Step();  // the parent prefills 4 of the 9 tokens its lease covers
+  ASSERT_TRUE(h.scheduler().Cancel(g.ids[1]).ok());
+  ASSERT_TRUE(h.scheduler().Cancel(g.ids[2]).ok());
+  EXPECT_EQ(h.scheduler().num_running(), 1);
+  h.RunUntilIdle(1000);
+  const int32_t skip[] = {1, 2};
+  ExpectEachEqualsAlone(c, g, skip);
+  ExpectNoLeak(h);
+}
+
 TEST(RequestGroupTest, ParentCancelledWhileQueuedChildrenRunAlone) {
   Harness h(Engine(), Opts(64, 8));
   const Choice c{TaggedPrompt(0, 10), 6};
