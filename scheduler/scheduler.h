@@ -165,8 +165,7 @@ class Scheduler {
 
   // Finishes a queued or running request as cancelled. NotFound if it is
   // not live; FailedPrecondition between Schedule and Update.
-  absl::Status Cancel(RequestId id,
-                      CancelReason reason = CancelReason::kClient);
+  absl::Status Cancel(RequestId id, CancelReason reason = CancelReason::kClient);
   void CancelAll(CancelReason reason);
 
   // Plans the next step (see the top). An empty plan means nothing to run.
