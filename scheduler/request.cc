@@ -53,13 +53,32 @@ double Request::Slack() const {
          spec_.pace_tokens_per_s;
 }
 
+void Request::Hold(std::unique_ptr<Request> child) {
+  child->holder_ = this;
+  held_.push_back(std::move(child));
+}
+
+std::vector<std::unique_ptr<Request>> Request::ReleaseHeld() {
+  for (const std::unique_ptr<Request>& child : held_) child->holder_ = nullptr;
+  return std::exchange(held_, {});
+}
+
+std::unique_ptr<Request> Request::ReleaseHeld(const Request* child) {
+  auto it = std::find_if(held_.begin(), held_.end(),
+                         [child](const auto& c) { return c.get() == child; });
+  std::unique_ptr<Request> released = std::move(*it);
+  held_.erase(it);
+  released->holder_ = nullptr;
+  return released;
+}
+
 void Request::Start(kvpager::BlockLease lease, absl::Time now) {
   lease_ = std::move(lease);
-  num_computed_tokens_ = lease_.num_cached_tokens();
+  num_computed_tokens_ = lease_.num_computed_tokens();
   if (timings_.first_scheduled == absl::InfinitePast()) {
     timings_.first_scheduled = now;
     usage_.cached_prompt_tokens =
-        std::min(num_computed_tokens_, num_prompt_tokens_);
+        std::min(lease_.num_cached_tokens(), num_prompt_tokens_);
   }
   state_ = RequestState::kRunning;
 }

@@ -16,6 +16,10 @@
 //      +------ Preempt ------+    (K/V dropped, recomputed on readmission)
 //   kWaiting --Finish (cancelled)--> kFinished
 //
+// Groups (Scheduler::SubmitGroup): a group's parent holds the other
+// members, its children, from submission until its fork point or their
+// fallback (scheduler.h); a held child is kWaiting and in no queue.
+//
 // Preemption keeps the tokens, the sampler, the detokenizer and the stop
 // state: on readmission the whole sequence (prompt + generated) is
 // recomputed (mostly from the prefix cache), and the next token is sampled
@@ -148,9 +152,24 @@ class Request {
   // tokens / pace; 0 when unpaced.
   double Slack() const;
 
+  // --- Group (scheduler.h: Groups) ---------------------------------------
+  // This request and the children it holds.
+  int32_t group_size() const { return 1 + static_cast<int32_t>(held_.size()); }
+  bool holds_children() const { return !held_.empty(); }
+  // The parent holding this request, or null.
+  Request* holder() const { return holder_; }
+  // Holds `child` (not holding any itself) until released.
+  void Hold(std::unique_ptr<Request> child);
+  // Gives up every held child, in the order held; their holder becomes null.
+  std::vector<std::unique_ptr<Request>> ReleaseHeld();
+  // Gives up one held child. Precondition: child->holder() == this.
+  std::unique_ptr<Request> ReleaseHeld(const Request* child);
+
   // --- Transitions (the scheduler calls these) -------------------------
-  // kWaiting -> kRunning with a lease covering tokens(); the cached prefix
-  // counts as computed.
+  // kWaiting -> kRunning with a lease covering a prefix of tokens() (all of
+  // them, or less for a group's parent, see scheduler.h); the lease's
+  // computed tokens — its cached prefix, or its source's progress for a
+  // fork — count as computed. Usage counts its cached prefix.
   void Start(kvpager::BlockLease lease, absl::Time now);
   // kRunning -> kWaiting: the lease is destroyed, nothing stays computed.
   void Preempt();
@@ -203,6 +222,8 @@ class Request {
   Usage usage_;
   RequestTimings timings_;
   absl::Time last_token_ = absl::InfinitePast();
+  std::vector<std::unique_ptr<Request>> held_;  // a parent's children
+  Request* holder_ = nullptr;                   // a held child's parent
 };
 
 }  // namespace paceline::scheduler

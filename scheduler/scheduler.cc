@@ -143,42 +143,6 @@ void Scheduler::ReportRejected(absl::string_view tenant,
   }
 }
 
-absl::Status Scheduler::Submit(RequestId id, RequestSpec spec) {
-  const absl::Time now = clock_->Now();
-  absl::Status status = CheckRequest(spec);
-  if (status.ok() && live_.contains(id)) {
-    status = absl::AlreadyExistsError(absl::StrCat("request ", id, " is live"));
-  }
-  if (status.ok()) {
-    status = queues_->CheckQueueLimit(tenant_index_.at(spec.tenant), now);
-  }
-  absl::StatusOr<engine::SequenceSampler> sampler =
-      status.ok() ? engine::SequenceSampler::Create(spec.sampling, vocab_size_,
-                                                    spec.prompt)
-                  : absl::StatusOr<engine::SequenceSampler>(status);
-  if (!sampler.ok()) {
-    ReportRejected(spec.tenant, sampler.status().code());
-    return sampler.status();
-  }
-  const int32_t tenant = tenant_index_.at(spec.tenant);
-  std::shared_ptr<TokenSink> sink = spec.sink;
-  AcceptInfo accepted;
-  accepted.id = id;
-  accepted.prompt_tokens = static_cast<int32_t>(spec.prompt.size());
-  accepted.cached_prompt_tokens = pager_->CachedPrefixTokens(
-      spec.prompt,
-      spec.cache_salt.empty() ? absl::string_view(spec.tenant)
-                              : absl::string_view(spec.cache_salt));
-  auto request = std::make_unique<Request>(id, std::move(spec), tenant,
-                                           next_arrival_seq_++, now,
-                                           *std::move(sampler), tokenizer_);
-  live_[id] = request.get();
-  queues_->PushBack(std::move(request));
-  ++counters_.submitted;
-  sink->OnAccepted(accepted);
-  return absl::OkStatus();
-}
-
 absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
   if (in_step_) {
     return absl::FailedPreconditionError(
@@ -190,10 +154,17 @@ absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
   }
   Request* r = it->second;
   live_.erase(it);
+  std::unique_ptr<Request> held;  // a held child, destroyed on return
+  if (r->holder() != nullptr) {
+    held = TakeHeld(r);
+  } else if (r->holds_children()) {
+    ReleaseChildren(r);  // they fall back to ordinary requests
+  }
   const bool running = r->state() == RequestState::kRunning;
   const FinishInfo info = r->Cancel(reason, clock_->Now());
   ++counters_.finished[static_cast<int>(FinishReason::kCancelled)];
   if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);
+  if (held != nullptr) return absl::OkStatus();
   if (running) {
     queues_->OnStopped(r->tenant_index());
     TakeRunning(r);  // destroyed here
@@ -233,7 +204,7 @@ const StepPlan& Scheduler::Schedule() {
     Request* r = order_[i];
     if (r->state() != RequestState::kRunning) continue;  // preempted already
     const int32_t keep = static_cast<int32_t>(order_.size() - 1 - i);
-    const int32_t n = std::min(r->num_uncomputed(), std::max(1, budget - keep));
+    const int32_t n = std::min(MaxGrant(*r), std::max(1, budget - keep));
     if (GrowLease(r, n, &budget)) Grant(r, n, &budget);
   }
   if (plan_.num_preempted == 0) AdmitWaiting(&budget);
@@ -302,6 +273,7 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
       return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
     });
   }
+  if (victim->holds_children()) ReleaseChildren(victim);
   victim->Preempt();
   ++plan_.num_preempted;
   ++counters_.preemptions;
@@ -320,22 +292,33 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
   while (*budget > 0 && num_running() < max_running_) {
     Request* next = queues_->Peek(now);
     if (next == nullptr) break;
+    // A group is admitted whole; until it fits it stays at the front.
+    if (num_running() + next->group_size() > max_running_) break;
     absl::StatusOr<kvpager::BlockLease> lease =
-        pager_->Allocate(next->tokens(), next->cache_salt());
+        pager_->Allocate(AdmissionTokens(*next), next->cache_salt());
     if (!lease.ok()) break;  // stays at the front until blocks free up
     running_.push_back(queues_->Pop(next));
     queues_->OnStarted(next->tenant_index());
-    const bool first = !next->prompt_charged();
-    next->Start(*std::move(lease), now);
-    if (first) {
-      next->set_prompt_charged();
-      queues_->ChargePrompt(next->tenant_index(), next->num_prompt_tokens(),
-                            now);
-      if (metrics_ != nullptr) {
-        metrics_->OnAdmitted(next->tenant(), now - next->timings().arrival);
+    StartRequest(next, *std::move(lease), now);
+    const std::vector<Request*> forked = AdmitHeld(next, now);
+    Grant(next, std::min(MaxGrant(*next), *budget), budget);
+    for (Request* child : forked) {
+      if (*budget > 0) {
+        Grant(child, std::min(child->num_uncomputed(), *budget), budget);
       }
     }
-    Grant(next, std::min(next->num_uncomputed(), *budget), budget);
+  }
+}
+
+void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
+                             absl::Time now) {
+  const bool first = !r->prompt_charged();
+  r->Start(std::move(lease), now);
+  if (!first) return;
+  r->set_prompt_charged();
+  queues_->ChargePrompt(r->tenant_index(), r->num_prompt_tokens(), now);
+  if (metrics_ != nullptr) {
+    metrics_->OnAdmitted(r->tenant(), now - r->timings().arrival);
   }
 }
 
@@ -385,6 +368,12 @@ void Scheduler::Update(const StepTokens& tokens) {
     // The lease covers every computed token (GrowLease): cannot fail.
     assert(marked.ok());
     (void)marked;
+    // A parent's fork point: its lease's tokens, the prompt but the last,
+    // are computed (scheduler.h, Groups).
+    if (r->holds_children() &&
+        r->num_computed_tokens() == r->lease().num_tokens()) {
+      ForkChildren(r, now);
+    }
     if (s.logits_row >= 0) TakeToken(r, tokens.rows[s.logits_row], now);
   }
   ChargeGenerated(now);
@@ -426,6 +415,7 @@ void Scheduler::ChargeGenerated(absl::Time now) {
 void Scheduler::FinishRunning(Request* r, FinishReason reason,
                               absl::Status status, absl::Time now) {
   live_.erase(r->id());
+  if (r->holds_children()) ReleaseChildren(r);  // failed before the fork
   const FinishInfo info = r->Finish(reason, std::move(status), now);
   queues_->OnStopped(r->tenant_index());
   ++counters_.finished[static_cast<int>(reason)];

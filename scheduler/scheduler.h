@@ -38,6 +38,37 @@
 // every request of the plan with kError. A finished request's lease is
 // destroyed at once.
 //
+// Groups (SubmitGroup; OpenAI's `n`): 1..kMaxGroupSize requests with the
+// same tenant, prompt, cache salt and priority, each with its own sink,
+// sampling (the caller seeds member i with seed + i) and stop conditions.
+// Member 0 is the parent: it is queued and admitted like any request and
+// holds the others, its children, until its fork point:
+//   Admission is whole: the parent is admitted only when its tenant's and
+//   the scheduler's max_running leave room for the whole group (until
+//   then the group waits at the front of its queue, as a request whose
+//   blocks do not fit does), so a group is never admitted in part. From
+//   then on the children hold running slots, without blocks.
+//   Fork point: the parent's lease covers its prompt but the last token,
+//   and it is granted no more; once those are computed, every child takes
+//   KvPager::Fork of that lease and runs from there as an ordinary request.
+//   Each member then appends the last prompt token itself (the shared
+//   partial block is copied on write by Append, into plan.copies: one copy
+//   per member but the last) and samples its first token from its own
+//   logits row. A 1-token prompt has nothing to share: at the parent's
+//   admission each child allocates its own block.
+//   Fallback: if the parent is preempted, cancelled or fails before the
+//   fork, or a child of a 1-token prompt gets no block, the children
+//   become ordinary requests at the front of their tenant's queue (they
+//   prefill themselves, mostly from the prefix cache). After the fork
+//   every member is on its own: preempted, recomputed, cancelled alone.
+//   Counting: a group is n requests for every limit and for fair share —
+//   n queued (max_queued), n running from the parent's admission
+//   (max_running of the tenant and of the scheduler), each member's prompt
+//   charged once (the children's at the fork or their own admission), each
+//   generated token as sampled. So a group larger than its tenant's
+//   max_queued or max_running, or than the scheduler's max_running, can
+//   never be admitted whole: ResourceExhausted without a retry hint.
+//
 // Rejected at submission, never left to hang: an unknown tenant, a bad
 // prompt / sampling / stop parameter (InvalidArgument); prompt + max_tokens
 // - 1 positions beyond the model's context (InvalidArgument) or beyond the
@@ -70,6 +101,9 @@
 #include "scheduler/tenant_queues.h"
 
 namespace paceline::scheduler {
+
+// The most members of a group (OpenAI's n <= 16 is the caller's to map).
+inline constexpr int32_t kMaxGroupSize = 16;
 
 struct SchedulerOptions {
   // Tokens per step over all sequences; 0 = the engine's
@@ -111,8 +145,23 @@ class Scheduler {
 
   // Queues a request under `id` (unique among live requests; AlreadyExists
   // otherwise) and calls its sink's OnAccepted. Errors as listed at the
-  // top; on error the sink is not called.
+  // top; on error the sink is not called. The same as SubmitGroup of one.
   absl::Status Submit(RequestId id, RequestSpec spec);
+
+  // The checks of SubmitGroup that need no queue state: CheckRequest of
+  // each member, then InvalidArgument unless there are 1..kMaxGroupSize
+  // members with one tenant, prompt, cache salt and priority and distinct
+  // sinks, then ResourceExhausted (no retry hint) for a group larger than
+  // the limits (see the top). Any thread: it reads constants only.
+  absl::Status CheckGroup(absl::Span<const RequestSpec> specs) const;
+
+  // Queues a group (see the top): specs[i] under ids[i] (as many ids as
+  // specs, distinct, none live: AlreadyExists otherwise), then calls each
+  // sink's OnAccepted in order. All or nothing: on error nothing is
+  // queued and no sink is called; besides CheckGroup's errors, a full
+  // queue is ResourceExhausted with a retry hint.
+  absl::Status SubmitGroup(absl::Span<const RequestId> ids,
+                           std::vector<RequestSpec> specs);
 
   // Finishes a queued or running request as cancelled. NotFound if it is
   // not live; FailedPrecondition between Schedule and Update.
@@ -137,7 +186,11 @@ class Scheduler {
   // admissible; InfiniteFuture() if none.
   absl::Time NextAdmissibleTime();
 
-  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  // Running requests, with the children of running parents not yet forked
+  // (they hold running slots).
+  int32_t num_running() const {
+    return static_cast<int32_t>(running_.size()) + num_reserved_;
+  }
   int32_t num_waiting() const { return queues_->num_waiting(); }
   int32_t max_batched_tokens() const { return max_batched_tokens_; }
   // Changes the step's token budget from the next Schedule on (1 .. the
@@ -165,6 +218,26 @@ class Scheduler {
   void Preempt(Request* victim, int32_t* budget);
   void Grant(Request* r, int32_t num_tokens, int32_t* budget);
   void AdmitWaiting(int32_t* budget);
+  // Starts `r` on `lease`; charges its prompt at its first admission.
+  void StartRequest(Request* r, kvpager::BlockLease lease, absl::Time now);
+  // What Schedule may grant `r`: its uncomputed tokens, or for a parent
+  // holding children, those its lease covers (up to the fork point).
+  static int32_t MaxGrant(const Request& r);
+  // Group helpers (scheduler_group.cc; see the top).
+  absl::Status CheckGroupShape(absl::Span<const RequestSpec> specs) const;
+  absl::Status CheckGroupLimits(const RequestSpec& spec, int32_t n) const;
+  // The tokens a request's lease covers at admission.
+  static absl::Span<const int32_t> AdmissionTokens(const Request& r);
+  // A parent just admitted: its children take running slots; a 1-token
+  // prompt's fork is at once. Returns the children started.
+  std::vector<Request*> AdmitHeld(Request* parent, absl::Time now);
+  // The fork point: every held child starts on a fork of the parent's
+  // lease (or, for a 1-token prompt, a block of its own) or falls back.
+  std::vector<Request*> ForkChildren(Request* parent, absl::Time now);
+  // The fallback; call before the parent changes state.
+  void ReleaseChildren(Request* parent);
+  // Takes a held child from its parent (to cancel it), releasing its count.
+  std::unique_ptr<Request> TakeHeld(Request* child);
   void BuildBatch();
   // Update's helpers.
   void TakeToken(Request* r, const SampledRow& row, absl::Time now);
@@ -188,6 +261,7 @@ class Scheduler {
   std::unique_ptr<kvpager::KvPager> pager_;
   std::unique_ptr<TenantQueues> queues_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order
+  int32_t num_reserved_ = 0;  // children of running parents, not forked
   absl::flat_hash_map<RequestId, Request*> live_;  // queued and running
   int32_t max_batched_tokens_;
   uint64_t next_arrival_seq_ = 0;

@@ -66,29 +66,41 @@ void ServingLoop::Shutdown() {
 }
 
 absl::StatusOr<RequestId> ServingLoop::Submit(RequestSpec spec) {
-  absl::Status status = scheduler_->CheckRequest(spec);  // constants only
+  std::vector<RequestSpec> specs;
+  specs.push_back(std::move(spec));
+  ASSIGN_OR_RETURN(std::vector<RequestId> ids, SubmitGroup(std::move(specs)));
+  return ids[0];
+}
+
+absl::StatusOr<std::vector<RequestId>> ServingLoop::SubmitGroup(
+    std::vector<RequestSpec> specs) {
+  absl::Status status = scheduler_->CheckGroup(specs);  // constants only
   absl::MutexLock lock(&mu_);
   if (status.ok() && stopping_) {
     status = absl::UnavailableError("the server is shutting down");
   }
-  Command c;
-  if (!status.ok()) {
-    c.kind = Command::kRejected;
-    c.tenant = std::move(spec.tenant);
-    c.code = status.code();
-  } else {
-    c.id = next_id_++;
-    c.spec = std::move(spec);
-  }
-  const RequestId id = c.id;
   // Once stopping, nothing applies the inbox any more: a rejection then
   // goes unreported rather than piling up.
-  if (!stopping_) {
-    inbox_.push_back(std::move(c));
+  if (!status.ok()) {
+    for (RequestSpec& spec : specs) {
+      if (stopping_) break;
+      Command c;
+      c.kind = Command::kRejected;
+      c.tenant = std::move(spec.tenant);
+      c.code = status.code();
+      inbox_.push_back(std::move(c));
+    }
     wake_.Signal();
+    return status;
   }
-  if (!status.ok()) return status;
-  return id;
+  std::vector<RequestId> ids;
+  Command c;
+  c.id = next_id_;
+  for (size_t i = 0; i < specs.size(); ++i) ids.push_back(next_id_++);
+  c.specs = std::move(specs);
+  inbox_.push_back(std::move(c));
+  wake_.Signal();
+  return ids;
 }
 
 void ServingLoop::Cancel(RequestId id) {
@@ -110,14 +122,21 @@ void ServingLoop::Apply(std::vector<Command>* commands) {
       scheduler_->ReportRejected(c.tenant, c.code);
       continue;
     }
-    std::shared_ptr<TokenSink> sink = c.spec.sink;
-    absl::Status status = scheduler_->Submit(c.id, std::move(c.spec));
+    std::vector<RequestId> ids;
+    std::vector<std::shared_ptr<TokenSink>> sinks;
+    for (const RequestSpec& spec : c.specs) {
+      ids.push_back(c.id + ids.size());
+      sinks.push_back(spec.sink);
+    }
+    absl::Status status = scheduler_->SubmitGroup(ids, std::move(c.specs));
     if (!status.ok()) {
       FinishInfo info;
       info.reason = FinishReason::kError;
       info.status = std::move(status);
       info.timings.arrival = info.timings.finished = clock_->Now();
-      sink->OnFinished(info);
+      for (const std::shared_ptr<TokenSink>& sink : sinks) {
+        sink->OnFinished(info);
+      }
     }
   }
   commands->clear();

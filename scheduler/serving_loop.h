@@ -111,6 +111,18 @@ class ServingLoop {
   // meanwhile): then the sink gets OnFinished(kError, RESOURCE_EXHAUSTED
   // with a retry hint) without OnAccepted.
   absl::StatusOr<RequestId> Submit(RequestSpec spec);
+  // Thread-safe. Submit for a group that shares one prompt (OpenAI's `n`;
+  // Scheduler's "Groups" in scheduler.h says how it runs and counts):
+  // checks Scheduler::CheckGroup (InvalidArgument unless 1..kMaxGroupSize
+  // specs with one tenant, prompt, cache salt and priority and each its own
+  // sink; ResourceExhausted without a retry hint for a group larger than
+  // the limits), or UNAVAILABLE once stopping, and returns one id per spec,
+  // in order. All or nothing: a refusal at intake (a full queue) finishes
+  // every member's sink with it, none accepted. The caller seeds member i
+  // (seed + i). Cancel(id) of one member cancels only that member. A group
+  // of one is Submit.
+  absl::StatusOr<std::vector<RequestId>> SubmitGroup(
+      std::vector<RequestSpec> specs);
   // Thread-safe. Cancels the request on the engine thread before its next
   // step; a no-op if it has finished.
   void Cancel(RequestId id);
@@ -132,8 +144,8 @@ class ServingLoop {
  private:
   struct Command {
     enum Kind { kSubmit, kCancel, kRejected } kind = kSubmit;
-    RequestId id = 0;
-    RequestSpec spec;  // kSubmit
+    RequestId id = 0;  // kSubmit: the first member's; the others follow
+    std::vector<RequestSpec> specs;  // kSubmit: a group (of one, by Submit)
     // kRejected: a refusal by Submit's own checks, reported to the metrics
     // from the engine thread.
     std::string tenant;

@@ -60,15 +60,22 @@ int32_t TenantQueues::Find(absl::string_view name) const {
   return -1;
 }
 
-absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now) {
+absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now,
+                                           int32_t n) {
   Tenant& t = tenants_[tenant];
-  if (t.config.max_queued == 0 || t.stats.waiting < t.config.max_queued) {
+  if (t.config.max_queued == 0 ||
+      int64_t{t.stats.waiting} + n <= t.config.max_queued) {
     return absl::OkStatus();
   }
   const absl::Duration bucket_wait = t.bucket.TimeUntilAllowed(now);
   return ResourceExhaustedWithRetry(
-      absl::StrCat("tenant '", t.config.name, "' has ", t.stats.waiting,
-                   " requests queued, its limit (max_queued)"),
+      n == 1
+          ? absl::StrCat("tenant '", t.config.name, "' has ", t.stats.waiting,
+                         " requests queued, its limit (max_queued)")
+          : absl::StrCat("tenant '", t.config.name, "' has ", t.stats.waiting,
+                         " requests queued; ", n,
+                         " more would pass its limit (max_queued ",
+                         t.config.max_queued, ")"),
       std::max(bucket_wait, kQueueFullRetryHint));
 }
 
@@ -76,15 +83,15 @@ void TenantQueues::PushBack(std::unique_ptr<Request> request) {
   const int32_t tenant = request->tenant_index();
   Tenant& t = tenants_[tenant];
   if (!Active(t)) Lift(tenant);
-  ++t.stats.waiting;
-  ++num_waiting_;
+  t.stats.waiting += request->group_size();
+  num_waiting_ += request->group_size();
   t.queues[static_cast<int>(request->priority())].push_back(std::move(request));
 }
 
 void TenantQueues::PushFront(std::unique_ptr<Request> request) {
   Tenant& t = tenants_[request->tenant_index()];
-  ++t.stats.waiting;
-  ++num_waiting_;
+  t.stats.waiting += request->group_size();
+  num_waiting_ += request->group_size();
   t.queues[static_cast<int>(request->priority())].push_front(
       std::move(request));
 }
@@ -108,6 +115,11 @@ void TenantQueues::OnCancelled(const Request& request) {
   --num_waiting_;
   ++t.dead;
   if (t.dead > std::max(64, t.stats.waiting)) Compact(t);
+}
+
+void TenantQueues::OnHeldLeft(int32_t tenant, int32_t n) {
+  tenants_[tenant].stats.waiting -= n;
+  num_waiting_ -= n;
 }
 
 void TenantQueues::CountSkip(Tenant& t, const Request& dropped) {
@@ -140,11 +152,20 @@ Request* TenantQueues::Front(Tenant& t) {
   return nullptr;
 }
 
+bool TenantQueues::HasRoom(const Tenant& t) const {
+  if (t.config.max_running == 0) return true;
+  // The front live entry's group (dead entries are skipped, not dropped).
+  for (const auto& queue : t.queues) {
+    for (const std::unique_ptr<Request>& r : queue) {
+      if (r->state() == RequestState::kFinished) continue;
+      return int64_t{t.stats.running} + r->group_size() <= t.config.max_running;
+    }
+  }
+  return t.stats.running < t.config.max_running;
+}
+
 bool TenantQueues::Admissible(Tenant& t, absl::Time now) {
-  return t.stats.waiting > 0 &&
-         (t.config.max_running == 0 ||
-          t.stats.running < t.config.max_running) &&
-         t.bucket.Allows(now);
+  return t.stats.waiting > 0 && HasRoom(t) && t.bucket.Allows(now);
 }
 
 Request* TenantQueues::Peek(absl::Time now) {
@@ -164,8 +185,8 @@ std::unique_ptr<Request> TenantQueues::Pop(Request* peeked) {
   // Peek returned the front of this queue; nothing ran in between.
   std::unique_ptr<Request> request = std::move(queue.front());
   queue.pop_front();
-  --t.stats.waiting;
-  --num_waiting_;
+  t.stats.waiting -= request->group_size();
+  num_waiting_ -= request->group_size();
   return request;
 }
 
@@ -179,8 +200,7 @@ bool TenantQueues::HasAdmissible(absl::Time now) {
 absl::Time TenantQueues::NextAdmissibleTime(absl::Time now) {
   absl::Time next = absl::InfiniteFuture();
   for (Tenant& t : tenants_) {
-    if (t.stats.waiting > 0 &&
-        (t.config.max_running == 0 || t.stats.running < t.config.max_running)) {
+    if (t.stats.waiting > 0 && HasRoom(t)) {
       next = std::min(next, now + t.bucket.TimeUntilAllowed(now));
     }
   }

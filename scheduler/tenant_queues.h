@@ -27,6 +27,11 @@
 // debited with the same prompt and generated tokens; the tenant is not
 // admissible while the bucket is empty, see token_bucket.h).
 //
+// Groups (scheduler.h): a queued request counts with the children it holds
+// (Request::group_size()) as waiting and against max_queued, and its
+// tenant is admissible only with room under max_running for the whole
+// group.
+//
 // Cancelled requests: a queued request that is cancelled is finished at
 // once by the scheduler (sink told, counters moved) but its entry stays in
 // the queue and is dropped when it reaches the front (TGI's queue), counted
@@ -102,9 +107,9 @@ class TenantQueues {
   TenantStats stats(int32_t tenant) const { return tenants_[tenant].stats; }
   int32_t num_waiting() const { return num_waiting_; }
 
-  // OK, or ResourceExhausted with a retry hint (retry_hint.h) when the
-  // tenant already has max_queued live requests queued.
-  absl::Status CheckQueueLimit(int32_t tenant, absl::Time now);
+  // OK, or ResourceExhausted with a retry hint (retry_hint.h) when `n` more
+  // requests would take the tenant past max_queued live requests queued.
+  absl::Status CheckQueueLimit(int32_t tenant, absl::Time now, int32_t n = 1);
 
   // Queues a waiting request: at the back of its priority class (a new
   // request) or at the front (one preempted, or put back).
@@ -113,6 +118,9 @@ class TenantQueues {
   // A queued request was finished by a cancel: it no longer counts as
   // waiting; its entry is dropped later (see the top).
   void OnCancelled(const Request& request);
+  // `n` children left a queued parent (cancelled, or released to be queued
+  // on their own): they no longer count as waiting with it.
+  void OnHeldLeft(int32_t tenant, int32_t n);
 
   // The next request to admit, or nullptr: the admissible tenant with the
   // smallest counter, its best class, its oldest entry. Admissible: live
@@ -155,6 +163,8 @@ class TenantQueues {
     return t.stats.waiting > 0 || t.stats.running > 0;
   }
   bool Admissible(Tenant& t, absl::Time now);
+  // Whether max_running leaves room for the group at the front.
+  bool HasRoom(const Tenant& t) const;
   // Lifts a tenant becoming active to the smallest active counter.
   void Lift(int32_t tenant);
   void Charge(int32_t tenant, int64_t tokens, double w, absl::Time now);
