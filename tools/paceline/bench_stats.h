@@ -74,6 +74,9 @@ struct RequestRecord {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;  // Usage.completion_tokens
   int32_t delivered_tokens = 0;   // token ids in the Deltas received
+  // The OpenAI API, when the server sent no usage: completion_tokens is
+  // the number of chunks with text.
+  bool tokens_from_chunks = false;
   double sent = 0;                // seconds from the run's start
   double done = 0;                // the stream's end, same origin
 
@@ -110,6 +113,7 @@ struct GroupStats {
   int64_t failed = 0;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // of ok requests
+  int64_t tokens_from_chunks = 0;  // ok requests counted without usage
   double duration = 0;            // seconds the group's figures are over
   double request_throughput = 0;  // ok requests / duration
   double output_throughput = 0;   // completion tokens / duration
