@@ -263,8 +263,7 @@ absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
   f.url = *args.Get("url");
   RETURN_IF_ERROR(bench::ParseBenchUrl(f.url).status());
   f.model = args.Get("model").value_or("");
-  ASSIGN_OR_RETURN(f.vocab_size,
-                   GetIntFlag(args, "vocab-size", {.min = 4}));
+  ASSIGN_OR_RETURN(f.vocab_size, GetIntFlag(args, "vocab-size", {.min = 4}));
   return absl::OkStatus();
 }
 
@@ -441,9 +440,8 @@ absl::StatusOr<Target> OpenAiTarget(const BenchFlags& f) {
 }
 
 absl::Status Bench(const BenchFlags& f) {
-  ASSIGN_OR_RETURN(Target target, f.api == bench::Api::kGrpc
-                                      ? GrpcTarget(f)
-                                      : OpenAiTarget(f));
+  ASSIGN_OR_RETURN(Target target, f.api == bench::Api::kGrpc ? GrpcTarget(f)
+                                                             : OpenAiTarget(f));
   bench::Sender& sender = *target.sender;
   const Workload workload(f, target.vocab_size);
 

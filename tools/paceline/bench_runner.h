@@ -39,9 +39,9 @@ struct BenchFlags {
   Api api = Api::kGrpc;
   std::string server;  // gRPC: host:port
   std::string tls_ca;
-  std::string url;                     // OpenAI: http://HOST:PORT[/PREFIX]
-  std::string model;                   // OpenAI: "" = /v1/models's first
-  std::optional<int64_t> vocab_size;   // OpenAI: ids of synthetic prompts
+  std::string url;                    // OpenAI: http://HOST:PORT[/PREFIX]
+  std::string model;                  // OpenAI: "" = /v1/models's first
+  std::optional<int64_t> vocab_size;  // OpenAI: ids of synthetic prompts
   std::vector<Tenant> tenants;
   bool open_loop = false;
   std::vector<double> levels = {1};

@@ -41,8 +41,9 @@ absl::Status ErrorOf(const beast::error_code& ec, absl::string_view doing) {
   if (ec == beast::error::timeout) {
     return absl::DeadlineExceededError(absl::StrCat(doing, ": timed out"));
   }
-  if (ec.category() == http::make_error_code(http::error::need_more).category()
-      && ec != http::error::end_of_stream && ec != http::error::partial_message) {
+  if (ec.category() ==
+          http::make_error_code(http::error::need_more).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message) {
     return absl::InvalidArgumentError(
         absl::StrCat(doing, ": not an HTTP/1.1 answer: ", ec.message()));
   }
@@ -68,8 +69,9 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
   };
   absl::string_view rest = url;
   if (absl::StartsWithIgnoreCase(rest, "https://")) {
-    return bad("https is not supported (put a TLS-terminating proxy in "
-               "front, or use --api grpc --tls-ca)");
+    return bad(
+        "https is not supported (put a TLS-terminating proxy in "
+        "front, or use --api grpc --tls-ca)");
   }
   if (!absl::StartsWithIgnoreCase(rest, "http://")) return bad("not http://");
   rest.remove_prefix(7);
@@ -153,10 +155,10 @@ struct HttpConnection::Impl {
 
   absl::Status Connect(std::optional<Clock::time_point> deadline);
   http::request<http::string_body> Message(const HttpRequest& request) const;
-  beast::error_code SendAndReadHead(http::request<http::string_body>& message,
-                                    http::response_parser<http::buffer_body>&
-                                        parser,
-                                    std::optional<Clock::time_point> deadline);
+  beast::error_code SendAndReadHead(
+      http::request<http::string_body>& message,
+      http::response_parser<http::buffer_body>& parser,
+      std::optional<Clock::time_point> deadline);
   absl::StatusOr<HttpResponse> ReadBody(
       http::response_parser<http::buffer_body>& parser,
       std::optional<Clock::time_point> deadline, const BodySink& sink);

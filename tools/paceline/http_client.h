@@ -80,10 +80,9 @@ class HttpConnection {
   // be reached or the connection fails, Aborted when `sink` stopped it,
   // InvalidArgument for an answer that is not HTTP/1.1. After an error the
   // connection is closed (the next exchange reopens it).
-  absl::StatusOr<HttpResponse> Exchange(const HttpRequest& request,
-                                        std::optional<Clock::time_point>
-                                            deadline,
-                                        const BodySink& sink = nullptr);
+  absl::StatusOr<HttpResponse> Exchange(
+      const HttpRequest& request, std::optional<Clock::time_point> deadline,
+      const BodySink& sink = nullptr);
 
   // Whether the last exchange left the connection open for another.
   bool is_open() const;

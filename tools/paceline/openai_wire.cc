@@ -2,8 +2,8 @@
 
 #include <charconv>
 #include <cstdint>
-#include <system_error>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -124,9 +124,9 @@ std::string HttpErrorText(int http_status, absl::string_view body,
                              /*allow_exceptions=*/false);
   if (const Json* error = j.is_discarded() ? nullptr : Member(j, "error");
       error != nullptr) {
-    absl::StrAppend(&out, " ",
-                    error->is_string() ? error->get<std::string>()
-                                       : ErrorSummary(*error));
+    absl::StrAppend(
+        &out, " ",
+        error->is_string() ? error->get<std::string>() : ErrorSummary(*error));
   } else if (!body.empty()) {
     absl::StrAppend(&out, ": ", Dump(Json(std::string(body.substr(0, 200)))));
   }
@@ -144,9 +144,9 @@ absl::StatusOr<ServedModel> FirstServedModel(absl::string_view models_body) {
   const Json* data = j.is_discarded() ? nullptr : Member(j, "data");
   if (data == nullptr || !data->is_array() || data->empty() ||
       StringMember(data->front(), "id").empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GET /v1/models did not answer a model list: ",
-        models_body.substr(0, 200)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GET /v1/models did not answer a model list: ",
+                     models_body.substr(0, 200)));
   }
   ServedModel model;
   model.id = StringMember(data->front(), "id");
@@ -191,7 +191,8 @@ void CompletionStream::Event(const SseEvent& event, Clock::time_point now) {
     completion_tokens_ = chunk->completion_tokens;
   }
   if (chunk->text.empty()) return;
-  if (last_) gaps_.push_back(std::chrono::duration<double>(now - *last_).count());
+  if (last_)
+    gaps_.push_back(std::chrono::duration<double>(now - *last_).count());
   if (!first_) first_ = now;
   last_ = now;
   ++chunks_;
@@ -214,7 +215,8 @@ void CompletionStream::Fill(Clock::time_point sent, int32_t prompt_ids,
   rec->tokens_from_chunks = !completion_tokens_.has_value();
   const int64_t tokens = completion_tokens_.value_or(chunks_);
   rec->completion_tokens = static_cast<int32_t>(tokens);
-  rec->prompt_tokens = static_cast<int32_t>(prompt_tokens_.value_or(prompt_ids));
+  rec->prompt_tokens =
+      static_cast<int32_t>(prompt_tokens_.value_or(prompt_ids));
   rec->delivered_tokens = rec->completion_tokens;
   rec->e2e_delivered = seconds(*done_at_ - sent);
   if (!first_) return;
@@ -224,8 +226,8 @@ void CompletionStream::Fill(Clock::time_point sent, int32_t prompt_ids,
         seconds(*last_ - *first_) / static_cast<double>(tokens - 1);
   }
   rec->itl_delivered = gaps_;
-  if (tokens > chunks_) rec->itl_delivered.insert(rec->itl_delivered.end(),
-                                                  tokens - chunks_, 0.0);
+  if (tokens > chunks_)
+    rec->itl_delivered.insert(rec->itl_delivered.end(), tokens - chunks_, 0.0);
 }
 
 }  // namespace paceline::tools::bench

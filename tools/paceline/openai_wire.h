@@ -110,8 +110,8 @@ class CompletionStream {
   std::string error_;
   std::optional<Clock::time_point> done_at_;
   std::optional<Clock::time_point> first_, last_;  // text chunks
-  std::vector<double> gaps_;                        // seconds
-  int32_t chunks_ = 0;                              // with text
+  std::vector<double> gaps_;                       // seconds
+  int32_t chunks_ = 0;                             // with text
   std::optional<int64_t> prompt_tokens_, completion_tokens_;
 };
 
