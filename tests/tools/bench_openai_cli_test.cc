@@ -3,6 +3,7 @@
 // library): what a peer receives, keep-alive reuse, usage and its absence,
 // events split and coalesced, 429 answers, bad keys and flags.
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -220,10 +221,56 @@ TEST_F(BenchOpenAiCliTest, BadKeyStopsAtTheModelList) {
       << r.err;
 }
 
+// https with a CA made by openssl for the test: trusted through --tls-ca,
+// refused without it (the system's roots do not hold it).
+TEST_F(BenchOpenAiCliTest, HttpsTrustsTheGivenCa) {
+  const std::string dir = MakeTempDir("bench_openai_tls_");
+  ASSERT_FALSE(dir.empty());
+  const std::string quiet = " >/dev/null 2>&1";
+  ASSERT_EQ(
+      std::system(
+          absl::StrCat("cd ", dir,
+                       " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+                       "-subj /CN=test-ca -keyout ca.key -out ca.pem",
+                       quiet,
+                       " && openssl req -newkey rsa:2048 -nodes "
+                       "-subj /CN=localhost -keyout server.key -out server.csr",
+                       quiet,
+                       " && printf 'subjectAltName=DNS:localhost\\n' > san.ext"
+                       " && openssl x509 -req -in server.csr -CA ca.pem "
+                       "-CAkey ca.key -CAcreateserial -days 2 -extfile san.ext "
+                       "-out server.pem",
+                       quiet)
+              .c_str()),
+      0)
+      << "openssl failed";
+  Start({"--tls-cert", dir + "/server.pem", "--tls-key", dir + "/server.key"});
+  const std::string url = absl::StrCat("https://localhost:", server_.port());
+  const CommandResult ok = RunPaceline(
+      {"bench", "--api", "openai", "--url", url, "--tls-ca", dir + "/ca.pem",
+       "--api-key", kKey, "--concurrency", "2", "--requests", "4",
+       "--max-tokens", "3", "--json", "--no-progress", "--timeout", "60"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const Json j = ParseJson(ok.out);
+  ASSERT_TRUE(j.is_object()) << ok.out;
+  EXPECT_EQ(j["server"], url);
+  EXPECT_EQ(j["runs"][0]["all"]["ok"], 4);
+  EXPECT_EQ(j["runs"][0]["all"]["completion_tokens"], 12);
+  EXPECT_LE(Connections(), 3);  // kept alive over TLS too
+  const CommandResult untrusted =
+      RunPaceline({"bench", "--api", "openai", "--url", url, "--api-key", kKey,
+                   "--requests", "1", "--no-progress"});
+  EXPECT_EQ(untrusted.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(untrusted.err, "TLS handshake"))
+      << untrusted.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BenchOpenAiFlagsTest, UsageErrors) {
   const std::vector<std::vector<std::string>> bad = {
       {"bench", "--api", "openai", "--api-key", "k"},
-      {"bench", "--api", "openai", "--url", "https://h:1"},
+      {"bench", "--api", "openai", "--url", "ftp://h:1"},
+      {"bench", "--api", "openai", "--url", "http://h:1", "--tls-ca", "ca"},
       {"bench", "--api", "openai", "--url", "http://h:1", "--server", "h:2"},
       {"bench", "--server", "h:1", "--api-key", "k", "--url", "http://h:1"},
       {"bench", "--server", "h:1", "--api-key", "k", "--model", "m"},

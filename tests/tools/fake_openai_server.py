@@ -19,6 +19,7 @@ Options:
   --tokens-per-chunk K  each text chunk stands for K tokens (usage counts
                         them all)
   --reject-every N      answer every N-th completion 429 (retry-after-ms 250)
+  --tls-cert PEM --tls-key PEM  serve https with this certificate
 """
 
 import argparse
@@ -26,6 +27,7 @@ import http.server
 import json
 import signal
 import socket
+import ssl
 import sys
 import threading
 
@@ -164,8 +166,14 @@ def main():
     p.add_argument("--split", action="store_true")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
     p.add_argument("--reject-every", type=int, default=0)
+    p.add_argument("--tls-cert", default="")
+    p.add_argument("--tls-key", default="")
     ARGS = p.parse_args()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if ARGS.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
         target=server.shutdown).start())

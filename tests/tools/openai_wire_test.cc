@@ -276,10 +276,16 @@ TEST(ParseBenchUrlTest, Forms) {
   auto default_port = ParseHttpUrl("http://example.org");
   ASSERT_TRUE(default_port.ok());
   EXPECT_EQ(default_port->port, "80");
+  EXPECT_FALSE(default_port->tls);
+  auto https = ParseHttpUrl("https://example.org/v1");
+  ASSERT_TRUE(https.ok());
+  EXPECT_TRUE(https->tls);
+  EXPECT_EQ(https->port, "443");
+  EXPECT_EQ(https->ToString(), "https://example.org:443/v1");
   for (const char* bad :
-       {"https://h:1", "ftp://h", "h:80", "http://", "http://:80",
-        "http://u@h:1", "http://h:0", "http://h:65536", "http://h:8a",
-        "http://h:1?x=1", "http://h:1/#f", "http://::1:80", "http://[::1"}) {
+       {"ftp://h", "h:80", "https://", "http://", "http://:80", "http://u@h:1",
+        "http://h:0", "http://h:65536", "http://h:8a", "http://h:1?x=1",
+        "http://h:1/#f", "http://::1:80", "http://[::1"}) {
     EXPECT_EQ(ParseHttpUrl(bad).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;

@@ -52,10 +52,10 @@ using bench::Tenant;
 using bench::Workload;
 
 constexpr char kUsage[] =
-    "usage: paceline bench (--server ADDR [--tls-ca FILE] |\n"
-    "                       --api openai --url http://HOST:PORT [--model "
-    "NAME]\n"
-    "                       [--vocab-size N])\n"
+    "usage: paceline bench (--server ADDR |\n"
+    "                       --api openai --url http[s]://HOST:PORT\n"
+    "                       [--model NAME] [--vocab-size N]) [--tls-ca "
+    "FILE]\n"
     "         [--api-key KEY | --tenant NAME:KEY[:SHARE]...]\n"
     "         [--concurrency N[,N...] | --rate R[,R...] [--burstiness B]]\n"
     "         [--requests N] [--duration SECONDS] [--warmup N]\n"
@@ -108,11 +108,12 @@ constexpr char kUsage[] =
     "  HTTP status, the OpenAI error and the retry hint; it is not retried.\n"
     "\n"
     "  --server ADDR         host:port of pacelined (gRPC)\n"
-    "  --tls-ca FILE         gRPC over TLS, trusting the PEM certificates in\n"
-    "                        FILE\n"
+    "  --tls-ca FILE         gRPC over TLS, or https (openai), trusting the\n"
+    "                        PEM certificates in FILE (https without it: the\n"
+    "                        system's roots)\n"
     "  --api grpc|openai     the protocol (default grpc)\n"
-    "  --url URL             openai: http://HOST:PORT[/PREFIX] (a trailing\n"
-    "                        /v1 is the same); plain HTTP only\n"
+    "  --url URL             openai: http[s]://HOST:PORT[/PREFIX] (a\n"
+    "                        trailing /v1 is the same)\n"
     "  --model NAME          openai: the `model` sent (default: the first id\n"
     "                        of GET /v1/models)\n"
     "  --vocab-size N        openai: synthetic prompt ids are below N\n"
@@ -243,25 +244,26 @@ absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
           absl::StrCat("--", flag, " goes with --api openai"));
     }
   }
-  for (const char* flag : {"server", "tls-ca"}) {
-    if (!grpc && args.Has(flag)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " goes with --api grpc; give --url"));
-    }
+  if (!grpc && args.Has("server")) {
+    return absl::InvalidArgumentError(
+        "--server goes with --api grpc; give --url");
   }
+  if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
   if (grpc) {
     if (!args.Get("server")) {
       return absl::InvalidArgumentError("--server is required");
     }
     f.server = *args.Get("server");
-    if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
     return absl::OkStatus();
   }
   if (!args.Get("url")) {
     return absl::InvalidArgumentError("--api openai wants --url");
   }
   f.url = *args.Get("url");
-  RETURN_IF_ERROR(bench::ParseBenchUrl(f.url).status());
+  ASSIGN_OR_RETURN(const HttpUrl url, bench::ParseBenchUrl(f.url));
+  if (!f.tls_ca.empty() && !url.tls) {
+    return absl::InvalidArgumentError("--tls-ca wants an https:// --url");
+  }
   f.model = args.Get("model").value_or("");
   ASSIGN_OR_RETURN(f.vocab_size, GetIntFlag(args, "vocab-size", {.min = 4}));
   return absl::OkStatus();
@@ -426,9 +428,9 @@ absl::StatusOr<Target> OpenAiTarget(const BenchFlags& f) {
   std::optional<int64_t> served_vocab;
   const bool synthetic = f.prompts.empty();
   if (f.model.empty() || (synthetic && !f.vocab_size)) {
-    ASSIGN_OR_RETURN(
-        const bench::ServedModel served,
-        bench::FetchServedModel(url, f.tenants[0].key, /*timeout_s=*/30));
+    ASSIGN_OR_RETURN(const bench::ServedModel served,
+                     bench::FetchServedModel(url, f.tls_ca, f.tenants[0].key,
+                                             /*timeout_s=*/30));
     if (t.model.empty()) t.model = served.id;
     served_vocab = served.vocab_size;
   }

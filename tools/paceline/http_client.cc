@@ -4,8 +4,10 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -26,6 +28,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
@@ -53,13 +56,15 @@ absl::Status ErrorOf(const beast::error_code& ec, absl::string_view doing) {
 // The server closed a kept-alive connection before answering: send again.
 bool ClosedMeanwhile(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+         ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
 }
 
 }  // namespace
 
 std::string HttpUrl::ToString() const {
-  return absl::StrCat("http://", HostForm(host), ":", port, prefix);
+  return absl::StrCat(tls ? "https://" : "http://", HostForm(host), ":", port,
+                      prefix);
 }
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
@@ -68,13 +73,12 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
         "--url wants http://HOST[:PORT][/PREFIX], got '", url, "': ", why));
   };
   absl::string_view rest = url;
-  if (absl::StartsWithIgnoreCase(rest, "https://")) {
-    return bad(
-        "https is not supported (put a TLS-terminating proxy in "
-        "front, or use --api grpc --tls-ca)");
+  HttpUrl out;
+  out.tls = absl::StartsWithIgnoreCase(rest, "https://");
+  if (!out.tls && !absl::StartsWithIgnoreCase(rest, "http://")) {
+    return bad("not http:// or https://");
   }
-  if (!absl::StartsWithIgnoreCase(rest, "http://")) return bad("not http://");
-  rest.remove_prefix(7);
+  rest.remove_prefix(out.tls ? 8 : 7);
   if (rest.find_first_of("?#") != absl::string_view::npos) {
     return bad("a query or fragment");
   }
@@ -83,7 +87,6 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
   absl::string_view path =
       slash == absl::string_view::npos ? "" : rest.substr(slash);
   if (authority.find('@') != absl::string_view::npos) return bad("user info");
-  HttpUrl out;
   absl::string_view port;
   if (absl::ConsumePrefix(&authority, "[")) {
     const size_t close = authority.find(']');
@@ -103,7 +106,7 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
     }
   }
   if (out.host.empty()) return bad("no host");
-  int port_number = 80;
+  int port_number = out.tls ? 443 : 80;
   if (!port.empty() || absl::EndsWith(authority, ":")) {
     if (!absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
         port_number > 65535 ||
@@ -126,7 +129,43 @@ std::optional<std::string> HttpResponse::Header(absl::string_view name) const {
 }
 
 struct HttpConnection::Impl {
-  explicit Impl(HttpUrl u) : url(std::move(u)) {}
+  Impl(HttpUrl u, const std::string& tls_ca) : url(std::move(u)) {
+    if (url.tls) SetUpTls(tls_ca);
+  }
+
+  // The context of https connections: the peer's certificate verified
+  // against `tls_ca` (PEM), else the system's roots.
+  void SetUpTls(const std::string& tls_ca) {
+    tls_context.emplace(ssl::context::tls_client);
+    beast::error_code ec;
+    tls_context->set_verify_mode(ssl::verify_peer, ec);
+    if (!ec) {
+      if (tls_ca.empty()) {
+        tls_context->set_default_verify_paths(ec);
+      } else {
+        tls_context->load_verify_file(tls_ca, ec);
+      }
+    }
+    if (ec) {
+      tls_setup = absl::FailedPreconditionError(
+          absl::StrCat("TLS trust ", tls_ca.empty() ? "(system roots)" : tls_ca,
+                       ": ", ec.message()));
+    }
+  }
+
+  bool open() const { return tcp.has_value() || tls.has_value(); }
+  beast::tcp_stream& Lowest() {
+    return tls ? beast::get_lowest_layer(*tls) : *tcp;
+  }
+  // Calls f with the open stream, TLS or plain.
+  template <class F>
+  void With(F f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(*tcp);
+    }
+  }
 
   // Runs the io_context until the operation just started has completed
   // (each is the only work queued on it).
@@ -137,19 +176,21 @@ struct HttpConnection::Impl {
 
   void Expire(std::optional<Clock::time_point> deadline) {
     if (deadline) {
-      stream->expires_at(*deadline);
+      Lowest().expires_at(*deadline);
     } else {
-      stream->expires_never();
+      Lowest().expires_never();
     }
   }
 
   void Close() {
-    if (stream) {
+    if (open()) {
+      // No TLS close_notify: the client is done either way.
       beast::error_code ignored;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream->close();
-      stream.reset();
+      Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      Lowest().close();
     }
+    tls.reset();
+    tcp.reset();
     buffer.clear();
   }
 
@@ -165,7 +206,11 @@ struct HttpConnection::Impl {
 
   const HttpUrl url;
   asio::io_context io;
-  std::optional<beast::tcp_stream> stream;  // set while open
+  std::optional<ssl::context> tls_context;  // https only
+  absl::Status tls_setup;                   // why tls_context is unusable
+  // The open connection: one of the two, by the URL's scheme.
+  std::optional<beast::tcp_stream> tcp;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
 };
 
@@ -183,16 +228,30 @@ absl::Status HttpConnection::Impl::Connect(
   Run();
   const std::string where = url.ToString();
   if (ec) return ErrorOf(ec, absl::StrCat("resolving ", where));
-  stream.emplace(io);
+  RETURN_IF_ERROR(tls_setup);
+  beast::tcp_stream& s =
+      url.tls ? beast::get_lowest_layer(tls.emplace(io, *tls_context))
+              : tcp.emplace(io);
   Expire(deadline);
-  stream->async_connect(results, [&](const beast::error_code& e,
-                                     const tcp::endpoint&) { ec = e; });
+  s.async_connect(results, [&](const beast::error_code& e,
+                               const tcp::endpoint&) { ec = e; });
   Run();
   if (ec) {
-    stream.reset();
+    Close();
     return ErrorOf(ec, absl::StrCat("connecting to ", where));
   }
-  stream->socket().set_option(tcp::no_delay(true), ec);
+  s.socket().set_option(tcp::no_delay(true), ec);
+  if (!url.tls) return absl::OkStatus();
+  // SNI, and the certificate must name the host.
+  SSL_set_tlsext_host_name(tls->native_handle(), url.host.c_str());
+  tls->set_verify_callback(ssl::host_name_verification(url.host));
+  tls->async_handshake(ssl::stream_base::client,
+                       [&](const beast::error_code& e) { ec = e; });
+  Run();
+  if (ec) {
+    Close();
+    return ErrorOf(ec, absl::StrCat("TLS handshake with ", where));
+  }
   return absl::OkStatus();
 }
 
@@ -220,12 +279,16 @@ beast::error_code HttpConnection::Impl::SendAndReadHead(
     std::optional<Clock::time_point> deadline) {
   beast::error_code ec;
   Expire(deadline);
-  http::async_write(*stream, message,
-                    [&](const beast::error_code& e, size_t) { ec = e; });
+  With([&](auto& s) {
+    http::async_write(s, message,
+                      [&](const beast::error_code& e, size_t) { ec = e; });
+  });
   Run();
   if (ec) return ec;
-  http::async_read_header(*stream, buffer, parser,
-                          [&](const beast::error_code& e, size_t) { ec = e; });
+  With([&](auto& s) {
+    http::async_read_header(
+        s, buffer, parser, [&](const beast::error_code& e, size_t) { ec = e; });
+  });
   Run();
   return ec;
 }
@@ -249,8 +312,11 @@ absl::StatusOr<HttpResponse> HttpConnection::Impl::ReadBody(
     parser.get().body().size = sizeof(piece);
     beast::error_code ec;
     Expire(deadline);
-    http::async_read_some(*stream, buffer, parser,
-                          [&](const beast::error_code& e, size_t) { ec = e; });
+    With([&](auto& s) {
+      http::async_read_some(
+          s, buffer, parser,
+          [&](const beast::error_code& e, size_t) { ec = e; });
+    });
     Run();
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
@@ -274,19 +340,19 @@ absl::StatusOr<HttpResponse> HttpConnection::Impl::ReadBody(
   return response;
 }
 
-HttpConnection::HttpConnection(HttpUrl url)
-    : impl_(std::make_unique<Impl>(std::move(url))) {}
+HttpConnection::HttpConnection(HttpUrl url, const std::string& tls_ca)
+    : impl_(std::make_unique<Impl>(std::move(url), tls_ca)) {}
 
 HttpConnection::~HttpConnection() { impl_->Close(); }
 
-bool HttpConnection::is_open() const { return impl_->stream.has_value(); }
+bool HttpConnection::is_open() const { return impl_->open(); }
 
 absl::StatusOr<HttpResponse> HttpConnection::Exchange(
     const HttpRequest& request, std::optional<Clock::time_point> deadline,
     const BodySink& sink) {
   http::request<http::string_body> message = impl_->Message(request);
   for (int attempt = 0;; ++attempt) {
-    const bool reused = impl_->stream.has_value();
+    const bool reused = impl_->open();
     if (!reused) RETURN_IF_ERROR(impl_->Connect(deadline));
     http::response_parser<http::buffer_body> parser;
     parser.header_limit(kMaxHeaderBytes);

@@ -2,7 +2,8 @@
 #define PACELINE_TOOLS_PACELINE_HTTP_CLIENT_H_
 
 // A small blocking HTTP/1.1 client for `paceline bench --api openai`:
-// one keep-alive connection (Boost.Beast over Asio, plain TCP), each
+// one keep-alive connection (Boost.Beast over Asio; TCP, or TLS through
+// Asio's OpenSSL layer), each
 // exchange bounded by a deadline, a 2xx body handed over piece by piece
 // as it arrives (for server-sent events), other bodies collected so their
 // error can be read.
@@ -21,20 +22,20 @@
 
 namespace paceline::tools {
 
-// "http://HOST[:PORT][/PREFIX]": the server and the path every target is
-// put under ("" or "/prefix", never a trailing '/'). HOST may be a
-// bracketed IPv6 address. PORT defaults to 80.
+// "http[s]://HOST[:PORT][/PREFIX]": the server and the path every target
+// is put under ("" or "/prefix", never a trailing '/'). HOST may be a
+// bracketed IPv6 address. PORT defaults to 80 (443 for https).
 struct HttpUrl {
+  bool tls = false;  // https
   std::string host;  // without brackets
   std::string port;
   std::string prefix;
-  // "http://HOST:PORT/PREFIX", as it was understood.
+  // "http[s]://HOST:PORT/PREFIX", as it was understood.
   std::string ToString() const;
 };
 
-// InvalidArgument for anything but the form above: other schemes (https
-// is refused: this client speaks plain HTTP), user info, a query or a
-// fragment, an empty host, a port outside 1..65535.
+// InvalidArgument for anything but the form above: other schemes, user
+// info, a query or a fragment, an empty host, a port outside 1..65535.
 absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url);
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -65,7 +66,11 @@ class HttpConnection {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit HttpConnection(HttpUrl url);
+  // For an https `url`, the server's certificate must chain to the PEM
+  // certificates in `tls_ca` (the system's roots when empty) and name the
+  // URL's host; an unreadable `tls_ca` fails every exchange
+  // (FailedPrecondition).
+  explicit HttpConnection(HttpUrl url, const std::string& tls_ca = "");
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;

@@ -37,9 +37,10 @@ absl::StatusOr<HttpUrl> ParseBenchUrl(absl::string_view url) {
 }
 
 absl::StatusOr<ServedModel> FetchServedModel(const HttpUrl& url,
+                                             const std::string& tls_ca,
                                              const std::string& key,
                                              double timeout_s) {
-  HttpConnection c(url);
+  HttpConnection c(url, tls_ca);
   HttpRequest request;
   request.target = "/v1/models";
   request.headers = Auth(key);
@@ -60,7 +61,8 @@ OpenAiSender::OpenAiSender(HttpUrl url, std::string model,
 
 std::unique_ptr<HttpConnection> OpenAiSender::Take() {
   absl::MutexLock lock(&mu_);
-  if (idle_.empty()) return std::make_unique<HttpConnection>(url_);
+  if (idle_.empty())
+    return std::make_unique<HttpConnection>(url_, flags_.tls_ca);
   std::unique_ptr<HttpConnection> c = std::move(idle_.back());
   idle_.pop_back();
   return c;

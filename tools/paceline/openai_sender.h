@@ -30,15 +30,18 @@ inline constexpr int64_t kPortableVocabSize = 259;
 // (OpenAI clients' base URLs end in /v1; the targets here carry it).
 absl::StatusOr<HttpUrl> ParseBenchUrl(absl::string_view url);
 
-// GET /v1/models with `key`, within `timeout_s` seconds: the served
-// model. The HTTP errors as Unavailable, with HttpErrorText's line.
+// GET /v1/models with `key` (trusting `tls_ca` over https), within `timeout_s`
+// seconds: the served model. The HTTP errors as Unavailable, with
+// HttpErrorText's line.
 absl::StatusOr<ServedModel> FetchServedModel(const HttpUrl& url,
+                                             const std::string& tls_ca,
                                              const std::string& key,
                                              double timeout_s);
 
 class OpenAiSender : public Sender {
  public:
-  // Sends to `url` for `model` with the flags' tenants and --timeout;
+  // Sends to `url` for `model` with the flags' tenants, --tls-ca and
+  // --timeout;
   // `flags` must outlive it.
   OpenAiSender(HttpUrl url, std::string model, const BenchFlags& flags);
 
