@@ -37,6 +37,8 @@
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 #include "tools/paceline/grpc_client.h"
+#include "tools/paceline/http_client.h"
+#include "tools/paceline/openai_sender.h"
 
 namespace paceline::tools {
 namespace {
@@ -50,8 +52,11 @@ using bench::Tenant;
 using bench::Workload;
 
 constexpr char kUsage[] =
-    "usage: paceline bench --server ADDR [--api-key KEY | --tenant "
-    "NAME:KEY[:SHARE]...]\n"
+    "usage: paceline bench (--server ADDR |\n"
+    "                       --api openai --url http[s]://HOST:PORT\n"
+    "                       [--model NAME] [--vocab-size N]) [--tls-ca "
+    "FILE]\n"
+    "         [--api-key KEY | --tenant NAME:KEY[:SHARE]...]\n"
     "         [--concurrency N[,N...] | --rate R[,R...] [--burstiness B]]\n"
     "         [--requests N] [--duration SECONDS] [--warmup N]\n"
     "         [--prompt-tokens N|A:B | --prompts FILE.jsonl] [--max-tokens "
@@ -59,15 +64,15 @@ constexpr char kUsage[] =
     "         [--pace TPS] [--temperature T] [--seed S]\n"
     "         [--slo-ttft MS] [--slo-tpot MS] [--slo-e2e MS]\n"
     "         [--json] [--plot DIR] [--progress | --no-progress]\n"
-    "         [--timeout SECONDS] [--tls-ca FILE]\n"
+    "         [--timeout SECONDS]\n"
     "\n"
-    "Loads the pacelined at ADDR with Generate streams and reports, per run\n"
-    "and per tenant, request and token throughput, goodput, and TTFT, TPOT,\n"
-    "ITL and end-to-end latency percentiles (p50/p90/p99, linear\n"
-    "interpolation between closest ranks) on two sides:\n"
-    "  computed   from the server's Finished.timings: TTFT = first_token -\n"
-    "             queued, E2E = generation_done - queued, TPOT =\n"
-    "             (generation_done - first_token) / (tokens - 1)\n"
+    "Loads a server with streams and reports, per run and per tenant,\n"
+    "request and token throughput, goodput, and TTFT, TPOT, ITL and\n"
+    "end-to-end latency percentiles (p50/p90/p99, linear interpolation\n"
+    "between closest ranks) on two sides:\n"
+    "  computed   from the server's Finished.timings (gRPC only): TTFT =\n"
+    "             first_token - queued, E2E = generation_done - queued, TPOT\n"
+    "             = (generation_done - first_token) / (tokens - 1)\n"
     "  delivered  from this client's receive times: TTFT = first Delta -\n"
     "             send, E2E = last Delta - send, TPOT = (last - first Delta)\n"
     "             / (tokens - 1), ITL = the gap before each delivered token\n"
@@ -76,8 +81,44 @@ constexpr char kUsage[] =
     "request sets ignore_eos, so it generates exactly its max tokens. Exits\n"
     "1 when any measured request failed (after the report).\n"
     "\n"
-    "  --server ADDR         host:port of pacelined\n"
-    "  --api-key KEY         one tenant's key (default: $PACELINE_API_KEY)\n"
+    "--api grpc (the default) sends Generate streams to pacelined at\n"
+    "--server. --api openai drives any OpenAI-compatible server (Paceline's\n"
+    "HTTP API, vLLM, llama.cpp's llama-server) with the same load, so peers\n"
+    "are measured side by side. Each request is one streamed POST\n"
+    "/v1/completions on a keep-alive HTTP/1.1 connection (one per stream in\n"
+    "flight), with `Authorization: Bearer KEY` (none without a key). A peer\n"
+    "receives:\n"
+    "  {\"model\": NAME, \"prompt\": [ids...] | \"text\", \"max_tokens\": N,\n"
+    "   \"stream\": true, \"stream_options\": {\"include_usage\": true},\n"
+    "   \"ignore_eos\": true, \"seed\": S, \"temperature\": T (with\n"
+    "   --temperature), \"pace_tokens_per_s\": TPS (Paceline's, with "
+    "--pace)}\n"
+    "  Synthetic prompts go as token ids (OpenAI's number[] prompt, which\n"
+    "  all three accept): N random ids in [3, V), V = --vocab-size, else the\n"
+    "  model's meta.n_vocab when GET /v1/models reports it (llama-server\n"
+    "  does), else 259 (ids 3-258: byte tokens in llama vocabularies, valid\n"
+    "  in any vocabulary of 259 or more). --prompts texts go as text.\n"
+    "  Timing: TTFT = the first chunk with text, ITL = the gap before each\n"
+    "  text chunk (plus a 0 per token that came coalesced into another\n"
+    "  chunk, by the usage count), E2E = `data: [DONE]`. Prompt and\n"
+    "  completion tokens come from the usage chunk; a server that sends\n"
+    "  none has its text chunks counted instead, and the report says so.\n"
+    "  There are no server timings, so the computed side stays empty. A\n"
+    "  non-200 answer (429 included) is a failed request, reported with its\n"
+    "  HTTP status, the OpenAI error and the retry hint; it is not retried.\n"
+    "\n"
+    "  --server ADDR         host:port of pacelined (gRPC)\n"
+    "  --tls-ca FILE         gRPC over TLS, or https (openai), trusting the\n"
+    "                        PEM certificates in FILE (https without it: the\n"
+    "                        system's roots)\n"
+    "  --api grpc|openai     the protocol (default grpc)\n"
+    "  --url URL             openai: http[s]://HOST:PORT[/PREFIX] (a\n"
+    "                        trailing /v1 is the same)\n"
+    "  --model NAME          openai: the `model` sent (default: the first id\n"
+    "                        of GET /v1/models)\n"
+    "  --vocab-size N        openai: synthetic prompt ids are below N\n"
+    "  --api-key KEY         one tenant's key (default: $PACELINE_API_KEY;\n"
+    "                        openai: optional)\n"
     "  --tenant NAME:KEY[:SHARE]  a tenant and its share of the requests\n"
     "                        (default 1); repeatable\n"
     "  --concurrency LIST    closed loop: streams in flight, e.g. 1,4,8,16,32\n"
@@ -105,8 +146,7 @@ constexpr char kUsage[] =
     "  --progress, --no-progress  force the progress bar on stderr on or "
     "off\n"
     "                        (default: on when stderr is a terminal)\n"
-    "  --timeout SECONDS     deadline of each request (default: none)\n"
-    "  --tls-ca FILE         use TLS, trusting the PEM certificates in FILE\n";
+    "  --timeout SECONDS     deadline of each request (default: none)\n";
 
 constexpr FlagDef kFlags[] = {
     {"server", true},        {"api-key", true},     {"tenant", true},
@@ -117,6 +157,8 @@ constexpr FlagDef kFlags[] = {
     {"slo-ttft", true},      {"slo-tpot", true},    {"slo-e2e", true},
     {"json", false},         {"plot", true},        {"progress", false},
     {"no-progress", false},  {"timeout", true},     {"tls-ca", true},
+    {"api", true},           {"url", true},         {"model", true},
+    {"vocab-size", true},
 };
 
 // "1,4,8": positive numbers; whole ones when `whole`.
@@ -186,13 +228,51 @@ absl::StatusOr<std::vector<FilePrompt>> ReadPrompts(const std::string& path) {
   return prompts;
 }
 
-// --server, --tls-ca and who sends: --tenant..., or one --api-key.
-absl::Status ReadTargetFlags(const ParsedArgs& args, BenchFlags& f) {
-  if (!args.Get("server")) {
-    return absl::InvalidArgumentError("--server is required");
+// --api and where to: --server and --tls-ca (gRPC), or --url, --model
+// and --vocab-size (OpenAI).
+absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
+  const std::string api = args.Get("api").value_or("grpc");
+  if (api != "grpc" && api != "openai") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--api wants grpc or openai, got '", api, "'"));
   }
-  f.server = *args.Get("server");
+  f.api = api == "grpc" ? bench::Api::kGrpc : bench::Api::kOpenAi;
+  const bool grpc = f.api == bench::Api::kGrpc;
+  for (const char* flag : {"url", "model", "vocab-size"}) {
+    if (grpc && args.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " goes with --api openai"));
+    }
+  }
+  if (!grpc && args.Has("server")) {
+    return absl::InvalidArgumentError(
+        "--server goes with --api grpc; give --url");
+  }
   if (auto v = args.Get("tls-ca")) f.tls_ca = *v;
+  if (grpc) {
+    if (!args.Get("server")) {
+      return absl::InvalidArgumentError("--server is required");
+    }
+    f.server = *args.Get("server");
+    return absl::OkStatus();
+  }
+  if (!args.Get("url")) {
+    return absl::InvalidArgumentError("--api openai wants --url");
+  }
+  f.url = *args.Get("url");
+  ASSIGN_OR_RETURN(const HttpUrl url, bench::ParseBenchUrl(f.url));
+  if (!f.tls_ca.empty() && !url.tls) {
+    return absl::InvalidArgumentError("--tls-ca wants an https:// --url");
+  }
+  f.model = args.Get("model").value_or("");
+  ASSIGN_OR_RETURN(f.vocab_size, GetIntFlag(args, "vocab-size", {.min = 4}));
+  return absl::OkStatus();
+}
+
+// The server, and who sends: --tenant..., or one --api-key (optional
+// over the OpenAI API, whose servers may want none).
+absl::Status ReadTargetFlags(const ParsedArgs& args, BenchFlags& f) {
+  RETURN_IF_ERROR(ReadServerFlags(args, f));
   for (const std::string& t : args.GetAll("tenant")) {
     ASSIGN_OR_RETURN(Tenant tenant, ParseTenant(t));
     f.tenants.push_back(std::move(tenant));
@@ -209,7 +289,7 @@ absl::Status ReadTargetFlags(const ParsedArgs& args, BenchFlags& f) {
   } else if (const char* env = std::getenv("PACELINE_API_KEY")) {
     key = env;
   }
-  if (key.empty()) {
+  if (key.empty() && f.api == bench::Api::kGrpc) {
     return absl::InvalidArgumentError(
         "--tenant, --api-key or PACELINE_API_KEY is required");
   }
@@ -310,24 +390,67 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
   return f;
 }
 
-absl::Status Bench(const BenchFlags& f) {
+// What the runs are sent with and to, and what the report echoes.
+struct Target {
+  std::unique_ptr<pb::Paceline::Stub> stub;  // gRPC; before `sender`
+  std::unique_ptr<bench::Sender> sender;
+  std::string label;  // the server, as the report names it
+  std::string model;
+  int64_t vocab_size = 0;
+};
+
+// The gRPC target: the served model's id and vocabulary from GetModelInfo.
+absl::StatusOr<Target> GrpcTarget(const BenchFlags& f) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                    Connect(f.server, f.tls_ca));
-  std::unique_ptr<pb::Paceline::Stub> stub = pb::Paceline::NewStub(channel);
-
-  // The served model: its id for the report, its vocabulary for prompts.
+  Target t;
+  t.stub = pb::Paceline::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", absl::StrCat("Bearer ", f.tenants[0].key));
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   pb::GetModelInfoResponse info;
-  if (grpc::Status s = stub->GetModelInfo(&ctx, {}, &info); !s.ok()) {
+  if (grpc::Status s = t.stub->GetModelInfo(&ctx, {}, &info); !s.ok()) {
     return FromGrpc(s, ctx);
   }
-  const Workload workload(f, info.model().info().vocab_size());
+  t.sender = std::make_unique<bench::GrpcSender>(*t.stub, f);
+  t.label = f.server;
+  t.model = info.model().id();
+  t.vocab_size = info.model().info().vocab_size();
+  return t;
+}
+
+// The OpenAI target: --model, or GET /v1/models's first id; the
+// vocabulary of synthetic prompts as --help says.
+absl::StatusOr<Target> OpenAiTarget(const BenchFlags& f) {
+  ASSIGN_OR_RETURN(const HttpUrl url, bench::ParseBenchUrl(f.url));
+  Target t;
+  t.model = f.model;
+  std::optional<int64_t> served_vocab;
+  const bool synthetic = f.prompts.empty();
+  if (f.model.empty() || (synthetic && !f.vocab_size)) {
+    ASSIGN_OR_RETURN(const bench::ServedModel served,
+                     bench::FetchServedModel(url, f.tls_ca, f.tenants[0].key,
+                                             /*timeout_s=*/30));
+    if (t.model.empty()) t.model = served.id;
+    served_vocab = served.vocab_size;
+  }
+  t.vocab_size =
+      f.vocab_size.value_or(served_vocab.value_or(bench::kPortableVocabSize));
+  t.label = url.ToString();
+  t.sender = std::make_unique<bench::OpenAiSender>(url, t.model, f);
+  return t;
+}
+
+absl::Status Bench(const BenchFlags& f) {
+  ASSIGN_OR_RETURN(Target target, f.api == bench::Api::kGrpc ? GrpcTarget(f)
+                                                             : OpenAiTarget(f));
+  bench::Sender& sender = *target.sender;
+  const Workload workload(f, target.vocab_size);
 
   bench::BenchSetup setup;
-  setup.server = f.server;
-  setup.model = info.model().id();
+  setup.api = f.api == bench::Api::kGrpc ? "grpc" : "openai";
+  setup.server = target.label;
+  setup.model = target.model;
   for (const Tenant& t : f.tenants) setup.tenants.push_back(t.name);
   setup.prompt_tokens = f.prompt_tokens_text;
   setup.max_tokens = f.max_tokens_text;
@@ -341,7 +464,7 @@ absl::Status Bench(const BenchFlags& f) {
     const int concurrency =
         f.open_loop ? 1 : static_cast<int>(f.levels.front());
     const RunResult w =
-        bench::RunLevel(*stub, f, workload, /*salt=*/1, f.warmup, std::nullopt,
+        bench::RunLevel(sender, f, workload, /*salt=*/1, f.warmup, std::nullopt,
                         /*open_loop=*/false, concurrency, f.progress);
     const bench::GroupStats g = bench::Aggregate(w.records, w.duration, {});
     if (g.failed > 0) {
@@ -356,7 +479,7 @@ absl::Status Bench(const BenchFlags& f) {
   std::string first_error;
   for (size_t k = 0; k < f.levels.size(); ++k) {
     RunResult run =
-        bench::RunLevel(*stub, f, workload, /*salt=*/2 + k, f.requests,
+        bench::RunLevel(sender, f, workload, /*salt=*/2 + k, f.requests,
                         f.duration, f.open_loop, f.levels[k], f.progress);
     run.all = bench::Aggregate(run.records, run.duration, f.slo);
     for (size_t t = 0; t < f.tenants.size(); ++t) {

@@ -91,6 +91,7 @@ std::string JsonGroup(const GroupStats& g) {
       "{\"requests\": ", g.requests, ", \"ok\": ", g.ok,
       ", \"failed\": ", g.failed, ", \"prompt_tokens\": ", g.prompt_tokens,
       ", \"completion_tokens\": ", g.completion_tokens,
+      ", \"completion_tokens_from_chunks\": ", g.tokens_from_chunks,
       ", \"request_throughput\": ", JsonNumber(g.request_throughput),
       ", \"output_throughput\": ", JsonNumber(g.output_throughput),
       ", \"total_throughput\": ", JsonNumber(g.total_throughput),
@@ -215,10 +216,16 @@ std::string RunLabel(const RunResult& run) {
 std::string FormatTable(const BenchSetup& setup,
                         const std::vector<RunResult>& runs) {
   std::string out = absl::StrFormat(
-      "paceline bench: %s, model %s; prompt %s tokens, output %s tokens, "
+      "paceline bench: %s%s, model %s; prompt %s tokens, output %s tokens, "
       "pace %s\n",
-      setup.server, setup.model, setup.prompt_tokens, setup.max_tokens,
+      setup.server, setup.api == "openai" ? " (OpenAI API)" : "", setup.model,
+      setup.prompt_tokens, setup.max_tokens,
       setup.pace > 0 ? absl::StrFormat("%g tok/s", setup.pace) : "off");
+  if (setup.api == "openai") {
+    absl::StrAppend(&out,
+                    "The OpenAI API carries no server timings: the computed "
+                    "side stays empty.\n");
+  }
   if (setup.slo.any()) {
     std::vector<std::string> parts;
     if (setup.slo.ttft)
@@ -249,6 +256,11 @@ std::string FormatTable(const BenchSetup& setup,
         absl::StrAppend(&out, LatencyBlock(setup.tenants[t], run.tenants[t]));
       }
     }
+    if (run.all.tokens_from_chunks > 0) {
+      absl::StrAppend(&out, "  ", run.all.tokens_from_chunks,
+                      " requests came without a usage chunk: their completion "
+                      "tokens are their text chunks\n");
+    }
     if (!run.all.first_error.empty()) {
       absl::StrAppend(&out, "  first error: ", run.all.first_error, "\n");
     }
@@ -266,7 +278,8 @@ std::string FormatJson(const BenchSetup& setup,
   std::vector<std::string> tenants;
   for (const std::string& t : setup.tenants) tenants.push_back(JsonQuote(t));
   std::string out =
-      absl::StrCat("{\"server\": ", JsonQuote(setup.server),
+      absl::StrCat("{\"api\": ", JsonQuote(setup.api),
+                   ", \"server\": ", JsonQuote(setup.server),
                    ", \"model\": ", JsonQuote(setup.model), ", \"tenants\": [",
                    absl::StrJoin(tenants, ", "), "]",
                    ", \"prompt_tokens\": ", JsonQuote(setup.prompt_tokens),

@@ -25,8 +25,9 @@ struct RunResult {
 
 // What the runs were made with, echoed by the reports.
 struct BenchSetup {
-  std::string server;
-  std::string model;  // the served model's id
+  std::string api = "grpc";  // "grpc" or "openai"
+  std::string server;        // gRPC host:port, or the OpenAI base URL
+  std::string model;         // the served model's id
   std::vector<std::string> tenants;
   std::string prompt_tokens;  // the flag's text, or "FILE.jsonl"
   std::string max_tokens;

@@ -23,8 +23,6 @@
 namespace paceline::tools::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -38,9 +36,12 @@ std::optional<double> Between(bool has_from,
          static_cast<double>(to.nanos() - from.nanos()) * 1e-9;
 }
 
+}  // namespace
+
 // One Generate stream, timed. `origin` is the run's start.
-RequestRecord RunOne(pb::Paceline::Stub& stub, const Planned& p,
-                     const BenchFlags& flags, Clock::time_point origin) {
+RequestRecord GrpcSender::Send(const Planned& p, Clock::time_point origin) {
+  pb::Paceline::Stub& stub = stub_;
+  const BenchFlags& flags = flags_;
   RequestRecord rec;
   rec.tenant = p.tenant;
   grpc::ClientContext ctx;
@@ -116,14 +117,16 @@ RequestRecord RunOne(pb::Paceline::Stub& stub, const Planned& p,
   return rec;
 }
 
+namespace {
+
 // Runs one load level and collects its records; draws a progress bar on
 // stderr meanwhile when asked.
 class LevelRun {
  public:
-  LevelRun(pb::Paceline::Stub& stub, const BenchFlags& flags,
-           const Workload& workload, uint64_t salt,
-           std::optional<int64_t> requests, std::optional<double> duration)
-      : stub_(stub),
+  LevelRun(Sender& sender, const BenchFlags& flags, const Workload& workload,
+           uint64_t salt, std::optional<int64_t> requests,
+           std::optional<double> duration)
+      : sender_(sender),
         flags_(flags),
         workload_(workload),
         salt_(salt),
@@ -176,7 +179,7 @@ class LevelRun {
           if (TimeUp()) return;
           const int64_t i = next++;
           if (requests_ && i >= *requests_) return;
-          Record(RunOne(stub_, workload_.Make(salt_, i), flags_, origin_));
+          Record(sender_.Send(workload_.Make(salt_, i), origin_));
         }
       });
     }
@@ -203,7 +206,7 @@ class LevelRun {
       auto slot = std::make_unique<InFlight>();
       InFlight* raw = slot.get();
       raw->thread = std::thread([this, raw, i] {
-        Record(RunOne(stub_, workload_.Make(salt_, i), flags_, origin_));
+        Record(sender_.Send(workload_.Make(salt_, i), origin_));
         raw->done = true;
       });
       in_flight.push_back(std::move(slot));
@@ -243,7 +246,7 @@ class LevelRun {
     std::cerr << "\n" << std::flush;
   }
 
-  pb::Paceline::Stub& stub_;
+  Sender& sender_;
   const BenchFlags& flags_;
   const Workload& workload_;
   const uint64_t salt_;
@@ -301,12 +304,12 @@ Planned Workload::Make(uint64_t salt, int64_t i) const {
   return p;
 }
 
-RunResult RunLevel(pb::Paceline::Stub& stub, const BenchFlags& flags,
+RunResult RunLevel(Sender& sender, const BenchFlags& flags,
                    const Workload& workload, uint64_t salt,
                    std::optional<int64_t> requests,
                    std::optional<double> duration, bool open_loop, double level,
                    bool progress) {
-  LevelRun run(stub, flags, workload, salt, requests, duration);
+  LevelRun run(sender, flags, workload, salt, requests, duration);
   return run.Run(open_loop, level, progress);
 }
 

@@ -4,8 +4,11 @@
 // The load side of `paceline bench`: what a benchmark is made of (its
 // options and tenants), the requests it sends, and one load level run
 // against a server — closed loop (N streams in flight) or open loop
-// (gamma-distributed arrivals) — timing every Generate stream.
+// (gamma-distributed arrivals) — timing every stream through a Sender (a
+// gRPC Generate stream here, an OpenAI completions stream in
+// openai_sender.h).
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,9 +33,15 @@ struct FilePrompt {
   std::optional<int32_t> max_tokens;
 };
 
+enum class Api { kGrpc, kOpenAi };
+
 struct BenchFlags {
-  std::string server;
+  Api api = Api::kGrpc;
+  std::string server;  // gRPC: host:port
   std::string tls_ca;
+  std::string url;                    // OpenAI: http://HOST:PORT[/PREFIX]
+  std::string model;                  // OpenAI: "" = /v1/models's first
+  std::optional<int64_t> vocab_size;  // OpenAI: ids of synthetic prompts
   std::vector<Tenant> tenants;
   bool open_loop = false;
   std::vector<double> levels = {1};
@@ -74,13 +83,39 @@ class Workload {
   std::vector<double> tenant_weights_;
 };
 
+using Clock = std::chrono::steady_clock;
+
+// Sends one planned request and times it. Implementations are
+// thread-safe: the runner calls Send from many threads at once.
+class Sender {
+ public:
+  virtual ~Sender() = default;
+  // The record of `planned`, its times in seconds from `origin` (the
+  // run's start). A failure is a record with ok = false and its error.
+  virtual RequestRecord Send(const Planned& planned,
+                             Clock::time_point origin) = 0;
+};
+
+// Generate streams on a Paceline stub, with the tenant's key and the
+// flags' --timeout. `stub` and `flags` must outlive it.
+class GrpcSender : public Sender {
+ public:
+  GrpcSender(pb::Paceline::Stub& stub, const BenchFlags& flags)
+      : stub_(stub), flags_(flags) {}
+  RequestRecord Send(const Planned& planned, Clock::time_point origin) override;
+
+ private:
+  pb::Paceline::Stub& stub_;
+  const BenchFlags& flags_;
+};
+
 // Runs one load level: `level` streams in flight (closed loop) or `level`
 // arrivals per second (open loop), until `requests` have been started or
 // `duration` seconds have passed (whichever comes first; at least one must
 // be set), and waits for the last stream. Records come back unaggregated;
 // the run's duration is the end of its last stream. With `progress`, a
-// progress bar is drawn on stderr meanwhile. Thread-safe in `stub` only.
-RunResult RunLevel(pb::Paceline::Stub& stub, const BenchFlags& flags,
+// progress bar is drawn on stderr meanwhile.
+RunResult RunLevel(Sender& sender, const BenchFlags& flags,
                    const Workload& workload, uint64_t salt,
                    std::optional<int64_t> requests,
                    std::optional<double> duration, bool open_loop, double level,

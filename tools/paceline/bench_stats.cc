@@ -114,6 +114,7 @@ GroupStats Aggregate(std::span<const RequestRecord> records, double duration,
     ok.push_back(&r);
     g.prompt_tokens += r.prompt_tokens;
     g.completion_tokens += r.completion_tokens;
+    if (r.tokens_from_chunks) ++g.tokens_from_chunks;
     good_computed += MeetsSlo(r, slo, Side::kComputed) ? 1 : 0;
     good_delivered += MeetsSlo(r, slo, Side::kDelivered) ? 1 : 0;
     itl.insert(itl.end(), r.itl_delivered.begin(), r.itl_delivered.end());

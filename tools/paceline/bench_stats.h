@@ -74,8 +74,11 @@ struct RequestRecord {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;  // Usage.completion_tokens
   int32_t delivered_tokens = 0;   // token ids in the Deltas received
-  double sent = 0;                // seconds from the run's start
-  double done = 0;                // the stream's end, same origin
+  // The OpenAI API, when the server sent no usage: completion_tokens is
+  // the number of chunks with text.
+  bool tokens_from_chunks = false;
+  double sent = 0;  // seconds from the run's start
+  double done = 0;  // the stream's end, same origin
 
   // first_token - queued; generation_done - queued;
   // (generation_done - first_token) / (completion_tokens - 1);
@@ -109,11 +112,12 @@ struct GroupStats {
   int64_t ok = 0;
   int64_t failed = 0;
   int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;  // of ok requests
-  double duration = 0;            // seconds the group's figures are over
-  double request_throughput = 0;  // ok requests / duration
-  double output_throughput = 0;   // completion tokens / duration
-  double total_throughput = 0;    // (prompt + completion) / duration
+  int64_t completion_tokens = 0;   // of ok requests
+  int64_t tokens_from_chunks = 0;  // ok requests counted without usage
+  double duration = 0;             // seconds the group's figures are over
+  double request_throughput = 0;   // ok requests / duration
+  double output_throughput = 0;    // completion tokens / duration
+  double total_throughput = 0;     // (prompt + completion) / duration
   // Ok requests meeting every SLO, per second; equal to
   // request_throughput when no SLO is set.
   double goodput_computed = 0;
