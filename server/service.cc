@@ -198,6 +198,22 @@ absl::StatusOr<scheduler::RequestId> PacelineService::Submit(
   return id;
 }
 
+absl::StatusOr<std::vector<scheduler::RequestId>> PacelineService::SubmitGroup(
+    std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts) {
+  if (specs.empty() || specs.size() != aborts.size()) {
+    return absl::InternalError("SubmitGroup: one abort per spec");
+  }
+  const std::string tenant = specs.front().tenant;
+  absl::MutexLock lock(&mu_);
+  if (draining_) return Rejected(tenant, Draining());
+  ASSIGN_OR_RETURN(std::vector<scheduler::RequestId> ids,
+                   loop_->SubmitGroup(std::move(specs)));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    live_[ids[i]] = Entry{tenant, std::move(aborts[i])};
+  }
+  return ids;
+}
+
 void PacelineService::Unregister(scheduler::RequestId id) {
   absl::MutexLock lock(&mu_);
   live_.erase(id);

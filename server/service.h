@@ -130,6 +130,10 @@ class PacelineService final : public v1::Paceline::CallbackService {
   // Submits to the serving loop and registers the call under the id.
   absl::StatusOr<scheduler::RequestId> Submit(scheduler::RequestSpec spec,
                                               AbortFn abort);
+  // Submit for the n choices of one prompt (ServingLoop::SubmitGroup: they
+  // fork its KV blocks); one abort per spec. All or nothing.
+  absl::StatusOr<std::vector<scheduler::RequestId>> SubmitGroup(
+      std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts);
   void Unregister(scheduler::RequestId id);
   // A fresh server-chosen seed (for a request that names none).
   uint64_t NextSeed();

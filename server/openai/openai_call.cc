@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "scheduler/retry_hint.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -183,33 +184,48 @@ absl::Status Call::AddPrompt(const TenantPolicy* tenant,
 }
 
 void Call::SubmitAll(std::vector<BuiltRequest> built) {
-  for (size_t i = 0; i < built.size(); ++i) {
-    Choice& c = *choices_[i];
-    c.buffer = std::make_shared<StreamBuffer>(
-        built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
-        service_->delivery_observer(), built[i].spec.tenant);
-    built[i].spec.sink = c.buffer;
-    absl::StatusOr<scheduler::RequestId> id = service_->Submit(
-        std::move(built[i].spec),
-        [buffer = c.buffer](const absl::Status& s) { buffer->Abort(s); });
-    if (id.ok()) {
+  const size_t n = static_cast<size_t>(request_.n);
+  for (size_t first = 0; first < built.size(); first += n) {
+    std::vector<scheduler::RequestSpec> specs;
+    std::vector<PacelineService::AbortFn> aborts;
+    for (size_t i = first; i < first + n; ++i) {
+      Choice& c = *choices_[i];
+      c.buffer = std::make_shared<StreamBuffer>(
+          built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
+          service_->delivery_observer(), built[i].spec.tenant);
+      built[i].spec.sink = c.buffer;
+      specs.push_back(std::move(built[i].spec));
+      aborts.push_back(
+          [buffer = c.buffer](const absl::Status& s) { buffer->Abort(s); });
+    }
+    absl::StatusOr<std::vector<scheduler::RequestId>> ids =
+        service_->SubmitGroup(std::move(specs), std::move(aborts));
+    if (ids.ok()) {
       absl::MutexLock lock(&mu_);
-      c.id = *id;
+      for (size_t i = 0; i < n; ++i) choices_[first + i]->id = (*ids)[i];
       continue;
+    }
+    // A group no queue could ever admit whole (n over a limit) carries no
+    // retry hint: retrying cannot help, so it is the request's fault.
+    absl::Status refusal = ids.status();
+    if (refusal.code() == absl::StatusCode::kResourceExhausted &&
+        !scheduler::RetryAfter(refusal).has_value()) {
+      refusal = InvalidParam("n", refusal.message());
     }
     bool release = false;
     {
       absl::MutexLock lock(&mu_);
       std::string ignored;
-      FailLocked(id.status(), &ignored);
-      for (size_t j = i; j < built.size(); ++j) {
-        choices_[j]->buffer = nullptr;  // never submitted
+      FailLocked(refusal, &ignored);
+      for (size_t j = first; j < built.size(); ++j) {
+        // Never submitted.
+        if (choices_[j]->buffer != nullptr) choices_[j]->buffer->Detach();
         choices_[j]->finished = true;
       }
-      unfinished_ -= static_cast<int>(built.size() - i);
+      unfinished_ -= static_cast<int>(built.size() - first);
       release = unfinished_ == 0;
     }
-    CancelAll(id.status());
+    CancelAll(refusal);
     if (release) Release()(true);
     return;
   }
