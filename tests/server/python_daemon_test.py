@@ -146,6 +146,7 @@ class DaemonTestCase(unittest.TestCase):
                 self.skipTest(f"no {MODEL}")
             model = str(MODEL)
         self.daemon = Daemon(["--model", model, "--listen", "127.0.0.1:0",
+                              "--http-listen", "127.0.0.1:0",
                               "--tenant", f"alice:{ALICE_KEY}",
                               "--allow-root", *self.EXTRA_ARGS])
         self.addCleanup(self.daemon.kill)

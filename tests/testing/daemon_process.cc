@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -22,6 +23,7 @@ namespace paceline::testing {
 namespace {
 
 constexpr char kListeningPrefix[] = "pacelined: listening on ";
+constexpr char kHttpPrefix[] = "pacelined: http on ";
 constexpr char kReadyLine[] = "pacelined: ready\n";
 
 // The exit code of a waitpid status: the exit status, or 128 + signal.
@@ -71,6 +73,10 @@ absl::Status DaemonProcess::Start(const std::vector<std::string>& args,
 
   std::vector<std::string> argv_strings = {binary_};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  if (std::find(args.begin(), args.end(), "--http-listen") == args.end()) {
+    argv_strings.push_back("--http-listen");
+    argv_strings.push_back("127.0.0.1:0");
+  }
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -142,6 +148,23 @@ absl::Status DaemonProcess::ParseAddress() {
   }
   address_ = std::move(address);
   port_ = port;
+  const size_t http = err.find(kHttpPrefix);
+  if (http != std::string::npos) {
+    const size_t line_end = err.find('\n', http);
+    const std::string line = err.substr(http, line_end - http);
+    // "pacelined: http on HOST:PORT" or "... HOST:PORT (TLS)".
+    const std::string address_part = line.substr(
+        std::strlen(kHttpPrefix),
+        line.find(' ', std::strlen(kHttpPrefix)) - std::strlen(kHttpPrefix));
+    const size_t http_colon = address_part.rfind(':');
+    if (http_colon == std::string::npos ||
+        !absl::SimpleAtoi(
+            absl::string_view(address_part).substr(http_colon + 1),
+            &http_port_)) {
+      return WithStderr(absl::InternalError(
+          absl::StrCat("cannot parse the HTTP address in '", line, "'")));
+    }
+  }
   return absl::OkStatus();
 }
 

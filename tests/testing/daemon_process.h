@@ -50,17 +50,22 @@ class DaemonProcess {
 
   // Spawns `binary args...` and waits until its stderr has a line
   // "pacelined: ready". The address comes from the line before it,
-  // "pacelined: listening on HOST:PORT". Errors (each with the daemon's
-  // stderr so far): FailedPrecondition when already started or when the
-  // binary is missing, Internal when the daemon exits or closes stderr
-  // before it is ready, DeadlineExceeded after `ready_timeout` (the daemon
-  // is then killed). Start only once per object.
+  // "pacelined: listening on HOST:PORT". Unless `args` has --http-listen,
+  // "--http-listen 127.0.0.1:0" is added (tests run side by side; the
+  // default port 8000 would collide); the HTTP port comes from the line
+  // "pacelined: http on HOST:PORT" when the daemon prints one. Errors (each
+  // with the daemon's stderr so far): FailedPrecondition when already started
+  // or when the binary is missing, Internal when the daemon exits or closes
+  // stderr before it is ready, DeadlineExceeded after `ready_timeout` (the
+  // daemon is then killed). Start only once per object.
   absl::Status Start(const std::vector<std::string>& args,
                      absl::Duration ready_timeout = absl::Seconds(60));
 
   // "HOST:PORT" as the daemon printed it; empty before a successful Start.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The OpenAI HTTP API's port; 0 when it is off.
+  int http_port() const { return http_port_; }
   // The child's pid while it runs (not yet reaped); -1 otherwise.
   pid_t pid() const { return pid_; }
 
@@ -106,6 +111,7 @@ class DaemonProcess {
   int exit_code_ = -1;  // valid once reaped (started_ && pid_ == -1)
   std::string address_;
   int port_ = 0;
+  int http_port_ = 0;
   std::thread reader_;
 
   mutable absl::Mutex mu_;
