@@ -38,6 +38,13 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
       queued_(clock->Now()),
       pace_(scheduler::TokenBucket::Pace(options.pace_tokens_per_s,
                                          options.burst_tokens, queued_)) {
+  if (parser_ != nullptr && !options.chat_output_prefix.empty()) {
+    absl::MutexLock lock(&mu_);
+    Piece prefix;
+    prefix.chat = parser_->Push(options.chat_output_prefix);
+    prefix.ready = queued_;
+    pending_.push_back(std::move(prefix));
+  }
   if (observer_ != nullptr) observer_->OnStreamOpened();
 }
 

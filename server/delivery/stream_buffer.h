@@ -118,6 +118,11 @@ struct DeliveryOptions {
   // tool_call_id_seed.
   std::optional<engine::ChatOutputFormat> chat_output;
   uint64_t tool_call_id_seed = 0;
+  // Chat requests: output the prompt already wrote for the model (a forced
+  // tool call's opening, openai_tool_choice.h). The parser reads it first;
+  // its split goes out as the first delta (a forced call is announced
+  // before any token).
+  std::string chat_output_prefix;
 };
 
 // Adds `delta`'s fields to `out` (a kDelta): text and reasoning appended,

@@ -14,6 +14,7 @@
 #include "server/delivery/stream_buffer.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
+#include "server/openai/openai_tool_choice.h"
 
 namespace paceline::server::openai {
 namespace {
@@ -88,6 +89,9 @@ class Call final : public std::enable_shared_from_this<Call> {
     std::string finish_reason;
   };
 
+  // tool_choice required / named: the call's opening appended to the
+  // prompt and given to the output parser (openai_tool_choice.h).
+  absl::Status ForceToolCall(BuiltRequest* built) const;
   // Builds one prompt's choices; the refusal, if any.
   absl::Status AddPrompt(const TenantPolicy* tenant, v1::GenerateRequest base,
                          std::vector<BuiltRequest>* built);
@@ -162,6 +166,24 @@ void Call::Start(const TenantPolicy* tenant) {
   SubmitAll(std::move(built));
 }
 
+absl::Status Call::ForceToolCall(BuiltRequest* built) const {
+  const DeliveryOptions& delivery = built->delivery;
+  const engine::ToolCallFormat format = delivery.chat_output.has_value()
+                                            ? delivery.chat_output->tool_calls
+                                            : engine::ToolCallFormat::kNone;
+  absl::StatusOr<std::string> prefix =
+      ToolCallPrefix(format, request_.tool_choice, request_.tool_choice_name);
+  if (!prefix.ok()) return prefix.status();
+  if (prefix->empty()) return absl::OkStatus();
+  engine::EncodeOptions encode;
+  encode.parse_special = true;  // our own markers: control tokens
+  const std::vector<int32_t> ids =
+      service_->tokenizer().Encode(*prefix, encode);
+  built->spec.prompt.insert(built->spec.prompt.end(), ids.begin(), ids.end());
+  built->delivery.chat_output_prefix = *std::move(prefix);
+  return absl::OkStatus();
+}
+
 absl::Status Call::AddPrompt(const TenantPolicy* tenant,
                              v1::GenerateRequest base,
                              std::vector<BuiltRequest>* built) {
@@ -174,6 +196,7 @@ absl::Status Call::AddPrompt(const TenantPolicy* tenant,
       service_->AdmitAs(tenant, base);
   if (!admitted.ok()) return admitted.status();
   if (!request_.stream) admitted->built.delivery.pace_tokens_per_s = 0;
+  if (absl::Status st = ForceToolCall(&admitted->built); !st.ok()) return st;
   for (int i = 0; i < request_.n; ++i) {
     BuiltRequest choice = admitted->built;
     choice.spec.sampling.seed = seed + static_cast<uint64_t>(i);

@@ -180,15 +180,6 @@ void OpenAiService::Generate(const TenantPolicy* tenant,
     return RespondError(*exchange,
                         ModelNotFound(parsed->model, service_->model_id()));
   }
-  if (parsed->tool_choice == ToolChoice::kRequired ||
-      parsed->tool_choice == ToolChoice::kNamed) {
-    return RespondError(
-        *exchange,
-        InvalidParam("tool_choice",
-                     "'tool_choice' \"required\" or a named function is not "
-                     "supported yet (it needs structured output); use "
-                     "\"auto\" or \"none\""));
-  }
   StartCompletionCall(service_, tenant, chat ? Api::kChat : Api::kCompletion,
                       *std::move(parsed), std::move(exchange));
 }

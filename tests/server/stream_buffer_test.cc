@@ -422,6 +422,35 @@ TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
   }
 }
 
+TEST_F(StreamBufferStateTest, ChatOutputPrefixIsParsedFirst) {
+  engine::ChatOutputFormat format;
+  format.tool_calls = engine::ToolCallFormat::kHermes;
+  DeliveryOptions options;
+  options.chat_output = format;
+  options.chat_output_prefix = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";
+  buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_, &pacer_,
+                                           &observer_, "t");
+  writer_.Bind(buffer_);
+  Accept();
+  pacer_.RunDue();
+  // The call is announced from the prefix alone, before any token.
+  ASSERT_EQ(writer_.writes.size(), 2u);
+  ASSERT_EQ(writer_.writes[1].out.tool_calls.size(), 1u);
+  EXPECT_EQ(writer_.writes[1].out.tool_calls[0].name, "f");
+  EXPECT_TRUE(writer_.writes[1].out.ids.empty());
+  Token(1, "{\"x\": 1}}");
+  Token(2, "\n</tool_call>");
+  Finish();
+  pacer_.RunDue();
+  ASSERT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_TRUE(Last().called_tools);
+  const ChatSeen seen = Concatenate(writer_.writes);
+  ASSERT_EQ(seen.calls.size(), 1u);
+  EXPECT_EQ(seen.calls[0].name, "f");
+  EXPECT_EQ(seen.calls[0].arguments, "{\"x\": 1}");
+  EXPECT_EQ(seen.content, "");
+}
+
 TEST_F(StreamBufferStateTest, PlainRequestsKeepTheirTextWhole) {
   OpenAccepted();
   Token(1, "<think>a</think><tool_call>");

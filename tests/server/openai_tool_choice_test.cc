@@ -1,0 +1,142 @@
+// ToolCallPrefix: the prefill for tool_choice "required" / named, checked
+// through the real output parser — the prefix plus arguments a model could
+// write must parse as a complete call with the forced name, in every
+// format, and a model that writes no arguments ends with no call.
+
+#include "server/openai/openai_tool_choice.h"
+
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/chat_output.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/openai/openai_error.h"
+
+namespace paceline::server::openai {
+namespace {
+
+using engine::ChatOutputDelta;
+using engine::ChatOutputFormat;
+using engine::ChatOutputParser;
+using engine::ToolCallFormat;
+
+struct Parsed {
+  std::string content;
+  std::string name;
+  std::string arguments;
+  bool complete = false;
+};
+
+// The whole output (prefix, then `rest`) through a parser, pushed in two
+// pieces as the server does (the prefix at construction, then tokens).
+Parsed Parse(ToolCallFormat format, const std::string& prefix,
+             const std::string& rest) {
+  ChatOutputFormat f;
+  f.tool_calls = format;
+  ChatOutputParser parser(f, /*id_seed=*/7);
+  Parsed out;
+  auto take = [&](const ChatOutputDelta& d) {
+    out.content += d.content;
+    for (const auto& call : d.tool_calls) {
+      if (call.index != 0) continue;
+      out.name += call.name;
+      out.arguments += call.arguments;
+    }
+  };
+  take(parser.Push(prefix));
+  take(parser.Push(rest));
+  take(parser.Finish());
+  out.complete = parser.saw_tool_calls();
+  return out;
+}
+
+struct Case {
+  ToolCallFormat format;
+  std::string rest_named;     // what a model writes after a named prefix
+  std::string rest_required;  // ... after a required prefix
+};
+
+std::vector<Case> Cases() {
+  return {
+      {ToolCallFormat::kHermes, R"({"city": "Paris"}}
+</tool_call>)",
+       R"({"name": "get_weather", "arguments": {"city": "Paris"}}
+</tool_call>)"},
+      {ToolCallFormat::kLlama3, R"({"city": "Paris"}})",
+       R"(get_weather", "parameters": {"city": "Paris"}})"},
+      {ToolCallFormat::kMistral, R"({"city": "Paris"}}])",
+       R"([{"name": "get_weather", "arguments": {"city": "Paris"}}])"},
+      {ToolCallFormat::kMistralArgs, R"({"city": "Paris"})",
+       R"(get_weather[ARGS]{"city": "Paris"})"},
+  };
+}
+
+TEST(ToolCallPrefixTest, NamedPrefixPlusArgumentsIsTheForcedCall) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    absl::StatusOr<std::string> prefix =
+        ToolCallPrefix(c.format, ToolChoice::kNamed, "get_weather");
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    const Parsed p = Parse(c.format, *prefix, c.rest_named);
+    EXPECT_TRUE(p.complete);
+    EXPECT_EQ(p.name, "get_weather");
+    EXPECT_EQ(p.arguments, R"({"city": "Paris"})");
+    EXPECT_EQ(p.content, "");
+  }
+}
+
+TEST(ToolCallPrefixTest, RequiredPrefixLetsTheModelName) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    absl::StatusOr<std::string> prefix =
+        ToolCallPrefix(c.format, ToolChoice::kRequired, "");
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    const Parsed p = Parse(c.format, *prefix, c.rest_required);
+    EXPECT_TRUE(p.complete);
+    EXPECT_EQ(p.name, "get_weather");
+    EXPECT_EQ(p.arguments, R"({"city": "Paris"})");
+  }
+}
+
+TEST(ToolCallPrefixTest, ProseAfterTheNamedPrefixIsNoCall) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    absl::StatusOr<std::string> prefix =
+        ToolCallPrefix(c.format, ToolChoice::kNamed, "get_weather");
+    ASSERT_TRUE(prefix.ok());
+    const Parsed p = Parse(c.format, *prefix, "They went to the park.");
+    EXPECT_FALSE(p.complete);
+    // The broken call's text comes back as content, nothing is lost.
+    EXPECT_THAT(p.content, ::testing::HasSubstr("They went to the park."));
+  }
+}
+
+TEST(ToolCallPrefixTest, NameIsJsonEscaped) {
+  absl::StatusOr<std::string> prefix =
+      ToolCallPrefix(ToolCallFormat::kHermes, ToolChoice::kNamed, "a\"b");
+  ASSERT_TRUE(prefix.ok());
+  const Parsed p = Parse(ToolCallFormat::kHermes, *prefix, "{}}");
+  EXPECT_TRUE(p.complete);
+  EXPECT_EQ(p.name, "a\"b");
+}
+
+TEST(ToolCallPrefixTest, AutoAndNoneNeedNoPrefix) {
+  EXPECT_EQ(ToolCallPrefix(ToolCallFormat::kHermes, ToolChoice::kAuto, "")
+                .value_or("x"),
+            "");
+  EXPECT_EQ(ToolCallPrefix(ToolCallFormat::kNone, ToolChoice::kNone, "")
+                .value_or("x"),
+            "");
+}
+
+TEST(ToolCallPrefixTest, ATemplateWithoutACallFormatIsRefusedNamingToolChoice) {
+  absl::StatusOr<std::string> prefix =
+      ToolCallPrefix(ToolCallFormat::kNone, ToolChoice::kNamed, "f");
+  ASSERT_FALSE(prefix.ok());
+  EXPECT_EQ(prefix.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParamOf(prefix.status()).value_or(""), "tool_choice");
+}
+
+}  // namespace
+}  // namespace paceline::server::openai
