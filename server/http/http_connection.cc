@@ -92,6 +92,7 @@ class Exchange final : public HttpExchange,
     asio::post(conn->executor(),
                [conn, self = this->shared_from_this(),
                 f = std::move(f)]() mutable { f(*conn, self.get()); });
+    conn->Posted();
   }
 
   const std::shared_ptr<Connection<Stream>> conn_;
@@ -111,6 +112,8 @@ class Connection final
         timer_(stream_.get_executor()) {}
 
   asio::any_io_executor executor() { return stream_.get_executor(); }
+  // After a post from outside the strand (see ServerShared).
+  void Posted() { shared_->Posted(); }
 
   void PostClose() override {
     asio::post(executor(),
@@ -118,7 +121,7 @@ class Connection final
   }
 
   void Start(bool refuse) {
-    shared_->Add(this, this->weak_from_this());
+    if (!shared_->Add(this, this->weak_from_this())) return Close();
     if constexpr (std::is_same_v<Stream, Tls>) {
       phase_ = Phase::kHandshake;
       ArmTimer(options_.request_timeout);
@@ -137,20 +140,20 @@ class Connection final
   // --- The exchange's calls, on the strand -------------------------------
   void DoRespond(Ex* ex, int status, HttpHeaders headers, std::string body,
                  Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(WholeResponse(status, std::move(headers), body, close_after_),
             Finishing(std::move(done)));
   }
   void DoStartStream(Ex* ex, int status, HttpHeaders headers) {
-    if (!Current(ex, Done())) return;
+    if (!Current(ex, nullptr)) return;
     head_ = ChunkedHead(status, std::move(headers), close_after_);
   }
   void DoWrite(Ex* ex, std::string data, Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(TakeHead() + Chunk(data), std::move(done));
   }
   void DoEndStream(Ex* ex, Done done) {
-    if (!Current(ex, std::move(done))) return;
+    if (!Current(ex, &done)) return;
     Enqueue(TakeHead() + std::string(LastChunk()), Finishing(std::move(done)));
   }
   void DoSetOnClose(Ex* ex, std::function<void()> on_close) {
@@ -290,11 +293,12 @@ class Connection final
   }
 
   // --- Writing -------------------------------------------------------------
-  // Whether `ex` may still write; if not, `done` hears false (posted).
-  bool Current(Ex* ex, Done done) {
+  // Whether `ex` may still write; if not, `*done` (may be null or empty)
+  // is taken and hears false (posted). Left alone when it may.
+  bool Current(Ex* ex, Done* done) {
     if (ex == exchange_.get() && phase_ == Phase::kHandling) return true;
-    if (done) {
-      asio::post(executor(), [d = std::move(done)] { d(false); });
+    if (done != nullptr && *done) {
+      asio::post(executor(), [d = std::move(*done)] { d(false); });
     }
     return false;
   }
