@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -647,6 +648,20 @@ TEST_F(HttpServerTest, BodyOverTheLimitGets413) {
   EXPECT_EQ(recorder_.Events(), (Events{"request /echo"}));
 }
 
+// A client that sends its whole body at once (no Expect) still reads the
+// 413: the refusal is not lost to a reset from the unread bytes.
+TEST_F(HttpServerTest, BodyOverTheLimitSentWholeStillGets413) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  StartServer(o);
+  for (int i = 0; i < 5; ++i) {
+    RawClient c(port_);
+    c.Send(Post("/echo", std::string(256 << 10, 'w')));  // may be cut off
+    EXPECT_EQ(RefusalStatus(c), 413) << i;
+  }
+  EXPECT_TRUE(recorder_.Events().empty());
+}
+
 TEST_F(HttpServerTest, ChunkedBodyUnderTheLimitIsServed) {
   StartServer();
   RawClient c(port_);
@@ -770,6 +785,18 @@ TEST_F(HttpServerTest, Expect100ContinueIsAnsweredBeforeTheBody) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, body);
+}
+
+// A body the limit refuses is refused at once, without the 100.
+TEST_F(HttpServerTest, Expect100ContinueOverTheLimitGets413Instead) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  StartServer(o);
+  RawClient c(port_);
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n"
+             "Content-Length: 2048\r\n\r\n"));
+  EXPECT_EQ(RefusalStatus(c), 413);
 }
 
 TEST_F(HttpServerTest, CurlGets100ContinueForALargeBody) {
@@ -934,6 +961,14 @@ TEST_F(HttpServerTlsTest, CurlTalksTls) {
   EXPECT_FALSE(plain.Read().has_value());
 }
 
+TEST_F(HttpServerTlsTest, SilentClientIsClosedDuringTheHandshake) {
+  HttpServerOptions o = TlsOptions();
+  o.request_timeout = absl::Milliseconds(300);
+  StartServer(o);
+  RawClient silent(port_);
+  EXPECT_TRUE(silent.WaitClosed());
+}
+
 TEST_F(HttpServerTlsTest, ClientCaRequiresASignedClientCert) {
   HttpServerOptions o = TlsOptions();
   o.client_ca_pem = ::paceline::testing::ReadFile(certs_->ca);
@@ -993,6 +1028,87 @@ TEST_F(HttpServerTest, StopClosesEverythingRunsOnCloseAndFreesTheServer) {
   stream.reset();
   server_.reset();
   EXPECT_TRUE(alive.expired()) << "the server's state outlived it";
+}
+
+// ---------------------------------------------------------------------------
+// Several io threads.
+
+TEST_F(HttpServerTest, SeveralThreadsServeManyClientsAtOnce) {
+  HttpServerOptions o;
+  o.threads = 4;
+  StartServer(o);
+  std::atomic<int> served{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      RawClient c(port_);
+      for (int j = 0; j < 20; ++j) {
+        const std::string body = absl::StrCat(i, "/", j);
+        if (!c.Send(Post("/echo", body))) return;
+        std::optional<Response> r = c.Read();
+        if (!r || r->body != body) return;
+        ++served;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(served.load(), 16 * 20);
+}
+
+// Calls made after Stop, from many threads at once, each hear done(false),
+// in call order per caller; then nothing of the server is left.
+TEST_F(HttpServerTest, LateCallsAfterStopAllFailInOrder) {
+  auto sentinel = std::make_shared<int>(0);
+  std::weak_ptr<int> alive = sentinel;
+  HttpServerOptions o;
+  o.threads = 4;
+  StartServer(o, std::move(sentinel));
+  constexpr int kStreams = 8, kWrites = 10;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  std::vector<Kept> kept;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(clients.back()->Send(Get("/stream")));
+    std::optional<Kept> k = recorder_.Next();
+    ASSERT_TRUE(k.has_value());
+    k->exchange->StartStream(200, {});
+    kept.push_back(*std::move(k));
+  }
+  server_->Stop();
+  absl::Mutex mu;
+  std::vector<std::vector<int>> heard(kStreams);  // guarded by mu
+  int failed = 0;                                 // guarded by mu
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kStreams; ++i) {
+    callers.emplace_back([&, i] {
+      for (int j = 0; j < kWrites; ++j) {
+        kept[i].exchange->Write("late", [&, i, j](bool ok) {
+          absl::MutexLock lock(&mu);
+          heard[i].push_back(j);
+          if (!ok) ++failed;
+        });
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return failed == kStreams * kWrites;
+      },
+      kDeadline, "every late write to fail"));
+  {
+    absl::MutexLock lock(&mu);
+    for (int i = 0; i < kStreams; ++i) {
+      std::vector<int> in_order(kWrites);
+      for (int j = 0; j < kWrites; ++j) in_order[j] = j;
+      EXPECT_EQ(heard[i], in_order) << i;
+    }
+  }
+  kept.clear();
+  server_.reset();
+  EXPECT_TRUE(WaitFor([&] { return alive.expired(); }, kDeadline,
+                      "the server's state gone"));
 }
 
 }  // namespace
