@@ -92,6 +92,7 @@ class Exchange final : public HttpExchange,
     asio::post(conn->executor(),
                [conn, self = this->shared_from_this(),
                 f = std::move(f)]() mutable { f(*conn, self.get()); });
+    conn->Posted();
   }
 
   const std::shared_ptr<Connection<Stream>> conn_;
@@ -111,6 +112,8 @@ class Connection final
         timer_(stream_.get_executor()) {}
 
   asio::any_io_executor executor() { return stream_.get_executor(); }
+  // After a post from outside the strand (see ServerShared).
+  void Posted() { shared_->Posted(); }
 
   void PostClose() override {
     asio::post(executor(),
@@ -118,7 +121,7 @@ class Connection final
   }
 
   void Start(bool refuse) {
-    shared_->Add(this, this->weak_from_this());
+    if (!shared_->Add(this, this->weak_from_this())) return Close();
     if constexpr (std::is_same_v<Stream, Tls>) {
       phase_ = Phase::kHandshake;
       ArmTimer(options_.request_timeout);
@@ -290,8 +293,8 @@ class Connection final
   }
 
   // --- Writing -------------------------------------------------------------
-  // Whether `ex` may still write; if not, *done (may be null) hears false
-  // (posted).
+  // Whether `ex` may still write; if not, `*done` (may be null or empty)
+  // is taken and hears false (posted). Left alone when it may.
   bool Current(Ex* ex, Done* done) {
     if (ex == exchange_.get() && phase_ == Phase::kHandling) return true;
     if (done != nullptr && *done) {

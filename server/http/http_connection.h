@@ -23,6 +23,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -43,30 +45,44 @@ class ConnectionBase {
 
 // What every connection of one server shares. The io_context lives as long
 // as any connection (exchanges held elsewhere keep theirs alive).
-struct ServerShared {
+//
+// After Stop has joined the threads, nothing runs the io_context, yet an
+// exchange held elsewhere may still be called (and must hear done(false)):
+// each such call is posted as usual and then Posted() starts a short-lived
+// thread that drains the io_context, so its callbacks still run on the
+// strand, in order, never inside the call.
+struct ServerShared : std::enable_shared_from_this<ServerShared> {
   ServerShared(HttpServerOptions options, HttpHandler handler)
       : options(std::move(options)), handler(std::move(handler)) {}
 
-  void Add(ConnectionBase* c, std::weak_ptr<ConnectionBase> weak) {
-    absl::MutexLock lock(&mu);
-    live[c] = std::move(weak);
-  }
-  void Remove(ConnectionBase* c) {
-    absl::MutexLock lock(&mu);
-    live.erase(c);
-  }
-  int64_t size() const {
-    absl::MutexLock lock(&mu);
-    return static_cast<int64_t>(live.size());
-  }
+  // Registers a connection; false once Stop has begun (close it then).
+  bool Add(ConnectionBase* c, std::weak_ptr<ConnectionBase> weak);
+  void Remove(ConnectionBase* c);
+  int64_t size() const;
+  // Stop's first step: no more Add; the connections open now.
+  std::vector<std::shared_ptr<ConnectionBase>> StopAdding();
+  // Stop's last step (the threads joined): runs what is queued, and from
+  // now on Posted() drains what later calls post.
+  void DrainAfterStop();
+  // Called after every post from outside the strand (an exchange's call).
+  void Posted();
 
   boost::asio::io_context io;
   const HttpServerOptions options;
   const HttpHandler handler;
   std::unique_ptr<boost::asio::ssl::context> tls;  // null: plain
+
+ private:
+  // Runs the io_context until it is empty and nothing more was posted.
+  void Drain();
+
   mutable absl::Mutex mu;
   absl::flat_hash_map<ConnectionBase*, std::weak_ptr<ConnectionBase>> live
       ABSL_GUARDED_BY(mu);
+  bool adding ABSL_GUARDED_BY(mu) = true;
+  bool stopped ABSL_GUARDED_BY(mu) = false;   // the threads are gone
+  bool draining ABSL_GUARDED_BY(mu) = false;  // a Drain is running
+  bool more ABSL_GUARDED_BY(mu) = false;      // posted during that Drain
 };
 
 // Starts serving `socket` (accepted on a strand of shared->io). `refuse`:

@@ -119,13 +119,7 @@ class Server final : public HttpServer {
       error_code ignored;
       acceptor_.close(ignored);
     });
-    std::vector<std::shared_ptr<ConnectionBase>> live;
-    {
-      absl::MutexLock lock(&shared_->mu);
-      for (auto& [raw, weak] : shared_->live) {
-        if (auto c = weak.lock()) live.push_back(std::move(c));
-      }
-    }
+    std::vector<std::shared_ptr<ConnectionBase>> live = shared_->StopAdding();
     for (auto& c : live) c->PostClose();
     live.clear();
     work_.reset();
@@ -136,8 +130,7 @@ class Server final : public HttpServer {
     threads_.clear();
     // What is still queued (closes, aborted reads) holds connections,
     // which hold the io_context: run it to break the cycle.
-    shared_->io.restart();
-    shared_->io.poll();
+    shared_->DrainAfterStop();
   }
 
  private:
@@ -166,6 +159,69 @@ class Server final : public HttpServer {
 };
 
 }  // namespace
+
+bool ServerShared::Add(ConnectionBase* c, std::weak_ptr<ConnectionBase> weak) {
+  absl::MutexLock lock(&mu);
+  if (!adding) return false;
+  live[c] = std::move(weak);
+  return true;
+}
+
+void ServerShared::Remove(ConnectionBase* c) {
+  absl::MutexLock lock(&mu);
+  live.erase(c);
+}
+
+int64_t ServerShared::size() const {
+  absl::MutexLock lock(&mu);
+  return static_cast<int64_t>(live.size());
+}
+
+std::vector<std::shared_ptr<ConnectionBase>> ServerShared::StopAdding() {
+  absl::MutexLock lock(&mu);
+  adding = false;
+  std::vector<std::shared_ptr<ConnectionBase>> out;
+  for (auto& [raw, weak] : live) {
+    if (auto c = weak.lock()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void ServerShared::DrainAfterStop() {
+  {
+    absl::MutexLock lock(&mu);
+    stopped = true;
+    draining = true;
+  }
+  Drain();
+}
+
+void ServerShared::Posted() {
+  {
+    absl::MutexLock lock(&mu);
+    if (!stopped) return;
+    if (draining) {
+      more = true;
+      return;
+    }
+    draining = true;
+  }
+  std::thread([self = shared_from_this()] { self->Drain(); }).detach();
+}
+
+void ServerShared::Drain() {
+  for (;;) {
+    io.restart();
+    while (io.poll() > 0) {
+    }
+    absl::MutexLock lock(&mu);
+    if (!more) {
+      draining = false;
+      return;
+    }
+    more = false;
+  }
+}
 
 absl::string_view HttpRequest::Header(absl::string_view name) const {
   for (const auto& [n, v] : headers) {
