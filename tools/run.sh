@@ -46,6 +46,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 addr="$(sed -n 's/^pacelined: listening on \([^ ]*\).*/\1/p' "$log" | head -1)"
+http="$(sed -n 's/^pacelined: http on \([^ ]*\).*/\1/p' "$log" | head -1)"
 
 example=("$cli" complete --server "$addr" --api-key alice-key-change-me
          --prompt "Once upon a time" --max-tokens 64 --pace 20 --stream)
@@ -54,11 +55,13 @@ echo "\$ $(printf '%q ' "${example[@]}")"
 "${example[@]}" || true
 cat <<MSG
 
-pacelined is serving on $addr (tenants alice and bob; keys in $config).
+pacelined is serving gRPC on $addr and HTTP on $http (tenants alice and bob; keys in $config).
 Query it from another terminal:
   $cli complete --server $addr --api-key bob-key-change-me --prompt "The cat" --max-tokens 40 --stream
   /usr/bin/python3 tools/python/paceline_client.py --server $addr --api-key alice-key-change-me --prompt "Once upon a time" --pace 10 --stream
   $cli chat --server $addr --api-key alice-key-change-me --pace 20   (needs a chat template: the model's, or --chat-template-file)
+The OpenAI-compatible HTTP API is on $http (model id: curl -s http://$http/v1/models -H "Authorization: Bearer alice-key-change-me"):
+  curl -sSN http://$http/v1/completions -H "Authorization: Bearer alice-key-change-me" -H "Content-Type: application/json" -d '{"prompt": "Once upon a time", "max_tokens": 40, "stream": true, "pace_tokens_per_s": 10}'
 Press Ctrl-C to drain and stop it.
 MSG
 wait $pid
