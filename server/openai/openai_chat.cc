@@ -1,5 +1,7 @@
 // ParseChatCompletionRequest: messages, tools, tool_choice and the template
 // variables (openai_request.h has the facts and their sources).
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -115,6 +117,18 @@ absl::Status Message(const Json& message, absl::string_view param,
                      v1::ChatMessage* out) {
   RETURN_IF_ERROR(ExpectObject(message, param));
   RETURN_IF_ERROR(RequiredString(message, "role", param, out->mutable_role()));
+  // OpenAI's roles (ChatCompletionMessageParam's union).
+  static constexpr absl::string_view kRoles[] = {
+      "system", "developer", "user", "assistant", "tool", "function"};
+  if (std::find(std::begin(kRoles), std::end(kRoles), out->role()) ==
+      std::end(kRoles)) {
+    const std::string role_param = Member(param, "role");
+    return InvalidParam(
+        role_param,
+        absl::StrCat("'", role_param, "' must be one of system, developer, "
+                     "user, assistant, tool, function; got \"",
+                     out->role(), "\""));
+  }
   RETURN_IF_ERROR(Content(message, param, out));
   RETURN_IF_ERROR(OptionalString(message, "name", param, out->mutable_name()));
   RETURN_IF_ERROR(OptionalString(message, "tool_call_id", param,

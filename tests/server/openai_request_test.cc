@@ -472,6 +472,8 @@ TEST(OpenAiChat, MessageErrorsNameTheField) {
             "messages[1]");
   ChatError(R"({"messages":[{"content":"a"}]})", "messages[0].role");
   ChatError(R"({"messages":[{"role":3,"content":"a"}]})", "messages[0].role");
+  ChatError(R"({"messages":[{"role":"bad","content":"a"}]})",
+            "messages[0].role");
   ChatError(
       R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":5}]})",
       "messages[1].content");
