@@ -730,7 +730,8 @@ class DrainTest(DaemonTestCase):
     def test_health_is_503_while_draining_and_the_stream_ends_whole(self):
         conn = self.connect()
         conn.request("POST", "/v1/completions", body=json.dumps({
-            "prompt": PROMPT, "max_tokens": 20, "temperature": 0,
+            # 4 s of delivery: /health is asked well before it ends.
+            "prompt": PROMPT, "max_tokens": 40, "temperature": 0,
             "ignore_eos": True, "stream": True, "pace_tokens_per_s": 10}),
             headers={"Authorization": f"Bearer {KEY}",
                      "Content-Type": "application/json"})
@@ -749,6 +750,11 @@ class DrainTest(DaemonTestCase):
         self.assertEqual(rest[-1], "[DONE]")
         chunks = [first] + [json.loads(e) for e in rest[:-1]]
         self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "length")
+        # 40 of the oracle's 64 greedy tokens: a prefix of its text.
+        text = "".join(c["choices"][0]["text"] for c in chunks)
+        self.assertTrue(text)
+        self.assertTrue(greedy64_oracle()[0].startswith(text), text)
+        self.assertLess(len(text), len(greedy64_oracle()[0]))
         self.assertEqual(self.daemon.wait(), 0, self.daemon.stderr_text())
 
 
