@@ -11,7 +11,9 @@ packages=(
   python3-grpcio python3-protobuf
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev  # JSON: chat template data, tool calls
+  nlohmann-json3-dev  # JSON: chat template data, tool calls, the OpenAI API
+  libboost-dev  # Boost.Beast / Asio (header-only): the HTTP server, the bench client
+  curl  # the OpenAI API curl test
   python3-jinja2  # test oracle for chat templates (render_reference.py)
   openssl
   prometheus python3-yaml python3-jsonschema gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
