@@ -63,7 +63,8 @@ const WAIT_MS = 20000;  // one request's deadline
 // fenced block, a JSON string): llama-server's greedy 64-token answer.
 function greedy64Oracle() {
   const readme = fs.readFileSync(README, 'utf8');
-  const section = readme.match(/^### 64 tokens from llama\.cpp[\s\S]*?(?=^### |$(?![\s\S]))/m);
+  const section = readme.match(
+      /^### 64 tokens from llama\.cpp[\s\S]*?(?=^### |$(?![\s\S]))/m);
   assert.ok(section, `${README}: no '### 64 tokens from llama.cpp'`);
   const block = section[0].match(/^```\n([\s\S]*?)^```/m);
   assert.ok(block, `${README}: no fenced block in the section`);
@@ -209,7 +210,8 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
 
     test('token-id prompt equals the text prompt', async () => {
       const params = {model: MODEL_ID, max_tokens: 16, temperature: 0};
-      const byText = await client.completions.create({...params, prompt: PROMPT});
+      const byText =
+          await client.completions.create({...params, prompt: PROMPT});
       const byIds =
           await client.completions.create({...params, prompt: PROMPT_IDS});
       assert.equal(byIds.choices[0].text, byText.choices[0].text);
@@ -225,7 +227,8 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
             (await client.completions.create({...params, prompt: p}))
                 .choices[0].text);
       }
-      const batch = await client.completions.create({...params, prompt: prompts});
+      const batch =
+          await client.completions.create({...params, prompt: prompts});
       assert.equal(batch.choices.length, prompts.length);
       const byIndex = [...batch.choices].sort((a, b) => a.index - b.index);
       assert.deepEqual(byIndex.map((c) => c.index), [0, 1, 2]);
@@ -384,7 +387,8 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
       const none = await client.chat.completions.create(
           {...params, messages: turns, tools, tool_choice: 'none'});
       assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens,
-                `${withTools.usage.prompt_tokens} vs ${plain.usage.prompt_tokens}`);
+                `${withTools.usage.prompt_tokens} vs ` +
+                    `${plain.usage.prompt_tokens}`);
       assert.equal(none.usage.prompt_tokens, plain.usage.prompt_tokens);
       // The tool call and its result are in the prompt: more tokens than
       // the turns before them.
@@ -441,7 +445,10 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
       const limited = clientFor(KEYS.limited);
       // 5 prompt + 200 generated tokens overdraw the 60-token minute
       // bucket: the tenant's next request waits in its queue (max_queued 1)
-      // for minutes.
+      // for minutes, so every retry of a third one finds the queue full.
+      // (Its retry-after-ms, that long wait, is past the 60 s the SDK
+      // honours, so it backs off on its own: the next test checks the
+      // header is honoured.)
       const first = await limited.completions.create({
         model: MODEL_ID, prompt: PROMPT, max_tokens: 200, ignore_eos: true,
       });
@@ -456,7 +463,8 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
         const stream = await withDeadline(queued, WAIT_MS, 'queued stream');
         assert.ok(stream);
         const {calls, fetchFn} = recordingFetch();
-        const retrying = clientFor(KEYS.limited, {maxRetries: 2, fetch: fetchFn});
+        const retrying =
+            clientFor(KEYS.limited, {maxRetries: 2, fetch: fetchFn});
         const e = await rejectsWith(
             retrying.completions.create(
                 {model: MODEL_ID, prompt: PROMPT, max_tokens: 1}),
@@ -475,10 +483,11 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
 
     test('429: the SDK waits retry-after-ms, then succeeds', async () => {
       const tenant = clientFor(KEYS.retry);
-      // 5 + 120 tokens overdraw the 120-token bucket (2 tokens/s) by a few
-      // seconds' worth; the next request queues until it is paid back.
+      // 5 + 125 tokens overdraw the 120-token bucket (2 tokens/s) by about
+      // 5 s (less what refills while they are generated); the next request
+      // queues until it is paid back.
       await tenant.completions.create({
-        model: MODEL_ID, prompt: PROMPT, max_tokens: 120, ignore_eos: true,
+        model: MODEL_ID, prompt: PROMPT, max_tokens: 125, ignore_eos: true,
       });
       // A one-token prompt: once admitted it hardly adds to the debt.
       const queued = tenant.completions.create(
@@ -563,9 +572,8 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
     const r = await bob.completions.create(
         {model: MODEL_ID, prompt: PROMPT, max_tokens: 4, temperature: 0});
     assert.equal(r.choices[0].finish_reason, 'length');
-    const after = daemon.stderr.split('\n')
-                      .filter((l) => !/^pacelined: (model|chat template|no CUDA|backend|memory|http on|listening on|ready)/.test(l));
-    assert.ok(!after.some((l) => DAEMON_ERROR.test(l)), daemon.stderr);
+    // The cancel left nothing wrong behind that the daemon would report.
+    assert.doesNotMatch(daemon.stderr, DAEMON_ERROR);
   });
 });
 
