@@ -19,6 +19,13 @@ packages=(
   prometheus python3-yaml python3-jsonschema gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
 )
 
+# Node.js and npm for the OpenAI Node SDK test (tests/openai): Debian's own
+# packages, unless node and npm are there already (NodeSource's nodejs
+# ships npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
