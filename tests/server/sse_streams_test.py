@@ -6,8 +6,9 @@ What it asserts is what the HTTP server promises (server/http/
 http_server.h: no thread per connection) and what a disconnect must do
 (cancel, free, close): every stream got its first chunk; with 200 streams
 open the daemon has at most 2 threads more than at its baseline and about
-one fd per stream (at least N, at most N + 20); the paced-streams gauge
-counted all 200 at once; after the mass disconnect the running, KV-used
+one fd per stream (N, give or take the baseline's closing connections, at
+most N + 20); the paced-streams gauge counted all 200 at once; after the
+mass disconnect the running, KV-used
 and paced-streams gauges are 0 within 10 s and the fds are back; the full
 delivery reads every stream to [DONE] with its max_tokens of usage. The
 only times are deadlines.
@@ -86,7 +87,9 @@ class SseStreamsTest(unittest.TestCase):
         for name in ("disconnect", "full"):
             p = self.phase(name)
             grown = p["open"]["fds"] - p["baseline"]["fds"]
-            self.assertGreaterEqual(grown, N, name)
+            # Each open stream is one socket; the baseline may still hold
+            # a closing connection or two (the /v1/models call, a scrape).
+            self.assertGreaterEqual(grown, N - 2, name)
             self.assertLessEqual(grown, N + 20, name)
 
     def test_mass_disconnect_frees_everything(self):
