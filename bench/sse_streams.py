@@ -25,6 +25,12 @@ streams are 0 and the fd count is back within 2 of the baseline, or at
 --settle-deadline. Printed: the figures, and per open stream
 (open - baseline) / N for RSS, fds and threads.
 
+A cold daemon's first phase also grows RSS by what generation touches for
+the first time (KV pool pages, engine buffers for a full batch); freed
+heap is kept by the allocator and reused by the next phase. --warmup K
+first sends K unpaced requests, --warmup-concurrency at a time, so that
+the first phase's growth is what its open streams hold.
+
 Either against a running daemon (--url, --api-key, --pid or found from the
 port, --metrics-url), or with --pacelined BIN --model MODEL it starts one
 with bench/sse_streams.textproto (every address on port 0) and stops it
@@ -267,11 +273,11 @@ async def run_stream(stream, host, port, request, connect_gate):
         stream.first_chunk.set()
 
 
-def completion_request(host, port, key, model, args):
+def completion_request(host, port, key, model, args, pace=None):
     body = {"prompt": args.prompt, "max_tokens": args.max_tokens,
             "stream": True, "stream_options": {"include_usage": True},
             "ignore_eos": True, "temperature": 0,
-            "pace_tokens_per_s": args.pace}
+            "pace_tokens_per_s": args.pace if pace is None else pace}
     if model:
         body["model"] = model
     data = json.dumps(body).encode()
@@ -435,6 +441,12 @@ def parse_args(argv):
     p.add_argument("--config", default=str(DEFAULT_CONFIG))
     p.add_argument("--daemon-arg", action="append", default=[],
                    help="one more daemon argument (repeatable)")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="unpaced requests sent before the first baseline "
+                   "(0)")
+    p.add_argument("--warmup-concurrency", type=int, default=256,
+                   help="warm-up requests at once (256: the scheduler's "
+                   "max_running, so a full batch has run)")
     p.add_argument("--connect-concurrency", type=int, default=128,
                    help="connections being opened at once (128)")
     p.add_argument("--first-chunk-deadline", type=float, default=120)
@@ -467,8 +479,32 @@ def served_model(host, port, key):
     return body["data"][0]["id"]
 
 
+async def warm_up(target, args):
+    """--warmup requests, unpaced, --warmup-concurrency at a time: the
+    engine, the scheduler and the KV pool see as many sequences as a phase
+    does, while few connections are open at once. So a phase's RSS growth
+    afterwards is what its open streams hold, not pages touched for the
+    first time by generation. Returns how many failed."""
+    request = completion_request(target.host, target.port, target.key,
+                                 target.model, args, pace=0)
+    gate = asyncio.Semaphore(args.warmup_concurrency)
+    streams = [Stream() for _ in range(args.warmup)]
+
+    async def one(stream):
+        async with gate:
+            await run_stream(stream, target.host, target.port, request,
+                             asyncio.Semaphore(1))
+            stream.close()
+
+    await asyncio.gather(*(one(s) for s in streams))
+    return sum(1 for s in streams if s.error or not s.done)
+
+
 async def run_all(target, args):
     results = []
+    if args.warmup:
+        failed = await warm_up(target, args)
+        print(f"warm-up: {args.warmup} unpaced requests, {failed} failed")
     for name in args.phases.split(","):
         r = await run_phase(name, target, args)
         print_phase(r, args.n)
