@@ -327,6 +327,7 @@ async def run_phase(name, target, args):
         result["done"] = sum(1 for s in streams if s.done)
         result["completion_tokens"] = sum(
             (s.usage or {}).get("completion_tokens", 0) for s in streams)
+        result["text_chunks"] = sum(s.text_chunks for s in streams)
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

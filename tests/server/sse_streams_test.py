@@ -8,10 +8,9 @@ http_server.h: no thread per connection) and what a disconnect must do
 open the daemon has at most 2 threads more than at its baseline and about
 one fd per stream (N, give or take the baseline's closing connections, at
 most N + 20); the paced-streams gauge counted all 200 at once; after the
-mass disconnect the running, KV-used
-and paced-streams gauges are 0 within 10 s and the fds are back; the full
-delivery reads every stream to [DONE] with its max_tokens of usage. The
-only times are deadlines.
+mass disconnect the running, KV-used and paced-streams gauges are 0
+within 10 s and the fds are back; the full delivery reads every stream
+to [DONE] with its max_tokens of usage. The only times are deadlines.
 
 Environment (set by ctest): PACELINED, the daemon binary;
 PACELINE_SHARED_DIR, which holds models/stories260K.gguf (skips without).
