@@ -71,8 +71,23 @@ class BenchCliTest : public ::testing::Test {
 
   // `paceline bench --server ADDR --json --no-progress args...`, parsed.
   Struct BenchJson(std::vector<std::string> args) {
-    args.insert(args.begin(), {"bench", "--server", daemon_.address(), "--json",
-                               "--no-progress", "--timeout", "60"});
+    args.insert(args.begin(), {"--server", daemon_.address()});
+    return BenchJsonOver(std::move(args));
+  }
+
+  // The same over the daemon's OpenAI HTTP API: `paceline bench --api
+  // openai --url http://127.0.0.1:HTTP_PORT --json ... args...`.
+  Struct BenchOpenAiJson(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {"--api", "openai", "--url",
+                 absl::StrCat("http://127.0.0.1:", daemon_.http_port())});
+    return BenchJsonOver(std::move(args));
+  }
+
+  // `paceline bench --json --no-progress --timeout 60 args...`, parsed.
+  Struct BenchJsonOver(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {"bench", "--json", "--no-progress", "--timeout", "60"});
     const CommandResult r = RunPaceline(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     Struct json;
@@ -131,6 +146,37 @@ TEST_F(BenchCliTest, ClosedLoopJsonAddsUp) {
             Num(run, {"all", "computed_ms", "ttft", "p50"}));
   EXPECT_GE(Num(run, {"all", "delivered_ms", "e2e", "p50"}) + 1,
             Num(run, {"all", "computed_ms", "e2e", "p50"}));
+}
+
+// The load of ClosedLoopJsonAddsUp once over gRPC and once over the OpenAI
+// HTTP API of the same daemon: the same requests, tokens and gaps, and the
+// OpenAI side's token counts come from the usage chunk.
+TEST_F(BenchCliTest, OpenAiApiCountsWhatGrpcCounts) {
+  ASSERT_GT(daemon_.http_port(), 0) << daemon_.stderr_text();
+  const std::vector<std::string> load = {
+      "--api-key",    kAliceKey, "--concurrency",   "4",
+      "--requests",   "20",      "--prompt-tokens", "32",
+      "--max-tokens", "24",      "--temperature",   "0",
+      "--slo-ttft",   "60000"};
+  const Struct grpc = BenchJson(load);
+  const Struct openai = BenchOpenAiJson(load);
+  EXPECT_EQ(At(openai, {"api"}).string_value(), "openai");
+  const Value grpc_runs = At(grpc, {"runs"});
+  const Value openai_runs = At(openai, {"runs"});
+  ASSERT_EQ(grpc_runs.list_value().values_size(), 1);
+  ASSERT_EQ(openai_runs.list_value().values_size(), 1);
+  const Struct& g = grpc_runs.list_value().values(0).struct_value();
+  const Struct& o = openai_runs.list_value().values(0).struct_value();
+  EXPECT_EQ(Num(o, {"all", "ok"}), 20);
+  EXPECT_EQ(Num(o, {"all", "failed"}), 0);
+  for (const char* field : {"ok", "prompt_tokens", "completion_tokens"}) {
+    EXPECT_EQ(Num(o, {"all", field}), Num(g, {"all", field})) << field;
+  }
+  EXPECT_EQ(Num(o, {"all", "delivered_ms", "itl", "count"}),
+            Num(g, {"all", "delivered_ms", "itl", "count"}));
+  EXPECT_EQ(Num(o, {"all", "completion_tokens"}), 20 * 24);
+  EXPECT_EQ(Num(o, {"all", "delivered_ms", "itl", "count"}), 20 * 23);
+  EXPECT_EQ(Num(o, {"all", "completion_tokens_from_chunks"}), 0);
 }
 
 TEST_F(BenchCliTest, PacedDeliveryTakesLongerThanComputing) {
