@@ -22,13 +22,14 @@ import json
 import os
 import pathlib
 import re
-import signal
 import socket
-import subprocess
 import tempfile
-import threading
 import time
+import sys
 import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "testing"))
+from pacelined_process import PacelinedProcess  # noqa: E402
 
 PACELINED = os.environ.get("PACELINED", "")
 SHARED_DIR = pathlib.Path(os.environ.get("PACELINE_SHARED_DIR", "/nonexistent"))
@@ -120,73 +121,13 @@ class SseParserTest(unittest.TestCase):
 
 # --- The daemon ----------------------------------------------------------------
 
-class Daemon:
-    """One pacelined child process; its stderr is drained by a thread."""
+class Daemon(PacelinedProcess):
+    """pacelined with its HTTP and metrics ports read from stderr."""
 
     def __init__(self, args, ready_timeout=60.0):
-        self.proc = subprocess.Popen(
-            [PACELINED] + args, stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, start_new_session=True)
-        self._lines = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self.wait_for_stderr("pacelined: ready", ready_timeout):
-            self.kill()
-            raise RuntimeError(f"pacelined did not become ready:\n"
-                               f"{self.stderr_text()}")
-        self.http_port = self._port(r"http on \S+:(\d+)")
-        self.metrics_port = self._port(r"metrics on \S+:(\d+)/metrics")
-
-    def _port(self, pattern):
-        match = re.search(r"^pacelined: " + pattern + r"$",
-                          self.stderr_text(), re.M)
-        if match is None:
-            self.kill()
-            raise RuntimeError(f"no line {pattern!r}:\n{self.stderr_text()}")
-        return int(match.group(1))
-
-    def _read(self):
-        for raw in self.proc.stderr:
-            with self._cond:
-                self._lines.append(raw.decode("utf-8", "replace"))
-                self._cond.notify_all()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def stderr_text(self):
-        with self._cond:
-            return "".join(self._lines)
-
-    def wait_for_stderr(self, text, timeout):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while text not in "".join(self._lines):
-                left = deadline - time.monotonic()
-                if self._closed or left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
-
-    def sigterm(self):
-        self.proc.send_signal(signal.SIGTERM)
-
-    def wait(self, timeout=30.0):
-        code = self.proc.wait(timeout)
-        self._reader.join(5)
-        return code
-
-    def kill(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        self._reader.join(5)
-        self.proc.stderr.close()
+        super().__init__(PACELINED, args, ready_timeout)
+        self.http_port = self.port(r"http on \S+:(\d+)")
+        self.metrics_port = self.port(r"metrics on \S+:(\d+)/metrics")
 
 
 def wait_until(predicate, timeout=DEADLINE_S):

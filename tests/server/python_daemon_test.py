@@ -17,16 +17,16 @@ import json
 import os
 import pathlib
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 import unittest
 
 sys.path.insert(
     0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "python"))
 from paceline_client import PacelineClient, grpc, pb  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "testing"))
+from pacelined_process import PacelinedProcess  # noqa: E402
 
 PACELINED = os.environ.get("PACELINED", "")
 SHARED_DIR = pathlib.Path(os.environ.get("PACELINE_SHARED_DIR", "/nonexistent"))
@@ -67,68 +67,9 @@ def seconds_between(a, b):
     return (b.seconds - a.seconds) + (b.nanos - a.nanos) * 1e-9
 
 
-class Daemon:
-    """One pacelined child process; its stderr is drained by a thread."""
-
-    def __init__(self, args, ready_timeout=60.0):
-        self.proc = subprocess.Popen(
-            [PACELINED] + args, stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, start_new_session=True)
-        self._lines = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self.wait_for_stderr("pacelined: ready", ready_timeout):
-            self.kill()
-            raise RuntimeError(f"pacelined did not become ready:\n"
-                               f"{self.stderr_text()}")
-        match = re.search(r"^pacelined: listening on (\S+)$",
-                          self.stderr_text(), re.M)
-        if match is None:
-            self.kill()
-            raise RuntimeError(f"no listening line:\n{self.stderr_text()}")
-        self.address = match.group(1)
-
-    def _read(self):
-        for raw in self.proc.stderr:
-            with self._cond:
-                self._lines.append(raw.decode("utf-8", "replace"))
-                self._cond.notify_all()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def stderr_text(self):
-        with self._cond:
-            return "".join(self._lines)
-
-    def wait_for_stderr(self, text, timeout):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while text not in "".join(self._lines):
-                left = deadline - time.monotonic()
-                if self._closed or left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
-
-    def terminate(self, timeout=30.0):
-        """SIGTERM, then the exit status once it has drained and exited."""
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout)
-        self._reader.join(5)
-        return code
-
-    def kill(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        self._reader.join(5)
-        self.proc.stderr.close()
+def Daemon(args, ready_timeout=60.0):
+    """pacelined with `args` (tests/testing/pacelined_process.py)."""
+    return PacelinedProcess(PACELINED, args, ready_timeout)
 
 
 class DaemonTestCase(unittest.TestCase):
