@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -73,7 +74,10 @@ absl::Status DaemonProcess::Start(const std::vector<std::string>& args,
 
   std::vector<std::string> argv_strings = {binary_};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  if (std::find(args.begin(), args.end(), "--http-listen") == args.end()) {
+  const bool is_pacelined =
+      std::filesystem::path(binary_).filename() == "pacelined";
+  if (is_pacelined &&
+      std::find(args.begin(), args.end(), "--http-listen") == args.end()) {
     argv_strings.push_back("--http-listen");
     argv_strings.push_back("127.0.0.1:0");
   }

@@ -50,14 +50,15 @@ class DaemonProcess {
 
   // Spawns `binary args...` and waits until its stderr has a line
   // "pacelined: ready". The address comes from the line before it,
-  // "pacelined: listening on HOST:PORT". Unless `args` has --http-listen,
-  // "--http-listen 127.0.0.1:0" is added (tests run side by side; the
-  // default port 8000 would collide); the HTTP port comes from the line
-  // "pacelined: http on HOST:PORT" when the daemon prints one. Errors (each
-  // with the daemon's stderr so far): FailedPrecondition when already started
-  // or when the binary is missing, Internal when the daemon exits or closes
-  // stderr before it is ready, DeadlineExceeded after `ready_timeout` (the
-  // daemon is then killed). Start only once per object.
+  // "pacelined: listening on HOST:PORT". For a binary named pacelined,
+  // unless `args` has --http-listen, "--http-listen 127.0.0.1:0" is added
+  // (tests run side by side; the default port 8000 would collide); the HTTP
+  // port comes from the line "pacelined: http on HOST:PORT" when the daemon
+  // prints one. Errors (each with the daemon's stderr so far):
+  // FailedPrecondition when already started or when the binary is missing,
+  // Internal when the daemon exits or closes stderr before it is ready,
+  // DeadlineExceeded after `ready_timeout` (the daemon is then killed). Start
+  // only once per object.
   absl::Status Start(const std::vector<std::string>& args,
                      absl::Duration ready_timeout = absl::Seconds(60));
 
