@@ -135,6 +135,9 @@ class Call final : public std::enable_shared_from_this<Call> {
   int unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   UsageCounter usage_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // Why every choice was cancelled (the client left, the answer failed);
+  // choices submitted later are cancelled at once.
+  absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
 };
 
 void ChoiceWriter::Send(const Outgoing& out) { call_->OnSend(index_, out); }
@@ -224,8 +227,15 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
     absl::StatusOr<std::vector<scheduler::RequestId>> ids =
         service_->SubmitGroup(std::move(specs), std::move(aborts));
     if (ids.ok()) {
-      absl::MutexLock lock(&mu_);
-      for (size_t i = 0; i < n; ++i) choices_[first + i]->id = (*ids)[i];
+      absl::Status cancelled;
+      {
+        absl::MutexLock lock(&mu_);
+        for (size_t i = 0; i < n; ++i) choices_[first + i]->id = (*ids)[i];
+        cancelled = cancelled_;
+      }
+      // The client left (or the answer failed) while this group was being
+      // submitted.
+      if (!cancelled.ok()) CancelAll(cancelled);
       continue;
     }
     // A group no queue could ever admit whole (n over a limit) carries no
@@ -259,6 +269,7 @@ void Call::CancelAll(const absl::Status& status) {
       live;
   {
     absl::MutexLock lock(&mu_);
+    if (cancelled_.ok()) cancelled_ = status;
     for (const std::unique_ptr<Choice>& c : choices_) {
       if (c->id != 0 && !c->finished) live.emplace_back(c->id, c->buffer);
     }
