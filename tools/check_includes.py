@@ -42,6 +42,12 @@ ALLOWED = {
     # service (the reactors implement its StreamWriter).
     "server/delivery": ["common", "scheduler", "engine/sampling",
                         "engine/tokenizer"],
+    # The HTTP server knows nothing of what it serves.
+    "server/http": ["common"],
+    # The OpenAI API: its pure part (bodies, responses) over delivery's
+    # output, and the served part over the service and the HTTP server.
+    "server/openai": ["common", "server", "server/http", "server/delivery",
+                      "scheduler", "engine/tokenizer", "engine/sampling"],
 }
 # Only these files of engine/ (root) may include a backend.
 BACKEND_COMPOSERS = {"engine/backend.h", "engine/backend.cc"}
