@@ -109,6 +109,13 @@ void OpenAiService::Models(absl::string_view id,
                            http::HttpExchange& exchange) const {
   const std::string& served = service_->model_id();
   Json model = ModelJson(served, created_, "paceline");
+  // Beside OpenAI's fields, what load generators read from peers: vLLM's
+  // max_model_len and llama.cpp's meta (paceline bench draws synthetic
+  // prompt ids below meta.n_vocab).
+  const int64_t context = service_->model_config().context_length;
+  model["max_model_len"] = context;
+  model["meta"] = {{"n_vocab", service_->tokenizer().vocab_size()},
+                   {"n_ctx_train", context}};
   if (id.empty()) return RespondJson(exchange, ModelListJson({model}));
   if (id != served) return RespondError(exchange, ModelNotFound(id, served));
   RespondJson(exchange, model);

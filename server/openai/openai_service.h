@@ -6,7 +6,9 @@
 // (openai_call.h).
 //
 //   GET  /health               200 {"status":"ok"}; 503 while draining. No key.
-//   GET  /v1/models            the served model
+//   GET  /v1/models            the served model (with max_model_len and
+//                              meta {n_vocab, n_ctx_train}, as vLLM and
+//                              llama.cpp add)
 //   GET  /v1/models/{id}       it, or 404 model_not_found
 //   POST /v1/completions       text_completion (stream: SSE)
 //   POST /v1/chat/completions  chat.completion (stream: SSE)

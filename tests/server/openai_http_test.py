@@ -333,6 +333,11 @@ class ApiTest(DaemonTestCase):
         self.assertEqual(body["object"], "list")
         self.assertEqual([m["id"] for m in body["data"]], [MODEL_ID])
         self.assertEqual(body["data"][0]["object"], "model")
+        # stories260K has a 512-token vocabulary (shared/DESIGN.md §5).
+        self.assertEqual(body["data"][0]["meta"]["n_vocab"], 512)
+        self.assertGreater(body["data"][0]["max_model_len"], 0)
+        self.assertEqual(body["data"][0]["max_model_len"],
+                         body["data"][0]["meta"]["n_ctx_train"])
         status, _, one = self.call("GET", f"/v1/models/{MODEL_ID}")
         self.assertEqual(status, 200, one)
         self.assertEqual(one["id"], MODEL_ID)
