@@ -63,6 +63,15 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
   return fn(weights.output());
 }
 
+// The config's RoPE, with the file's Llama 3 frequency factors if any.
+RopeParams RopeParamsFor(const ModelWeights& weights) {
+  RopeParams params = RopeParamsFromConfig(weights.config());
+  if (!weights.rope_freq_factors().empty()) {
+    params.freq_factors = weights.rope_freq_factors().data();
+  }
+  return params;
+}
+
 bool ShouldPack(const WeightView& w, const CpuEngineOptions& options) {
   return options.pack_weights && MatMulPrefersPanels(w.type, w.cols);
 }
@@ -117,7 +126,7 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
                      std::unique_ptr<KvCache> cache)
     : weights_(std::move(weights)),
       options_(options),
-      rope_(RopeParamsFromConfig(weights_->config())),
+      rope_(RopeParamsFor(*weights_)),
       cache_(std::move(cache)),
       pool_(options.num_threads) {
   const ModelConfig& c = weights_->config();

@@ -50,8 +50,9 @@ void RopeAngles(const int32_t* positions, int64_t n_tokens,
                 const RopeParams& params, float* cos, float* sin) {
   const int64_t half = params.rope_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double freq = std::pow(
-        params.freq_base, -2.0 * static_cast<double>(i) / params.rope_dim);
+    double freq = std::pow(params.freq_base,
+                           -2.0 * static_cast<double>(i) / params.rope_dim);
+    if (params.freq_factors != nullptr) freq /= params.freq_factors[i];
     for (int64_t t = 0; t < n_tokens; ++t) {
       const double theta = positions[t] * params.position_scale * freq;
       cos[t * half + i] = static_cast<float>(std::cos(theta));

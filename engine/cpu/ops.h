@@ -39,12 +39,16 @@ struct RopeParams {
   int64_t rope_dim = 0;  // rotated dims per head, even, <= head_dim
   double freq_base = 10000.0;
   double position_scale = 1.0;  // 1 / linear scaling factor
+  // Llama 3 frequency factors (rope_dim / 2), or null: pair i's angle is
+  // divided by freq_factors[i]. Must outlive the params.
+  const float* freq_factors = nullptr;
 };
 
 RopeParams RopeParamsFromConfig(const ModelConfig& config);
 
 // The rotation angles of each token: pair i of a token at position p turns
-// by theta = p * position_scale * freq_base^(-2i / rope_dim), computed in
+// by theta = p * position_scale * freq_base^(-2i / rope_dim) (divided by
+// freq_factors[i] when set), computed in
 // double and stored as cos / sin.
 //   positions: (n_tokens)
 //   cos, sin:  (n_tokens, rope_dim / 2)

@@ -336,12 +336,15 @@ absl::Status CudaEngine::UploadWeights() {
   if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
   RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
 
-  // RoPE frequencies exactly as cpu::RopeAngles computes them (double).
+  // RoPE frequencies exactly as cpu::RopeAngles computes them (double),
+  // with the file's Llama 3 frequency factors if any.
   const int64_t half = c.rope_dim / 2;
+  const std::vector<float>& factors = w.rope_freq_factors();
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     inv_freq[i] =
         std::pow(c.rope_freq_base, -2.0 * static_cast<double>(i) / c.rope_dim);
+    if (!factors.empty()) inv_freq[i] /= factors[i];
   }
   RETURN_IF_ERROR(
       inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));

@@ -116,6 +116,10 @@ class WeightsBuilder {
     w_.token_embd_ = ViewOf(*embd, c.n_vocab, c.n_embd);
     ASSIGN_OR_RETURN(w_.output_norm_,
                      FileVector("output_norm.weight", c.n_embd));
+    if (file.FindTensor("rope_freqs.weight") != nullptr) {
+      ASSIGN_OR_RETURN(w_.rope_freq_factors_,
+                       FileVector("rope_freqs.weight", c.rope_dim / 2));
+    }
     ASSIGN_OR_RETURN(w_.output_, FileMatrix(c.tied_output ? "token_embd.weight"
                                                           : "output.weight",
                                             c.n_vocab, c.n_embd));

@@ -78,6 +78,11 @@ class ModelWeights {
   const WeightView& token_embd() const { return token_embd_; }
   // (n_embd)
   const std::vector<float>& output_norm() const { return output_norm_; }
+  // Llama 3 RoPE frequency factors (rope_freqs.weight, any model that has
+  // it): pair i turns by theta_i / factor[i]. (rope_dim / 2), or empty.
+  const std::vector<float>& rope_freq_factors() const {
+    return rope_freq_factors_;
+  }
   // (n_vocab, n_embd); token_embd itself when tied and its type has a
   // matmul kernel.
   const WeightView& output() const { return output_; }
@@ -104,6 +109,7 @@ class ModelWeights {
   std::vector<std::unique_ptr<Buffer>> buffers_;  // converted / dummy data
   WeightView token_embd_;                         // (n_vocab, n_embd)
   std::vector<float> output_norm_;                // (n_embd)
+  std::vector<float> rope_freq_factors_;          // (rope_dim / 2) or empty
   WeightView output_;                             // (n_vocab, n_embd)
   std::vector<LayerWeights> layers_;              // (n_layers)
 
