@@ -30,6 +30,7 @@ import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "testing"))
 from pacelined_process import PacelinedProcess  # noqa: E402
+import stories260k_oracle  # noqa: E402
 
 PACELINED = os.environ.get("PACELINED", "")
 SHARED_DIR = pathlib.Path(os.environ.get("PACELINE_SHARED_DIR", "/nonexistent"))
@@ -46,25 +47,8 @@ DEADLINE_S = 15.0  # every poll of the daemon's state gives up after this
 
 
 def greedy64_oracle():
-    """(text, ids) from README.md's "64 tokens from llama.cpp" section.
-
-    The section's first fenced block is the text as a JSON string, the one
-    after "Generated token ids" the ids. Raises ValueError when the README
-    no longer reads that way.
-    """
-    readme = README.read_text(encoding="utf-8")
-    section = re.search(r"^### 64 tokens from llama\.cpp.*?(?=^### |\Z)",
-                        readme, re.M | re.S)
-    if section is None:
-        raise ValueError(f"{README}: no '### 64 tokens from llama.cpp'")
-    blocks = re.findall(r"^```\n(.*?)^```", section.group(0), re.M | re.S)
-    if len(blocks) < 2:
-        raise ValueError(f"{README}: expected two fenced blocks")
-    text = json.loads(blocks[0])
-    ids = [int(t) for t in blocks[1].split()]
-    if not isinstance(text, str) or len(ids) != 64:
-        raise ValueError(f"{README}: unexpected oracle {text!r}, {len(ids)}")
-    return text, ids
+    """(text, ids) of the stories260K 64-token oracle (tests/testing)."""
+    return stories260k_oracle.greedy64_oracle(README)
 
 
 # --- Server-sent events ------------------------------------------------------
