@@ -51,15 +51,8 @@ Outgoing TextDelta(std::string text) {
   return d;
 }
 
-engine::ChatToolCallDelta Call(int index, std::string id, std::string name,
-                               std::string arguments) {
-  engine::ChatToolCallDelta c;
-  c.index = index;
-  c.id = std::move(id);
-  c.name = std::move(name);
-  c.arguments = std::move(arguments);
-  return c;
-}
+// A tool-call delta: index, id, name, arguments.
+using Call = engine::ChatToolCallDelta;
 
 ResponseContext Context(Api api, bool logprobs = false,
                         bool include_usage = false) {
@@ -242,11 +235,11 @@ TEST(OpenAiResponse, ChatEmptyAnswerHasEmptyContent) {
 // broken; no content.
 std::vector<Outgoing> ToolCallDeltas() {
   std::vector<Outgoing> out(4, TextDelta(""));
-  out[0].tool_calls = {Call(0, "call_a", "get_weather", "{\"city\":")};
-  out[1].tool_calls = {Call(0, "", "", " \"Paris\""),
-                       Call(1, "call_b", "get_time", "{")};
-  out[2].tool_calls = {Call(0, "", "", "}"), Call(1, "", "", "}"),
-                       Call(2, "call_c", "oops", "{\"x\"")};
+  out[0].tool_calls = {Call{0, "call_a", "get_weather", "{\"city\":"}};
+  out[1].tool_calls = {Call{0, "", "", " \"Paris\""},
+                       Call{1, "call_b", "get_time", "{"}};
+  out[2].tool_calls = {Call{0, "", "", "}"}, Call{1, "", "", "}"},
+                       Call{2, "call_c", "oops", "{\"x\""}};
   out[3].broken_tool_calls = {2};
   return out;
 }
@@ -271,7 +264,7 @@ TEST(OpenAiResponse, ChatContentKeptBesideToolCalls) {
   const ResponseContext ctx = Context(Api::kChat);
   ChoiceBuilder choice(&ctx, nullptr);
   Outgoing d = TextDelta("Let me check.");
-  d.tool_calls = {Call(0, "call_a", "f", "{}")};
+  d.tool_calls = {Call{0, "call_a", "f", "{}"}};
   choice.Add(d);
   const Json m = choice.ToJson(0, "tool_calls")["message"];
   EXPECT_EQ(m["content"], "Let me check.");
@@ -368,7 +361,7 @@ TEST(OpenAiResponse, ChatChunkDropsCallBrokenInTheSameDelta) {
   const ResponseContext ctx = Context(Api::kChat);
   ChoiceStream stream(&ctx, nullptr, 0);
   Outgoing d = TextDelta("{\"name\"");
-  d.tool_calls = {Call(0, "call_a", "f", "{")};
+  d.tool_calls = {Call{0, "call_a", "f", "{"}};
   d.broken_tool_calls = {0};
   const Json chunk = stream.Chunk(d);
   EXPECT_EQ(chunk["choices"][0]["delta"],
@@ -608,7 +601,7 @@ TEST(OpenAiResponse, InvalidUtf8NeverThrows) {
   ChoiceBuilder choice(&ctx, nullptr);
   Outgoing d = TextDelta("\xC3(\xFE");
   d.reasoning = "\xE2\x82";
-  d.tool_calls = {Call(0, "id\x80", "n\xFF", "{\xC0}")};
+  d.tool_calls = {Call{0, "id\x80", "n\xFF", "{\xC0}"}};
   choice.Add(d);
   ChoiceStream stream(&ctx, nullptr, 0);
   for (const Json& j :
