@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/gguf/quantize.h"
+#include "engine/model/model_inventory.h"
 #include "engine/model/rope_table.h"
 
 namespace paceline::engine {
@@ -428,11 +429,16 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(
     std::unique_ptr<GgufFile> file) {
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfigFromGguf(*file));
   RETURN_IF_ERROR(CheckModelTensors(*file, config));
+  ASSIGN_OR_RETURN(const InventoryReport inventory,
+                   CheckModelInventory(*file, config));
   RETURN_IF_ERROR(CheckSupportedConfig(config));
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->config_ = std::move(config);
   w->file_ = std::move(file);
   RETURN_IF_ERROR(WeightsBuilder(w.get()).LoadFromFile());
+  for (const std::string& line : inventory.WarningLines()) {
+    std::cerr << "paceline: warning: " << line << "\n";
+  }
   return w;
 }
 
