@@ -127,9 +127,9 @@ absl::Status ReadYarn(const GgufFile& file, const std::string& arch,
   ASSIGN_OR_RETURN(c->yarn_ext_factor,
                    OrDefault(file.GetFloat(ext_key), c->yarn_ext_factor));
   if (!(c->yarn_ext_factor >= 0 && c->yarn_ext_factor <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata key '", ext_key, "' is ", c->yarn_ext_factor,
-        "; want 0 to 1"));
+    return absl::InvalidArgumentError(absl::StrCat("metadata key '", ext_key,
+                                                   "' is ", c->yarn_ext_factor,
+                                                   "; want 0 to 1"));
   }
   if (file.Has(p + "attn_factor")) {
     ASSIGN_OR_RETURN(c->yarn_attn_factor,
@@ -140,10 +140,10 @@ absl::Status ReadYarn(const GgufFile& file, const std::string& arch,
   ASSIGN_OR_RETURN(c->yarn_beta_slow,
                    ReadPositive(file, p + "beta_slow", c->yarn_beta_slow));
   if (c->yarn_beta_slow > c->yarn_beta_fast) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata keys '", p, "beta_slow' (", c->yarn_beta_slow, ") and '", p,
-        "beta_fast' (", c->yarn_beta_fast,
-        "): beta_slow must not exceed beta_fast"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata keys '", p, "beta_slow' (", c->yarn_beta_slow,
+                     ") and '", p, "beta_fast' (", c->yarn_beta_fast,
+                     "): beta_slow must not exceed beta_fast"));
   }
   return absl::OkStatus();
 }

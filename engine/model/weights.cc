@@ -120,9 +120,9 @@ class WeightsBuilder {
                        FileVector("rope_freqs.weight", c.rope_dim / 2));
       for (const float f : w_.rope_freq_factors_) {
         if (!(f > 0) || !std::isfinite(f)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor 'rope_freqs.weight' holds ", f,
-              "; frequency factors must be finite and positive"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor 'rope_freqs.weight' holds ", f,
+                           "; frequency factors must be finite and positive"));
         }
       }
     }

@@ -221,11 +221,11 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadTinyWith(
 
 TEST(WeightsTest, YarnScalingLoadsAndUnknownKindsStayAnError) {
   std::string bytes;
-  auto w = LoadTinyWith({{"llama.rope.scaling.type", testing::Str("yarn")},
-                         {"llama.rope.scaling.factor", testing::F32(4.0f)},
-                         {"llama.rope.scaling.yarn_beta_fast",
-                          testing::F32(16.0f)}},
-                        &bytes);
+  auto w =
+      LoadTinyWith({{"llama.rope.scaling.type", testing::Str("yarn")},
+                    {"llama.rope.scaling.factor", testing::F32(4.0f)},
+                    {"llama.rope.scaling.yarn_beta_fast", testing::F32(16.0f)}},
+                   &bytes);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->config().rope_scaling, RopeScaling::kYarn);
   // The training context it extends defaults to the context length.

@@ -32,9 +32,9 @@ struct QkvRopeParams {
   float eps = 1e-6f;    // of the per-head norm
   // (rope_dim / 2) RopeTable::inv_freq: every scaling folded in
   const double* inv_freq = nullptr;
-  const float* bias = nullptr;       // (q_dim + 2 kv_dim) or null
-  const float* q_norm = nullptr;     // (head_dim) or null (then k_norm too)
-  const float* k_norm = nullptr;     // (head_dim) or null
+  const float* bias = nullptr;         // (q_dim + 2 kv_dim) or null
+  const float* q_norm = nullptr;       // (head_dim) or null (then k_norm too)
+  const float* k_norm = nullptr;       // (head_dim) or null
   const int32_t* positions = nullptr;  // (n_tokens)
   // (n_tokens) block * block_size + slot of each token's K/V
   const int32_t* slot_mapping = nullptr;

@@ -172,8 +172,8 @@ TEST(RopeTest, PositionZeroIsIdentity) {
 }
 
 TEST(RopeTest, ParamsFromConfig) {
-  const RopeParams p =
-      RopeParamsFromConfig(RopeConfig({RopeLayout::kNeoxHalves, 64, 64, 1e6, 4}));
+  const RopeParams p = RopeParamsFromConfig(
+      RopeConfig({RopeLayout::kNeoxHalves, 64, 64, 1e6, 4}));
   EXPECT_EQ(p.layout, RopeLayout::kNeoxHalves);
   EXPECT_EQ(p.rope_dim, 64);
   ASSERT_EQ(p.table.inv_freq.size(), 32u);

@@ -171,10 +171,9 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
       {RopeLayout::kAdjacentPairs, 128, 96, false, true, RopeScaling::kYarn},
   };
   for (const RopeCase& rc : cases) {
-    SCOPED_TRACE(::testing::Message() << rc.head_dim << " / " << rc.rope_dim
-                                      << (rc.scaling == RopeScaling::kYarn
-                                              ? " yarn"
-                                              : " linear"));
+    SCOPED_TRACE(::testing::Message()
+                 << rc.head_dim << " / " << rc.rope_dim
+                 << (rc.scaling == RopeScaling::kYarn ? " yarn" : " linear"));
     constexpr int64_t kTokens = 21, kHeads = 6, kKvHeads = 2, kBlockSize = 16;
     constexpr int64_t kBlocks = 8;
     const int64_t hd = rc.head_dim;
