@@ -65,11 +65,7 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
 
 // The config's RoPE, with the file's Llama 3 frequency factors if any.
 RopeParams RopeParamsFor(const ModelWeights& weights) {
-  RopeParams params = RopeParamsFromConfig(weights.config());
-  if (!weights.rope_freq_factors().empty()) {
-    params.freq_factors = weights.rope_freq_factors().data();
-  }
-  return params;
+  return RopeParamsFromConfig(weights.config(), weights.rope_freq_factors());
 }
 
 bool ShouldPack(const WeightView& w, const CpuEngineOptions& options) {

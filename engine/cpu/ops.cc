@@ -35,28 +35,25 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
-RopeParams RopeParamsFromConfig(const ModelConfig& config) {
+RopeParams RopeParamsFromConfig(const ModelConfig& config,
+                                absl::Span<const float> freq_factors) {
   RopeParams p;
   p.layout = config.rope_layout;
   p.rope_dim = config.rope_dim;
-  p.freq_base = config.rope_freq_base;
-  p.position_scale = config.rope_scaling == RopeScaling::kLinear
-                         ? 1.0 / config.rope_scaling_factor
-                         : 1.0;
+  p.table = MakeRopeTable(config, freq_factors);
   return p;
 }
 
 void RopeAngles(const int32_t* positions, int64_t n_tokens,
                 const RopeParams& params, float* cos, float* sin) {
   const int64_t half = params.rope_dim / 2;
+  const double mscale = params.table.mscale;
   for (int64_t i = 0; i < half; ++i) {
-    double freq = std::pow(params.freq_base,
-                           -2.0 * static_cast<double>(i) / params.rope_dim);
-    if (params.freq_factors != nullptr) freq /= params.freq_factors[i];
+    const double freq = params.table.inv_freq[i];
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const double theta = positions[t] * params.position_scale * freq;
-      cos[t * half + i] = static_cast<float>(std::cos(theta));
-      sin[t * half + i] = static_cast<float>(std::sin(theta));
+      const double theta = positions[t] * freq;
+      cos[t * half + i] = static_cast<float>(mscale * std::cos(theta));
+      sin[t * half + i] = static_cast<float>(mscale * std::sin(theta));
     }
   }
 }

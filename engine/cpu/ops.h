@@ -2,13 +2,15 @@
 #define PACELINE_ENGINE_CPU_OPS_H_
 
 // The element-wise and per-row operations of a Llama-family layer, on
-// row-major float tensors: RMSNorm, RoPE (both layouts, linear scaling),
+// row-major float tensors: RMSNorm, RoPE (both layouts, any scaling),
 // bias add, SwiGLU, residual add. Plain loops; the matmuls and attention
 // carry the cost. None allocates. In-place use is allowed where noted.
 
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "engine/model/model_config.h"
+#include "engine/model/rope_table.h"
 
 namespace paceline::engine::cpu {
 
@@ -37,19 +39,20 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 struct RopeParams {
   RopeLayout layout = RopeLayout::kAdjacentPairs;
   int64_t rope_dim = 0;  // rotated dims per head, even, <= head_dim
-  double freq_base = 10000.0;
-  double position_scale = 1.0;  // 1 / linear scaling factor
-  // Llama 3 frequency factors (rope_dim / 2), or null: pair i's angle is
-  // divided by freq_factors[i]. Must outlive the params.
-  const float* freq_factors = nullptr;
+  // Per-pair frequencies (rope_dim / 2) and the magnitude of the rotated
+  // pairs, with every scaling folded in (engine/model/rope_table.h).
+  RopeTable table;
 };
 
-RopeParams RopeParamsFromConfig(const ModelConfig& config);
+// The config's RoPE; `freq_factors` as MakeRopeTable takes them (the
+// file's rope_freqs.weight, or empty). The config must pass
+// CheckRopeConfig (ModelWeights checks it at load).
+RopeParams RopeParamsFromConfig(const ModelConfig& config,
+                                absl::Span<const float> freq_factors = {});
 
-// The rotation angles of each token: pair i of a token at position p turns
-// by theta = p * position_scale * freq_base^(-2i / rope_dim) (divided by
-// freq_factors[i] when set), computed in
-// double and stored as cos / sin.
+// The rotation of each token: pair i of a token at position p turns by
+// theta = p * table.inv_freq[i] (double), stored as mscale * cos(theta)
+// and mscale * sin(theta).
 //   positions: (n_tokens)
 //   cos, sin:  (n_tokens, rope_dim / 2)
 void RopeAngles(const int32_t* positions, int64_t n_tokens,

@@ -24,6 +24,7 @@
 #include "engine/cuda/kernels/swiglu.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/quantize.h"
+#include "engine/model/rope_table.h"
 
 namespace paceline::engine::cuda {
 namespace {
@@ -336,16 +337,12 @@ absl::Status CudaEngine::UploadWeights() {
   if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
   RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
 
-  // RoPE frequencies exactly as cpu::RopeAngles computes them (double),
-  // with the file's Llama 3 frequency factors if any.
-  const int64_t half = c.rope_dim / 2;
-  const std::vector<float>& factors = w.rope_freq_factors();
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] =
-        std::pow(c.rope_freq_base, -2.0 * static_cast<double>(i) / c.rope_dim);
-    if (!factors.empty()) inv_freq[i] /= factors[i];
-  }
+  // RoPE frequencies and magnitude from the table cpu::RopeAngles reads
+  // too, with the file's Llama 3 frequency factors if any.
+  const RopeTable table = MakeRopeTable(c, w.rope_freq_factors());
+  const std::vector<double>& inv_freq = table.inv_freq;
+  const size_t half = inv_freq.size();
+  rope_mscale_ = table.mscale;
   RETURN_IF_ERROR(
       inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
   if (half > 0) {
@@ -715,9 +712,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   rope.head_dim = hd;
   rope.rope_dim = c.rope_dim;
   rope.neox = c.rope_layout == RopeLayout::kNeoxHalves;
-  rope.position_scale = c.rope_scaling == RopeScaling::kLinear
-                            ? 1.0 / c.rope_scaling_factor
-                            : 1.0;
+  rope.mscale = rope_mscale_;
   rope.eps = eps;
   rope.inv_freq = inv_freq_.as<double>();
   rope.bias = c.qkv_bias ? l.qkv_bias.as<float>() : nullptr;

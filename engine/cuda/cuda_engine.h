@@ -208,6 +208,7 @@ class CudaEngine final : public Engine {
   bool output_tied_ = false;  // the output matrix is token_embd_
   DeviceBuffer output_norm_;  // (n_embd) float
   DeviceBuffer inv_freq_;     // (rope_dim / 2) double
+  double rope_mscale_ = 1.0;  // RopeTable::mscale
   uint64_t weight_bytes_ = 0;
   // (n_layers, num_blocks, 2, n_kv_heads, block_size, head_dim) T
   DeviceBuffer kv_pool_;

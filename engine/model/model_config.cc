@@ -117,6 +117,37 @@ absl::StatusOr<int64_t> ReadVocabSize(const GgufFile& file,
       "', no 'tokenizer.ggml.tokens' and no 2-d token_embd.weight"));
 }
 
+// The YaRN keys (conversions write them from the Hugging Face config's
+// extrapolation_factor, attention_factor, beta_fast, beta_slow). Absent
+// keys keep the published defaults ModelConfig holds.
+absl::Status ReadYarn(const GgufFile& file, const std::string& arch,
+                      ModelConfig* c) {
+  const std::string p = absl::StrCat(arch, ".rope.scaling.yarn_");
+  const std::string ext_key = p + "ext_factor";
+  ASSIGN_OR_RETURN(c->yarn_ext_factor,
+                   OrDefault(file.GetFloat(ext_key), c->yarn_ext_factor));
+  if (!(c->yarn_ext_factor >= 0 && c->yarn_ext_factor <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata key '", ext_key,
+                                                   "' is ", c->yarn_ext_factor,
+                                                   "; want 0 to 1"));
+  }
+  if (file.Has(p + "attn_factor")) {
+    ASSIGN_OR_RETURN(c->yarn_attn_factor,
+                     ReadPositive(file, p + "attn_factor", 1.0));
+  }
+  ASSIGN_OR_RETURN(c->yarn_beta_fast,
+                   ReadPositive(file, p + "beta_fast", c->yarn_beta_fast));
+  ASSIGN_OR_RETURN(c->yarn_beta_slow,
+                   ReadPositive(file, p + "beta_slow", c->yarn_beta_slow));
+  if (c->yarn_beta_slow > c->yarn_beta_fast) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata keys '", p, "beta_slow' (", c->yarn_beta_slow,
+                     ") and '", p, "beta_fast' (", c->yarn_beta_fast,
+                     "): beta_slow must not exceed beta_fast"));
+  }
+  return absl::OkStatus();
+}
+
 // Fills the rope scaling fields. llama.cpp's reading, which files are
 // written for: the type defaults to linear, and a factor of 0 means 1.
 absl::Status ReadRopeScaling(const GgufFile& file, const std::string& arch,
@@ -162,6 +193,12 @@ absl::Status ReadRopeScaling(const GgufFile& file, const std::string& arch,
                      ReadDim(file, orig_key, kMaxContext, std::nullopt));
   } else {
     c->rope_original_context = orig_default;
+  }
+  ASSIGN_OR_RETURN(
+      c->rope_attn_factor,
+      ReadPositive(file, absl::StrCat(arch, ".rope.scaling.attn_factor"), 1.0));
+  if (c->rope_scaling == RopeScaling::kYarn) {
+    RETURN_IF_ERROR(ReadYarn(file, arch, c));
   }
   return absl::OkStatus();
 }
@@ -303,6 +340,9 @@ absl::Status CheckModelTensors(const GgufFile& file,
   RETURN_IF_ERROR(CheckShape(file, "output_norm.weight", {c.n_embd}));
   if (!c.tied_output) {
     RETURN_IF_ERROR(CheckShape(file, "output.weight", {c.n_embd, c.n_vocab}));
+  }
+  if (file.FindTensor("rope_freqs.weight") != nullptr) {
+    RETURN_IF_ERROR(CheckShape(file, "rope_freqs.weight", {c.rope_dim / 2}));
   }
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     const std::string p = absl::StrCat("blk.", layer, ".");

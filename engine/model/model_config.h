@@ -40,6 +40,14 @@ struct ModelConfig {
   RopeScaling rope_scaling = RopeScaling::kNone;
   double rope_scaling_factor = 1.0;
   int64_t rope_original_context = 0;  // yarn: original training context
+  // rope.scaling.attn_factor: multiplies every rotated Q/K (any scaling).
+  double rope_attn_factor = 1.0;
+  // YaRN (rope_table.h has the formulas). ext_factor weighs extrapolation
+  // in the ramp; attn_factor 0 means "derive it": 0.1 ln(factor) + 1.
+  double yarn_ext_factor = 1.0;
+  double yarn_attn_factor = 0.0;
+  double yarn_beta_fast = 32.0;
+  double yarn_beta_slow = 1.0;
 
   double rms_norm_eps = 1e-5;
   bool tied_output = false;  // no output.weight: reuse token_embd

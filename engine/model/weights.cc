@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/gguf/quantize.h"
+#include "engine/model/model_inventory.h"
+#include "engine/model/rope_table.h"
 
 namespace paceline::engine {
 
@@ -64,10 +66,7 @@ absl::Status CheckSupportedConfig(const ModelConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("model shape '", c.name, "' is inconsistent"));
   }
-  if (c.rope_scaling == RopeScaling::kYarn) {
-    return absl::UnimplementedError(
-        "rope scaling 'yarn' is not yet supported (only none and linear)");
-  }
+  RETURN_IF_ERROR(CheckRopeConfig(c));
   if (c.head_dim > ModelWeights::kMaxHeadDim) {
     return absl::UnimplementedError(absl::StrCat("head size ", c.head_dim,
                                                  " is over the supported ",
@@ -119,6 +118,13 @@ class WeightsBuilder {
     if (file.FindTensor("rope_freqs.weight") != nullptr) {
       ASSIGN_OR_RETURN(w_.rope_freq_factors_,
                        FileVector("rope_freqs.weight", c.rope_dim / 2));
+      for (const float f : w_.rope_freq_factors_) {
+        if (!(f > 0) || !std::isfinite(f)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor 'rope_freqs.weight' holds ", f,
+                           "; frequency factors must be finite and positive"));
+        }
+      }
     }
     ASSIGN_OR_RETURN(w_.output_, FileMatrix(c.tied_output ? "token_embd.weight"
                                                           : "output.weight",
@@ -423,11 +429,16 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(
     std::unique_ptr<GgufFile> file) {
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfigFromGguf(*file));
   RETURN_IF_ERROR(CheckModelTensors(*file, config));
+  ASSIGN_OR_RETURN(const InventoryReport inventory,
+                   CheckModelInventory(*file, config));
   RETURN_IF_ERROR(CheckSupportedConfig(config));
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->config_ = std::move(config);
   w->file_ = std::move(file);
   RETURN_IF_ERROR(WeightsBuilder(w.get()).LoadFromFile());
+  for (const std::string& line : inventory.WarningLines()) {
+    std::cerr << "paceline: warning: " << line << "\n";
+  }
   return w;
 }
 

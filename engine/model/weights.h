@@ -49,9 +49,13 @@ class ModelWeights {
  public:
   // Takes ownership of `file` (the views point into its mapping). Reads the
   // config (ModelConfigFromGguf), checks every tensor's shape
-  // (CheckModelTensors), and builds the views. Errors: those of the two
-  // calls above; Unimplemented for yarn rope scaling, a head size over
-  // kMaxHeadDim, or a tensor type that cannot be dequantized.
+  // (CheckModelTensors) and that the file holds nothing the engine would
+  // ignore in silence (CheckModelInventory: one stderr warning line each
+  // for ignored tensors and unknown keys), and builds the views. Errors:
+  // those of the three calls above; InvalidArgument for a rope the config
+  // cannot build (CheckRopeConfig) or non-positive rope_freqs factors;
+  // Unimplemented for a head size over kMaxHeadDim, or a tensor type that
+  // cannot be dequantized.
   static absl::StatusOr<std::unique_ptr<ModelWeights>> FromGguf(
       std::unique_ptr<GgufFile> file);
 

@@ -215,6 +215,51 @@ TEST(ModelConfigTest, RopeScaling) {
   EXPECT_THAT(s.message(), HasSubstr("llama.rope.scaling.type"));
 }
 
+TEST(ModelConfigTest, YarnKeysAndTheirDefaults) {
+  gt::GgufBuilder plain;  // published defaults; context length as original
+  plain.Add("qwen2.rope.scaling.type", gt::Str("yarn"))
+      .Add("qwen2.rope.scaling.factor", gt::F32(4.0f));
+  gt::AddTinyModel(plain, {.arch = "qwen2"});
+  Model m = Load(plain);
+  auto c = ModelConfigFromGguf(*m.file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_original_context, 64);
+  EXPECT_EQ(c->yarn_ext_factor, 1.0);
+  EXPECT_EQ(c->yarn_attn_factor, 0.0);  // derived: 0.1 ln(factor) + 1
+  EXPECT_EQ(c->yarn_beta_fast, 32.0);
+  EXPECT_EQ(c->yarn_beta_slow, 1.0);
+  EXPECT_EQ(c->rope_attn_factor, 1.0);
+
+  gt::GgufBuilder all;
+  all.Add("qwen2.rope.scaling.type", gt::Str("yarn"))
+      .Add("qwen2.rope.scaling.factor", gt::F32(8.0f))
+      .Add("qwen2.rope.scaling.original_context_length", gt::U32(32))
+      .Add("qwen2.rope.scaling.yarn_ext_factor", gt::F32(0.5f))
+      .Add("qwen2.rope.scaling.yarn_attn_factor", gt::F32(1.25f))
+      .Add("qwen2.rope.scaling.yarn_beta_fast", gt::F32(16.0f))
+      .Add("qwen2.rope.scaling.yarn_beta_slow", gt::F32(2.0f))
+      .Add("qwen2.rope.scaling.attn_factor", gt::F32(0.5f));
+  gt::AddTinyModel(all, {.arch = "qwen2"});
+  m = Load(all);
+  c = ModelConfigFromGguf(*m.file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_original_context, 32);
+  EXPECT_EQ(c->yarn_ext_factor, 0.5);
+  EXPECT_EQ(c->yarn_attn_factor, 1.25);
+  EXPECT_EQ(c->yarn_beta_fast, 16.0);
+  EXPECT_EQ(c->yarn_beta_slow, 2.0);
+  EXPECT_EQ(c->rope_attn_factor, 0.5);
+
+  gt::GgufBuilder bad;
+  bad.Add("llama.rope.scaling.type", gt::Str("yarn"))
+      .Add("llama.rope.scaling.yarn_beta_slow", gt::F32(64.0f));
+  gt::AddTinyModel(bad, {});
+  m = Load(bad);
+  const absl::Status s = ModelConfigFromGguf(*m.file).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("llama.rope.scaling.yarn_beta_slow"));
+}
+
 // A model whose metadata is changed by `edit` after the usual keys.
 absl::Status ConfigError(const gt::TinyModelSpec& spec,
                          void (*edit)(gt::GgufBuilder&)) {

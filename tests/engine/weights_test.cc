@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/gguf/ggml_type.h"
@@ -204,19 +205,41 @@ TEST_F(MixedTypesTest, ConvertsTypesWithoutAKernelAndLogsIt) {
   }
 }
 
-TEST(WeightsTest, YarnScalingIsNotSupportedYet) {
+// A file's bytes with the tiny model plus `keys`, loaded.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadTinyWith(
+    const std::vector<std::pair<std::string, testing::GgufValueBytes>>& keys,
+    std::string* bytes) {
   testing::GgufBuilder b;
-  testing::TinyModelSpec spec;
-  testing::AddTinyModel(b, spec);
-  b.Add("llama.rope.scaling.type", testing::Str("yarn"));
-  b.Add("llama.rope.scaling.factor", testing::F32(4.0f));
-  const std::string bytes = b.Build();
+  testing::AddTinyModel(b, testing::TinyModelSpec{});
+  for (const auto& [key, value] : keys) b.Add(key, value);
+  *bytes = b.Build();
   auto file = GgufFile::FromBuffer(
-      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  ASSERT_TRUE(file.ok()) << file.status();
-  const absl::Status s = ModelWeights::FromGguf(*std::move(file)).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_NE(s.message().find("yarn"), std::string::npos) << s;
+      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  if (!file.ok()) return file.status();
+  return ModelWeights::FromGguf(*std::move(file));
+}
+
+TEST(WeightsTest, YarnScalingLoadsAndUnknownKindsStayAnError) {
+  std::string bytes;
+  auto w =
+      LoadTinyWith({{"llama.rope.scaling.type", testing::Str("yarn")},
+                    {"llama.rope.scaling.factor", testing::F32(4.0f)},
+                    {"llama.rope.scaling.yarn_beta_fast", testing::F32(16.0f)}},
+                   &bytes);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->config().rope_scaling, RopeScaling::kYarn);
+  // The training context it extends defaults to the context length.
+  EXPECT_EQ((*w)->config().rope_original_context, 64);
+  EXPECT_EQ((*w)->config().yarn_beta_fast, 16.0);
+
+  const absl::Status s =
+      LoadTinyWith({{"llama.rope.scaling.type", testing::Str("longrope")}},
+                   &bytes)
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("llama.rope.scaling.type"), std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("longrope"), std::string::npos) << s;
 }
 
 TEST(WeightsTest, DummyIsDeterministicAndSeeded) {
@@ -292,10 +315,13 @@ TEST(WeightsTest, DummyRejectsBadTypesAndWidths) {
   odd.n_ff = 100;  // not a multiple of 32
   EXPECT_FALSE(ModelWeights::Dummy(odd, GgmlType::kQ8_0, 1).ok());
   EXPECT_TRUE(ModelWeights::Dummy(odd, GgmlType::kF16, 1).ok());
-  ModelConfig yarn = Small();
+  ModelConfig yarn = Small();  // yarn needs the context it extends
   yarn.rope_scaling = RopeScaling::kYarn;
+  yarn.rope_scaling_factor = 4;
   EXPECT_EQ(ModelWeights::Dummy(yarn, GgmlType::kF32, 1).status().code(),
-            absl::StatusCode::kUnimplemented);
+            absl::StatusCode::kInvalidArgument);
+  yarn.rope_original_context = 32;
+  EXPECT_TRUE(ModelWeights::Dummy(yarn, GgmlType::kF32, 1).ok());
 }
 
 TEST(WeightsTest, NamedShapesBuild) {

@@ -47,9 +47,9 @@ __global__ void QkvRopeKernel(QkvRopeParams p, T* kv_layer) {
     const int64_t offset = p.neox ? half : 1;
     const double pos = static_cast<double>(p.positions[t]);
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-      const double theta = pos * p.position_scale * p.inv_freq[i];
-      const float c = static_cast<float>(cos(theta));
-      const float s = static_cast<float>(sin(theta));
+      const double theta = pos * p.inv_freq[i];
+      const float c = static_cast<float>(p.mscale * cos(theta));
+      const float s = static_cast<float>(p.mscale * sin(theta));
       const float a = v[i * stride];
       const float b = v[i * stride + offset];
       v[i * stride] = a * c - b * s;

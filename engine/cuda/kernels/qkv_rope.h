@@ -14,9 +14,10 @@ namespace paceline::engine::cuda {
 //   1. + bias (qwen2),
 //   2. per-head RMSNorm of Q and K heads (qwen3; double sum, as CpuEngine),
 //   3. RoPE of Q and K heads at the token's position: pair i turns by
-//      theta = position * position_scale * inv_freq[i] (double), pairs
-//      (x[2i], x[2i+1]) or, with neox, (x[i], x[i + rope_dim/2]); dims
-//      from rope_dim on pass through,
+//      theta = position * inv_freq[i] (double) and is scaled by mscale
+//      (cos and sin as float(mscale * cos(theta)), as cpu::RopeAngles),
+//      pairs (x[2i], x[2i+1]) or, with neox, (x[i], x[i + rope_dim/2]);
+//      dims from rope_dim on pass through,
 // then Q is written back in place and K, V go (converted to `dtype`) into
 // the token's paged slot. q_dim = n_heads * head_dim, kv_dim = n_kv_heads
 // * head_dim; head_dim <= kMaxQkvHeadDim.
@@ -27,12 +28,13 @@ struct QkvRopeParams {
   int64_t head_dim = 0;
   int64_t rope_dim = 0;  // even, <= head_dim
   bool neox = false;
-  double position_scale = 1.0;
-  float eps = 1e-6f;                 // of the per-head norm
-  const double* inv_freq = nullptr;  // (rope_dim / 2) freq_base^(-2i/rope_dim)
-  const float* bias = nullptr;       // (q_dim + 2 kv_dim) or null
-  const float* q_norm = nullptr;     // (head_dim) or null (then k_norm too)
-  const float* k_norm = nullptr;     // (head_dim) or null
+  double mscale = 1.0;  // RopeTable::mscale
+  float eps = 1e-6f;    // of the per-head norm
+  // (rope_dim / 2) RopeTable::inv_freq: every scaling folded in
+  const double* inv_freq = nullptr;
+  const float* bias = nullptr;         // (q_dim + 2 kv_dim) or null
+  const float* q_norm = nullptr;       // (head_dim) or null (then k_norm too)
+  const float* k_norm = nullptr;       // (head_dim) or null
   const int32_t* positions = nullptr;  // (n_tokens)
   // (n_tokens) block * block_size + slot of each token's K/V
   const int32_t* slot_mapping = nullptr;

@@ -58,27 +58,26 @@ TEST(RmsNormTest, MatchesReference) {
   EXPECT_EQ(in_place, out);
 }
 
-// Reference RoPE: pair i of a head at position p rotates by
-// p * scale * base^(-2i / rope_dim); the pair's two members are
-// (2i, 2i + 1) for adjacent pairs and (i, i + rope_dim / 2) for NeoX.
+// Reference RoPE: pair i of a head at position p rotates by p * freq[i]
+// and is scaled by mscale; the pair's two members are (2i, 2i + 1) for
+// adjacent pairs and (i, i + rope_dim / 2) for NeoX.
 std::vector<double> RefRope(const std::vector<float>& x, int64_t n_tokens,
                             int64_t n_heads, int64_t head_dim,
-                            const std::vector<int32_t>& pos,
-                            const RopeParams& p) {
+                            const std::vector<int32_t>& pos, RopeLayout layout,
+                            const std::vector<double>& freq, double mscale) {
   std::vector<double> out(x.begin(), x.end());
-  const int64_t half = p.rope_dim / 2;
+  const int64_t half = static_cast<int64_t>(freq.size());
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < n_heads; ++h) {
       double* v = out.data() + (t * n_heads + h) * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const double theta = pos[t] * p.position_scale *
-                             std::pow(p.freq_base, -2.0 * i / p.rope_dim);
-        const int64_t a = p.layout == RopeLayout::kAdjacentPairs ? 2 * i : i;
+        const double theta = pos[t] * freq[i];
+        const int64_t a = layout == RopeLayout::kAdjacentPairs ? 2 * i : i;
         const int64_t b =
-            p.layout == RopeLayout::kAdjacentPairs ? 2 * i + 1 : i + half;
+            layout == RopeLayout::kAdjacentPairs ? 2 * i + 1 : i + half;
         const double x0 = v[a], x1 = v[b];
-        v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        v[a] = mscale * (x0 * std::cos(theta) - x1 * std::sin(theta));
+        v[b] = mscale * (x0 * std::sin(theta) + x1 * std::cos(theta));
       }
     }
   }
@@ -90,27 +89,32 @@ struct RopeCase {
   int64_t head_dim;
   int64_t rope_dim;
   double base;
-  double scale;
+  double linear_factor;  // 1: no scaling
 };
 
-class RopeTest : public testing::TestWithParam<RopeCase> {};
+ModelConfig RopeConfig(const RopeCase& c) {
+  ModelConfig config;
+  config.rope_layout = c.layout;
+  config.rope_dim = c.rope_dim;
+  config.rope_freq_base = c.base;
+  config.rope_scaling =
+      c.linear_factor == 1 ? RopeScaling::kNone : RopeScaling::kLinear;
+  config.rope_scaling_factor = c.linear_factor;
+  return config;
+}
 
-TEST_P(RopeTest, MatchesReference) {
-  const RopeCase c = GetParam();
+// Rotates random heads with `p` and compares with RefRope(freq, mscale).
+void ExpectRope(const RopeParams& p, int64_t head_dim,
+                const std::vector<double>& freq, double mscale) {
   constexpr int64_t kTokens = 7, kHeads = 3;
-  RopeParams p;
-  p.layout = c.layout;
-  p.rope_dim = c.rope_dim;
-  p.freq_base = c.base;
-  p.position_scale = c.scale;
   const std::vector<int32_t> pos = {0, 1, 2, 17, 100, 511, 4000};
-  std::vector<float> x = Random(kTokens * kHeads * c.head_dim, 3);
+  std::vector<float> x = Random(kTokens * kHeads * head_dim, 3);
   const std::vector<double> ref =
-      RefRope(x, kTokens, kHeads, c.head_dim, pos, p);
-  std::vector<float> cos(kTokens * c.rope_dim / 2),
-      sin(kTokens * c.rope_dim / 2);
+      RefRope(x, kTokens, kHeads, head_dim, pos, p.layout, freq, mscale);
+  std::vector<float> cos(kTokens * p.rope_dim / 2),
+      sin(kTokens * p.rope_dim / 2);
   RopeAngles(pos.data(), kTokens, p, cos.data(), sin.data());
-  ApplyRope(x.data(), kTokens, kHeads, c.head_dim, p, cos.data(), sin.data());
+  ApplyRope(x.data(), kTokens, kHeads, head_dim, p, cos.data(), sin.data());
   // Angles up to 4000 rad lose ~4000 * 2^-24 in float: a looser atol.
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_LE(std::fabs(x[i] - ref[i]), 1e-5 + kRtol * std::fabs(ref[i]))
@@ -118,20 +122,47 @@ TEST_P(RopeTest, MatchesReference) {
   }
 }
 
+class RopeTest : public testing::TestWithParam<RopeCase> {};
+
+// The published RoPE (and linear scaling: positions divided by the
+// factor), computed here.
+TEST_P(RopeTest, MatchesReference) {
+  const RopeCase c = GetParam();
+  std::vector<double> freq(c.rope_dim / 2);
+  for (size_t i = 0; i < freq.size(); ++i) {
+    freq[i] = std::pow(c.base, -2.0 * i / c.rope_dim) / c.linear_factor;
+  }
+  ExpectRope(RopeParamsFromConfig(RopeConfig(c)), c.head_dim, freq, 1.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, RopeTest,
     testing::Values(RopeCase{RopeLayout::kAdjacentPairs, 8, 8, 10000, 1},
                     RopeCase{RopeLayout::kAdjacentPairs, 64, 64, 500000, 1},
                     RopeCase{RopeLayout::kNeoxHalves, 64, 64, 1e6, 1},
-                    RopeCase{RopeLayout::kNeoxHalves, 128, 128, 1e6, 0.25},
+                    RopeCase{RopeLayout::kNeoxHalves, 128, 128, 1e6, 4},
                     // Partial rotation: dims past rope_dim pass through.
                     RopeCase{RopeLayout::kAdjacentPairs, 32, 16, 10000, 1},
-                    RopeCase{RopeLayout::kNeoxHalves, 32, 16, 10000, 0.5}));
+                    RopeCase{RopeLayout::kNeoxHalves, 32, 16, 10000, 2}));
+
+// YaRN and frequency factors reach the rotation through the table: its
+// per-pair frequencies and its magnitude (rope_table_test checks the
+// table itself against the published formulas).
+TEST(RopeTest, AppliesTheTableFrequenciesAndMagnitude) {
+  ModelConfig c = RopeConfig({RopeLayout::kNeoxHalves, 64, 64, 1e6, 4});
+  c.rope_scaling = RopeScaling::kYarn;
+  c.rope_original_context = 1024;
+  c.rope_attn_factor = 0.9;
+  std::vector<float> factors(32);
+  for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 0.25f * i;
+  const RopeParams p = RopeParamsFromConfig(c, factors);
+  EXPECT_NE(p.table.mscale, 1.0);
+  ExpectRope(p, 64, p.table.inv_freq, p.table.mscale);
+}
 
 TEST(RopeTest, PositionZeroIsIdentity) {
-  RopeParams p;
-  p.layout = RopeLayout::kNeoxHalves;
-  p.rope_dim = 16;
+  ModelConfig c = RopeConfig({RopeLayout::kNeoxHalves, 16, 16, 10000, 1});
+  const RopeParams p = RopeParamsFromConfig(c);
   const int32_t pos = 0;
   std::vector<float> x = Random(16, 4), cos(8), sin(8);
   const std::vector<float> before = x;
@@ -141,17 +172,13 @@ TEST(RopeTest, PositionZeroIsIdentity) {
 }
 
 TEST(RopeTest, ParamsFromConfig) {
-  ModelConfig c;
-  c.rope_layout = RopeLayout::kNeoxHalves;
-  c.rope_dim = 64;
-  c.rope_freq_base = 1e6;
-  c.rope_scaling = RopeScaling::kLinear;
-  c.rope_scaling_factor = 4;
-  const RopeParams p = RopeParamsFromConfig(c);
+  const RopeParams p = RopeParamsFromConfig(
+      RopeConfig({RopeLayout::kNeoxHalves, 64, 64, 1e6, 4}));
   EXPECT_EQ(p.layout, RopeLayout::kNeoxHalves);
   EXPECT_EQ(p.rope_dim, 64);
-  EXPECT_EQ(p.freq_base, 1e6);
-  EXPECT_EQ(p.position_scale, 0.25);
+  ASSERT_EQ(p.table.inv_freq.size(), 32u);
+  EXPECT_EQ(p.table.inv_freq[0], 0.25);
+  EXPECT_EQ(p.table.mscale, 1.0);
 }
 
 TEST(SwiGluTest, MatchesReference) {

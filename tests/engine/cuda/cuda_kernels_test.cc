@@ -137,7 +137,28 @@ struct RopeCase {
   int64_t rope_dim;
   bool bias;
   bool qk_norm;
+  RopeScaling scaling = RopeScaling::kLinear;  // factor 2, or yarn factor 4
 };
+
+// The CPU engine's rope of a case: base 1e6, and for yarn an original
+// context of 1024 with Llama 3-style frequency factors on top (both
+// engines take them from the same RopeTable).
+cpu::RopeParams CaseRope(const RopeCase& rc) {
+  ModelConfig c;
+  c.rope_layout = rc.layout;
+  c.rope_dim = rc.rope_dim;
+  c.rope_freq_base = 1e6;
+  c.rope_scaling = rc.scaling;
+  c.rope_scaling_factor = rc.scaling == RopeScaling::kYarn ? 4 : 2;
+  c.rope_original_context = 1024;
+  std::vector<float> factors;
+  if (rc.scaling == RopeScaling::kYarn) {
+    for (int64_t i = 0; i < rc.rope_dim / 2; ++i) {
+      factors.push_back(1.0f + 0.125f * static_cast<float>(i % 5));
+    }
+  }
+  return cpu::RopeParamsFromConfig(c, factors);
+}
 
 TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
   const RopeCase cases[] = {
@@ -146,20 +167,20 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
       {RopeLayout::kNeoxHalves, 128, 128, false, true},
       {RopeLayout::kAdjacentPairs, 96, 32, true, true},
       {RopeLayout::kAdjacentPairs, 8, 8, false, false},
+      {RopeLayout::kNeoxHalves, 64, 64, true, false, RopeScaling::kYarn},
+      {RopeLayout::kAdjacentPairs, 128, 96, false, true, RopeScaling::kYarn},
   };
   for (const RopeCase& rc : cases) {
-    SCOPED_TRACE(rc.head_dim);
+    SCOPED_TRACE(::testing::Message()
+                 << rc.head_dim << " / " << rc.rope_dim
+                 << (rc.scaling == RopeScaling::kYarn ? " yarn" : " linear"));
     constexpr int64_t kTokens = 21, kHeads = 6, kKvHeads = 2, kBlockSize = 16;
     constexpr int64_t kBlocks = 8;
     const int64_t hd = rc.head_dim;
     const int64_t q_dim = kHeads * hd, kv_dim = kKvHeads * hd;
     const int64_t width = q_dim + 2 * kv_dim;
     const float eps = 1e-6f;
-    cpu::RopeParams rope;
-    rope.layout = rc.layout;
-    rope.rope_dim = rc.rope_dim;
-    rope.freq_base = 1e6;
-    rope.position_scale = 0.5;
+    const cpu::RopeParams rope = CaseRope(rc);
     const std::vector<float> qkv = Random(kTokens * width);
     const std::vector<float> bias = Random(width, 0.1f);
     const std::vector<float> q_norm = Random(hd);
@@ -172,10 +193,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
       positions[t] = static_cast<int32_t>(rng_() % 5000);
       slots[t] = perm[t];
     }
-    std::vector<double> inv_freq(rc.rope_dim / 2);
-    for (size_t i = 0; i < inv_freq.size(); ++i) {
-      inv_freq[i] = std::pow(rope.freq_base, -2.0 * i / rope.rope_dim);
-    }
+    const std::vector<double>& inv_freq = rope.table.inv_freq;
     const size_t cache_elems = kBlocks * 2 * kKvHeads * kBlockSize * hd;
     DeviceBuffer d_qkv, d_bias, d_qn, d_kn, d_pos, d_slots, d_freq, d_cache;
     ASSERT_TRUE(Upload(qkv, &d_qkv).ok());
@@ -193,7 +211,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
     p.head_dim = hd;
     p.rope_dim = rc.rope_dim;
     p.neox = rc.layout == RopeLayout::kNeoxHalves;
-    p.position_scale = rope.position_scale;
+    p.mscale = rope.table.mscale;
     p.eps = eps;
     p.inv_freq = d_freq.as<double>();
     p.bias = rc.bias ? d_bias.as<float>() : nullptr;

@@ -1,0 +1,318 @@
+#include "engine/model/model_inventory.h"
+
+#include <array>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+
+namespace paceline::engine {
+namespace {
+
+// When a listed tensor is read.
+enum class TensorNeed {
+  kAlways,
+  kIfPresent,     // read whenever the file has it
+  kUntiedOutput,  // !config.tied_output
+  kQkvBias,       // config.qkv_bias
+  kQkNorm,        // config.qk_norm
+  kNever,         // known not to change the forward pass: warned about
+};
+
+// `name` is the full name; "blk.N." stands for every layer's prefix.
+struct TensorUse {
+  absl::string_view name;
+  TensorNeed need;
+};
+
+enum class KeyUse {
+  kRead,           // ModelConfigFromGguf reads it
+  kInformational,  // describes the file, changes nothing computed
+  kUnsupported,    // changes the math; not implemented: fails the load
+};
+
+// `suffix` follows "<arch>.". An unsupported key with a `neutral` value
+// that the file holds changes nothing and passes.
+struct KeyRule {
+  absl::string_view suffix;
+  KeyUse use;
+  std::optional<double> neutral = std::nullopt;
+};
+
+constexpr TensorUse kDecoderModelTensors[] = {
+    {"token_embd.weight", TensorNeed::kAlways},
+    {"output_norm.weight", TensorNeed::kAlways},
+    {"output.weight", TensorNeed::kUntiedOutput},
+    {"rope_freqs.weight", TensorNeed::kIfPresent},  // Llama 3 factors
+};
+
+constexpr TensorUse kAttentionLayerTensors[] = {
+    {"blk.N.attn_norm.weight", TensorNeed::kAlways},
+    {"blk.N.attn_q.weight", TensorNeed::kAlways},
+    {"blk.N.attn_k.weight", TensorNeed::kAlways},
+    {"blk.N.attn_v.weight", TensorNeed::kAlways},
+    {"blk.N.attn_output.weight", TensorNeed::kAlways},
+    {"blk.N.attn_q.bias", TensorNeed::kQkvBias},
+    {"blk.N.attn_k.bias", TensorNeed::kQkvBias},
+    {"blk.N.attn_v.bias", TensorNeed::kQkvBias},
+    {"blk.N.attn_q_norm.weight", TensorNeed::kQkNorm},
+    {"blk.N.attn_k_norm.weight", TensorNeed::kQkNorm},
+    // Precomputed rotary inverse frequencies (the checkpoint's
+    // rotary_emb.inv_freq buffer) some old conversions kept; the engine
+    // computes them from the rope.* keys.
+    {"blk.N.attn_rot_embd.weight", TensorNeed::kNever},
+};
+
+constexpr TensorUse kDenseFfnLayerTensors[] = {
+    {"blk.N.ffn_norm.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down.weight", TensorNeed::kAlways},
+};
+
+constexpr KeyRule kDecoderKeys[] = {
+    {"context_length", KeyUse::kRead},
+    {"embedding_length", KeyUse::kRead},
+    {"block_count", KeyUse::kRead},
+    {"feed_forward_length", KeyUse::kRead},
+    {"vocab_size", KeyUse::kRead},
+    {"attention.head_count", KeyUse::kRead},
+    {"attention.head_count_kv", KeyUse::kRead},
+    {"attention.key_length", KeyUse::kRead},
+    {"attention.value_length", KeyUse::kRead},
+    {"attention.layer_norm_rms_epsilon", KeyUse::kRead},
+    {"rope.dimension_count", KeyUse::kRead},
+    {"rope.freq_base", KeyUse::kRead},
+    {"rope.scale_linear", KeyUse::kRead},
+    {"rope.scaling.type", KeyUse::kRead},
+    {"rope.scaling.factor", KeyUse::kRead},
+    {"rope.scaling.original_context_length", KeyUse::kRead},
+    {"rope.scaling.attn_factor", KeyUse::kRead},
+    {"rope.scaling.yarn_ext_factor", KeyUse::kRead},
+    {"rope.scaling.yarn_attn_factor", KeyUse::kRead},
+    {"rope.scaling.yarn_beta_fast", KeyUse::kRead},
+    {"rope.scaling.yarn_beta_slow", KeyUse::kRead},
+    // Whether the model was fine-tuned at the scaled length.
+    {"rope.scaling.finetuned", KeyUse::kInformational},
+    // The checkpoint's original layout; conversions already permuted Q/K.
+    {"tensor_data_layout", KeyUse::kInformational},
+    {"attention.causal", KeyUse::kUnsupported, 1},
+    {"attention.sliding_window", KeyUse::kUnsupported, 0},
+    {"attention.sliding_window_pattern", KeyUse::kUnsupported},
+    {"attention.scale", KeyUse::kUnsupported},
+    {"attention.clamp_kqv", KeyUse::kUnsupported, 0},
+    {"attention.max_alibi_bias", KeyUse::kUnsupported, 0},
+    {"attention.temperature_length", KeyUse::kUnsupported, 0},
+    {"attention.temperature_scale", KeyUse::kUnsupported},
+    {"attention.q_lora_rank", KeyUse::kUnsupported, 0},
+    {"attention.kv_lora_rank", KeyUse::kUnsupported, 0},
+    {"attn_logit_softcapping", KeyUse::kUnsupported, 0},
+    {"final_logit_softcapping", KeyUse::kUnsupported, 0},
+    {"logit_scale", KeyUse::kUnsupported, 1},
+    {"embedding_scale", KeyUse::kUnsupported, 1},
+    {"residual_scale", KeyUse::kUnsupported, 1},
+    {"use_parallel_residual", KeyUse::kUnsupported, 0},
+    {"swiglu_clamp_exp", KeyUse::kUnsupported, 0},
+    {"rope.dimension_sections", KeyUse::kUnsupported},
+    {"rope.freq_base_swa", KeyUse::kUnsupported},
+    {"rope.scaling.alpha", KeyUse::kUnsupported},
+    {"rope.scaling.yarn_log_multiplier", KeyUse::kUnsupported, 0},
+    {"full_attention_interval", KeyUse::kUnsupported},
+    {"leading_dense_block_count", KeyUse::kUnsupported, 0},
+    // Mixture of experts, on an architecture read as dense (Mixtral files
+    // say "llama"); an MoE architecture's own table reads these.
+    {"expert_count", KeyUse::kUnsupported, 0},
+    {"expert_used_count", KeyUse::kUnsupported, 0},
+    {"expert_feed_forward_length", KeyUse::kUnsupported, 0},
+    {"expert_shared_count", KeyUse::kUnsupported, 0},
+    {"expert_shared_feed_forward_length", KeyUse::kUnsupported, 0},
+    {"expert_weights_scale", KeyUse::kUnsupported},
+    {"expert_weights_norm", KeyUse::kUnsupported, 0},
+    {"expert_gating_func", KeyUse::kUnsupported},
+    {"expert_group_count", KeyUse::kUnsupported, 0},
+    {"interleave_moe_layer_step", KeyUse::kUnsupported, 0},
+    {"moe_every_n_layers", KeyUse::kUnsupported, 0},
+};
+
+// One architecture: the tensors and keys its files may hold. Lists are
+// searched in order and the first match wins, so an architecture's own
+// list placed first overrides a shared one.
+struct ArchInventory {
+  absl::string_view arch;
+  std::array<absl::Span<const TensorUse>, 4> tensors;
+  std::array<absl::Span<const KeyRule>, 2> keys;
+};
+
+const ArchInventory kInventories[] = {
+    {"llama",
+     {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors},
+     {kDecoderKeys}},
+    {"qwen2",
+     {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors},
+     {kDecoderKeys}},
+    {"qwen3",
+     {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors},
+     {kDecoderKeys}},
+};
+
+const ArchInventory* FindInventory(absl::string_view arch) {
+  for (const ArchInventory& a : kInventories) {
+    if (a.arch == arch) return &a;
+  }
+  return nullptr;
+}
+
+// "blk.N.<rest>" for a layer of the model, else `name` itself; layers
+// outside [0, n_layers) keep their number and so match nothing.
+std::string Pattern(absl::string_view name, int64_t n_layers) {
+  if (!absl::ConsumePrefix(&name, "blk.")) return std::string(name);
+  const size_t dot = name.find('.');
+  int64_t layer = -1;
+  if (dot == absl::string_view::npos ||
+      !absl::SimpleAtoi(name.substr(0, dot), &layer) || layer < 0 ||
+      layer >= n_layers) {
+    return absl::StrCat("blk.", name);
+  }
+  return absl::StrCat("blk.N.", name.substr(dot + 1));
+}
+
+bool IsNeeded(TensorNeed need, const ModelConfig& c) {
+  switch (need) {
+    case TensorNeed::kAlways:
+    case TensorNeed::kIfPresent:
+      return true;
+    case TensorNeed::kUntiedOutput:
+      return !c.tied_output;
+    case TensorNeed::kQkvBias:
+      return c.qkv_bias;
+    case TensorNeed::kQkNorm:
+      return c.qk_norm;
+    case TensorNeed::kNever:
+      return false;
+  }
+  return false;
+}
+
+const TensorUse* FindTensor(const ArchInventory& inv, absl::string_view pat) {
+  for (absl::Span<const TensorUse> list : inv.tensors) {
+    for (const TensorUse& t : list) {
+      if (t.name == pat) return &t;
+    }
+  }
+  return nullptr;
+}
+
+const KeyRule* FindKey(const ArchInventory& inv, absl::string_view suffix) {
+  for (absl::Span<const KeyRule> list : inv.keys) {
+    for (const KeyRule& k : list) {
+      if (k.suffix == suffix) return &k;
+    }
+  }
+  return nullptr;
+}
+
+absl::Status CheckTensors(const GgufFile& file, const ModelConfig& c,
+                          const ArchInventory& inv, InventoryReport* report) {
+  std::vector<std::string> refused;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    const TensorUse* use = FindTensor(inv, Pattern(t.name, c.n_layers));
+    if (use != nullptr && IsNeeded(use->need, c)) continue;
+    if (use != nullptr && use->need == TensorNeed::kNever) {
+      report->unused_tensors.push_back(t.name);
+    } else {
+      refused.push_back(t.name);
+    }
+  }
+  if (refused.empty()) return absl::OkStatus();
+  constexpr size_t kNamed = 8;
+  const size_t total = refused.size();
+  if (total > kNamed) refused.resize(kNamed);
+  return absl::InvalidArgumentError(absl::StrCat(
+      total == 1 ? "tensor '" : "tensors '", absl::StrJoin(refused, "', '"),
+      "'", total > kNamed ? absl::StrCat(" and ", total - kNamed, " more") : "",
+      total == 1 ? " is" : " are", " not read by the engine for architecture '",
+      c.architecture,
+      "' with this configuration; a tensor the engine does not understand "
+      "may change the model's math, so the load stops"));
+}
+
+// The value of a numeric or bool key, if it has one.
+std::optional<double> NumericValue(const GgufFile& file,
+                                   const std::string& key) {
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->type == GgufValueType::kBool) return v->u != 0 ? 1.0 : 0.0;
+  absl::StatusOr<double> f = file.GetFloat(key);
+  if (!f.ok()) return std::nullopt;
+  return *f;
+}
+
+absl::Status CheckKeys(const GgufFile& file, const ModelConfig& c,
+                       const ArchInventory& inv, InventoryReport* report) {
+  const std::string prefix = absl::StrCat(c.architecture, ".");
+  for (const auto& [key, value] : file.metadata()) {
+    absl::string_view k = key;
+    if (absl::StartsWith(k, "general.") || absl::StartsWith(k, "tokenizer.") ||
+        absl::StartsWith(k, "quantize.")) {
+      continue;
+    }
+    if (!absl::ConsumePrefix(&k, prefix)) {
+      report->unknown_keys.push_back(key);
+      continue;
+    }
+    const KeyRule* rule = FindKey(inv, k);
+    if (rule == nullptr) {
+      report->unknown_keys.push_back(key);
+      continue;
+    }
+    if (rule->use != KeyUse::kUnsupported) continue;
+    const std::optional<double> v = NumericValue(file, key);
+    if (rule->neutral.has_value() && v.has_value() && *v == *rule->neutral) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", key, "' changes the model's math in a way ",
+        "the engine does not implement for architecture '", c.architecture, "'",
+        v.has_value() ? absl::StrCat(" (value ", *v, ")") : "",
+        "; refusing the file rather than computing something else"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> InventoryReport::WarningLines() const {
+  std::vector<std::string> lines;
+  if (!unused_tensors.empty()) {
+    lines.push_back(
+        absl::StrCat("ignoring tensors known not to change the forward pass: ",
+                     absl::StrJoin(unused_tensors, ", ")));
+  }
+  if (!unknown_keys.empty()) {
+    lines.push_back(absl::StrCat("ignoring metadata keys the engine does not ",
+                                 "know: ", absl::StrJoin(unknown_keys, ", ")));
+  }
+  return lines;
+}
+
+absl::StatusOr<InventoryReport> CheckModelInventory(const GgufFile& file,
+                                                    const ModelConfig& config) {
+  const ArchInventory* inv = FindInventory(config.architecture);
+  if (inv == nullptr) {
+    return absl::InternalError(absl::StrCat(
+        "no tensor/key inventory for architecture '", config.architecture,
+        "' (engine/model/model_inventory.cc)"));
+  }
+  InventoryReport report;
+  RETURN_IF_ERROR(CheckTensors(file, config, *inv, &report));
+  RETURN_IF_ERROR(CheckKeys(file, config, *inv, &report));
+  return report;
+}
+
+}  // namespace paceline::engine
