@@ -100,11 +100,11 @@ struct Storage {
 
 Storage StorageOf(const WeightView& v, DeviceDtype dtype) {
   Storage s;
-  s.quantized = dtype == DeviceDtype::kF16 &&
-                v.layout == WeightLayout::kRows && QuantOf(v.type, &s.quant) &&
-                v.cols % QuantBlockElems(s.quant) == 0 &&
-                static_cast<int64_t>(v.row_bytes) ==
-                    v.cols / QuantBlockElems(s.quant) * QuantBlockBytes(s.quant);
+  s.quantized =
+      dtype == DeviceDtype::kF16 && v.layout == WeightLayout::kRows &&
+      QuantOf(v.type, &s.quant) && v.cols % QuantBlockElems(s.quant) == 0 &&
+      static_cast<int64_t>(v.row_bytes) ==
+          v.cols / QuantBlockElems(s.quant) * QuantBlockBytes(s.quant);
   return s;
 }
 
@@ -147,6 +147,22 @@ uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
     bytes += RunBytes(run, parts[0]->cols, dtype);
   }
   return bytes;
+}
+
+// How the token embedding is stored: in its file type when the kernels
+// take it and it is not also the output matrix (a tied head multiplies it
+// through cuBLAS, as T).
+Storage EmbeddingStorage(const ModelWeights& w, DeviceDtype dtype) {
+  if (w.output().data == w.token_embd().data) return Storage{};
+  return StorageOf(w.token_embd(), dtype);
+}
+
+uint64_t EmbeddingBytes(const ModelWeights& w, DeviceDtype dtype) {
+  const WeightView& e = w.token_embd();
+  if (EmbeddingStorage(w, dtype).quantized) {
+    return static_cast<uint64_t>(e.rows) * e.row_bytes;
+  }
+  return static_cast<uint64_t>(e.rows) * e.cols * DeviceDtypeBytes(dtype);
 }
 
 const char* QuantName(QuantType q) {
@@ -236,7 +252,7 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
       f.weight_bytes += GroupBytes(group, f.dtype);
     }
   }
-  f.weight_bytes += elem * c.n_vocab * c.n_embd;  // the embedding, as T
+  f.weight_bytes += EmbeddingBytes(weights, f.dtype);
   if (weights.output().data != weights.token_embd().data) {
     f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
   }
@@ -391,7 +407,6 @@ absl::Status CudaEngine::UploadMatrix(const WeightView& w, void* dst) {
 absl::Status CudaEngine::UploadWeights() {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
-  const size_t elem = DeviceDtypeBytes(dtype_);
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers()[i];
@@ -413,9 +428,17 @@ absl::Status CudaEngine::UploadWeights() {
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
   }
-  RETURN_IF_ERROR(
-      token_embd_.Allocate(static_cast<size_t>(c.n_vocab) * c.n_embd * elem));
-  RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  const Storage embd = EmbeddingStorage(w, dtype_);
+  embd_quantized_ = embd.quantized;
+  embd_quant_ = embd.quant;
+  RETURN_IF_ERROR(token_embd_.Allocate(EmbeddingBytes(w, dtype_)));
+  if (embd_quantized_) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(token_embd_.get(), w.token_embd().data,
+                                    token_embd_.bytes(),
+                                    cudaMemcpyHostToDevice));
+  } else {
+    RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  }
   weight_bytes_ += token_embd_.bytes();
   output_tied_ = w.output().data == w.token_embd().data;
   if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
@@ -503,13 +526,14 @@ void CudaEngine::LogWeightBytes() const {
                     absl::StrFormat("%.2f", bytes / 1048576.0));
   }
   const uint64_t matrices = weight_bytes_ - token_embd_.bytes();
+  const char* embd = embd_quantized_ ? QuantName(embd_quant_)
+                                     : DeviceDtypeName(dtype_);
   std::fprintf(stderr,
                "cuda engine: weights on the device %.2f MiB: matrices %.2f "
                "MiB (%s; %.2f MiB in the model's types), embedding %.2f MiB "
                "%s\n",
                weight_bytes_ / 1048576.0, matrices / 1048576.0, types.c_str(),
-               model_bytes / 1048576.0, token_embd_.bytes() / 1048576.0,
-               DeviceDtypeName(dtype_));
+               model_bytes / 1048576.0, token_embd_.bytes() / 1048576.0, embd);
 }
 
 uint64_t CudaEngine::MatMulBytesPerToken() const {
@@ -767,9 +791,16 @@ absl::Status CudaEngine::ForwardAndSample(
 absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
   const ModelConfig& c = config();
   const int64_t tk = options_.max_tokens_per_step;
-  CUDA_RETURN_IF_ERROR(LaunchEmbedding(
-      dtype_, token_embd_.get(), meta_device_.as<int32_t>() + kTokens * tk, n,
-      c.n_embd, x_.as<float>(), res_->stream));
+  const int32_t* tokens = meta_device_.as<int32_t>() + kTokens * tk;
+  if (embd_quantized_) {
+    CUDA_RETURN_IF_ERROR(LaunchQuantizedEmbedding(embd_quant_, token_embd_.get(),
+                                                  tokens, n, c.n_embd,
+                                                  x_.as<float>(), res_->stream));
+  } else {
+    CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(), tokens, n,
+                                         c.n_embd, x_.as<float>(),
+                                         res_->stream));
+  }
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }

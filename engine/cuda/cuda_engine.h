@@ -6,7 +6,7 @@
 // device, with the KV block pool in device memory.
 //
 // Per step, with n = the step's tokens (T = the model's DeviceDtype):
-//   x = embedding rows (float)                           LaunchEmbedding
+//   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
 //   per layer:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
@@ -31,10 +31,11 @@
 // (Q2_K .. Q6_K) matrices stay in their file type (kernels/quantized_matmul.h:
 // a dequantizing GEMV for steps of up to 8 tokens, dequantize-then-cuBLAS
 // above); a fused group (Wq|Wk|Wv, Wgate|Wup) whose parts differ in type is
-// stored as runs of same-typed parts, one GEMV or GEMM each. Everything else
-// (F32 in a mixed model, the embedding) is converted to T at load, with one
-// line per conversion kind on stderr, and one line gives the weights' device
-// bytes by type. The KV
+// stored as runs of same-typed parts, one GEMV or GEMM each. The token
+// embedding keeps its file type too (rows dequantized as they are gathered)
+// unless it is also the output head. Everything else (F32 in a mixed model, a tied embedding
+// of another type) is converted to T at load, with one line per conversion
+// kind on stderr, and one line gives the weights' device bytes by type. The KV
 // pool (block layout as cpu/kv_cache.h, elements of type T), the step workspace
 // (sized for max_tokens_per_step) and the step's metadata buffers are allocated
 // up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
@@ -218,7 +219,9 @@ class CudaEngine final : public Engine {
   const DeviceDtype dtype_;
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
-  DeviceBuffer token_embd_;   // (n_vocab, n_embd) T
+  DeviceBuffer token_embd_;  // (n_vocab, n_embd) T or embd_quant_
+  bool embd_quantized_ = false;
+  QuantType embd_quant_ = QuantType::kQ8_0;
   Matrix output_;             // (n_vocab, n_embd); empty when tied
   bool output_tied_ = false;  // the output matrix is token_embd_
   DeviceBuffer output_norm_;  // (n_embd) float

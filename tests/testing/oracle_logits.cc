@@ -27,9 +27,9 @@ double LogSumExp(const double* begin, const double* end) {
 
 // Runs tokens [begin, end) of `tokens` at their positions, in steps of at
 // most the engine's step size; the last step wants the logits of `end - 1`.
-absl::Status RunChunk(engine::Engine& engine, const std::vector<int32_t>& tokens,
-                      int32_t begin, int32_t end,
-                      const std::vector<int32_t>& blocks,
+absl::Status RunChunk(engine::Engine& engine,
+                      const std::vector<int32_t>& tokens, int32_t begin,
+                      int32_t end, const std::vector<int32_t>& blocks,
                       absl::Span<float> logits) {
   engine::ForwardBatch batch;
   batch.sequences.resize(1);
@@ -63,8 +63,8 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
     stored.push_back(std::stoi(key));
   }
   std::sort(stored.begin(), stored.end());
-  std::vector<int32_t> blocks(
-      (tokens.size() + engine.block_size() - 1) / engine.block_size());
+  std::vector<int32_t> blocks((tokens.size() + engine.block_size() - 1) /
+                              engine.block_size());
   std::iota(blocks.begin(), blocks.end(), 0);
   if (static_cast<int64_t>(blocks.size()) > engine.num_blocks()) {
     return absl::InvalidArgumentError(

@@ -116,8 +116,8 @@ __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
     const float d = LoadHalfAt(b + 108);
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
-      const float dl = __fmul_rn(
-          d, static_cast<float>(Q3KScaleAt(b + 96, 2 * j + g) - 32));
+      const float dl =
+          __fmul_rn(d, static_cast<float>(Q3KScaleAt(b + 96, 2 * j + g) - 32));
 #pragma unroll
       for (int l = 16 * g; l < 16 * g + 16; ++l) {
         const int low = (b[32 + 32 * h + l] >> (2 * k)) & 3;

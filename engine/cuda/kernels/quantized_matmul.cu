@@ -1,6 +1,6 @@
-// GEMV straight from quantized blocks (Q8_0, Q4_0 and the K-quants), and
-// dequantization to a dense matrix. Both decode 32 elements at a time
-// (quant_blocks.cuh's LoadChunk).
+// GEMV straight from quantized blocks (Q8_0, Q4_0 and the K-quants),
+// dequantization to a dense matrix, and the embedding gather. Both decode 32
+// elements at a time (quant_blocks.cuh's LoadChunk).
 #include <algorithm>
 
 #include "engine/cuda/kernels/dtype.cuh"
@@ -9,36 +9,36 @@
 #include "engine/cuda/kernels/quantized_matmul.h"
 
 // Runs the statements with `kQ` bound to `q` as a constant.
-#define PACELINE_DISPATCH_QUANT(q, kQ, ...)                           \
-  switch (q) {                                                        \
-    case QuantType::kQ8_0: {                                          \
-      constexpr QuantType kQ = QuantType::kQ8_0;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ4_0: {                                          \
-      constexpr QuantType kQ = QuantType::kQ4_0;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ2_K: {                                          \
-      constexpr QuantType kQ = QuantType::kQ2_K;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ3_K: {                                          \
-      constexpr QuantType kQ = QuantType::kQ3_K;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ4_K: {                                          \
-      constexpr QuantType kQ = QuantType::kQ4_K;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ5_K: {                                          \
-      constexpr QuantType kQ = QuantType::kQ5_K;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
-    case QuantType::kQ6_K: {                                          \
-      constexpr QuantType kQ = QuantType::kQ6_K;                      \
-      __VA_ARGS__;                                                    \
-    } break;                                                          \
+#define PACELINE_DISPATCH_QUANT(q, kQ, ...)      \
+  switch (q) {                                   \
+    case QuantType::kQ8_0: {                     \
+      constexpr QuantType kQ = QuantType::kQ8_0; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ4_0: {                     \
+      constexpr QuantType kQ = QuantType::kQ4_0; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ2_K: {                     \
+      constexpr QuantType kQ = QuantType::kQ2_K; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ3_K: {                     \
+      constexpr QuantType kQ = QuantType::kQ3_K; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ4_K: {                     \
+      constexpr QuantType kQ = QuantType::kQ4_K; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ5_K: {                     \
+      constexpr QuantType kQ = QuantType::kQ5_K; \
+      __VA_ARGS__;                               \
+    } break;                                     \
+    case QuantType::kQ6_K: {                     \
+      constexpr QuantType kQ = QuantType::kQ6_K; \
+      __VA_ARGS__;                               \
+    } break;                                     \
   }
 
 namespace paceline::engine::cuda {
@@ -115,6 +115,24 @@ __global__ void DequantizeKernel(const uint8_t* w, int64_t chunks_per_row,
   }
 }
 
+// One CUDA block per token, one thread per chunk of its row.
+template <QuantType kQ>
+__global__ void QuantizedEmbeddingKernel(
+    const uint8_t* table,   // (n_vocab, dim)
+    const int32_t* tokens,  // (n_tokens)
+    int64_t dim,
+    float* out) {  // (n_tokens, dim)
+  const int64_t t = blockIdx.x;
+  const uint8_t* row =
+      table + static_cast<int64_t>(tokens[t]) * RowBytes<kQ>(dim);
+  for (int64_t c = threadIdx.x; c < dim / 32; c += blockDim.x) {
+    float wq[32];
+    const float d = LoadChunk<kQ>(row, c, wq);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) out[t * dim + c * 32 + j] = d * wq[j];
+  }
+}
+
 template <QuantType kQ, typename T>
 void Gemv(const void* w, int64_t rows, int64_t cols, const void* x, int64_t n,
           float beta, float* y, int64_t ldy, cudaStream_t stream) {
@@ -150,9 +168,9 @@ cudaError_t LaunchQuantizedGemv(QuantType q, const void* w, int64_t rows,
   }
   PACELINE_DISPATCH_QUANT(
       q, kQ,
-      PACELINE_DISPATCH_DTYPE(x_dtype, T,
-                              (Gemv<kQ, T>(w, rows, cols, x, n_tokens, beta, y,
-                                           ldy, stream))));
+      PACELINE_DISPATCH_DTYPE(
+          x_dtype, T,
+          (Gemv<kQ, T>(w, rows, cols, x, n_tokens, beta, y, ldy, stream))));
   return cudaGetLastError();
 }
 
@@ -173,6 +191,20 @@ cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
           out_dtype, T,
           LaunchKernel(DequantizeKernel<kQ, T>, grid, kThreads, stream, wb,
                        per_row, total, static_cast<T*>(out))));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantizedEmbedding(QuantType q, const void* table,
+                                     const int32_t* tokens, int64_t n_tokens,
+                                     int64_t dim, float* out,
+                                     cudaStream_t stream) {
+  if (dim % QuantBlockElems(q) != 0) return cudaErrorInvalidValue;
+  if (n_tokens <= 0) return cudaSuccess;
+  const auto* tb = static_cast<const uint8_t*>(table);
+  PACELINE_DISPATCH_QUANT(q, kQ,
+                          LaunchKernel(QuantizedEmbeddingKernel<kQ>,
+                                       static_cast<unsigned>(n_tokens), 64,
+                                       stream, tb, tokens, dim, out));
   return cudaGetLastError();
 }
 

@@ -75,6 +75,18 @@ cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
                              int64_t cols, DeviceDtype out_dtype, void* out,
                              cudaStream_t stream);
 
+// out[t, :] = table[tokens[t], :] for t in [0, n_tokens), the row's values
+// as DequantizeRow gives them. Token ids must be in [0, n_vocab) (the
+// engine checks them on the host). cudaErrorInvalidValue when dim is not a
+// multiple of QuantBlockElems(q).
+//   table:  (n_vocab, dim) of `q`
+//   tokens: (n_tokens) int32
+//   out:    (n_tokens, dim) float
+cudaError_t LaunchQuantizedEmbedding(QuantType q, const void* table,
+                                     const int32_t* tokens, int64_t n_tokens,
+                                     int64_t dim, float* out,
+                                     cudaStream_t stream);
+
 }  // namespace paceline::engine::cuda
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_QUANTIZED_MATMUL_H_

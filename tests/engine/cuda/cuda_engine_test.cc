@@ -288,8 +288,7 @@ INSTANTIATE_TEST_SUITE_P(
 // DequantizeRow: a 12-token prefill (dequantize + cuBLAS), then steps of 6
 // and 2 tokens (the quantized GEMV), every logit row compared.
 class CudaKQuantFileTest : public testing::GpuTest,
-                           public ::testing::WithParamInterface<const char*> {
-};
+                           public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
   const std::string path = std::string(PACELINE_SHARED_DIR) +
@@ -307,8 +306,11 @@ TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
   auto gpu = CudaEngine::Create(quantized->weights, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
-  // Every matrix in its file type: as many bytes as the file's tensors.
+  // Every matrix in its file type: as many bytes as the file's tensors;
+  // Footprint knows it before the upload.
   EXPECT_EQ((*gpu)->MatMulBytesPerToken(), quantized->file_matrix_bytes);
+  EXPECT_EQ((*gpu)->weight_bytes(),
+            CudaEngine::Footprint(*quantized->weights).weight_bytes);
   cpu::CpuEngineOptions cpu_options;
   cpu_options.num_blocks = 8;
   cpu_options.max_tokens_per_step = 32;
@@ -321,12 +323,11 @@ TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
   const auto step = [&](const std::vector<std::pair<int, int32_t>>& parts) {
     ForwardBatch batch;
     for (const auto& [seq, count] : parts) {
-      batch.sequences.push_back(
-          SequenceSlice{.token_begin = batch.num_tokens(),
-                        .token_count = count,
-                        .position_begin = done[seq],
-                        .block_table = tables[seq],
-                        .needs_logits = true});
+      batch.sequences.push_back(SequenceSlice{.token_begin = batch.num_tokens(),
+                                              .token_count = count,
+                                              .position_begin = done[seq],
+                                              .block_table = tables[seq],
+                                              .needs_logits = true});
       for (int32_t i = 0; i < count; ++i) {
         batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
       }

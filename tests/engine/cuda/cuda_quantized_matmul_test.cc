@@ -5,6 +5,7 @@
 // scales, mins and quants is a valid block; only the f16 factors are set to
 // finite values), times activations of each element type.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,9 +58,8 @@ std::vector<int> HalfFields(QuantType q) {
   }
 }
 
-class QuantizedMatmulTest
-    : public testing::GpuTest,
-      public ::testing::WithParamInterface<DeviceDtype> {
+class QuantizedMatmulTest : public testing::GpuTest,
+                            public ::testing::WithParamInterface<DeviceDtype> {
  protected:
   DeviceDtype dtype() const { return GetParam(); }
 
@@ -83,8 +83,7 @@ class QuantizedMatmulTest
     } else {
       for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng_());
       std::uniform_real_distribution<float> factor(-0.05f, 0.05f);
-      for (size_t b = 0; b < bytes.size();
-           b += QuantBlockBytes(t.quant)) {
+      for (size_t b = 0; b < bytes.size(); b += QuantBlockBytes(t.quant)) {
         for (int off : halves) {
           const uint16_t h = FloatToHalf(factor(rng_));
           std::memcpy(&bytes[b + off], &h, sizeof(h));
@@ -114,8 +113,8 @@ TEST_P(QuantizedMatmulTest, DequantizeEqualsDequantizeRow) {
                                d_dense.get(), nullptr),
               cudaSuccess);
     // Bit for bit: the same operations as DequantizeRow, then one rounding.
-    ExpectClose(Download(dtype(), d_dense, kRows * kCols),
-                RoundAll(dtype(), w), 0, 0, "dequantized");
+    ExpectClose(Download(dtype(), d_dense, kRows * kCols), RoundAll(dtype(), w),
+                0, 0, "dequantized");
     // Rows must be whole blocks.
     const int64_t block = QuantBlockElems(t.quant);
     for (int64_t cols : {block / 2, block + 16}) {
@@ -160,9 +159,9 @@ TEST_P(QuantizedMatmulTest, GemvMatchesDequantizeRowDotProducts) {
         DeviceBuffer d_x, d_y;
         ASSERT_TRUE(Upload(Encode(dtype(), x), &d_x).ok());
         ASSERT_TRUE(Upload(y0, &d_y).ok());
-        ASSERT_EQ(LaunchQuantizedGemv(t.quant, d_w.get(), kRows, kCols,
-                                      dtype(), d_x.get(), n, beta,
-                                      d_y.as<float>(), kLdy, nullptr),
+        ASSERT_EQ(LaunchQuantizedGemv(t.quant, d_w.get(), kRows, kCols, dtype(),
+                                      d_x.get(), n, beta, d_y.as<float>(), kLdy,
+                                      nullptr),
                   cudaSuccess);
         // Float sums of 1,280 terms: within 1e-5 of the sum of their
         // magnitudes (float rounding gives ~1e-6); one wrong weight of
@@ -189,6 +188,38 @@ TEST_P(QuantizedMatmulTest, GemvMatchesDequantizeRowDotProducts) {
                                   d_w.get(), kMaxGemvTokens + 1, 0.0f,
                                   d_y.as<float>(), kLdy, nullptr),
               cudaErrorInvalidValue);
+  }
+}
+
+// Rows gathered by token id, as DequantizeRow reads them (float, exact).
+TEST_P(QuantizedMatmulTest, EmbeddingGathersDequantizedRows) {
+  if (dtype() != DeviceDtype::kF32) GTEST_SKIP() << "no activation type";
+  constexpr int64_t kVocab = 29, kDim = 256 * 2, kTokens = 11;
+  for (const TypeCase& t : kTypes) {
+    SCOPED_TRACE(GetGgmlTypeTraits(t.file_type).name);
+    std::vector<float> w;
+    DeviceBuffer d_table, d_tokens, d_out;
+    ASSERT_TRUE(Upload(RandomMatrix(t, kVocab, kDim, &w), &d_table).ok());
+    std::vector<int32_t> tokens(kTokens);
+    for (int32_t& id : tokens) id = static_cast<int32_t>(rng_() % kVocab);
+    tokens[0] = kVocab - 1;
+    ASSERT_TRUE(Upload(tokens, &d_tokens).ok());
+    ASSERT_TRUE(Poisoned(kTokens * kDim * sizeof(float), &d_out).ok());
+    ASSERT_EQ(
+        LaunchQuantizedEmbedding(t.quant, d_table.get(), d_tokens.as<int32_t>(),
+                                 kTokens, kDim, d_out.as<float>(), nullptr),
+        cudaSuccess);
+    std::vector<float> want(kTokens * kDim);
+    for (int64_t i = 0; i < kTokens; ++i) {
+      std::copy(w.begin() + tokens[i] * kDim,
+                w.begin() + (tokens[i] + 1) * kDim, want.begin() + i * kDim);
+    }
+    ExpectClose(Download(DeviceDtype::kF32, d_out, kTokens * kDim), want, 0, 0,
+                "embedding");
+    EXPECT_EQ(
+        LaunchQuantizedEmbedding(t.quant, d_table.get(), d_tokens.as<int32_t>(),
+                                 kTokens, 16, d_out.as<float>(), nullptr),
+        cudaErrorInvalidValue);
   }
 }
 

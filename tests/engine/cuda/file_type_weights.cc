@@ -23,7 +23,7 @@ absl::Status Retype(const GgufFile& file, const std::string& name,
                     ViewTypes types, Holder* holder, WeightView* view,
                     RetypedWeights* out) {
   const GgufTensorInfo* t = file.FindTensor(name);
-  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no ", name));
+  if (t == nullptr) return absl::OkStatus();  // e.g. a MoE layer's FFN
   const GgmlTypeTraits& traits = GetGgmlTypeTraits(t->type);
   const size_t row_bytes = view->cols / traits.block_size * traits.type_size;
   if (t->size_bytes != row_bytes * view->rows) {
@@ -82,9 +82,8 @@ absl::StatusOr<RetypedWeights> LoadRetyped(const std::string& path,
     }
   }
   if (holder->file->FindTensor("output.weight") != nullptr) {
-    RETURN_IF_ERROR(Retype(*holder->file, "output.weight", types,
-                           holder.get(), const_cast<WeightView*>(&w->output()),
-                           &out));
+    RETURN_IF_ERROR(Retype(*holder->file, "output.weight", types, holder.get(),
+                           const_cast<WeightView*>(&w->output()), &out));
   }
   out.weights = std::shared_ptr<const ModelWeights>(holder, w);
   return out;

@@ -11,8 +11,9 @@
 //   kF32: every matrix widened to F32 by DequantizeRow: the same weights,
 //     in a type the CPU engine multiplies exactly, as the reference for the
 //     CUDA engine on that file.
-// The token embedding is left as loaded. The returned weights keep the
-// file mapping and the widened buffers alive.
+// The token embedding, and matrices the file does not have by their dense
+// names (a MoE layer's experts), are left as loaded. The returned weights
+// keep the file mapping and the widened buffers alive.
 
 #include <cstdint>
 #include <memory>
@@ -28,8 +29,8 @@ enum class ViewTypes { kFileTypes, kF32 };
 struct RetypedWeights {
   std::shared_ptr<const ModelWeights> weights;
   int retyped = 0;  // matrix views whose type changed
-  // The file's bytes of every matrix (all layers' and output.weight; not
-  // the token embedding).
+  // The file's bytes of the matrices above (all layers' attention and FFN
+  // and output.weight; not the token embedding).
   uint64_t file_matrix_bytes = 0;
 };
 
