@@ -9,10 +9,12 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_device.h"
 #include "engine/cuda/cuda_status.h"
@@ -58,31 +60,130 @@ DeviceDtype ChooseDtype(const ModelWeights& w) {
   return DeviceDtype::kF16;
 }
 
-// The quantized type a fused group of matrices keeps on the device, if any:
-// Q8_0 or Q4_0 when every part has it (and T is F16).
-bool GroupQuant(const std::vector<const WeightView*>& parts,
-                DeviceDtype dtype, QuantType* quant) {
-  if (dtype != DeviceDtype::kF16) return false;
-  const GgmlType t = parts[0]->type;
-  if (t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) return false;
-  for (const WeightView* p : parts) {
-    if (p->type != t) return false;
+// The device type of a matrix stored as `t` in the file, if it has one.
+bool QuantOf(GgmlType t, QuantType* quant) {
+  switch (t) {
+    case GgmlType::kQ8_0:
+      *quant = QuantType::kQ8_0;
+      return true;
+    case GgmlType::kQ4_0:
+      *quant = QuantType::kQ4_0;
+      return true;
+    case GgmlType::kQ2_K:
+      *quant = QuantType::kQ2_K;
+      return true;
+    case GgmlType::kQ3_K:
+      *quant = QuantType::kQ3_K;
+      return true;
+    case GgmlType::kQ4_K:
+      *quant = QuantType::kQ4_K;
+      return true;
+    case GgmlType::kQ5_K:
+      *quant = QuantType::kQ5_K;
+      return true;
+    case GgmlType::kQ6_K:
+      *quant = QuantType::kQ6_K;
+      return true;
+    default:
+      return false;
   }
-  *quant = t == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
-  return true;
 }
 
-// Device bytes of a fused group as GroupQuant stores it.
-uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
-                    DeviceDtype dtype) {
-  uint64_t rows = 0;
-  for (const WeightView* p : parts) rows += p->rows;
-  const uint64_t cols = parts[0]->cols;
-  QuantType q;
-  if (GroupQuant(parts, dtype, &q)) {
-    return rows * (cols / 32) * QuantBlockBytes(q);
+// How one matrix is stored on the device: quantized as in the file when the
+// kernels take its type (and T is F16), else as T.
+struct Storage {
+  bool quantized = false;
+  QuantType quant = QuantType::kQ8_0;
+  bool operator==(const Storage& o) const {
+    return quantized == o.quantized && (!quantized || quant == o.quant);
+  }
+};
+
+Storage StorageOf(const WeightView& v, DeviceDtype dtype) {
+  Storage s;
+  s.quantized =
+      dtype == DeviceDtype::kF16 && v.layout == WeightLayout::kRows &&
+      QuantOf(v.type, &s.quant) && v.cols % QuantBlockElems(s.quant) == 0 &&
+      static_cast<int64_t>(v.row_bytes) ==
+          v.cols / QuantBlockElems(s.quant) * QuantBlockBytes(s.quant);
+  return s;
+}
+
+// A run of consecutive parts of a fused group with the same storage.
+struct PartRun {
+  size_t first = 0;
+  size_t count = 0;
+  int64_t rows = 0;
+  Storage storage;
+};
+
+std::vector<PartRun> PartRuns(const std::vector<const WeightView*>& parts,
+                              DeviceDtype dtype) {
+  std::vector<PartRun> runs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Storage s = StorageOf(*parts[i], dtype);
+    if (runs.empty() || !(runs.back().storage == s)) {
+      runs.push_back(PartRun{i, 0, 0, s});
+    }
+    ++runs.back().count;
+    runs.back().rows += parts[i]->rows;
+  }
+  return runs;
+}
+
+uint64_t RunBytes(const PartRun& run, int64_t cols, DeviceDtype dtype) {
+  const uint64_t rows = static_cast<uint64_t>(run.rows);
+  if (run.storage.quantized) {
+    const QuantType q = run.storage.quant;
+    return rows * (cols / QuantBlockElems(q)) * QuantBlockBytes(q);
   }
   return rows * cols * DeviceDtypeBytes(dtype);
+}
+
+// Device bytes of a fused group as UploadGroup stores it.
+uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
+                    DeviceDtype dtype) {
+  uint64_t bytes = 0;
+  for (const PartRun& run : PartRuns(parts, dtype)) {
+    bytes += RunBytes(run, parts[0]->cols, dtype);
+  }
+  return bytes;
+}
+
+// How the token embedding is stored: in its file type when the kernels
+// take it and it is not also the output matrix (a tied head multiplies it
+// through cuBLAS, as T).
+Storage EmbeddingStorage(const ModelWeights& w, DeviceDtype dtype) {
+  if (w.output().data == w.token_embd().data) return Storage{};
+  return StorageOf(w.token_embd(), dtype);
+}
+
+uint64_t EmbeddingBytes(const ModelWeights& w, DeviceDtype dtype) {
+  const WeightView& e = w.token_embd();
+  if (EmbeddingStorage(w, dtype).quantized) {
+    return static_cast<uint64_t>(e.rows) * e.row_bytes;
+  }
+  return static_cast<uint64_t>(e.rows) * e.cols * DeviceDtypeBytes(dtype);
+}
+
+const char* QuantName(QuantType q) {
+  switch (q) {
+    case QuantType::kQ8_0:
+      return "Q8_0";
+    case QuantType::kQ4_0:
+      return "Q4_0";
+    case QuantType::kQ2_K:
+      return "Q2_K";
+    case QuantType::kQ3_K:
+      return "Q3_K";
+    case QuantType::kQ4_K:
+      return "Q4_K";
+    case QuantType::kQ5_K:
+      return "Q5_K";
+    case QuantType::kQ6_K:
+      return "Q6_K";
+  }
+  return "?";
 }
 
 // The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown.
@@ -152,7 +253,7 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
       f.weight_bytes += GroupBytes(group, f.dtype);
     }
   }
-  f.weight_bytes += elem * c.n_vocab * c.n_embd;  // the embedding, as T
+  f.weight_bytes += EmbeddingBytes(weights, f.dtype);
   if (weights.output().data != weights.token_embd().data) {
     f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
   }
@@ -307,7 +408,6 @@ absl::Status CudaEngine::UploadMatrix(const WeightView& w, void* dst) {
 absl::Status CudaEngine::UploadWeights() {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
-  const size_t elem = DeviceDtypeBytes(dtype_);
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& lw = w.layers()[i];
@@ -329,13 +429,22 @@ absl::Status CudaEngine::UploadWeights() {
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
   }
-  RETURN_IF_ERROR(
-      token_embd_.Allocate(static_cast<size_t>(c.n_vocab) * c.n_embd * elem));
-  RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  const Storage embd = EmbeddingStorage(w, dtype_);
+  embd_quantized_ = embd.quantized;
+  embd_quant_ = embd.quant;
+  RETURN_IF_ERROR(token_embd_.Allocate(EmbeddingBytes(w, dtype_)));
+  if (embd_quantized_) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(token_embd_.get(), w.token_embd().data,
+                                    token_embd_.bytes(),
+                                    cudaMemcpyHostToDevice));
+  } else {
+    RETURN_IF_ERROR(UploadMatrix(w.token_embd(), token_embd_.get()));
+  }
   weight_bytes_ += token_embd_.bytes();
   output_tied_ = w.output().data == w.token_embd().data;
   if (!output_tied_) RETURN_IF_ERROR(UploadGroup({&w.output()}, &output_));
   RETURN_IF_ERROR(UploadFloats(w.output_norm(), &output_norm_));
+  LogWeightBytes();
 
   // RoPE frequencies and magnitude from the table cpu::RopeAngles reads
   // too, with the file's Llama 3 frequency factors if any.
@@ -356,33 +465,88 @@ absl::Status CudaEngine::UploadWeights() {
 absl::Status CudaEngine::UploadGroup(
     const std::vector<const WeightView*>& parts, Matrix* m) {
   m->rows = 0;
-  for (const WeightView* p : parts) m->rows += p->rows;
   m->cols = parts[0]->cols;
-  m->quantized = GroupQuant(parts, dtype_, &m->quant);
-  RETURN_IF_ERROR(m->data.Allocate(GroupBytes(parts, dtype_)));
-  weight_bytes_ += m->data.bytes();
-  auto* dst = m->data.as<uint8_t>();
-  for (const WeightView* p : parts) {
-    if (m->quantized) {
-      const size_t bytes = p->rows * p->row_bytes;
-      CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(dst, p->data, bytes, cudaMemcpyHostToDevice));
-      dst += bytes;
-    } else {
-      RETURN_IF_ERROR(UploadMatrix(*p, dst));
-      dst += static_cast<size_t>(p->rows) * p->cols * DeviceDtypeBytes(dtype_);
+  for (const PartRun& run : PartRuns(parts, dtype_)) {
+    MatrixPart& part = m->parts.emplace_back();
+    part.quantized = run.storage.quantized;
+    part.quant = run.storage.quant;
+    part.row_begin = m->rows;
+    part.rows = run.rows;
+    m->rows += run.rows;
+    RETURN_IF_ERROR(part.data.Allocate(RunBytes(run, m->cols, dtype_)));
+    weight_bytes_ += part.data.bytes();
+    auto* dst = part.data.as<uint8_t>();
+    for (size_t i = run.first; i < run.first + run.count; ++i) {
+      const WeightView& p = *parts[i];
+      if (part.quantized) {
+        const size_t bytes = p.rows * p.row_bytes;
+        CUDA_RETURN_IF_ERROR(
+            cudaMemcpy(dst, p.data, bytes, cudaMemcpyHostToDevice));
+        dst += bytes;
+      } else {
+        RETURN_IF_ERROR(UploadMatrix(p, dst));
+        dst += static_cast<size_t>(p.rows) * p.cols * DeviceDtypeBytes(dtype_);
+      }
     }
   }
   return absl::OkStatus();
 }
 
+void CudaEngine::LogWeightBytes() const {
+  std::map<std::string, uint64_t> by_type;
+  const auto add = [&by_type, this](const Matrix& m) {
+    for (const MatrixPart& p : m.parts) {
+      by_type[p.quantized ? QuantName(p.quant) : DeviceDtypeName(dtype_)] +=
+          p.data.bytes();
+    }
+  };
+  uint64_t model_bytes = 0;
+  const auto model = [&model_bytes](const WeightView& v) {
+    model_bytes += static_cast<uint64_t>(v.rows) * v.row_bytes;
+  };
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    for (const Matrix* m : {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down}) {
+      add(*m);
+    }
+    for (const auto& group : LayerGroups(weights_->layers()[i])) {
+      for (const WeightView* v : group) model(*v);
+    }
+  }
+  if (!output_tied_) {
+    add(output_);
+    model(weights_->output());
+  }
+  std::string types;
+  for (const auto& [name, bytes] : by_type) {
+    absl::StrAppend(&types, types.empty() ? "" : ", ", name, " ",
+                    absl::StrFormat("%.2f", bytes / 1048576.0));
+  }
+  const uint64_t matrices = weight_bytes_ - token_embd_.bytes();
+  const char* embd = embd_quantized_ ? QuantName(embd_quant_)
+                                     : DeviceDtypeName(dtype_);
+  std::fprintf(stderr,
+               "cuda engine: weights on the device %.2f MiB: matrices %.2f "
+               "MiB (%s; %.2f MiB in the model's types), embedding %.2f MiB "
+               "%s\n",
+               weight_bytes_ / 1048576.0, matrices / 1048576.0, types.c_str(),
+               model_bytes / 1048576.0, token_embd_.bytes() / 1048576.0, embd);
+}
+
 uint64_t CudaEngine::MatMulBytesPerToken() const {
   uint64_t bytes = 0;
+  const auto add = [&bytes](const Matrix& m) {
+    for (const MatrixPart& p : m.parts) bytes += p.data.bytes();
+  };
   for (const Layer& l : layers_) {
-    bytes += l.qkv.data.bytes() + l.attn_output.data.bytes() +
-             l.gate_up.data.bytes() + l.ffn_down.data.bytes();
+    add(l.qkv);
+    add(l.attn_output);
+    add(l.gate_up);
+    add(l.ffn_down);
   }
-  return bytes + (output_tied_ ? token_embd_.bytes() : output_.data.bytes());
+  if (output_tied_) return bytes + token_embd_.bytes();
+  add(output_);
+  return bytes;
 }
 
 absl::Status CudaEngine::AllocateWorkspace() {
@@ -404,9 +568,11 @@ absl::Status CudaEngine::AllocateWorkspace() {
                                    c.n_vocab * sizeof(float)));
   size_t dequant_elems = 0;
   const auto need = [&dequant_elems](const Matrix& m) {
-    if (m.quantized) {
-      dequant_elems =
-          std::max(dequant_elems, static_cast<size_t>(m.rows * m.cols));
+    for (const MatrixPart& p : m.parts) {
+      if (p.quantized) {
+        dequant_elems =
+            std::max(dequant_elems, static_cast<size_t>(p.rows * m.cols));
+      }
     }
   };
   for (const Layer& l : layers_) {
@@ -532,7 +698,8 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
 }
 
 absl::Status CudaEngine::Gemm(const void* w, int64_t out_rows, int64_t in_cols,
-                              const void* x, int64_t n, float* y, float beta) {
+                              const void* x, int64_t n, float* y, int64_t ldy,
+                              float beta) {
   // Column-major view: Y^T (out_rows, n) = W (in_cols, out_rows)^T · X^T
   // (in_cols, n), where W and X are the row-major matrices as stored.
   const float alpha = 1.0f;
@@ -541,23 +708,31 @@ absl::Status CudaEngine::Gemm(const void* w, int64_t out_rows, int64_t in_cols,
       res_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_rows),
       static_cast<int>(n), static_cast<int>(in_cols), &alpha, w, type,
       static_cast<int>(in_cols), x, type, static_cast<int>(in_cols), &beta, y,
-      CUDA_R_32F, static_cast<int>(out_rows), CUBLAS_COMPUTE_32F,
+      CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
 }
 
 absl::Status CudaEngine::Gemm(const Matrix& w, const void* x, int64_t n,
                               float* y, float beta) {
-  if (!w.quantized) return Gemm(w.data.get(), w.rows, w.cols, x, n, y, beta);
-  if (n <= kMaxGemvTokens) {
-    CUDA_RETURN_IF_ERROR(LaunchQuantizedGemv(w.quant, w.data.get(), w.rows,
-                                             w.cols, dtype_, x, n, beta, y,
-                                             res_->stream));
-    return absl::OkStatus();
+  for (const MatrixPart& p : w.parts) {
+    float* yp = y + p.row_begin;
+    if (!p.quantized) {
+      RETURN_IF_ERROR(
+          Gemm(p.data.get(), p.rows, w.cols, x, n, yp, w.rows, beta));
+    } else if (n <= kMaxGemvTokens) {
+      CUDA_RETURN_IF_ERROR(LaunchQuantizedGemv(p.quant, p.data.get(), p.rows,
+                                               w.cols, dtype_, x, n, beta, yp,
+                                               w.rows, res_->stream));
+    } else {
+      CUDA_RETURN_IF_ERROR(LaunchDequantize(p.quant, p.data.get(), p.rows,
+                                            w.cols, dtype_, dequant_.get(),
+                                            res_->stream));
+      RETURN_IF_ERROR(
+          Gemm(dequant_.get(), p.rows, w.cols, x, n, yp, w.rows, beta));
+    }
   }
-  CUDA_RETURN_IF_ERROR(LaunchDequantize(w.quant, w.data.get(), w.rows, w.cols,
-                                        dtype_, dequant_.get(), res_->stream));
-  return Gemm(dequant_.get(), w.rows, w.cols, x, n, y, beta);
+  return absl::OkStatus();
 }
 
 absl::Status CudaEngine::RunForward(const ForwardBatch& batch,
@@ -613,9 +788,16 @@ absl::Status CudaEngine::ForwardAndSample(
 absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
   const ModelConfig& c = config();
   const int64_t tk = options_.max_tokens_per_step;
-  CUDA_RETURN_IF_ERROR(LaunchEmbedding(
-      dtype_, token_embd_.get(), meta_device_.as<int32_t>() + kTokens * tk, n,
-      c.n_embd, x_.as<float>(), res_->stream));
+  const int32_t* tokens = meta_device_.as<int32_t>() + kTokens * tk;
+  if (embd_quantized_) {
+    CUDA_RETURN_IF_ERROR(LaunchQuantizedEmbedding(embd_quant_, token_embd_.get(),
+                                                  tokens, n, c.n_embd,
+                                                  x_.as<float>(), res_->stream));
+  } else {
+    CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(), tokens, n,
+                                         c.n_embd, x_.as<float>(),
+                                         res_->stream));
+  }
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }
@@ -767,7 +949,7 @@ absl::Status CudaEngine::LogitsChunk(int64_t begin, int64_t count) {
       res_->stream));
   if (output_tied_) {
     return Gemm(token_embd_.get(), c.n_vocab, c.n_embd, h_.get(), count,
-                logits_.as<float>(), 0.0f);
+                logits_.as<float>(), c.n_vocab, 0.0f);
   }
   return Gemm(output_, h_.get(), count, logits_.as<float>(), 0.0f);
 }

@@ -6,7 +6,7 @@
 // device, with the KV block pool in device memory.
 //
 // Per step, with n = the step's tokens (T = the model's DeviceDtype):
-//   x = embedding rows (float)                           LaunchEmbedding
+//   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
 //   per layer:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
@@ -27,12 +27,15 @@
 // CUBLAS_COMPUTE_32F; F32 models use plain FP32, no TF32).
 //
 // Weights are uploaded once at creation. T is F32 when every matrix is
-// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0 and Q4_0
-// matrices stay quantized (kernels/quantized_matmul.h: a dequantizing GEMV
-// for steps of up to 8 tokens, dequantize-then-cuBLAS above); a fused group
-// (Wq|Wk|Wv, Wgate|Wup) stays quantized when all its parts share the type.
-// Everything else (F32 in a mixed model, mixed groups, the embedding) is
-// converted to T at load, with one line per conversion kind on stderr. The KV
+// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0, Q4_0 and K-quant
+// (Q2_K .. Q6_K) matrices stay in their file type (kernels/quantized_matmul.h:
+// a dequantizing GEMV for steps of up to 8 tokens, dequantize-then-cuBLAS
+// above); a fused group (Wq|Wk|Wv, Wgate|Wup) whose parts differ in type is
+// stored as runs of same-typed parts, one GEMV or GEMM each. The token
+// embedding keeps its file type too (rows dequantized as they are gathered)
+// unless it is also the output head. Everything else (F32 in a mixed model, a tied embedding
+// of another type) is converted to T at load, with one line per conversion
+// kind on stderr, and one line gives the weights' device bytes by type. The KV
 // pool (block layout as cpu/kv_cache.h, elements of type T), the step workspace
 // (sized for max_tokens_per_step) and the step's metadata buffers are allocated
 // up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
@@ -134,12 +137,20 @@ class CudaEngine final : public Engine {
   absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
 
  private:
-  // A weight matrix on the device, row-major (rows, cols): T, or Q8_0 /
-  // Q4_0 blocks.
-  struct Matrix {
+  // Rows [row_begin, row_begin + rows) of a Matrix in one storage: T, or
+  // quantized blocks (kernels/quantized_matmul.h) as the file has them.
+  struct MatrixPart {
     DeviceBuffer data;
     bool quantized = false;
     QuantType quant = QuantType::kQ8_0;
+    int64_t row_begin = 0;
+    int64_t rows = 0;
+  };
+  // A weight matrix on the device, row-major (rows, cols), as parts in row
+  // order: one per run of same-typed matrices of a fused group (Q4_K_M's
+  // Wq|Wk|Wv is Q4_K Wq|Wk, then Q6_K Wv), so each keeps its file type.
+  struct Matrix {
+    std::vector<MatrixPart> parts;
     int64_t rows = 0;
     int64_t cols = 0;
   };
@@ -188,13 +199,18 @@ class CudaEngine final : public Engine {
   // tokens_device_ and only the others' logits copied.
   absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits,
                              const RowSampling* sampling = nullptr);
-  // y (n, out_rows) float = x (n, in_cols) T · W^T, W (out_rows, in_cols) T;
-  // y = beta * y + ... (beta 0 or 1).
+  // y (n, ldy) float, columns [0, out_rows) = x (n, in_cols) T · W^T,
+  // W (out_rows, in_cols) T; y = beta * y + ... (beta 0 or 1).
   absl::Status Gemm(const void* w, int64_t out_rows, int64_t in_cols,
-                    const void* x, int64_t n, float* y, float beta);
-  // The same for a Matrix of any storage.
+                    const void* x, int64_t n, float* y, int64_t ldy,
+                    float beta);
+  // The same for a Matrix of any storage, y (n, w.rows): one GEMV or GEMM
+  // per part.
   absl::Status Gemm(const Matrix& w, const void* x, int64_t n, float* y,
                     float beta);
+  // One line on stderr: the device bytes of the weights by storage type,
+  // beside the bytes the model holds them in.
+  void LogWeightBytes() const;
   void* KvLayer(int64_t layer) const;
 
   // Constant after construction.
@@ -203,7 +219,9 @@ class CudaEngine final : public Engine {
   const DeviceDtype dtype_;
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
-  DeviceBuffer token_embd_;   // (n_vocab, n_embd) T
+  DeviceBuffer token_embd_;  // (n_vocab, n_embd) T or embd_quant_
+  bool embd_quantized_ = false;
+  QuantType embd_quant_ = QuantType::kQ8_0;
   Matrix output_;             // (n_vocab, n_embd); empty when tied
   bool output_tied_ = false;  // the output matrix is token_embd_
   DeviceBuffer output_norm_;  // (n_embd) float
@@ -223,7 +241,7 @@ class CudaEngine final : public Engine {
   DeviceBuffer act_;      // (Tk, n_ff) T
   DeviceBuffer logits_;   // (logit_chunk_rows_, n_vocab) float
   int64_t logit_chunk_rows_ = 0;
-  DeviceBuffer dequant_;  // (largest quantized matrix) T, for n > 8
+  DeviceBuffer dequant_;  // (largest quantized part) T, for n > 8
   DeviceBuffer cublas_workspace_;
   DeviceBuffer partial_;  // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;

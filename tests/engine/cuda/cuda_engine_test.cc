@@ -1,8 +1,9 @@
 // The CUDA engine against the CPU engine: the stories260K greedy oracle
-// token for token, and small random models of each architecture (llama,
+// token for token, small random models of each architecture (llama,
 // qwen2 with QKV bias, qwen3 with Q/K norm) step by step over chunked
-// prefill, mixed prefill + decode steps, scattered and copied blocks —
-// every logit row within tolerance of the CPU engine's.
+// prefill, mixed prefill + decode steps, scattered and copied blocks, and
+// K-quant files against their dequantized weights — every logit row within
+// tolerance of the CPU engine's.
 
 #include "engine/cuda/cuda_engine.h"
 
@@ -13,6 +14,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +28,7 @@
 #include "kvpager/block_table.h"
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/engine/cuda/file_type_weights.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine::cuda {
@@ -278,6 +281,81 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// K-quant files (oracle models: Q2_K holds Q2_K, Q3_K and Q6_K matrices,
+// Q3_K_M Q3_K, Q4_K, Q5_K and Q6_K, mixed inside fused groups) in their
+// file types against the CPU engine on the same weights widened to F32 by
+// DequantizeRow: a 12-token prefill (dequantize + cuBLAS), then steps of 6
+// and 2 tokens (the quantized GEMV), every logit row compared.
+class CudaKQuantFileTest : public testing::GpuTest,
+                           public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
+  const std::string path = std::string(PACELINE_SHARED_DIR) +
+                           "/oracle/models/" + GetParam() + ".gguf";
+  auto quantized = testing::LoadRetyped(path, testing::ViewTypes::kFileTypes);
+  if (!quantized.ok() && absl::IsNotFound(quantized.status())) {
+    GTEST_SKIP() << quantized.status();
+  }
+  ASSERT_TRUE(quantized.ok()) << quantized.status();
+  auto widened = testing::LoadRetyped(path, testing::ViewTypes::kF32);
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  CudaEngineOptions options;
+  options.num_blocks = 8;
+  options.max_tokens_per_step = 32;
+  auto gpu = CudaEngine::Create(quantized->weights, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
+  // Every matrix in its file type: as many bytes as the file's tensors;
+  // Footprint knows it before the upload.
+  EXPECT_EQ((*gpu)->MatMulBytesPerToken(), quantized->file_matrix_bytes);
+  EXPECT_EQ((*gpu)->weight_bytes(),
+            CudaEngine::Footprint(*quantized->weights).weight_bytes);
+  cpu::CpuEngineOptions cpu_options;
+  cpu_options.num_blocks = 8;
+  cpu_options.max_tokens_per_step = 32;
+  cpu_options.num_threads = 2;
+  auto cpu_engine = cpu::CpuEngine::Create(widened->weights, cpu_options);
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  const int64_t vocab = quantized->weights->config().n_vocab;
+  const std::vector<std::vector<int32_t>> tables = {{3, 0}, {5}};
+  std::vector<int32_t> done = {0, 0};
+  const auto step = [&](const std::vector<std::pair<int, int32_t>>& parts) {
+    ForwardBatch batch;
+    for (const auto& [seq, count] : parts) {
+      batch.sequences.push_back(SequenceSlice{.token_begin = batch.num_tokens(),
+                                              .token_count = count,
+                                              .position_begin = done[seq],
+                                              .block_table = tables[seq],
+                                              .needs_logits = true});
+      for (int32_t i = 0; i < count; ++i) {
+        batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
+      }
+      done[seq] += count;
+    }
+    std::vector<float> want(parts.size() * vocab), got(want.size(), NAN);
+    ASSERT_TRUE((*cpu_engine)->Forward(batch, absl::MakeSpan(want)).ok());
+    const absl::Status s = (*gpu)->Forward(batch, absl::MakeSpan(got));
+    ASSERT_TRUE(s.ok()) << s;
+    float scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(x));
+    testing::ExpectClose(got, want, 2e-2 * scale, 2e-2, "logits");
+  };
+  step({{0, 12}});
+  step({{1, 5}, {0, 1}});
+  step({{0, 1}, {1, 1}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, CudaKQuantFileTest,
+                         ::testing::Values("llama-base-q2_k",
+                                           "llama-base-q3_k_m"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) {
+                             if (c == '-') c = '_';
+                           }
+                           return s;
+                         });
 
 // The paths the step script above does not reach: a long context decoded
 // alone (attention split over the context, merged), and more logit rows

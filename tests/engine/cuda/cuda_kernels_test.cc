@@ -16,7 +16,6 @@
 #include "engine/cuda/kernels/embedding.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
-#include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/cuda/kernels/rms_norm.h"
 #include "engine/cuda/kernels/sampling.h"
 #include "engine/cuda/kernels/swiglu.h"
@@ -398,80 +397,6 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
     ASSERT_EQ(LaunchPagedAttention(dtype(), p, nullptr), cudaSuccess);
     ExpectClose(Download(dtype(), d_out, n * kHeads * kHeadDim), ref, 1e-5,
                 std::max(1e-4, DefaultRtol(dtype())), "attention");
-  }
-}
-
-// Q8_0 / Q4_0 weights (engine/quantize.h encodes them) times activations of
-// the parameter's type: the GEMV for 1..8 tokens with beta 0 and 1, and the
-// dequantization, against DequantizeRow.
-TEST_P(KernelTest, QuantizedGemvAndDequantizeMatchCpuDequantization) {
-  constexpr int64_t kRows = 83, kCols = 32 * 45;
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-    SCOPED_TRACE(GetGgmlTypeTraits(type).name);
-    const QuantType quant =
-        type == GgmlType::kQ8_0 ? QuantType::kQ8_0 : QuantType::kQ4_0;
-    const std::vector<float> w_float = Random(kRows * kCols);
-    const size_t row_bytes = kCols / 32 * QuantBlockBytes(quant);
-    std::vector<uint8_t> w_bytes(kRows * row_bytes);
-    std::vector<float> w(kRows * kCols);  // what the blocks hold
-    for (int64_t r = 0; r < kRows; ++r) {
-      ASSERT_TRUE(
-          QuantizeRow(type, &w_float[r * kCols], kCols, &w_bytes[r * row_bytes])
-              .ok());
-      ASSERT_TRUE(
-          DequantizeRow(type, &w_bytes[r * row_bytes], &w[r * kCols], kCols)
-              .ok());
-    }
-    DeviceBuffer d_w;
-    ASSERT_TRUE(Upload(w_bytes, &d_w).ok());
-
-    DeviceBuffer d_dense;
-    ASSERT_TRUE(Poisoned(kRows * kCols * elem(), &d_dense).ok());
-    ASSERT_EQ(LaunchDequantize(quant, d_w.get(), kRows, kCols, dtype(),
-                               d_dense.get(), nullptr),
-              cudaSuccess);
-    ExpectClose(Download(dtype(), d_dense, kRows * kCols), RoundAll(dtype(), w),
-                0, 0, "dequantized");
-    // Rows must be whole blocks, even rows shorter than one block.
-    for (int64_t cols : {16, 48}) {
-      EXPECT_EQ(LaunchDequantize(quant, d_w.get(), kRows, cols, dtype(),
-                                 d_dense.get(), nullptr),
-                cudaErrorInvalidValue)
-          << cols;
-    }
-
-    for (int64_t n : {1, 2, 3, 5, 8}) {
-      for (float beta : {0.0f, 1.0f}) {
-        SCOPED_TRACE(n);
-        const std::vector<float> x = RoundAll(dtype(), Random(n * kCols));
-        const std::vector<float> y0 = Random(n * kRows);
-        std::vector<float> ref(n * kRows);
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t r = 0; r < kRows; ++r) {
-            double sum = beta * y0[t * kRows + r];
-            for (int64_t c = 0; c < kCols; ++c) {
-              sum += static_cast<double>(w[r * kCols + c]) * x[t * kCols + c];
-            }
-            ref[t * kRows + r] = static_cast<float>(sum);
-          }
-        }
-        DeviceBuffer d_x, d_y;
-        ASSERT_TRUE(Upload(Encode(dtype(), x), &d_x).ok());
-        if (beta == 0.0f) {
-          ASSERT_TRUE(Poisoned(n * kRows * sizeof(float), &d_y).ok());
-        } else {
-          ASSERT_TRUE(Upload(y0, &d_y).ok());
-        }
-        ASSERT_EQ(
-            LaunchQuantizedGemv(quant, d_w.get(), kRows, kCols, dtype(),
-                                d_x.get(), n, beta, d_y.as<float>(), nullptr),
-            cudaSuccess);
-        // Float sums of 1,440 products of size ~1: a few 1e-6 relative to
-        // the sum of magnitudes (~1,000).
-        ExpectClose(Download(DeviceDtype::kF32, d_y, n * kRows), ref, 2e-3,
-                    1e-4, "quantized gemv");
-      }
-    }
   }
 }
 

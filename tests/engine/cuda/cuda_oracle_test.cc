@@ -1,0 +1,87 @@
+// The CUDA engine's logits against llama.cpp's for a few ../shared/oracle
+// files, by the comparison the CPU engine's oracle test makes
+// (tests/testing/oracle_logits.h: float files within 0.002 of the logit
+// std, quantized ones within 0.08; on float files the argmax wherever
+// llama.cpp's top two differ by more than 0.05). K-quant files must run
+// without conversion: their matrices on the device in their file types, as
+// many bytes as the file's tensors. On the emulation only the 8-token
+// prompt and 4 of its greedy tokens run (12 positions per file); on a GPU
+// all three prompts with their 16 greedy tokens.
+
+#include <iostream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "engine/cuda/cuda_engine.h"
+#include "gtest/gtest.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/engine/cuda/file_type_weights.h"
+#include "tests/testing/oracle_logits.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+// One line per file: a K-quant mix, both RoPE scalings.
+const char* const kFiles[] = {
+    "llama-base-q4_k_m",
+    "llama-llama3rope-f32",
+    "qwen2-yarn-f32",
+};
+
+class CudaOracleTest : public testing::GpuTest,
+                       public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CudaOracleTest, AgreesWithLlamaCpp) {
+  const std::string name = GetParam();
+  const std::string path =
+      (::paceline::testing::OracleDir() / "models" / (name + ".gguf")).string();
+  if (::paceline::testing::OracleModelFiles().empty()) {
+    GTEST_SKIP() << "no " << ::paceline::testing::OracleDir();
+  }
+  auto weights = testing::LoadRetyped(path, testing::ViewTypes::kFileTypes);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  CudaEngineOptions options;
+  options.num_blocks = 128;
+  options.max_tokens_per_step = 128;
+  auto engine = CudaEngine::Create(weights->weights, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const bool quantized = ::paceline::testing::OracleIsQuantized(name);
+  if (absl::StrContains(name, "_k")) {
+    // K-quants: no matrix widened on the device.
+    EXPECT_EQ((*engine)->MatMulBytesPerToken(), weights->file_matrix_bytes);
+  } else if (!quantized) {
+    EXPECT_EQ((*engine)->dtype(), DeviceDtype::kF32);
+  }
+  ::paceline::testing::OracleRunOptions run;
+  if (testing::kEmulated) {  // ~3 s of CPU per decode step of a K file
+    run.max_prompt_tokens = 8;
+    run.max_greedy_tokens = 4;
+  }
+  ::paceline::testing::OracleMeasure m;
+  const absl::Status s =
+      ::paceline::testing::MeasureOracleFile(**engine, name, run, &m);
+  ASSERT_TRUE(s.ok()) << s;
+  std::cout << name << ": max rel. diff " << m.max_rel << " over "
+            << m.positions << " positions, argmax " << m.argmax_equal << "/"
+            << m.argmax_checked << "; device weights "
+            << (*engine)->weight_bytes() << " bytes, matrices "
+            << (*engine)->MatMulBytesPerToken() << " (file "
+            << weights->file_matrix_bytes << ")\n";
+  EXPECT_GT(m.positions, 0);
+  EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(name));
+  if (!quantized) {
+    EXPECT_EQ(m.argmax_equal, m.argmax_checked);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, CudaOracleTest, ::testing::ValuesIn(kFiles),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) {
+                             if (c == '-') c = '_';
+                           }
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace paceline::engine::cuda
