@@ -41,7 +41,8 @@ bool CanQuantize(GgmlType type);
 //   large for that decodes to the largest magnitudes its grid reaches, never
 //   to inf. NaN elements are encoded as 0; +-inf saturate like huge values.
 //   All-zero groups decode to exact zeros; a constant block decodes within
-//   the f16 rounding of d (relative 2^-11) plus its group scale's rounding.
+//   the f16 rounding of its scale (relative 2^-11 while that is a normal
+//   half, i.e. for magnitudes above about 2^-14 times the levels).
 //
 // InvalidArgument for other types or a bad `n`.
 absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n, void* dst);

@@ -180,15 +180,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
   }
   if (request.weights_recipe.has_value()) {
     plan.weights_dtype = request.weights_recipe->name();
-    ASSIGN_OR_RETURN(plan.weights_bytes,
-                     WeightBytes(config, *request.weights_recipe,
-                                 plan.parameters));
+    ASSIGN_OR_RETURN(
+        plan.weights_bytes,
+        WeightBytes(config, *request.weights_recipe, plan.parameters));
   } else {
     plan.weights_dtype = "file";
     plan.weights_bytes = *request.weights_file_bytes;
   }
-  plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) *
-                                 8 / static_cast<double>(plan.parameters);
+  plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) * 8 /
+                                 static_cast<double>(plan.parameters);
   plan.kv_dtype = DtypeName(request.kv_type);
   ASSIGN_OR_RETURN(plan.kv_bytes_per_token,
                    KvBytesPerToken(config, request.kv_type));

@@ -78,7 +78,7 @@ struct MemoryPlan {
   std::string weights_dtype;  // "f16", "q4_0", "q4_k_m", ..., or "file"
   uint64_t weights_bytes = 0;
   double weights_bits_per_weight = 0;  // weights_bytes × 8 / parameters
-  std::string kv_dtype;  // "f32", "f16", "bf16"
+  std::string kv_dtype;                // "f32", "f16", "bf16"
   uint64_t kv_bytes_per_token = 0;
   int64_t context = 0;
   int64_t sequences = 0;

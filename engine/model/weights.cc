@@ -94,9 +94,9 @@ absl::Status CheckDummyRecipe(const ModelConfig& c,
                               const WeightRecipe& recipe) {
   const bool uniform = recipe.mix() == WeightMix::kUniform;
   if (uniform && !CanQuantize(recipe.base_type())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dummy weights cannot be ", recipe.name(), "; supported: ",
-        WeightsDtypeNames()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dummy weights cannot be ", recipe.name(),
+                     "; supported: ", WeightsDtypeNames()));
   }
   const int64_t block =
       uniform ? GetGgmlTypeTraits(recipe.base_type()).block_size : 256;
@@ -206,8 +206,8 @@ class WeightsBuilder {
                           recipe.TypeOf(c, {role, layer, rows, cols}));
     };
     using R = MatrixRole;
-    w_.token_embd_ = matrix("token_embd.weight", R::kTokenEmbd, -1, c.n_vocab,
-                            c.n_embd);
+    w_.token_embd_ =
+        matrix("token_embd.weight", R::kTokenEmbd, -1, c.n_vocab, c.n_embd);
     w_.output_norm_ = RandomVector("output_norm.weight", c.n_embd, 1.0f);
     w_.output_ = c.tied_output ? w_.token_embd_
                                : matrix("output.weight", R::kOutput, -1,

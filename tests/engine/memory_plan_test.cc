@@ -284,9 +284,9 @@ TEST(PlanMemoryTest, RuleOfThumbIsExact) {
 // (Q4_K 144 x 8 / 256 = 4.5, Q6_K 6.5625); Llama 2 7B's parameter count is a
 // multiple of 256, so the planned bytes are exactly that.
 TEST(PlanMemoryTest, UniformTypesCostTheirTraitsBits) {
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K,
-                     GgmlType::kQ5_K, GgmlType::kQ4_K, GgmlType::kQ4_0,
-                     GgmlType::kQ3_K}) {
+  for (GgmlType t :
+       {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ5_K,
+        GgmlType::kQ4_K, GgmlType::kQ4_0, GgmlType::kQ3_K}) {
     const GgmlTypeTraits& traits = GetGgmlTypeTraits(t);
     const MemoryPlan p = Plan(Llama7b(), Request(t, 1, 1));
     EXPECT_DOUBLE_EQ(p.weights_bits_per_weight,
@@ -303,7 +303,8 @@ MemoryPlan PlanRecipe(const ModelConfig& config, absl::string_view name) {
   MemoryPlanRequest r;
   absl::StatusOr<WeightRecipe> recipe = ParseWeightsDtype(name);
   EXPECT_TRUE(recipe.ok()) << recipe.status();
-  r.weights_recipe = recipe.ok() ? *recipe : WeightRecipe::Uniform(GgmlType::kF16);
+  r.weights_recipe =
+      recipe.ok() ? *recipe : WeightRecipe::Uniform(GgmlType::kF16);
   r.context = 1;
   r.sequences = 1;
   return Plan(config, r);
@@ -313,8 +314,8 @@ MemoryPlan PlanRecipe(const ModelConfig& config, absl::string_view name) {
 // parameters (norms) in F32. For Llama 3 8B's shape Q4_K_M gives Q4_K to
 // the embedding and to q, k, o, gate, up; Q6_K to the output head and, in 16
 // of the 32 layers (UsesMoreBits: 0-3, 28-31 and every third between), to
-// attn_v and ffn_down. That is 4.894 bits per weight (4.91 GB), where
-// llama.cpp's published Meta-Llama-3-8B Q4_K_M files hold 4.92 GB.
+// attn_v and ffn_down. That is 4.894 bits per weight (4.91 GB), near the
+// ~4.9 GB of the Q4_K_M files published for Llama 3 8B.
 TEST(PlanMemoryTest, Q4KMOfLlama3_8BSumsItsRecipe) {
   absl::StatusOr<ModelConfig> c = FindModelShape("llama-3-8b");
   ASSERT_TRUE(c.ok());
@@ -324,8 +325,8 @@ TEST(PlanMemoryTest, Q4KMOfLlama3_8BSumsItsRecipe) {
   int q6_layers = 0;
   for (const ModelMatrix& m : ModelMatrices(*c)) {
     const GgmlTypeTraits& t = GetGgmlTypeTraits(recipe.TypeOf(*c, m));
-    bits += 8.0 * static_cast<double>(m.rows * m.cols) * t.type_size /
-            t.block_size;
+    bits +=
+        8.0 * static_cast<double>(m.rows * m.cols) * t.type_size / t.block_size;
     matrix_parameters += m.rows * m.cols;
     if (m.role == MatrixRole::kFfnDown && t.type == GgmlType::kQ6_K) {
       ++q6_layers;

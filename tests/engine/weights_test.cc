@@ -290,7 +290,8 @@ TEST(WeightsTest, DummyInEachTypeDequantizesCloseToF32) {
 
 TEST(WeightsTest, DummyRejectsBadTypesAndWidths) {
   // Small() is 64 wide: not whole K-quant blocks.
-  const absl::Status k = ModelWeights::Dummy(Small(), GgmlType::kQ4_K, 1).status();
+  const absl::Status k =
+      ModelWeights::Dummy(Small(), GgmlType::kQ4_K, 1).status();
   EXPECT_EQ(k.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(k.message().find("multiples of 256"), std::string::npos) << k;
   const absl::Status mix =
@@ -298,9 +299,11 @@ TEST(WeightsTest, DummyRejectsBadTypesAndWidths) {
           .status();
   EXPECT_EQ(mix.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(mix.message().find("q4_k_m"), std::string::npos) << mix;
-  const absl::Status q5 = ModelWeights::Dummy(Small(), GgmlType::kQ5_0, 1).status();
+  const absl::Status q5 =
+      ModelWeights::Dummy(Small(), GgmlType::kQ5_0, 1).status();
   EXPECT_EQ(q5.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(q5.message().find("q4_k_m"), std::string::npos) << q5;  // lists them
+  EXPECT_NE(q5.message().find("q4_k_m"), std::string::npos)
+      << q5;  // lists them
   ModelConfig odd = Small();
   odd.n_ff = 100;  // not a multiple of 32
   EXPECT_FALSE(ModelWeights::Dummy(odd, GgmlType::kQ8_0, 1).ok());
@@ -410,7 +413,8 @@ TEST(WeightsTest, DummyInEachKTypeDequantizesCloseToF32) {
       sum += y[i];
     }
     const double n = static_cast<double>(x.size());
-    EXPECT_LT(std::sqrt(err / n) / 0.02, k.bound) << GetGgmlTypeTraits(k.type).name;
+    EXPECT_LT(std::sqrt(err / n) / 0.02, k.bound)
+        << GetGgmlTypeTraits(k.type).name;
     EXPECT_NEAR(sum / n, 0.0, 0.002);
     EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.02 * k.bound);
     // The embedding reads back through Embed like any other type.

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
-#include "gtest/gtest.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/weight_recipe.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
 #include "paceline/v1/model.pb.h"
 #include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
@@ -184,8 +184,8 @@ TEST(PlanCommandTest, KQuantTypesAndMixes) {
   absl::StatusOr<engine::ModelConfig> shape =
       engine::FindModelShape("llama-3-8b");
   ASSERT_TRUE(shape.ok());
-  for (const char* dtype : {"q4_k_m", "q5_k_m", "q3_k_m", "q2_k", "q6_k",
-                            "q5_k", "q4_k", "q3_k"}) {
+  for (const char* dtype :
+       {"q4_k_m", "q5_k_m", "q3_k_m", "q2_k", "q6_k", "q5_k", "q4_k", "q3_k"}) {
     SCOPED_TRACE(dtype);
     engine::MemoryPlanRequest request;
     request.weights_recipe = *engine::ParseWeightsDtype(dtype);
@@ -201,9 +201,9 @@ TEST(PlanCommandTest, KQuantTypesAndMixes) {
     EXPECT_EQ(json.memory_plan().weights_dtype(), dtype);
     EXPECT_EQ(json.memory_plan().weights_bytes(), want->weights_bytes);
 
-    const CommandResult table = Plan({"--model",
-                                      absl::StrCat("dummy:llama-3-8b:", dtype),
-                                      "--context", "1", "--sequences", "1"});
+    const CommandResult table =
+        Plan({"--model", absl::StrCat("dummy:llama-3-8b:", dtype), "--context",
+              "1", "--sequences", "1"});
     ASSERT_EQ(table.exit_code, 0) << table.err;
     EXPECT_THAT(table.out, HasSubstr(absl::StrCat("weights (", dtype, ")")));
     EXPECT_THAT(table.out,

@@ -74,7 +74,7 @@ struct PlanArgs {
 struct PlanModel {
   engine::ModelConfig config;
   std::optional<engine::WeightRecipe> spec_weights;  // dummy:SHAPE:DTYPE
-  std::optional<uint64_t> file_tensor_bytes;        // a GGUF file's
+  std::optional<uint64_t> file_tensor_bytes;         // a GGUF file's
 };
 
 // Checks the command line; the error is a message for UsageError.
@@ -101,8 +101,7 @@ absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
       args.sequences,
       ParseIntFlag("sequences", *parsed.Get("sequences"), kPositive));
   if (std::optional<std::string> v = parsed.Get("weights-dtype")) {
-    absl::StatusOr<engine::WeightRecipe> recipe =
-        engine::ParseWeightsDtype(*v);
+    absl::StatusOr<engine::WeightRecipe> recipe = engine::ParseWeightsDtype(*v);
     if (!recipe.ok()) return ForFlag("weights-dtype", recipe.status());
     args.weights_recipe = *recipe;
   }
