@@ -13,8 +13,8 @@
 // of its group, is quantized to its field against the stored (f16) super-
 // block scale, and each element is then rounded against the scales the
 // decoder will use, so DequantizeRow() reproduces exactly the values chosen
-// here. No iterative error search (llama.cpp's make_qkx / make_qx search
-// does a little better on the same bits).
+// here. No iterative search for better scales, which llama.cpp's own
+// quantizers do (a little less error on the same bits).
 
 namespace paceline::engine::internal {
 namespace {
