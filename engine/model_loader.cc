@@ -52,7 +52,8 @@ absl::StatusOr<LoadedModel> OpenModel(absl::string_view model,
     ASSIGN_OR_RETURN(
         loaded.weights,
         ModelWeights::Dummy(spec.config,
-                            spec.weights_type.value_or(options.dummy_type),
+                            spec.weights_recipe.value_or(
+                                WeightRecipe::Uniform(options.dummy_type)),
                             options.dummy_seed));
     RETURN_IF_ERROR(LoadChatTemplates(nullptr, options, &loaded));
     return loaded;

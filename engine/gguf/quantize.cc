@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/gguf/quantize_k.h"
 
 namespace paceline::engine {
 namespace {
@@ -45,6 +46,15 @@ void QuantizeBlockQ4_0(const float* x, uint8_t* out) {
   };
   for (int64_t i = 0; i < kQBlock / 2; ++i) {
     out[2 + i] = static_cast<uint8_t>(level(x[i]) | level(x[i + 16]) << 4);
+  }
+}
+
+// Encodes n / 256 super-blocks of `block_bytes` each.
+void QuantizeSuperBlocks(void (*encode)(const float*, uint8_t*),
+                         int64_t block_bytes, const float* src, int64_t n,
+                         uint8_t* out) {
+  for (int64_t b = 0; b < n / internal::kQK; ++b) {
+    encode(src + b * internal::kQK, out + b * block_bytes);
   }
 }
 
@@ -92,6 +102,11 @@ bool CanQuantize(GgmlType type) {
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
       return true;
     default:
       return false;
@@ -103,7 +118,8 @@ absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n,
   if (!CanQuantize(type)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot quantize to ", GetGgmlTypeTraits(type).name,
-                     "; supported: F32, F16, BF16, Q8_0, Q4_0"));
+                     "; supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, "
+                     "Q4_K, Q5_K, Q6_K"));
   }
   const int64_t block = GetGgmlTypeTraits(type).block_size;
   if (n < 0 || n % block != 0) {
@@ -134,6 +150,21 @@ absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n,
       for (int64_t b = 0; b < n / kQBlock; ++b) {
         QuantizeBlockQ4_0(src + b * kQBlock, out + b * 18);
       }
+      break;
+    case GgmlType::kQ2_K:
+      QuantizeSuperBlocks(&internal::QuantizeBlockQ2_K, 84, src, n, out);
+      break;
+    case GgmlType::kQ3_K:
+      QuantizeSuperBlocks(&internal::QuantizeBlockQ3_K, 110, src, n, out);
+      break;
+    case GgmlType::kQ4_K:
+      QuantizeSuperBlocks(&internal::QuantizeBlockQ4_K, 144, src, n, out);
+      break;
+    case GgmlType::kQ5_K:
+      QuantizeSuperBlocks(&internal::QuantizeBlockQ5_K, 176, src, n, out);
+      break;
+    case GgmlType::kQ6_K:
+      QuantizeSuperBlocks(&internal::QuantizeBlockQ6_K, 210, src, n, out);
       break;
     default:
       break;

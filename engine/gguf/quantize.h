@@ -1,8 +1,8 @@
 #ifndef PACELINE_ENGINE_GGUF_QUANTIZE_H_
 #define PACELINE_ENGINE_GGUF_QUANTIZE_H_
 
-// Float rows to the storage types the CPU matmul has kernels for: F32, F16,
-// BF16, Q8_0 and Q4_0 (ggml's block layouts, see ggml_type.h). Used by the
+// Float rows to F32, F16, BF16, Q8_0, Q4_0 and the K-quants Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K (ggml's block layouts, see ggml_type.h). Used by the
 // dummy model source and by load-time conversion of types without a
 // kernel. DequantizeRow() is the inverse (exact for F32; within the type's
 // rounding otherwise).
@@ -22,6 +22,28 @@ bool CanQuantize(GgmlType type);
 // size. Rounding: F16 and BF16 round to nearest even (NaN stays NaN);
 // Q8_0 uses d = max|x| / 127, q = round(x / d); Q4_0 uses d = m / -8 with m
 // the element of largest magnitude, q = clamp(floor(x / d + 8.5), 0, 15).
+//
+// K-quants (256-element super-blocks; simple range-based scales, no error
+// search; every field is rounded against the values the decoder will use,
+// so re-encoding a decoded block whose groups span their grid gives the
+// same bytes):
+//   Q2_K (16-element groups, q in 0..3), Q4_K (32, 0..15), Q5_K (32, 0..31):
+//     group range [min(0, lo), hi]; step = range / qmax, offset = -min(0, lo);
+//     d = max step / fmax, dmin = max offset / fmax (fmax 15 for Q2_K's
+//     4-bit fields, 63 for the 6-bit ones); each group's fields round
+//     step / d and offset / dmin; q = round((x + dmin * m) / (d * sc)).
+//   Q3_K (16-element groups, q in -4..3), Q6_K (16, -32..31): the group's
+//     element of largest magnitude is level -4 (-32) exactly: s = m / -4
+//     (m / -32); d = max|s| / 31 (127 for Q6_K's int8 scales), field =
+//     round(s / d); q = round(x / (d * field)).
+//   Rounding is half away from zero, levels clamp to their range, d and dmin
+//   are f16 (rounded to nearest even) and saturate at 65504: a block too
+//   large for that decodes to the largest magnitudes its grid reaches, never
+//   to inf. NaN elements are encoded as 0; +-inf saturate like huge values.
+//   All-zero groups decode to exact zeros; a constant block decodes within
+//   the f16 rounding of its scale (relative 2^-11 while that is a normal
+//   half, i.e. for magnitudes above about 2^-14 times the levels).
+//
 // InvalidArgument for other types or a bad `n`.
 absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n, void* dst);
 

@@ -17,29 +17,13 @@ namespace {
 struct NamedDtype {
   absl::string_view name;
   GgmlType type;
-  bool weights;  // accepted by ParseWeightsDtype
-  bool kv;       // accepted by ParseKvDtype
 };
 
-constexpr NamedDtype kDtypes[] = {
-    {"f32", GgmlType::kF32, true, true},
-    {"f16", GgmlType::kF16, true, true},
-    {"bf16", GgmlType::kBF16, true, true},
-    {"q8_0", GgmlType::kQ8_0, true, false},
-    {"q4_0", GgmlType::kQ4_0, true, false},
+constexpr NamedDtype kKvDtypes[] = {
+    {"f32", GgmlType::kF32},
+    {"f16", GgmlType::kF16},
+    {"bf16", GgmlType::kBF16},
 };
-
-absl::StatusOr<GgmlType> ParseDtype(absl::string_view name, bool kv) {
-  std::string accepted;
-  for (const NamedDtype& d : kDtypes) {
-    if (!(kv ? d.kv : d.weights)) continue;
-    if (d.name == name) return d.type;
-    absl::StrAppend(&accepted, accepted.empty() ? "" : ", ", d.name);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown ", kv ? "KV cache" : "weights", " dtype '", name,
-                   "' (accepted: ", accepted, ")"));
-}
 
 absl::StatusOr<uint64_t> Mul(uint64_t a, uint64_t b, absl::string_view what) {
   uint64_t out = 0;
@@ -69,10 +53,10 @@ absl::StatusOr<uint64_t> ElementBytes(GgmlType type, uint64_t n,
 }
 
 absl::Status CheckRequest(const MemoryPlanRequest& request) {
-  if (request.weights_type.has_value() ==
+  if (request.weights_recipe.has_value() ==
       request.weights_file_bytes.has_value()) {
     return absl::InvalidArgumentError(
-        "exactly one of weights_type and weights_file_bytes must be set");
+        "exactly one of weights_recipe and weights_file_bytes must be set");
   }
   if (request.context <= 0) {
     return absl::InvalidArgumentError(
@@ -110,6 +94,39 @@ absl::StatusOr<uint64_t> KvBytesPerToken(const ModelConfig& config,
   return ElementBytes(kv_type, n, kWhat);
 }
 
+// A mix's bytes: each matrix in its recipe type (a partial block rounds
+// up), every other parameter (norms, biases) as F32.
+absl::StatusOr<uint64_t> MixWeightBytes(const ModelConfig& config,
+                                        const WeightRecipe& recipe,
+                                        int64_t parameters) {
+  constexpr absl::string_view kWhat = "weight bytes";
+  uint64_t total = 0;
+  uint64_t matrix_parameters = 0;
+  for (const ModelMatrix& m : ModelMatrices(config)) {
+    const uint64_t rows = static_cast<uint64_t>(m.rows);
+    const uint64_t cols = static_cast<uint64_t>(m.cols);
+    ASSIGN_OR_RETURN(uint64_t row_bytes,
+                     ElementBytes(recipe.TypeOf(config, m), cols, kWhat));
+    ASSIGN_OR_RETURN(uint64_t bytes, Mul(rows, row_bytes, kWhat));
+    ASSIGN_OR_RETURN(total, Add(total, bytes, kWhat));
+    ASSIGN_OR_RETURN(bytes, Mul(rows, cols, kWhat));
+    ASSIGN_OR_RETURN(matrix_parameters, Add(matrix_parameters, bytes, kWhat));
+  }
+  const uint64_t rest = static_cast<uint64_t>(parameters) - matrix_parameters;
+  ASSIGN_OR_RETURN(uint64_t rest_bytes, Mul(rest, sizeof(float), kWhat));
+  return Add(total, rest_bytes, kWhat);
+}
+
+absl::StatusOr<uint64_t> WeightBytes(const ModelConfig& config,
+                                     const WeightRecipe& recipe,
+                                     int64_t parameters) {
+  if (recipe.mix() == WeightMix::kUniform) {
+    return ElementBytes(recipe.base_type(), static_cast<uint64_t>(parameters),
+                        "weight bytes");
+  }
+  return MixWeightBytes(config, recipe, parameters);
+}
+
 MemoryFit FitInto(uint64_t memory, const MemoryPlan& plan) {
   MemoryFit fit;
   fit.memory_bytes = memory;
@@ -130,18 +147,17 @@ MemoryFit FitInto(uint64_t memory, const MemoryPlan& plan) {
 
 }  // namespace
 
-absl::StatusOr<GgmlType> ParseWeightsDtype(absl::string_view name) {
-  return ParseDtype(name, /*kv=*/false);
-}
-
 absl::StatusOr<GgmlType> ParseKvDtype(absl::string_view name) {
-  return ParseDtype(name, /*kv=*/true);
+  std::string accepted;
+  for (const NamedDtype& d : kKvDtypes) {
+    if (d.name == name) return d.type;
+    absl::StrAppend(&accepted, accepted.empty() ? "" : ", ", d.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown KV cache dtype '", name, "' (accepted: ", accepted, ")"));
 }
 
 std::string DtypeName(GgmlType type) {
-  for (const NamedDtype& d : kDtypes) {
-    if (d.type == type) return std::string(d.name);
-  }
   return absl::AsciiStrToLower(GetGgmlTypeTraits(type).name);
 }
 
@@ -162,16 +178,17 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
     return absl::InvalidArgumentError(absl::StrCat(
         "model shape has ", plan.parameters, " parameters; expected > 0"));
   }
-  if (request.weights_type.has_value()) {
-    plan.weights_dtype = DtypeName(*request.weights_type);
+  if (request.weights_recipe.has_value()) {
+    plan.weights_dtype = request.weights_recipe->name();
     ASSIGN_OR_RETURN(
         plan.weights_bytes,
-        ElementBytes(*request.weights_type,
-                     static_cast<uint64_t>(plan.parameters), "weight bytes"));
+        WeightBytes(config, *request.weights_recipe, plan.parameters));
   } else {
     plan.weights_dtype = "file";
     plan.weights_bytes = *request.weights_file_bytes;
   }
+  plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) * 8 /
+                                 static_cast<double>(plan.parameters);
   plan.kv_dtype = DtypeName(request.kv_type);
   ASSIGN_OR_RETURN(plan.kv_bytes_per_token,
                    KvBytesPerToken(config, request.kv_type));

@@ -5,8 +5,11 @@
 // for a given load, and how many sequences fit in a memory budget
 // (DESIGN.md §1, "memory is the first constraint").
 //
-//   weights          = parameters × bytes per parameter of the weights dtype
-//                      (or a GGUF file's own tensor bytes)
+//   weights          = parameters × bytes per parameter of a uniform weights
+//                      dtype; for a mix (weight_recipe.h, e.g. q4_k_m) each
+//                      matrix in its recipe type and the rest (norms,
+//                      biases) in F32, as the files store them; or a GGUF
+//                      file's own tensor bytes
 //   KV per token     = 2 (K and V) × layers × kv_heads × head_dim × bytes per
 //                      element of the KV dtype
 //   KV               = KV per token × context × sequences
@@ -26,18 +29,17 @@
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_recipe.h"
 
 namespace paceline::engine {
 
-// Element types by the lower-case names the CLI and `dummy:` specs use.
-// Weights: f32, f16, bf16, q8_0, q4_0 (Q8_0 is 34 bytes per 32 weights,
-// Q4_0 18 bytes per 32). KV cache: f32, f16, bf16. InvalidArgument naming the
-// accepted names otherwise.
-absl::StatusOr<GgmlType> ParseWeightsDtype(absl::string_view name);
+// KV cache element types by the lower-case names the CLI uses: f32, f16,
+// bf16. InvalidArgument naming the accepted names otherwise. (Weights
+// dtypes: weight_recipe.h ParseWeightsDtype.)
 absl::StatusOr<GgmlType> ParseKvDtype(absl::string_view name);
 
-// The lower-case name of a type ("q4_0", "f16"); ggml's spelling lower-cased
-// for types the parsers above do not accept.
+// The lower-case name of a type ("q4_0", "f16"): ggml's spelling
+// lower-cased.
 std::string DtypeName(GgmlType type);
 
 // The sum of a GGUF file's tensor data bytes (its weights as stored, without
@@ -46,7 +48,7 @@ absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file);
 
 struct MemoryPlanRequest {
   // Where the weight bytes come from: exactly one of the two.
-  std::optional<GgmlType> weights_type;        // parameters × bytes per weight
+  std::optional<WeightRecipe> weights_recipe;  // by type (see the top)
   std::optional<uint64_t> weights_file_bytes;  // a file's own tensor bytes
 
   GgmlType kv_type = GgmlType::kF16;     // a plain type (block size 1)
@@ -73,9 +75,10 @@ struct MemoryFit {
 
 struct MemoryPlan {
   int64_t parameters = 0;     // ModelConfig::ParameterCount()
-  std::string weights_dtype;  // "f16", "q4_0", ..., or "file"
+  std::string weights_dtype;  // "f16", "q4_0", "q4_k_m", ..., or "file"
   uint64_t weights_bytes = 0;
-  std::string kv_dtype;  // "f32", "f16", "bf16"
+  double weights_bits_per_weight = 0;  // weights_bytes × 8 / parameters
+  std::string kv_dtype;                // "f32", "f16", "bf16"
   uint64_t kv_bytes_per_token = 0;
   int64_t context = 0;
   int64_t sequences = 0;

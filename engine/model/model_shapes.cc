@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
-#include "engine/model/memory_plan.h"
+#include "engine/model/weight_recipe.h"
 
 namespace paceline::engine {
 namespace {
@@ -152,7 +152,7 @@ absl::StatusOr<DummyModelSpec> ParseDummyModelSpec(absl::string_view model) {
   spec.shape = std::string(rest);
   ASSIGN_OR_RETURN(spec.config, FindModelShape(rest));
   if (!dtype.empty()) {
-    ASSIGN_OR_RETURN(spec.weights_type, ParseWeightsDtype(dtype));
+    ASSIGN_OR_RETURN(spec.weights_recipe, ParseWeightsDtype(dtype));
   }
   return spec;
 }

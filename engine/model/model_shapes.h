@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_recipe.h"
 
 namespace paceline::engine {
 
@@ -29,14 +30,14 @@ inline constexpr absl::string_view kDummyModelPrefix = "dummy:";
 // True when `model` names a dummy model ("dummy:..."), not a file.
 bool IsDummyModelSpec(absl::string_view model);
 
-// A parsed "dummy:SHAPE[:DTYPE]" model spec, e.g. "dummy:llama-1b:q4_0".
+// A parsed "dummy:SHAPE[:DTYPE]" model spec, e.g. "dummy:llama-1b:q4_k_m".
 struct DummyModelSpec {
   std::string shape;  // as found in the registry
   ModelConfig config;
-  // The weights dtype named by the spec (engine/memory_plan.h
-  // ParseWeightsDtype); absent when the spec names none, and the user of
-  // the spec picks its default.
-  std::optional<GgmlType> weights_type;
+  // The weights dtype named by the spec (weight_recipe.h ParseWeightsDtype:
+  // a type or a llama.cpp mix such as q4_k_m); absent when the spec names
+  // none, and the user of the spec picks its default.
+  std::optional<WeightRecipe> weights_recipe;
 };
 
 // Parses `model`. InvalidArgument when it does not start with "dummy:", has

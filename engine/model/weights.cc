@@ -86,6 +86,29 @@ GgmlType ConversionTarget(GgmlType from, int64_t cols) {
   return GgmlType::kF32;
 }
 
+// Whether Dummy can write every matrix of `c` as `recipe` says: a type
+// QuantizeRow supports, widths that are whole blocks (256 for the mixes,
+// which are all K-quant blocks, so llama.cpp's fallbacks never apply).
+absl::Status CheckDummyRecipe(const ModelConfig& c,
+                              const WeightRecipe& recipe) {
+  const bool uniform = recipe.mix() == WeightMix::kUniform;
+  if (uniform && !CanQuantize(recipe.base_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dummy weights cannot be ", recipe.name(),
+                     "; supported: ", WeightsDtypeNames()));
+  }
+  const int64_t block =
+      uniform ? GetGgmlTypeTraits(recipe.base_type()).block_size : 256;
+  for (int64_t cols : {c.n_embd, c.n_heads * c.head_dim, c.n_ff}) {
+    if (cols % block != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dummy weights as ", recipe.name(), " need widths that are ",
+          "multiples of ", block, "; this shape has ", cols));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string TensorName(int64_t layer, absl::string_view suffix) {
   return absl::StrCat("blk.", layer, ".", suffix);
 }
@@ -176,38 +199,33 @@ class WeightsBuilder {
 
   // ---- Random weights. ----
 
-  absl::Status Generate(GgmlType type, uint64_t seed) {
+  absl::Status Generate(const WeightRecipe& recipe, uint64_t seed) {
     const ModelConfig& c = w_.config_;
     const int64_t q_dim = c.n_heads * c.head_dim;
     const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-    if (!CanQuantize(type) || !IsMatMulWeightType(type)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dummy weights cannot be ", GetGgmlTypeTraits(type).name,
-                       "; supported: F32, F16, BF16, Q8_0, Q4_0"));
-    }
-    const int64_t block = GetGgmlTypeTraits(type).block_size;
-    for (int64_t cols : {c.n_embd, q_dim, c.n_ff}) {
-      if (cols % block != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "dummy weights as ", GetGgmlTypeTraits(type).name, " need widths ",
-            "that are multiples of ", block, "; this shape has ", cols));
-      }
-    }
+    RETURN_IF_ERROR(CheckDummyRecipe(c, recipe));
     seed_ = seed;
+    // One matrix of `role` in `layer`, in the recipe's type for it.
+    const auto matrix = [&](const std::string& name, MatrixRole role,
+                            int64_t layer, int64_t rows, int64_t cols) {
+      return RandomMatrix(name, rows, cols,
+                          recipe.TypeOf(c, {role, layer, rows, cols}));
+    };
+    using R = MatrixRole;
     w_.token_embd_ =
-        RandomMatrix("token_embd.weight", c.n_vocab, c.n_embd, type);
+        matrix("token_embd.weight", R::kTokenEmbd, -1, c.n_vocab, c.n_embd);
     w_.output_norm_ = RandomVector("output_norm.weight", c.n_embd, 1.0f);
-    w_.output_ = c.tied_output
-                     ? w_.token_embd_
-                     : RandomMatrix("output.weight", c.n_vocab, c.n_embd, type);
+    w_.output_ = c.tied_output ? w_.token_embd_
+                               : matrix("output.weight", R::kOutput, -1,
+                                        c.n_vocab, c.n_embd);
     w_.layers_.resize(c.n_layers);
     for (int64_t i = 0; i < c.n_layers; ++i) {
       LayerWeights& l = w_.layers_[i];
       const auto name = [i](absl::string_view s) { return TensorName(i, s); };
       l.attn_norm = RandomVector(name("attn_norm.weight"), c.n_embd, 1.0f);
-      l.attn_q = RandomMatrix(name("attn_q.weight"), q_dim, c.n_embd, type);
-      l.attn_k = RandomMatrix(name("attn_k.weight"), kv_dim, c.n_embd, type);
-      l.attn_v = RandomMatrix(name("attn_v.weight"), kv_dim, c.n_embd, type);
+      l.attn_q = matrix(name("attn_q.weight"), R::kAttnQ, i, q_dim, c.n_embd);
+      l.attn_k = matrix(name("attn_k.weight"), R::kAttnK, i, kv_dim, c.n_embd);
+      l.attn_v = matrix(name("attn_v.weight"), R::kAttnV, i, kv_dim, c.n_embd);
       if (c.qkv_bias) {
         l.q_bias = RandomVector(name("attn_q.bias"), q_dim, 0.0f);
         l.k_bias = RandomVector(name("attn_k.bias"), kv_dim, 0.0f);
@@ -217,14 +235,14 @@ class WeightsBuilder {
         l.q_norm = RandomVector(name("attn_q_norm.weight"), c.head_dim, 1.0f);
         l.k_norm = RandomVector(name("attn_k_norm.weight"), c.head_dim, 1.0f);
       }
-      l.attn_output =
-          RandomMatrix(name("attn_output.weight"), c.n_embd, q_dim, type);
+      l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput, i,
+                             c.n_embd, q_dim);
       l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
       l.ffn_gate =
-          RandomMatrix(name("ffn_gate.weight"), c.n_ff, c.n_embd, type);
-      l.ffn_up = RandomMatrix(name("ffn_up.weight"), c.n_ff, c.n_embd, type);
+          matrix(name("ffn_gate.weight"), R::kFfnGate, i, c.n_ff, c.n_embd);
+      l.ffn_up = matrix(name("ffn_up.weight"), R::kFfnUp, i, c.n_ff, c.n_embd);
       l.ffn_down =
-          RandomMatrix(name("ffn_down.weight"), c.n_embd, c.n_ff, type);
+          matrix(name("ffn_down.weight"), R::kFfnDown, i, c.n_embd, c.n_ff);
     }
     return FillRandomMatrices();
   }
@@ -443,12 +461,17 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(
 }
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Dummy(
-    const ModelConfig& config, GgmlType type, uint64_t seed) {
+    const ModelConfig& config, const WeightRecipe& recipe, uint64_t seed) {
   RETURN_IF_ERROR(CheckSupportedConfig(config));
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->config_ = config;
-  RETURN_IF_ERROR(WeightsBuilder(w.get()).Generate(type, seed));
+  RETURN_IF_ERROR(WeightsBuilder(w.get()).Generate(recipe, seed));
   return w;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Dummy(
+    const ModelConfig& config, GgmlType type, uint64_t seed) {
+  return Dummy(config, WeightRecipe::Uniform(type), seed);
 }
 
 }  // namespace paceline::engine

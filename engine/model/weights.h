@@ -23,6 +23,7 @@
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_recipe.h"
 #include "engine/model/weight_view.h"
 
 namespace paceline::engine {
@@ -61,10 +62,17 @@ class ModelWeights {
 
   // Random weights of `config`'s shape, for benchmarks and tests: matrices,
   // embedding and biases ~ normal(0, 0.02); norm weights 1 + normal(0, 0.02)
-  // (pure noise would shrink every activation). Matrices are stored as
-  // `type` (F32, F16, BF16, Q8_0 or Q4_0; the quantized types need widths
-  // that are multiples of 32). Deterministic in (config, type, seed): each
-  // row has its own generator, so the thread count does not matter.
+  // (pure noise would shrink every activation). Each matrix (the embedding
+  // included) is stored in the type `recipe` gives it (weight_recipe.h):
+  // F32, F16, BF16, Q8_0, Q4_0, Q2_K..Q6_K, or a mix such as q4_k_m, kept
+  // as they are whether or not the matmul has a kernel for them. Q8_0 and
+  // Q4_0 need widths that are multiples of 32, the K-quants and the mixes
+  // multiples of 256: InvalidArgument otherwise, or for a type QuantizeRow
+  // cannot write. Deterministic in (config, recipe, seed): each row has its
+  // own generator, so the thread count does not matter.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> Dummy(
+      const ModelConfig& config, const WeightRecipe& recipe, uint64_t seed);
+  // Every matrix as `type`: Dummy(config, WeightRecipe::Uniform(type), seed).
   static absl::StatusOr<std::unique_ptr<ModelWeights>> Dummy(
       const ModelConfig& config, GgmlType type, uint64_t seed);
 

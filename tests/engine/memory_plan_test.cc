@@ -13,6 +13,7 @@
 #include "engine/gguf/ggml_type.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_shapes.h"
+#include "engine/model/weight_recipe.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {
@@ -29,7 +30,7 @@ ModelConfig Llama7b() {
 MemoryPlanRequest Request(GgmlType weights, int64_t context, int64_t sequences,
                           std::optional<uint64_t> memory = std::nullopt) {
   MemoryPlanRequest r;
-  r.weights_type = weights;
+  r.weights_recipe = WeightRecipe::Uniform(weights);
   r.context = context;
   r.sequences = sequences;
   r.memory_bytes = memory;
@@ -42,12 +43,7 @@ MemoryPlan Plan(const ModelConfig& config, const MemoryPlanRequest& request) {
   return plan.ok() ? *plan : MemoryPlan{};
 }
 
-TEST(DtypeTest, WeightsAndKvNames) {
-  EXPECT_EQ(*ParseWeightsDtype("f32"), GgmlType::kF32);
-  EXPECT_EQ(*ParseWeightsDtype("f16"), GgmlType::kF16);
-  EXPECT_EQ(*ParseWeightsDtype("bf16"), GgmlType::kBF16);
-  EXPECT_EQ(*ParseWeightsDtype("q8_0"), GgmlType::kQ8_0);
-  EXPECT_EQ(*ParseWeightsDtype("q4_0"), GgmlType::kQ4_0);
+TEST(DtypeTest, KvNames) {
   EXPECT_EQ(*ParseKvDtype("f32"), GgmlType::kF32);
   EXPECT_EQ(*ParseKvDtype("f16"), GgmlType::kF16);
   EXPECT_EQ(*ParseKvDtype("bf16"), GgmlType::kBF16);
@@ -55,14 +51,10 @@ TEST(DtypeTest, WeightsAndKvNames) {
   absl::Status bad = ParseKvDtype("q4_0").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(bad.message(), "f32, f16, bf16")) << bad;
-  EXPECT_FALSE(ParseWeightsDtype("F16").ok());
-  EXPECT_FALSE(ParseWeightsDtype("q4_k").ok());
-  EXPECT_FALSE(ParseWeightsDtype("").ok());
-
-  for (auto name : {"f32", "f16", "bf16", "q8_0", "q4_0"}) {
-    EXPECT_EQ(DtypeName(*ParseWeightsDtype(name)), name);
-  }
+  EXPECT_FALSE(ParseKvDtype("q4_k").ok());
+  EXPECT_FALSE(ParseKvDtype("").ok());
   EXPECT_EQ(DtypeName(GgmlType::kQ4_K), "q4_k");
+  EXPECT_EQ(DtypeName(GgmlType::kBF16), "bf16");
 }
 
 // Llama 2 7B: 6,738,415,616 parameters. The field's "7B at FP16 is ~14 GB"
@@ -230,7 +222,7 @@ TEST(PlanMemoryTest, InvalidRequests) {
   EXPECT_EQ(code(Request(GgmlType::kF16, 4096, -1)), kInvalid);
 
   MemoryPlanRequest neither = Request(GgmlType::kF16, 1, 1);
-  neither.weights_type.reset();
+  neither.weights_recipe.reset();
   EXPECT_EQ(code(neither), kInvalid);
   MemoryPlanRequest both = Request(GgmlType::kF16, 1, 1);
   both.weights_file_bytes = 100;
@@ -286,6 +278,85 @@ TEST(PlanMemoryTest, RuleOfThumbIsExact) {
   const uint64_t w = *r.weights_file_bytes;
   EXPECT_EQ(Plan(Llama7b(), r).rule_of_thumb_bytes,
             w + w / 10 * 3 + w % 10 * 3 / 10);
+}
+
+// Uniform types: bits per weight are the type's block bytes x 8 / block size
+// (Q4_K 144 x 8 / 256 = 4.5, Q6_K 6.5625); Llama 2 7B's parameter count is a
+// multiple of 256, so the planned bytes are exactly that.
+TEST(PlanMemoryTest, UniformTypesCostTheirTraitsBits) {
+  for (GgmlType t :
+       {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ5_K,
+        GgmlType::kQ4_K, GgmlType::kQ4_0, GgmlType::kQ3_K}) {
+    const GgmlTypeTraits& traits = GetGgmlTypeTraits(t);
+    const MemoryPlan p = Plan(Llama7b(), Request(t, 1, 1));
+    EXPECT_DOUBLE_EQ(p.weights_bits_per_weight,
+                     8.0 * traits.type_size / traits.block_size)
+        << traits.name;
+    EXPECT_EQ(p.weights_dtype, DtypeName(t));
+  }
+  EXPECT_DOUBLE_EQ(
+      Plan(Llama7b(), Request(GgmlType::kQ4_K, 1, 1)).weights_bits_per_weight,
+      4.5);
+}
+
+MemoryPlan PlanRecipe(const ModelConfig& config, absl::string_view name) {
+  MemoryPlanRequest r;
+  absl::StatusOr<WeightRecipe> recipe = ParseWeightsDtype(name);
+  EXPECT_TRUE(recipe.ok()) << recipe.status();
+  r.weights_recipe =
+      recipe.ok() ? *recipe : WeightRecipe::Uniform(GgmlType::kF16);
+  r.context = 1;
+  r.sequences = 1;
+  return Plan(config, r);
+}
+
+// A mix is sized matrix by matrix in the recipe's types, the remaining
+// parameters (norms) in F32. For Llama 3 8B's shape Q4_K_M gives Q4_K to
+// the embedding and to q, k, o, gate, up; Q6_K to the output head and, in 16
+// of the 32 layers (UsesMoreBits: 0-3, 28-31 and every third between), to
+// attn_v and ffn_down. That is 4.894 bits per weight (4.91 GB), near the
+// ~4.9 GB of the Q4_K_M files published for Llama 3 8B.
+TEST(PlanMemoryTest, Q4KMOfLlama3_8BSumsItsRecipe) {
+  absl::StatusOr<ModelConfig> c = FindModelShape("llama-3-8b");
+  ASSERT_TRUE(c.ok());
+  const WeightRecipe recipe = WeightRecipe::Mix(WeightMix::kQ4_K_M);
+  double bits = 0;
+  int64_t matrix_parameters = 0;
+  int q6_layers = 0;
+  for (const ModelMatrix& m : ModelMatrices(*c)) {
+    const GgmlTypeTraits& t = GetGgmlTypeTraits(recipe.TypeOf(*c, m));
+    bits +=
+        8.0 * static_cast<double>(m.rows * m.cols) * t.type_size / t.block_size;
+    matrix_parameters += m.rows * m.cols;
+    if (m.role == MatrixRole::kFfnDown && t.type == GgmlType::kQ6_K) {
+      ++q6_layers;
+    }
+  }
+  bits += 32.0 * static_cast<double>(c->ParameterCount() - matrix_parameters);
+  EXPECT_EQ(q6_layers, 16);
+
+  const MemoryPlan p = PlanRecipe(*c, "q4_k_m");
+  EXPECT_EQ(p.weights_dtype, "q4_k_m");
+  EXPECT_DOUBLE_EQ(static_cast<double>(p.weights_bytes), bits / 8);
+  EXPECT_NEAR(p.weights_bits_per_weight,
+              bits / static_cast<double>(c->ParameterCount()), 1e-9);
+  EXPECT_GT(p.weights_bits_per_weight, 4.85);
+  EXPECT_LT(p.weights_bits_per_weight, 4.95);
+}
+
+TEST(PlanMemoryTest, MixesOrderByTheirBits) {
+  absl::StatusOr<ModelConfig> c = FindModelShape("llama-3-8b");
+  ASSERT_TRUE(c.ok());
+  double prev = 0;
+  for (absl::string_view name :
+       {"q2_k", "q3_k_m", "q4_k", "q4_k_m", "q5_k", "q5_k_m", "q6_k"}) {
+    const double bpw = PlanRecipe(*c, name).weights_bits_per_weight;
+    EXPECT_GT(bpw, prev) << name;
+    prev = bpw;
+  }
+  // Each mix costs more than its base type alone and less than Q6_K.
+  EXPECT_GT(PlanRecipe(*c, "q4_k_m").weights_bits_per_weight, 4.5);
+  EXPECT_LT(PlanRecipe(*c, "q5_k_m").weights_bits_per_weight, 6.5625);
 }
 
 }  // namespace

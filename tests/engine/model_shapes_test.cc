@@ -10,9 +10,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_recipe.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {
@@ -188,7 +190,7 @@ TEST(DummyModelSpecTest, ShapeOnly) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->shape, "llama-1b");
   EXPECT_EQ(spec->config.n_layers, 16);
-  EXPECT_FALSE(spec->weights_type.has_value());
+  EXPECT_FALSE(spec->weights_recipe.has_value());
 }
 
 TEST(DummyModelSpecTest, ShapeAndDtype) {
@@ -196,7 +198,37 @@ TEST(DummyModelSpecTest, ShapeAndDtype) {
       ParseDummyModelSpec("dummy:qwen3-0.6b:q4_0");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->shape, "qwen3-0.6b");
-  EXPECT_EQ(spec->weights_type, GgmlType::kQ4_0);
+  EXPECT_EQ(spec->weights_recipe, WeightRecipe::Uniform(GgmlType::kQ4_0));
+}
+
+TEST(DummyModelSpecTest, KQuantTypesAndMixes) {
+  const struct {
+    const char* dtype;
+    WeightRecipe recipe;
+  } kCases[] = {
+      {"q6_k", WeightRecipe::Uniform(GgmlType::kQ6_K)},
+      {"q5_k", WeightRecipe::Uniform(GgmlType::kQ5_K)},
+      {"q4_k", WeightRecipe::Uniform(GgmlType::kQ4_K)},
+      {"q3_k", WeightRecipe::Uniform(GgmlType::kQ3_K)},
+      {"q2_k", WeightRecipe::Mix(WeightMix::kQ2_K)},
+      {"q4_k_m", WeightRecipe::Mix(WeightMix::kQ4_K_M)},
+      {"q5_k_m", WeightRecipe::Mix(WeightMix::kQ5_K_M)},
+      {"q3_k_m", WeightRecipe::Mix(WeightMix::kQ3_K_M)},
+  };
+  for (const auto& c : kCases) {
+    absl::StatusOr<DummyModelSpec> spec =
+        ParseDummyModelSpec(absl::StrCat("dummy:stories110m:", c.dtype));
+    ASSERT_TRUE(spec.ok()) << c.dtype << ": " << spec.status();
+    EXPECT_EQ(spec->weights_recipe, c.recipe) << c.dtype;
+    EXPECT_EQ(spec->weights_recipe->name(), c.dtype);
+  }
+  // An unknown dtype names every accepted one, the mixes included.
+  absl::Status bad = ParseDummyModelSpec("dummy:stories110m:q4_k_s").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  for (const char* name : {"q8_0", "q4_0", "q6_k", "q5_k", "q4_k", "q3_k",
+                           "q2_k", "q4_k_m", "q5_k_m", "q3_k_m"}) {
+    EXPECT_TRUE(absl::StrContains(bad.message(), name)) << name << ": " << bad;
+  }
 }
 
 TEST(DummyModelSpecTest, Errors) {
@@ -210,7 +242,9 @@ TEST(DummyModelSpecTest, Errors) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:f16:x").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:q5_k").status().code(),
+  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:q5_0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDummyModelSpec("dummy:llama-1b:Q4_K_M").status().code(),
             absl::StatusCode::kInvalidArgument);
   absl::Status unknown = ParseDummyModelSpec("dummy:gpt-5").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);

@@ -138,7 +138,8 @@ TEST(QuantizeTest, Q4_0MapsTheLargestMagnitudeToLevelZero) {
 TEST(QuantizeTest, RejectsOtherTypesAndPartialBlocks) {
   float src[64] = {};
   uint8_t out[256];
-  EXPECT_FALSE(QuantizeRow(GgmlType::kQ4_K, src, 256, out).ok());
+  EXPECT_FALSE(QuantizeRow(GgmlType::kQ5_0, src, 32, out).ok());
+  EXPECT_FALSE(QuantizeRow(GgmlType::kQ4_K, src, 32, out).ok());
   EXPECT_FALSE(QuantizeRow(GgmlType::kQ8_0, src, 31, out).ok());
   EXPECT_FALSE(CanQuantize(GgmlType::kQ5_0));
   EXPECT_TRUE(CanQuantize(GgmlType::kBF16));

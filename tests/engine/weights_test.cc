@@ -14,6 +14,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/gguf/quantize.h"
 #include "engine/model/model_shapes.h"
+#include "engine/model/weight_recipe.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -310,7 +311,21 @@ TEST(WeightsTest, DummyInEachTypeDequantizesCloseToF32) {
 }
 
 TEST(WeightsTest, DummyRejectsBadTypesAndWidths) {
-  EXPECT_FALSE(ModelWeights::Dummy(Small(), GgmlType::kQ4_K, 1).ok());
+  // Small() is 64 wide: not whole K-quant blocks.
+  const absl::Status k =
+      ModelWeights::Dummy(Small(), GgmlType::kQ4_K, 1).status();
+  EXPECT_EQ(k.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(k.message().find("multiples of 256"), std::string::npos) << k;
+  const absl::Status mix =
+      ModelWeights::Dummy(Small(), WeightRecipe::Mix(WeightMix::kQ4_K_M), 1)
+          .status();
+  EXPECT_EQ(mix.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mix.message().find("q4_k_m"), std::string::npos) << mix;
+  const absl::Status q5 =
+      ModelWeights::Dummy(Small(), GgmlType::kQ5_0, 1).status();
+  EXPECT_EQ(q5.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(q5.message().find("q4_k_m"), std::string::npos)
+      << q5;  // lists them
   ModelConfig odd = Small();
   odd.n_ff = 100;  // not a multiple of 32
   EXPECT_FALSE(ModelWeights::Dummy(odd, GgmlType::kQ8_0, 1).ok());
@@ -332,6 +347,136 @@ TEST(WeightsTest, NamedShapesBuild) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->layers().size(), 6u);
   EXPECT_EQ((*w)->output().rows, 32000);
+}
+
+// A shape whose widths are whole K-quant blocks: 8 layers, so that
+// Q4_K_M's UsesMoreBits picks some layers (0, 3, 6, 7) and not others.
+ModelConfig KBlocks(bool tied) {
+  ModelConfig c;
+  c.architecture = "llama";
+  c.name = "kblocks";
+  c.n_layers = 8;
+  c.n_embd = 256;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  c.n_ff = 512;
+  c.n_vocab = 96;
+  c.context_length = 64;
+  c.rope_layout = RopeLayout::kAdjacentPairs;
+  c.rope_dim = 64;
+  c.tied_output = tied;
+  return c;
+}
+
+// Every matrix of `w`, with the role the recipe knows it by.
+std::vector<std::pair<ModelMatrix, const WeightView*>> Matrices(
+    const ModelWeights& w) {
+  std::vector<std::pair<ModelMatrix, const WeightView*>> out;
+  const auto add = [&](MatrixRole role, int64_t layer, const WeightView& v) {
+    out.push_back({{role, layer, v.rows, v.cols}, &v});
+  };
+  add(MatrixRole::kTokenEmbd, -1, w.token_embd());
+  if (!w.config().tied_output) add(MatrixRole::kOutput, -1, w.output());
+  for (int64_t i = 0; i < w.config().n_layers; ++i) {
+    const LayerWeights& l = w.layers()[i];
+    add(MatrixRole::kAttnQ, i, l.attn_q);
+    add(MatrixRole::kAttnK, i, l.attn_k);
+    add(MatrixRole::kAttnV, i, l.attn_v);
+    add(MatrixRole::kAttnOutput, i, l.attn_output);
+    add(MatrixRole::kFfnGate, i, l.ffn_gate);
+    add(MatrixRole::kFfnUp, i, l.ffn_up);
+    add(MatrixRole::kFfnDown, i, l.ffn_down);
+  }
+  return out;
+}
+
+std::vector<float> DecodeAll(const WeightView& v) {
+  std::vector<float> out(v.rows * v.cols);
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const absl::Status s = DequantizeRow(
+        v.type, static_cast<const uint8_t*>(v.data) + r * v.row_bytes,
+        out.data() + r * v.cols, v.cols);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return out;
+}
+
+// Each K type: every matrix is stored in it, and decodes close to the F32
+// dummy of the same seed (the same random numbers before quantization):
+// relative RMS error within tests/engine/quantize_k_test.cc's bounds for
+// normal data, and the requested statistics.
+TEST(WeightsTest, DummyInEachKTypeDequantizesCloseToF32) {
+  const ModelConfig c = KBlocks(/*tied=*/false);
+  auto ref = ModelWeights::Dummy(c, GgmlType::kF32, 4);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const struct {
+    GgmlType type;
+    double bound;  // 1.25 x the derived relative RMS error
+  } kTypes[] = {{GgmlType::kQ2_K, 0.43},
+                {GgmlType::kQ3_K, 0.18},
+                {GgmlType::kQ4_K, 0.099},
+                {GgmlType::kQ5_K, 0.048},
+                {GgmlType::kQ6_K, 0.023}};
+  for (const auto& k : kTypes) {
+    auto w = ModelWeights::Dummy(c, k.type, 4);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const auto got = Matrices(**w);
+    const auto want = Matrices(**ref);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const WeightView& v = *got[i].second;
+      ASSERT_EQ(v.type, k.type);
+      ASSERT_EQ(v.row_bytes, *GgmlRowBytes(k.type, v.cols));
+    }
+    const std::vector<float> x = DecodeAll((*ref)->layers()[3].ffn_up);
+    const std::vector<float> y = DecodeAll((*w)->layers()[3].ffn_up);
+    double err = 0, sq = 0, sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      err += (double{y[i]} - x[i]) * (y[i] - x[i]);
+      sq += double{y[i]} * y[i];
+      sum += y[i];
+    }
+    const double n = static_cast<double>(x.size());
+    EXPECT_LT(std::sqrt(err / n) / 0.02, k.bound)
+        << GetGgmlTypeTraits(k.type).name;
+    EXPECT_NEAR(sum / n, 0.0, 0.002);
+    EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.02 * k.bound);
+    // The embedding reads back through Embed like any other type.
+    std::vector<float> row(c.n_embd);
+    ASSERT_TRUE((*w)->Embed(7, row.data()).ok());
+  }
+}
+
+// Q4_K_M: each matrix in the type its recipe gives (llama.cpp's choice,
+// checked against llama-quantize's files in weight_recipe_test.cc): Q6_K for
+// the output head and for attn_v / ffn_down in the layers that use more
+// bits, Q4_K elsewhere; tied, the embedding is the Q6_K head.
+TEST(WeightsTest, DummyQ4KMFollowsItsRecipe) {
+  const WeightRecipe recipe = WeightRecipe::Mix(WeightMix::kQ4_K_M);
+  for (bool tied : {false, true}) {
+    const ModelConfig c = KBlocks(tied);
+    auto w = ModelWeights::Dummy(c, recipe, 2);
+    ASSERT_TRUE(w.ok()) << w.status();
+    uint64_t read_bytes = 0;
+    int q6 = 0;
+    for (const auto& [m, v] : Matrices(**w)) {
+      EXPECT_EQ(v->type, recipe.TypeOf(c, m)) << int(m.role) << " " << m.layer;
+      EXPECT_EQ(v->row_bytes, *GgmlRowBytes(v->type, v->cols));
+      q6 += v->type == GgmlType::kQ6_K ? 1 : 0;
+      if (m.role != MatrixRole::kTokenEmbd || tied) {
+        read_bytes += v->rows * v->row_bytes;
+      }
+    }
+    // 4 of the 8 layers use more bits (attn_v + ffn_down each), and the head.
+    EXPECT_EQ(q6, 2 * 4 + 1);
+    EXPECT_EQ((*w)->output().type, GgmlType::kQ6_K);
+    EXPECT_EQ((*w)->token_embd().type,
+              tied ? GgmlType::kQ6_K : GgmlType::kQ4_K);
+    EXPECT_EQ((*w)->layers()[0].ffn_down.type, GgmlType::kQ6_K);
+    EXPECT_EQ((*w)->layers()[1].ffn_down.type, GgmlType::kQ4_K);
+    EXPECT_EQ((*w)->MatMulBytesPerToken(), read_bytes);
+  }
 }
 
 }  // namespace

@@ -6,7 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "engine/model/memory_plan.h"
+#include "engine/model/model_shapes.h"
+#include "engine/model/weight_recipe.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -172,6 +176,42 @@ TEST(PlanCommandTest, DtypeFromSpecAndFlags) {
   EXPECT_EQ(flag.memory_plan().kv_bytes_per_token(), 1'048'576u);
 }
 
+// K-quant types and llama.cpp's mixes, sized as the library's planner sizes
+// them (engine/memory_plan_test.cc derives Q4_K_M's 4.89 bits per weight on
+// this shape from its recipe; weight_recipe_test.cc checks the recipe
+// against llama-quantize's files).
+TEST(PlanCommandTest, KQuantTypesAndMixes) {
+  absl::StatusOr<engine::ModelConfig> shape =
+      engine::FindModelShape("llama-3-8b");
+  ASSERT_TRUE(shape.ok());
+  for (const char* dtype :
+       {"q4_k_m", "q5_k_m", "q3_k_m", "q2_k", "q6_k", "q5_k", "q4_k", "q3_k"}) {
+    SCOPED_TRACE(dtype);
+    engine::MemoryPlanRequest request;
+    request.weights_recipe = *engine::ParseWeightsDtype(dtype);
+    request.context = 1;
+    request.sequences = 1;
+    const absl::StatusOr<engine::MemoryPlan> want =
+        engine::PlanMemory(*shape, request);
+    ASSERT_TRUE(want.ok()) << want.status();
+
+    const PlanReport json =
+        PlanJson({"--model", "dummy:llama-3-8b", "--weights-dtype", dtype,
+                  "--context", "1", "--sequences", "1"});
+    EXPECT_EQ(json.memory_plan().weights_dtype(), dtype);
+    EXPECT_EQ(json.memory_plan().weights_bytes(), want->weights_bytes);
+
+    const CommandResult table =
+        Plan({"--model", absl::StrCat("dummy:llama-3-8b:", dtype), "--context",
+              "1", "--sequences", "1"});
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_THAT(table.out, HasSubstr(absl::StrCat("weights (", dtype, ")")));
+    EXPECT_THAT(table.out,
+                ::testing::ContainsRegex(absl::StrFormat(
+                    "bits per weight +%.3f\n", want->weights_bits_per_weight)));
+  }
+}
+
 TEST(PlanCommandTest, MemorySuffixes) {
   for (auto [text, bytes] :
        std::vector<std::pair<std::string, uint64_t>>{{"16GB", 16'000'000'000},
@@ -208,7 +248,7 @@ TEST(PlanCommandTest, UsageErrorsExitTwo) {
         "--memory", "-1GB"},
        "--memory"},
       {{"--model", "dummy:llama-7b", "--context", "1", "--sequences", "1",
-        "--weights-dtype", "q4_k"},
+        "--weights-dtype", "q4_k_s"},
        "--weights-dtype"},
       {{"--model", "dummy:llama-7b", "--context", "1", "--sequences", "1",
         "--kv-dtype", "q8_0"},

@@ -22,6 +22,7 @@
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_shapes.h"
+#include "engine/model/weight_recipe.h"
 #include "paceline/v1/model.pb.h"
 #include "server/proto_convert.h"
 #include "tools/paceline/cli.h"
@@ -44,7 +45,9 @@ that context fit in the budget.
   --model MODEL          a GGUF file, or dummy:SHAPE[:DTYPE] for a named shape
   --context N            tokens per sequence
   --sequences N          concurrent sequences
-  --weights-dtype DTYPE  f32, f16, bf16, q8_0 or q4_0 (default: a file's own
+  --weights-dtype DTYPE  f32, f16, bf16, q8_0, q6_k, q5_k, q4_k, q4_0, q3_k
+                         (every matrix in that type), or llama.cpp's mixes
+                         q5_k_m, q4_k_m, q3_k_m, q2_k (default: a file's own
                          tensor bytes; f16 for a dummy shape without DTYPE)
   --kv-dtype DTYPE       f32, f16 or bf16 (default f16)
   --memory BYTES         budget: 24GiB, 16GB, 512MiB, 1e9, plain bytes
@@ -62,7 +65,7 @@ struct PlanArgs {
   std::string model;
   int64_t context = 0;
   int64_t sequences = 0;
-  std::optional<engine::GgmlType> weights_type;
+  std::optional<engine::WeightRecipe> weights_recipe;
   engine::GgmlType kv_type = engine::GgmlType::kF16;
   std::optional<uint64_t> memory_bytes;
   bool json = false;
@@ -70,8 +73,8 @@ struct PlanArgs {
 
 struct PlanModel {
   engine::ModelConfig config;
-  std::optional<engine::GgmlType> spec_weights_type;  // dummy:SHAPE:DTYPE
-  std::optional<uint64_t> file_tensor_bytes;          // a GGUF file's
+  std::optional<engine::WeightRecipe> spec_weights;  // dummy:SHAPE:DTYPE
+  std::optional<uint64_t> file_tensor_bytes;         // a GGUF file's
 };
 
 // Checks the command line; the error is a message for UsageError.
@@ -98,9 +101,9 @@ absl::StatusOr<PlanArgs> ParsePlanArgs(const ParsedArgs& parsed) {
       args.sequences,
       ParseIntFlag("sequences", *parsed.Get("sequences"), kPositive));
   if (std::optional<std::string> v = parsed.Get("weights-dtype")) {
-    absl::StatusOr<engine::GgmlType> type = engine::ParseWeightsDtype(*v);
-    if (!type.ok()) return ForFlag("weights-dtype", type.status());
-    args.weights_type = *type;
+    absl::StatusOr<engine::WeightRecipe> recipe = engine::ParseWeightsDtype(*v);
+    if (!recipe.ok()) return ForFlag("weights-dtype", recipe.status());
+    args.weights_recipe = *recipe;
   }
   if (std::optional<std::string> v = parsed.Get("kv-dtype")) {
     absl::StatusOr<engine::GgmlType> type = engine::ParseKvDtype(*v);
@@ -119,7 +122,7 @@ absl::StatusOr<PlanModel> LoadModel(const std::string& model) {
         engine::ParseDummyModelSpec(model);
     if (!spec.ok()) return spec.status();
     out.config = std::move(spec->config);
-    out.spec_weights_type = spec->weights_type;
+    out.spec_weights = spec->weights_recipe;
     return out;
   }
   absl::StatusOr<std::unique_ptr<engine::GgufFile>> file =
@@ -245,6 +248,8 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   t.Text("parameters", HumanCount(plan.parameters));
   t.Bytes(absl::StrCat("weights (", plan.weights_dtype, ")"),
           plan.weights_bytes);
+  t.Text("bits per weight",
+         absl::StrFormat("%.3f", plan.weights_bits_per_weight));
   t.Bytes(absl::StrCat("KV per token (", plan.kv_dtype, ")"),
           plan.kv_bytes_per_token);
   t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
@@ -329,14 +334,15 @@ int RunPlan(std::span<const std::string> argv) {
   request.context = args->context;
   request.sequences = args->sequences;
   request.memory_bytes = args->memory_bytes;
-  if (args->weights_type.has_value()) {
-    request.weights_type = args->weights_type;
-  } else if (model->spec_weights_type.has_value()) {
-    request.weights_type = model->spec_weights_type;
+  if (args->weights_recipe.has_value()) {
+    request.weights_recipe = args->weights_recipe;
+  } else if (model->spec_weights.has_value()) {
+    request.weights_recipe = model->spec_weights;
   } else if (model->file_tensor_bytes.has_value()) {
     request.weights_file_bytes = model->file_tensor_bytes;
   } else {
-    request.weights_type = engine::GgmlType::kF16;
+    request.weights_recipe =
+        engine::WeightRecipe::Uniform(engine::GgmlType::kF16);
   }
   absl::StatusOr<engine::MemoryPlan> plan =
       engine::PlanMemory(model->config, request);
