@@ -45,7 +45,6 @@ const std::filesystem::path kOracle = PACELINE_SHARED_DIR "/oracle";
 // Why a file is not expected to pass yet, or "".
 std::string NotYet(const std::string& name) {
   if (absl::StrContains(name, "yarn")) return "YaRN RoPE scaling is refused";
-  if (absl::StrContains(name, "qwen3moe")) return "qwen3moe is refused";
   if (absl::StrContains(name, "_k")) {
     return "K-quants are converted to Q8_0 at load";
   }
