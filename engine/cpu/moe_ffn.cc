@@ -120,8 +120,7 @@ absl::Status MoeFfn::RunExpert(const ExpertWeights& e, int64_t begin,
 }
 
 absl::Status MoeFfn::Run(const MoeLayerMatrices& m, const float* h, int64_t n,
-                         float* out, ThreadPool& pool,
-                         MatMulScratch& scratch) {
+                         float* out, ThreadPool& pool, MatMulScratch& scratch) {
   const auto bytes = [](const WeightView& w) {
     return static_cast<uint64_t>(w.rows) * w.row_bytes;
   };

@@ -63,7 +63,7 @@ constexpr Shape kShapes[] = {
      .tied_output = true, .qkv_bias = true},
     // Not a published model: stories110m's layer sizes with each FFN made a
     // qwen3moe mixture of 8 experts of the same width, 2 used per token
-    // (the MoE benchmark shape; 530M weights, 134M active).
+    // (the MoE benchmark shape; 530.5M weights, 190.8M active).
     {.name = "stories110m-moe", .architecture = "qwen3moe",
      .n_layers = 12, .n_embd = 768, .n_heads = 12, .n_kv_heads = 12,
      .head_dim = 64, .n_ff = 2048, .n_vocab = 32000, .context_length = 1024,

@@ -135,6 +135,7 @@ ModelConfig SmallConfig(const std::string& shape_name) {
   c.n_ff = 384;
   c.n_vocab = 512;
   c.context_length = 1024;
+  if (c.is_moe()) c.n_ff_exp = 128;  // 8 experts, 2 used
   return c;
 }
 
@@ -142,6 +143,10 @@ struct ModelCase {
   const char* shape;  // its architecture's flags are kept
   GgmlType type;
   double tol;  // atol and rtol, relative to the largest |logit|
+  // MoE: experts per layer when not the shape's. As many as are used
+  // makes routing unable to flip between the engines (quantized types
+  // round the router's input differently on each).
+  int64_t n_expert = 0;
 };
 
 void PrintTo(const ModelCase& mc, std::ostream* os) {
@@ -154,7 +159,9 @@ class CudaModelTest : public testing::GpuTest,
 // The same script of steps on both engines; every logit row compared.
 TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   const ModelCase& mc = GetParam();
-  auto weights = ModelWeights::Dummy(SmallConfig(mc.shape), mc.type, seed_);
+  ModelConfig config = SmallConfig(mc.shape);
+  if (mc.n_expert > 0) config.n_expert = config.n_expert_used = mc.n_expert;
+  auto weights = ModelWeights::Dummy(config, mc.type, seed_);
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::shared_ptr<const ModelWeights> shared = std::move(*weights);
   constexpr int32_t kBlocks = 96, kBlockSize = 16;
@@ -269,7 +276,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
                       ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
                       ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
-                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2}),
+                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2},
+                      ModelCase{"stories110m-moe", GgmlType::kF32, 1e-4},
+                      ModelCase{"stories110m-moe", GgmlType::kQ8_0, 5e-2, 2}),
     [](const auto& info) {
       std::string name = std::string(info.param.shape) + "_" +
                          std::string(GetGgmlTypeTraits(info.param.type).name);
