@@ -155,6 +155,8 @@ struct CudaEngine::Resources {
   }
 };
 
+cudaStream_t CudaEngine::stream() const { return res_->stream; }
+
 CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
   const ModelConfig& c = weights.config();
   CudaEngineFootprint f;

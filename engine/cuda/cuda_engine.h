@@ -197,6 +197,7 @@ class CudaEngine final : public Engine {
   void GroupByExpert(int64_t n);
   absl::Status UploadMoe(const LayerWeights& lw, Layer* l);
   absl::Status AllocateMoeWorkspace();
+  cudaStream_t stream() const;  // res_->stream, for code outside the .cc
   // Final norm and output GEMM of rows [begin, begin + count) into logits_.
   absl::Status LogitsChunk(int64_t begin, int64_t count);
   // Prepare and RunStep(Graph): the step up to its logits.

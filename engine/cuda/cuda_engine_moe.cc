@@ -91,7 +91,7 @@ absl::Status CudaEngine::RunMoe(int64_t layer, int64_t n) {
   const int64_t embd = c.n_embd;
   const int64_t ff = c.n_ff_exp;
   const size_t elem = DeviceDtypeBytes(dtype_);
-  cudaStream_t stream = res_->stream;
+  cudaStream_t stream = this->stream();
   int32_t* experts = moe_route_.as<int32_t>();
   float* weights = reinterpret_cast<float*>(experts + tk * k);
 
