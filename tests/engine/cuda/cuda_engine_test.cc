@@ -2,7 +2,8 @@
 // token for token, and small random models of each architecture (llama,
 // qwen2 with QKV bias, qwen3 with Q/K norm) step by step over chunked
 // prefill, mixed prefill + decode steps, scattered and copied blocks —
-// every logit row within tolerance of the CPU engine's.
+// every logit row within tolerance of the CPU engine's; and the oracle's
+// qwen3moe files.
 
 #include "engine/cuda/cuda_engine.h"
 
@@ -13,6 +14,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -151,6 +153,48 @@ struct ModelCase {
 
 void PrintTo(const ModelCase& mc, std::ostream* os) {
   *os << mc.shape << " " << GetGgmlTypeTraits(mc.type).name;
+}
+
+// The oracle's qwen3moe files (../shared/oracle: 8 experts, 2 used):
+// the first reference prompt and 8 greedy tokens, logits within tolerance
+// of the CPU engine's (itself checked against llama.cpp's by
+// oracle_logits_test).
+class CudaMoeFileTest : public testing::GpuTest {};
+
+TEST_F(CudaMoeFileTest, OracleQwen3MoeFilesMatchCpu) {
+  const std::vector<int32_t> prompt = {1, 75, 465, 498, 130, 79, 122, 101};
+  for (const auto& [name, tol] :
+       {std::pair<const char*, double>{"qwen3moe-base-f32", 1e-4},
+        std::pair<const char*, double>{"qwen3moe-base-q8_0", 5e-2}}) {
+    SCOPED_TRACE(name);
+    const std::string path =
+        std::string(PACELINE_SHARED_DIR) + "/oracle/models/" + name + ".gguf";
+    auto model = OpenModel(path);
+    if (!model.ok()) GTEST_SKIP() << path << ": " << model.status();
+    CudaEngineOptions options;
+    options.num_blocks = 8;
+    options.max_tokens_per_step = 16;
+    auto gpu = CudaEngine::Create(model->weights, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    cpu::CpuEngineOptions cpu_options;
+    cpu_options.num_blocks = 8;
+    cpu_options.max_tokens_per_step = 16;
+    cpu_options.num_threads = 2;
+    auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);
+    ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+    const std::vector<int32_t> blocks = ContiguousBlocks(**gpu, 16);
+    auto want = GenerateAlone(**cpu_engine, prompt, 8, 0, blocks);
+    auto got = GenerateAlone(**gpu, prompt, 8, 3, blocks);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->tokens, want->tokens);
+    for (size_t i = 0; i < got->logits.size(); ++i) {
+      float scale = 0;
+      for (float x : want->logits[i]) scale = std::max(scale, std::fabs(x));
+      testing::ExpectClose(got->logits[i], want->logits[i], tol * scale, tol,
+                           "qwen3moe logits");
+    }
+  }
 }
 
 class CudaModelTest : public testing::GpuTest,
