@@ -71,7 +71,7 @@ absl::Status MakeCpu(const BackendOptions& options,
                      std::shared_ptr<const ModelWeights> weights,
                      Backend* out) {
   const ModelConfig& mc = weights->config();
-  out->plan.weights_bytes = weights->MatMulBytesPerToken();
+  out->plan.weights_bytes = weights->MatMulBytes();  // every expert resident
   out->plan.kv_dtype = "f32";
   const uint64_t kv_per_token =
       2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim * sizeof(float);

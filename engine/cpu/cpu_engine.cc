@@ -50,14 +50,20 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
 
 namespace {
 
-// Every matrix MatMul reads, in the order PackMatrices fills them.
+// Every matrix MatMul reads (a MoE layer's router and experts, a dense
+// layer's FFN; the empty views of the other kind are skipped).
 template <typename Fn>
 absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
   for (const LayerWeights& w : weights.layers()) {
-    for (const WeightView* v : {&w.attn_q, &w.attn_k, &w.attn_v,
-                                &w.attn_output, &w.ffn_gate, &w.ffn_up,
-                                &w.ffn_down}) {
-      RETURN_IF_ERROR(fn(*v));
+    for (const WeightView* v :
+         {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate,
+          &w.ffn_up, &w.ffn_down, &w.ffn_gate_inp}) {
+      if (v->rows > 0) RETURN_IF_ERROR(fn(*v));
+    }
+    for (const ExpertWeights& e : w.experts) {
+      for (const WeightView* v : {&e.gate, &e.up, &e.down}) {
+        RETURN_IF_ERROR(fn(*v));
+      }
     }
   }
   return fn(weights.output());
@@ -66,6 +72,10 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
 // The config's RoPE, with the file's Llama 3 frequency factors if any.
 RopeParams RopeParamsFor(const ModelWeights& weights) {
   return RopeParamsFromConfig(weights.config(), weights.rope_freq_factors());
+}
+
+uint64_t ViewBytes(const WeightView& w) {
+  return static_cast<uint64_t>(w.rows) * w.row_bytes;
 }
 
 bool ShouldPack(const WeightView& w, const CpuEngineOptions& options) {
@@ -84,12 +94,31 @@ uint64_t CpuEngine::PackedBytes(const ModelWeights& weights,
   return bytes;
 }
 
+std::vector<WeightView*> CpuEngine::MatrixSlots() {
+  std::vector<WeightView*> slots;
+  for (LayerMatrices& m : matrices_) {
+    for (WeightView* v : {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down,
+                          &m.moe.router}) {
+      if (v->rows > 0) slots.push_back(v);
+    }
+    for (ExpertWeights& e : m.moe.experts) {
+      for (WeightView* v : {&e.gate, &e.up, &e.down}) slots.push_back(v);
+    }
+  }
+  slots.push_back(&output_);
+  return slots;
+}
+
 absl::Status CpuEngine::PackMatrices() {
+  for (const LayerWeights& l : weights_->layers()) {
+    matrices_.push_back({l.attn_q, l.attn_k, l.attn_v, l.attn_output,
+                         l.ffn_gate, l.ffn_up, l.ffn_down,
+                         MoeLayerMatrices{l.ffn_gate_inp, l.experts}});
+  }
+  output_ = weights_->output();
+  const std::vector<WeightView*> slots = MatrixSlots();
   std::vector<WeightView> views;
-  RETURN_IF_ERROR(ForEachMatrix(*weights_, [&](const WeightView& w) {
-    views.push_back(w);
-    return absl::OkStatus();
-  }));
+  for (const WeightView* v : slots) views.push_back(*v);
   // Packed on the pool, a matrix at a time to whichever thread is free
   // (the output matrix alone can be a fifth of the model).
   std::vector<absl::StatusOr<PackedMatrix>> packed(views.size());
@@ -102,18 +131,10 @@ absl::Status CpuEngine::PackMatrices() {
   for (size_t i = 0; i < views.size(); ++i) {
     if (!ShouldPack(views[i], options_)) continue;
     if (!packed[i].ok()) return packed[i].status();
-    views[i] = packed[i]->view();
+    *slots[i] = packed[i]->view();
     packed_bytes_ += packed[i]->bytes();
     packed_.push_back(*std::move(packed[i]));
   }
-  matrices_.resize(weights_->layers().size());
-  size_t next = 0;
-  for (LayerMatrices& m : matrices_) {
-    for (WeightView* v : {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down}) {
-      *v = views[next++];
-    }
-  }
-  output_ = views[next];
   return absl::OkStatus();
 }
 
@@ -145,6 +166,14 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
   token_table_.resize(t);
   block_tables_.reserve(t);
   last_.resize(t * embd);
+  if (c.is_moe()) {
+    moe_ = std::make_unique<MoeFfn>(c, options_.max_tokens_per_step);
+    dense_bytes_ = weights_->MatMulBytes();
+    for (size_t l = 0; l < weights_->layers().size(); ++l) {
+      dense_bytes_ -= weights_->layers()[l].experts.size() *
+                      weights_->ExpertBytes(static_cast<int64_t>(l));
+    }
+  }
 }
 
 CpuEngine::~CpuEngine() = default;
@@ -216,6 +245,8 @@ absl::Status CpuEngine::Forward(const ForwardBatch& batch,
   ForRows(n, 16 * half, [&](int64_t b, int64_t e) {
     RopeAngles(&positions_[b], e - b, rope_, &cos_[b * half], &sin_[b * half]);
   });
+  last_step_weight_bytes_ = moe_ != nullptr ? dense_bytes_
+                                             : weights_->MatMulBytesPerToken();
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }
@@ -270,6 +301,13 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
     AddInPlace(&x_[b * embd], &proj_[b * embd], (e - b) * embd);
     RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
+  if (moe_ != nullptr) {  // mixture of experts (moe_ffn.h)
+    RETURN_IF_ERROR(moe_->Run(m.moe, h_.data(), n, proj_.data(), pool_,
+                              matmul_scratch_));
+    last_step_weight_bytes_ += moe_->last_run_bytes() - ViewBytes(m.moe.router);
+    AddInPlace(x_.data(), proj_.data(), n * embd);
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(
       MatMuls({m.gate, m.up}, h_.data(), n, {gate_.data(), up_.data()}));
   const int64_t ff = c.n_ff;

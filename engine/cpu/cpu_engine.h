@@ -16,6 +16,7 @@
 //     x += a Wo
 //     h = RMSNorm(x) · ffn_norm
 //     x += (silu(h Wgate) * (h Wup)) Wdown
+//       (qwen3moe: x += the routed experts' sum instead, moe_ffn.h)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
 // Every matmul reads its weights once for all n tokens, from copies packed
 // at creation into the kernels' panel layout where that runs faster on this
@@ -34,6 +35,7 @@
 #include "absl/types/span.h"
 #include "engine/cpu/kernels/matmul.h"
 #include "engine/cpu/kv_cache.h"
+#include "engine/cpu/moe_ffn.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/engine.h"
@@ -84,6 +86,9 @@ class CpuEngine final : public Engine {
   const ModelWeights& weights() const { return *weights_; }
   // Bytes of the matrices packed at creation (0 when none were).
   size_t packed_bytes() const { return packed_bytes_; }
+  // Weight bytes the last Forward's matmuls read: every matrix once, but
+  // of a MoE layer's experts only those its tokens selected.
+  uint64_t last_step_weight_bytes() const { return last_step_weight_bytes_; }
 
   absl::Status Forward(const ForwardBatch& batch,
                        absl::Span<float> logits) override;
@@ -110,9 +115,12 @@ class CpuEngine final : public Engine {
 
   // The matrices MatMul reads: the weights' views, or packed copies.
   struct LayerMatrices {
-    WeightView q, k, v, o, gate, up, down;
+    WeightView q, k, v, o, gate, up, down;  // gate, up, down empty for MoE
+    MoeLayerMatrices moe;                   // empty for a dense FFN
   };
   absl::Status PackMatrices();
+  // Every non-empty view in matrices_ and output_.
+  std::vector<WeightView*> MatrixSlots();
 
   // Constant after construction (PackMatrices runs in Create).
   const std::shared_ptr<const ModelWeights> weights_;
@@ -124,6 +132,9 @@ class CpuEngine final : public Engine {
   const RopeParams rope_;
   const std::unique_ptr<KvCache> cache_;
   ThreadPool pool_;
+  std::unique_ptr<MoeFfn> moe_;  // null for a dense model
+  uint64_t dense_bytes_ = 0;     // MoE: the matrices other than experts
+  uint64_t last_step_weight_bytes_ = 0;
 
   // Step scratch, sized for T = max_tokens_per_step; q_dim = n_heads *
   // head_dim, kv_dim = n_kv_heads * head_dim.

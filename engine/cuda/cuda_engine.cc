@@ -47,8 +47,11 @@ DeviceDtype ChooseDtype(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers()) {
     for (const WeightView* v :
          {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
-          &l.ffn_up, &l.ffn_down}) {
-      types.insert(v->type);
+          &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp}) {
+      if (v->rows > 0) types.insert(v->type);  // MoE: no dense FFN
+    }
+    for (const ExpertWeights& e : l.experts) {
+      types.insert({e.gate.type, e.up.type, e.down.type});
     }
   }
   if (types.size() == 1 && *types.begin() == GgmlType::kF32) {
@@ -186,13 +189,24 @@ const char* QuantName(QuantType q) {
   return "?";
 }
 
-// The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown.
+// The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown; a MoE
+// layer has the router and each expert's Wgate|Wup and Wdown instead of
+// the dense FFN's.
 std::vector<std::vector<const WeightView*>> LayerGroups(
     const LayerWeights& l) {
-  return {{&l.attn_q, &l.attn_k, &l.attn_v},
-          {&l.attn_output},
-          {&l.ffn_gate, &l.ffn_up},
-          {&l.ffn_down}};
+  std::vector<std::vector<const WeightView*>> groups = {
+      {&l.attn_q, &l.attn_k, &l.attn_v}, {&l.attn_output}};
+  if (l.experts.empty()) {
+    groups.push_back({&l.ffn_gate, &l.ffn_up});
+    groups.push_back({&l.ffn_down});
+    return groups;
+  }
+  groups.push_back({&l.ffn_gate_inp});
+  for (const ExpertWeights& e : l.experts) {
+    groups.push_back({&e.gate, &e.up});
+    groups.push_back({&e.down});
+  }
+  return groups;
 }
 
 cudaDataType_t CudaType(DeviceDtype d) {
@@ -242,6 +256,8 @@ struct CudaEngine::Resources {
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 };
+
+cudaStream_t CudaEngine::stream() const { return res_->stream; }
 
 CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
   const ModelConfig& c = weights.config();
@@ -337,7 +353,8 @@ absl::Status CudaEngine::Init() {
   RETURN_IF_ERROR(cublas_workspace_.Allocate(size_t{32} << 20));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(
       res_->cublas, cublas_workspace_.get(), cublas_workspace_.bytes()));
-  graphs_enabled_ = options_.cuda_graphs;
+  // A MoE layer syncs with the host (its routing), which a graph cannot.
+  graphs_enabled_ = options_.cuda_graphs && !config().is_moe();
   RETURN_IF_ERROR(UploadWeights());
 
   const ModelConfig& c = config();
@@ -426,6 +443,10 @@ absl::Status CudaEngine::UploadWeights() {
       RETURN_IF_ERROR(UploadFloats(lw.k_norm, &l.k_norm));
     }
     RETURN_IF_ERROR(UploadGroup({&lw.attn_output}, &l.attn_output));
+    if (c.is_moe()) {
+      RETURN_IF_ERROR(UploadMoe(lw, &l));
+      continue;
+    }
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_gate, &lw.ffn_up}, &l.gate_up));
     RETURN_IF_ERROR(UploadGroup({&lw.ffn_down}, &l.ffn_down));
   }
@@ -538,11 +559,23 @@ uint64_t CudaEngine::MatMulBytesPerToken() const {
   const auto add = [&bytes](const Matrix& m) {
     for (const MatrixPart& p : m.parts) bytes += p.data.bytes();
   };
+  const uint64_t used = static_cast<uint64_t>(config().n_expert_used);
   for (const Layer& l : layers_) {
     add(l.qkv);
     add(l.attn_output);
     add(l.gate_up);
     add(l.ffn_down);
+    if (!l.expert_down.empty()) {  // the router and n_expert_used experts
+      add(l.router);
+      uint64_t expert = 0;
+      for (const MatrixPart& p : l.expert_gate_up[0].parts) {
+        expert += p.data.bytes();
+      }
+      for (const MatrixPart& p : l.expert_down[0].parts) {
+        expert += p.data.bytes();
+      }
+      bytes += used * expert;
+    }
   }
   if (output_tied_) return bytes + token_embd_.bytes();
   add(output_);
@@ -580,6 +613,9 @@ absl::Status CudaEngine::AllocateWorkspace() {
     need(l.attn_output);
     need(l.gate_up);
     need(l.ffn_down);
+    need(l.router);
+    for (const Matrix& m : l.expert_gate_up) need(m);
+    for (const Matrix& m : l.expert_down) need(m);
   }
   need(output_);
   RETURN_IF_ERROR(dequant_.Allocate(dequant_elems * elem));
@@ -602,6 +638,7 @@ absl::Status CudaEngine::AllocateWorkspace() {
   RETURN_IF_ERROR(sampling_device_.Allocate(t * sizeof(RowSampling)));
   RETURN_IF_ERROR(tokens_host_.Allocate(t * sizeof(int32_t)));
   RETURN_IF_ERROR(tokens_device_.Allocate(t * sizeof(int32_t)));
+  if (c.is_moe()) RETURN_IF_ERROR(AllocateMoeWorkspace());
   return absl::OkStatus();
 }
 
@@ -932,6 +969,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
                                      n, embd, l.ffn_norm.as<float>(), eps,
                                      h_.get(), stream));
+  if (c.is_moe()) return RunMoe(layer, n);
   RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
   CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
                                     act_.get(), stream));

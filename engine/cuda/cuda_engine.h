@@ -19,6 +19,14 @@
 //     gu = h [Wgate; Wup]                       (float)  cuBLAS, one GEMM
 //     s = silu(gu_gate) * gu_up                 (T)      LaunchSwiGlu
 //     x += s Wdown                                       cuBLAS, beta = 1
+//     (qwen3moe instead, cuda_engine_moe.cc:
+//     r = h Wrouter; top-k per token            (float)  LaunchMoeRoute
+//     expert ids -> host, sync; rows grouped by expert on the host
+//     per selected expert: gather its rows, gu = x_e [Wg|Wu]_e, swiglu,
+//       y_e = s_e Wdown_e                                cuBLAS / GEMV
+//     x += sum over rank of w * y               (float)  LaunchMoeCombine
+//     The host round trip per layer is why MoE steps run without CUDA
+//     graphs.)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
 //     (float, copied to the caller's host span; or, in ForwardAndSample,
 //     rows sampled on the device by LaunchSampleRows and only token ids
@@ -164,6 +172,10 @@ class CudaEngine final : public Engine {
     DeviceBuffer ffn_norm;   // (n_embd) float
     Matrix gate_up;          // (2 n_ff, n_embd): Wgate | Wup
     Matrix ffn_down;         // (n_embd, n_ff)
+    // Mixture of experts (qwen3moe) in place of gate_up / ffn_down.
+    Matrix router;                       // (n_expert, n_embd)
+    std::vector<Matrix> expert_gate_up;  // (n_expert) of (2 n_ff_exp, n_embd)
+    std::vector<Matrix> expert_down;     // (n_expert) of (n_embd, n_ff_exp)
   };
   struct Resources;  // stream, cuBLAS handle, captured graphs
   static constexpr int64_t kMaxGraphTokens = 256;
@@ -190,6 +202,13 @@ class CudaEngine final : public Engine {
   // RunStep through a graph when one applies; false in *ran when not.
   absl::Status RunStepGraph(int64_t n, int64_t rows, bool* ran);
   absl::Status RunLayer(int64_t layer, int64_t n);
+  // The MoE FFN of `layer` on h_, added into x_ (cuda_engine_moe.cc).
+  absl::Status RunMoe(int64_t layer, int64_t n);
+  // Fills moe_rows_host_ and moe_offsets_ from moe_route_host_'s experts.
+  void GroupByExpert(int64_t n);
+  absl::Status UploadMoe(const LayerWeights& lw, Layer* l);
+  absl::Status AllocateMoeWorkspace();
+  cudaStream_t stream() const;  // res_->stream, for code outside the .cc
   // Final norm and output GEMM of rows [begin, begin + count) into logits_.
   absl::Status LogitsChunk(int64_t begin, int64_t count);
   // Prepare and RunStep(Graph): the step up to its logits.
@@ -245,6 +264,18 @@ class CudaEngine final : public Engine {
   DeviceBuffer cublas_workspace_;
   DeviceBuffer partial_;  // (partial_rows_, head_dim + 2) float
   int64_t partial_rows_ = 0;
+  // MoE step workspace; R = Tk * n_expert_used rows, one per (token, rank),
+  // grouped by expert.
+  DeviceBuffer router_logits_;    // (Tk, n_expert) float
+  DeviceBuffer moe_route_;        // experts (Tk, k) int32 | weights (Tk, k) float
+  PinnedBuffer moe_route_host_;   // experts (Tk, k) int32, copied back
+  PinnedBuffer moe_rows_host_;    // row_token (R) | row_of (R) int32
+  DeviceBuffer moe_rows_;         // the same, on the device
+  DeviceBuffer moe_x_;            // (R, n_embd) T, gathered inputs
+  DeviceBuffer moe_gate_up_;      // (R, 2 n_ff_exp) float
+  DeviceBuffer moe_act_;          // (R, n_ff_exp) T
+  DeviceBuffer moe_y_;            // (R, n_embd) float, expert outputs
+  std::vector<int64_t> moe_offsets_;  // (n_expert + 1) first row of each
   // Engine-side sampling: per logit row (up to Tk) its parameters (pinned,
   // mirrored on the device) and token.
   PinnedBuffer sampling_host_;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
@@ -169,6 +170,21 @@ absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file) {
   return total;
 }
 
+uint64_t GgufTensorBytesPerToken(const GgufFile& file,
+                                 const ModelConfig& config) {
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (t.name == "token_embd.weight" && !config.tied_output) continue;
+    if (config.is_moe() && absl::EndsWith(t.name, "_exps.weight")) {
+      total += t.size_bytes / static_cast<uint64_t>(config.n_expert) *
+               static_cast<uint64_t>(config.n_expert_used);
+      continue;
+    }
+    total += t.size_bytes;
+  }
+  return total;
+}
+
 absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
                                       const MemoryPlanRequest& request) {
   RETURN_IF_ERROR(CheckRequest(request));
@@ -178,14 +194,33 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
     return absl::InvalidArgumentError(absl::StrCat(
         "model shape has ", plan.parameters, " parameters; expected > 0"));
   }
+  plan.active_parameters = config.ActiveParameterCount();
+  // One embedding row per token, unless it is the output matrix too.
+  const int64_t read_parameters =
+      plan.active_parameters -
+      (config.tied_output ? 0 : config.n_vocab * config.n_embd);
   if (request.weights_recipe.has_value()) {
-    plan.weights_dtype = request.weights_recipe->name();
-    ASSIGN_OR_RETURN(
-        plan.weights_bytes,
-        WeightBytes(config, *request.weights_recipe, plan.parameters));
+    const WeightRecipe& recipe = *request.weights_recipe;
+    plan.weights_dtype = recipe.name();
+    ASSIGN_OR_RETURN(plan.weights_bytes,
+                     WeightBytes(config, recipe, plan.parameters));
+    if (recipe.mix() == WeightMix::kUniform) {
+      ASSIGN_OR_RETURN(plan.weights_read_bytes_per_token,
+                       ElementBytes(recipe.base_type(),
+                                    static_cast<uint64_t>(read_parameters),
+                                    "weight bytes"));
+    } else {  // a mix: its average bits per weight over the read parameters
+      plan.weights_read_bytes_per_token = static_cast<uint64_t>(
+          static_cast<double>(plan.weights_bytes) * read_parameters /
+          plan.parameters);
+    }
   } else {
     plan.weights_dtype = "file";
     plan.weights_bytes = *request.weights_file_bytes;
+    plan.weights_read_bytes_per_token =
+        request.weights_file_bytes_per_token.value_or(static_cast<uint64_t>(
+            static_cast<double>(plan.weights_bytes) * read_parameters /
+            plan.parameters));
   }
   plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) * 8 /
                                  static_cast<double>(plan.parameters);

@@ -16,6 +16,11 @@
 //   rule of thumb    = weights × 1.3 (the field's estimate of weights plus
 //                      KV cache and activations)
 //   sequences fit    = floor((memory − weights) / (KV per token × context))
+//   read per token   = the weight bytes one decode step of one sequence
+//                      reads: every matrix but the embedding (one row), and
+//                      of a mixture of experts only the n_expert_used
+//                      experts a token runs; the weights stay resident in
+//                      full (all experts)
 //
 // Everything here is a pure function; all arithmetic is checked for 64-bit
 // overflow (OutOfRange) instead of wrapping.
@@ -46,10 +51,21 @@ std::string DtypeName(GgmlType type);
 // the header or alignment padding). OutOfRange on overflow.
 absl::StatusOr<uint64_t> GgufTensorBytes(const GgufFile& file);
 
+// Of those, the bytes one decode step of one token reads for a model of
+// shape `config`: all tensors but token_embd.weight (unless the output is
+// tied to it), and of each 3-D expert tensor (blk.N.ffn_*_exps) only
+// n_expert_used / n_expert of its bytes.
+uint64_t GgufTensorBytesPerToken(const GgufFile& file,
+                                 const ModelConfig& config);
+
 struct MemoryPlanRequest {
   // Where the weight bytes come from: exactly one of the two.
   std::optional<WeightRecipe> weights_recipe;  // by type (see the top)
   std::optional<uint64_t> weights_file_bytes;  // a file's own tensor bytes
+  // With weights_file_bytes: GgufTensorBytesPerToken of the file (else
+  // read per token is estimated from the shape at the file's average bytes
+  // per weight).
+  std::optional<uint64_t> weights_file_bytes_per_token;
 
   GgmlType kv_type = GgmlType::kF16;     // a plain type (block size 1)
   int64_t context = 0;                   // tokens per sequence, > 0
@@ -75,10 +91,13 @@ struct MemoryFit {
 
 struct MemoryPlan {
   int64_t parameters = 0;     // ModelConfig::ParameterCount()
+  int64_t active_parameters = 0;  // ModelConfig::ActiveParameterCount()
   std::string weights_dtype;  // "f16", "q4_0", "q4_k_m", ..., or "file"
-  uint64_t weights_bytes = 0;
+  uint64_t weights_bytes = 0;  // resident: every expert of a MoE model
   double weights_bits_per_weight = 0;  // weights_bytes × 8 / parameters
-  std::string kv_dtype;                // "f32", "f16", "bf16"
+  // Weight bytes one decode step at batch 1 reads (see the top).
+  uint64_t weights_read_bytes_per_token = 0;
+  std::string kv_dtype;  // "f32", "f16", "bf16"
   uint64_t kv_bytes_per_token = 0;
   int64_t context = 0;
   int64_t sequences = 0;

@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -20,13 +21,15 @@ struct Architecture {
   // has them; some llama-architecture conversions do too, and ignoring them
   // would silently compute the wrong thing. Qwen3 dropped them.
   bool may_have_qkv_bias;
+  bool moe;  // mixture-of-experts FFN (ReadExperts)
 };
 
 constexpr Architecture kArchitectures[] = {
     // Mistral files say "llama": same graph, same rope.
-    {"llama", RopeLayout::kAdjacentPairs, false, true},
-    {"qwen2", RopeLayout::kNeoxHalves, false, true},
-    {"qwen3", RopeLayout::kNeoxHalves, true, false},
+    {"llama", RopeLayout::kAdjacentPairs, false, true, false},
+    {"qwen2", RopeLayout::kNeoxHalves, false, true, false},
+    {"qwen3", RopeLayout::kNeoxHalves, true, false, false},
+    {"qwen3moe", RopeLayout::kNeoxHalves, true, false, true},
 };
 
 // Bounds far beyond any released model. They reject nonsense early and keep
@@ -37,6 +40,7 @@ constexpr int64_t kMaxHeads = int64_t{1} << 14;
 constexpr int64_t kMaxFf = int64_t{1} << 22;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxContext = int64_t{1} << 30;
+constexpr int64_t kMaxExperts = int64_t{1} << 12;
 
 const Architecture* FindArchitecture(absl::string_view name) {
   for (const Architecture& a : kArchitectures) {
@@ -252,6 +256,63 @@ absl::Status ReadAttention(const GgufFile& file, const std::string& arch,
   return absl::OkStatus();
 }
 
+// Reads the qwen3moe expert keys. llama.cpp's qwen3moe graph is fixed:
+// softmax over all experts, top-k, weights renormalised to sum 1, no
+// scale, no expert groups, no shared expert. A key asking for anything
+// else is refused rather than silently ignored.
+absl::Status ReadExperts(const GgufFile& file, const std::string& arch,
+                         ModelConfig* c) {
+  const auto key = [&arch](absl::string_view k) {
+    return absl::StrCat(arch, ".", k);
+  };
+  ASSIGN_OR_RETURN(c->n_expert, ReadDim(file, key("expert_count"), kMaxExperts,
+                                        std::nullopt));
+  ASSIGN_OR_RETURN(c->n_expert_used, ReadDim(file, key("expert_used_count"),
+                                             kMaxExperts, std::nullopt));
+  if (c->n_expert_used > c->n_expert) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata key '", key("expert_used_count"), "' is ", c->n_expert_used,
+        ", more than ", key("expert_count"), " = ", c->n_expert));
+  }
+  ASSIGN_OR_RETURN(c->n_ff_exp,
+                   ReadDim(file, key("expert_feed_forward_length"), kMaxFf,
+                           std::max<int64_t>(1, c->n_ff / c->n_expert_used)));
+  // Keeps ParameterCount inside int64, as the bounds above do.
+  constexpr int64_t kMaxExpertsFf = kMaxFf << 4;
+  if (c->n_expert * c->n_ff_exp > kMaxExpertsFf) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key("expert_count"), " x ", key("expert_feed_forward_length"), " = ",
+        c->n_expert, " x ", c->n_ff_exp, " is over the limit of ",
+        kMaxExpertsFf));
+  }
+  const auto refuse = [&](absl::string_view k, absl::string_view why) {
+    return absl::UnimplementedError(absl::StrCat(
+        "metadata key '", key(k), "': ", why, "; qwen3moe routing is a ",
+        "softmax over all experts, top-k, weights renormalised"));
+  };
+  ASSIGN_OR_RETURN(
+      const uint64_t groups,
+      OrDefault<uint64_t>(file.GetUint(key("expert_group_count")), 1));
+  if (groups > 1) return refuse("expert_group_count", "expert groups");
+  ASSIGN_OR_RETURN(
+      const uint64_t shared,
+      OrDefault<uint64_t>(file.GetUint(key("expert_shared_count")), 0));
+  if (shared > 0) return refuse("expert_shared_count", "shared experts");
+  ASSIGN_OR_RETURN(
+      const uint64_t gating,
+      OrDefault<uint64_t>(file.GetUint(key("expert_gating_func")), 1));
+  if (gating != 1) return refuse("expert_gating_func", "not softmax (1)");
+  ASSIGN_OR_RETURN(const bool norm,
+                   OrDefault(file.GetBool(key("expert_weights_norm")), true));
+  if (!norm) return refuse("expert_weights_norm", "false");
+  ASSIGN_OR_RETURN(const double scale,
+                   OrDefault(file.GetFloat(key("expert_weights_scale")), 1.0));
+  if (scale != 0 && scale != 1) {
+    return refuse("expert_weights_scale", absl::StrCat(scale, ", not 1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckShape(const GgufFile& file, const std::string& name,
                         std::vector<int64_t> want) {
   const GgufTensorInfo* t = file.FindTensor(name);
@@ -266,6 +327,24 @@ absl::Status CheckShape(const GgufFile& file, const std::string& name,
   return absl::OkStatus();
 }
 
+// The dense FFN's three matrices, or a MoE layer's router and experts.
+absl::Status CheckFfnTensors(const GgufFile& file, const ModelConfig& c,
+                             const std::string& p) {
+  if (!c.is_moe()) {
+    RETURN_IF_ERROR(
+        CheckShape(file, p + "ffn_gate.weight", {c.n_embd, c.n_ff}));
+    RETURN_IF_ERROR(CheckShape(file, p + "ffn_up.weight", {c.n_embd, c.n_ff}));
+    return CheckShape(file, p + "ffn_down.weight", {c.n_ff, c.n_embd});
+  }
+  const int64_t e = c.n_expert, ff = c.n_ff_exp;
+  RETURN_IF_ERROR(CheckShape(file, p + "ffn_gate_inp.weight", {c.n_embd, e}));
+  RETURN_IF_ERROR(
+      CheckShape(file, p + "ffn_gate_exps.weight", {c.n_embd, ff, e}));
+  RETURN_IF_ERROR(
+      CheckShape(file, p + "ffn_up_exps.weight", {c.n_embd, ff, e}));
+  return CheckShape(file, p + "ffn_down_exps.weight", {ff, c.n_embd, e});
+}
+
 }  // namespace
 
 int64_t ModelConfig::ParameterCount() const {
@@ -274,12 +353,22 @@ int64_t ModelConfig::ParameterCount() const {
   int64_t per_layer = 2 * n_embd;                  // attn_norm, ffn_norm
   per_layer += n_embd * (q_width + 2 * kv_width);  // attn_q, attn_k, attn_v
   per_layer += q_width * n_embd;                   // attn_output
-  per_layer += 3 * n_embd * n_ff;                  // ffn_gate, ffn_up, down
+  if (is_moe()) {
+    per_layer += n_expert * n_embd;                 // ffn_gate_inp
+    per_layer += n_expert * 3 * n_embd * n_ff_exp;  // the experts
+  } else {
+    per_layer += 3 * n_embd * n_ff;  // ffn_gate, ffn_up, down
+  }
   if (qkv_bias) per_layer += q_width + 2 * kv_width;
   if (qk_norm) per_layer += 2 * head_dim;
   int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd;
   if (!tied_output) total += n_vocab * n_embd;
   return total;
+}
+
+int64_t ModelConfig::ActiveParameterCount() const {
+  const int64_t idle = n_expert - n_expert_used;
+  return ParameterCount() - n_layers * idle * 3 * n_embd * n_ff_exp;
 }
 
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
@@ -326,6 +415,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   c.qkv_bias = arch->may_have_qkv_bias &&
                file.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = arch->qk_norm;
+  if (arch->moe) RETURN_IF_ERROR(ReadExperts(file, a, &c));
   return c;
 }
 
@@ -353,13 +443,11 @@ absl::Status CheckModelTensors(const GgufFile& file,
         {"attn_v.weight", {c.n_embd, kv_width}},
         {"attn_output.weight", {q_width, c.n_embd}},
         {"ffn_norm.weight", {c.n_embd}},
-        {"ffn_gate.weight", {c.n_embd, c.n_ff}},
-        {"ffn_up.weight", {c.n_embd, c.n_ff}},
-        {"ffn_down.weight", {c.n_ff, c.n_embd}},
     };
     for (const auto& [suffix, shape] : shapes) {
       RETURN_IF_ERROR(CheckShape(file, absl::StrCat(p, suffix), shape));
     }
+    RETURN_IF_ERROR(CheckFfnTensors(file, c, p));
     if (c.qkv_bias) {
       RETURN_IF_ERROR(CheckShape(file, p + "attn_q.bias", {q_width}));
       RETURN_IF_ERROR(CheckShape(file, p + "attn_k.bias", {kv_width}));

@@ -2,8 +2,9 @@
 #define PACELINE_ENGINE_MODEL_MODEL_CONFIG_H_
 
 // Hyper-parameters of a Llama-family model (architectures `llama` — which
-// also covers Mistral files —, `qwen2`, `qwen3`), read from GGUF metadata or
-// taken from a named shape (model_shapes.h).
+// also covers Mistral files —, `qwen2`, `qwen3`, and `qwen3moe`: qwen3 with
+// a mixture-of-experts feed-forward), read from GGUF metadata or taken from
+// a named shape (model_shapes.h).
 
 #include <cstdint>
 #include <string>
@@ -22,7 +23,7 @@ enum class RopeLayout {
 enum class RopeScaling { kNone, kLinear, kYarn };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2", "qwen3"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3moe"
   std::string name;          // general.name, or the shape name
 
   int64_t n_layers = 0;
@@ -54,19 +55,39 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3: per-head RMSNorm on Q and K
 
-  // Weights in the transformer (embedding, blocks, norms, and the output
-  // matrix unless tied), computed from the shape.
+  // Mixture of experts (qwen3moe), 0 for a dense FFN. Each layer's FFN is a
+  // router (n_expert, n_embd) whose softmax picks the top n_expert_used
+  // experts per token, their weights renormalised to sum 1; each expert is
+  // a SwiGLU FFN of width n_ff_exp. n_ff is then unused by the engine.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;  // 1 .. n_expert
+  int64_t n_ff_exp = 0;
+  bool is_moe() const { return n_expert > 0; }
+
+  // Weights in the transformer (embedding, blocks, norms, every expert, and
+  // the output matrix unless tied), computed from the shape.
   int64_t ParameterCount() const;
+  // The weights one token computes with: ParameterCount() with only
+  // n_expert_used experts per layer (equal to it for a dense model).
+  int64_t ActiveParameterCount() const;
 };
 
 // Reads `general.architecture` and its `<arch>.*` keys. Errors name the key:
 // unknown architecture (naming it), a missing required key, or a value that
 // makes no sense (zero heads, heads not dividing the width, KV heads not
-// dividing heads, ...).
+// dividing heads, ...). qwen3moe: expert_count, expert_used_count (at most
+// expert_count) and expert_feed_forward_length (default feed_forward_length
+// / expert_used_count, as llama.cpp); keys that would change its routing
+// math (expert_group_count > 1, expert_shared_count > 0, a gating function
+// other than softmax, expert_weights_norm false, expert_weights_scale other
+// than 1) are refused naming the key.
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 
 // Checks that every tensor the architecture needs is present with the shape
 // `config` implies; NotFound / InvalidArgument naming the tensor otherwise.
+// MoE layers have blk.N.ffn_gate_inp [n_embd, n_expert] and the 3-D
+// ffn_{gate,up}_exps [n_embd, n_ff_exp, n_expert], ffn_down_exps [n_ff_exp,
+// n_embd, n_expert] in place of ffn_{gate,up,down}.
 absl::Status CheckModelTensors(const GgufFile& file, const ModelConfig& config);
 
 }  // namespace paceline::engine

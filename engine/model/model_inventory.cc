@@ -76,6 +76,31 @@ constexpr TensorUse kDenseFfnLayerTensors[] = {
     {"blk.N.ffn_down.weight", TensorNeed::kAlways},
 };
 
+// qwen3moe's feed-forward: a router and 3-D expert tensors.
+constexpr TensorUse kMoeFfnLayerTensors[] = {
+    {"blk.N.ffn_norm.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_inp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down_exps.weight", TensorNeed::kAlways},
+};
+
+// Read by ModelConfigFromGguf for qwen3moe (ReadExperts), which itself
+// refuses, naming the key, the values that would change its routing
+// (expert groups, shared experts, a gating function other than softmax,
+// no renormalisation, a weight scale). Listed first, so they override
+// kDecoderKeys' dense-architecture rules.
+constexpr KeyRule kMoeKeys[] = {
+    {"expert_count", KeyUse::kRead},
+    {"expert_used_count", KeyUse::kRead},
+    {"expert_feed_forward_length", KeyUse::kRead},
+    {"expert_group_count", KeyUse::kRead},
+    {"expert_shared_count", KeyUse::kRead},
+    {"expert_gating_func", KeyUse::kRead},
+    {"expert_weights_norm", KeyUse::kRead},
+    {"expert_weights_scale", KeyUse::kRead},
+};
+
 constexpr KeyRule kDecoderKeys[] = {
     {"context_length", KeyUse::kRead},
     {"embedding_length", KeyUse::kRead},
@@ -159,6 +184,9 @@ const ArchInventory kInventories[] = {
     {"qwen3",
      {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors},
      {kDecoderKeys}},
+    {"qwen3moe",
+     {kDecoderModelTensors, kAttentionLayerTensors, kMoeFfnLayerTensors},
+     {kMoeKeys, kDecoderKeys}},
 };
 
 const ArchInventory* FindInventory(absl::string_view arch) {

@@ -32,6 +32,9 @@ struct Shape {
   bool tied_output = false;
   bool qkv_bias = false;
   bool qk_norm = false;
+  int64_t n_expert = 0;  // mixture of experts (qwen3moe) when > 0
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
 };
 
 // clang-format off
@@ -58,6 +61,13 @@ constexpr Shape kShapes[] = {
      .head_dim = 64, .n_ff = 4864, .n_vocab = 151936, .context_length = 32768,
      .rope_freq_base = 1e6, .rms_norm_eps = 1e-6,
      .tied_output = true, .qkv_bias = true},
+    // Not a published model: stories110m's layer sizes with each FFN made a
+    // qwen3moe mixture of 8 experts of the same width, 2 used per token
+    // (the MoE benchmark shape; 530.5M weights, 190.8M active).
+    {.name = "stories110m-moe", .architecture = "qwen3moe",
+     .n_layers = 12, .n_embd = 768, .n_heads = 12, .n_kv_heads = 12,
+     .head_dim = 64, .n_ff = 2048, .n_vocab = 32000, .context_length = 1024,
+     .qk_norm = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 2048},
     // Qwen/Qwen3-0.6B config.json (596M parameters; head_dim is not
     // n_embd / n_heads).
     {.name = "qwen3-0.6b", .architecture = "qwen3",
@@ -104,6 +114,9 @@ ModelConfig ToConfig(const Shape& s) {
   c.tied_output = s.tied_output;
   c.qkv_bias = s.qkv_bias;
   c.qk_norm = s.qk_norm;
+  c.n_expert = s.n_expert;
+  c.n_expert_used = s.n_expert_used;
+  c.n_ff_exp = s.n_ff_exp;
   return c;
 }
 

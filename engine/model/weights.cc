@@ -43,15 +43,44 @@ absl::Status ModelWeights::Embed(int32_t id, float* out) const {
   return DequantizeRow(token_embd_.type, row, out, token_embd_.cols);
 }
 
+namespace {
+
+uint64_t ViewBytes(const WeightView& w) {
+  return static_cast<uint64_t>(w.rows) * w.row_bytes;
+}
+
+// A layer's matrices without its experts (dense FFN or router included).
+uint64_t SharedLayerBytes(const LayerWeights& l) {
+  return ViewBytes(l.attn_q) + ViewBytes(l.attn_k) + ViewBytes(l.attn_v) +
+         ViewBytes(l.attn_output) + ViewBytes(l.ffn_gate) +
+         ViewBytes(l.ffn_up) + ViewBytes(l.ffn_down) +
+         ViewBytes(l.ffn_gate_inp);
+}
+
+}  // namespace
+
+uint64_t ModelWeights::ExpertBytes(int64_t layer) const {
+  const LayerWeights& l = layers_[layer];
+  if (l.experts.empty()) return 0;
+  const ExpertWeights& e = l.experts[0];  // every expert has the same types
+  return ViewBytes(e.gate) + ViewBytes(e.up) + ViewBytes(e.down);
+}
+
 uint64_t ModelWeights::MatMulBytesPerToken() const {
-  const auto bytes = [](const WeightView& w) {
-    return static_cast<uint64_t>(w.rows) * w.row_bytes;
-  };
-  uint64_t total = bytes(output_);
-  for (const LayerWeights& l : layers_) {
-    total += bytes(l.attn_q) + bytes(l.attn_k) + bytes(l.attn_v) +
-             bytes(l.attn_output) + bytes(l.ffn_gate) + bytes(l.ffn_up) +
-             bytes(l.ffn_down);
+  uint64_t total = ViewBytes(output_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const uint64_t used =
+        std::min<uint64_t>(config_.n_expert_used, layers_[i].experts.size());
+    total += SharedLayerBytes(layers_[i]) + used * ExpertBytes(i);
+  }
+  return total;
+}
+
+uint64_t ModelWeights::MatMulBytes() const {
+  uint64_t total = ViewBytes(output_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    total += SharedLayerBytes(layers_[i]) +
+             layers_[i].experts.size() * ExpertBytes(i);
   }
   return total;
 }
@@ -65,6 +94,13 @@ absl::Status CheckSupportedConfig(const ModelConfig& c) {
       c.rope_dim > c.head_dim || c.rope_dim <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("model shape '", c.name, "' is inconsistent"));
+  }
+  if (c.is_moe() && (c.n_expert_used < 1 || c.n_expert_used > c.n_expert ||
+                     c.n_ff_exp <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model shape '", c.name, "': ", c.n_expert_used, " of ",
+                     c.n_expert, " experts of width ", c.n_ff_exp,
+                     " is inconsistent"));
   }
   RETURN_IF_ERROR(CheckRopeConfig(c));
   if (c.head_dim > ModelWeights::kMaxHeadDim) {
@@ -99,7 +135,8 @@ absl::Status CheckDummyRecipe(const ModelConfig& c,
   }
   const int64_t block =
       uniform ? GetGgmlTypeTraits(recipe.base_type()).block_size : 256;
-  for (int64_t cols : {c.n_embd, c.n_heads * c.head_dim, c.n_ff}) {
+  for (int64_t cols :
+       {c.n_embd, c.n_heads * c.head_dim, c.is_moe() ? c.n_ff_exp : c.n_ff}) {
     if (cols % block != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dummy weights as ", recipe.name(), " need widths that are ",
@@ -111,6 +148,28 @@ absl::Status CheckDummyRecipe(const ModelConfig& c,
 
 std::string TensorName(int64_t layer, absl::string_view suffix) {
   return absl::StrCat("blk.", layer, ".", suffix);
+}
+
+// Expert e's matrix in a 3-D expert tensor viewed as n_expert stacked
+// matrices of `all.rows / n_expert` rows each (rows are whole blocks, so
+// every quantized type slices cleanly).
+WeightView ExpertSlice(const WeightView& all, int64_t n_expert, int64_t e) {
+  WeightView v = all;
+  v.rows = all.rows / n_expert;
+  v.data = static_cast<const uint8_t*>(all.data) +
+           static_cast<size_t>(e * v.rows) * all.row_bytes;
+  return v;
+}
+
+// Splits the stacked expert tensors into l->experts.
+void SliceExperts(const WeightView& gate, const WeightView& up,
+                  const WeightView& down, int64_t n_expert, LayerWeights* l) {
+  l->experts.resize(n_expert);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    l->experts[e] = {.gate = ExpertSlice(gate, n_expert, e),
+                     .up = ExpertSlice(up, n_expert, e),
+                     .down = ExpertSlice(down, n_expert, e)};
+  }
 }
 
 }  // namespace
@@ -179,12 +238,7 @@ class WeightsBuilder {
                        FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
       ASSIGN_OR_RETURN(l.ffn_norm,
                        FileVector(name("ffn_norm.weight"), c.n_embd));
-      ASSIGN_OR_RETURN(l.ffn_gate,
-                       FileMatrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));
-      ASSIGN_OR_RETURN(l.ffn_up,
-                       FileMatrix(name("ffn_up.weight"), c.n_ff, c.n_embd));
-      ASSIGN_OR_RETURN(l.ffn_down,
-                       FileMatrix(name("ffn_down.weight"), c.n_embd, c.n_ff));
+      RETURN_IF_ERROR(c.is_moe() ? LoadExperts(i, &l) : LoadDenseFfn(i, &l));
     }
     for (const auto& [types, count] : conversions_) {
       std::cerr << "paceline: converted " << count << " tensor"
@@ -194,6 +248,38 @@ class WeightsBuilder {
                 << " at load (no matmul kernel for "
                 << GetGgmlTypeTraits(types.first).name << ")\n";
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadDenseFfn(int64_t i, LayerWeights* l) {
+    const ModelConfig& c = w_.config_;
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    ASSIGN_OR_RETURN(l->ffn_gate,
+                     FileMatrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));
+    ASSIGN_OR_RETURN(l->ffn_up,
+                     FileMatrix(name("ffn_up.weight"), c.n_ff, c.n_embd));
+    ASSIGN_OR_RETURN(l->ffn_down,
+                     FileMatrix(name("ffn_down.weight"), c.n_embd, c.n_ff));
+    return absl::OkStatus();
+  }
+
+  // The router and the 3-D expert tensors, each viewed (converted when its
+  // type has no kernel) as n_expert stacked matrices and then sliced.
+  absl::Status LoadExperts(int64_t i, LayerWeights* l) {
+    const ModelConfig& c = w_.config_;
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    const int64_t stacked = c.n_expert * c.n_ff_exp;
+    ASSIGN_OR_RETURN(l->ffn_gate_inp, FileMatrix(name("ffn_gate_inp.weight"),
+                                                 c.n_expert, c.n_embd));
+    ASSIGN_OR_RETURN(const WeightView gate,
+                     FileMatrix(name("ffn_gate_exps.weight"), stacked,
+                                c.n_embd));
+    ASSIGN_OR_RETURN(const WeightView up, FileMatrix(name("ffn_up_exps.weight"),
+                                                     stacked, c.n_embd));
+    ASSIGN_OR_RETURN(const WeightView down,
+                     FileMatrix(name("ffn_down_exps.weight"),
+                                c.n_expert * c.n_embd, c.n_ff_exp));
+    SliceExperts(gate, up, down, c.n_expert, l);
     return absl::OkStatus();
   }
 
@@ -238,6 +324,10 @@ class WeightsBuilder {
       l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput, i,
                              c.n_embd, q_dim);
       l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
+      if (c.is_moe()) {
+        RandomExperts(i, recipe, &l);
+        continue;
+      }
       l.ffn_gate =
           matrix(name("ffn_gate.weight"), R::kFfnGate, i, c.n_ff, c.n_embd);
       l.ffn_up = matrix(name("ffn_up.weight"), R::kFfnUp, i, c.n_ff, c.n_embd);
@@ -330,6 +420,31 @@ class WeightsBuilder {
     return v;
   }
 
+  // A MoE layer's router and experts. The router is F32 whatever `type`
+  // (as llama.cpp's quantizer leaves ffn_gate_inp) and has the standard
+  // deviation of a file's, 1/sqrt(n_embd), so routing is not a near-tie.
+  // Layer i's router (F32) and experts, in the recipe's FFN types.
+  void RandomExperts(int64_t i, const WeightRecipe& recipe, LayerWeights* l) {
+    const ModelConfig& c = w_.config_;
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    const int64_t stacked = c.n_expert * c.n_ff_exp;
+    const int64_t down_rows = c.n_expert * c.n_embd;
+    using R = MatrixRole;
+    l->ffn_gate_inp = RandomMatrix(name("ffn_gate_inp.weight"), c.n_expert,
+                                   c.n_embd, GgmlType::kF32);
+    pending_.back().std = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    const WeightView gate = RandomMatrix(
+        name("ffn_gate_exps.weight"), stacked, c.n_embd,
+        recipe.TypeOf(c, {R::kFfnGate, i, stacked, c.n_embd}));
+    const WeightView up =
+        RandomMatrix(name("ffn_up_exps.weight"), stacked, c.n_embd,
+                     recipe.TypeOf(c, {R::kFfnUp, i, stacked, c.n_embd}));
+    const WeightView down = RandomMatrix(
+        name("ffn_down_exps.weight"), down_rows, c.n_ff_exp,
+        recipe.TypeOf(c, {R::kFfnDown, i, down_rows, c.n_ff_exp}));
+    SliceExperts(gate, up, down, c.n_expert, l);
+  }
+
   absl::Status FillRandomMatrices() {
     constexpr int64_t kRowsPerTask = 64;
     struct Task {
@@ -353,7 +468,7 @@ class WeightsBuilder {
         const int64_t end = std::min(v.rows, tasks[t].row_begin + kRowsPerTask);
         for (int64_t r = tasks[t].row_begin; r < end; ++r) {
           NormalStream rng(RowSeed(p.name, r));
-          for (float& x : row) x = kStd * rng.Next();
+          for (float& x : row) x = p.std * rng.Next();
           auto* dst = static_cast<uint8_t*>(const_cast<void*>(v.data)) +
                       static_cast<size_t>(r) * v.row_bytes;
           if (!QuantizeRow(v.type, row.data(), v.cols, dst).ok()) failed = true;
@@ -435,6 +550,7 @@ class WeightsBuilder {
   struct Pending {
     std::string name;
     WeightView view;
+    float std = kStd;
   };
 
   ModelWeights& w_;

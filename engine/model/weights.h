@@ -28,7 +28,17 @@
 
 namespace paceline::engine {
 
-// q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+// One expert's SwiGLU FFN in a MoE layer: views into expert e's slice of
+// the layer's 3-D tensors (ffn_{gate,up,down}_exps; a slice is whole rows).
+struct ExpertWeights {
+  WeightView gate;  // (n_ff_exp, n_embd)
+  WeightView up;    // (n_ff_exp, n_embd)
+  WeightView down;  // (n_embd, n_ff_exp)
+};
+
+// q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim. A MoE layer
+// (config.is_moe()) has ffn_gate_inp and experts, and empty ffn_gate / up /
+// down views (rows 0); a dense layer the other way round.
 struct LayerWeights {
   std::vector<float> attn_norm;  // (n_embd)
   WeightView attn_q;             // (q_dim, n_embd)
@@ -44,6 +54,8 @@ struct LayerWeights {
   WeightView ffn_gate;           // (n_ff, n_embd)
   WeightView ffn_up;             // (n_ff, n_embd)
   WeightView ffn_down;           // (n_embd, n_ff)
+  WeightView ffn_gate_inp;       // (n_expert, n_embd) the MoE router
+  std::vector<ExpertWeights> experts;  // (n_expert)
 };
 
 class ModelWeights {
@@ -103,10 +115,16 @@ class ModelWeights {
   //   out: (n_embd)
   absl::Status Embed(int32_t id, float* out) const;
 
-  // Bytes of matrices one decode step reads (all layers and the output
-  // head; the embedding row is negligible): the numerator of the
-  // bandwidth roofline.
+  // Bytes of matrices one decode step of one token reads (all layers and
+  // the output head; the embedding row is negligible): the numerator of the
+  // bandwidth roofline. MoE layers count the router and n_expert_used
+  // experts, the ones a token runs.
   uint64_t MatMulBytesPerToken() const;
+  // Bytes of every matrix held (every expert of a MoE layer): what stays
+  // resident.
+  uint64_t MatMulBytes() const;
+  // Bytes of one expert's three matrices in `layer` (0 for a dense layer).
+  uint64_t ExpertBytes(int64_t layer) const;
 
  private:
   ModelWeights() = default;

@@ -32,8 +32,12 @@ ModelConfig Shape(absl::string_view name) {
 int64_t HandParameterCount(const ModelConfig& c) {
   const int64_t q = c.n_heads * c.head_dim;
   const int64_t kv = c.n_kv_heads * c.head_dim;
-  int64_t block = c.n_embd * q + 2 * c.n_embd * kv + q * c.n_embd +
-                  3 * c.n_embd * c.n_ff + 2 * c.n_embd;
+  // A MoE layer: a router row and three matrices per expert.
+  const int64_t ffn = c.n_expert > 0 ? c.n_expert * (c.n_embd +
+                                                     3 * c.n_embd * c.n_ff_exp)
+                                     : 3 * c.n_embd * c.n_ff;
+  int64_t block =
+      c.n_embd * q + 2 * c.n_embd * kv + q * c.n_embd + ffn + 2 * c.n_embd;
   if (c.qkv_bias) block += q + 2 * kv;
   if (c.qk_norm) block += 2 * c.head_dim;
   const int64_t embedding = c.n_vocab * c.n_embd;
@@ -183,6 +187,22 @@ TEST(ModelShapesTest, ParameterCountsMatchPublishedTotals) {
   EXPECT_EQ(Shape("llama-1b").ParameterCount(), 1'235'814'400);    // 1.24B
   EXPECT_EQ(Shape("llama-7b").ParameterCount(), 6'738'415'616);    // 6.74B
   EXPECT_EQ(Shape("llama-3-8b").ParameterCount(), 8'030'261'248);  // 8.03B
+}
+
+// stories110m with 8 experts of its FFN width, 2 used: the dense model's
+// count plus 7 more FFNs and a router per layer, plus qwen3's Q/K norms;
+// active = the dense count plus routers and norms.
+TEST(ModelShapesTest, MoeShapeCountsEveryExpertAndActiveOnes) {
+  const ModelConfig dense = Shape("stories110m");
+  const ModelConfig moe = Shape("stories110m-moe");
+  ASSERT_EQ(moe.architecture, "qwen3moe");
+  ASSERT_TRUE(moe.is_moe());
+  const int64_t ffn = 3 * 768 * 2048;
+  const int64_t extra = 12 * (8 * 768 + 2 * 64);
+  EXPECT_EQ(moe.ParameterCount(), dense.ParameterCount() + 12 * 7 * ffn + extra);
+  EXPECT_EQ(moe.ActiveParameterCount(),
+            dense.ParameterCount() + 12 * 1 * ffn + extra);
+  EXPECT_EQ(dense.ActiveParameterCount(), dense.ParameterCount());
 }
 
 TEST(DummyModelSpecTest, ShapeOnly) {

@@ -1,6 +1,7 @@
 // `paceline inspect` on the real test model and on bad input.
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "google/protobuf/util/json_util.h"
@@ -104,6 +105,45 @@ TEST(InspectCommandErrorsTest, UsageErrors) {
   const CommandResult help = RunPaceline({"inspect", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("usage: paceline inspect"), std::string::npos);
+}
+
+// The oracle's qwen3moe file (../shared/oracle/README.md: 2 layers, dim
+// 256, 4 heads / 2 KV heads of 64, 8 experts of FFN 256, 2 used, vocab 512,
+// separate output). Per layer: norms 2 x 256 + Q/K norms 2 x 64, Q and O
+// 256 x 256 each, K and V 256 x 128 each, router 256 x 8, experts
+// 8 x 3 x 256 x 256; plus embedding, output (512 x 256 each) and the final
+// norm. Active: 2 of the 8 experts.
+TEST(InspectMoeTest, CountsEveryExpertAndTheActiveOnes) {
+  const std::string path = std::string(PACELINE_SHARED_DIR) +
+                           "/oracle/models/qwen3moe-base-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const int64_t layer = 2 * 256 + 2 * 64 + 2 * 65536 + 2 * 32768 + 2048 +
+                        8 * 3 * 65536;
+  const int64_t total = 2 * layer + 2 * 131072 + 256;
+  const int64_t active = total - 2 * 6 * 3 * 65536;
+  const CommandResult r = RunPaceline({"inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts        8 per layer, 2 used per token, FFN 256"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("parameters     3,806,720 (3.81 M)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("active params  1,447,424 (1.45 M) per token"),
+            std::string::npos)
+      << r.out;
+  ASSERT_EQ(total, 3'806'720);
+  ASSERT_EQ(active, 1'447'424);
+
+  const CommandResult j = RunPaceline({"inspect", path, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  tools::InspectReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &report).ok())
+      << j.out;
+  EXPECT_EQ(report.info().parameters(), total);
+  EXPECT_EQ(report.active_parameters(), active);
+  EXPECT_EQ(report.experts(), 8);
+  EXPECT_EQ(report.experts_used(), 2);
+  EXPECT_EQ(report.expert_feed_forward_length(), 256);
 }
 
 }  // namespace

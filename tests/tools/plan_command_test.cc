@@ -2,6 +2,7 @@
 // codes (0 ok, 1 failure, 2 usage).
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -323,6 +324,51 @@ TEST(PlanCommandTest, GgufFileUsesItsTensorBytes) {
                 "4", "--weights-dtype", "f16"});
   EXPECT_EQ(f16.memory_plan().weights_bytes(),
             static_cast<uint64_t>(params) * 2);
+}
+
+// A MoE file keeps every expert resident but a decode step of one sequence
+// reads only the 2 of 8 experts a token runs. The oracle's qwen3moe F32
+// file (counts as in inspect_command_test): 3,806,720 weights, 4 bytes
+// each; read per token: all but the embedding and 6 of 8 experts.
+TEST(PlanCommandTest, MoeFileCountsAllExpertsAndReadsTheActiveOnes) {
+  const std::string path = std::string(PACELINE_SHARED_DIR) +
+                           "/oracle/models/qwen3moe-base-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const PlanReport r =
+      PlanJson({"--model", path, "--context=256", "--sequences=1"});
+  EXPECT_EQ(r.info().parameters(), 3'806'720);
+  EXPECT_EQ(r.active_parameters(), 1'447'424);
+  EXPECT_EQ(r.experts(), 8);
+  EXPECT_EQ(r.experts_used(), 2);
+  EXPECT_EQ(r.memory_plan().weights_dtype(), "file");
+  EXPECT_EQ(r.memory_plan().weights_bytes(), 4u * 3'806'720);
+  EXPECT_EQ(r.weights_read_bytes_per_token(),
+            4u * (3'806'720 - 131'072 - 2 * 6 * 3 * 65'536));
+
+  const CommandResult t =
+      Plan({"--model", path, "--context=256", "--sequences=1"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("2 used per token"));
+  EXPECT_THAT(t.out, HasSubstr("1,447,424"));
+  EXPECT_THAT(t.out, HasSubstr("weights read per token"));
+}
+
+// The benchmark shape: stories110m's layers with 8 experts, 2 used, in
+// Q8_0 (34 bytes per 32 weights): every expert resident, and per token the
+// active weights but the embedding.
+TEST(PlanCommandTest, MoeDummyShapeReadsTheActiveWeights) {
+  const PlanReport r = PlanJson({"--model", "dummy:stories110m-moe:q8_0",
+                                 "--context=1024", "--sequences=1"});
+  const int64_t ffn = 3 * 768 * 2048;
+  const int64_t dense = 134'105'856;  // stories110m, one FFN per layer
+  const int64_t extra = 12 * (8 * 768 + 2 * 64);  // routers, Q/K norms
+  EXPECT_EQ(r.info().parameters(), dense + 12 * 7 * ffn + extra);
+  EXPECT_EQ(r.active_parameters(), dense + 12 * ffn + extra);
+  EXPECT_EQ(r.memory_plan().weights_bytes(),
+            static_cast<uint64_t>((r.info().parameters() + 31) / 32 * 34));
+  EXPECT_EQ(r.weights_read_bytes_per_token(),
+            static_cast<uint64_t>((r.active_parameters() - 32000 * 768 + 31) / 32 *
+                                  34));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -37,11 +38,23 @@ absl::string_view RopeLayoutName(engine::RopeLayout layout) {
                                                    : "adjacent pairs";
 }
 
+// A tensor's elements one token computes with: a 3-D expert tensor's
+// share of the used experts, any other tensor's all.
+uint64_t ActiveElements(const engine::GgufTensorInfo& t,
+                        const engine::ModelConfig& c) {
+  const auto n = static_cast<uint64_t>(t.num_elements());
+  if (!c.is_moe() || !absl::EndsWith(t.name, "_exps.weight")) return n;
+  return n / static_cast<uint64_t>(c.n_expert) *
+         static_cast<uint64_t>(c.n_expert_used);
+}
+
 struct Summary {
   const engine::GgufFile* file;
   engine::ModelConfig config;
   const engine::Tokenizer* tokenizer;
   uint64_t parameters = 0;                    // elements of all tensors
+  // parameters less the unused experts' share of the expert tensors.
+  uint64_t active_parameters = 0;
   std::map<std::string, int> type_histogram;  // type name -> tensor count
   bool chat_template = false;
 };
@@ -71,8 +84,18 @@ void PrintTable(const std::string& path, const Summary& s) {
                            " dims, base ", c.rope_freq_base));
   row("rms norm eps", absl::StrCat(c.rms_norm_eps));
   row("output", c.tied_output ? "tied to token embedding" : "separate matrix");
+  if (c.is_moe()) {
+    row("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
+                                " used per token, FFN ", c.n_ff_exp));
+  }
   row("parameters", absl::StrFormat("%s (%.2f M)", GroupDigits(s.parameters),
                                     static_cast<double>(s.parameters) / 1e6));
+  if (c.is_moe()) {
+    row("active params",
+        absl::StrFormat("%s (%.2f M) per token",
+                        GroupDigits(s.active_parameters),
+                        static_cast<double>(s.active_parameters) / 1e6));
+  }
   std::string types;
   for (const auto& [name, count] : s.type_histogram) {
     absl::StrAppend(&types, types.empty() ? "" : ", ", name, " x", count);
@@ -108,6 +131,10 @@ InspectReport ToReport(const std::string& path, const Summary& s) {
   r.set_tokenizer_pre(s.tokenizer->pre());
   r.set_tokenizer_vocab_size(s.tokenizer->vocab_size());
   r.set_chat_template(s.chat_template);
+  r.set_experts(c.n_expert);
+  r.set_experts_used(c.n_expert_used);
+  r.set_expert_feed_forward_length(c.n_ff_exp);
+  r.set_active_parameters(static_cast<int64_t>(s.active_parameters));
   return r;
 }
 
@@ -137,10 +164,12 @@ int RunInspect(std::span<const std::string> args) {
                   .config = *std::move(config),
                   .tokenizer = tokenizer->get(),
                   .parameters = 0,
+                  .active_parameters = 0,
                   .type_histogram = {},
                   .chat_template = false};
   for (const engine::GgufTensorInfo& t : (*file)->tensors()) {
     summary.parameters += static_cast<uint64_t>(t.num_elements());
+    summary.active_parameters += ActiveElements(t, summary.config);
     ++summary
           .type_histogram[std::string(engine::GetGgmlTypeTraits(t.type).name)];
   }

@@ -40,7 +40,9 @@ constexpr absl::string_view kUsage =
 Plans memory for serving MODEL: the weight bytes, the KV-cache bytes for
 --sequences sequences of --context tokens each, their total next to the
 rule of thumb (weights x 1.3), and, given --memory, how many sequences of
-that context fit in the budget.
+that context fit in the budget. A mixture-of-experts model holds every
+expert; its table also shows the active parameters and the weight bytes a
+decode step of one sequence reads (the experts one token runs).
 
   --model MODEL          a GGUF file, or dummy:SHAPE[:DTYPE] for a named shape
   --context N            tokens per sequence
@@ -75,6 +77,7 @@ struct PlanModel {
   engine::ModelConfig config;
   std::optional<engine::WeightRecipe> spec_weights;  // dummy:SHAPE:DTYPE
   std::optional<uint64_t> file_tensor_bytes;         // a GGUF file's
+  std::optional<uint64_t> file_bytes_per_token;  // GgufTensorBytesPerToken
 };
 
 // Checks the command line; the error is a message for UsageError.
@@ -142,6 +145,7 @@ absl::StatusOr<PlanModel> LoadModel(const std::string& model) {
   absl::StatusOr<uint64_t> bytes = engine::GgufTensorBytes(**file);
   if (!bytes.ok()) return bytes.status();
   out.file_tensor_bytes = *bytes;
+  out.file_bytes_per_token = engine::GgufTensorBytesPerToken(**file, out.config);
   return out;
 }
 
@@ -246,10 +250,18 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
                       " heads, ", c.n_kv_heads, " KV heads x ", HeadDim(c),
                       ", trained context ", c.context_length));
   t.Text("parameters", HumanCount(plan.parameters));
+  if (c.is_moe()) {
+    t.Text("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
+                                   " used per token, FFN ", c.n_ff_exp));
+    t.Text("active parameters", HumanCount(plan.active_parameters));
+  }
   t.Bytes(absl::StrCat("weights (", plan.weights_dtype, ")"),
           plan.weights_bytes);
   t.Text("bits per weight",
          absl::StrFormat("%.3f", plan.weights_bits_per_weight));
+  if (c.is_moe()) {
+    t.Bytes("weights read per token", plan.weights_read_bytes_per_token);
+  }
   t.Bytes(absl::StrCat("KV per token (", plan.kv_dtype, ")"),
           plan.kv_bytes_per_token);
   t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
@@ -302,6 +314,10 @@ PlanReport ToReport(const PlanArgs& args, const engine::ModelConfig& c,
   info.set_rms_norm_eps(c.rms_norm_eps);
   info.set_parameters(plan.parameters);
   server::FillMemoryPlan(plan, r.mutable_memory_plan());
+  r.set_active_parameters(plan.active_parameters);
+  r.set_weights_read_bytes_per_token(plan.weights_read_bytes_per_token);
+  r.set_experts(c.n_expert);
+  r.set_experts_used(c.n_expert_used);
   if (plan.fit.has_value()) {
     MemoryFit& fit = *r.mutable_fit();
     fit.set_fits(plan.fit->fits);
@@ -340,6 +356,7 @@ int RunPlan(std::span<const std::string> argv) {
     request.weights_recipe = model->spec_weights;
   } else if (model->file_tensor_bytes.has_value()) {
     request.weights_file_bytes = model->file_tensor_bytes;
+    request.weights_file_bytes_per_token = model->file_bytes_per_token;
   } else {
     request.weights_recipe =
         engine::WeightRecipe::Uniform(engine::GgmlType::kF16);

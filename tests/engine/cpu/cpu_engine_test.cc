@@ -299,7 +299,12 @@ ModelConfig SmallConfig(const std::string& arch) {
   c.rms_norm_eps = arch == "llama" ? 1e-5 : 1e-6;
   c.tied_output = arch != "llama";
   c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
+  c.qk_norm = arch == "qwen3" || arch == "qwen3moe";
+  if (arch == "qwen3moe") {  // 6 experts of width 32, 2 used per token
+    c.n_expert = 6;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 32;
+  }
   return c;
 }
 
@@ -326,16 +331,17 @@ TEST_P(DummyBatchTest, BatchedGenerationMatchesEachAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, DummyBatchTest,
-                         ::testing::Values(DummyCase{"llama", GgmlType::kQ4_0},
-                                           DummyCase{"qwen2", GgmlType::kF16},
-                                           DummyCase{"qwen3", GgmlType::kQ8_0},
-                                           DummyCase{"qwen3", GgmlType::kBF16}),
-                         [](const ::testing::TestParamInfo<DummyCase>& info) {
-                           return std::string(info.param.arch) + "_" +
-                                  std::string(
-                                      GetGgmlTypeTraits(info.param.type).name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Archs, DummyBatchTest,
+    ::testing::Values(DummyCase{"llama", GgmlType::kQ4_0},
+                      DummyCase{"qwen2", GgmlType::kF16},
+                      DummyCase{"qwen3", GgmlType::kQ8_0},
+                      DummyCase{"qwen3", GgmlType::kBF16},
+                      DummyCase{"qwen3moe", GgmlType::kQ8_0}),
+    [](const ::testing::TestParamInfo<DummyCase>& info) {
+      return std::string(info.param.arch) + "_" +
+             std::string(GetGgmlTypeTraits(info.param.type).name);
+    });
 
 // Weights the engine repacks at creation (with AVX-512: Q8_0, Q4_0 and the
 // float types) give the logits of the file's layout bit for bit, at every level

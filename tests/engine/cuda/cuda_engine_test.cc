@@ -3,7 +3,7 @@
 // qwen2 with QKV bias, qwen3 with Q/K norm) step by step over chunked
 // prefill, mixed prefill + decode steps, scattered and copied blocks, and
 // K-quant files against their dequantized weights — every logit row within
-// tolerance of the CPU engine's.
+// tolerance of the CPU engine's; and the oracle's qwen3moe files.
 
 #include "engine/cuda/cuda_engine.h"
 
@@ -138,6 +138,7 @@ ModelConfig SmallConfig(const std::string& shape_name) {
   c.n_ff = 384;
   c.n_vocab = 512;
   c.context_length = 1024;
+  if (c.is_moe()) c.n_ff_exp = 128;  // 8 experts, 2 used
   return c;
 }
 
@@ -145,10 +146,56 @@ struct ModelCase {
   const char* shape;  // its architecture's flags are kept
   GgmlType type;
   double tol;  // atol and rtol, relative to the largest |logit|
+  // MoE: experts per layer when not the shape's. As many as are used
+  // makes routing unable to flip between the engines (quantized types
+  // round the router's input differently on each).
+  int64_t n_expert = 0;
 };
 
 void PrintTo(const ModelCase& mc, std::ostream* os) {
   *os << mc.shape << " " << GetGgmlTypeTraits(mc.type).name;
+}
+
+// The oracle's qwen3moe files (../shared/oracle: 8 experts, 2 used):
+// the first reference prompt and 8 greedy tokens, logits within tolerance
+// of the CPU engine's (itself checked against llama.cpp's by
+// oracle_logits_test).
+class CudaMoeFileTest : public testing::GpuTest {};
+
+TEST_F(CudaMoeFileTest, OracleQwen3MoeFilesMatchCpu) {
+  const std::vector<int32_t> prompt = {1, 75, 465, 498, 130, 79, 122, 101};
+  for (const auto& [name, tol] :
+       {std::pair<const char*, double>{"qwen3moe-base-f32", 1e-4},
+        std::pair<const char*, double>{"qwen3moe-base-q8_0", 5e-2}}) {
+    SCOPED_TRACE(name);
+    const std::string path =
+        std::string(PACELINE_SHARED_DIR) + "/oracle/models/" + name + ".gguf";
+    auto model = OpenModel(path);
+    if (!model.ok()) GTEST_SKIP() << path << ": " << model.status();
+    CudaEngineOptions options;
+    options.num_blocks = 8;
+    options.max_tokens_per_step = 16;
+    auto gpu = CudaEngine::Create(model->weights, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    cpu::CpuEngineOptions cpu_options;
+    cpu_options.num_blocks = 8;
+    cpu_options.max_tokens_per_step = 16;
+    cpu_options.num_threads = 2;
+    auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);
+    ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+    const std::vector<int32_t> blocks = ContiguousBlocks(**gpu, 16);
+    auto want = GenerateAlone(**cpu_engine, prompt, 8, 0, blocks);
+    auto got = GenerateAlone(**gpu, prompt, 8, 3, blocks);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->tokens, want->tokens);
+    for (size_t i = 0; i < got->logits.size(); ++i) {
+      float scale = 0;
+      for (float x : want->logits[i]) scale = std::max(scale, std::fabs(x));
+      testing::ExpectClose(got->logits[i], want->logits[i], tol * scale, tol,
+                           "qwen3moe logits");
+    }
+  }
 }
 
 class CudaModelTest : public testing::GpuTest,
@@ -157,7 +204,9 @@ class CudaModelTest : public testing::GpuTest,
 // The same script of steps on both engines; every logit row compared.
 TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   const ModelCase& mc = GetParam();
-  auto weights = ModelWeights::Dummy(SmallConfig(mc.shape), mc.type, seed_);
+  ModelConfig config = SmallConfig(mc.shape);
+  if (mc.n_expert > 0) config.n_expert = config.n_expert_used = mc.n_expert;
+  auto weights = ModelWeights::Dummy(config, mc.type, seed_);
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::shared_ptr<const ModelWeights> shared = std::move(*weights);
   constexpr int32_t kBlocks = 96, kBlockSize = 16;
@@ -272,7 +321,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
                       ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
                       ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
-                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2}),
+                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2},
+                      ModelCase{"stories110m-moe", GgmlType::kF32, 1e-4},
+                      ModelCase{"stories110m-moe", GgmlType::kQ8_0, 5e-2, 2}),
     [](const auto& info) {
       std::string name = std::string(info.param.shape) + "_" +
                          std::string(GetGgmlTypeTraits(info.param.type).name);

@@ -5,15 +5,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "engine/cpu/kernels/attention.h"
 #include "engine/cpu/kv_cache.h"
+#include "engine/cpu/moe_ffn.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/moe.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
@@ -128,6 +131,88 @@ TEST_P(KernelTest, SwiGlu) {
   }
   ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
               DefaultRtol(dtype()), "swiglu");
+}
+
+// The mixture-of-experts kernels: gather by row list (exact), and the
+// rank-ordered weighted combine added into x, against plain loops.
+TEST_P(KernelTest, MoeGatherCopiesTheListedRows) {
+  constexpr int64_t kTokens = 9, kDim = 130, kRows = 14;
+  const std::vector<float> x = RoundAll(dtype(), Random(kTokens * kDim, 2.0f));
+  std::vector<int32_t> row_token(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    row_token[r] = static_cast<int32_t>((r * 5 + 3) % kTokens);
+  }
+  DeviceBuffer d_x, d_rows, d_out;
+  ASSERT_TRUE(
+      testing::UploadBytes(Encode(dtype(), x).data(), x.size() * elem(), &d_x)
+          .ok());
+  ASSERT_TRUE(Upload(row_token, &d_rows).ok());
+  ASSERT_TRUE(Poisoned(kRows * kDim * elem(), &d_out).ok());
+  ASSERT_EQ(LaunchMoeGather(dtype(), d_x.get(), d_rows.as<int32_t>(), kRows,
+                            kDim, d_out.get(), nullptr),
+            cudaSuccess);
+  std::vector<float> ref(kRows * kDim);
+  for (int64_t r = 0; r < kRows; ++r) {
+    std::copy_n(&x[row_token[r] * kDim], kDim, &ref[r * kDim]);
+  }
+  ExpectClose(Download(dtype(), d_out, kRows * kDim), ref, 0, 0, "gather");
+}
+
+class MoeKernelTest : public testing::GpuTest {};
+
+// Routing on the device picks what cpu::RouteTokens picks, ties included.
+TEST_F(MoeKernelTest, RouteMatchesCpuRouting) {
+  constexpr int64_t kTokens = 37, kExperts = 16, kK = 4;
+  std::vector<float> logits = Random(kTokens * kExperts, 2.0f);
+  for (int64_t e = 0; e < kExperts; ++e) logits[e] = e % 3 == 0 ? 1.5f : -1;
+  DeviceBuffer d_logits, d_experts, d_weights;
+  ASSERT_TRUE(Upload(logits, &d_logits).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kK * sizeof(int32_t), &d_experts).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kK * sizeof(float), &d_weights).ok());
+  ASSERT_EQ(
+      LaunchMoeRoute(d_logits.as<float>(), kTokens, kExperts, kK,
+                     d_experts.as<int32_t>(), d_weights.as<float>(), nullptr),
+      cudaSuccess);
+  std::vector<int32_t> want_e(kTokens * kK);
+  std::vector<float> want_w(kTokens * kK);
+  cpu::RouteTokens(logits.data(), kTokens, kExperts, kK, want_e.data(),
+                   want_w.data());
+  const std::vector<uint8_t> got_e =
+      DownloadBytes(d_experts, kTokens * kK * sizeof(int32_t));
+  EXPECT_EQ(std::memcmp(got_e.data(), want_e.data(), got_e.size()), 0);
+  ExpectClose(Download(DeviceDtype::kF32, d_weights, kTokens * kK), want_w,
+              1e-7, 1e-6, "routing weights");
+}
+
+TEST_F(MoeKernelTest, CombineAddsTheWeightedRowsInRankOrder) {
+  constexpr int64_t kTokens = 6, kK = 3, kDim = 70;
+  const std::vector<float> y = Random(kTokens * kK * kDim, 1.0f);
+  const std::vector<float> x = Random(kTokens * kDim, 1.0f);
+  const std::vector<float> w = Random(kTokens * kK, 1.0f);
+  std::vector<int32_t> row_of(kTokens * kK);
+  std::iota(row_of.begin(), row_of.end(), 0);
+  std::reverse(row_of.begin(), row_of.end());
+  DeviceBuffer d_y, d_x, d_w, d_rows;
+  ASSERT_TRUE(Upload(y, &d_y).ok());
+  ASSERT_TRUE(Upload(x, &d_x).ok());
+  ASSERT_TRUE(Upload(w, &d_w).ok());
+  ASSERT_TRUE(Upload(row_of, &d_rows).ok());
+  ASSERT_EQ(
+      LaunchMoeCombine(d_y.as<float>(), d_rows.as<int32_t>(), d_w.as<float>(),
+                       kTokens, kK, kDim, d_x.as<float>(), nullptr),
+      cudaSuccess);
+  std::vector<float> ref = x;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t d = 0; d < kDim; ++d) {
+      double acc = 0;
+      for (int64_t j = 0; j < kK; ++j) {
+        acc += w[t * kK + j] * y[row_of[t * kK + j] * kDim + d];
+      }
+      ref[t * kDim + d] += static_cast<float>(acc);
+    }
+  }
+  ExpectClose(Download(DeviceDtype::kF32, d_x, kTokens * kDim), ref, 1e-6, 1e-5,
+              "combine");
 }
 
 struct RopeCase {
