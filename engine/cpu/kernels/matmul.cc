@@ -52,6 +52,11 @@ struct Kernels {
 // the weights), AVX-512 kernels with VNNI, else AVX2 ones, else scalar.
 Kernels PickKQuantKernels() {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
+#if defined(__x86_64__)
+  if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
+    k.rows = &internal::MatMulRowsKQuantAvx2;
+  }
+#endif
   k.quantize_k = &internal::QuantizeRowQ8K;
   return k;
 }
