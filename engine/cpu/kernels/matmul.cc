@@ -53,7 +53,9 @@ struct Kernels {
 Kernels PickKQuantKernels() {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
 #if defined(__x86_64__)
-  if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
+  if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
+    k.rows = &internal::MatMulRowsKQuantAvx512;
+  } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
     k.rows = &internal::MatMulRowsKQuantAvx2;
   }
 #endif
