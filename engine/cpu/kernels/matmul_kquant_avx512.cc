@@ -1,7 +1,9 @@
-// AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h): as the AVX2 ones
-// with 64-element chunks, vpmaddubsw into int16 pairs and vpdpwssd by the
-// groups' scales straight into int32 lanes (two instructions per 64
-// weights and token), and up to 8 tokens per tile.
+// AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h): 64-element chunks
+// of weights decoded once per row and super-block, vpmaddubsw into int16
+// pairs and vpdpwssd by the groups' scales straight into int32 lanes (two
+// instructions per 64 weights and token); tiles of 8 rows x 2 tokens, whose
+// per-super-block sums fold into one vector of the 8 rows, so the scaling
+// and float accumulation run once for 8 rows.
 
 #include <cstdint>
 #include <cstring>
@@ -27,9 +29,9 @@ namespace {
 
 #include "engine/cpu/kernels/matmul_kquant_scales.inc"
 
-constexpr int kRows = 1;
-constexpr int kRowsOne = 2;
-constexpr int kTokens = 8;
+// 8 rows (one float lane each) x 2 tokens: 16 int32 accumulators.
+constexpr int kRows = 8;
+constexpr int kTokens = 2;
 
 inline __m256i Load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -99,49 +101,107 @@ inline __m512i ChunkScales(__m512i sc16, int c) {
   return _mm512_permutexvar_epi16(idx, sc16);
 }
 
+// Per 128-bit chunk: the partial lane sums [a, b, c, d].
+inline __m512i Fold4(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
+                                      _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d),
+                                      _mm512_unpackhi_epi32(c, d));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd),
+                          _mm512_unpackhi_epi64(ab, cd));
+}
+
+// The lane sums of v[0..R) (int32) into lanes 0..R of one vector.
+template <int R>
+inline __m256i FoldRows(const __m512i (&v)[kRows]) {
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r)
+    z[r] = r < R ? v[r < R ? r : 0] : _mm512_setzero_si512();
+  // Per 128-bit chunk: [z0, z1, z2, z3] partial sums, then the 4 chunks.
+  const __m512i lo = Fold4(z[0], z[1], z[2], z[3]);
+  const __m512i hi = Fold4(z[4], z[5], z[6], z[7]);
+  const __m512i u =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+  // u's chunks: [lo.c0 + c1, lo.c2 + c3, hi.c0 + c1, hi.c2 + c3]
+  const __m256i a = _mm512_castsi512_si256(u);
+  const __m256i b = _mm512_extracti64x4_epi64(u, 1);
+  return _mm256_set_m128i(
+      _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)),
+      _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+}
+
+// R rows x T tokens: per super-block each row's scales and chunks decoded
+// once, then its int32 sums folded 8 rows to a vector and applied as
+// acc[r] = fma(float(A_r), d_r * dx, acc[r]) (and the min term), lane r.
 template <GgmlType WT, int R, int T>
 void KTile(const TileArgs& a) {
   const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
   constexpr int64_t bb = KBlockBytes(WT);
-  float acc[R][T] = {};
+  __m256 acc[T];  // lane r: y[t, r]
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t sb = a.k0 / kKBlock; sb < a.k1 / kKBlock; ++sb) {
-#pragma GCC unroll 2
+    __m256i sc16[R], mn16[R];
+    alignas(32) float d[8] = {}, dmin[8] = {};
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const uint8_t* b = a.w + r * a.row_bytes + sb * bb;
       Prefetch<T>(a, r, sb * bb);
-      __m256i sc16, mn16;
-      float d, dmin;
-      LoadKScales<WT>(b, &sc16, &mn16, &d, &dmin);
-      const __m512i sc = _mm512_castsi256_si512(sc16);
-      __m512i isum[T];
+      LoadKScales<WT>(a.w + r * a.row_bytes + sb * bb, &sc16[r], &mn16[r],
+                      &d[r], &dmin[r]);
+    }
+    __m512i isum[T][kRows];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) isum[t][r] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m512i u = LoadChunk<WT>(b, c);
-        const __m512i s = ChunkScales(sc, c);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          const __m512i q =
-              _mm512_loadu_si512(x + t * a.x_stride + sb * kKBlock + 64 * c);
-          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(u, q), s);
-        }
-      }
+    for (int c = 0; c < 4; ++c) {
+      __m512i q[T];
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        const __m256i bs = Load32(reinterpret_cast<const uint8_t*>(
-            a.xs16 + t * a.xs16_stride + sb * 16));
-        const __m256i a8 =
-            _mm256_add_epi32(_mm512_castsi512_si256(isum[t]),
-                             _mm512_extracti64x4_epi64(isum[t], 1));
-        acc[r][t] =
-            ApplySuperBlock<WT>(a8, _mm256_madd_epi16(bs, mn16), d, dmin,
-                                a.xd[t * a.xd_stride + sb], acc[r][t]);
+        q[t] = _mm512_loadu_si512(x + t * a.x_stride + sb * kKBlock + 64 * c);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i u = LoadChunk<WT>(a.w + r * a.row_bytes + sb * bb, c);
+        const __m512i s = ChunkScales(_mm512_castsi256_si512(sc16[r]), c);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t][r] =
+              _mm512_dpwssd_epi32(isum[t][r], _mm512_maddubs_epi16(u, q[t]), s);
+        }
+      }
+    }
+    const __m256 d8 = _mm256_load_ps(d);
+    const __m256 dmin8 = _mm256_load_ps(dmin);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = Load32(reinterpret_cast<const uint8_t*>(
+          a.xs16 + t * a.xs16_stride + sb * 16));
+      __m512i m[kRows];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        m[r] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mn16[r]));
+      }
+      __m256i a8 = FoldRows<R>(isum[t]);
+      const __m256i m8 = FoldRows<R>(m);
+      const __m256 dx = _mm256_set1_ps(a.xd[t * a.xd_stride + sb]);
+      if constexpr (!KHasMin(WT)) a8 = _mm256_add_epi32(a8, m8);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a8), _mm256_mul_ps(d8, dx),
+                               acc[t]);
+      if constexpr (KHasMin(WT)) {
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m8),
+                                 _mm256_mul_ps(dmin8, dx), acc[t]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = acc[r][t];
+  constexpr __mmask8 kRowMask = static_cast<__mmask8>((1u << R) - 1);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    _mm256_mask_storeu_ps(a.y + t * a.y_stride, kRowMask, acc[t]);
   }
 }
 
@@ -150,16 +210,20 @@ void FillRow(TileSet& s, std::integer_sequence<int, Ts...>) {
   ((s.fn[R - 1][Ts] = &KTile<WT, R, Ts + 1>), ...);
 }
 
+template <GgmlType WT, int... Rs>
+void FillRows(TileSet& s, std::integer_sequence<int, Rs...>) {
+  (FillRow<WT, Rs + 1>(s, std::make_integer_sequence<int, kTokens>{}), ...);
+}
+
 template <GgmlType WT>
 TileSet MakeSet() {
   TileSet s;
   s.rows = kRows;
-  s.rows_one = kRowsOne;
+  s.rows_one = kRows;
   s.tokens = kTokens;
   s.kc = 0;  // full rows: the tiles keep their sums in floats, no carry
   s.mc = 64;
-  FillRow<WT, 1>(s, std::make_integer_sequence<int, kTokens>{});
-  s.fn[1][0] = &KTile<WT, 2, 1>;
+  FillRows<WT>(s, std::make_integer_sequence<int, kRows>{});
   return s;
 }
 
