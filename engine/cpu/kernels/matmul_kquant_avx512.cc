@@ -1,9 +1,9 @@
 // AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h): 64-element chunks
 // of weights decoded once per row and super-block, vpmaddubsw into int16
 // pairs and vpdpwssd by the groups' scales straight into int32 lanes (two
-// instructions per 64 weights and token); tiles of 8 rows x 2 tokens, whose
-// per-super-block sums fold into one vector of the 8 rows, so the scaling
-// and float accumulation run once for 8 rows.
+// instructions per 64 weights and token); tiles of 8 rows x 1 token or 4
+// rows x 4 tokens, whose per-super-block sums fold into one vector of the
+// rows, so the scaling and float accumulation run once for all of them.
 
 #include <cstdint>
 #include <cstring>
@@ -29,9 +29,11 @@ namespace {
 
 #include "engine/cpu/kernels/matmul_kquant_scales.inc"
 
-// 8 rows (one float lane each) x 2 tokens: 16 int32 accumulators.
+// A lone token (GEMV) takes 8 rows (one float lane each) at a time; a batch
+// 4 rows x 4 tokens, 16 int32 accumulators either way.
 constexpr int kRows = 8;
-constexpr int kTokens = 2;
+constexpr int kBatchRows = 4;
+constexpr int kTokens = 4;
 
 inline __m256i Load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -215,15 +217,21 @@ void FillRows(TileSet& s, std::integer_sequence<int, Rs...>) {
   (FillRow<WT, Rs + 1>(s, std::make_integer_sequence<int, kTokens>{}), ...);
 }
 
+template <GgmlType WT, int... Rs>
+void FillOne(TileSet& s, std::integer_sequence<int, Rs...>) {
+  ((s.fn[Rs][0] = &KTile<WT, Rs + 1, 1>), ...);
+}
+
 template <GgmlType WT>
 TileSet MakeSet() {
   TileSet s;
-  s.rows = kRows;
+  s.rows = kBatchRows;
   s.rows_one = kRows;
   s.tokens = kTokens;
   s.kc = 0;  // full rows: the tiles keep their sums in floats, no carry
   s.mc = 64;
-  FillRows<WT>(s, std::make_integer_sequence<int, kRows>{});
+  FillRows<WT>(s, std::make_integer_sequence<int, kBatchRows>{});
+  FillOne<WT>(s, std::make_integer_sequence<int, kRows>{});
   return s;
 }
 
