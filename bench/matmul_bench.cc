@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -109,6 +110,27 @@ void FillMatrix(GgmlType type, uint8_t* p, size_t bytes, size_t row_bytes) {
         const uint16_t d = 0x2000;  // 2^-7
         for (size_t i = 0; i + block <= row_bytes; i += block) {
           std::memcpy(row + i, &d, 2);
+        }
+        break;
+      }
+      case GgmlType::kQ2_K:
+      case GgmlType::kQ3_K:
+      case GgmlType::kQ4_K:
+      case GgmlType::kQ5_K:
+      case GgmlType::kQ6_K: {
+        // Every super-block's f16 d (and dmin) set to 2^-7: {bytes, at}.
+        struct Layout {
+          size_t block, d_at, dmin_at;
+        };
+        const Layout l = type == GgmlType::kQ2_K   ? Layout{84, 80, 82}
+                         : type == GgmlType::kQ3_K ? Layout{110, 108, 108}
+                         : type == GgmlType::kQ4_K ? Layout{144, 0, 2}
+                         : type == GgmlType::kQ5_K ? Layout{176, 0, 2}
+                                                   : Layout{210, 208, 208};
+        const uint16_t d = 0x2000;
+        for (size_t i = 0; i + l.block <= row_bytes; i += l.block) {
+          std::memcpy(row + i + l.d_at, &d, 2);
+          std::memcpy(row + i + l.dmin_at, &d, 2);
         }
         break;
       }
@@ -286,15 +308,21 @@ void Register() {
     GgmlType type;
     const char* name;
     bool panels;  // packed by PackForMatMul, as the CPU engine does
+    bool kquant = false;  // a K-quant: no panels, a shorter list of shapes
   };
   const TypeName types[] = {{GgmlType::kF32, "F32", false},
                             {GgmlType::kF16, "F16", false},
                             {GgmlType::kBF16, "BF16", false},
                             {GgmlType::kQ8_0, "Q8_0", false},
                             {GgmlType::kQ8_0, "Q8_0_panels", true},
-                            {GgmlType::kQ4_0, "Q4_0", false}};
+                            {GgmlType::kQ4_0, "Q4_0", false},
+                            {GgmlType::kQ2_K, "Q2_K", false, true},
+                            {GgmlType::kQ3_K, "Q3_K", false, true},
+                            {GgmlType::kQ4_K, "Q4_K", false, true},
+                            {GgmlType::kQ5_K, "Q5_K", false, true},
+                            {GgmlType::kQ6_K, "Q6_K", false, true}};
   for (const TypeName& t : types) {
-    if (t.panels) continue;
+    if (t.panels || t.kquant) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Pack/") + t.name).c_str(),
         [type = t.type](benchmark::State& s) {
@@ -313,10 +341,23 @@ void Register() {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond)
         ->MinTime(0.3);
+    if (t.kquant) {
+      // GEMV at decode shapes, 1 thread, avx512 and avx2; a 64-token GEMM.
+      for (int isa : {2, 1}) {
+        for (const auto& [rows, cols] : {std::pair{768, 768}, {2048, 768},
+                                         {768, 2048}, {4096, 4096}}) {
+          b->Args({rows, cols, 1, 1, isa});
+        }
+        b->Args({4096, 4096, 64, 1, isa});
+      }
+      b->Args({4096, 4096, 1, 2, 2});
+      continue;
+    }
     // GEMV: the 110M FFN shapes (up: 2048 x 768, down: 768 x 2048) and a
     // 7B-class 4096 x 4096, 1 and 2 threads; scalar and avx2 for contrast.
     for (int isa : {2, 1}) {
       for (int thr : {1, 2}) {
+        b->Args({768, 768, 1, thr, isa});
         b->Args({2048, 768, 1, thr, isa});
         b->Args({768, 2048, 1, thr, isa});
         b->Args({4096, 4096, 1, thr, isa});

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/matmul_internal.h"
+#include "engine/cpu/kernels/matmul_kquant.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_type.h"
 
@@ -30,19 +31,40 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
 // Matrices one MatMulShared call takes at most.
 constexpr size_t kMaxShared = 8;
 
+using internal::IsKQuant;
 using internal::IsQuantized;
 
 // One token's extra activation layout for the VNNI kernels.
 using PairsKernel = void (*)(const int8_t* q, int64_t cols, int32_t* s_pairs);
+// One token as Q8_K, for K-quant weights (matmul_kquant.h).
+using KQuantizeKernel = void (*)(const float* x, int64_t cols, int8_t* q,
+                                 float* d, int16_t* bsums);
 
 struct Kernels {
   RowsKernel rows;
   QuantizeKernel quantize = nullptr;  // null for float weight types
   PairsKernel pairs = nullptr;        // the VNNI kernels only
   bool panels = false;                // `rows` reads WeightLayout::kPanels
+  KQuantizeKernel quantize_k = nullptr;  // K-quant weight types only
 };
 
+// K-quants: one Q8_K quantizer (portable; activations cost little next to
+// the weights), AVX-512 kernels with VNNI, else AVX2 ones, else scalar.
+Kernels PickKQuantKernels() {
+  Kernels k = {&internal::MatMulRowsKQuantScalar};
+#if defined(__x86_64__)
+  if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
+    k.rows = &internal::MatMulRowsKQuantAvx512;
+  } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
+    k.rows = &internal::MatMulRowsKQuantAvx2;
+  }
+#endif
+  k.quantize_k = &internal::QuantizeRowQ8K;
+  return k;
+}
+
 Kernels PickKernels(GgmlType type) {
+  if (IsKQuant(type)) return PickKQuantKernels();
   const bool quantized = IsQuantized(type);
   switch (EffectiveIsaLevel()) {
 #if defined(__x86_64__)
@@ -93,8 +115,8 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      " needed for ", w.cols, " ",
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
-  if (w.layout == WeightLayout::kPanels && !IsQuantized(w.type) &&
-      w.cols % 16 != 0) {
+  if (w.layout == WeightLayout::kPanels &&
+      (IsKQuant(w.type) || (!IsQuantized(w.type) && w.cols % 16 != 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: no panel layout for ",
                      GetGgmlTypeTraits(w.type).name, " with ", w.cols,
@@ -173,17 +195,22 @@ absl::Status ValidateShared(absl::Span<const WeightView> ws, const float* x,
 //   q: (n_tokens, cols) int8
 //   d: (n_tokens, cols / kQBlock) float
 //   s_pairs (VNNI kernels only): (n_tokens, n_pairs, 16) int32
+// K-quants (kernels.quantize_k): d (n_tokens, cols / 256) and, in place of
+// s_pairs, bsums (n_tokens, cols / 16) int16.
 internal::QuantizedActs QuantizeActivations(const Kernels& kernels,
                                             const float* x, int64_t n_tokens,
                                             int64_t cols, ThreadPool* pool,
                                             MatMulScratch& scratch) {
-  const int64_t nb = cols / kQBlock;
+  const bool k = kernels.quantize_k != nullptr;
+  const int64_t nb = cols / (k ? internal::kKBlock : kQBlock);
   const int64_t pair_stride = (nb + 1) / 2 * 16;
+  const int64_t ns = cols / internal::kKGroup;  // bsums per token
   auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
   const size_t q_bytes = align(n_tokens * cols);
   const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
   const size_t pair_bytes =
-      kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
+      k ? align(2 * n_tokens * ns)
+        : kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
   const size_t needed = 64 + q_bytes + d_bytes + pair_bytes;
   if (scratch.bytes.size() < needed) {
     scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
@@ -192,8 +219,14 @@ internal::QuantizedActs QuantizeActivations(const Kernels& kernels,
   int8_t* q = reinterpret_cast<int8_t*>(base);
   float* d = reinterpret_cast<float*>(base + q_bytes);
   int32_t* s_pairs = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes);
+  int16_t* bsums = reinterpret_cast<int16_t*>(s_pairs);
   auto quantize = [&](int64_t t_begin, int64_t t_end) {
     for (int64_t t = t_begin; t < t_end; ++t) {
+      if (k) {
+        kernels.quantize_k(x + t * cols, cols, q + t * cols, d + t * nb,
+                           bsums + t * ns);
+        continue;
+      }
       kernels.quantize(x + t * cols, cols, q + t * cols, d + t * nb);
       if (kernels.pairs != nullptr) {
         kernels.pairs(q + t * cols, cols, s_pairs + t * pair_stride);
@@ -207,6 +240,7 @@ internal::QuantizedActs QuantizeActivations(const Kernels& kernels,
   }
   internal::QuantizedActs qx = {q, d};
   if (kernels.pairs != nullptr) qx.s_pairs = s_pairs;
+  if (k) qx.bsums = bsums;
   return qx;
 }
 
@@ -251,7 +285,8 @@ namespace internal {
 
 void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
               const TileSet& set) {
-  const bool quantized = IsQuantized(task.type);
+  const bool kquant = IsKQuant(task.type);
+  const bool quantized = IsQuantized(task.type) || kquant;
   const int64_t cols = task.cols;
   const int64_t kc =
       task.n_tokens > set.tokens && set.kc > 0 ? set.kc : cols;
@@ -275,7 +310,8 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
   TileArgs a;
   a.row_bytes = task.row_bytes;
   a.x_stride = cols;
-  a.xd_stride = cols / kQBlock;
+  a.xd_stride = cols / (kquant ? internal::kKBlock : kQBlock);
+  a.xs16_stride = cols / internal::kKGroup;
   a.y_stride = task.rows;
   a.pair_stride = (cols / kQBlock + 1) / 2 * 16;
   a.carry_stride = set.tokens * kCarryFloats;
@@ -288,6 +324,7 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
       if (quantized) {
         a.x = task.qx.q + t0 * cols;
         a.xd = task.qx.d + t0 * a.xd_stride;
+        if (kquant) a.xs16 = task.qx.bsums + t0 * a.xs16_stride;
         if (task.qx.s_pairs != nullptr) {
           a.xs_pairs = task.qx.s_pairs + t0 * a.pair_stride;
         }
@@ -343,7 +380,7 @@ absl::Status MatMulShared(absl::Span<const WeightView> ws, const float* x,
   shared.cols = cols;
   shared.n_tokens = n_tokens;
   shared.x = x;
-  if (kernels.quantize != nullptr) {
+  if (kernels.quantize != nullptr || kernels.quantize_k != nullptr) {
     shared.qx = QuantizeActivations(kernels, x, n_tokens, cols,
                                     parallel ? &pool : nullptr, scratch);
   }

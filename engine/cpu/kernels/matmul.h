@@ -9,7 +9,9 @@
 // AVX-512 / AVX2+FMA where present, a portable scalar path everywhere.
 // Quantized weights (Q8_0, Q4_0) multiply int8-quantized activations
 // (32-element blocks with a float scale per block, as the field does);
-// float weights (F32, F16, BF16) multiply float activations.
+// K-quant weights (Q2_K .. Q6_K, read in their 256-element super-blocks)
+// multiply activations quantized as llama.cpp's Q8_K (a float scale per
+// 256); float weights (F32, F16, BF16) multiply float activations.
 
 #include <cstddef>
 #include <cstdint>

@@ -304,8 +304,8 @@ void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* d) {
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float amax = _mm_cvtss_f32(m4);
-    const float scale = amax / 127.0f;
-    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    const float scale = _cvtsh_ss(_cvtss_sh(amax / 127.0f, 0));  // f16, RNE
+    const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
     d[b] = scale;
     const __m256 iv = _mm256_set1_ps(inv);
     __m256i i[4];

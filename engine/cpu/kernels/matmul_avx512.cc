@@ -249,8 +249,8 @@ void QuantizeImpl(const float* x, int64_t cols, int8_t* q, float* d) {
     const __m512 v1 = _mm512_loadu_ps(x + b * kQBlock + 16);
     const float amax = _mm512_reduce_max_ps(
         _mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float scale = amax / 127.0f;
-    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    const float scale = _cvtsh_ss(_cvtss_sh(amax / 127.0f, 0));  // f16, RNE
+    const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
     d[b] = scale;
     const __m512 iv = _mm512_set1_ps(inv);
     // cvtps rounds to nearest even (the default MXCSR mode), like lrintf.

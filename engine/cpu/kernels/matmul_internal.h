@@ -22,7 +22,10 @@
 //     across column blocks, then one fixed horizontal sum;
 //   Q8_0 / Q4_0 with VNNI (tiles and packed GEMM alike): per block in
 //     column order, acc = fma(float(isum), dw * dx, acc) from acc = 0;
-//   Q8_0 / Q4_0 on AVX2: as float, per block fma(float(lane sums), dw * dx).
+//   Q8_0 / Q4_0 on AVX2: as float, per block fma(float(lane sums), dw * dx);
+//   K-quants (every level): per super-block exact int32 sums, then one or
+//     two scalar fmas in column order from acc = 0 (matmul_kquant.h), so
+//     their results are also the same across levels.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,10 +42,15 @@ inline constexpr int64_t kQ4_0BlockBytes = 18;  // f16 d | uint8 qs[16]
 
 // Activations quantized per token and block of 32:
 // x[t, c] ~= q[t, c] * d[t, c / 32], with d = max|x| / 127 over the block
-// and q = round-to-nearest-even(x / d) in [-127, 127] (0 where d is 0).
+// rounded to f16 and q = round-to-nearest-even(x * (127 / max|x|)) in
+// [-127, 127] (0 where max|x| is 0): llama.cpp's Q8_0 rule (AVX path).
+// For K-quant weights the blocks are 256-element super-blocks (Q8_K,
+// matmul_kquant.h's QuantizeRowQ8K): d is then (n_tokens, cols / 256) and
+// bsums holds the sums of q per 16 elements.
 struct QuantizedActs {
   const int8_t* q = nullptr;  // (n_tokens, cols)
-  const float* d = nullptr;   // (n_tokens, cols / 32)
+  const float* d = nullptr;   // (n_tokens, cols / 32); K-quants cols / 256
+  const int16_t* bsums = nullptr;  // K-quants: (n_tokens, cols / 16)
   // Only for the AVX-512 VNNI kernels (BuildPairsAvx512), per token and
   // pair of blocks p = (2p, 2p + 1), n_pairs = ceil(cols / 64):
   const int32_t* s_pairs = nullptr;  // (n_tokens, n_pairs, 16) -sum(q) of
@@ -70,6 +78,13 @@ inline constexpr int64_t kPanelRows = 16;
 // The int8 weight types (activations quantized per block of 32).
 inline constexpr bool IsQuantized(GgmlType type) {
   return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
+}
+
+// The K-quant weight types (matmul_kquant.h; activations as Q8_K).
+inline constexpr bool IsKQuant(GgmlType type) {
+  return type == GgmlType::kQ2_K || type == GgmlType::kQ3_K ||
+         type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+         type == GgmlType::kQ6_K;
 }
 
 inline constexpr int64_t PanelQuadBytes(GgmlType type) {
@@ -119,10 +134,10 @@ struct MatMulTask {
   const uint8_t* w = nullptr;
   size_t row_bytes = 0;
   int64_t rows = 0;
-  int64_t cols = 0;  // float types: any; Q types: multiple of 32
+  int64_t cols = 0;  // float types: any; Q types: 32 | cols; K: 256 | cols
   int64_t n_tokens = 0;
   const float* x = nullptr;  // (n_tokens, cols), float weight types
-  QuantizedActs qx;          // Q8_0 / Q4_0 weight types
+  QuantizedActs qx;          // Q8_0 / Q4_0 / K-quant weight types
   float* y = nullptr;        // (n_tokens, rows)
 };
 
@@ -143,7 +158,9 @@ struct TileArgs {
                               // weights, int8 (Q paths; maybe ^0x80) else
   int64_t x_stride = 0;       // elements between tokens (= cols)
   const float* xd = nullptr;  // Q paths: (nt, xd_stride) block scales
-  int64_t xd_stride = 0;      // = cols / 32
+  int64_t xd_stride = 0;      // = cols / 32 (K-quants: cols / 256)
+  const int16_t* xs16 = nullptr;  // K-quants: (nt, xs16_stride) bsums
+  int64_t xs16_stride = 0;        // = cols / 16
   const int32_t* xs_pairs = nullptr;  // VNNI: (nt, pair_stride) s_pairs
   int64_t pair_stride = 0;            // = n_pairs * 16
   int64_t k0 = 0, k1 = 0;             // columns; Q paths: multiples of 32

@@ -9,6 +9,7 @@
 
 #include "engine/cpu/kernels/matmul_internal.h"
 #include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -125,8 +126,9 @@ void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* d) {
     const float* xb = x + b * kQBlock;  // (32)
     float amax = 0.0f;
     for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float scale = amax / 127.0f;
-    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    // As llama.cpp's Q8_0 (AVX path): the scale rounded to f16, 127 / max.
+    const float scale = HalfToFloat(FloatToHalf(amax / 127.0f));
+    const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
     d[b] = scale;
     for (int j = 0; j < kQBlock; ++j) {
       // lrintf rounds to nearest even, as the SIMD conversions do.

@@ -15,6 +15,7 @@
 #include "engine/cpu/kernels/matmul_internal.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine::cpu {
@@ -117,14 +118,14 @@ std::vector<float> RandomActivations(int64_t n_tokens, int64_t cols,
 
 // The activation quantization MatMul uses for Q8_0/Q4_0 weights, written
 // out again from its specification (matmul_internal.h): per token and block
-// of 32, d = max|x| / 127, q = round-half-even(x * (1 / d)).
+// of 32, d = f16(max|x| / 127), q = round-half-even(x * (127 / max|x|)).
 void ReferenceQuantize(const float* x, int64_t cols, std::vector<double>& xq) {
   xq.resize(cols);
   for (int64_t b = 0; b < cols / 32; ++b) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-    const float d = amax / 127.0f;
-    const float inv = d != 0 ? 1.0f / d : 0.0f;
+    const float d = HalfToFloat(FloatToHalf(amax / 127.0f));
+    const float inv = amax != 0 ? 127.0f / amax : 0.0f;
     for (int j = 0; j < 32; ++j) {
       xq[b * 32 + j] = std::nearbyint(x[b * 32 + j] * inv) * static_cast<double>(d);
     }
@@ -456,9 +457,9 @@ TEST_F(MatMulTest, RejectsBadArgumentsWithoutWriting) {
     return MatMul(v, x.data(), n_tokens, out, pool, scratch);
   };
   // A type without a kernel.
-  EXPECT_EQ(call({GgmlType::kQ4_K, 1, 256, w.data(), 144}, 1, y.data()).code(),
+  EXPECT_EQ(call({GgmlType::kQ5_0, 1, 256, w.data(), 176}, 1, y.data()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(MatMulSupports(GgmlType::kQ4_K));
+  EXPECT_FALSE(MatMulSupports(GgmlType::kQ5_0));
   for (GgmlType t : kTypes) EXPECT_TRUE(MatMulSupports(t));
   // cols not a multiple of the block.
   EXPECT_EQ(call({GgmlType::kQ8_0, 2, 48, w.data(), 51}, 1, y.data()).code(),

@@ -1,0 +1,266 @@
+// AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h): 64-element chunks
+// of weights decoded once per row and super-block, vpmaddubsw into int16
+// pairs and vpdpwssd by the groups' scales straight into int32 lanes (two
+// instructions per 64 weights and token); tiles of 8 rows x 1 token or 4
+// rows x 4 tokens, whose per-super-block sums fold into one vector of the
+// rows, so the scaling and float accumulation run once for all of them.
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "engine/cpu/kernels/matmul_internal.h"
+#include "engine/cpu/kernels/matmul_kquant.h"
+#include "engine/gguf/ggml_type.h"
+
+#if defined(__x86_64__)
+// GCC 12 bug 105593 (see matmul_avx512.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+
+namespace paceline::engine::cpu::internal {
+namespace {
+
+#include "engine/cpu/kernels/matmul_kquant_scales.inc"
+
+// A lone token (GEMV) takes 8 rows (one float lane each) at a time; a batch
+// 4 rows x 4 tokens, 16 int32 accumulators either way.
+constexpr int kRows = 8;
+constexpr int kBatchRows = 4;
+constexpr int kTokens = 4;
+
+inline __m256i Load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 32 bytes at p in both halves.
+inline __m512i Twice(const uint8_t* p) {
+  return _mm512_broadcast_i64x4(Load32(p));
+}
+
+// Bytes `lo` in the low 32 lanes, `hi` in the high 32.
+inline __m512i Halves(int lo, int hi) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(lo))),
+      _mm256_set1_epi8(static_cast<char>(hi)), 1);
+}
+
+// Int16 shift counts: `lo` for the low 16 lanes, `hi` for the high 16.
+inline __m512i Shifts(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)),
+                            _mm256_set1_epi16(hi), 1);
+}
+
+// Elements 64c .. 64c + 63 of the super-block at b as unsigned bytes u.
+template <GgmlType WT>
+inline __m512i LoadChunk(const uint8_t* b, int c) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const int h = c / 2, p = c % 2;
+  if constexpr (WT == GgmlType::kQ2_K || WT == GgmlType::kQ3_K) {
+    const __m512i low = _mm512_and_si512(
+        _mm512_srlv_epi16(Twice(b + (WT == GgmlType::kQ2_K ? 16 : 32) + 32 * h),
+                          Shifts(4 * p, 4 * p + 2)),
+        m3);
+    if constexpr (WT == GgmlType::kQ2_K) return low;
+    const __mmask64 hb =
+        _mm512_test_epi8_mask(Twice(b), Halves(1 << (2 * c), 1 << (2 * c + 1)));
+    return _mm512_mask_add_epi8(low, hb, low, _mm512_set1_epi8(4));
+  } else if constexpr (WT == GgmlType::kQ4_K || WT == GgmlType::kQ5_K) {
+    const __m256i q = Load32(b + (WT == GgmlType::kQ4_K ? 16 : 48) + 32 * c);
+    const __m512i lo =
+        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q),
+                                            _mm256_srli_epi16(q, 4), 1),
+                         m4);
+    if constexpr (WT == GgmlType::kQ4_K) return lo;
+    const __mmask64 hb = _mm512_test_epi8_mask(
+        Twice(b + 16), Halves(1 << (2 * c), 1 << (2 * c + 1)));
+    return _mm512_mask_add_epi8(lo, hb, lo, _mm512_set1_epi8(16));
+  } else {  // Q6_K
+    const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+    const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * p), m4);
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srlv_epi16(Twice(b + 128 + 32 * h), Shifts(4 * p, 4 * p + 2)),
+        m3);
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  }
+}
+
+// The int16 multipliers of chunk c: lanes 8j .. 8j + 7 group 4c + j.
+inline __m512i ChunkScales(__m512i sc16, int c) {
+  const __m512i idx = _mm512_add_epi16(
+      _mm512_set1_epi16(static_cast<int16_t>(4 * c)),
+      _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                         21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                         11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                        3));
+  return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+// Per 128-bit chunk: the partial lane sums [a, b, c, d].
+inline __m512i Fold4(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
+                                      _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d),
+                                      _mm512_unpackhi_epi32(c, d));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd),
+                          _mm512_unpackhi_epi64(ab, cd));
+}
+
+// The lane sums of v[0..R) (int32) into lanes 0..R of one vector.
+template <int R>
+inline __m256i FoldRows(const __m512i (&v)[kRows]) {
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r)
+    z[r] = r < R ? v[r < R ? r : 0] : _mm512_setzero_si512();
+  // Per 128-bit chunk: [z0, z1, z2, z3] partial sums, then the 4 chunks.
+  const __m512i lo = Fold4(z[0], z[1], z[2], z[3]);
+  const __m512i hi = Fold4(z[4], z[5], z[6], z[7]);
+  const __m512i u =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+  // u's chunks: [lo.c0 + c1, lo.c2 + c3, hi.c0 + c1, hi.c2 + c3]
+  const __m256i a = _mm512_castsi512_si256(u);
+  const __m256i b = _mm512_extracti64x4_epi64(u, 1);
+  return _mm256_set_m128i(
+      _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)),
+      _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+}
+
+// R rows x T tokens: per super-block each row's scales and chunks decoded
+// once, then its int32 sums folded 8 rows to a vector and applied as
+// acc[r] = fma(float(A_r), d_r * dx, acc[r]) (and the min term), lane r.
+template <GgmlType WT, int R, int T>
+void KTile(const TileArgs& a) {
+  const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
+  constexpr int64_t bb = KBlockBytes(WT);
+  __m256 acc[T];  // lane r: y[t, r]
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = a.k0 / kKBlock; sb < a.k1 / kKBlock; ++sb) {
+    __m256i sc16[R], mn16[R];
+    alignas(32) float d[8] = {}, dmin[8] = {};
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      Prefetch<T>(a, r, sb * bb);
+      LoadKScales<WT>(a.w + r * a.row_bytes + sb * bb, &sc16[r], &mn16[r],
+                      &d[r], &dmin[r]);
+    }
+    __m512i isum[T][kRows];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) isum[t][r] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i q[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        q[t] = _mm512_loadu_si512(x + t * a.x_stride + sb * kKBlock + 64 * c);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i u = LoadChunk<WT>(a.w + r * a.row_bytes + sb * bb, c);
+        const __m512i s = ChunkScales(_mm512_castsi256_si512(sc16[r]), c);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t][r] =
+              _mm512_dpwssd_epi32(isum[t][r], _mm512_maddubs_epi16(u, q[t]), s);
+        }
+      }
+    }
+    const __m256 d8 = _mm256_load_ps(d);
+    const __m256 dmin8 = _mm256_load_ps(dmin);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = Load32(reinterpret_cast<const uint8_t*>(
+          a.xs16 + t * a.xs16_stride + sb * 16));
+      __m512i m[kRows];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        m[r] = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mn16[r]));
+      }
+      __m256i a8 = FoldRows<R>(isum[t]);
+      const __m256i m8 = FoldRows<R>(m);
+      const __m256 dx = _mm256_set1_ps(a.xd[t * a.xd_stride + sb]);
+      if constexpr (!KHasMin(WT)) a8 = _mm256_add_epi32(a8, m8);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a8), _mm256_mul_ps(d8, dx),
+                               acc[t]);
+      if constexpr (KHasMin(WT)) {
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m8),
+                                 _mm256_mul_ps(dmin8, dx), acc[t]);
+      }
+    }
+  }
+  constexpr __mmask8 kRowMask = static_cast<__mmask8>((1u << R) - 1);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    _mm256_mask_storeu_ps(a.y + t * a.y_stride, kRowMask, acc[t]);
+  }
+}
+
+template <GgmlType WT, int R, int... Ts>
+void FillRow(TileSet& s, std::integer_sequence<int, Ts...>) {
+  ((s.fn[R - 1][Ts] = &KTile<WT, R, Ts + 1>), ...);
+}
+
+template <GgmlType WT, int... Rs>
+void FillRows(TileSet& s, std::integer_sequence<int, Rs...>) {
+  (FillRow<WT, Rs + 1>(s, std::make_integer_sequence<int, kTokens>{}), ...);
+}
+
+template <GgmlType WT, int... Rs>
+void FillOne(TileSet& s, std::integer_sequence<int, Rs...>) {
+  ((s.fn[Rs][0] = &KTile<WT, Rs + 1, 1>), ...);
+}
+
+template <GgmlType WT>
+TileSet MakeSet() {
+  TileSet s;
+  s.rows = kBatchRows;
+  s.rows_one = kRows;
+  s.tokens = kTokens;
+  s.kc = 0;  // full rows: the tiles keep their sums in floats, no carry
+  s.mc = 64;
+  FillRows<WT>(s, std::make_integer_sequence<int, kBatchRows>{});
+  FillOne<WT>(s, std::make_integer_sequence<int, kRows>{});
+  return s;
+}
+
+}  // namespace
+
+void MatMulRowsKQuantAvx512(const MatMulTask& task, int64_t row_begin,
+                            int64_t row_end) {
+  static const TileSet q2 = MakeSet<GgmlType::kQ2_K>();
+  static const TileSet q3 = MakeSet<GgmlType::kQ3_K>();
+  static const TileSet q4 = MakeSet<GgmlType::kQ4_K>();
+  static const TileSet q5 = MakeSet<GgmlType::kQ5_K>();
+  static const TileSet q6 = MakeSet<GgmlType::kQ6_K>();
+  switch (task.type) {
+    case GgmlType::kQ2_K:
+      return RunTiled(task, row_begin, row_end, q2);
+    case GgmlType::kQ3_K:
+      return RunTiled(task, row_begin, row_end, q3);
+    case GgmlType::kQ4_K:
+      return RunTiled(task, row_begin, row_end, q4);
+    case GgmlType::kQ5_K:
+      return RunTiled(task, row_begin, row_end, q5);
+    default:
+      return RunTiled(task, row_begin, row_end, q6);
+  }
+}
+
+}  // namespace paceline::engine::cpu::internal
+
+#pragma GCC pop_options
+
+#pragma GCC diagnostic pop
+#endif  // defined(__x86_64__)
