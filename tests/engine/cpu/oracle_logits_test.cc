@@ -11,8 +11,13 @@
 // must pass. The argmax rule holds on float, Q8_0 and Q4_0 files (the
 // activations are quantized as llama.cpp's AVX path does, f16 scales
 // included); not asserted on K-quant files, where 1-3 near-tie positions
-// per file still flip (activations as Q8_K on both sides, but one rounding
-// step away wherever the two engines' inputs differ in the last bits).
+// per file still flip. The quantizers and kernels match llama.cpp's bit
+// for bit; what differs is attention: llama.cpp keeps K and V in F16 and
+// rounds Q and the softmax probabilities to F16 for its two matmuls (the
+// non-flash path), while ours stays in F32. The 8-bit activation rounding
+// after attention turns that 1e-4 difference into ~0.02-0.04 of the logit
+// std at every quantized position (position 0, where attention returns V,
+// is exact once V is rounded to F16).
 
 #include <filesystem>
 #include <iostream>
@@ -40,9 +45,9 @@ using cpu::CpuEngineOptions;
 // Why a file is not expected to pass yet, or "".
 std::string NotYet(const std::string& name) {
   if (absl::StrContains(name, "q2_k")) {
-    // Native Q2_K with llama.cpp's Q8_K activations: 0.082; the same
-    // weights with exact float activations: 0.067 (llama.cpp's own
-    // activation rounding), so the excess is rounding noise, not a bug.
+    // Native Q2_K with llama.cpp's Q8_K activations: 0.082, from our F32
+    // attention against llama.cpp's F16 K/V/Q/probabilities (see the top
+    // comment); with those rounded to F16 as llama.cpp does: 0.052.
     return "Q2_K measures 0.082 of the logit std, over the 0.08 allowed";
   }
   return "";
@@ -74,7 +79,6 @@ TEST(OracleLogitsTest, EveryFileAgreesWithLlamaCpp) {
     const absl::Status run =
         ::paceline::testing::MeasureOracleFile(**engine, name, {}, &m);
     ASSERT_TRUE(run.ok()) << run;
-    const bool quantized = ::paceline::testing::OracleIsQuantized(name);
     const double tolerance = ::paceline::testing::OracleTolerance(name);
     std::cout << name << ": max rel. diff " << m.max_rel << " over "
               << m.positions << " positions, argmax " << m.argmax_equal << "/"
