@@ -1,6 +1,8 @@
 // The CPU engine end to end on random weights of the stories110m shape
-// (dummy:stories110m, dim 768, 12 layers, vocab 32000) in F32, F16, Q8_0
-// and Q4_0:
+// (dummy:stories110m, dim 768, 12 layers, vocab 32000) in F32, F16, Q8_0,
+// Q4_0, Q4_K, Q6_K and llama.cpp's Q4_K_M mix (Q4_K with Q6_K for the
+// output head and some layers' attn_v / ffn_down). TYPE is an index into
+// kRecipes, named in the benchmark's label:
 //   BM_Decode/TYPE/B/P  one decode step for B sequences, each at its own
 //                       position (64..191) in its own blocks; tokens/s
 //                       counts B per step. At B = 1 it also reports the
@@ -27,6 +29,7 @@
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/model/model_shapes.h"
+#include "engine/model/weight_recipe.h"
 #include "engine/model/weights.h"
 
 namespace paceline::engine::cpu {
@@ -36,16 +39,26 @@ constexpr int64_t kContextStart = 64;  // positions prefilled before timing
 constexpr int64_t kContextEnd = 192;   // decode wraps back to kContextStart
 constexpr int64_t kPrefill = 512;
 
-std::shared_ptr<const ModelWeights> Weights(GgmlType type) {
+const WeightRecipe kRecipes[] = {
+    WeightRecipe::Uniform(GgmlType::kF32),  WeightRecipe::Uniform(GgmlType::kF16),
+    WeightRecipe::Uniform(GgmlType::kQ8_0), WeightRecipe::Uniform(GgmlType::kQ4_0),
+    WeightRecipe::Uniform(GgmlType::kQ4_K), WeightRecipe::Uniform(GgmlType::kQ6_K),
+    WeightRecipe::Mix(WeightMix::kQ4_K_M),
+};
+
+// kRecipes[index]'s weights, made once per process.
+std::shared_ptr<const ModelWeights> Weights(int64_t index,
+                                            benchmark::State& state) {
   static auto* cache =
-      new std::map<GgmlType, std::shared_ptr<const ModelWeights>>;
-  auto it = cache->find(type);
+      new std::map<int64_t, std::shared_ptr<const ModelWeights>>;
+  state.SetLabel(kRecipes[index].name());
+  auto it = cache->find(index);
   if (it != cache->end()) return it->second;
   auto shape = FindModelShape("stories110m");
-  auto w = ModelWeights::Dummy(*shape, type, 0);
+  auto w = ModelWeights::Dummy(*shape, kRecipes[index], 0);
   if (!w.ok()) return nullptr;
   std::shared_ptr<const ModelWeights> shared = std::move(*w);
-  (*cache)[type] = shared;
+  (*cache)[index] = shared;
   return shared;
 }
 
@@ -57,9 +70,8 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab) {
 }
 
 void BM_Decode(benchmark::State& state) {
-  const auto type = static_cast<GgmlType>(state.range(0));
   const int64_t batch = state.range(1);
-  auto weights = Weights(type);
+  auto weights = Weights(state.range(0), state);
   if (weights == nullptr) return state.SkipWithError("weights");
   const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
   CpuEngineOptions options;
@@ -126,8 +138,7 @@ void BM_Decode(benchmark::State& state) {
 }
 
 void BM_Prefill(benchmark::State& state) {
-  const auto type = static_cast<GgmlType>(state.range(0));
-  auto weights = Weights(type);
+  auto weights = Weights(state.range(0), state);
   if (weights == nullptr) return state.SkipWithError("weights");
   CpuEngineOptions options;
   options.pack_weights = state.range(1) != 0;
@@ -167,25 +178,23 @@ void BM_ReadBandwidth(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 
-constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
-                               GgmlType::kQ4_0};
-
 // packed: the engine's default (CpuEngineOptions::pack_weights), and for
 // the types it packs on this CPU also without, for an A/B in one run.
 void DecodeArgs(benchmark::internal::Benchmark* b) {
-  for (GgmlType t : kTypes) {
+  for (int64_t i = 0; i < std::ssize(kRecipes); ++i) {
+    const GgmlType t = kRecipes[i].base_type();
     for (int64_t batch : {1, 8, 32, 64}) {
-      b->Args({static_cast<int64_t>(t), batch, 1});
-      if (MatMulPrefersPanels(t, 768)) b->Args({static_cast<int64_t>(t), batch, 0});
+      b->Args({i, batch, 1});
+      if (MatMulPrefersPanels(t, 768)) b->Args({i, batch, 0});
     }
   }
   b->ArgNames({"type", "batch", "packed"});
 }
 
 void PrefillArgs(benchmark::internal::Benchmark* b) {
-  for (GgmlType t : kTypes) {
-    b->Args({static_cast<int64_t>(t), 1});
-    if (MatMulPrefersPanels(t, 768)) b->Args({static_cast<int64_t>(t), 0});
+  for (int64_t i = 0; i < std::ssize(kRecipes); ++i) {
+    b->Args({i, 1});
+    if (MatMulPrefersPanels(kRecipes[i].base_type(), 768)) b->Args({i, 0});
   }
   b->ArgNames({"type", "packed"});
 }
