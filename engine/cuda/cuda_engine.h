@@ -275,6 +275,7 @@ class CudaEngine final : public Engine {
   DeviceBuffer moe_gate_up_;      // (R, 2 n_ff_exp) float
   DeviceBuffer moe_act_;          // (R, n_ff_exp) T
   DeviceBuffer moe_y_;            // (R, n_embd) float, expert outputs
+  std::vector<int64_t> moe_fill_;     // (n_expert) GroupByExpert's scratch
   std::vector<int64_t> moe_offsets_;  // (n_expert + 1) first row of each
   // Engine-side sampling: per logit row (up to Tk) its parameters (pinned,
   // mirrored on the device) and token.

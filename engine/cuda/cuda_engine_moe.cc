@@ -56,6 +56,7 @@ absl::Status CudaEngine::AllocateMoeWorkspace() {
   RETURN_IF_ERROR(moe_act_.Allocate(rows * ff * elem));
   RETURN_IF_ERROR(moe_y_.Allocate(rows * embd * sizeof(float)));
   moe_offsets_.resize(static_cast<size_t>(c.n_expert) + 1);
+  moe_fill_.reserve(static_cast<size_t>(c.n_expert));
   return absl::OkStatus();
 }
 
@@ -72,10 +73,11 @@ void CudaEngine::GroupByExpert(int64_t n) {
   for (int64_t e = 0; e < n_expert; ++e) {
     moe_offsets_[e + 1] += moe_offsets_[e];
   }
-  std::vector<int64_t> fill(moe_offsets_.begin(), moe_offsets_.end() - 1);
+  // moe_fill_[e]: expert e's next free row.
+  moe_fill_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t row = fill[experts[t * k + j]]++;
+      const int64_t row = moe_fill_[experts[t * k + j]]++;
       row_token[row] = static_cast<int32_t>(t);
       row_of[t * k + j] = static_cast<int32_t>(row);
     }
