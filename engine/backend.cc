@@ -72,10 +72,13 @@ absl::Status MakeCpu(const BackendOptions& options,
                      Backend* out) {
   const ModelConfig& mc = weights->config();
   out->plan.weights_bytes = weights->MatMulBytes();  // every expert resident
-  out->plan.kv_dtype = "f32";
-  const uint64_t kv_per_token =
-      2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim * sizeof(float);
+  const GgmlType kv_type = options.kv_type.value_or(GgmlType::kF32);
+  out->plan.kv_dtype = DtypeName(kv_type);
+  const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
+                                mc.head_dim *
+                                cpu::KvCache::ElementBytes(kv_type);
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = kv_type;
   cpu_options.block_size = options.block_size;
   cpu_options.max_tokens_per_step = options.max_tokens_per_step;
   cpu_options.num_threads = options.threads;
@@ -112,6 +115,12 @@ absl::Status MakeCuda(const BackendOptions& options,
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
   out->plan.kv_dtype = cuda::DeviceDtypeName(f.dtype);
+  if (options.kv_type.has_value() &&
+      DtypeName(*options.kv_type) != out->plan.kv_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache dtype ", DtypeName(*options.kv_type),
+        ": the CUDA backend keeps this model's K/V in ", out->plan.kv_dtype));
+  }
   ASSIGN_OR_RETURN(out->num_blocks,
                    SizePool(options, weights->config(), available,
                             f.kv_bytes_per_token, &out->plan));

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct BackendOptions {
   // pack_weights).
   bool pack_weights = true;
   int32_t block_size = 16;            // tokens per KV block
+  // The KV cache's element type: kF32 or kF16 on the CPU; the CUDA backend
+  // keeps K/V in its device dtype (CudaEngineFootprint) and refuses any
+  // other (InvalidArgument). Unset: F32 on the CPU, the device dtype on CUDA.
+  std::optional<GgmlType> kv_type;
   int32_t max_tokens_per_step = 512;  // the engine's step limit
 
   // The KV pool. kv_blocks > 0: exactly that many blocks (at most

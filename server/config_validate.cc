@@ -165,6 +165,11 @@ void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
                  absl::StrCat("must be in (0, 1], got ", f));
     }
   }
+  if (!kv.dtype().empty() && kv.dtype() != "f32" && kv.dtype() != "f16") {
+    check.Fail("kv_cache.dtype",
+               absl::StrCat("must be \"f32\", \"f16\" or \"\" (the backend's), "
+                            "got \"", kv.dtype(), "\""));
+  }
   if (kv.has_block_size()) {
     const int32_t b = kv.block_size();
     if (b < 1 || b > 256 || (b & (b - 1)) != 0) {

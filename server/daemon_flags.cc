@@ -49,6 +49,8 @@ file, line and field.
                              at start-up         (kv_cache.memory_fraction)
   --block-size N             tokens per KV block, a power of two in [1, 256]
                                                       (kv_cache.block_size)
+  --kv-dtype f32|f16         K/V element type; f16 holds twice the tokens
+                                                           (kv_cache.dtype)
   --max-batched-tokens N     tokens per engine step, 0 = the engine's limit
                                             (scheduler.max_batched_tokens)
   --drain-timeout SECONDS    on SIGTERM, cut streams still running after this
@@ -72,6 +74,7 @@ constexpr FlagDef kFlags[] = {
     {"kv-memory", true},
     {"kv-memory-fraction", true},
     {"block-size", true},
+    {"kv-dtype", true},
     {"max-batched-tokens", true},
     {"drain-timeout", true},
     {"allow-root", false},
@@ -119,6 +122,8 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
               config.mutable_metrics_listen());
   string_flag("http-listen", "http.listen",
               config.mutable_http()->mutable_listen());
+  string_flag("kv-dtype", "kv_cache.dtype",
+              config.mutable_kv_cache()->mutable_dtype());
 
   // Whole-number flags: flag, field path, setter.
   struct IntFlag {

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   shape.head_dim = c.head_dim;
   shape.block_size = o.block_size;
   shape.num_blocks = o.num_blocks;
+  shape.dtype = o.kv_type;
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, KvCache::Create(shape));
   std::unique_ptr<CpuEngine> engine(
       new CpuEngine(std::move(weights), o, std::move(cache)));
@@ -322,17 +323,14 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
 void CpuEngine::WriteKv(int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   const int64_t bs = options_.block_size;
-  const size_t head_bytes = static_cast<size_t>(c.head_dim) * sizeof(float);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = positions_[t];
     const int64_t block = block_tables_[token_table_[t]][pos / bs];
     const int64_t slot = pos % bs;
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
       const int64_t src = (t * c.n_kv_heads + h) * c.head_dim;
-      std::memcpy(cache_->Rows(layer, block, 0, h) + slot * c.head_dim,
-                  &k_[src], head_bytes);
-      std::memcpy(cache_->Rows(layer, block, 1, h) + slot * c.head_dim,
-                  &v_[src], head_bytes);
+      cache_->WriteRow(layer, block, 0, h, slot, &k_[src]);
+      cache_->WriteRow(layer, block, 1, h, slot, &v_[src]);
     }
   }
 }

@@ -50,6 +50,9 @@ struct CpuEngineOptions {
   // address space only.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
+  // The KV cache's element type: kF32, or kF16 (half the bytes per token;
+  // F16 attention, kernels/attention.h). Others are InvalidArgument.
+  GgmlType kv_type = GgmlType::kF32;
   int num_threads = 0;  // 0 = one per hardware thread
   // Repack matrices that run faster in the kernels' own layout on this CPU
   // (MatMulPrefersPanels: with AVX-512, Q8_0 (VNNI) and the float types)

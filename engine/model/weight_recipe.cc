@@ -76,6 +76,14 @@ std::vector<ModelMatrix> ModelMatrices(const ModelConfig& c) {
     out.push_back({MatrixRole::kAttnK, i, kv_dim, c.n_embd});
     out.push_back({MatrixRole::kAttnV, i, kv_dim, c.n_embd});
     out.push_back({MatrixRole::kAttnOutput, i, c.n_embd, q_dim});
+    if (c.is_moe()) {  // every expert's matrix stacked, as in the file
+      const int64_t stacked = c.n_expert * c.n_ff_exp;
+      out.push_back({MatrixRole::kFfnGate, i, stacked, c.n_embd});
+      out.push_back({MatrixRole::kFfnUp, i, stacked, c.n_embd});
+      out.push_back({MatrixRole::kFfnDown, i, c.n_expert * c.n_embd,
+                     c.n_ff_exp});
+      continue;
+    }
     out.push_back({MatrixRole::kFfnGate, i, c.n_ff, c.n_embd});
     out.push_back({MatrixRole::kFfnUp, i, c.n_ff, c.n_embd});
     out.push_back({MatrixRole::kFfnDown, i, c.n_embd, c.n_ff});

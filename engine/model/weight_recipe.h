@@ -60,7 +60,9 @@ struct ModelMatrix {
 };
 
 // The matrices of `config` (the output head only when not tied): the
-// embedding, the output head, then each layer's seven.
+// embedding, the output head, then each layer's seven — for a mixture of
+// experts the FFN three as the files store them, every expert's rows
+// stacked (the router, kept in F32, is not one of them).
 std::vector<ModelMatrix> ModelMatrices(const ModelConfig& config);
 
 // llama.cpp's choice of the layers that get more bits in Q4_K_M / Q5_K_M:

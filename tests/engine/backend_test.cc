@@ -61,6 +61,35 @@ TEST(BackendTest, ExplicitCpu) {
       << b->log_lines[1];
 }
 
+// An F16 cache: half the bytes per token, so the same budget holds twice
+// the sequences; the plan and the memory line say f16.
+TEST(BackendTest, F16CacheHoldsTwiceTheTokens) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_type = GgmlType::kF16;
+  o.kv_memory_bytes = 4 * kBlocksPerSequence * 16 * kCpuKvPerToken;
+  o.max_running = 16;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->plan.kv_dtype, "f16");
+  EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken / 2);
+  EXPECT_EQ(b->plan.sequences, 8);
+  EXPECT_EQ(b->engine->num_blocks(), 8 * kBlocksPerSequence);
+  EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
+  ASSERT_EQ(b->log_lines.size(), 2u);
+  EXPECT_NE(b->log_lines[1].find("f16"), std::string::npos) << b->log_lines[1];
+}
+
+TEST(BackendTest, BlockQuantizedCacheIsRefused) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_type = GgmlType::kQ4_0;
+  o.kv_blocks = 4;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BackendTest, UnsetChoosesCudaWhenAvailableElseCpuAndSaysWhy) {
   ASSERT_NE(Dummy(), nullptr);
   BackendOptions o = Cpu();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/weight_recipe.h"
+#include "engine/model/weights.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {
@@ -342,6 +344,42 @@ TEST(PlanMemoryTest, Q4KMOfLlama3_8BSumsItsRecipe) {
               bits / static_cast<double>(c->ParameterCount()), 1e-9);
   EXPECT_GT(p.weights_bits_per_weight, 4.85);
   EXPECT_LT(p.weights_bits_per_weight, 4.95);
+}
+
+// A mixture of experts' mix sizes every expert in the recipe's types (the
+// stacked expert matrices are ~90% of stories110m-moe): its bits per
+// weight are Q4_K_M's, not F32's. Dummy weights of that recipe read the
+// same matrix bytes the plan counts.
+TEST(PlanMemoryTest, MixSizesEveryExpertOfAMixtureOfExperts) {
+  absl::StatusOr<ModelConfig> c = FindModelShape("stories110m-moe");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->is_moe());
+  const MemoryPlan p = PlanRecipe(*c, "q4_k_m");
+  EXPECT_GT(p.weights_bits_per_weight, 4.5);
+  EXPECT_LT(p.weights_bits_per_weight, 5.5);
+  absl::StatusOr<std::unique_ptr<ModelWeights>> w =
+      ModelWeights::Dummy(*c, WeightRecipe::Mix(WeightMix::kQ4_K_M), 0);
+  ASSERT_TRUE(w.ok()) << w.status();
+  // The plan adds the embedding (MatMulBytes leaves it out unless tied)
+  // and the parameters outside ModelMatrices in F32: the norms and the
+  // router (which MatMulBytes has already, hence an upper bound).
+  int64_t matrix_parameters = 0;
+  uint64_t embedding_bytes = 0;
+  const WeightRecipe recipe = WeightRecipe::Mix(WeightMix::kQ4_K_M);
+  for (const ModelMatrix& m : ModelMatrices(*c)) {
+    matrix_parameters += m.rows * m.cols;
+    if (m.role == MatrixRole::kTokenEmbd && !c->tied_output) {
+      absl::StatusOr<uint64_t> row =
+          GgmlRowBytes(recipe.TypeOf(*c, m), m.cols);
+      ASSERT_TRUE(row.ok());
+      embedding_bytes = *row * static_cast<uint64_t>(m.rows);
+    }
+  }
+  const uint64_t rest_bytes =
+      4 * static_cast<uint64_t>(c->ParameterCount() - matrix_parameters);
+  EXPECT_GT(p.weights_bytes, (*w)->MatMulBytes() + embedding_bytes);
+  EXPECT_LE(p.weights_bytes,
+            (*w)->MatMulBytes() + embedding_bytes + rest_bytes);
 }
 
 TEST(PlanMemoryTest, MixesOrderByTheirBits) {

@@ -50,7 +50,7 @@ TEST(DaemonFlagsTest, UsageDocumentsEveryFlag) {
   for (const char* flag :
        {"--config", "--model", "--backend", "--chat-template-file", "--listen",
         "--metrics-listen", "--http-listen", "--tenant", "--threads",
-        "--kv-memory ", "--kv-memory-fraction", "--block-size",
+        "--kv-memory ", "--kv-memory-fraction", "--block-size", "--kv-dtype",
         "--max-batched-tokens", "--drain-timeout", "--allow-root", "--help"}) {
     EXPECT_THAT(kDaemonUsage, HasSubstr(flag));
   }
@@ -86,6 +86,8 @@ TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
                                                  "512MiB",
                                                  "--block-size",
                                                  "32",
+                                                 "--kv-dtype",
+                                                 "f16",
                                                  "--max-batched-tokens",
                                                  "2048",
                                                  "--drain-timeout",
@@ -101,6 +103,7 @@ TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
   EXPECT_EQ(c.kv_cache().memory_bytes(), uint64_t{512} << 20);
   EXPECT_FALSE(c.kv_cache().has_memory_fraction());  // the flag replaced it
   EXPECT_EQ(c.kv_cache().block_size(), 32);
+  EXPECT_EQ(c.kv_cache().dtype(), "f16");
   EXPECT_EQ(c.scheduler().max_batched_tokens(), 2048);
   EXPECT_EQ(c.drain_timeout_seconds(), 7);
   EXPECT_TRUE(options->allow_root);
@@ -210,6 +213,8 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
       {{"--threads", "99999999999"}, "--threads: 99999999999 is out of range"},
       {{"--block-size", "12"},
        "flag --block-size: field kv_cache.block_size: must be a power of two"},
+      {{"--kv-dtype", "q8_0"},
+       "flag --kv-dtype: field kv_cache.dtype: must be \"f32\", \"f16\""},
       {{"--max-batched-tokens", "-5"},
        "flag --max-batched-tokens: field scheduler.max_batched_tokens"},
       {{"--drain-timeout", "soon"}, "--drain-timeout wants a whole number"},

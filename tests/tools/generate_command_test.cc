@@ -4,6 +4,7 @@
 #include <regex>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -143,6 +144,8 @@ TEST_F(GenerateCommandTest, UsageErrors) {
             2);
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--bogus"}), 2);
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--backend", "tpu"}), 2);
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--kv-dtype", "q8_0"}),
+            2);
   EXPECT_EQ(code({"--help"}), 0);
 }
 
@@ -161,6 +164,24 @@ TEST(GenerateCommandDummyTest, RunsADummyModel) {
                    "hi", "--max-tokens", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectTimingLine(r.err, 3, 3);
+}
+
+// --kv-dtype f16 on the CPU: the memory line says f16 at half the bytes
+// per token of f32 (dummy:stories15m: 2 × 6 layers × 6 KV heads × 48).
+TEST(GenerateCommandDummyTest, KvDtypeF16HalvesTheBytesPerToken) {
+  for (const char* dtype : {"f32", "f16"}) {
+    SCOPED_TRACE(dtype);
+    const CommandResult r = RunPaceline(
+        {"generate", "--model", "dummy:stories15m:q8_0", "--prompt", "hi",
+         "--max-tokens", "3", "--backend", "cpu", "--kv-dtype", dtype});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const int bytes = std::string(dtype) == "f16" ? 2 : 4;
+    EXPECT_NE(r.err.find(absl::StrCat("KV ", 2 * 6 * 6 * 48 * bytes,
+                                      " bytes per token (", dtype, ")")),
+              std::string::npos)
+        << r.err;
+    ExpectTimingLine(r.err, 3, 3);
+  }
 }
 
 // Unset, the backend is CUDA when there is a device, else the CPU, said on

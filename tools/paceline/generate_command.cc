@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +32,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
+    "         [--seed S] [--threads N] [--backend cpu|cuda] [--kv-dtype f32|f16]\n"
     "\n"
     "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
@@ -57,12 +58,15 @@ constexpr char kUsage[] =
     "  --seed S           sampling seed (default 0)\n"
     "  --threads N        CPU threads (default 0: one per core)\n"
     "  --backend B        cpu or cuda (default: cuda when this build has it\n"
-    "                     and a GPU is present, else cpu; said on stderr)\n";
+    "                     and a GPU is present, else cpu; said on stderr)\n"
+    "  --kv-dtype D       K/V element type, f32 or f16 (default: the\n"
+    "                     backend's, f32 on the CPU)\n";
 
 constexpr FlagDef kFlags[] = {
     {"model", true},       {"prompt", true},  {"max-tokens", true},
     {"temperature", true}, {"top-k", true},   {"top-p", true},
     {"seed", true},        {"threads", true}, {"backend", true},
+    {"kv-dtype", true},
 };
 
 constexpr int32_t kPrefillChunk = 512;
@@ -73,6 +77,7 @@ struct GenerateFlags {
   int64_t max_tokens = 128;
   int threads = 0;
   std::string backend;  // "", "cpu" or "cuda"
+  std::optional<engine::GgmlType> kv_type;
   engine::SamplingParams sampling;
 };
 
@@ -104,6 +109,13 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
     }
     f.backend = *v;
   }
+  if (auto v = args.Get("kv-dtype")) {
+    if (*v != "f32" && *v != "f16") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-dtype must be f32 or f16, got '", *v, "'"));
+    }
+    f.kv_type = *v == "f16" ? engine::GgmlType::kF16 : engine::GgmlType::kF32;
+  }
   ASSIGN_OR_RETURN(const std::optional<double> temperature,
                    GetNumberFlag(args, "temperature"));
   if (temperature) f.sampling.temperature = static_cast<float>(*temperature);
@@ -134,6 +146,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
   options.backend = f.backend;
   options.backend_setting = "--backend";
   options.threads = f.threads;
+  options.kv_type = f.kv_type;
   options.max_tokens_per_step = kPrefillChunk;
   options.kv_blocks =
       scheduler::KvBlocksToRunTogether(requests, options.block_size);

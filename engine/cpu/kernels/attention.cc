@@ -4,9 +4,12 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/attention_internal.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 
 namespace paceline::engine::cpu {
 namespace {
@@ -34,11 +37,11 @@ inline void ScaleAdd(float* y, float c, float p, const float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] * c + p * v[i];
 }
 
-// internal::AttendGroupFn, one position at a time.
-void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
-                 absl::Span<const int32_t> block_table, int64_t n_positions,
-                 const float* q, int64_t n_group, int64_t head_dim, float scale,
-                 float* out) {
+// internal::AttendGroupFn over an F32 cache, one position at a time.
+void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
+                    absl::Span<const int32_t> block_table, int64_t n_positions,
+                    const float* q, int64_t n_group, int64_t head_dim,
+                    float scale, float* out) {
   const int64_t block_size = cache.shape().block_size;
   float acc[kMaxAccFloats];              // (n_group, head_dim)
   float running_max[kMaxGroup];          // (n_group)
@@ -83,6 +86,71 @@ void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
       out[g * head_dim + i] = acc[g * head_dim + i] * inv;
     }
   }
+}
+
+inline float RoundToHalf(float x) { return HalfToFloat(FloatToHalf(x)); }
+
+// Row j of a block's F16 K or V rows as floats, into `row` (head_dim).
+inline const float* HalfRow(const uint16_t* rows, int64_t j, int64_t head_dim,
+                            float* row) {
+  for (int64_t i = 0; i < head_dim; ++i) {
+    row[i] = HalfToFloat(rows[j * head_dim + i]);
+  }
+  return row;
+}
+
+// internal::AttendGroupFn over an F16 cache: F16 attention as
+// attention_group.inc's AttendGroupHalfT computes it (all scores, one
+// softmax, weights rounded to F16, then the sum over V), one position at
+// a time.
+void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
+                     absl::Span<const int32_t> block_table,
+                     int64_t n_positions, const float* q, int64_t n_group,
+                     int64_t head_dim, float scale, float* out) {
+  const int64_t block_size = cache.shape().block_size;
+  float q_half[kMaxAccFloats];  // (n_group, head_dim)
+  for (int64_t i = 0; i < n_group * head_dim; ++i) {
+    q_half[i] = RoundToHalf(q[i]);
+  }
+  float row[kMaxAccFloats];  // one K or V row
+  thread_local std::vector<float> weights;  // (n_group, n_positions)
+  weights.resize(static_cast<size_t>(n_group * n_positions));
+  for (int64_t p = 0; p < n_positions; ++p) {
+    const uint16_t* k =
+        cache.Rows<uint16_t>(layer, block_table[p / block_size], 0, kv_head);
+    HalfRow(k, p % block_size, head_dim, row);
+    for (int64_t g = 0; g < n_group; ++g) {
+      weights[g * n_positions + p] =
+          Dot(q_half + g * head_dim, row, head_dim) * scale;
+    }
+  }
+  for (int64_t g = 0; g < n_group; ++g) {
+    float* w = weights.data() + g * n_positions;
+    const float max = *std::max_element(w, w + n_positions);
+    float sum = 0;
+    for (int64_t p = 0; p < n_positions; ++p) sum += (w[p] = std::exp(w[p] - max));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < n_positions; ++p) w[p] = RoundToHalf(w[p] * inv);
+  }
+  std::fill(out, out + n_group * head_dim, 0.0f);
+  for (int64_t p = 0; p < n_positions; ++p) {
+    const uint16_t* v =
+        cache.Rows<uint16_t>(layer, block_table[p / block_size], 1, kv_head);
+    HalfRow(v, p % block_size, head_dim, row);
+    for (int64_t g = 0; g < n_group; ++g) {
+      ScaleAdd(out + g * head_dim, 1.0f, weights[g * n_positions + p], row,
+               head_dim);
+    }
+  }
+}
+
+void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
+                 absl::Span<const int32_t> block_table, int64_t n_positions,
+                 const float* q, int64_t n_group, int64_t head_dim, float scale,
+                 float* out) {
+  (cache.dtype() == GgmlType::kF16 ? AttendGroupHalf : AttendGroupF32)(
+      cache, layer, kv_head, block_table, n_positions, q, n_group, head_dim,
+      scale, out);
 }
 
 }  // namespace scalar

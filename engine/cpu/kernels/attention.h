@@ -15,6 +15,14 @@
 // rescaled once per block), in float. The result for a token depends only
 // on its q and its sequence's K/V: not on the batch, the thread count or
 // the order of work.
+//
+// With an F16 cache this is F16 attention, the way llama.cpp's CPU path
+// computes it with its default F16 cache (flash attention off): both
+// operands of each product are F16 and the sums float. q is rounded to F16
+// before q · K; the softmax is taken over all of a head's scores at once
+// (one max, one sum), and each normalized weight is rounded to F16 before
+// it multiplies V. (The online softmax of the F32 path would round
+// different numbers: weights relative to a running max, unnormalized.)
 
 #include <cstdint>
 

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "engine/cpu/kernels/attention.h"
@@ -17,7 +19,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -48,6 +50,20 @@ inline Vec Max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
 inline Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec KeepFirst(Vec x, int64_t n) {
   return _mm256_and_ps(x, _mm256_castsi256_ps(FirstLanes(n)));
+}
+
+inline Vec LoadKv(const float* p) { return Load(p); }
+inline Vec LoadKvN(const float* p, int64_t n) { return LoadN(p, n); }
+inline Vec LoadKv(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline Vec LoadKvN(const uint16_t* p, int64_t n) {
+  alignas(16) uint16_t h[kLanes] = {};
+  std::memcpy(h, p, static_cast<size_t>(n) * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+inline Vec RoundToHalf(Vec x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
 // Halves, then quarters, ... of the vector: a fixed order.

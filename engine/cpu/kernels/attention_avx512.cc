@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "engine/cpu/kernels/attention.h"
@@ -53,6 +54,19 @@ inline Vec Max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
 inline Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec KeepFirst(Vec x, int64_t n) {
   return _mm512_maskz_mov_ps(FirstLanes(n), x);
+}
+
+inline Vec LoadKv(const float* p) { return Load(p); }
+inline Vec LoadKvN(const float* p, int64_t n) { return LoadN(p, n); }
+inline Vec LoadKv(const uint16_t* p) {
+  return _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline Vec LoadKvN(const uint16_t* p, int64_t n) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(FirstLanes(n), p));
+}
+inline Vec RoundToHalf(Vec x) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
 // Halves, then quarters, ... of the vector: a fixed order.

@@ -28,9 +28,11 @@ using AttendGroupFn = void (*)(const KvCache& cache, int64_t layer,
                                int64_t n_group, int64_t head_dim, float scale,
                                float* out);
 
-// Per block of each head: the scores of all its positions, a tile of 8
-// (AVX2) or 16 (AVX-512) positions at a time; one vectorized exp (below)
-// over them; then P·V. attention_group.inc has the loops.
+// F32 cache: per block of each head, the scores of all its positions, a
+// tile of 8 (AVX2) or 16 (AVX-512) positions at a time; one vectorized exp
+// (below) over them; then P·V. F16 cache: every score of the group first,
+// one softmax per head, then P·V (attention.h). attention_group.inc has
+// the loops.
 void AttendGroupAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
                      absl::Span<const int32_t> block_table, int64_t n_positions,
                      const float* q, int64_t n_group, int64_t head_dim,

@@ -16,6 +16,8 @@
 #include "engine/cpu/kernels/attention_internal.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
 #include "gtest/gtest.h"
 
 // PagedAttention against a plain reference: K/V of each sequence kept
@@ -37,8 +39,15 @@ struct Case {
 
 class PagedAttentionTest : public testing::TestWithParam<Case> {};
 
-TEST_P(PagedAttentionTest, MatchesContiguousReference) {
-  const Case c = GetParam();
+// An F16 cache holds K and V rounded to F16 (the reference uses the
+// rounded values and q rounded the same way); the kernel also rounds each
+// softmax weight to F16 before it multiplies V, which moves an output by
+// at most 2^-11 of sum_p weight_p |V_p| (the bound allowed on top).
+void ExpectMatchesReference(const Case& c, GgmlType dtype) {
+  const bool half = dtype == GgmlType::kF16;
+  const auto stored = [half](float x) {
+    return half ? HalfToFloat(FloatToHalf(x)) : x;
+  };
   // (positions already cached, new tokens) per sequence: decode tokens at
   // block boundaries and between them, short and long prefill chunks.
   const std::vector<std::pair<int64_t, int64_t>> seqs = {
@@ -54,7 +63,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
                      .n_kv_heads = c.n_kv_heads,
                      .head_dim = c.head_dim,
                      .block_size = c.block_size,
-                     .num_blocks = total_blocks + 3};
+                     .num_blocks = total_blocks + 3,
+                     .dtype = dtype};
   auto cache = KvCache::Create(shape);
   ASSERT_TRUE(cache.ok()) << cache.status();
   std::vector<int32_t> free_blocks(shape.num_blocks);
@@ -76,14 +86,16 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
     ref_v[s].resize(c.n_kv_heads * len * c.head_dim);
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
       for (int64_t p = 0; p < len; ++p) {
-        float* k = (*cache)->Rows(layer, tables[s][p / c.block_size], 0, h) +
-                   (p % c.block_size) * c.head_dim;
-        float* v = (*cache)->Rows(layer, tables[s][p / c.block_size], 1, h) +
-                   (p % c.block_size) * c.head_dim;
+        std::vector<float> k(c.head_dim), v(c.head_dim);
         for (int64_t i = 0; i < c.head_dim; ++i) {
-          k[i] = ref_k[s][(h * len + p) * c.head_dim + i] = normal(rng);
-          v[i] = ref_v[s][(h * len + p) * c.head_dim + i] = normal(rng);
+          k[i] = normal(rng);
+          v[i] = normal(rng);
+          ref_k[s][(h * len + p) * c.head_dim + i] = stored(k[i]);
+          ref_v[s][(h * len + p) * c.head_dim + i] = stored(v[i]);
         }
+        const int64_t block = tables[s][p / c.block_size];
+        (*cache)->WriteRow(layer, block, 0, h, p % c.block_size, k.data());
+        (*cache)->WriteRow(layer, block, 1, h, p % c.block_size, v.data());
       }
     }
     for (int64_t i = 0; i < seqs[s].second; ++i) {
@@ -122,7 +134,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
         for (int64_t p = 0; p < n_pos; ++p) {
           double dot = 0;
           for (int64_t i = 0; i < c.head_dim; ++i) {
-            dot += double{qh[i]} * ref_k[s][(kvh * len + p) * c.head_dim + i];
+            dot += double{stored(qh[i])} *
+                   ref_k[s][(kvh * len + p) * c.head_dim + i];
           }
           scores[p] = dot * params.scale;
           max = std::max(max, scores[p]);
@@ -130,12 +143,17 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
         double sum = 0;
         for (double& x : scores) sum += (x = std::exp(x - max));
         for (int64_t i = 0; i < c.head_dim; ++i) {
-          double ref = 0;
+          double ref = 0, magnitude = 0;
           for (int64_t p = 0; p < n_pos; ++p) {
-            ref += scores[p] / sum * ref_v[s][(kvh * len + p) * c.head_dim + i];
+            const double term =
+                scores[p] / sum * ref_v[s][(kvh * len + p) * c.head_dim + i];
+            ref += term;
+            magnitude += std::fabs(term);
           }
+          const double weight_rounding = half ? magnitude / 2048 : 0;
           const float got = out[(t * c.n_heads + h) * c.head_dim + i];
-          ASSERT_LE(std::fabs(got - ref), 1e-5 + 1e-4 * std::fabs(ref))
+          ASSERT_LE(std::fabs(got - ref),
+                    1e-5 + 1e-4 * std::fabs(ref) + weight_rounding)
               << "token " << t << " head " << h << " dim " << i;
         }
       }
@@ -151,6 +169,14 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
     }
   }
   SetIsaLevelCap(IsaLevel::kAvx512);
+}
+
+TEST_P(PagedAttentionTest, MatchesContiguousReference) {
+  ExpectMatchesReference(GetParam(), GgmlType::kF32);
+}
+
+TEST_P(PagedAttentionTest, F16CacheMatchesContiguousReference) {
+  ExpectMatchesReference(GetParam(), GgmlType::kF16);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -302,6 +328,44 @@ TEST(KvCacheTest, CopyBlockCopiesEveryLayer) {
     }
   }
   EXPECT_EQ((*cache)->bytes(), size_t{3 * 4 * 2 * 2 * 2 * 4 * 4});
+}
+
+// An F16 cache stores each element rounded to the nearest F16 (ties to
+// even, overflow to inf), in half the bytes, and copies blocks whole.
+TEST(KvCacheTest, F16CacheRoundsToNearestAndCopiesBlocks) {
+  KvCacheShape shape{.n_layers = 2,
+                     .n_kv_heads = 1,
+                     .head_dim = 6,
+                     .block_size = 2,
+                     .num_blocks = 3,
+                     .dtype = GgmlType::kF16};
+  auto cache = KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  EXPECT_EQ((*cache)->bytes(), size_t{2 * 3 * 2 * 1 * 2 * 6 * 2});
+  // 1 + 2^-11 is halfway between 1 and the next F16 (1 + 2^-10): to even.
+  const float row[6] = {1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-20f, -3.0f,
+                        70000.0f,        1e-8f,                       0.1f};
+  const uint16_t want[6] = {0x3C00, 0x3C01, 0xC200, 0x7C00, 0x0000, 0x2E66};
+  for (int64_t l = 0; l < 2; ++l) (*cache)->WriteRow(l, 0, 1, 0, 1, row);
+  (*cache)->CopyBlock(0, 2);
+  for (int64_t l = 0; l < 2; ++l) {
+    const uint16_t* v = (*cache)->Rows<uint16_t>(l, 2, 1, 0) + 6;
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(v[i], want[i]) << l << " " << i;
+  }
+}
+
+TEST(KvCacheTest, RejectsBlockQuantizedDtypes) {
+  const absl::StatusOr<std::unique_ptr<KvCache>> cache =
+      KvCache::Create(KvCacheShape{.n_layers = 1,
+                                   .n_kv_heads = 1,
+                                   .head_dim = 32,
+                                   .block_size = 16,
+                                   .num_blocks = 1,
+                                   .dtype = GgmlType::kQ8_0});
+  ASSERT_FALSE(cache.ok());
+  EXPECT_EQ(cache.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cache.status().message().find("Q8_0"), std::string::npos)
+      << cache.status();
 }
 
 TEST(KvCacheTest, RejectsEmptyShapes) {

@@ -51,8 +51,10 @@ class StoriesTest : public ::testing::Test {
 
   std::unique_ptr<CpuEngine> MakeEngine(int32_t num_blocks = 64,
                                         int32_t max_tokens = 256,
-                                        int threads = 2) {
+                                        int threads = 2,
+                                        GgmlType kv_type = GgmlType::kF32) {
     CpuEngineOptions options;
+    options.kv_type = kv_type;
     options.num_blocks = num_blocks;
     options.max_tokens_per_step = max_tokens;
     options.num_threads = threads;
@@ -64,6 +66,9 @@ class StoriesTest : public ::testing::Test {
   std::vector<int32_t> Encode(const std::string& text) const {
     return model_->tokenizer->Encode(text, /*add_bos=*/true);
   }
+
+  // Five prompts interleaved in shared steps equal each run alone.
+  void ExpectStoriesBatchInvariant(CpuEngine& engine) const;
 
   static LoadedModel* model_;
 };
@@ -157,6 +162,20 @@ TEST_F(StoriesTest, ChunkedPrefillMatchesOneShot) {
       ExpectSameRun(*chunked, *one_shot,
                     absl::StrCat("chunk ", chunk, ", ", IsaLevelName(level)));
     }
+  }
+}
+
+// llama.cpp made those ids with its default F16 KV cache: an F16 cache
+// gives them too, at every ISA level.
+TEST_F(StoriesTest, Greedy64TokensMatchLlamaCppWithAnF16Cache) {
+  const std::vector<int32_t> prompt = Encode("Once upon a time");
+  for (IsaLevel level : AllLevels()) {
+    IsaScope isa(level);
+    auto engine = MakeEngine(64, 256, 2, GgmlType::kF16);
+    auto result = GenerateAlone(*engine, prompt, 64, 0,
+                                ContiguousBlocks(*engine, 5 + 64));
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->tokens, kExpected64) << IsaLevelName(level);
   }
 }
 
@@ -256,19 +275,32 @@ void ExpectBatchInvariant(CpuEngine& engine,
   }
 }
 
+void StoriesTest::ExpectStoriesBatchInvariant(CpuEngine& engine) const {
+  ExpectBatchInvariant(
+      engine,
+      {Encode("Once upon a time"), Encode("Tom had a big red dog"),
+       Encode("The sun was shining and the birds were singing. Lily went "
+              "outside to play with her friend"),
+       Encode("One day"),
+       Encode("There was a little boy who liked to eat cake. He ate a lot of "
+              "cake every day, and his mom said")},
+      40);
+}
+
 TEST_F(StoriesTest, BatchedGenerationMatchesEachAlone) {
   for (IsaLevel level : AllLevels()) {
     IsaScope isa(level);
     auto engine = MakeEngine(/*num_blocks=*/128);
-    ExpectBatchInvariant(
-        *engine,
-        {Encode("Once upon a time"), Encode("Tom had a big red dog"),
-         Encode("The sun was shining and the birds were singing. Lily went "
-                "outside to play with her friend"),
-         Encode("One day"),
-         Encode("There was a little boy who liked to eat cake. He ate a lot of "
-                "cake every day, and his mom said")},
-        40);
+    ExpectStoriesBatchInvariant(*engine);
+  }
+}
+
+// The same bits with an F16 cache: F16 attention is as batch-invariant.
+TEST_F(StoriesTest, BatchedGenerationMatchesEachAloneWithAnF16Cache) {
+  for (IsaLevel level : AllLevels()) {
+    IsaScope isa(level);
+    auto engine = MakeEngine(128, 256, 2, GgmlType::kF16);
+    ExpectStoriesBatchInvariant(*engine);
   }
 }
 

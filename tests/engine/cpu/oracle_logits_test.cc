@@ -6,18 +6,23 @@
 // close is close"), and the same argmax wherever llama.cpp's top two differ
 // by more than 0.05.
 //
-// Files whose features the engine does not have yet are reported
-// with what was measured and not asserted, by name below; every other file
-// must pass. The argmax rule holds on float, Q8_0 and Q4_0 files (the
-// activations are quantized as llama.cpp's AVX path does, f16 scales
-// included); not asserted on K-quant files, where 1-3 near-tie positions
-// per file still flip. The quantizers and kernels match llama.cpp's bit
-// for bit; what differs is attention: llama.cpp keeps K and V in F16 and
-// rounds Q and the softmax probabilities to F16 for its two matmuls (the
-// non-flash path), while ours stays in F32. The 8-bit activation rounding
-// after attention turns that 1e-4 difference into ~0.02-0.04 of the logit
-// std at every quantized position (position 0, where attention returns V,
-// is exact once V is rounded to F16).
+// The references were made with llama.cpp's default F16 KV cache (flash
+// attention off), whose attention rounds K, V, q and the normalized
+// softmax weights to F16; the engine's F16 cache computes attention that
+// way too (kernels/attention.h), so every file runs with it and must pass.
+// Measured: float files 0.0001-0.0003 of the logit std (0.0017 for the F16
+// file, whose weights are F16 in both), quantized files 0.03-0.065, Q2_K
+// 0.062. Float files also run with the F32 cache: 0.0008-0.0011.
+//
+// The argmax rule holds everywhere but at one position of llama-base-q8_0
+// (kKnownFlips): llama.cpp's top two differ by 0.053 there, just over the
+// 0.05 of the rule, and ours by -0.021, an error of 0.018 of the logit std
+// (the file's worst is 0.035). It stays at every ISA level and with RoPE
+// angles computed as llama.cpp does (a cumulative float product, tried and
+// reverted: it moves other files' near-ties instead), so it is the 8-bit
+// activation rounding amplifying summation-order differences, not a
+// mistake in a formula. With the F32 cache the quantized files measure
+// 0.035-0.082 (Q2_K over the 0.08) and 1-3 near-ties per K file flip.
 
 #include <filesystem>
 #include <iostream>
@@ -26,11 +31,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/forward_batch.h"
 #include "engine/gguf/gguf_file.h"
+#include "engine/model/memory_plan.h"
 #include "engine/model/weights.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
@@ -42,36 +47,33 @@ namespace {
 using cpu::CpuEngine;
 using cpu::CpuEngineOptions;
 
-// Why a file is not expected to pass yet, or "".
-std::string NotYet(const std::string& name) {
-  if (absl::StrContains(name, "q2_k")) {
-    // Native Q2_K with llama.cpp's Q8_K activations: 0.082, from our F32
-    // attention against llama.cpp's F16 K/V/Q/probabilities (see the top
-    // comment); with those rounded to F16 as llama.cpp does: 0.052.
-    return "Q2_K measures 0.082 of the logit std, over the 0.08 allowed";
-  }
-  return "";
+// Positions per file where our argmax may differ from llama.cpp's clear
+// one (see the top comment); every other file has none.
+int KnownFlips(const std::string& name, GgmlType kv_type) {
+  return kv_type == GgmlType::kF16 && name == "llama-base-q8_0" ? 1 : 0;
 }
 
-TEST(OracleLogitsTest, EveryFileAgreesWithLlamaCpp) {
+// Runs every oracle file through a CPU engine with a `kv_type` cache
+// (float files only unless `quantized_too`), asserting the tolerance and
+// the argmax rule on each.
+void ExpectEveryFileAgrees(GgmlType kv_type, bool quantized_too) {
   const std::vector<std::filesystem::path> files =
       ::paceline::testing::OracleModelFiles();
   if (files.empty()) GTEST_SKIP() << "no " << ::paceline::testing::OracleDir();
-  int passed_files = 0;
+  int files_checked = 0;
   for (const std::filesystem::path& file : files) {
     const std::string name = file.stem().string();
-    SCOPED_TRACE(name);
-    const std::string why_not = NotYet(name);
-    absl::StatusOr<LoadedModel> model = OpenModel(file.string());
-    if (!model.ok()) {
-      EXPECT_FALSE(why_not.empty()) << model.status();
-      std::cout << name << ": refused at load (" << why_not << ")\n";
+    if (!quantized_too && ::paceline::testing::OracleIsQuantized(name)) {
       continue;
     }
+    SCOPED_TRACE(name);
+    absl::StatusOr<LoadedModel> model = OpenModel(file.string());
+    ASSERT_TRUE(model.ok()) << model.status();
     CpuEngineOptions options;
     options.num_blocks = 128;
     options.max_tokens_per_step = 128;
     options.num_threads = 2;
+    options.kv_type = kv_type;
     absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
         CpuEngine::Create(model->weights, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -79,20 +81,23 @@ TEST(OracleLogitsTest, EveryFileAgreesWithLlamaCpp) {
     const absl::Status run =
         ::paceline::testing::MeasureOracleFile(**engine, name, {}, &m);
     ASSERT_TRUE(run.ok()) << run;
-    const double tolerance = ::paceline::testing::OracleTolerance(name);
-    std::cout << name << ": max rel. diff " << m.max_rel << " over "
-              << m.positions << " positions, argmax " << m.argmax_equal << "/"
-              << m.argmax_checked
-              << (why_not.empty() ? "" : absl::StrCat(" (", why_not, ")"))
-              << "\n";
-    if (!why_not.empty()) continue;
-    EXPECT_LE(m.max_rel, tolerance);
-    if (!absl::StrContains(name, "_k")) {
-      EXPECT_EQ(m.argmax_equal, m.argmax_checked);
-    }
-    ++passed_files;
+    std::cout << name << " (KV " << DtypeName(kv_type) << "): max rel. diff "
+              << m.max_rel << " over " << m.positions << " positions, argmax "
+              << m.argmax_equal << "/" << m.argmax_checked << "\n";
+    EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(name));
+    EXPECT_GE(m.argmax_equal, m.argmax_checked - KnownFlips(name, kv_type));
+    EXPECT_GT(m.positions, 0);
+    ++files_checked;
   }
-  EXPECT_GT(passed_files, 0);
+  EXPECT_GT(files_checked, 0);
+}
+
+TEST(OracleLogitsTest, EveryFileAgreesWithLlamaCppWithItsF16Cache) {
+  ExpectEveryFileAgrees(GgmlType::kF16, /*quantized_too=*/true);
+}
+
+TEST(OracleLogitsTest, FloatFilesAgreeWithAnF32Cache) {
+  ExpectEveryFileAgrees(GgmlType::kF32, /*quantized_too=*/false);
 }
 
 // The K-quant files' matrices load in their file types, in place (no
