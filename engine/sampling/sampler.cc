@@ -228,11 +228,12 @@ std::optional<SamplingParamError> CheckFilters(const SamplingParams& p) {
 
 // repetition_penalty, presence_penalty, frequency_penalty.
 std::optional<SamplingParamError> CheckPenalties(const SamplingParams& p) {
-  if (!(p.repetition_penalty > 0.0f &&
+  if (!(p.repetition_penalty >= kMinRepetitionPenalty &&
         p.repetition_penalty <= kMaxRepetitionPenalty)) {
     return Bad(SamplingField::kRepetitionPenalty,
-               absl::StrFormat("must be in (0, %g], got %g",
-                               kMaxRepetitionPenalty, p.repetition_penalty));
+               absl::StrFormat("must be in [%g, %g], got %g",
+                               kMinRepetitionPenalty, kMaxRepetitionPenalty,
+                               p.repetition_penalty));
   }
   if (!(std::fabs(p.presence_penalty) <= kMaxPresencePenalty)) {
     return Bad(

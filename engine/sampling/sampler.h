@@ -56,6 +56,9 @@ namespace paceline::engine {
 
 inline constexpr int32_t kMaxTopLogprobs = 20;
 inline constexpr float kMaxRepetitionPenalty = 10.0f;
+// The penalty divides positive logits and multiplies negative ones (or the
+// reverse below 1): bounded both ways so no finite logit can overflow.
+inline constexpr float kMinRepetitionPenalty = 1.0f / kMaxRepetitionPenalty;
 inline constexpr float kMaxPresencePenalty = 2.0f;   // OpenAI's range,
 inline constexpr float kMaxFrequencyPenalty = 2.0f;  // ± this value
 
@@ -64,7 +67,7 @@ struct SamplingParams {
   int32_t top_k = 0;         // >= 0; 0 = off; >= vocab size is also off
   float top_p = 1.0f;        // (0, 1]; 1 = off
   float min_p = 0.0f;        // [0, 1]; 0 = off
-  // (0, kMaxRepetitionPenalty]; 1 = off. Applies to prompt and generated
+  // [kMinRepetitionPenalty, kMaxRepetitionPenalty]; 1 = off. Applies to prompt and generated
   // tokens (vLLM's and CTRL's convention; no window).
   float repetition_penalty = 1.0f;
   // [-2, 2]; 0 = off. Apply to generated tokens only (OpenAI's convention).

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/sampling/sampler.h"
 #include "server/openai/openai_error.h"
 
 namespace paceline::server::openai {
@@ -46,7 +47,11 @@ absl::Status Sampling(const Json& body, v1::SamplingOptions* s) {
       body, "min_p", "in [0, 1]", [](double x) { return x >= 0 && x <= 1; },
       [s](float x) { s->set_min_p(x); }));
   RETURN_IF_ERROR(Number(
-      body, "repetition_penalty", "> 0", [](double x) { return x > 0; },
+      body, "repetition_penalty", "in [0.1, 10]",
+      [](double x) {
+        return x >= engine::kMinRepetitionPenalty &&
+               x <= engine::kMaxRepetitionPenalty;
+      },
       [s](float x) { s->set_repetition_penalty(x); }));
   auto penalty = [](double x) { return x >= -2 && x <= 2; };
   RETURN_IF_ERROR(Number(body, "presence_penalty", "in [-2, 2]", penalty,

@@ -530,6 +530,9 @@ TEST(SamplerTest, ValidateNamesTheField) {
   edges.min_p = 1;
   edges.repetition_penalty = kMaxRepetitionPenalty;
   edges.presence_penalty = -2;
+  SamplingParams low = edges;
+  low.repetition_penalty = kMinRepetitionPenalty;
+  EXPECT_TRUE(Validate(low, 100).ok());
   edges.frequency_penalty = 2;
   edges.logprobs = true;
   edges.top_logprobs = kMaxTopLogprobs;
@@ -555,6 +558,11 @@ TEST(SamplerTest, ValidateNamesTheField) {
        [](SamplingParams& p) { p.repetition_penalty = 0; }},
       {"repetition_penalty",
        [](SamplingParams& p) { p.repetition_penalty = 11; }},
+      // Passed once and then overflowed every positive logit at run time.
+      {"repetition_penalty",
+       [](SamplingParams& p) { p.repetition_penalty = 1e-45f; }},
+      {"repetition_penalty",
+       [](SamplingParams& p) { p.repetition_penalty = 0.09f; }},
       {"presence_penalty",
        [](SamplingParams& p) { p.presence_penalty = 2.5f; }},
       {"presence_penalty",

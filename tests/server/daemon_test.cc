@@ -578,6 +578,41 @@ TEST(DaemonStartupTest, BadModelFailsStartupWithWhatAndWhere) {
   EXPECT_EQ(daemon.stderr_text().find("listening"), std::string::npos);
 }
 
+// A second daemon on an address another one holds stops start-up (gRPC
+// would otherwise share the port by SO_REUSEPORT and split the
+// connections between them), and so does one on a taken HTTP port.
+TEST(DaemonStartupTest, ATakenPortFailsStartup) {
+  DaemonProcess first;
+  ASSERT_TRUE(first
+                  .Start({"--model", "dummy:stories15m", "--listen", "127.0.0.1:0",
+                          "--tenant", "a:k", "--allow-root"})
+                  .ok())
+      << first.stderr_text();
+  ASSERT_GT(first.http_port(), 0);
+  const struct {
+    std::vector<std::string> args;
+    std::string says;
+  } cases[] = {
+      {{"--listen", first.address()}, "cannot listen on " + first.address()},
+      {{"--listen", "127.0.0.1:0", "--http-listen",
+        absl::StrCat("127.0.0.1:", first.http_port())},
+       absl::StrCat("127.0.0.1:", first.http_port())},
+  };
+  for (const auto& c : cases) {
+    DaemonProcess second;
+    std::vector<std::string> args = {"--model", "dummy:stories15m", "--tenant",
+                                     "b:k", "--allow-root"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    EXPECT_FALSE(second.Start(args, absl::Seconds(30)).ok());
+    EXPECT_EQ(second.WaitExit(absl::Seconds(30)).value_or(-1), 1)
+        << second.stderr_text();
+    EXPECT_NE(second.stderr_text().find(c.says), std::string::npos)
+        << second.stderr_text();
+    EXPECT_EQ(second.stderr_text().find("pacelined: ready"), std::string::npos);
+  }
+  EXPECT_EQ(first.Drain().value_or(-1), 0) << first.stderr_text();
+}
+
 // Runs a shell command; true when it exits 0.
 bool Shell(const std::string& command) {
   return std::system(command.c_str()) == 0;

@@ -224,6 +224,8 @@ TEST(OpenAiSampling, WrongTypesAndRangesNameTheField) {
                   "frequency_penalty");
   CompletionError(CompletionBody(R"("repetition_penalty":0)"),
                   "repetition_penalty");
+  CompletionError(CompletionBody(R"("repetition_penalty":1e-45)"),
+                  "repetition_penalty");
   CompletionError(CompletionBody(R"("top_k":-2)"), "top_k");
   CompletionError(CompletionBody(R"("top_k":2.5)"), "top_k");
   CompletionError(CompletionBody(R"("top_k":99999999999)"), "top_k");

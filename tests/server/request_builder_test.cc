@@ -132,7 +132,7 @@ std::vector<InvalidCase> InvalidCases() {
        "sampling.min_p must be in [0, 1], got 2"},
       {"repetition_penalty",
        [](auto& r) { r.mutable_sampling()->set_repetition_penalty(0); },
-       nullptr, "sampling.repetition_penalty must be in (0, 10], got 0"},
+       nullptr, "sampling.repetition_penalty must be in [0.1, 10], got 0"},
       {"presence_penalty",
        [](auto& r) { r.mutable_sampling()->set_presence_penalty(3); }, nullptr,
        "sampling.presence_penalty must be in [-2, 2], got 3"},
