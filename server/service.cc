@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/echo.h"
 #include "common/status_macros.h"
 #include "engine/tokenizer/detokenizer.h"
 #include "server/complete_call.h"
@@ -102,7 +103,7 @@ absl::StatusOr<const TenantPolicy*> PacelineService::AuthenticateHeader(
 
 absl::Status PacelineService::CheckModel(absl::string_view model) const {
   if (model.empty() || model == options_.model_id) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat("model '", model,
+  return absl::NotFoundError(absl::StrCat("model '", Echo(model),
                                           "' is not served here; this server "
                                           "serves '",
                                           options_.model_id, "'"));

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/echo.h"
 #include "server/openai/openai_call.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -35,7 +36,7 @@ absl::string_view AllowedMethod(absl::string_view path) {
 
 absl::Status ModelNotFound(absl::string_view model, absl::string_view served) {
   return WithErrorCode(
-      absl::NotFoundError(absl::StrCat("The model '", model,
+      absl::NotFoundError(absl::StrCat("The model '", Echo(model),
                                        "' does not exist; this server serves '",
                                        served, "'")),
       "model_not_found");

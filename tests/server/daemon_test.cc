@@ -200,6 +200,20 @@ TEST_F(DaemonTest, StreamedAndUnaryGiveTheOracleContinuation) {
   EXPECT_EQ(unary.finished().reason(), v1::FINISH_REASON_LENGTH);
 }
 
+// A 7,000-byte model name is refused with NOT_FOUND and echoed cut short.
+TEST_F(DaemonTest, ALongModelNameIsNotEchoedWhole) {
+  Start();
+  v1::GenerateRequest request = Greedy("Once upon a time", 2);
+  request.set_model(std::string(7000, 'm'));
+  auto ctx = MakeClientContext(kAliceKey);
+  v1::CompleteResponse unary;
+  const grpc::Status st = stub_->Complete(ctx.get(), request, &unary);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(st.error_message().size(), 300u) << st.error_message();
+  EXPECT_NE(st.error_message().find("(7000 bytes)"), std::string::npos)
+      << st.error_message();
+}
+
 TEST_F(DaemonTest, SixteenConcurrentStreamsEachMatchTheirSoloRun) {
   Start();
   std::vector<std::string> prompts;

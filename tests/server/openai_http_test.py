@@ -341,6 +341,17 @@ class ApiTest(DaemonTestCase):
                 "messages": [{"role": "user", "content": "hi"}]}),
             404, "invalid_request_error", code="model_not_found")
 
+    def test_a_long_model_name_is_not_echoed_whole(self):
+        name = "m" * 2000
+        answer = self.post("/v1/completions", {"model": name,
+                                               "prompt": PROMPT,
+                                               "max_tokens": 2})
+        self.assert_error(answer, 404, "invalid_request_error",
+                          code="model_not_found")
+        message = answer[2]["error"]["message"]
+        self.assertLess(len(message), 300, message)
+        self.assertIn("(2000 bytes)", message)
+
     def test_wrong_method_is_405_with_allow(self):
         answer = self.call("GET", "/v1/completions")
         self.assert_error(answer, 405, "invalid_request_error")
