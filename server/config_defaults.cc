@@ -23,6 +23,7 @@ constexpr int32_t kDefaultKeepaliveTimeoutSeconds = 20;
 constexpr double kDefaultTenantWeight = 1;
 constexpr int32_t kDefaultMaxQueued = 1024;
 constexpr int32_t kDefaultBurstTokens = 1;
+constexpr double kDefaultMinPace = 1;  // tokens/s
 constexpr int32_t kDefaultMaxTokens = 256;
 constexpr int32_t kDefaultHttpMaxHeaderBytes = 16 << 10;
 constexpr int64_t kDefaultHttpMaxBodyBytes = 4 << 20;
@@ -89,6 +90,9 @@ void DefaultTenant(v1::TenantConfig* t) {
   if (!t->has_max_queued()) t->set_max_queued(kDefaultMaxQueued);
   if (!t->has_default_pace_tokens_per_s()) {
     t->set_default_pace_tokens_per_s(t->max_pace_tokens_per_s());
+  }
+  if (!t->has_min_pace_tokens_per_s()) {
+    t->set_min_pace_tokens_per_s(kDefaultMinPace);
   }
   if (!t->has_default_burst_tokens()) {
     t->set_default_burst_tokens(kDefaultBurstTokens);

@@ -284,10 +284,27 @@ void CheckTenant(const v1::TenantConfig& t, const std::string& at,
   if (t.has_max_queued()) check.AtLeast(at + ".max_queued", t.max_queued(), 0);
   check.AtLeast<int64_t>(at + ".tokens_per_minute", t.tokens_per_minute(), 0);
   check.NonNegative(at + ".max_pace_tokens_per_s", t.max_pace_tokens_per_s());
+  if (t.has_min_pace_tokens_per_s()) {
+    const double min = t.min_pace_tokens_per_s();
+    const double max = t.max_pace_tokens_per_s();
+    if (!(min > 0 && std::isfinite(min)) || (max > 0 && min > max)) {
+      check.Fail(at + ".min_pace_tokens_per_s",
+                 absl::StrCat("must be > 0 and at most max_pace_tokens_per_s "
+                              "when that is set, got ",
+                              min));
+    }
+  }
   if (t.has_default_pace_tokens_per_s()) {
     const double pace = t.default_pace_tokens_per_s();
     const double max = t.max_pace_tokens_per_s();
     check.NonNegative(at + ".default_pace_tokens_per_s", pace);
+    if (t.has_min_pace_tokens_per_s() && pace > 0 &&
+        pace < t.min_pace_tokens_per_s()) {
+      check.Fail(at + ".default_pace_tokens_per_s",
+                 absl::StrCat("must be 0 (unpaced) or at least "
+                              "min_pace_tokens_per_s = ",
+                              t.min_pace_tokens_per_s(), ", got ", pace));
+    }
     if (max > 0 && !(pace > 0 && pace <= max)) {
       check.Fail(at + ".default_pace_tokens_per_s",
                  absl::StrCat("must be in (0, max_pace_tokens_per_s = ", max,

@@ -85,6 +85,7 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
     p.name = t.name();
     p.default_pace = t.default_pace_tokens_per_s();
     p.max_pace = t.max_pace_tokens_per_s();
+    p.min_pace = t.min_pace_tokens_per_s();
     p.default_burst = t.default_burst_tokens();
     p.max_prompt_tokens = t.max_prompt_tokens();
     p.max_tokens_limit = t.max_tokens_limit();

@@ -263,6 +263,13 @@ absl::StatusOr<double> Pace(const v1::DeliveryOptions& d,
       return Invalid("delivery.pace_tokens_per_s",
                      absl::StrCat("must be >= 0, got ", pace));
     }
+    if (pace > 0 && pace < tenant.min_pace) {
+      return Invalid("delivery.pace_tokens_per_s",
+                     absl::StrCat("must be 0 (unpaced) or at least ",
+                                  tenant.min_pace,
+                                  " (tenant min_pace_tokens_per_s), got ",
+                                  pace));
+    }
   }
   if (tenant.max_pace > 0 && (pace == 0 || pace > tenant.max_pace)) {
     pace = tenant.max_pace;

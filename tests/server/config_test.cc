@@ -162,6 +162,7 @@ TEST(ConfigTest, DefaultsFillUnsetFields) {
   EXPECT_EQ(alice.tokens_per_minute(), 0);
   EXPECT_EQ(alice.default_pace_tokens_per_s(), 0);
   EXPECT_EQ(alice.default_burst_tokens(), 1);
+  EXPECT_EQ(alice.min_pace_tokens_per_s(), 1);
   EXPECT_EQ(alice.default_max_tokens(), 100);  // 256 capped by the limit
   EXPECT_EQ(alice.prefix_cache_scope(), "");
   const v1::TenantConfig& bob = config->tenants(1);
@@ -229,6 +230,12 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
                           "  max_pace_tokens_per_s: 10\n"
                           "  default_pace_tokens_per_s: 20\n")),
        10, "tenants[1].default_pace_tokens_per_s", "must be in (0"},
+      {Minimal(a + Tenant("bob", kBobDigest, "  min_pace_tokens_per_s: 0\n")),
+       9, "tenants[1].min_pace_tokens_per_s", "must be > 0"},
+      {Minimal(a + Tenant("bob", kBobDigest,
+                          "  default_pace_tokens_per_s: 0.5\n")),
+       9, "tenants[1].default_pace_tokens_per_s",
+       "must be 0 (unpaced) or at least min_pace_tokens_per_s = 1"},
       {Minimal(a + Tenant("bob", kBobDigest,
                           "  max_tokens_limit: 10\n"
                           "  default_max_tokens: 20\n")),

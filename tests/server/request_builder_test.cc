@@ -398,6 +398,35 @@ TEST(RequestBuilderTest, PrioritiesMapToClasses) {
   }
 }
 
+// A positive pace below the tenant's minimum (default 1 token/s) is
+// refused: 1e-300 tokens/s would hold its stream and buffer forever.
+TEST(RequestBuilderTest, PaceBelowTheTenantMinimumIsRefused) {
+  TenantPolicy tenant = Tenant();
+  ASSERT_EQ(tenant.min_pace, 1);
+  for (double pace : {1e-300, 0.5, 0.999}) {
+    v1::GenerateRequest request = Valid();
+    request.mutable_delivery()->set_pace_tokens_per_s(pace);
+    const absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+    ASSERT_FALSE(built.ok()) << pace;
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(built.status().message(),
+              absl::StrCat("delivery.pace_tokens_per_s must be 0 (unpaced) or "
+                           "at least 1 (tenant min_pace_tokens_per_s), got ",
+                           pace));
+  }
+  for (double pace : {0.0, 1.0, 30.0}) {
+    v1::GenerateRequest request = Valid();
+    request.mutable_delivery()->set_pace_tokens_per_s(pace);
+    const absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+    ASSERT_TRUE(built.ok()) << pace << ": " << built.status();
+    EXPECT_EQ(built->delivery.pace_tokens_per_s, pace);
+  }
+  tenant.min_pace = 0.25;
+  v1::GenerateRequest slow = Valid();
+  slow.mutable_delivery()->set_pace_tokens_per_s(0.5);
+  EXPECT_TRUE(Build(slow, tenant).ok());
+}
+
 TEST(RequestBuilderTest, PaceIsCappedByTheTenant) {
   TenantPolicy tenant = Tenant();
   tenant.max_pace = 10;
