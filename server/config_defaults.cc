@@ -24,6 +24,9 @@ constexpr double kDefaultTenantWeight = 1;
 constexpr int32_t kDefaultMaxQueued = 1024;
 constexpr int32_t kDefaultBurstTokens = 1;
 constexpr double kDefaultMinPace = 1;  // tokens/s
+constexpr int32_t kDefaultMaxStopStrings = 16;
+constexpr int32_t kDefaultMaxStopStringBytes = 256;
+constexpr int32_t kDefaultMaxStopTokenIds = 64;
 constexpr int32_t kDefaultMaxTokens = 256;
 constexpr int32_t kDefaultHttpMaxHeaderBytes = 16 << 10;
 constexpr int64_t kDefaultHttpMaxBodyBytes = 4 << 20;
@@ -90,6 +93,15 @@ void DefaultTenant(v1::TenantConfig* t) {
   if (!t->has_max_queued()) t->set_max_queued(kDefaultMaxQueued);
   if (!t->has_default_pace_tokens_per_s()) {
     t->set_default_pace_tokens_per_s(t->max_pace_tokens_per_s());
+  }
+  if (!t->has_max_stop_strings()) {
+    t->set_max_stop_strings(kDefaultMaxStopStrings);
+  }
+  if (!t->has_max_stop_string_bytes()) {
+    t->set_max_stop_string_bytes(kDefaultMaxStopStringBytes);
+  }
+  if (!t->has_max_stop_token_ids()) {
+    t->set_max_stop_token_ids(kDefaultMaxStopTokenIds);
   }
   if (!t->has_min_pace_tokens_per_s()) {
     t->set_min_pace_tokens_per_s(kDefaultMinPace);

@@ -284,6 +284,15 @@ void CheckTenant(const v1::TenantConfig& t, const std::string& at,
   if (t.has_max_queued()) check.AtLeast(at + ".max_queued", t.max_queued(), 0);
   check.AtLeast<int64_t>(at + ".tokens_per_minute", t.tokens_per_minute(), 0);
   check.NonNegative(at + ".max_pace_tokens_per_s", t.max_pace_tokens_per_s());
+  if (t.has_max_stop_strings()) {
+    check.AtLeast(at + ".max_stop_strings", t.max_stop_strings(), 0);
+  }
+  if (t.has_max_stop_string_bytes()) {
+    check.AtLeast(at + ".max_stop_string_bytes", t.max_stop_string_bytes(), 1);
+  }
+  if (t.has_max_stop_token_ids()) {
+    check.AtLeast(at + ".max_stop_token_ids", t.max_stop_token_ids(), 0);
+  }
   if (t.has_min_pace_tokens_per_s()) {
     const double min = t.min_pace_tokens_per_s();
     const double max = t.max_pace_tokens_per_s();

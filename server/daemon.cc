@@ -86,6 +86,9 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
     p.default_pace = t.default_pace_tokens_per_s();
     p.max_pace = t.max_pace_tokens_per_s();
     p.min_pace = t.min_pace_tokens_per_s();
+    p.max_stop_strings = t.max_stop_strings();
+    p.max_stop_string_bytes = t.max_stop_string_bytes();
+    p.max_stop_token_ids = t.max_stop_token_ids();
     p.default_burst = t.default_burst_tokens();
     p.max_prompt_tokens = t.max_prompt_tokens();
     p.max_tokens_limit = t.max_tokens_limit();

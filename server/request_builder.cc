@@ -203,14 +203,38 @@ absl::StatusOr<int32_t> MaxTokens(const v1::StoppingOptions& stop,
   return stop.max_tokens();
 }
 
-// Stop strings (each non-empty) and stop token ids (each in the vocabulary).
-absl::Status AddStops(const v1::StoppingOptions& stop, const ModelLimits& model,
+// Stop strings (each non-empty) and stop token ids (each in the
+// vocabulary), within the tenant's bounds; counts are checked before
+// anything is copied.
+absl::Status AddStops(const v1::StoppingOptions& stop,
+                      const TenantPolicy& tenant, const ModelLimits& model,
                       scheduler::StopConditions* out) {
+  if (stop.stop_size() > tenant.max_stop_strings) {
+    return Invalid("stopping.stop",
+                   absl::StrCat("has ", stop.stop_size(),
+                                " strings, over the limit of ",
+                                tenant.max_stop_strings,
+                                " (tenant max_stop_strings)"));
+  }
+  if (stop.stop_token_ids_size() > tenant.max_stop_token_ids) {
+    return Invalid("stopping.stop_token_ids",
+                   absl::StrCat("has ", stop.stop_token_ids_size(),
+                                " ids, over the limit of ",
+                                tenant.max_stop_token_ids,
+                                " (tenant max_stop_token_ids)"));
+  }
   for (int i = 0; i < stop.stop_size(); ++i) {
-    if (stop.stop(i).empty()) {
+    const std::string& s = stop.stop(i);
+    if (s.empty()) {
       return Invalid(absl::StrCat("stopping.stop[", i, "]"), "is empty");
     }
-    out->stop_strings.push_back(stop.stop(i));
+    if (s.size() > static_cast<size_t>(tenant.max_stop_string_bytes)) {
+      return Invalid(absl::StrCat("stopping.stop[", i, "]"),
+                     absl::StrCat("has ", s.size(), " bytes, over the limit of ",
+                                  tenant.max_stop_string_bytes,
+                                  " (tenant max_stop_string_bytes)"));
+    }
+    out->stop_strings.push_back(s);
   }
   for (int i = 0; i < stop.stop_token_ids_size(); ++i) {
     const int32_t id = stop.stop_token_ids(i);
@@ -231,7 +255,7 @@ absl::StatusOr<scheduler::StopConditions> BuildStopping(
   ASSIGN_OR_RETURN(out.max_tokens, MaxTokens(stop, tenant, model));
   out.ignore_eos = stop.ignore_eos();
   out.include_stop_str = stop.include_stop_str();
-  RETURN_IF_ERROR(AddStops(stop, model, &out));
+  RETURN_IF_ERROR(AddStops(stop, tenant, model, &out));
   return out;
 }
 

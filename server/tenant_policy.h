@@ -15,6 +15,9 @@ struct TenantPolicy {
   double default_pace = 0;         // tokens/s for requests that set none
   double max_pace = 0;             // cap on a request's pace; 0 = no cap
   double min_pace = 1;             // slowest pace a paced request may ask
+  int32_t max_stop_strings = 16;   // stop strings per request
+  int32_t max_stop_string_bytes = 256;  // bytes of each stop string
+  int32_t max_stop_token_ids = 64;      // stop token ids per request
   int32_t default_burst = 1;       // burst for requests that set none
   int32_t max_prompt_tokens = 0;   // 0 = the model's context
   int32_t max_tokens_limit = 0;    // cap on max_tokens; 0 = the context

@@ -163,6 +163,9 @@ TEST(ConfigTest, DefaultsFillUnsetFields) {
   EXPECT_EQ(alice.default_pace_tokens_per_s(), 0);
   EXPECT_EQ(alice.default_burst_tokens(), 1);
   EXPECT_EQ(alice.min_pace_tokens_per_s(), 1);
+  EXPECT_EQ(alice.max_stop_strings(), 16);
+  EXPECT_EQ(alice.max_stop_string_bytes(), 256);
+  EXPECT_EQ(alice.max_stop_token_ids(), 64);
   EXPECT_EQ(alice.default_max_tokens(), 100);  // 256 capped by the limit
   EXPECT_EQ(alice.prefix_cache_scope(), "");
   const v1::TenantConfig& bob = config->tenants(1);
@@ -230,6 +233,8 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
                           "  max_pace_tokens_per_s: 10\n"
                           "  default_pace_tokens_per_s: 20\n")),
        10, "tenants[1].default_pace_tokens_per_s", "must be in (0"},
+      {Minimal(a + Tenant("bob", kBobDigest, "  max_stop_string_bytes: 0\n")),
+       9, "tenants[1].max_stop_string_bytes", "must be >= 1"},
       {Minimal(a + Tenant("bob", kBobDigest, "  min_pace_tokens_per_s: 0\n")),
        9, "tenants[1].min_pace_tokens_per_s", "must be > 0"},
       {Minimal(a + Tenant("bob", kBobDigest,

@@ -180,6 +180,35 @@ std::vector<InvalidCase> InvalidCases() {
          r.mutable_stopping()->add_stop("");
        },
        nullptr, "stopping.stop[1] is empty"},
+      {"too many stop strings",
+       [](auto& r) {
+         for (int i = 0; i < 17; ++i) r.mutable_stopping()->add_stop("x");
+       },
+       nullptr,
+       "stopping.stop has 17 strings, over the limit of 16 (tenant "
+       "max_stop_strings)"},
+      {"stop strings over the tenant's own limit",
+       [](auto& r) { r.mutable_stopping()->add_stop("x"); },
+       [](auto& t, auto&) { t.max_stop_strings = 0; },
+       "stopping.stop has 1 strings, over the limit of 0 (tenant "
+       "max_stop_strings)"},
+      {"a stop string over its byte limit",
+       [](auto& r) {
+         r.mutable_stopping()->add_stop("END");
+         r.mutable_stopping()->add_stop(std::string(257, 's'));
+       },
+       nullptr,
+       "stopping.stop[1] has 257 bytes, over the limit of 256 (tenant "
+       "max_stop_string_bytes)"},
+      {"too many stop token ids",
+       [](auto& r) {
+         for (int i = 0; i < 65; ++i) {
+           r.mutable_stopping()->add_stop_token_ids(1);
+         }
+       },
+       nullptr,
+       "stopping.stop_token_ids has 65 ids, over the limit of 64 (tenant "
+       "max_stop_token_ids)"},
       {"negative stop token id",
        [](auto& r) { r.mutable_stopping()->add_stop_token_ids(-1); }, nullptr,
        "stopping.stop_token_ids[0] must be in [0, 300), got -1"},
