@@ -203,6 +203,10 @@ class Scheduler {
   int32_t vocab_size() const { return vocab_size_; }
   const SchedulerCounters& counters() const { return counters_; }
   const TenantQueues& queues() const { return *queues_; }
+  // The retry hint a full queue of `tenant` would give at `now`.
+  absl::Duration QueueFullRetryHint(int32_t tenant, absl::Time now) {
+    return queues_->QueueFullRetryHint(tenant, now);
+  }
   const kvpager::KvPager& pager() const { return *pager_; }
   Clock* clock() const { return clock_; }
 

@@ -11,8 +11,9 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
     const ServingLoopOptions& options) {
   if (engine == nullptr) return absl::InvalidArgumentError("no engine");
   Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
-  std::unique_ptr<ServingLoop> loop(new ServingLoop(
-      std::move(engine), options.engine_sampling, clock, options.metrics));
+  std::unique_ptr<ServingLoop> loop(
+      new ServingLoop(std::move(engine), options.engine_sampling, clock,
+                      options.metrics, options.scheduler));
   ASSIGN_OR_RETURN(loop->scheduler_,
                    Scheduler::Create(options.scheduler, *loop->engine_,
                                      tokenizer, clock, options.metrics));
@@ -22,11 +23,13 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
 
 ServingLoop::ServingLoop(std::unique_ptr<engine::Engine> engine,
                          EngineSampling engine_sampling, Clock* clock,
-                         SchedulerMetrics* metrics)
+                         SchedulerMetrics* metrics,
+                         const SchedulerOptions& scheduler)
     : engine_(std::move(engine)),
       clock_(clock),
       metrics_(metrics),
-      sampler_(*engine_, engine_sampling) {}
+      sampler_(*engine_, engine_sampling),
+      intake_(scheduler.tenants) {}
 
 ServingLoop::~ServingLoop() { Stop(StopMode::kCancel); }
 
@@ -59,6 +62,7 @@ void ServingLoop::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     applying_.swap(inbox_);
+    intake_.OnInboxTaken();
   }
   Apply(&applying_);
   scheduler_->CancelAll(CancelReason::kShutdown);
@@ -78,6 +82,10 @@ absl::StatusOr<std::vector<RequestId>> ServingLoop::SubmitGroup(
   absl::MutexLock lock(&mu_);
   if (status.ok() && stopping_) {
     status = absl::UnavailableError("the server is shutting down");
+  }
+  if (status.ok()) {
+    status = intake_.Admit(specs[0].tenant, static_cast<int32_t>(specs.size()),
+                           clock_->Now());
   }
   // Once stopping, nothing applies the inbox any more: a rejection then
   // goes unreported rather than piling up.
@@ -146,6 +154,7 @@ bool ServingLoop::RunOnce() {
   {
     absl::MutexLock lock(&mu_);
     applying_.swap(inbox_);
+    intake_.OnInboxTaken();
   }
   Apply(&applying_);
   const bool ran = scheduler_->HasRunnable() && Step();
@@ -186,6 +195,7 @@ bool ServingLoop::WaitForWork(std::vector<Command>* commands) {
     }
   }
   commands->swap(inbox_);
+  intake_.OnInboxTaken();
   return true;
 }
 
@@ -193,6 +203,7 @@ bool ServingLoop::Step() {
   const absl::Time t0 = clock_->Now();
   const StepPlan& plan = scheduler_->Schedule();
   const absl::Time t1 = clock_->Now();
+  PublishIntake();  // this step's admissions, before its forward pass
   const absl::StatusOr<EngineOutput> output = Forward(plan);
   const absl::Time t2 = clock_->Now();
   const StepTokens& tokens = sampler_.Sample(plan, output);
@@ -249,19 +260,35 @@ LoadSnapshot ServingLoop::Load() const {
 
 void ServingLoop::PublishLoad() {
   const TenantQueues& queues = scheduler_->queues();
-  absl::MutexLock lock(&load_mu_);
-  load_.tenants.resize(queues.num_tenants());
-  for (int32_t t = 0; t < queues.num_tenants(); ++t) {
-    const TenantStats s = queues.stats(t);
-    LoadSnapshot::Tenant& out = load_.tenants[t];
-    if (out.name.empty()) out.name = queues.config(t).name;
-    out.running = s.running;
-    out.waiting = s.waiting;
+  {
+    absl::MutexLock lock(&load_mu_);
+    load_.tenants.resize(queues.num_tenants());
+    for (int32_t t = 0; t < queues.num_tenants(); ++t) {
+      const TenantStats s = queues.stats(t);
+      LoadSnapshot::Tenant& out = load_.tenants[t];
+      if (out.name.empty()) out.name = queues.config(t).name;
+      out.running = s.running;
+      out.waiting = s.waiting;
+    }
+    load_.kv = scheduler_->pager().Stats();
+    load_.running = scheduler_->num_running();
+    load_.waiting = scheduler_->num_waiting();
+    load_.steps = scheduler_->counters().steps;
   }
-  load_.kv = scheduler_->pager().Stats();
-  load_.running = scheduler_->num_running();
-  load_.waiting = scheduler_->num_waiting();
-  load_.steps = scheduler_->counters().steps;
+  PublishIntake();
+}
+
+void ServingLoop::PublishIntake() {
+  const TenantQueues& queues = scheduler_->queues();
+  const absl::Time now = clock_->Now();
+  intake_published_.resize(queues.num_tenants());
+  for (int32_t t = 0; t < queues.num_tenants(); ++t) {
+    intake_published_[t].waiting = queues.stats(t).waiting;
+    intake_published_[t].retry_at =
+        now + scheduler_->QueueFullRetryHint(t, now);
+  }
+  absl::MutexLock lock(&mu_);
+  intake_.OnPublished(intake_published_);
 }
 
 }  // namespace paceline::scheduler

@@ -44,6 +44,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "kvpager/pager_stats.h"
 #include "scheduler/clock.h"
+#include "scheduler/intake_gate.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_metrics.h"
@@ -104,6 +105,8 @@ class ServingLoop {
   void Stop(StopMode mode = StopMode::kCancel);
 
   // Thread-safe. Checks what needs no queue state (Scheduler::CheckRequest)
+  // and the tenant's max_queued as of the engine thread's last publication
+  // (intake_gate.h: RESOURCE_EXHAUSTED with a retry hint, on this thread),
   // and returns those errors (they reach SchedulerMetrics::OnRejected from
   // the engine thread later), or UNAVAILABLE once stopping; otherwise
   // queues the request for the engine thread and returns its id. The
@@ -154,7 +157,7 @@ class ServingLoop {
 
   ServingLoop(std::unique_ptr<engine::Engine> engine,
               EngineSampling engine_sampling, Clock* clock,
-              SchedulerMetrics* metrics);
+              SchedulerMetrics* metrics, const SchedulerOptions& scheduler);
 
   void ThreadMain();
   // Applies what is left in the inbox, then cancels every request.
@@ -170,8 +173,11 @@ class ServingLoop {
   absl::StatusOr<EngineOutput> Forward(const StepPlan& plan);
   void ReportStep(const StepPlan& plan, absl::Time t0, absl::Time t1,
                   absl::Time t2, absl::Time t3);
-  // Copies the scheduler's load into load_ (engine thread).
+  // Copies the scheduler's load into load_ (engine thread), and the
+  // waiting counts into intake_.
   void PublishLoad();
+  // Tells intake_ each tenant's waiting count (engine thread).
+  void PublishIntake();
 
   // Constant after construction.
   const std::unique_ptr<engine::Engine> engine_;
@@ -184,11 +190,13 @@ class ServingLoop {
   std::vector<float> logits_;    // (rows, n_vocab), grown as needed
   std::vector<int32_t> tokens_;  // (rows) the engine sampled
   std::vector<Command> applying_;
+  std::vector<IntakeGate::Published> intake_published_;  // PublishIntake's
 
   // Inbox and lifecycle, any thread.
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
+  IntakeGate intake_ ABSL_GUARDED_BY(mu_);  // max_queued, before the inbox
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   StopMode stop_mode_ ABSL_GUARDED_BY(mu_) = StopMode::kCancel;

@@ -67,7 +67,6 @@ absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now,
       int64_t{t.stats.waiting} + n <= t.config.max_queued) {
     return absl::OkStatus();
   }
-  const absl::Duration bucket_wait = t.bucket.TimeUntilAllowed(now);
   return ResourceExhaustedWithRetry(
       n == 1
           ? absl::StrCat("tenant '", t.config.name, "' has ", t.stats.waiting,
@@ -76,7 +75,13 @@ absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now,
                          " requests queued; ", n,
                          " more would pass its limit (max_queued ",
                          t.config.max_queued, ")"),
-      std::max(bucket_wait, kQueueFullRetryHint));
+      QueueFullRetryHint(tenant, now));
+}
+
+absl::Duration TenantQueues::QueueFullRetryHint(int32_t tenant,
+                                                absl::Time now) {
+  return std::max(tenants_[tenant].bucket.TimeUntilAllowed(now),
+                  kQueueFullRetryHint);
 }
 
 void TenantQueues::PushBack(std::unique_ptr<Request> request) {

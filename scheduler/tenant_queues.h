@@ -110,6 +110,9 @@ class TenantQueues {
   // OK, or ResourceExhausted with a retry hint (retry_hint.h) when `n` more
   // requests would take the tenant past max_queued live requests queued.
   absl::Status CheckQueueLimit(int32_t tenant, absl::Time now, int32_t n = 1);
+  // The retry hint of a full queue: until the tenant's token bucket lets a
+  // request in, at least kQueueFullRetryHint.
+  absl::Duration QueueFullRetryHint(int32_t tenant, absl::Time now);
 
   // Queues a waiting request: at the back of its priority class (a new
   // request) or at the front (one preempted, or put back).

@@ -570,7 +570,9 @@ TEST(RequestGroupLoopTest, SubmitGroupGivesOneIdPerMemberAndCancelsOne) {
   EXPECT_EQ(loop->scheduler().counters().rejected, 17 + 9);
 }
 
-TEST(RequestGroupLoopTest, IntakeRefusalFinishesEveryMemberUnaccepted) {
+// A group that would overfill its tenant's queue is refused whole, on the
+// submitting thread (intake_gate.h), before any member is accepted.
+TEST(RequestGroupLoopTest, FullQueueRefusesTheWholeGroupAtSubmit) {
   const auto tokenizer = ByteTokenizer(2048);
   const std::unique_ptr<ServingLoop> loop = MakeLoop(
       tokenizer.get(), Opts(8, 8, {Tenant("t", 1.0, 0, /*max_queued=*/3)}));
@@ -582,18 +584,17 @@ TEST(RequestGroupLoopTest, IntakeRefusalFinishesEveryMemberUnaccepted) {
   for (const RequestSpec& s : group) {
     sinks.push_back(std::static_pointer_cast<CollectingSink>(s.sink));
   }
-  // Fits the limits, so accepted here; at intake 2 + 2 > 3 are queued.
-  ASSERT_TRUE(loop->SubmitGroup(std::move(group)).ok());
-  loop->RunOnce();
+  const absl::StatusOr<std::vector<RequestId>> ids =
+      loop->SubmitGroup(std::move(group));  // 2 in the inbox + 2 > 3
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(RetryAfter(ids.status()).has_value()) << ids.status();
   for (const auto& sink : sinks) {
-    ASSERT_TRUE(sink->finished());
+    EXPECT_FALSE(sink->finished());
     EXPECT_FALSE(sink->accepted());
-    EXPECT_EQ(sink->finish().reason, FinishReason::kError);
-    EXPECT_EQ(sink->finish().status.code(),
-              absl::StatusCode::kResourceExhausted);
-    EXPECT_TRUE(RetryAfter(sink->finish().status).has_value());
   }
   loop->RunUntilIdle();
+  EXPECT_EQ(loop->scheduler().counters().rejected, 2);
   EXPECT_EQ(loop->Load().kv.used_blocks, 0);
 }
 

@@ -282,20 +282,46 @@ TEST(ServingLoopTest, CancelThroughTheInboxTakesEffectBeforeTheNextStep) {
   EXPECT_EQ(sink_b->finish().reason, FinishReason::kLength);
 }
 
-TEST(ServingLoopTest, IntakeRefusalReachesTheSinkAsAnError) {
+// A full queue is refused on the submitting thread, before any step
+// (intake_gate.h): what is in the inbox counts as queued (the scheduler
+// queues all it takes before admitting any), and so does what the engine
+// thread last published as waiting.
+TEST(ServingLoopTest, FullQueueIsRefusedOnTheSubmittingThread) {
   ServingLoopOptions options;
   options.scheduler = Opts(64, 8);
-  options.scheduler.tenants = {Tenant("t", 1, 0, 1)};
+  options.scheduler.tenants = {
+      Tenant("t", 1, /*max_running=*/1, /*max_queued=*/1)};
   Loop l(options);
-  auto [a, first] = l.Submit(0, 2);
-  auto [b, second] = l.Submit(1, 2);  // passes the static checks
+  const auto refused = [&l](int32_t tag) {
+    RequestSpec spec;
+    spec.tenant = "t";
+    spec.prompt = TaggedPrompt(tag, 4);
+    spec.stop.max_tokens = 2;
+    auto sink = std::make_shared<CollectingSink>();
+    spec.sink = sink;
+    const absl::StatusOr<RequestId> id = l.loop->Submit(std::move(spec));
+    EXPECT_FALSE(id.ok()) << "tag " << tag;
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(RetryAfter(id.status()).has_value()) << id.status();
+    EXPECT_TRUE(absl::StrContains(id.status().message(), "max_queued"))
+        << id.status();
+    EXPECT_FALSE(sink->finished());  // refused, never accepted
+  };
+  auto [a, first] = l.Submit(0, 3);
+  refused(10);        // the first is in the inbox
+  l.loop->RunOnce();  // the first runs
+  auto [b, second] = l.Submit(1, 3);
+  refused(11);        // the second is in the inbox
+  l.loop->RunOnce();  // it waits behind the first (max_running 1)
+  EXPECT_EQ(l.loop->Load().waiting, 1);
+  refused(12);  // published: one waiting
   l.loop->RunUntilIdle();
   EXPECT_EQ(first->finish().reason, FinishReason::kLength);
-  ASSERT_TRUE(second->finished());
-  EXPECT_FALSE(second->accepted());
-  EXPECT_EQ(second->finish().reason, FinishReason::kError);
-  EXPECT_EQ(second->finish().status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(RetryAfter(second->finish().status).has_value());
+  EXPECT_EQ(second->finish().reason, FinishReason::kLength);
+  EXPECT_EQ(l.loop->scheduler().counters().rejected, 3);
+  auto [c, third] = l.Submit(2, 2);  // room again
+  l.loop->RunUntilIdle();
+  EXPECT_EQ(third->finish().reason, FinishReason::kLength);
 }
 
 TEST(ServingLoopTest, StopCancelsAndDrainFinishes) {
