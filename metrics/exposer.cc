@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "metrics/metrics_impl.h"
 #include "prometheus/collectable.h"
 #include "prometheus/text_serializer.h"
@@ -32,15 +33,19 @@
 // refuses those (EINVAL) once the process carries more static TLS than
 // that — libcublasLt alone has 94 KiB — so with the CUDA engine linked in,
 // the exposer could not start. Scrapes are rare and small: one thread
-// answers them one at a time, each connection closed after its response.
+// serves every connection from one poll loop (non-blocking sockets), so a
+// client that connects and drips its request, or never reads the answer,
+// holds nothing but its own connection, and only until its deadline.
 
 namespace paceline::metrics {
 namespace {
 
 constexpr size_t kMaxRequestBytes = 8192;
-// A client that connects and stalls holds the (single) serving thread this
-// long at most.
-constexpr int kIoTimeoutSeconds = 2;
+// A whole exchange (request in, answer out) gets this long; then the
+// connection is closed, finished or not.
+constexpr absl::Duration kExchangeDeadline = absl::Seconds(10);
+// Connections open at once; one more closes the one nearest its deadline.
+constexpr size_t kMaxConnections = 64;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -67,21 +72,50 @@ bool SplitAddress(absl::string_view address, std::string* host,
          value <= 65535;
 }
 
-bool SendAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 std::string Response(absl::string_view status, absl::string_view content_type,
                      absl::string_view body, bool head) {
   return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
                       "\r\nContent-Length: ", body.size(),
                       "\r\nConnection: close\r\n\r\n", head ? "" : body);
+}
+
+// One client connection: its request as read so far, then its answer.
+struct Connection {
+  int fd = -1;
+  absl::Time deadline;
+  std::string in;
+  std::string out;     // the answer, once the request is complete
+  size_t sent = 0;     // bytes of `out` sent
+  bool drain = false;  // after the answer, read (and drop) until EOF
+  size_t drained = 0;
+};
+
+// The answer to a complete request (its head, up to the blank line).
+std::string AnswerTo(absl::string_view request,
+                     prometheus::Collectable& collectable) {
+  const absl::string_view line =
+      request.substr(0, request.find_first_of("\r\n"));
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(line, ' ', absl::SkipEmpty());
+  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
+    return Response("400 Bad Request", "text/plain", "bad request line\n",
+                    false);
+  }
+  const bool head = parts[0] == "HEAD";
+  if (parts[0] != "GET" && !head) {
+    return Response("405 Method Not Allowed", "text/plain",
+                    "only GET and HEAD\n", false);
+  }
+  absl::string_view path = parts[1];
+  path = path.substr(0, path.find('?'));
+  if (path != "/metrics") {
+    return Response("404 Not Found", "text/plain", "metrics are at /metrics\n",
+                    head);
+  }
+  const std::string body =
+      prometheus::TextSerializer().Serialize(collectable.Collect());
+  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body,
+                  head);
 }
 
 }  // namespace
@@ -91,6 +125,7 @@ struct MetricsExposer::State {
   int listen_fd = -1;
   int stop_fd = -1;  // eventfd: written once to stop the thread
   std::thread thread;
+  std::vector<Connection> connections;  // the serving thread's
 
   ~State() {
     if (thread.joinable()) {
@@ -98,79 +133,101 @@ struct MetricsExposer::State {
       (void)!write(stop_fd, &one, sizeof(one));
       thread.join();
     }
+    for (const Connection& c : connections) close(c.fd);
     if (listen_fd >= 0) close(listen_fd);
     if (stop_fd >= 0) close(stop_fd);
   }
 
   void Serve() {
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    std::vector<pollfd> fds;
     while (true) {
-      if (poll(fds, 2, -1) < 0) {
+      fds.assign({{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}});
+      absl::Time next = absl::InfiniteFuture();
+      for (const Connection& c : connections) {
+        const bool writing = !c.out.empty() && c.sent < c.out.size();
+        fds.push_back(
+            {c.fd, static_cast<short>(writing ? POLLOUT : POLLIN), 0});
+        next = std::min(next, c.deadline);
+      }
+      if (poll(fds.data(), fds.size(), TimeoutMs(next)) < 0) {
         if (errno == EINTR) continue;
         return;
       }
       if (fds[1].revents != 0) return;
-      if ((fds[0].revents & POLLIN) == 0) continue;
-      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      Answer(fd);
-      close(fd);
+      const absl::Time now = absl::Now();
+      std::vector<Connection> kept;
+      for (size_t i = 0; i < connections.size(); ++i) {
+        Connection& c = connections[i];
+        if (now < c.deadline && (fds[i + 2].revents == 0 || Progress(c))) {
+          kept.push_back(std::move(c));
+        } else {
+          close(c.fd);
+        }
+      }
+      connections = std::move(kept);
+      if ((fds[0].revents & POLLIN) != 0) Accept(now);
     }
   }
 
-  // Reads one request (up to its blank line) and answers it.
-  void Answer(int fd) {
-    timeval timeout{kIoTimeoutSeconds, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    std::string request;
+  // poll's timeout until `deadline` (-1: none), rounded up.
+  static int TimeoutMs(absl::Time deadline) {
+    if (deadline == absl::InfiniteFuture()) return -1;
+    return static_cast<int>(std::max<int64_t>(
+        0, absl::ToInt64Milliseconds(deadline - absl::Now()) + 1));
+  }
+
+  void Accept(absl::Time now) {
+    const int fd =
+        accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    if (connections.size() >= kMaxConnections) {
+      const auto oldest = std::min_element(
+          connections.begin(), connections.end(),
+          [](const Connection& a, const Connection& b) {
+            return a.deadline < b.deadline;
+          });
+      close(oldest->fd);
+      connections.erase(oldest);
+    }
+    Connection c;
+    c.fd = fd;
+    c.deadline = now + kExchangeDeadline;
+    connections.push_back(std::move(c));
+  }
+
+  // Reads or writes what the socket allows; false when the connection is
+  // done (answered, closed by the client, or failed).
+  bool Progress(Connection& c) {
+    if (!c.out.empty() && c.sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent,
+                             c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == EINTR;
+      c.sent += static_cast<size_t>(n);
+      if (c.sent < c.out.size()) return true;
+      if (!c.drain) return false;
+      // Closing with unread input resets the connection, and the client
+      // may lose the answer: read what it still sends (bounded) first.
+      shutdown(c.fd, SHUT_WR);
+      return true;
+    }
     char buf[1024];
-    while (request.find("\r\n\r\n") == std::string::npos &&
-           request.find("\n\n") == std::string::npos) {
-      if (request.size() >= kMaxRequestBytes) {
-        SendAll(fd, Response("431 Request Header Fields Too Large",
-                             "text/plain", "request too large\n", false));
-        // Read what the client still sends (bounded) before closing:
-        // closing with unread input resets the connection, and the client
-        // may lose the answer.
-        shutdown(fd, SHUT_WR);
-        for (size_t drained = 0; drained < 16 * kMaxRequestBytes;) {
-          const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-          if (n <= 0) break;
-          drained += static_cast<size_t>(n);
-        }
-        return;
-      }
-      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // closed or timed out: nothing to answer
-      request.append(buf, static_cast<size_t>(n));
+    const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;  // closed: nothing (more) to answer
+    if (!c.out.empty()) {      // draining after a 431
+      c.drained += static_cast<size_t>(n);
+      return c.drained < 16 * kMaxRequestBytes;
     }
-    const std::string line = request.substr(0, request.find_first_of("\r\n"));
-    const std::vector<absl::string_view> parts =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-      SendAll(fd, Response("400 Bad Request", "text/plain",
-                           "bad request line\n", false));
-      return;
+    c.in.append(buf, static_cast<size_t>(n));
+    if (c.in.find("\r\n\r\n") != std::string::npos ||
+        c.in.find("\n\n") != std::string::npos) {
+      c.out = AnswerTo(c.in, *collectable);
+    } else if (c.in.size() >= kMaxRequestBytes) {
+      c.out = Response("431 Request Header Fields Too Large", "text/plain",
+                       "request too large\n", false);
+      c.drain = true;
     }
-    const bool head = parts[0] == "HEAD";
-    if (parts[0] != "GET" && !head) {
-      SendAll(fd, Response("405 Method Not Allowed", "text/plain",
-                           "only GET and HEAD\n", false));
-      return;
-    }
-    absl::string_view path = parts[1];
-    path = path.substr(0, path.find('?'));
-    if (path != "/metrics") {
-      SendAll(fd, Response("404 Not Found", "text/plain",
-                           "metrics are at /metrics\n", head));
-      return;
-    }
-    const std::string body =
-        prometheus::TextSerializer().Serialize(collectable->Collect());
-    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
-                         body, head));
+    return true;
   }
 };
 

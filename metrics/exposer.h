@@ -3,8 +3,10 @@
 
 // Serves a Metrics registry over HTTP at /metrics on its own address (the
 // scrape endpoint; nothing else is served there: other paths 404, methods
-// other than GET / HEAD 405). One thread of its own answers scrapes one at
-// a time, each connection closed after its response; each scrape runs the
+// other than GET / HEAD 405). One thread of its own serves up to 64
+// connections at once from a poll loop, each closed after its response or
+// 10 s after it opened, whichever is first (a client dripping its request
+// or never reading holds only its own connection); each scrape runs the
 // registry's collect hook.
 
 #include <memory>

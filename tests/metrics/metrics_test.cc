@@ -5,8 +5,17 @@
 
 #include "metrics/metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -419,6 +428,67 @@ TEST(MetricsExposerTest, LocalhostServesOnIpv4) {
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   EXPECT_EQ(::paceline::testing::HttpGet((*exposer)->port(), "/metrics").status,
             200);
+}
+
+// Connected to 127.0.0.1:port; -1 on failure.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 &&
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Scrapes are answered while other clients stall: 20 connections that sent
+// half a request line and a client dripping a byte every 50 ms. The old
+// exposer served one connection at a time with a per-read timeout, so a
+// scrape waited behind every stalled one and the dripping one held it
+// for as long as it dripped.
+TEST(MetricsExposerTest, StalledAndDrippingClientsDoNotBlockScrapes) {
+  Metrics metrics(Options());
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("127.0.0.1:0", &metrics);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->port();
+  std::vector<int> stalled;
+  for (int i = 0; i < 20; ++i) {
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "GET /met", 8), 8);
+    stalled.push_back(fd);
+  }
+  std::atomic<bool> stop{false}, dripping{true};
+  std::thread dripper([&] {
+    const int fd = Connect(port);
+    const std::string request = "GET /metrics HTTP/1.0\r\nX-Pad: " +
+                                std::string(600, 'a') + "\r\n\r\n";
+    // At most 30 s of drip, then the request completes.
+    for (size_t i = 0; i < request.size() && !stop.load(); ++i) {
+      if (write(fd, &request[i], 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    dripping = false;
+    close(fd);
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(::paceline::testing::HttpGet(port, "/metrics").status, 200);
+  }
+  EXPECT_TRUE(dripping.load());  // answered while it still dripped
+  stop = true;
+  dripper.join();
+  // The stalled connections are still open (not closed to make way).
+  for (const int fd : stalled) {
+    char c;
+    EXPECT_EQ(recv(fd, &c, 1, MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    close(fd);
+  }
 }
 
 // Stopping does not wait for a poll timeout (prometheus-cpp's exposer took
