@@ -123,10 +123,31 @@ absl::StatusOr<Prompt> BuildPrompt(const v1::GenerateRequest& request,
                                    const engine::Tokenizer& tokenizer,
                                    const ModelLimits& model,
                                    const ChatInput& chat) {
-  ASSIGN_OR_RETURN(Prompt prompt, ReadInput(request, tokenizer, model, chat));
   const bool tenant_limit = tenant.max_prompt_tokens > 0;
   const int64_t max_prompt =
       tenant_limit ? tenant.max_prompt_tokens : model.context_length;
+  // Refused by size before any encoding work: a 3 MB text is over any
+  // limit long before its tokens are counted.
+  const uint64_t max_text_bytes =
+      static_cast<uint64_t>(max_prompt) * tokenizer.max_token_bytes();
+  if (request.input_case() == v1::GenerateRequest::kText &&
+      request.text().size() > max_text_bytes) {
+    return Invalid(
+        "input",
+        absl::StrCat("has ", request.text().size(),
+                     " bytes, more than the limit of ", max_prompt,
+                     " tokens can hold (at most ", tokenizer.max_token_bytes(),
+                     " bytes per token)",
+                     LimitSource(tenant_limit, "max_prompt_tokens")));
+  }
+  if (request.input_case() == v1::GenerateRequest::kTokenIds &&
+      request.token_ids().ids_size() > max_prompt) {
+    return Invalid("input",
+                   absl::StrCat("has ", request.token_ids().ids_size(),
+                                " tokens, over the limit of ", max_prompt,
+                                LimitSource(tenant_limit, "max_prompt_tokens")));
+  }
+  ASSIGN_OR_RETURN(Prompt prompt, ReadInput(request, tokenizer, model, chat));
   if (static_cast<int64_t>(prompt.tokens.size()) > max_prompt) {
     return Invalid(
         "input", absl::StrCat("has ", prompt.tokens.size(),

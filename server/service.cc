@@ -268,6 +268,17 @@ grpc::ServerUnaryReactor* PacelineService::Tokenize(
     v1::TokenizeResponse* response) {
   absl::Status status = Authenticate(context).status();
   if (status.ok()) status = CheckModel(request->model());
+  // Refused by size before any encoding work: no prompt can be longer
+  // than the model's context, so text that must encode to more is of no
+  // use to tokenize (and its answer could outgrow the message limit).
+  const uint64_t max_bytes = static_cast<uint64_t>(config_->context_length) *
+                             tokenizer_->max_token_bytes();
+  if (status.ok() && request->text().size() > max_bytes) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "text has ", request->text().size(), " bytes, more than the model's ",
+        config_->context_length, "-token context can hold (at most ",
+        tokenizer_->max_token_bytes(), " bytes per token)"));
+  }
   if (!status.ok()) return FinishUnary(context, status);
   const std::optional<bool> add_special =
       request->has_add_special_tokens()

@@ -334,6 +334,8 @@ void Tokenizer::ComputeTokenBytes() {
       default:  // control, unknown, unused, undefined: no text
         break;
     }
+    max_token_bytes_ =
+        std::max({max_token_bytes_, bytes.size(), text.size()});
   }
 }
 

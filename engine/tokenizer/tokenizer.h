@@ -162,6 +162,11 @@ class Tokenizer {
   // text; control, unknown, unused and undefined tokens are empty. The bytes
   // may be a fragment of a UTF-8 sequence.
   const std::string& TokenBytes(int32_t id) const;
+  // The most input bytes one token can stand for (the longest TokenBytes
+  // or vocabulary string, at least 1): text of B bytes encodes to at least
+  // B / max_token_bytes() tokens, so a byte count can refuse text over a
+  // token limit without encoding it.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
   // Concatenated TokenBytes, leading spaces kept (no clean-up of spaces
   // before punctuation). The result may hold invalid UTF-8; see
@@ -204,6 +209,7 @@ class Tokenizer {
   std::vector<uint8_t> strip_;  // bit 1: lstrip, bit 2: rstrip
   std::vector<bool> eog_;
   std::vector<std::string> bytes_;  // TokenBytes cache
+  size_t max_token_bytes_ = 1;      // see max_token_bytes()
   absl::flat_hash_map<std::string, int32_t> token_to_id_;
   // SPM: the token for each byte (-1: none).
   std::vector<int32_t> byte_tokens_;

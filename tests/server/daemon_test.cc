@@ -214,6 +214,33 @@ TEST_F(DaemonTest, ALongModelNameIsNotEchoedWhole) {
       << st.error_message();
 }
 
+// Text longer than any prompt could be is refused by its size, by
+// Tokenize and by Generate, before it is encoded.
+TEST_F(DaemonTest, OversizedTextIsRefusedBeforeEncoding) {
+  Start();
+  const std::string big(100000, 'a');  // stories260K: 512-token context
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text(big);
+  v1::TokenizeResponse tokens;
+  auto ctx = MakeClientContext(kAliceKey);
+  grpc::Status st = stub_->Tokenize(ctx.get(), tokenize, &tokens);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("text has 100000 bytes, more than"),
+            std::string::npos)
+      << st.error_message();
+  v1::CompleteResponse out;
+  auto ctx2 = MakeClientContext(kAliceKey);
+  st = stub_->Complete(ctx2.get(), Greedy(big, 2), &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("input has 100000 bytes, more than"),
+            std::string::npos)
+      << st.error_message();
+  tokenize.set_text("Once upon a time");
+  auto ctx3 = MakeClientContext(kAliceKey);
+  EXPECT_TRUE(stub_->Tokenize(ctx3.get(), tokenize, &tokens).ok());
+  EXPECT_GT(tokens.token_ids_size(), 1);
+}
+
 TEST_F(DaemonTest, SixteenConcurrentStreamsEachMatchTheirSoloRun) {
   Start();
   std::vector<std::string> prompts;

@@ -272,6 +272,36 @@ TEST(RequestBuilderTest, EveryInvalidFieldIsNamed) {
   }
 }
 
+// Text longer than the prompt limit could hold at the tokenizer's longest
+// token is refused by its size, before it is encoded (a 3 MB text used to
+// be tokenized on the RPC thread first); at the bound it is encoded and
+// counted as before.
+TEST(RequestBuilderTest, TextOverThePromptLimitIsRefusedByItsSize) {
+  const std::unique_ptr<engine::Tokenizer> bytes = ByteTokenizer();
+  ASSERT_NE(bytes, nullptr);
+  const size_t per_token = bytes->max_token_bytes();
+  ASSERT_GE(per_token, 1u);
+  TenantPolicy tenant = Tenant();
+  tenant.max_prompt_tokens = 5;
+  v1::GenerateRequest request;
+  request.set_text(std::string(5 * per_token + 1, 'a'));
+  absl::StatusOr<BuiltRequest> built = Build(request, tenant, Model(), &*bytes);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(built.status().message(),
+            absl::StrCat("input has ", 5 * per_token + 1,
+                         " bytes, more than the limit of 5 tokens can hold (at "
+                         "most ",
+                         per_token,
+                         " bytes per token) (tenant max_prompt_tokens)"));
+  request.set_text(std::string(5 * per_token, 'a'));
+  built = Build(request, tenant, Model(), &*bytes);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(built.status().message(),
+                               absl::StrCat("input has ", 5 * per_token + 1,
+                                            " tokens, over the limit of 5")))
+      << built.status();  // each byte a token, plus BOS
+}
+
 TEST(RequestBuilderTest, TextThatEncodesToNothingIsInvalid) {
   const std::unique_ptr<engine::Tokenizer> dropping = DroppingTokenizer();
   ASSERT_NE(dropping, nullptr);
