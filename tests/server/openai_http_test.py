@@ -301,15 +301,26 @@ class ApiTest(DaemonTestCase):
         status, _, body = self.call("GET", "/health", key=None)
         self.assertEqual(status, 200, body)
 
+    # Every route the server has (server/openai/openai_service.cc's
+    # AllowedMethod) but /health, which needs no key.
+    KEYED_ROUTES = (
+        ("GET", "/v1/models", None),
+        ("GET", f"/v1/models/{MODEL_ID}", None),
+        ("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2}),
+        ("POST", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+        ("POST", "/tokenize", {"prompt": PROMPT}),
+        ("POST", "/detokenize", {"tokens": [1, 2]}),
+    )
+
     def test_missing_or_wrong_key_is_401(self):
         for key in (None, "not-a-key"):
-            with self.subTest(key=key):
-                self.assert_error(self.call("GET", "/v1/models", key=key),
-                                  401, "authentication_error")
-                self.assert_error(
-                    self.post("/v1/completions",
-                              {"prompt": PROMPT, "max_tokens": 2}, key=key),
-                    401, "authentication_error")
+            for method, path, body in self.KEYED_ROUTES:
+                with self.subTest(key=key, path=path):
+                    answer = (self.call("GET", path, key=key)
+                              if method == "GET"
+                              else self.post(path, body, key=key))
+                    self.assert_error(answer, 401, "authentication_error")
 
     def test_models_lists_the_served_model(self):
         status, _, body = self.call("GET", "/v1/models")
