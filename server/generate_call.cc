@@ -17,6 +17,7 @@ GenerateCall::GenerateCall(PacelineService* service,
     Finish(ToGrpcStatus(admitted.status(), context));
     return;
   }
+  admitted->built.delivery.max_delta_bytes = service->max_delta_bytes();
   buffer_ = std::make_shared<StreamBuffer>(
       admitted->built.delivery, this, service->clock(), service->pacer(),
       service->delivery_observer(), admitted->tenant->name);

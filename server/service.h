@@ -49,6 +49,9 @@ struct ServiceOptions {
   engine::MemoryPlan memory_plan;
   int32_t kv_block_size = 0;
   int64_t kv_blocks = 0;
+  // The most output bytes one streamed Delta carries (DeliveryOptions::
+  // max_delta_bytes): half the gRPC message limit, room for the framing.
+  int64_t max_delta_bytes = 0;
   // The model's chat templates (null: none; chat requests are refused).
   // Must outlive the service.
   const engine::ModelChatTemplates* chat_templates = nullptr;
@@ -153,6 +156,7 @@ class PacelineService final : public v1::Paceline::CallbackService {
   scheduler::ServingLoop& loop() { return *loop_; }
   Pacer* pacer() { return pacer_; }
   DeliveryObserver* delivery_observer() const { return options_.delivery; }
+  int64_t max_delta_bytes() const { return options_.max_delta_bytes; }
   scheduler::Clock* clock() { return clock_; }
 
  private:

@@ -23,10 +23,50 @@ void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out) {
                                 delta.broken_tool_calls.end());
 }
 
+namespace {
+
+constexpr int64_t kIdBytes = 5;           // a varint token id
+constexpr int64_t kSampleBytes = 24;      // a sampled token's logprob entry
+constexpr int64_t kTopLogprobBytes = 16;  // one alternative in it
+
+int64_t SampleBytes(const engine::SampleResult& s) {
+  return kSampleBytes +
+         kTopLogprobBytes * static_cast<int64_t>(s.top_logprobs.size());
+}
+
+int64_t ToolCallBytes(const std::vector<engine::ChatToolCallDelta>& calls) {
+  int64_t n = 0;
+  for (const engine::ChatToolCallDelta& c : calls) {
+    n += static_cast<int64_t>(c.id.size() + c.name.size() + c.arguments.size());
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t EstimatedBytes(const Outgoing& out) {
+  int64_t n = static_cast<int64_t>(out.text.size() + out.reasoning.size()) +
+              ToolCallBytes(out.tool_calls) +
+              kIdBytes * static_cast<int64_t>(out.ids.size());
+  for (const engine::SampleResult& s : out.samples) n += SampleBytes(s);
+  return n;
+}
+
+int64_t StreamBuffer::PieceBytes(const Piece& piece) {
+  int64_t n =
+      static_cast<int64_t>(piece.text.size() + piece.chat.content.size() +
+                           piece.chat.reasoning.size()) +
+      ToolCallBytes(piece.chat.tool_calls);
+  if (piece.id >= 0) n += kIdBytes;
+  if (piece.sample.has_value()) n += SampleBytes(*piece.sample);
+  return n;
+}
+
 StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
                            scheduler::Clock* clock, Pacer* pacer,
                            DeliveryObserver* observer, std::string tenant)
     : writer_(writer),
+      max_delta_bytes_(options.max_delta_bytes),
       parser_(options.chat_output.has_value()
                   ? std::make_unique<engine::ChatOutputParser>(
                         *options.chat_output, options.tool_call_id_seed)
@@ -234,7 +274,7 @@ void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
 }
 
 bool StreamBuffer::HasNextLocked() const {
-  return accepted_ready_ || has_ready_ ||
+  return accepted_ready_ || !ready_.empty() ||
          (finish_.has_value() && pending_.empty());
 }
 
@@ -246,9 +286,10 @@ void StreamBuffer::StartNextLocked(Effects* fx) {
     accepted_ready_ = false;
     in_flight_delta_ = false;
     in_flight_tokens_ = 0;
-  } else if (has_ready_) {
-    out = std::exchange(ready_, Outgoing());
-    has_ready_ = false;
+  } else if (!ready_.empty()) {
+    out = std::move(ready_.front());
+    ready_.pop_front();
+    if (ready_.empty()) back_bytes_ = 0;
     in_flight_delta_ = true;
     in_flight_tokens_ = static_cast<int32_t>(out.ids.size());
   } else {
@@ -288,8 +329,8 @@ void StreamBuffer::DeliveredLocked(absl::Time now, Effects* fx) {
 void StreamBuffer::DropLocked() {
   pending_.clear();
   DropPendingTokens();
-  has_ready_ = false;
-  ready_ = Outgoing();
+  ready_.clear();
+  back_bytes_ = 0;
   accepted_ready_ = false;
 }
 
@@ -324,16 +365,20 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
       pace_.Take(1, at);
       AddPendingTokens(-1);
     }
-    if (!has_ready_) {
-      ready_ = Outgoing();
-      ready_.kind = Outgoing::Kind::kDelta;
-      has_ready_ = true;
+    const int64_t bytes = PieceBytes(piece);
+    if (ready_.empty() ||
+        (max_delta_bytes_ > 0 && back_bytes_ > 0 &&
+         back_bytes_ + bytes > max_delta_bytes_)) {
+      ready_.emplace_back().kind = Outgoing::Kind::kDelta;
+      back_bytes_ = 0;
     }
-    if (piece.id >= 0) ready_.ids.push_back(piece.id);
-    ready_.text += piece.text;
-    AppendChatDelta(std::move(piece.chat), &ready_);
+    Outgoing& back = ready_.back();
+    back_bytes_ += bytes;
+    if (piece.id >= 0) back.ids.push_back(piece.id);
+    back.text += piece.text;
+    AppendChatDelta(std::move(piece.chat), &back);
     if (piece.sample.has_value()) {
-      ready_.samples.push_back(*std::move(piece.sample));
+      back.samples.push_back(*std::move(piece.sample));
     }
     pending_.pop_front();
   }

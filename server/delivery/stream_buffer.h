@@ -123,7 +123,17 @@ struct DeliveryOptions {
   // its split goes out as the first delta (a forced call is announced
   // before any token).
   std::string chat_output_prefix;
+  // The most bytes of output (text, reasoning, tool-call text, ids and
+  // logprobs, as EstimatedBytes counts them) one coalesced Delta carries;
+  // more ready output waits for the next write. 0 = no limit. A slow
+  // reader's coalesced deltas once outgrew the transport's message limit
+  // and the stream broke.
+  int64_t max_delta_bytes = 0;
 };
+
+// About how many bytes `out` (a kDelta) takes on the wire: its strings,
+// 5 per token id, and 24 per sampled token plus 16 per top logprob.
+int64_t EstimatedBytes(const Outgoing& out);
 
 // Adds `delta`'s fields to `out` (a kDelta): text and reasoning appended,
 // tool-call deltas merged per call index.
@@ -252,7 +262,10 @@ class StreamBuffer final : public scheduler::TokenSink,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops everything not yet written.
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves due pieces to ready_; returns the next due time.
+  // Moves due pieces to ready_ (starting a new Delta where the last would
+  // pass max_delta_bytes); returns the next due time.
+  // A piece's share of EstimatedBytes.
+  static int64_t PieceBytes(const Piece& piece);
   absl::Time ReleaseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendLocked(const scheduler::TokenDelta& delta, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -265,6 +278,7 @@ class StreamBuffer final : public scheduler::TokenSink,
 
   // Constant after construction.
   StreamWriter* const writer_;
+  const int64_t max_delta_bytes_;  // DeliveryOptions::max_delta_bytes
   // Chat requests: the output parser (engine thread, under mu_).
   const std::unique_ptr<engine::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;
@@ -280,8 +294,9 @@ class StreamBuffer final : public scheduler::TokenSink,
   std::deque<Piece> pending_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> pending_tokens_{0};  // tokens in pending_
   bool accepted_ready_ ABSL_GUARDED_BY(mu_) = false;
-  Outgoing ready_ ABSL_GUARDED_BY(mu_);  // kDelta being coalesced
-  bool has_ready_ ABSL_GUARDED_BY(mu_) = false;
+  // kDeltas to write, in order; the back one still coalesces.
+  std::deque<Outgoing> ready_ ABSL_GUARDED_BY(mu_);
+  int64_t back_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // EstimatedBytes(back)
   scheduler::AcceptInfo accepted_ ABSL_GUARDED_BY(mu_);
   bool was_accepted_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);

@@ -47,10 +47,11 @@ class RecordingObserver : public DeliveryObserver {
 
 class StreamBufferStateTest : public ::testing::Test {
  protected:
-  void Open(double pace = 0, int32_t burst = 1) {
+  void Open(double pace = 0, int32_t burst = 1, int64_t max_delta_bytes = 0) {
     DeliveryOptions options;
     options.pace_tokens_per_s = pace;
     options.burst_tokens = burst;
+    options.max_delta_bytes = max_delta_bytes;
     buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
                                              &pacer_, &observer_, "t");
     writer_.Bind(buffer_);
@@ -237,6 +238,58 @@ TEST_F(StreamBufferStateTest, WritingWriteDoneWithMoreReadyWritesNext) {
   EXPECT_EQ(observer_.firsts, std::vector<bool>{true});
   EXPECT_EQ(observer_.sinces,
             std::vector<absl::Duration>{absl::Milliseconds(5)});
+}
+
+// A reader whose write is held while 100 tokens of 30 bytes pile up gets
+// them as Deltas of at most max_delta_bytes each (35 bytes a token with
+// its id: 5 per Delta of 200), all in order, none lost.
+TEST_F(StreamBufferStateTest, CoalescedDeltasStayWithinTheirByteLimit) {
+  Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/200);
+  writer_.hold = true;
+  Accept();
+  pacer_.RunDue();
+  ASSERT_EQ(buffer_->state(), State::kWriting);
+  std::string want;
+  for (int i = 0; i < 100; ++i) {
+    const std::string text(30, static_cast<char>('a' + i % 26));
+    Token(i, text);
+    want += text;
+  }
+  Finish();
+  std::string got;
+  std::vector<int32_t> ids;
+  for (int writes = 0; buffer_->state() != State::kDone && writes < 1000;
+       ++writes) {
+    writer_.Complete(true);
+    const Outgoing& out = Last();
+    if (out.kind != Kind::kDelta) continue;
+    EXPECT_LE(EstimatedBytes(out), 200);
+    EXPECT_EQ(out.ids.size(), 5u);
+    got += out.text;
+    ids.insert(ids.end(), out.ids.begin(), out.ids.end());
+  }
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(ids.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(ids[i], i);
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+}
+
+// One piece larger than the limit still goes out, alone.
+TEST_F(StreamBufferStateTest, APieceOverTheLimitGoesAlone) {
+  Open(0, 1, /*max_delta_bytes=*/16);
+  writer_.hold = true;
+  Accept();
+  pacer_.RunDue();
+  Token(1, "ab");
+  Token(2, std::string(40, 'z'));
+  Token(3, "cd");
+  writer_.Complete(true);  // the Accepted
+  EXPECT_EQ(Last().ids, std::vector<int32_t>{1});
+  writer_.Complete(true);
+  EXPECT_EQ(Last().ids, std::vector<int32_t>{2});
+  EXPECT_EQ(Last().text, std::string(40, 'z'));
+  writer_.Complete(true);
+  EXPECT_EQ(Last().ids, std::vector<int32_t>{3});
 }
 
 TEST_F(StreamBufferStateTest, WritingWriteDoneWithNothingReadyGoesIdle) {
