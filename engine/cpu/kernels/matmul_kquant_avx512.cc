@@ -1,10 +1,21 @@
-// AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h): 64-element chunks
-// of weights decoded once per row and super-block, vpmaddubsw into int16
-// pairs and vpdpwssd by the groups' scales straight into int32 lanes (two
-// instructions per 64 weights and token); tiles of 8 rows x 1 token or 4
-// rows x 4 tokens, whose per-super-block sums fold into one vector of the
-// rows, so the scaling and float accumulation run once for all of them.
+// AVX-512 BW + VNNI K-quant kernels (matmul_kquant.h).
+//
+// Row-major weights: 64-element chunks of weights decoded once per row and
+// super-block, vpmaddubsw into int16 pairs and vpdpwssd by the groups'
+// scales straight into int32 lanes (two instructions per 64 weights and
+// token); tiles of 8 rows x 1 token or 4 rows x 4 tokens, whose
+// per-super-block sums fold into one vector of the rows, so the scaling and
+// float accumulation run once for all of them.
+//
+// Q4_K / Q6_K panels (matmul_internal.h, what CpuEngine runs): 16 rows to a
+// vector, one int32 lane per row, so nothing is folded across lanes. Per
+// 16 rows and 4 columns one vpdpbusd of the weights (after an and, or a
+// shift and an or for Q6_K's high bits) with 4 broadcast activations; the
+// 16 rows' 6-bit scales unpack with a few whole-vector ands and shifts per
+// super-block; each group's int32 sums are scaled by vpmulld. Tokens run
+// one after another over a panel, which stays in cache between them.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -207,6 +218,213 @@ void KTile(const TileArgs& a) {
   }
 }
 
+// ---- Panels: 16 rows per vector ----
+
+constexpr int kLanes = 16;  // rows per panel (kPanelRows)
+
+inline __m512i Load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+// 4 activations (int8) at p in every int32 lane.
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Two int16 values in every int32 lane: lo in the low half.
+inline __m512i BcastPair(int lo, int hi) {
+  return _mm512_set1_epi32(static_cast<int32_t>(
+      static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+      static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+}
+
+// Byte j of every int32 lane, zero- or sign-extended.
+inline __m512i LaneByteU(__m512i v, int j) {
+  return j == 3 ? _mm512_srli_epi32(v, 24)
+                : _mm512_and_si512(_mm512_srli_epi32(v, 8 * j),
+                                   _mm512_set1_epi32(0xFF));
+}
+inline __m512i LaneByteS(__m512i v, int j) {
+  return j == 3 ? _mm512_srai_epi32(v, 24)
+                : _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * j), 24);
+}
+
+// The f16 in the low (high) half of every int32 lane, as float.
+inline __m512 LaneHalfLo(__m512i v) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+inline __m512 LaneHalfHi(__m512i v) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+}
+
+inline __m512i Bytes(int v) {
+  return _mm512_set1_epi8(static_cast<char>(v));
+}
+
+// Super-blocks a panel is fetched ahead of the one being read, into L1:
+// a panel is one sequential stream, which the hardware prefetchers alone
+// follow too slowly once the kernel is this cheap per byte.
+constexpr int64_t kKPanelPrefetchBlocks = 1;
+template <GgmlType WT>
+inline void PrefetchBlock(const uint8_t* p) {
+  const char* at = reinterpret_cast<const char*>(p) +
+                   kKPanelPrefetchBlocks * KPanelBlockBytes(WT);
+  for (int64_t i = 0; i < KPanelBlockBytes(WT); i += 64) {
+    _mm_prefetch(at + i, _MM_HINT_T0);
+  }
+}
+
+// One Q4_K super-block of a panel (`p`, KPanelBlockBytes bytes) against
+// one token's q (256), bsums (16) and dx into acc (lane i: row i):
+// A = sum_j sc_j dot_j, B = sum_j m_j (bs[2j] + bs[2j + 1]).
+inline __m512 Q4KPanelBlock(const uint8_t* p, const int8_t* q,
+                            const int16_t* bs, float dx, __m512 acc) {
+  // Quad 0: d | dmin; quads 1-3: the 12 scale bytes (K4ScaleMin, per lane).
+  const __m512i dd = Load64(p);
+  const __m512i u0 = Load64(p + 64), u1 = Load64(p + 128);
+  const __m512i u2 = Load64(p + 192);
+  const __m512i m6 = Bytes(0x3F), lo4 = Bytes(0x0F), hi2 = Bytes(0x03);
+  const __m512i sc[2] = {
+      _mm512_and_si512(u0, m6),
+      _mm512_or_si512(
+          _mm512_and_si512(u2, lo4),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), hi2),
+                            4))};
+  const __m512i mn[2] = {
+      _mm512_and_si512(u1, m6),
+      _mm512_or_si512(
+          _mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), hi2),
+                            4))};
+  __m512i a = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles), 2c + 1
+    const uint8_t* w = p + 64 * (4 + 8 * c);
+    __m512i even = _mm512_setzero_si512(), odd16 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i v = Load64(w + 64 * k);
+      even = _mm512_dpbusd_epi32(even, _mm512_and_si512(v, lo4),
+                                 Bcast4(q + 64 * c + 4 * k));
+      // High nibbles left in place: 16 x their dot product, exactly.
+      odd16 = _mm512_dpbusd_epi32(odd16, _mm512_andnot_si512(lo4, v),
+                                  Bcast4(q + 64 * c + 32 + 4 * k));
+    }
+    const int j = 2 * c;
+    a = _mm512_add_epi32(
+        a, _mm512_mullo_epi32(even, LaneByteU(sc[j / 4], j % 4)));
+    a = _mm512_add_epi32(a, _mm512_mullo_epi32(_mm512_srai_epi32(odd16, 4),
+                                               LaneByteU(sc[j / 4], j % 4 + 1)));
+  }
+  // B by vpdpwssd: int16 pairs (m_j, m_j+2) of each lane's bytes times the
+  // pairs of group sums.
+  int bsub[8];
+  for (int j = 0; j < 8; ++j) bsub[j] = bs[2 * j] + bs[2 * j + 1];
+  __m512i b = _mm512_setzero_si512();
+  const __m512i low16 = _mm512_set1_epi32(0x00FF00FF);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const int* s = bsub + 4 * h;
+    b = _mm512_dpwssd_epi32(b, _mm512_and_si512(mn[h], low16),
+                            BcastPair(s[0], s[2]));
+    b = _mm512_dpwssd_epi32(
+        b, _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), low16),
+        BcastPair(s[1], s[3]));
+  }
+  const __m512 vdx = _mm512_set1_ps(dx);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a),
+                        _mm512_mul_ps(LaneHalfLo(dd), vdx), acc);
+  const __m512 neg_dmin =
+      _mm512_sub_ps(_mm512_setzero_ps(), LaneHalfHi(dd));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), _mm512_mul_ps(neg_dmin, vdx),
+                         acc);
+}
+
+// One Q6_K super-block of a panel, as Q4KPanelBlock: element 128h + 32k +
+// l has its low 4 bits in ql byte 64h + 32(k % 2) + l (nibble k / 2) and its
+// high 2 in qh byte 32h + l (bits 2k), group 8h + 2k + l / 16;
+// A = sum_g sc_g (dot_g - 32 bs_g).
+inline __m512 Q6KPanelBlock(const uint8_t* p, const int8_t* q,
+                            const int16_t* bs, float dx, __m512 acc) {
+  const __m512i lo4 = Bytes(0x0F), hi2 = Bytes(0x30);
+  __m512i a = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i dot[8];  // groups 8h + i, from -32 bs
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      dot[i] = _mm512_set1_epi32(-32 * bs[8 * h + i]);
+    }
+#pragma GCC unroll 8
+    for (int l4 = 0; l4 < 8; ++l4) {  // columns l = 4 * l4 .. + 3
+      const uint8_t* ql = p + 64 * (16 * h + l4);
+      const uint8_t* qh = p + 64 * (32 + 8 * h + l4);
+      const __m512i v0 = Load64(ql), v1 = Load64(ql + 512);
+      const __m512i vh = Load64(qh);
+      const __m512i u[4] = {
+          _mm512_or_si512(_mm512_and_si512(v0, lo4),
+                          _mm512_and_si512(_mm512_slli_epi32(vh, 4), hi2)),
+          _mm512_or_si512(_mm512_and_si512(v1, lo4),
+                          _mm512_and_si512(_mm512_slli_epi32(vh, 2), hi2)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v0, 4), lo4),
+                          _mm512_and_si512(vh, hi2)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v1, 4), lo4),
+                          _mm512_and_si512(_mm512_srli_epi32(vh, 2), hi2))};
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const int g = 2 * k + l4 / 4;
+        dot[g] = _mm512_dpbusd_epi32(
+            dot[g], u[k], Bcast4(q + 128 * h + 32 * k + 4 * l4));
+      }
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {  // scale quads 2h + s: groups 8h + 4s + j
+      const __m512i sc = Load64(p + 64 * (48 + 2 * h + s));
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        a = _mm512_add_epi32(
+            a, _mm512_mullo_epi32(dot[4 * s + j], LaneByteS(sc, j)));
+      }
+    }
+  }
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(p + 64 * KPanelQuads(GgmlType::kQ6_K))));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a),
+                         _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+}
+
+// Rows [row_begin, row_end) of a Q4_K / Q6_K panel task (row_begin a
+// multiple of 16): per panel, token after token, super-block after
+// super-block into one accumulator of the 16 rows.
+template <GgmlType WT>
+void KPanelRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
+  const int64_t nb = task.cols / kKBlock;
+  const int64_t panel_bytes = PanelBytes(WT, task.cols);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanes) {
+    const uint8_t* panel = task.w + r0 / kLanes * panel_bytes;
+    const int64_t n = std::min<int64_t>(kLanes, row_end - r0);
+    const __mmask16 rows = static_cast<__mmask16>((1u << n) - 1);
+    for (int64_t t = 0; t < task.n_tokens; ++t) {
+      const int8_t* q = task.qx.q + t * task.cols;
+      const int16_t* bs = task.qx.bsums + t * nb * kKGroup;
+      const float* xd = task.qx.d + t * nb;
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t sb = 0; sb < nb; ++sb) {
+        const uint8_t* p = panel + sb * KPanelBlockBytes(WT);
+        PrefetchBlock<WT>(p);
+        if constexpr (WT == GgmlType::kQ4_K) {
+          acc = Q4KPanelBlock(p, q + sb * kKBlock, bs + sb * kKGroup, xd[sb],
+                              acc);
+        } else {
+          acc = Q6KPanelBlock(p, q + sb * kKBlock, bs + sb * kKGroup, xd[sb],
+                              acc);
+        }
+      }
+      _mm512_mask_storeu_ps(task.y + t * task.rows + r0, rows, acc);
+    }
+  }
+}
+
 template <GgmlType WT, int R, int... Ts>
 void FillRow(TileSet& s, std::integer_sequence<int, Ts...>) {
   ((s.fn[R - 1][Ts] = &KTile<WT, R, Ts + 1>), ...);
@@ -244,6 +462,12 @@ void MatMulRowsKQuantAvx512(const MatMulTask& task, int64_t row_begin,
   static const TileSet q4 = MakeSet<GgmlType::kQ4_K>();
   static const TileSet q5 = MakeSet<GgmlType::kQ5_K>();
   static const TileSet q6 = MakeSet<GgmlType::kQ6_K>();
+  if (task.layout == WeightLayout::kPanels) {  // Q4_K, Q6_K (Validate)
+    if (task.type == GgmlType::kQ4_K) {
+      return KPanelRows<GgmlType::kQ4_K>(task, row_begin, row_end);
+    }
+    return KPanelRows<GgmlType::kQ6_K>(task, row_begin, row_end);
+  }
   switch (task.type) {
     case GgmlType::kQ2_K:
       return RunTiled(task, row_begin, row_end, q2);

@@ -14,6 +14,7 @@
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/matmul.h"
 #include "engine/cpu/kernels/matmul_internal.h"
+#include "engine/cpu/kernels/matmul_kquant.h"
 #include "engine/gguf/ggml_type.h"
 
 namespace paceline::engine::cpu {
@@ -36,6 +37,36 @@ int64_t ScaleOffset(GgmlType type, int64_t b, int64_t lane) {
 uint8_t QuadXor(GgmlType type) { return type == GgmlType::kQ8_0 ? 0x80 : 0; }
 int64_t QuadsPerBlock(GgmlType type) {
   return internal::PanelQuadBytes(type) / 64;
+}
+
+// K-quants: where byte i of super-block b of panel row `lane` sits, from
+// the panel's first byte (quad i / 4, lane, byte i % 4; Q6_K's d after the
+// quads).
+int64_t KPanelOffset(GgmlType type, int64_t b, int64_t i, int64_t lane) {
+  const int64_t quads = internal::KPanelQuads(type);
+  const int64_t at = b * internal::KPanelBlockBytes(type);
+  if (i < 4 * quads) return at + i / 4 * 64 + lane * 4 + i % 4;
+  return at + quads * 64 + lane * 2 + (i - 4 * quads);
+}
+
+// A row-major K-quant row into row `lane` of its panel, and back.
+void PackKRow(GgmlType type, int64_t cols, int64_t lane, const uint8_t* row,
+              uint8_t* panel) {
+  const int64_t bb = internal::KBlockBytes(type);
+  for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
+    for (int64_t i = 0; i < bb; ++i) {
+      panel[KPanelOffset(type, b, i, lane)] = row[b * bb + i];
+    }
+  }
+}
+void UnpackKRow(GgmlType type, int64_t cols, int64_t lane,
+                const uint8_t* panel, uint8_t* row) {
+  const int64_t bb = internal::KBlockBytes(type);
+  for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
+    for (int64_t i = 0; i < bb; ++i) {
+      row[b * bb + i] = panel[KPanelOffset(type, b, i, lane)];
+    }
+  }
 }
 
 // Floats: the element index of column c of panel row `lane`.
@@ -82,6 +113,8 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
   switch (type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
       return EffectiveAvx512Vnni();
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -99,16 +132,20 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
 
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   const bool quantized = IsQuantized(w.type);
+  const bool kquant = internal::HasKPanels(w.type);
   const bool float_type = w.type == GgmlType::kF32 ||
                           w.type == GgmlType::kF16 || w.type == GgmlType::kBF16;
-  if (!(quantized || float_type) || w.layout != WeightLayout::kRows) {
+  if (!(quantized || kquant || float_type) ||
+      w.layout != WeightLayout::kRows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "PackForMatMul: only row-major Q8_0, Q4_0, F32, F16 and BF16 pack, "
-        "got ",
+        "PackForMatMul: only row-major Q8_0, Q4_0, Q4_K, Q6_K, F32, F16 and "
+        "BF16 pack, got ",
         GetGgmlTypeTraits(w.type).name,
         w.layout == WeightLayout::kRows ? "" : " panels"));
   }
-  const int64_t multiple = quantized ? kQBlock : kFloatLanes;
+  const int64_t multiple = quantized ? kQBlock
+                           : kquant  ? internal::kKBlock
+                                     : kFloatLanes;
   const absl::StatusOr<uint64_t> row_bytes = GgmlRowBytes(w.type, w.cols);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % multiple != 0 || !row_bytes.ok() ||
       w.row_bytes < *row_bytes || w.data == nullptr) {
@@ -129,7 +166,12 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   packed.bytes_ = bytes;
   std::memset(out, 0, bytes);  // padding rows and an odd last block
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  if (!quantized) {
+  if (kquant) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      PackKRow(w.type, w.cols, r % kPanelRows, src + r * w.row_bytes,
+               out + r / kPanelRows * panel_bytes);
+    }
+  } else if (!quantized) {
     const size_t eb = GetGgmlTypeTraits(w.type).type_size;
     for (int64_t p = 0; p * kPanelRows < w.rows; ++p) {
       if (eb == 4) {
@@ -175,6 +217,7 @@ namespace internal {
 
 int64_t PanelBytes(GgmlType type, int64_t cols) {
   if (IsQuantized(type)) return (cols / kQBlock + 1) / 2 * PanelPairBytes(type);
+  if (HasKPanels(type)) return cols / kKBlock * KPanelBlockBytes(type);
   return cols * kPanelRows *
          static_cast<int64_t>(GetGgmlTypeTraits(type).type_size);
 }
@@ -188,7 +231,9 @@ void UnpackPanelRows(GgmlType type, const uint8_t* panels, int64_t cols,
     const uint8_t* panel = panels + r / kPanelRows * panel_bytes;
     const int64_t lane = r % kPanelRows;
     uint8_t* row = out + i * row_bytes;
-    if (IsQuantized(type)) {
+    if (HasKPanels(type)) {
+      UnpackKRow(type, cols, lane, panel, row);
+    } else if (IsQuantized(type)) {
       const size_t block_bytes = GetGgmlTypeTraits(type).type_size;
       for (int64_t b = 0; b < cols / kQBlock; ++b) {
         uint8_t* block = row + b * block_bytes;
