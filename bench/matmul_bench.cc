@@ -324,7 +324,9 @@ void Register() {
                             {GgmlType::kQ6_K, "Q6_K", false, true},
                             {GgmlType::kQ6_K, "Q6_K_panels", true, true}};
   for (const TypeName& t : types) {
-    if (t.panels || t.kquant) continue;
+    const bool packs = !t.kquant || t.type == GgmlType::kQ4_K ||
+                       t.type == GgmlType::kQ6_K;
+    if (t.panels || !packs) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Pack/") + t.name).c_str(),
         [type = t.type](benchmark::State& s) {

@@ -39,32 +39,28 @@ int64_t QuadsPerBlock(GgmlType type) {
   return internal::PanelQuadBytes(type) / 64;
 }
 
-// K-quants: where byte i of super-block b of panel row `lane` sits, from
-// the panel's first byte (quad i / 4, lane, byte i % 4; Q6_K's d after the
-// quads).
+// K-quants: where byte i (a multiple of 4, or Q6_K's d at 208) of
+// super-block b of panel row `lane` sits, from the panel's first byte
+// (quad i / 4, lane; Q6_K's d after the quads).
 int64_t KPanelOffset(GgmlType type, int64_t b, int64_t i, int64_t lane) {
   const int64_t quads = internal::KPanelQuads(type);
   const int64_t at = b * internal::KPanelBlockBytes(type);
-  if (i < 4 * quads) return at + i / 4 * 64 + lane * 4 + i % 4;
-  return at + quads * 64 + lane * 2 + (i - 4 * quads);
+  if (i < 4 * quads) return at + i / 4 * 64 + lane * 4;
+  return at + quads * 64 + lane * 2;
 }
 
-// A row-major K-quant row into row `lane` of its panel, and back.
-void PackKRow(GgmlType type, int64_t cols, int64_t lane, const uint8_t* row,
-              uint8_t* panel) {
+// A row-major K-quant row into row `lane` of its panel (`pack`), or back:
+// 4-byte quads, then Q6_K's 2-byte d.
+void CopyKRow(GgmlType type, int64_t cols, int64_t lane, bool pack,
+              const uint8_t* from, uint8_t* to) {
   const int64_t bb = internal::KBlockBytes(type);
   for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
-    for (int64_t i = 0; i < bb; ++i) {
-      panel[KPanelOffset(type, b, i, lane)] = row[b * bb + i];
-    }
-  }
-}
-void UnpackKRow(GgmlType type, int64_t cols, int64_t lane,
-                const uint8_t* panel, uint8_t* row) {
-  const int64_t bb = internal::KBlockBytes(type);
-  for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
-    for (int64_t i = 0; i < bb; ++i) {
-      row[b * bb + i] = panel[KPanelOffset(type, b, i, lane)];
+    for (int64_t i = 0; i < bb; i += 4) {
+      const int64_t n = std::min<int64_t>(4, bb - i);
+      const int64_t panel_at = KPanelOffset(type, b, i, lane);
+      const int64_t row_at = b * bb + i;
+      std::memcpy(to + (pack ? panel_at : row_at),
+                  from + (pack ? row_at : panel_at), n);
     }
   }
 }
@@ -168,8 +164,8 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   if (kquant) {
     for (int64_t r = 0; r < w.rows; ++r) {
-      PackKRow(w.type, w.cols, r % kPanelRows, src + r * w.row_bytes,
-               out + r / kPanelRows * panel_bytes);
+      CopyKRow(w.type, w.cols, r % kPanelRows, /*pack=*/true,
+               src + r * w.row_bytes, out + r / kPanelRows * panel_bytes);
     }
   } else if (!quantized) {
     const size_t eb = GetGgmlTypeTraits(w.type).type_size;
@@ -232,7 +228,7 @@ void UnpackPanelRows(GgmlType type, const uint8_t* panels, int64_t cols,
     const int64_t lane = r % kPanelRows;
     uint8_t* row = out + i * row_bytes;
     if (HasKPanels(type)) {
-      UnpackKRow(type, cols, lane, panel, row);
+      CopyKRow(type, cols, lane, /*pack=*/false, panel, row);
     } else if (IsQuantized(type)) {
       const size_t block_bytes = GetGgmlTypeTraits(type).type_size;
       for (int64_t b = 0; b < cols / kQBlock; ++b) {
