@@ -308,7 +308,7 @@ void Register() {
     GgmlType type;
     const char* name;
     bool panels;  // packed by PackForMatMul, as the CPU engine does
-    bool kquant = false;  // a K-quant: no panels, a shorter list of shapes
+    bool kquant = false;  // a K-quant: a shorter list of shapes
   };
   const TypeName types[] = {{GgmlType::kF32, "F32", false},
                             {GgmlType::kF16, "F16", false},
@@ -319,10 +319,14 @@ void Register() {
                             {GgmlType::kQ2_K, "Q2_K", false, true},
                             {GgmlType::kQ3_K, "Q3_K", false, true},
                             {GgmlType::kQ4_K, "Q4_K", false, true},
+                            {GgmlType::kQ4_K, "Q4_K_panels", true, true},
                             {GgmlType::kQ5_K, "Q5_K", false, true},
-                            {GgmlType::kQ6_K, "Q6_K", false, true}};
+                            {GgmlType::kQ6_K, "Q6_K", false, true},
+                            {GgmlType::kQ6_K, "Q6_K_panels", true, true}};
   for (const TypeName& t : types) {
-    if (t.panels || t.kquant) continue;
+    const bool packs = !t.kquant || t.type == GgmlType::kQ4_K ||
+                       t.type == GgmlType::kQ6_K;
+    if (t.panels || !packs) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Pack/") + t.name).c_str(),
         [type = t.type](benchmark::State& s) {
@@ -342,15 +346,23 @@ void Register() {
         ->Unit(benchmark::kMicrosecond)
         ->MinTime(0.3);
     if (t.kquant) {
-      // GEMV at decode shapes, 1 thread, avx512 and avx2; a 64-token GEMM.
+      // GEMV at decode shapes (the 110M's, with its 32000 x 768 output),
+      // 1 thread, avx512 and avx2 (panels: avx512 only, as CpuEngine
+      // packs them); 2 threads at avx512; a 64-token GEMM.
       for (int isa : {2, 1}) {
-        for (const auto& [rows, cols] : {std::pair{768, 768}, {2048, 768},
-                                         {768, 2048}, {4096, 4096}}) {
+        if (t.panels && isa != 2) continue;
+        for (const auto& [rows, cols] :
+             {std::pair{768, 768}, {2048, 768}, {768, 2048}, {32000, 768},
+              {4096, 4096}}) {
           b->Args({rows, cols, 1, 1, isa});
         }
         b->Args({4096, 4096, 64, 1, isa});
       }
-      b->Args({4096, 4096, 1, 2, 2});
+      for (const auto& [rows, cols] : {std::pair{768, 768}, {2048, 768},
+                                       {768, 2048}, {32000, 768},
+                                       {4096, 4096}}) {
+        b->Args({rows, cols, 1, 2, 2});
+      }
       continue;
     }
     // GEMV: the 110M FFN shapes (up: 2048 x 768, down: 768 x 2048) and a

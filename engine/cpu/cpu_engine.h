@@ -55,7 +55,8 @@ struct CpuEngineOptions {
   GgmlType kv_type = GgmlType::kF32;
   int num_threads = 0;  // 0 = one per hardware thread
   // Repack matrices that run faster in the kernels' own layout on this CPU
-  // (MatMulPrefersPanels: with AVX-512, Q8_0 (VNNI) and the float types)
+  // (MatMulPrefersPanels: with AVX-512, Q8_0, Q4_0, Q4_K and Q6_K (VNNI)
+  // and the float types)
   // into copies the engine owns. Lossless: the logits are bit for bit those
   // of the file's layout. Costs the packed matrices' bytes again in memory.
   bool pack_weights = true;

@@ -49,12 +49,14 @@ struct Kernels {
 };
 
 // K-quants: one Q8_K quantizer (portable; activations cost little next to
-// the weights), AVX-512 kernels with VNNI, else AVX2 ones, else scalar.
+// the weights), AVX-512 kernels with VNNI (which read Q4_K / Q6_K panels),
+// else AVX2 ones, else scalar.
 Kernels PickKQuantKernels() {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
 #if defined(__x86_64__)
   if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
     k.rows = &internal::MatMulRowsKQuantAvx512;
+    k.panels = true;
   } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
     k.rows = &internal::MatMulRowsKQuantAvx2;
   }
@@ -116,7 +118,8 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
   if (w.layout == WeightLayout::kPanels &&
-      (IsKQuant(w.type) || (!IsQuantized(w.type) && w.cols % 16 != 0))) {
+      ((IsKQuant(w.type) && !internal::HasKPanels(w.type)) ||
+       (!IsQuantized(w.type) && !IsKQuant(w.type) && w.cols % 16 != 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: no panel layout for ",
                      GetGgmlTypeTraits(w.type).name, " with ", w.cols,

@@ -52,12 +52,12 @@ class PackedMatrix {
 };
 
 // Whether the kernels chosen now (cpu_features.h) run weights of `type`
-// with `cols` columns faster packed: Q8_0 and Q4_0 with AVX-512 VNNI; F32,
-// F16 and BF16 with AVX-512 when cols is a multiple of 16.
+// with `cols` columns faster packed: Q8_0, Q4_0, Q4_K and Q6_K with
+// AVX-512 VNNI; F32, F16 and BF16 with AVX-512 when cols is a multiple of 16.
 bool MatMulPrefersPanels(GgmlType type, int64_t cols);
 
-// Repacks a kRows matrix: Q8_0, Q4_0, or F32 / F16 / BF16 with cols a
-// multiple of 16. InvalidArgument for other types, layouts or inconsistent
+// Repacks a kRows matrix: Q8_0, Q4_0, Q4_K, Q6_K, or F32 / F16 / BF16 with
+// cols a multiple of 16. InvalidArgument for other types, layouts or inconsistent
 // shapes.
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
 

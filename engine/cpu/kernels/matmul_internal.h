@@ -119,6 +119,26 @@ inline int64_t PanelCount(int64_t rows) {
 // weights into it (in f32) per call.
 inline constexpr int64_t kFloatPanelCols = 2048;
 
+// ---- The panel layout of K-quant weights (Q4_K, Q6_K) ----
+//
+// Rows in panels of 16 as above, each panel one super-block (256 columns)
+// after another. A super-block of the 16 rows is its bytes cut into 4-byte
+// quads: quad q (block bytes 4q .. 4q + 3, q < bytes / 4) of row 16p + i in
+// lane i of vector q, then Q6_K's last 2 bytes (its f16 d) of row 16p + i
+// at 2i of one more vector, zero-padded. So one vector load gives 16 rows'
+// next 8 nibbles (Q4_K) or 6-bit scales (Q4_K's 12 bytes are 3 vectors),
+// and a panel is one sequential stream: 2304 bytes per super-block for
+// Q4_K (16 x 144, the file's bytes) and 3392 for Q6_K (16 x 210 + 32).
+inline constexpr bool HasKPanels(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+}
+inline constexpr int64_t KPanelQuads(GgmlType type) {
+  return type == GgmlType::kQ4_K ? 36 : 52;  // 144 / 4, 208 / 4
+}
+inline constexpr int64_t KPanelBlockBytes(GgmlType type) {
+  return 64 * KPanelQuads(type) + (type == GgmlType::kQ6_K ? 64 : 0);
+}
+
 // Bytes of one panel (16 rows) of `type` with `cols` columns.
 int64_t PanelBytes(GgmlType type, int64_t cols);
 

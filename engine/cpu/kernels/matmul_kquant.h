@@ -6,7 +6,9 @@
 // AVX2 and AVX-512 paths (matmul_kquant_*.cc).
 //
 // Weights stay in their 256-element super-blocks (layouts: the dequantizers
-// in engine/gguf/ggml_type.cc). Every kernel reads a super-block as 256
+// in engine/gguf/ggml_type.cc); with AVX-512 VNNI, Q4_K and Q6_K are
+// repacked at load into panels of 16 rows whose super-blocks keep the same
+// bytes (matmul_internal.h), read by their own kernels. Every kernel reads a super-block as 256
 // unsigned integers u (element order) and 16 groups of 16 elements, each
 // with an integer scale sc[g] and an integer "min" mn[g] that multiplies the
 // group's activation sum:

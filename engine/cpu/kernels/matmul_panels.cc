@@ -14,6 +14,7 @@
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/matmul.h"
 #include "engine/cpu/kernels/matmul_internal.h"
+#include "engine/cpu/kernels/matmul_kquant.h"
 #include "engine/gguf/ggml_type.h"
 
 namespace paceline::engine::cpu {
@@ -36,6 +37,32 @@ int64_t ScaleOffset(GgmlType type, int64_t b, int64_t lane) {
 uint8_t QuadXor(GgmlType type) { return type == GgmlType::kQ8_0 ? 0x80 : 0; }
 int64_t QuadsPerBlock(GgmlType type) {
   return internal::PanelQuadBytes(type) / 64;
+}
+
+// K-quants: where byte i (a multiple of 4, or Q6_K's d at 208) of
+// super-block b of panel row `lane` sits, from the panel's first byte
+// (quad i / 4, lane; Q6_K's d after the quads).
+int64_t KPanelOffset(GgmlType type, int64_t b, int64_t i, int64_t lane) {
+  const int64_t quads = internal::KPanelQuads(type);
+  const int64_t at = b * internal::KPanelBlockBytes(type);
+  if (i < 4 * quads) return at + i / 4 * 64 + lane * 4;
+  return at + quads * 64 + lane * 2;
+}
+
+// A row-major K-quant row into row `lane` of its panel (`pack`), or back:
+// 4-byte quads, then Q6_K's 2-byte d.
+void CopyKRow(GgmlType type, int64_t cols, int64_t lane, bool pack,
+              const uint8_t* from, uint8_t* to) {
+  const int64_t bb = internal::KBlockBytes(type);
+  for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
+    for (int64_t i = 0; i < bb; i += 4) {
+      const int64_t n = std::min<int64_t>(4, bb - i);
+      const int64_t panel_at = KPanelOffset(type, b, i, lane);
+      const int64_t row_at = b * bb + i;
+      std::memcpy(to + (pack ? panel_at : row_at),
+                  from + (pack ? row_at : panel_at), n);
+    }
+  }
 }
 
 // Floats: the element index of column c of panel row `lane`.
@@ -82,6 +109,8 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
   switch (type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
       return EffectiveAvx512Vnni();
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -99,16 +128,20 @@ bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
 
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   const bool quantized = IsQuantized(w.type);
+  const bool kquant = internal::HasKPanels(w.type);
   const bool float_type = w.type == GgmlType::kF32 ||
                           w.type == GgmlType::kF16 || w.type == GgmlType::kBF16;
-  if (!(quantized || float_type) || w.layout != WeightLayout::kRows) {
+  if (!(quantized || kquant || float_type) ||
+      w.layout != WeightLayout::kRows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "PackForMatMul: only row-major Q8_0, Q4_0, F32, F16 and BF16 pack, "
-        "got ",
+        "PackForMatMul: only row-major Q8_0, Q4_0, Q4_K, Q6_K, F32, F16 and "
+        "BF16 pack, got ",
         GetGgmlTypeTraits(w.type).name,
         w.layout == WeightLayout::kRows ? "" : " panels"));
   }
-  const int64_t multiple = quantized ? kQBlock : kFloatLanes;
+  const int64_t multiple = quantized ? kQBlock
+                           : kquant  ? internal::kKBlock
+                                     : kFloatLanes;
   const absl::StatusOr<uint64_t> row_bytes = GgmlRowBytes(w.type, w.cols);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % multiple != 0 || !row_bytes.ok() ||
       w.row_bytes < *row_bytes || w.data == nullptr) {
@@ -129,7 +162,12 @@ absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w) {
   packed.bytes_ = bytes;
   std::memset(out, 0, bytes);  // padding rows and an odd last block
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  if (!quantized) {
+  if (kquant) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      CopyKRow(w.type, w.cols, r % kPanelRows, /*pack=*/true,
+               src + r * w.row_bytes, out + r / kPanelRows * panel_bytes);
+    }
+  } else if (!quantized) {
     const size_t eb = GetGgmlTypeTraits(w.type).type_size;
     for (int64_t p = 0; p * kPanelRows < w.rows; ++p) {
       if (eb == 4) {
@@ -175,6 +213,7 @@ namespace internal {
 
 int64_t PanelBytes(GgmlType type, int64_t cols) {
   if (IsQuantized(type)) return (cols / kQBlock + 1) / 2 * PanelPairBytes(type);
+  if (HasKPanels(type)) return cols / kKBlock * KPanelBlockBytes(type);
   return cols * kPanelRows *
          static_cast<int64_t>(GetGgmlTypeTraits(type).type_size);
 }
@@ -188,7 +227,9 @@ void UnpackPanelRows(GgmlType type, const uint8_t* panels, int64_t cols,
     const uint8_t* panel = panels + r / kPanelRows * panel_bytes;
     const int64_t lane = r % kPanelRows;
     uint8_t* row = out + i * row_bytes;
-    if (IsQuantized(type)) {
+    if (HasKPanels(type)) {
+      CopyKRow(type, cols, lane, /*pack=*/false, panel, row);
+    } else if (IsQuantized(type)) {
       const size_t block_bytes = GetGgmlTypeTraits(type).type_size;
       for (int64_t b = 0; b < cols / kQBlock; ++b) {
         uint8_t* block = row + b * block_bytes;

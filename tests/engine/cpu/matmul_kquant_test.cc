@@ -309,7 +309,10 @@ TEST_F(MatMulKQuantTest, RejectsBadShapesAndLayouts) {
   MatMulScratch scratch;
   for (GgmlType type : kKTypes) {
     EXPECT_TRUE(MatMulSupports(type));
-    EXPECT_FALSE(MatMulPrefersPanels(type, 4096));
+    const bool panels = internal::HasKPanels(type);
+    if (!panels) {
+      EXPECT_FALSE(MatMulPrefersPanels(type, 4096));
+    }
     EXPECT_EQ(MatMul({type, 2, 128, w.data(), 1024}, x.data(), 1, y.data(),
                      pool, scratch)
                   .code(),
@@ -322,9 +325,65 @@ TEST_F(MatMulKQuantTest, RejectsBadShapesAndLayouts) {
     EXPECT_EQ(MatMul({type, 2, 256, w.data(), rb, WeightLayout::kPanels},
                      x.data(), 1, y.data(), pool, scratch)
                   .code(),
-              absl::StatusCode::kInvalidArgument);
+              panels ? absl::StatusCode::kOk
+                     : absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(PackForMatMul({type, 2, 256, w.data(), rb}).status().code(),
-              absl::StatusCode::kInvalidArgument);
+              panels ? absl::StatusCode::kOk
+                     : absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// Q4_K / Q6_K panels: lossless (they unpack to the row-major bytes), and at
+// every level bit for bit the row-major matrix's results, for ragged last
+// panels, one and several tokens and threads.
+TEST_F(MatMulKQuantTest, PanelsGiveTheRowMajorBits) {
+  uint32_t seed = 500;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (const Case& c : std::vector<Case>{{type, 1, 256, 1, 1},
+                                           {type, 16, 512, 1, 1},
+                                           {type, 35, 768, 1, 2},
+                                           {type, 48, 2048, 3, 2},
+                                           {type, 21, 1280, 17, 2}}) {
+      SCOPED_TRACE(Describe(c, IsaLevel::kScalar));
+      std::mt19937 rng(seed++);
+      const size_t row_bytes = *GgmlRowBytes(type, c.cols) + (seed % 2) * 64;
+      const std::vector<uint8_t> w =
+          RandomWeights(type, c.rows, c.cols, row_bytes, rng);
+      const std::vector<float> x = RandomActivations(c.n_tokens, c.cols, rng);
+      const WeightView view{type, c.rows, c.cols, w.data(), row_bytes};
+      absl::StatusOr<PackedMatrix> packed = PackForMatMul(view);
+      ASSERT_TRUE(packed.ok()) << packed.status();
+      ASSERT_EQ(packed->view().layout, WeightLayout::kPanels);
+      ASSERT_EQ(packed->bytes(),
+                static_cast<size_t>(internal::PanelCount(c.rows) *
+                                    internal::PanelBytes(type, c.cols)));
+      const size_t dense = *GgmlRowBytes(type, c.cols);
+      std::vector<uint8_t> back(c.rows * dense);
+      internal::UnpackPanelRows(
+          type, static_cast<const uint8_t*>(packed->view().data), c.cols, 0,
+          c.rows, back.data());
+      for (int64_t r = 0; r < c.rows; ++r) {
+        ASSERT_EQ(0, std::memcmp(back.data() + r * dense,
+                                 w.data() + r * row_bytes, dense))
+            << "row " << r;
+      }
+      ThreadPool pool(c.threads);
+      MatMulScratch scratch;
+      for (IsaLevel level : Levels()) {
+        SetIsaLevelCap(level);
+        std::vector<float> rows_y(c.n_tokens * c.rows, -1.0f);
+        std::vector<float> panels_y(c.n_tokens * c.rows, -2.0f);
+        ASSERT_TRUE(
+            MatMul(view, x.data(), c.n_tokens, rows_y.data(), pool, scratch)
+                .ok());
+        ASSERT_TRUE(MatMul(packed->view(), x.data(), c.n_tokens,
+                           panels_y.data(), pool, scratch)
+                        .ok());
+        ASSERT_EQ(0, std::memcmp(rows_y.data(), panels_y.data(),
+                                 4 * rows_y.size()))
+            << Describe(c, level);
+      }
+    }
   }
 }
 

@@ -570,7 +570,7 @@ TEST_F(MatMulTest, SharedActivationsRejectMismatches) {
 
 TEST_F(MatMulTest, PackingRejectsWhatItCannotPack) {
   std::vector<uint8_t> w(4096, 0);
-  EXPECT_EQ(PackForMatMul({GgmlType::kQ4_K, 1, 256, w.data(), 144}).status().code(),
+  EXPECT_EQ(PackForMatMul({GgmlType::kQ5_K, 1, 256, w.data(), 176}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PackForMatMul({GgmlType::kQ4_0, 2, 64, w.data(), 30}).status().code(),
             absl::StatusCode::kInvalidArgument);
