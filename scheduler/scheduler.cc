@@ -125,7 +125,8 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
         " positions; the model's context is ", context_length_));
   }
   if (positions > pool_tokens_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    // Not RESOURCE_EXHAUSTED: retrying cannot help, only a smaller request.
+    return absl::InvalidArgumentError(absl::StrCat(
         "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
         stop.max_tokens, ") needs ", positions,
         " positions of KV cache; the whole pool holds ", pool_tokens_,

@@ -67,12 +67,12 @@
 //   charged once (the children's at the fork or their own admission), each
 //   generated token as sampled. So a group larger than its tenant's
 //   max_queued or max_running, or than the scheduler's max_running, can
-//   never be admitted whole: ResourceExhausted without a retry hint.
+//   never be admitted whole: InvalidArgument (no retry can help).
 //
 // Rejected at submission, never left to hang: an unknown tenant, a bad
 // prompt / sampling / stop parameter (InvalidArgument); prompt + max_tokens
 // - 1 positions beyond the model's context (InvalidArgument) or beyond the
-// whole KV pool (ResourceExhausted without a retry hint: it can never fit);
+// whole KV pool (InvalidArgument too: it can never fit, no retry helps);
 // a full tenant queue (ResourceExhausted with a retry hint).
 //
 // Cancellation takes effect at once: the lease is destroyed, the sink gets

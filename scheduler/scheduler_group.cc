@@ -62,8 +62,9 @@ absl::Status Scheduler::CheckGroupShape(
 absl::Status Scheduler::CheckGroupLimits(const RequestSpec& spec,
                                          int32_t n) const {
   const TenantConfig& tenant = queues_->config(tenant_index_.at(spec.tenant));
+  // Not RESOURCE_EXHAUSTED: retrying cannot help, only a smaller group.
   const auto never = [&](absl::string_view limit, int32_t value) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "a group of ", n, " requests can never be admitted whole: ", limit,
         " is ", value));
   };

@@ -118,7 +118,7 @@ class ServingLoop {
   // Scheduler's "Groups" in scheduler.h says how it runs and counts):
   // checks Scheduler::CheckGroup (InvalidArgument unless 1..kMaxGroupSize
   // specs with one tenant, prompt, cache salt and priority and each its own
-  // sink; ResourceExhausted without a retry hint for a group larger than
+  // sink; InvalidArgument for a group larger than
   // the limits), or UNAVAILABLE once stopping, and returns one id per spec,
   // in order. All or nothing: a refusal at intake (a full queue) finishes
   // every member's sink with it, none accepted. The caller seeds member i

@@ -39,8 +39,10 @@ TEST(AdmissionTest, InfeasibleAndMalformedRequestsAreRejectedAtSubmission) {
   EXPECT_FALSE(std::static_pointer_cast<CollectingSink>(sink)->accepted());
   EXPECT_FALSE(std::static_pointer_cast<CollectingSink>(sink)->finished());
 
+  // More than the whole pool: a status of its own, not the retryable
+  // RESOURCE_EXHAUSTED of a full queue.
   status = s.Submit(2, h.Spec(TaggedPrompt(0, 10), 8));  // 17 > 16 slots
-  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(status.message(), "never run")) << status;
   EXPECT_FALSE(RetryAfter(status).has_value());
 

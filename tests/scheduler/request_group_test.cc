@@ -453,10 +453,10 @@ TEST(RequestGroupTest, GroupLargerThanTheLimitsIsRefused) {
             Opts(64, 8,
                  {Tenant("run2", 1.0, /*max_running=*/2),
                   Tenant("queue4", 1.0, 0, /*max_queued=*/4), Tenant("t")}));
-  // Can never be admitted whole: no retry hint.
-  ExpectRefused(h, Specs(3, "run2"), Ids(3), StatusCode::kResourceExhausted);
-  ExpectRefused(h, Specs(5, "queue4"), Ids(5), StatusCode::kResourceExhausted);
-  ExpectRefused(h, Specs(9), Ids(9), StatusCode::kResourceExhausted);
+  // Can never be admitted whole: not retryable.
+  ExpectRefused(h, Specs(3, "run2"), Ids(3), StatusCode::kInvalidArgument);
+  ExpectRefused(h, Specs(5, "queue4"), Ids(5), StatusCode::kInvalidArgument);
+  ExpectRefused(h, Specs(9), Ids(9), StatusCode::kInvalidArgument);
   // Fits the limits but not the queue right now: a retry hint.
   h.Submit(TaggedPrompt(1, 4), 4, "queue4");
   h.Submit(TaggedPrompt(2, 4), 4, "queue4");
@@ -565,7 +565,7 @@ TEST(RequestGroupLoopTest, SubmitGroupGivesOneIdPerMemberAndCancelsOne) {
   EXPECT_EQ(loop->SubmitGroup(Specs(17)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(loop->SubmitGroup(Specs(9)).status().code(),
-            absl::StatusCode::kResourceExhausted);
+            absl::StatusCode::kInvalidArgument);
   loop->RunUntilIdle();
   EXPECT_EQ(loop->scheduler().counters().rejected, 17 + 9);
 }

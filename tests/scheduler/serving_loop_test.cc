@@ -414,7 +414,7 @@ TEST(OfflineRunnerTest, RunsPromptsTogetherWithTheOutputsOfEachAlone) {
   requests[2].stop.max_tokens = 100000;
   auto refused = RunOffline(std::make_unique<FakeEngine>(Engine(6)), *tokenizer,
                             requests, OfflineOptions());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StartsWith(refused.status().message(), "request 2: "));
 }
 
