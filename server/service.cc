@@ -370,7 +370,7 @@ grpc::ServerUnaryReactor* PacelineService::GetServerStatus(
   kv->set_block_size(load.kv.block_size);
   response->set_running_sequences(load.running);
   response->set_waiting_requests(load.waiting);
-  response->set_paced_streams(pacer_->num_scheduled());
+  response->set_paced_streams(pacer_->buffering_streams());
   response->set_buffered_tokens(pacer_->buffered_tokens());
   response->set_engine_steps(load.steps);
   return FinishUnary(context, absl::OkStatus());

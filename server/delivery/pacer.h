@@ -75,13 +75,20 @@ class Pacer {
   // Targets woken, waiting for the thread's next turn.
   int64_t num_woken() const;
 
-  // Generated tokens not yet released, over all streams (the streams keep
-  // it up to date).
+  // Generated tokens not yet delivered, over all streams, and the streams
+  // holding any (paced, or writing to a slow reader): the streams keep both
+  // up to date.
   int64_t buffered_tokens() const {
     return buffered_tokens_.load(std::memory_order_relaxed);
   }
   void AddBufferedTokens(int64_t n) {
     buffered_tokens_.fetch_add(n, std::memory_order_relaxed);
+  }
+  int64_t buffering_streams() const {
+    return buffering_streams_.load(std::memory_order_relaxed);
+  }
+  void AddBufferingStreams(int64_t n) {
+    buffering_streams_.fetch_add(n, std::memory_order_relaxed);
   }
 
  private:
@@ -115,6 +122,7 @@ class Pacer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::atomic<int64_t> buffered_tokens_{0};
+  std::atomic<int64_t> buffering_streams_{0};
 };
 
 }  // namespace paceline::server

@@ -321,12 +321,14 @@ void StreamBuffer::DeliveredLocked(absl::Time now, Effects* fx) {
   last_delivered_ = now;
   if (in_flight_tokens_ == 0) return;
   fx->delivered = std::exchange(in_flight_tokens_, 0);
+  if (!dropped_) AddPendingTokens(-fx->delivered);  // delivered now
   fx->first = last_tokens_delivered_ == absl::InfinitePast();
   fx->since = now - (fx->first ? queued_ : last_tokens_delivered_);
   last_tokens_delivered_ = now;
 }
 
 void StreamBuffer::DropLocked() {
+  dropped_ = true;
   pending_.clear();
   DropPendingTokens();
   ready_.clear();
@@ -363,7 +365,6 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
       const absl::Time at = pace_.WhenAvailable(1, piece.ready);
       if (at > now) return at;
       pace_.Take(1, at);
-      AddPendingTokens(-1);
     }
     const int64_t bytes = PieceBytes(piece);
     if (ready_.empty() ||
@@ -394,13 +395,16 @@ void StreamBuffer::SetTextLocked(absl::string_view text, Piece* piece) {
 }
 
 void StreamBuffer::AddPendingTokens(int64_t n) {
-  pending_tokens_.fetch_add(n, std::memory_order_relaxed);
+  const int64_t before = pending_tokens_.fetch_add(n, std::memory_order_relaxed);
+  if (before == 0 && n > 0) pacer_->AddBufferingStreams(1);
+  if (before > 0 && before + n == 0) pacer_->AddBufferingStreams(-1);
   pacer_->AddBufferedTokens(n);
 }
 
 void StreamBuffer::DropPendingTokens() {
   const int64_t n = pending_tokens_.exchange(0, std::memory_order_relaxed);
   pacer_->AddBufferedTokens(-n);
+  if (n > 0) pacer_->AddBufferingStreams(-1);
 }
 
 }  // namespace paceline::server

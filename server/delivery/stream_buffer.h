@@ -168,7 +168,8 @@ class StreamBuffer final : public scheduler::TokenSink,
   void OnAccepted(const scheduler::AcceptInfo& info) override;
   void OnTokens(const scheduler::TokenDelta& delta) override;
   void OnFinished(const scheduler::FinishInfo& info) override;
-  // Generated tokens not yet released to the client.
+  // Generated tokens not yet delivered to the client: waiting for their
+  // pace, or released but not yet written (a slow reader's).
   int64_t buffered_tokens() const override;
 
   // --- Writer side (the transport's threads) ------------------------------
@@ -272,7 +273,8 @@ class StreamBuffer final : public scheduler::TokenSink,
   // The piece's text, or for a chat request its split.
   void SetTextLocked(absl::string_view text, Piece* piece)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // pending_tokens_ += n, and the pacer's total with it.
+  // pending_tokens_ += n, and the pacer's totals with it (tokens, and
+  // streams with any).
   void AddPendingTokens(int64_t n);
   void DropPendingTokens();
 
@@ -292,7 +294,10 @@ class StreamBuffer final : public scheduler::TokenSink,
   // Contents: not yet released, released but not yet written, the end.
   scheduler::TokenBucket pace_ ABSL_GUARDED_BY(mu_);
   std::deque<Piece> pending_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int64_t> pending_tokens_{0};  // tokens in pending_
+  // Tokens generated and not yet delivered: pending, ready, or in the
+  // write in flight (a stalled reader's show here). Written under mu_.
+  std::atomic<int64_t> pending_tokens_{0};
+  bool dropped_ ABSL_GUARDED_BY(mu_) = false;  // DropLocked ran
   bool accepted_ready_ ABSL_GUARDED_BY(mu_) = false;
   // kDeltas to write, in order; the back one still coalesces.
   std::deque<Outgoing> ready_ ABSL_GUARDED_BY(mu_);

@@ -244,8 +244,12 @@ TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
   for (int i = 0; i < 5; ++i) s.Token(100 + i, std::string(1, 'a' + i));
   ASSERT_EQ(s.writer.writes.size(), 2u);  // Accepted, then token 100 hangs
   EXPECT_EQ(s.writer.writes[1].out.ids, std::vector<int32_t>{100});
-  EXPECT_EQ(s.buffer->buffered_tokens(), 0);  // released, waiting to write
+  // Released but not delivered: a slow reader's tokens count as buffered
+  // (they once showed as 0, hiding the stall), and so does its stream.
+  EXPECT_EQ(s.buffer->buffered_tokens(), 5);
+  EXPECT_EQ(s.pacer.buffering_streams(), 1);
   s.writer.Complete(true);
+  EXPECT_EQ(s.buffer->buffered_tokens(), 4);  // token 100 delivered
   ASSERT_EQ(s.writer.writes.size(), 3u);
   EXPECT_EQ(s.writer.writes[2].out.ids,
             (std::vector<int32_t>{101, 102, 103, 104}));
@@ -258,6 +262,8 @@ TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
   ASSERT_EQ(s.writer.writes.size(), 5u);
   EXPECT_EQ(s.writer.writes[3].out.text, "f");
   EXPECT_EQ(s.writer.writes[4].out.kind, Kind::kFinished);
+  EXPECT_EQ(s.buffer->buffered_tokens(), 0);
+  EXPECT_EQ(s.pacer.buffering_streams(), 0);
 }
 
 // Text without a token (the end-of-request flush) travels with the token
@@ -286,12 +292,14 @@ TEST(StreamBufferTest,
   s.RunUntil(absl::Milliseconds(100),
              absl::Milliseconds(10));  // token 1 in flight
   ASSERT_TRUE(s.writer.in_flight);
-  EXPECT_EQ(s.pacer.buffered_tokens(), 8);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 9);  // 8 waiting, 1 being written
   s.buffer->Abort(absl::AbortedError("drain timeout"));
   EXPECT_EQ(s.buffer->buffered_tokens(), 0);
   EXPECT_EQ(s.pacer.buffered_tokens(), 0);
+  EXPECT_EQ(s.pacer.buffering_streams(), 0);
   const size_t before = s.writer.writes.size();
   s.writer.Complete(true);
+  EXPECT_EQ(s.pacer.buffered_tokens(), 0);  // not counted off twice
   ASSERT_EQ(s.writer.writes.size(), before + 1);
   const Outgoing& fin = s.writer.writes.back().out;
   EXPECT_EQ(fin.kind, Kind::kFinished);
