@@ -4,8 +4,10 @@
 #
 #   tools/fuzz.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
 #
-# TARGET is gguf (the GGUF reader, fuzz/gguf_fuzzer.cc) or chat_template
-# (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc);
+# TARGET is gguf (the GGUF reader, fuzz/gguf_fuzzer.cc), chat_template
+# (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc) or
+# tokenizer (encode and decode over every ../shared/vocab vocabulary,
+# fuzz/tokenizer_fuzzer.cc);
 # without it every target runs in turn, each for SECONDS (default 300).
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
 #
@@ -20,13 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf chat_template)
+targets=(gguf chat_template tokenizer)
 if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
   case "$1" in
     gguf | gguf_fuzzer) targets=(gguf) ;;
     chat_template | chat_template_fuzzer) targets=(chat_template) ;;
+    tokenizer | tokenizer_fuzzer) targets=(tokenizer) ;;
     *)
-      echo "fuzz.sh: unknown target '$1' (gguf or chat_template)" >&2
+      echo "fuzz.sh: unknown target '$1' (gguf, chat_template or tokenizer)" >&2
       exit 2
       ;;
   esac
@@ -98,6 +101,10 @@ run() {
         if [[ -f "$f" ]]; then cp -n "$f" "$corpus/"; fi
       done
       flags=(-dict=fuzz/chat_template.dict -max_len=16384)
+      ;;
+    tokenizer)
+      seed "$corpus" fuzz/seeds/tokenizer fuzz/regressions/tokenizer
+      flags=(-max_len=4096)
       ;;
   esac
   echo "fuzz.sh: $target for $seconds s"
