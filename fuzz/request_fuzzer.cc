@@ -6,6 +6,9 @@
 // a status or give a request within the limits, without a crash, a hang or
 // an unbounded allocation.
 //
+// Replayed by ctest (request_fuzz_replay) over its seeds and regressions;
+// no libFuzzer build yet (fuzz/CMakeLists.txt says why).
+//
 // Input framing: byte 0 picks the entry (0: completions body, 1: chat
 // body, 2: GenerateRequest protobuf); the rest is the body.
 //

@@ -7,9 +7,7 @@
 # TARGET is gguf (the GGUF reader, fuzz/gguf_fuzzer.cc), chat_template
 # (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc) or
 # tokenizer (encode and decode over every ../shared/vocab vocabulary,
-# fuzz/tokenizer_fuzzer.cc) or request (OpenAI bodies and GenerateRequest
-# bytes built into requests, fuzz/request_fuzzer.cc; it needs the server's
-# libraries, so it builds in ${BUILD_DIR:-build-fuzz}-server);
+# fuzz/tokenizer_fuzzer.cc);
 # without it every target runs in turn, each for SECONDS (default 300).
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
 #
@@ -24,15 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf chat_template tokenizer request)
+targets=(gguf chat_template tokenizer)
 if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
   case "$1" in
     gguf | gguf_fuzzer) targets=(gguf) ;;
     chat_template | chat_template_fuzzer) targets=(chat_template) ;;
     tokenizer | tokenizer_fuzzer) targets=(tokenizer) ;;
-    request | request_fuzzer) targets=(request) ;;
     *)
-      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer or request)" >&2
+      echo "fuzz.sh: unknown target '$1' (gguf, chat_template or tokenizer)" >&2
       exit 2
       ;;
   esac
@@ -57,30 +54,14 @@ if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 # engine libraries included); -fsanitize=fuzzer links libFuzzer's main into
 # the fuzzers alone (fuzz/CMakeLists.txt).
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
-# Configures and builds `targets` in `dir`, the engine alone or (server=ON)
-# with the server's libraries.
-build() {
-  local dir="$1" server="$2"
-  shift 2
-  local engine_only=ON
-  if [[ "$server" == ON ]]; then engine_only=OFF; fi
-  cmake -S . -B "$dir" "${generator[@]}" \
-    -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS="$sanitize -fno-omit-frame-pointer" \
-    -DPACELINE_ENGINE_ONLY="$engine_only" \
-    -DPACELINE_CUDA=OFF \
-    -DPACELINE_FUZZ=ON >/dev/null
-  cmake --build "$dir" --target "$@"
-}
-engine_targets=()
-for target in "${targets[@]}"; do
-  if [[ "$target" != request ]]; then engine_targets+=("${target}_fuzzer"); fi
-done
-if ((${#engine_targets[@]} > 0)); then build "$build_dir" OFF "${engine_targets[@]}"; fi
-if [[ " ${targets[*]} " == *" request "* ]]; then
-  build "$build_dir-server" ON request_fuzzer
-fi
+cmake -S . -B "$build_dir" "${generator[@]}" \
+  -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS="$sanitize -fno-omit-frame-pointer" \
+  -DPACELINE_ENGINE_ONLY=ON \
+  -DPACELINE_CUDA=OFF \
+  -DPACELINE_FUZZ=ON >/dev/null
+cmake --build "$build_dir" --target "${targets[@]/%/_fuzzer}"
 
 # Copies the plain files (not *.md notes) of the given folders into $1.
 seed() {
@@ -125,15 +106,9 @@ run() {
       seed "$corpus" fuzz/seeds/tokenizer fuzz/regressions/tokenizer
       flags=(-max_len=4096)
       ;;
-    request)
-      seed "$corpus" fuzz/seeds/request fuzz/regressions/request
-      flags=(-max_len=8192)
-      ;;
   esac
-  local dir="$build_dir"
-  if [[ "$target" == request ]]; then dir="$build_dir-server"; fi
   echo "fuzz.sh: $target for $seconds s"
-  "$dir/fuzz/${target}_fuzzer" \
+  "$build_dir/fuzz/${target}_fuzzer" \
     -max_total_time="$seconds" \
     -malloc_limit_mb=128 \
     -timeout=10 \
