@@ -682,8 +682,28 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
       quiet,
       " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
       "-CAcreateserial -days 2 -out client.pem",
+      quiet,
+      // A client certificate from another CA, which the server must refuse.
+      " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+      "-subj /CN=rogue-ca -keyout rogue-ca.key -out rogue-ca.pem",
+      quiet,
+      " && openssl req -newkey rsa:2048 -nodes -subj /CN=client "
+      "-keyout rogue.key -out rogue.csr",
+      quiet,
+      " && openssl x509 -req -in rogue.csr -CA rogue-ca.pem -CAkey rogue-ca.key "
+      "-CAcreateserial -days 2 -out rogue.pem",
       quiet)))
       << "openssl failed";
+  // HTTPS on the daemon's HTTP port (it takes the gRPC `tls` unless
+  // http.tls is set): curl's exit status, with the given client files.
+  const auto https = [&](int port, const std::string& client) {
+    return Shell(absl::StrCat(
+        "curl -sf --max-time 10 --cacert ", dir, "/ca.pem ",
+        client.empty() ? ""
+                       : absl::StrCat("--cert ", dir, "/", client, ".pem --key ",
+                                      dir, "/", client, ".key "),
+        "https://127.0.0.1:", port, "/health", quiet));
+  };
   const auto config = [&](bool mutual) {
     return WriteConfig(absl::StrCat(
         "model { path: \"", kStories260KPath, "\" }\n",
@@ -714,6 +734,8 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
     EXPECT_NE(tls.stderr_text().find("TLS: on"), std::string::npos);
     grpc::Status st = complete(tls.address(), {});
     EXPECT_TRUE(st.ok()) << st.error_message();
+    ASSERT_GT(tls.http_port(), 0);
+    EXPECT_TRUE(https(tls.http_port(), ""));
     // A plaintext client gets nowhere.
     auto plain = v1::Paceline::NewStub(tls.Channel());
     v1::CompleteResponse out;
@@ -730,6 +752,14 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
     with_cert.pem_cert_chain = ReadFile(dir + "/client.pem");
     grpc::Status st = complete(mtls.address(), with_cert);
     EXPECT_TRUE(st.ok()) << st.error_message();
+    grpc::SslCredentialsOptions rogue;  // a certificate from another CA
+    rogue.pem_private_key = ReadFile(dir + "/rogue.key");
+    rogue.pem_cert_chain = ReadFile(dir + "/rogue.pem");
+    EXPECT_FALSE(complete(mtls.address(), rogue).ok());
+    // HTTPS asks for the client certificate too.
+    EXPECT_FALSE(https(mtls.http_port(), ""));
+    EXPECT_FALSE(https(mtls.http_port(), "rogue"));
+    EXPECT_TRUE(https(mtls.http_port(), "client"));
   }
 }
 
