@@ -4,15 +4,18 @@
 // cancellation and drain. They skip when ../shared/models is absent.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -652,6 +655,42 @@ TEST(DaemonStartupTest, ATakenPortFailsStartup) {
     EXPECT_EQ(second.stderr_text().find("pacelined: ready"), std::string::npos);
   }
   EXPECT_EQ(first.Drain().value_or(-1), 0) << first.stderr_text();
+}
+
+// The daemon runs as an unprivileged user without --allow-root (as the
+// systemd unit's DynamicUser and the container's non-root user run it):
+// under root the test starts it through setpriv as nobody (65534).
+TEST(DaemonStartupTest, RunsAsAnUnprivilegedUser) {
+  std::vector<std::string> args = {"--model",       "dummy:stories15m",
+                                   "--listen",      "127.0.0.1:0",
+                                   "--http-listen", "127.0.0.1:0",
+                                   "--tenant",      "a:k"};
+  std::string binary = ::paceline::testing::PacelinedPath();
+  if (geteuid() == 0) {
+    const std::string setpriv =
+        "setpriv --reuid=65534 --regid=65534 --clear-groups --";
+    if (std::system((setpriv + " test -x " + binary).c_str()) != 0) {
+      GTEST_SKIP() << "nobody cannot run " << binary
+                   << " (a parent folder is private)";
+    }
+    args.insert(args.begin(), {"--reuid=65534", "--regid=65534",
+                               "--clear-groups", "--", binary});
+    binary = "/usr/bin/setpriv";
+  }
+  DaemonProcess daemon(binary);
+  ASSERT_TRUE(daemon.Start(args).ok()) << daemon.stderr_text();
+  std::ifstream status(absl::StrCat("/proc/", daemon.pid(), "/status"));
+  std::string line, uid;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "Uid:")) uid = line;
+  }
+  EXPECT_NE(uid, "") << "no Uid line";
+  EXPECT_EQ(uid.find("\t0\t"), std::string::npos) << uid;  // not root
+  auto stub = v1::Paceline::NewStub(daemon.Channel());
+  v1::CompleteResponse out;
+  auto ctx = MakeClientContext("k");
+  EXPECT_TRUE(stub->Complete(ctx.get(), Greedy("Once", 2), &out).ok());
+  EXPECT_EQ(daemon.Drain().value_or(-1), 0) << daemon.stderr_text();
 }
 
 // Runs a shell command; true when it exits 0.
