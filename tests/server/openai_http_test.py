@@ -641,6 +641,34 @@ class ApiTest(DaemonTestCase):
             self.metric("paceline_kv_cache_blocks", state="used"), 0)
 
 
+class TenantIsolationTest(DaemonTestCase):
+    """Tenants over HTTP: each key is its own tenant, and a prompt another
+    tenant cached gives no cached tokens (the server's own count in usage,
+    not wall time: the timing side channel stays shut)."""
+
+    BOB_KEY = "bob-test-key"
+    EXTRA_ARGS = ("--tenant", f"bob:{BOB_KEY}")
+    # Several KV blocks of 16 tokens, so whole blocks can be cached.
+    LONG = ("Once upon a time, there was a little girl named Lily. She "
+            "loved to play outside in the park with her friends every day.")
+
+    def cached(self, key):
+        status, _, body = self.post(
+            "/v1/completions",
+            {"model": MODEL_ID, "prompt": self.LONG, "max_tokens": 1,
+             "temperature": 0}, key=key)
+        self.assertEqual(status, 200, body)
+        self.assertGreater(body["usage"]["prompt_tokens"], 32)
+        return body["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def test_a_prompt_another_tenant_cached_is_not_cached_for_you(self):
+        first = self.cached(KEY)
+        self.assertEqual(first, 0)
+        self.assertGreater(self.cached(KEY), 0)  # alice's own cache
+        self.assertEqual(self.cached(self.BOB_KEY), 0)  # not alice's
+        self.assertGreater(self.cached(self.BOB_KEY), 0)  # bob's own now
+
+
 class SlowModelTest(DaemonTestCase):
     """dummy:stories42m (no file needed) is slow enough on a CPU that a long
     request is still generating, holding KV blocks, when its client goes."""
