@@ -10,6 +10,11 @@
 # KV pager, scheduler and serving loop, delivery (pacer, stream buffers)
 # and the server's unit tests; each executable runs whole. Not yet part of
 # .ci/run (issue 18: the CI budget).
+#
+# tsan caveat: Debian's Abseil is not built with ThreadSanitizer, so
+# absl::Mutex's locking is invisible to it and it reports races on data that
+# absl::Mutex guards (first seen: ServingLoop::inbox_, written and read under
+# mu_ on both sides). A meaningful TSan run needs an instrumented Abseil.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-}"
