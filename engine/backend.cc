@@ -185,6 +185,15 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
 
 }  // namespace
 
+absl::StatusOr<GgmlType> ParseBackendKvDtype(absl::string_view name) {
+  const absl::StatusOr<GgmlType> type = ParseKvDtype(name);
+  if (type.ok() && (*type == GgmlType::kF32 || *type == GgmlType::kF16)) {
+    return type;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("must be f32 or f16, got '", name, "'"));
+}
+
 bool BuildHasCuda() { return PACELINE_HAVE_CUDA != 0; }
 
 bool CudaAvailable() {

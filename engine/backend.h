@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/engine.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
@@ -80,6 +81,11 @@ struct Backend {
 // own Create errors, unchanged.
 absl::StatusOr<Backend> MakeBackend(
     const BackendOptions& options, std::shared_ptr<const ModelWeights> weights);
+
+// A KV cache dtype the backends run (memory_plan.h's ParseKvDtype names,
+// less those no engine stores: f32 or f16); InvalidArgument ("must be f32
+// or f16, got '...'") for anything else.
+absl::StatusOr<GgmlType> ParseBackendKvDtype(absl::string_view name);
 
 // Whether this build has the CUDA backend.
 bool BuildHasCuda();

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/backend.h"
 #include "engine/model/model_shapes.h"
 #include "server/config.h"
 
@@ -165,7 +166,7 @@ void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
                  absl::StrCat("must be in (0, 1], got ", f));
     }
   }
-  if (!kv.dtype().empty() && kv.dtype() != "f32" && kv.dtype() != "f16") {
+  if (!kv.dtype().empty() && !engine::ParseBackendKvDtype(kv.dtype()).ok()) {
     check.Fail("kv_cache.dtype",
                absl::StrCat("must be \"f32\", \"f16\" or \"\" (the backend's), "
                             "got \"", kv.dtype(), "\""));

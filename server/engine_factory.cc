@@ -8,9 +8,12 @@ engine::BackendOptions BackendOptionsFrom(const v1::ServerConfig& config) {
   o.backend_setting = "model.backend";
   o.threads = config.threads();
   o.block_size = config.kv_cache().block_size();
-  // Validated: "", "f32" or "f16".
-  if (config.kv_cache().dtype() == "f16") o.kv_type = engine::GgmlType::kF16;
-  if (config.kv_cache().dtype() == "f32") o.kv_type = engine::GgmlType::kF32;
+  // Validated: "" (the backend's) or a ParseBackendKvDtype name.
+  if (absl::StatusOr<engine::GgmlType> t =
+          engine::ParseBackendKvDtype(config.kv_cache().dtype());
+      t.ok()) {
+    o.kv_type = *t;
+  }
   if (config.kv_cache().has_memory_bytes()) {
     o.kv_memory_bytes = config.kv_cache().memory_bytes();
   } else if (config.kv_cache().has_memory_fraction()) {

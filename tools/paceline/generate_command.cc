@@ -110,11 +110,12 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
     f.backend = *v;
   }
   if (auto v = args.Get("kv-dtype")) {
-    if (*v != "f32" && *v != "f16") {
+    absl::StatusOr<engine::GgmlType> t = engine::ParseBackendKvDtype(*v);
+    if (!t.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--kv-dtype must be f32 or f16, got '", *v, "'"));
+          absl::StrCat("--kv-dtype ", t.status().message()));
     }
-    f.kv_type = *v == "f16" ? engine::GgmlType::kF16 : engine::GgmlType::kF32;
+    f.kv_type = *t;
   }
   ASSIGN_OR_RETURN(const std::optional<double> temperature,
                    GetNumberFlag(args, "temperature"));
