@@ -16,6 +16,7 @@ constexpr int32_t kDefaultMaxRunning = 256;
 constexpr double kDefaultPromptTokenWeight = 1;
 constexpr double kDefaultGeneratedTokenWeight = 2;
 constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
+constexpr int64_t kDefaultMaxUnreadBytes = 1 << 20;
 constexpr int32_t kDefaultMaxMessageBytes = 4 << 20;
 constexpr int32_t kDefaultMaxConcurrentStreams = 1000;
 constexpr int32_t kDefaultKeepaliveTimeSeconds = 60;
@@ -125,6 +126,9 @@ void ApplyDefaults(v1::ServerConfig* config) {
   DefaultScheduler(config->mutable_scheduler());
   if (!config->has_drain_timeout_seconds()) {
     config->set_drain_timeout_seconds(kDefaultDrainTimeoutSeconds);
+  }
+  if (!config->has_max_unread_bytes()) {
+    config->set_max_unread_bytes(kDefaultMaxUnreadBytes);
   }
   DefaultGrpc(config->mutable_grpc());
   DefaultHttp(config->mutable_http());

@@ -271,6 +271,7 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.kv_block_size = backend_.block_size;
   o.kv_blocks = backend_.num_blocks;
   o.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
+  o.max_unread_bytes = config_.max_unread_bytes();
   o.backend = backend_.name;
   o.chat_templates = &model_.chat_templates;
   return o;

@@ -18,9 +18,13 @@ GenerateCall::GenerateCall(PacelineService* service,
     return;
   }
   admitted->built.delivery.max_delta_bytes = service->max_delta_bytes();
+  admitted->built.delivery.max_unread_bytes = service->max_unread_bytes();
   buffer_ = std::make_shared<StreamBuffer>(
       admitted->built.delivery, this, service->clock(), service->pacer(),
       service->delivery_observer(), admitted->tenant->name);
+  buffer_->SetCanceller([service](scheduler::RequestId id) {
+    service->loop().Cancel(id);
+  });
   admitted->built.spec.sink = buffer_;
   absl::StatusOr<scheduler::RequestId> id = service->Submit(
       std::move(admitted->built.spec),

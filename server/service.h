@@ -52,6 +52,9 @@ struct ServiceOptions {
   // The most output bytes one streamed Delta carries (DeliveryOptions::
   // max_delta_bytes): half the gRPC message limit, room for the framing.
   int64_t max_delta_bytes = 0;
+  // DeliveryOptions::max_unread_bytes of every stream (config
+  // max_unread_bytes; 0 = no limit).
+  int64_t max_unread_bytes = 0;
   // The model's chat templates (null: none; chat requests are refused).
   // Must outlive the service.
   const engine::ModelChatTemplates* chat_templates = nullptr;
@@ -157,6 +160,7 @@ class PacelineService final : public v1::Paceline::CallbackService {
   Pacer* pacer() { return pacer_; }
   DeliveryObserver* delivery_observer() const { return options_.delivery; }
   int64_t max_delta_bytes() const { return options_.max_delta_bytes; }
+  int64_t max_unread_bytes() const { return options_.max_unread_bytes; }
   scheduler::Clock* clock() { return clock_; }
 
  private:

@@ -5,9 +5,11 @@
 #   tools/fuzz.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
 #
 # TARGET is gguf (the GGUF reader, fuzz/gguf_fuzzer.cc), chat_template
-# (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc) or
+# (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc),
 # tokenizer (encode and decode over every ../shared/vocab vocabulary,
-# fuzz/tokenizer_fuzzer.cc);
+# fuzz/tokenizer_fuzzer.cc), request (OpenAI bodies and GenerateRequest
+# bytes built into scheduler requests, fuzz/request_fuzzer.cc) or http (raw
+# bytes to the HTTP server, fuzz/http_fuzzer.cc);
 # without it every target runs in turn, each for SECONDS (default 300).
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
 #
@@ -16,20 +18,23 @@
 # fuzz/regressions/ (their files, not subfolders) for gguf;
 # fuzz/seeds/chat_template/, fuzz/regressions/chat_template/ and the real
 # templates in ${PACELINE_SHARED_DIR:-../shared}/chat_templates/ for
-# chat_template. Crashing inputs land in fuzz/crash-TARGET-* (also ignored):
+# chat_template; fuzz/seeds/TARGET/ and fuzz/regressions/TARGET/ for the
+# others. Crashing inputs land in fuzz/crash-TARGET-* (also ignored):
 # minimize one, add it to the target's regressions folder, fix the bug,
 # and ctest's TARGET_fuzz_replay keeps it fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf chat_template tokenizer)
+targets=(gguf chat_template tokenizer request http)
 if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
   case "$1" in
     gguf | gguf_fuzzer) targets=(gguf) ;;
     chat_template | chat_template_fuzzer) targets=(chat_template) ;;
     tokenizer | tokenizer_fuzzer) targets=(tokenizer) ;;
+    request | request_fuzzer) targets=(request) ;;
+    http | http_fuzzer) targets=(http) ;;
     *)
-      echo "fuzz.sh: unknown target '$1' (gguf, chat_template or tokenizer)" >&2
+      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer, request or http)" >&2
       exit 2
       ;;
   esac
@@ -58,10 +63,10 @@ cmake -S . -B "$build_dir" "${generator[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$sanitize -fno-omit-frame-pointer" \
-  -DPACELINE_ENGINE_ONLY=ON \
   -DPACELINE_CUDA=OFF \
+  -DPACELINE_BENCH=OFF \
   -DPACELINE_FUZZ=ON >/dev/null
-cmake --build "$build_dir" --target "${targets[@]/%/_fuzzer}"
+cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]/%/_fuzzer}"
 
 # Copies the plain files (not *.md notes) of the given folders into $1.
 seed() {
@@ -102,9 +107,13 @@ run() {
       done
       flags=(-dict=fuzz/chat_template.dict -max_len=16384)
       ;;
-    tokenizer)
-      seed "$corpus" fuzz/seeds/tokenizer fuzz/regressions/tokenizer
+    tokenizer | request)
+      seed "$corpus" "fuzz/seeds/$target" "fuzz/regressions/$target"
       flags=(-max_len=4096)
+      ;;
+    http)
+      seed "$corpus" fuzz/seeds/http fuzz/regressions/http
+      flags=(-max_len=8192)
       ;;
   esac
   echo "fuzz.sh: $target for $seconds s"

@@ -16,6 +16,7 @@ packages=(
   curl  # the OpenAI API curl test
   python3-jinja2  # test oracle for chat templates (render_reference.py)
   openssl
+  clang libclang-rt-14-dev  # libFuzzer and its sanitizers (tools/fuzz.sh)
   prometheus python3-yaml python3-jsonschema gnuplot-nox  # Prometheus + promtool, deploy checks, bench plots
 )
 

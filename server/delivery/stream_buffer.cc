@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace paceline::server {
 
 void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out) {
@@ -67,6 +69,7 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
                            DeliveryObserver* observer, std::string tenant)
     : writer_(writer),
       max_delta_bytes_(options.max_delta_bytes),
+      max_unread_bytes_(options.max_unread_bytes),
       parser_(options.chat_output.has_value()
                   ? std::make_unique<engine::ChatOutputParser>(
                         *options.chat_output, options.tool_call_id_seed)
@@ -91,6 +94,12 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
 // --- Events ------------------------------------------------------------------
 
 void StreamBuffer::Detach() { Handle({Event::Kind::kDetach, clock_->Now()}); }
+
+void StreamBuffer::SetCanceller(
+    std::function<void(scheduler::RequestId)> cancel) {
+  absl::MutexLock lock(&mu_);
+  cancel_ = std::move(cancel);
+}
 
 void StreamBuffer::OnAccepted(const scheduler::AcceptInfo& info) {
   const absl::Time now = clock_->Now();
@@ -181,12 +190,15 @@ StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
   Effects fx;
   switch (e.kind) {
     case Kind::kOutput:  // the engine side: a hand-over at most, no write
+      CheckUnreadLocked(/*may_write=*/false, &fx);
       if (open()) HandOffLocked(e.due, &fx);
       break;
     case Kind::kRelease:
       scheduled_ = false;  // this was the pending entry
       if (!open()) break;
       fx.schedule = ReleaseLocked(e.now);
+      CheckUnreadLocked(/*may_write=*/true, &fx);
+      if (!open()) break;
       scheduled_ = fx.schedule != absl::InfiniteFuture();
       if (state_ == State::kIdle) StartNextLocked(&fx);
       break;
@@ -211,13 +223,7 @@ StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
       break;
     case Kind::kAbort:
       if (!open()) break;  // the first cut wins
-      cut_ = e.status;
-      DropLocked();
-      if (state_ == State::kWriting) {
-        state_ = State::kFinishing;
-      } else {
-        FinishLocked(&fx);
-      }
+      CutLocked(e.status, &fx);
       break;
     case Kind::kDetach:
       if (state_ == State::kDone) break;
@@ -238,7 +244,17 @@ void StreamBuffer::Handle(const Event& event) {
   Apply(std::move(fx));
 }
 
+void StreamBuffer::CancelRequest(scheduler::RequestId id) {
+  std::function<void(scheduler::RequestId)> cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    cancel = cancel_;
+  }
+  if (cancel) cancel(id);
+}
+
 void StreamBuffer::HandOver(const Effects& fx) {
+  if (fx.cancel != 0) CancelRequest(fx.cancel);
   // The pacer thread calls Release, which starts the write: one hop, no
   // allocation (see pacer.h).
   if (fx.wake) {
@@ -249,6 +265,7 @@ void StreamBuffer::HandOver(const Effects& fx) {
 }
 
 void StreamBuffer::Apply(Effects fx) {
+  if (fx.cancel != 0) CancelRequest(fx.cancel);
   if (fx.delivered > 0 && observer_ != nullptr) {
     observer_->OnDelivered(tenant_, fx.first, fx.since, fx.delivered);
   }
@@ -287,9 +304,9 @@ void StreamBuffer::StartNextLocked(Effects* fx) {
     in_flight_delta_ = false;
     in_flight_tokens_ = 0;
   } else if (!ready_.empty()) {
-    out = std::move(ready_.front());
+    out = std::move(ready_.front().out);
+    ready_bytes_ -= ready_.front().bytes;
     ready_.pop_front();
-    if (ready_.empty()) back_bytes_ = 0;
     in_flight_delta_ = true;
     in_flight_tokens_ = static_cast<int32_t>(out.ids.size());
   } else {
@@ -332,8 +349,29 @@ void StreamBuffer::DropLocked() {
   pending_.clear();
   DropPendingTokens();
   ready_.clear();
-  back_bytes_ = 0;
+  ready_bytes_ = 0;
   accepted_ready_ = false;
+}
+
+void StreamBuffer::CutLocked(absl::Status status, Effects* fx) {
+  cut_ = std::move(status);
+  DropLocked();
+  if (state_ == State::kWriting) {
+    state_ = State::kFinishing;
+  } else {
+    FinishLocked(fx);
+  }
+}
+
+void StreamBuffer::CheckUnreadLocked(bool may_write, Effects* fx) {
+  if (max_unread_bytes_ <= 0 || ready_bytes_ <= max_unread_bytes_) return;
+  if (!open() || (!may_write && state_ != State::kWriting)) return;
+  fx->cancel = accepted_.id;
+  CutLocked(absl::ResourceExhaustedError(absl::StrCat(
+                "the client reads too slowly: ", ready_bytes_,
+                " bytes of output were due and unread, past the limit of ",
+                max_unread_bytes_)),
+            fx);
 }
 
 // --- Contents ----------------------------------------------------------------
@@ -367,14 +405,13 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
       pace_.Take(1, at);
     }
     const int64_t bytes = PieceBytes(piece);
-    if (ready_.empty() ||
-        (max_delta_bytes_ > 0 && back_bytes_ > 0 &&
-         back_bytes_ + bytes > max_delta_bytes_)) {
-      ready_.emplace_back().kind = Outgoing::Kind::kDelta;
-      back_bytes_ = 0;
+    if (ready_.empty() || (max_delta_bytes_ > 0 && ready_.back().bytes > 0 &&
+                           ready_.back().bytes + bytes > max_delta_bytes_)) {
+      ready_.emplace_back().out.kind = Outgoing::Kind::kDelta;
     }
-    Outgoing& back = ready_.back();
-    back_bytes_ += bytes;
+    ready_.back().bytes += bytes;
+    ready_bytes_ += bytes;
+    Outgoing& back = ready_.back().out;
     if (piece.id >= 0) back.ids.push_back(piece.id);
     back.text += piece.text;
     AppendChatDelta(std::move(piece.chat), &back);
@@ -395,7 +432,8 @@ void StreamBuffer::SetTextLocked(absl::string_view text, Piece* piece) {
 }
 
 void StreamBuffer::AddPendingTokens(int64_t n) {
-  const int64_t before = pending_tokens_.fetch_add(n, std::memory_order_relaxed);
+  const int64_t before =
+      pending_tokens_.fetch_add(n, std::memory_order_relaxed);
   if (before == 0 && n > 0) pacer_->AddBufferingStreams(1);
   if (before > 0 && before + n == 0) pacer_->AddBufferingStreams(-1);
   pacer_->AddBufferedTokens(n);

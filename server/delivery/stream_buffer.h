@@ -53,6 +53,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,6 +130,14 @@ struct DeliveryOptions {
   // reader's coalesced deltas once outgrew the transport's message limit
   // and the stream broke.
   int64_t max_delta_bytes = 0;
+  // The most bytes of output (as EstimatedBytes counts them) a stream may
+  // hold released — due to the client — but not yet written because the
+  // client reads too slowly or not at all. Past it the stream is cut:
+  // everything undelivered is dropped, the request is cancelled (through
+  // StreamBuffer::SetCanceller) and the stream ends with RESOURCE_EXHAUSTED
+  // once the write in flight completes. Tokens waiting for their pace do
+  // not count. 0 = no limit.
+  int64_t max_unread_bytes = 0;
 };
 
 // About how many bytes `out` (a kDelta) takes on the wire: its strings,
@@ -163,6 +172,12 @@ class StreamBuffer final : public scheduler::TokenSink,
   // The writer is gone (the RPC is over): drop everything still buffered
   // and never call it again.
   void Detach();
+
+  // How the buffer stops its own request when it cuts the stream
+  // (max_unread_bytes): called once with the request id, from the engine
+  // or the pacer thread, with no lock of the buffer held. Set before the
+  // request is submitted.
+  void SetCanceller(std::function<void(scheduler::RequestId)> cancel);
 
   // --- TokenSink (engine thread): append, maybe hand over, never write ---
   void OnAccepted(const scheduler::AcceptInfo& info) override;
@@ -226,10 +241,11 @@ class StreamBuffer final : public scheduler::TokenSink,
     std::optional<Outgoing> write;
     bool wake = false;                             // a pacer Release at once
     absl::Time schedule = absl::InfiniteFuture();  // a pacer Release then
-    int32_t delivered = 0;  // token ids that reached the client
-    bool first = false;     // ... in its first such write
-    absl::Duration since;   // ... this long after the previous one
-    bool closed = false;    // tell the observer the stream closed
+    scheduler::RequestId cancel = 0;  // the request to cancel (a cut)
+    int32_t delivered = 0;            // token ids that reached the client
+    bool first = false;               // ... in its first such write
+    absl::Duration since;             // ... this long after the previous one
+    bool closed = false;              // tell the observer the stream closed
   };
 
   // The one place the state changes (mu_ held). A kOutput event (the
@@ -241,6 +257,8 @@ class StreamBuffer final : public scheduler::TokenSink,
   // nothing of `this` after writing a Finished message (the call may end
   // and drop the buffer).
   void Apply(Effects fx) ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls the canceller (SetCanceller) with `id`.
+  void CancelRequest(scheduler::RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
   // Transition then Apply (Detach, OnWriteDone, Abort).
   void Handle(const Event& event) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -263,6 +281,15 @@ class StreamBuffer final : public scheduler::TokenSink,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops everything not yet written.
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cuts the stream short with `status`: drops what is not written, then
+  // finishes (now when idle, else after the write in flight).
+  void CutLocked(absl::Status status, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A released backlog past max_unread_bytes cuts the stream (and cancels
+  // the request). `may_write`: false on the engine side, where an idle
+  // stream is left to the pacer's Release instead.
+  void CheckUnreadLocked(bool may_write, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves due pieces to ready_ (starting a new Delta where the last would
   // pass max_delta_bytes); returns the next due time.
   // A piece's share of EstimatedBytes.
@@ -280,7 +307,8 @@ class StreamBuffer final : public scheduler::TokenSink,
 
   // Constant after construction.
   StreamWriter* const writer_;
-  const int64_t max_delta_bytes_;  // DeliveryOptions::max_delta_bytes
+  const int64_t max_delta_bytes_;   // DeliveryOptions::max_delta_bytes
+  const int64_t max_unread_bytes_;  // DeliveryOptions::max_unread_bytes
   // Chat requests: the output parser (engine thread, under mu_).
   const std::unique_ptr<engine::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;
@@ -299,9 +327,15 @@ class StreamBuffer final : public scheduler::TokenSink,
   std::atomic<int64_t> pending_tokens_{0};
   bool dropped_ ABSL_GUARDED_BY(mu_) = false;  // DropLocked ran
   bool accepted_ready_ ABSL_GUARDED_BY(mu_) = false;
-  // kDeltas to write, in order; the back one still coalesces.
-  std::deque<Outgoing> ready_ ABSL_GUARDED_BY(mu_);
-  int64_t back_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // EstimatedBytes(back)
+  // kDeltas to write, in order, each with its EstimatedBytes; the back one
+  // still coalesces.
+  struct Ready {
+    Outgoing out;
+    int64_t bytes = 0;
+  };
+  std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
+  int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the sum over ready_
+  std::function<void(scheduler::RequestId)> cancel_ ABSL_GUARDED_BY(mu_);
   scheduler::AcceptInfo accepted_ ABSL_GUARDED_BY(mu_);
   bool was_accepted_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);

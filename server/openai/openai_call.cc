@@ -216,9 +216,13 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
     std::vector<PacelineService::AbortFn> aborts;
     for (size_t i = first; i < first + n; ++i) {
       Choice& c = *choices_[i];
+      built[i].delivery.max_unread_bytes = service_->max_unread_bytes();
       c.buffer = std::make_shared<StreamBuffer>(
           built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
           service_->delivery_observer(), built[i].spec.tenant);
+      c.buffer->SetCanceller([service = service_](scheduler::RequestId id) {
+        service->loop().Cancel(id);
+      });
       built[i].spec.sink = c.buffer;
       specs.push_back(std::move(built[i].spec));
       aborts.push_back(

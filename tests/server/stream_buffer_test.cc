@@ -47,13 +47,17 @@ class RecordingObserver : public DeliveryObserver {
 
 class StreamBufferStateTest : public ::testing::Test {
  protected:
-  void Open(double pace = 0, int32_t burst = 1, int64_t max_delta_bytes = 0) {
+  void Open(double pace = 0, int32_t burst = 1, int64_t max_delta_bytes = 0,
+            int64_t max_unread_bytes = 0) {
     DeliveryOptions options;
     options.pace_tokens_per_s = pace;
     options.burst_tokens = burst;
     options.max_delta_bytes = max_delta_bytes;
+    options.max_unread_bytes = max_unread_bytes;
     buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
                                              &pacer_, &observer_, "t");
+    buffer_->SetCanceller(
+        [this](scheduler::RequestId id) { cancelled_.push_back(id); });
     writer_.Bind(buffer_);
   }
   // Opened, and the Accepted message written (and completed).
@@ -96,6 +100,7 @@ class StreamBufferStateTest : public ::testing::Test {
   testing::FakeStreamWriter writer_{&clock_};
   RecordingObserver observer_;
   std::shared_ptr<StreamBuffer> buffer_;
+  std::vector<scheduler::RequestId> cancelled_;  // what the buffer cancelled
 };
 
 // --- kIdle -------------------------------------------------------------------
@@ -340,6 +345,84 @@ TEST_F(StreamBufferStateTest, WritingDetachDropsTheRest) {
   writer_.Complete(true);
   EXPECT_EQ(writer_.writes.size(), 1u);
   EXPECT_EQ(observer_.closed, 1);
+}
+
+// A stalled reader (its write held) whose released output passes
+// max_unread_bytes is cut on the engine side: everything undelivered is
+// dropped, its request cancelled once, and the stream finishes with
+// RESOURCE_EXHAUSTED when the write in flight completes.
+TEST_F(StreamBufferStateTest, WritingUnreadPastTheLimitCutsTheStream) {
+  Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
+       /*max_unread_bytes=*/100);
+  writer_.hold = true;
+  Accept();
+  pacer_.RunDue();
+  ASSERT_EQ(buffer_->state(), State::kWriting);
+  // 15 bytes a token (10 of text, 5 of id): the 7th passes 100.
+  for (int i = 0; i < 6; ++i) Token(i, std::string(10, 'a'));
+  EXPECT_EQ(buffer_->state(), State::kWriting);
+  EXPECT_TRUE(cancelled_.empty());
+  Token(6, std::string(10, 'a'));
+  EXPECT_EQ(buffer_->state(), State::kFinishing);
+  EXPECT_EQ(cancelled_, std::vector<scheduler::RequestId>{7});
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  Token(7, "more");  // generated before the cancel took effect: dropped
+  Finish();
+  EXPECT_EQ(cancelled_.size(), 1u);
+  writer_.Complete(true);  // the Accepted in flight
+  EXPECT_EQ(writer_.kinds(),
+            (std::vector<Kind>{Kind::kAccepted, Kind::kFinished}));
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(Last().aborted.message().find("reads too slowly"),
+            std::string::npos)
+      << Last().aborted.message();
+}
+
+// A reader that keeps up never holds more than one write's worth unread,
+// however much it receives; paced tokens waiting for their time are not
+// unread either.
+TEST_F(StreamBufferStateTest, UnreadLimitSparesReadersThatKeepUp) {
+  Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
+       /*max_unread_bytes=*/100);
+  Accept();
+  pacer_.RunDue();
+  for (int i = 0; i < 50; ++i) {
+    Token(i, std::string(10, 'a'));
+    pacer_.RunDue();
+  }
+  Finish();
+  pacer_.RunDue();
+  EXPECT_TRUE(cancelled_.empty());
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_TRUE(Last().aborted.ok()) << Last().aborted;
+
+  Open(/*pace=*/1, /*burst=*/1, /*max_delta_bytes=*/0,
+       /*max_unread_bytes=*/100);
+  Accept();
+  pacer_.RunDue();
+  for (int i = 0; i < 50; ++i) Token(i, std::string(10, 'a'));
+  pacer_.RunDue();
+  EXPECT_TRUE(cancelled_.empty());
+  EXPECT_EQ(buffer_->buffered_tokens(), 49);  // one released, 49 paced
+  EXPECT_NE(buffer_->state(), State::kDone);
+}
+
+// An idle stream whose backlog passes the limit in one engine-side append
+// is cut by the pacer's Release (the engine side never writes).
+TEST_F(StreamBufferStateTest, IdleUnreadPastTheLimitIsCutByTheRelease) {
+  Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
+       /*max_unread_bytes=*/100);
+  Accept();
+  pacer_.RunDue();
+  ASSERT_EQ(buffer_->state(), State::kIdle);
+  Token(1, std::string(200, 'z'));
+  EXPECT_EQ(writer_.writes.size(), 1u);  // the Accepted only
+  EXPECT_TRUE(cancelled_.empty());
+  pacer_.RunDue();
+  EXPECT_EQ(cancelled_, std::vector<scheduler::RequestId>{7});
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().aborted.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(buffer_->state(), State::kDone);
 }
 
 // --- kFinishing --------------------------------------------------------------

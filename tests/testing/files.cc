@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace paceline::testing {
@@ -29,7 +30,9 @@ std::string TempPath(absl::string_view name) {
   if (test == nullptr) {
     return absl::StrCat(TempDirWithSlash(), getpid(), "_", name);
   }
-  return absl::StrCat(TempDirWithSlash(), getpid(), "_", test->name(), "_",
+  // A parameterized test's name has a '/' ("Case/Param"): one file name.
+  return absl::StrCat(TempDirWithSlash(), getpid(), "_",
+                      absl::StrReplaceAll(test->name(), {{"/", "_"}}), "_",
                       name);
 }
 

@@ -1,0 +1,592 @@
+// Storms against the real pacelined (issue 18's scenarios 1, 2 and 9), each
+// asserting what the daemon holds before and after: KV blocks, running and
+// waiting requests, paced streams and buffered tokens (its own
+// GetServerStatus), and the process's threads, open fds and RSS (/proc).
+//
+//   - 1,000 streams (500 gRPC, 500 SSE; half of each paced) reset while
+//     queued, generating or in paced delivery: every resource back to its
+//     baseline within 5 s.
+//   - A stream reset at each stage alone: queued, in prefill, and in paced
+//     delivery after its generation ended.
+//   - 2,000 concurrent calls against a queue of 100: every call ends, the
+//     refused ones with RESOURCE_EXHAUSTED and a retry hint, sooner than
+//     the admitted ones finish; nothing is left behind.
+//
+// The only times asserted are deadlines; the latencies are printed (the
+// README's "Reliability" figures). They skip without ../shared/models.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "paceline/v1/paceline.grpc.pb.h"
+#include "server/sha256.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/files.h"
+#include "tests/testing/stories260k_oracle.h"
+#include "tests/testing/wait_for.h"
+
+namespace paceline::server {
+namespace {
+
+using ::paceline::testing::DaemonProcess;
+using ::paceline::testing::HaveStories260K;
+using ::paceline::testing::kStories260KPath;
+using ::paceline::testing::MakeClientContext;
+using ::paceline::testing::WaitFor;
+using ::paceline::testing::WriteFile;
+
+constexpr char kKey[] = "storm-key";
+
+// What the daemon process holds, read from /proc.
+struct ProcessResources {
+  int threads = 0;
+  int fds = 0;
+  int64_t rss_kb = 0;
+};
+
+ProcessResources ReadResources(pid_t pid) {
+  ProcessResources out;
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.size() < 2) continue;
+    if (f[0] == "Threads:") {
+      EXPECT_TRUE(absl::SimpleAtoi(f[1], &out.threads));
+    } else if (f[0] == "VmRSS:") {
+      EXPECT_TRUE(absl::SimpleAtoi(f[1], &out.rss_kb));
+    }
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/fd"), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++out.fds;
+  }
+  return out;
+}
+
+std::string Describe(const ProcessResources& r) {
+  return absl::StrCat("threads ", r.threads, ", fds ", r.fds, ", RSS ",
+                      r.rss_kb / 1024, " MiB");
+}
+
+std::string Describe(const v1::ServerStatus& s) {
+  return absl::StrCat("kv used ", s.kv_cache().used_blocks(), ", running ",
+                      s.running_sequences(), ", waiting ", s.waiting_requests(),
+                      ", paced ", s.paced_streams(), ", buffered ",
+                      s.buffered_tokens());
+}
+
+bool Idle(const v1::ServerStatus& s) {
+  return s.kv_cache().used_blocks() == 0 && s.running_sequences() == 0 &&
+         s.waiting_requests() == 0 && s.paced_streams() == 0 &&
+         s.buffered_tokens() == 0;
+}
+
+// Enough descriptors for a thousand sockets here and in the daemon (which
+// inherits the limit).
+void RaiseFdLimit() {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, 8192);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+  ASSERT_GE(limit.rlim_cur, 4096u) << "the hard fd limit is too low";
+}
+
+v1::GenerateRequest Request(int32_t max_tokens, double pace) {
+  v1::GenerateRequest r;
+  r.set_text("Once upon a time");
+  r.mutable_sampling()->set_temperature(0.8);
+  r.mutable_stopping()->set_max_tokens(max_tokens);
+  r.mutable_stopping()->set_ignore_eos(true);
+  if (pace > 0) r.mutable_delivery()->set_pace_tokens_per_s(pace);
+  return r;
+}
+
+// How the calls of a storm went; any thread may report.
+class Tally {
+ public:
+  void Accepted() {
+    absl::MutexLock lock(&mu_);
+    ++accepted_;
+  }
+  void Done(const grpc::Status& status, absl::Duration latency,
+            bool retry_hint) {
+    absl::MutexLock lock(&mu_);
+    ++done_;
+    if (retry_hint) ++retry_hints_;
+    ++codes_[status.error_code()];
+    latencies_[status.error_code()].push_back(latency);
+  }
+  // Waits until `n` calls were accepted (or done); false at the deadline.
+  bool WaitAccepted(int n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&] { return accepted_ + done_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+  bool WaitDone(int n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&] { return done_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+  int done(grpc::StatusCode code) {
+    absl::MutexLock lock(&mu_);
+    return codes_[code];
+  }
+  int done() {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+  int retry_hints() {
+    absl::MutexLock lock(&mu_);
+    return retry_hints_;
+  }
+  // The q-quantile of the latencies of the calls that ended with `code`.
+  absl::Duration Quantile(grpc::StatusCode code, double q) {
+    absl::MutexLock lock(&mu_);
+    std::vector<absl::Duration>& v = latencies_[code];
+    if (v.empty()) return absl::InfiniteDuration();
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+  }
+
+ private:
+  absl::Mutex mu_;
+  int accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  int retry_hints_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<grpc::StatusCode, int> codes_ ABSL_GUARDED_BY(mu_);
+  std::map<grpc::StatusCode, std::vector<absl::Duration>> latencies_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// One Generate stream on the callback API: reports its Accepted and its
+// end, and counts what it read; Cancel() resets it (RST_STREAM).
+class Stream : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  Stream(v1::Paceline::Stub* stub, const v1::GenerateRequest& request,
+         Tally* tally)
+      : tally_(tally), started_(absl::Now()) {
+    paceline::testing::AddApiKey(&context_, kKey);
+    context_.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(300));
+    stub->async()->Generate(&context_, &request, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void Cancel() { context_.TryCancel(); }
+  int deltas() const { return deltas_; }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (response_.has_accepted()) tally_->Accepted();
+    if (response_.has_delta()) ++deltas_;
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    const auto& trailers = context_.GetServerTrailingMetadata();
+    tally_->Done(status, absl::Now() - started_,
+                 trailers.find("retry-after-ms") != trailers.end());
+  }
+
+ private:
+  Tally* const tally_;
+  const absl::Time started_;
+  grpc::ClientContext context_;
+  v1::GenerateResponse response_;
+  std::atomic<int> deltas_ = 0;
+};
+
+// An SSE stream on a raw socket: POST /v1/completions with stream true;
+// Reset() closes it with an RST (SO_LINGER 0), as a client that vanishes.
+class SseStream {
+ public:
+  SseStream(int port, double pace, int max_tokens,
+            const std::string& prompt = "") {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 ||
+        connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return;
+    }
+    std::string body = absl::StrCat(
+        R"({"prompt": ")", prompt.empty() ? "Once upon a time" : prompt,
+        R"(", "stream": true, "max_tokens": )", max_tokens,
+        R"(, "ignore_eos": true, "temperature": 0.8)");
+    if (pace > 0) absl::StrAppend(&body, R"(, "pace_tokens_per_s": )", pace);
+    body += "}";
+    const std::string request = absl::StrCat(
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nAuthorization: Bearer ",
+        kKey, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+    sent_ = send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size());
+  }
+  ~SseStream() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int fd() const { return fd_; }
+  bool sent() const { return sent_; }
+  // Reads what is there; true once a first "data:" event arrived.
+  bool ReadSome() {
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) seen_.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 64)));
+    if (n == 0) closed_ = true;
+    if (absl::StrContains(seen_, "data:")) first_chunk_ = true;
+    return first_chunk_;
+  }
+  bool first_chunk() const { return first_chunk_; }
+  bool closed() const { return closed_; }
+  void Reset() {
+    linger l{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool sent_ = false;
+  bool first_chunk_ = false;
+  bool closed_ = false;
+  std::string seen_;  // the first bytes of each read, enough for "data:"
+};
+
+class StormTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveStories260K()) GTEST_SKIP() << "no " << kStories260KPath;
+    RaiseFdLimit();
+  }
+
+  void Start(const std::string& model, const std::string& tenant_limits,
+             const std::string& server_extra = "") {
+    const std::string config =
+        WriteFile("storm.textproto",
+                  absl::StrCat("model { path: \"", model,
+                               "\" }\nlisten: \"127.0.0.1:0\"\n"
+                               "http { listen: \"127.0.0.1:0\" }\n",
+                               server_extra, "tenants {\n  name: \"storm\"\n",
+                               "  api_key_sha256: \"", Sha256Hex(kKey), "\"\n",
+                               tenant_limits, "}\n"));
+    ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
+        << daemon_.stderr_text();
+    stub_ = v1::Paceline::NewStub(daemon_.Channel());
+  }
+
+  v1::ServerStatus Status() {
+    v1::ServerStatus status;
+    auto ctx = MakeClientContext(kKey);
+    EXPECT_TRUE(stub_->GetServerStatus(ctx.get(), {}, &status).ok());
+    return status;
+  }
+
+  // Polls until `done` holds; the last status (the test fails with `what`
+  // at the deadline).
+  template <typename Pred>
+  v1::ServerStatus WaitStatus(Pred done, absl::Duration timeout,
+                              absl::string_view what) {
+    v1::ServerStatus s;
+    EXPECT_TRUE(WaitFor([&] { return done(s = Status()); }, timeout, what))
+        << Describe(s);
+    return s;
+  }
+
+  // One unpaced gRPC request and one SSE request run to the end, so that
+  // what the daemon creates on first use (threads, pools) is in the
+  // baseline.
+  void WarmUp() {
+    Tally tally;
+    Stream grpc_stream(stub_.get(), Request(8, 0), &tally);
+    ASSERT_TRUE(tally.WaitDone(1, absl::Seconds(60)));
+    SseStream sse(daemon_.http_port(), 0, 8);
+    ASSERT_TRUE(sse.sent());
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!sse.closed() && absl::Now() < deadline) {
+      pollfd p{sse.fd(), POLLIN, 0};
+      poll(&p, 1, 100);
+      sse.ReadSome();
+    }
+    WaitStatus(Idle, absl::Seconds(30), "idle after the warm-up");
+  }
+
+  DaemonProcess daemon_;
+  std::unique_ptr<v1::Paceline::Stub> stub_;
+};
+
+// 1,000 streams at once, half of them paced; reset while some wait in the
+// queue, some run and some are in paced delivery.
+struct Storm {
+  Tally tally;
+  std::vector<std::unique_ptr<Stream>> grpc;
+  std::vector<std::unique_ptr<SseStream>> sse;
+};
+
+class DisconnectStormTest : public StormTest {
+ protected:
+  static constexpr int kPerTransport = 500;
+  static constexpr int kMaxTokens = 100;
+  static constexpr double kPace = 4;  // a paced stream lasts 25 s
+
+  // Opens the storm's streams and waits until the daemon holds requests in
+  // every stage (waiting, running, paced), then resets every stream; the
+  // streams that had ended before the reset.
+  int OpenAndReset(Storm& storm) {
+    for (int i = 0; i < kPerTransport; ++i) {
+      const double pace = i % 2 == 0 ? kPace : 0;
+      storm.grpc.push_back(std::make_unique<Stream>(
+          stub_.get(), Request(kMaxTokens, pace), &storm.tally));
+      storm.sse.push_back(
+          std::make_unique<SseStream>(daemon_.http_port(), pace, kMaxTokens));
+      EXPECT_TRUE(storm.sse.back()->sent()) << "SSE stream " << i;
+    }
+    EXPECT_TRUE(storm.tally.WaitAccepted(kPerTransport, absl::Seconds(60)));
+    const v1::ServerStatus open = WaitStatus(
+        [](const v1::ServerStatus& s) {
+          return s.waiting_requests() > 0 && s.running_sequences() > 0 &&
+                 s.paced_streams() > 0;
+        },
+        absl::Seconds(60), "requests waiting, running and paced at once");
+    std::printf("storm: at the reset: %s; %s\n", Describe(open).c_str(),
+                Describe(ReadResources(daemon_.pid())).c_str());
+    const int ended = storm.tally.done();
+    for (auto& s : storm.grpc) s->Cancel();
+    for (auto& s : storm.sse) s->Reset();
+    return ended;
+  }
+};
+
+TEST_F(DisconnectStormTest, EveryResourceReturnsToItsBaseline) {
+  Start(kStories260KPath, "  max_queued: 2000\n",
+        "scheduler { max_running: 256 }\n");
+  WarmUp();
+  // A first storm, not measured: whatever the daemon keeps once it has
+  // served this load (thread pools, allocator arenas) is in the baseline.
+  {
+    Storm warm;
+    OpenAndReset(warm);
+    WaitStatus(Idle, absl::Seconds(30), "idle after the warm-up storm");
+    ASSERT_TRUE(warm.tally.WaitDone(kPerTransport, absl::Seconds(30)));
+  }
+  absl::SleepFor(absl::Seconds(1));  // closed connections fully gone
+  const ProcessResources base = ReadResources(daemon_.pid());
+  std::printf("storm: baseline %s\n", Describe(base).c_str());
+
+  Storm storm;
+  const int ended = OpenAndReset(storm);
+  const absl::Time reset = absl::Now();
+  // The paced half cannot have ended (25 s each).
+  EXPECT_LE(ended, kPerTransport / 2) << "gRPC streams ended before the reset";
+  const v1::ServerStatus after =
+      WaitStatus(Idle, absl::Seconds(5), "every gauge at 0 after the reset");
+  ProcessResources now;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        now = ReadResources(daemon_.pid());
+        return now.fds <= base.fds && now.threads <= base.threads;
+      },
+      absl::Seconds(5), "fds and threads back to the baseline"))
+      << Describe(now) << " vs " << Describe(base);
+  std::printf(
+      "storm: %d of %d gRPC streams had ended; back to the baseline "
+      "%.0f ms after the reset: %s; %s\n",
+      ended, kPerTransport, absl::ToDoubleMilliseconds(absl::Now() - reset),
+      Describe(after).c_str(), Describe(now).c_str());
+  // The second storm allocates what the first one freed.
+  EXPECT_LE(now.rss_kb, base.rss_kb + 64 * 1024) << Describe(now);
+  ASSERT_TRUE(storm.tally.WaitDone(kPerTransport, absl::Seconds(30)));
+  EXPECT_EQ(storm.tally.done(grpc::StatusCode::CANCELLED),
+            kPerTransport - ended);
+
+  // The daemon still serves.
+  Tally again;
+  Stream one(stub_.get(), Request(8, 0), &again);
+  ASSERT_TRUE(again.WaitDone(1, absl::Seconds(60)));
+  EXPECT_EQ(again.done(grpc::StatusCode::OK), 1);
+}
+
+// One stream reset at one stage of its life, over gRPC or SSE: the stages
+// are told apart by the daemon's own gauges before the reset.
+enum class Transport { kGrpc, kSse };
+
+class StageTest : public StormTest,
+                  public ::testing::WithParamInterface<Transport> {
+ protected:
+  // Opens one stream on the transport under test.
+  void Open(int32_t max_tokens, double pace, const std::string& text = "") {
+    v1::GenerateRequest request = Request(max_tokens, pace);
+    if (!text.empty()) request.set_text(text);
+    if (GetParam() == Transport::kGrpc) {
+      grpc_.push_back(std::make_unique<Stream>(stub_.get(), request, &tally_));
+    } else {
+      sse_.push_back(std::make_unique<SseStream>(daemon_.http_port(), pace,
+                                                 max_tokens, text));
+      ASSERT_TRUE(sse_.back()->sent());
+    }
+  }
+  void ResetLast() {
+    if (GetParam() == Transport::kGrpc) {
+      grpc_.back()->Cancel();
+    } else {
+      sse_.back()->Reset();
+    }
+  }
+  void ResetAll() {
+    for (auto& s : grpc_) s->Cancel();
+    for (auto& s : sse_) {
+      if (s->fd() >= 0) s->Reset();
+    }
+  }
+
+  Tally tally_;
+  std::vector<std::unique_ptr<Stream>> grpc_;
+  std::vector<std::unique_ptr<SseStream>> sse_;
+};
+
+TEST_P(StageTest, ResetWhileQueuedLeavesTheQueue) {
+  // dummy:stories42m generates slowly enough (tens of tokens/s on 2 cores)
+  // that the first request holds the tenant's one slot for seconds.
+  Start("dummy:stories42m", "  max_running: 1\n");
+  Open(480, 0, "Once");
+  WaitStatus(
+      [](const v1::ServerStatus& s) { return s.running_sequences() == 1; },
+      absl::Seconds(30), "the first stream running");
+  Open(8, 0, "Once");
+  const v1::ServerStatus queued = WaitStatus(
+      [](const v1::ServerStatus& s) { return s.waiting_requests() == 1; },
+      absl::Seconds(30), "the second stream queued");
+  EXPECT_EQ(queued.running_sequences(), 1);
+  ResetLast();
+  const v1::ServerStatus left = WaitStatus(
+      [](const v1::ServerStatus& s) { return s.waiting_requests() == 0; },
+      absl::Seconds(5), "the queue empty after the reset");
+  EXPECT_EQ(left.running_sequences(), 1) << "the first still runs";
+  ResetAll();
+  WaitStatus(Idle, absl::Seconds(5), "idle after both resets");
+}
+
+TEST_P(StageTest, ResetDuringPrefillFreesItsBlocks) {
+  // dummy:stories42m has byte-level tokens: a 480-byte prompt is 480
+  // tokens, prefilled 32 a step, ~15 steps of tens of ms on 2 cores.
+  Start("dummy:stories42m", "", "scheduler { max_batched_tokens: 32 }\n");
+  Open(8, 0, std::string(480, 'a'));
+  const v1::ServerStatus prefill = WaitStatus(
+      [](const v1::ServerStatus& s) {
+        return s.running_sequences() == 1 && s.kv_cache().used_blocks() > 0;
+      },
+      absl::Seconds(30), "the stream in prefill");
+  ResetLast();
+  // The prompt is 30 blocks of 16: still in prefill when reset unless the
+  // whole prompt was done (then it has generated nothing yet either).
+  std::printf("prefill: reset with %lld blocks in use\n",
+              static_cast<long long>(prefill.kv_cache().used_blocks()));
+  WaitStatus(Idle, absl::Seconds(5), "idle after a reset in prefill");
+  if (GetParam() == Transport::kGrpc) {
+    ASSERT_TRUE(tally_.WaitDone(1, absl::Seconds(10)));
+    EXPECT_EQ(tally_.done(grpc::StatusCode::CANCELLED), 1);
+    EXPECT_EQ(grpc_.back()->deltas(), 0);
+  }
+}
+
+TEST_P(StageTest, ResetDuringPacedDeliveryDropsTheBuffer) {
+  Start(kStories260KPath, "");
+  Open(200, 2);  // generated in a burst, delivered over 100 s
+  const v1::ServerStatus delivering = WaitStatus(
+      [](const v1::ServerStatus& s) {
+        return s.running_sequences() == 0 && s.paced_streams() == 1 &&
+               s.buffered_tokens() > 100;
+      },
+      absl::Seconds(30), "generation ended, delivery paced");
+  EXPECT_EQ(delivering.kv_cache().used_blocks(), 0);
+  ResetLast();
+  WaitStatus(Idle, absl::Seconds(5), "no paced stream after the reset");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, StageTest,
+                         ::testing::Values(Transport::kGrpc, Transport::kSse),
+                         [](const auto& info) {
+                           return info.param == Transport::kGrpc ? "Grpc"
+                                                                 : "Sse";
+                         });
+
+TEST_F(StormTest, TenfoldOverloadIsRefusedFastAndLeavesNothing) {
+  constexpr int kQueue = 100;
+  constexpr int kCalls = 2000;
+  Start(kStories260KPath, absl::StrCat("  max_queued: ", kQueue, "\n"),
+        "scheduler { max_running: 64 }\n");
+  WarmUp();
+  const ProcessResources base = ReadResources(daemon_.pid());
+  Tally tally;
+  std::vector<std::unique_ptr<Stream>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(
+        std::make_unique<Stream>(stub_.get(), Request(64, 0), &tally));
+  }
+  // While the storm lasts, the queue never holds more than its limit.
+  int max_waiting = 0;
+  int64_t peak_rss_kb = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(300);
+  while (!tally.WaitDone(kCalls, absl::Milliseconds(50)) &&
+         absl::Now() < deadline) {
+    max_waiting = std::max(max_waiting, Status().waiting_requests());
+    peak_rss_kb = std::max(peak_rss_kb, ReadResources(daemon_.pid()).rss_kb);
+  }
+  ASSERT_TRUE(tally.WaitDone(kCalls, absl::Seconds(300))) << "a call hung";
+  const int ok = tally.done(grpc::StatusCode::OK);
+  const int refused = tally.done(grpc::StatusCode::RESOURCE_EXHAUSTED);
+  const absl::Duration refused_p50 =
+      tally.Quantile(grpc::StatusCode::RESOURCE_EXHAUSTED, 0.5);
+  const absl::Duration refused_p99 =
+      tally.Quantile(grpc::StatusCode::RESOURCE_EXHAUSTED, 0.99);
+  const absl::Duration ok_p50 = tally.Quantile(grpc::StatusCode::OK, 0.5);
+  std::printf(
+      "overload: %d calls, %d served, %d refused; refusal p50 %.1f ms, p99 "
+      "%.1f ms; served p50 %.1f ms; max waiting %d; RSS %lld -> %lld MiB\n",
+      kCalls, ok, refused, absl::ToDoubleMilliseconds(refused_p50),
+      absl::ToDoubleMilliseconds(refused_p99),
+      absl::ToDoubleMilliseconds(ok_p50), max_waiting,
+      static_cast<long long>(base.rss_kb / 1024),
+      static_cast<long long>(peak_rss_kb / 1024));
+  EXPECT_EQ(ok + refused, kCalls);
+  EXPECT_GT(refused, kCalls / 2);
+  EXPECT_EQ(tally.retry_hints(), refused) << "every refusal has a retry hint";
+  EXPECT_LE(max_waiting, kQueue);
+  // A refusal does not wait behind the engine: it comes back before half
+  // the served calls have finished.
+  EXPECT_LT(refused_p99, ok_p50);
+  EXPECT_LE(peak_rss_kb, base.rss_kb + 512 * 1024);
+  WaitStatus(Idle, absl::Seconds(5), "idle after the overload");
+}
+
+}  // namespace
+}  // namespace paceline::server
