@@ -234,6 +234,9 @@ void CheckHttp(const v1::ServerConfig::Http& h, Checker& check) {
     check.AtLeast("http.max_connections", h.max_connections(), 1);
   }
   if (h.has_threads()) check.AtLeast("http.threads", h.threads(), 1);
+  if (h.has_send_buffer_bytes()) {
+    check.AtLeast("http.send_buffer_bytes", h.send_buffer_bytes(), 4096);
+  }
 }
 
 void CheckAddresses(const v1::ServerConfig& config, Checker& check) {

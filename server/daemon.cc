@@ -373,6 +373,7 @@ int Daemon::StartHttp() {
   o.idle_timeout = absl::Seconds(h.idle_timeout_seconds());
   o.max_connections = h.max_connections();
   o.threads = h.threads();
+  o.send_buffer_bytes = h.send_buffer_bytes();  // 0 when unset: the kernel's
   o.error_body = &openai::OpenAiService::ErrorBody;
   openai_ = std::make_unique<openai::OpenAiService>(service_.get());
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =

@@ -141,6 +141,12 @@ class Server final : public HttpServer {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
             return;
           }
+          if (!ec && shared_->options.send_buffer_bytes > 0) {
+            error_code ignored;  // a refused size leaves the kernel's
+            socket.set_option(asio::socket_base::send_buffer_size(
+                                  shared_->options.send_buffer_bytes),
+                              ignored);
+          }
           if (!ec) {
             const bool refuse =
                 shared_->size() >= shared_->options.max_connections;

@@ -106,6 +106,8 @@ struct HttpServerOptions {
   absl::Duration idle_timeout = absl::Seconds(60);
   int64_t max_connections = 4096;
   int threads = 1;
+  // SO_SNDBUF of each accepted connection; 0 = the kernel's autotuning.
+  int send_buffer_bytes = 0;
   HttpErrorBody error_body;  // empty: plain text
 };
 

@@ -290,15 +290,16 @@ class StormTest : public ::testing::Test {
   }
 
   void Start(const std::string& model, const std::string& tenant_limits,
-             const std::string& server_extra = "") {
-    const std::string config =
-        WriteFile("storm.textproto",
-                  absl::StrCat("model { path: \"", model,
-                               "\" }\nlisten: \"127.0.0.1:0\"\n"
-                               "http { listen: \"127.0.0.1:0\" }\n",
-                               server_extra, "tenants {\n  name: \"storm\"\n",
-                               "  api_key_sha256: \"", Sha256Hex(kKey), "\"\n",
-                               tenant_limits, "}\n"));
+             const std::string& server_extra = "",
+             const std::string& http_extra = "") {
+    const std::string config = WriteFile(
+        "storm.textproto",
+        absl::StrCat("model { path: \"", model,
+                     "\" }\nlisten: \"127.0.0.1:0\"\n"
+                     "http { listen: \"127.0.0.1:0\" ",
+                     http_extra, " }\n", server_extra,
+                     "tenants {\n  name: \"storm\"\n", "  api_key_sha256: \"",
+                     Sha256Hex(kKey), "\"\n", tenant_limits, "}\n"));
     ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
         << daemon_.stderr_text();
     stub_ = v1::Paceline::NewStub(daemon_.Channel());
@@ -586,6 +587,117 @@ TEST_F(StormTest, TenfoldOverloadIsRefusedFastAndLeavesNothing) {
   EXPECT_LT(refused_p99, ok_p50);
   EXPECT_LE(peak_rss_kb, base.rss_kb + 512 * 1024);
   WaitStatus(Idle, absl::Seconds(5), "idle after the overload");
+}
+
+// Scenario 20: a reader that stops reading. Its stream's released output
+// piles up past max_unread_bytes (8 KiB here; 480 tokens with 20
+// alternatives each are ~170 KB on gRPC, more as SSE JSON), so the stream
+// is cut: its request cancelled and its blocks freed while the client still
+// reads nothing, and a stream beside it keeps its pace. Once the stalled
+// client reads, it finds what the transport had taken and then the cut's
+// RESOURCE_EXHAUSTED.
+class SlowReaderTest : public StormTest {
+ protected:
+  void SetUp() override {
+    StormTest::SetUp();
+    if (IsSkipped()) return;
+    Start(kStories260KPath, "", "max_unread_bytes: 8192\n",
+          "send_buffer_bytes: 8192");
+  }
+
+  static v1::GenerateRequest Heavy() {
+    v1::GenerateRequest r = Request(480, 0);
+    r.mutable_logprobs()->set_enabled(true);
+    r.mutable_logprobs()->set_top_n(20);
+    return r;
+  }
+
+  // A normal paced stream beside the stalled one, read to its end.
+  void ExpectAPacedNeighbourKeepsItsPace() {
+    Tally tally;
+    Stream neighbour(stub_.get(), Request(20, 40), &tally);
+    ASSERT_TRUE(tally.WaitDone(1, absl::Seconds(60)));
+    EXPECT_EQ(tally.done(grpc::StatusCode::OK), 1);
+    EXPECT_GE(neighbour.deltas(), 2) << "paced, not one burst";
+  }
+
+  // The stalled stream was cut: nothing of it runs, waits or is buffered.
+  void ExpectCut(int64_t steps_before) {
+    // Idle once the engine has stepped for it (the status is published
+    // after each step).
+    WaitStatus(
+        [&](const v1::ServerStatus& s) {
+          return Idle(s) && s.engine_steps() > steps_before;
+        },
+        absl::Seconds(30), "the stalled stream cut and freed");
+  }
+};
+
+TEST_F(SlowReaderTest, AStalledGrpcReaderIsCutWithItsStatus) {
+  // A small, fixed flow-control window, so that what the client's transport
+  // takes in stays far below the output.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
+  auto channel = grpc::CreateCustomChannel(
+      daemon_.address(), grpc::InsecureChannelCredentials(), args);
+  auto stalled_stub = v1::Paceline::NewStub(channel);
+  const int64_t steps_before = Status().engine_steps();
+  auto ctx = MakeClientContext(kKey, absl::Seconds(120));
+  auto reader = stalled_stub->Generate(ctx.get(), Heavy());
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));  // the Accepted; then no reads
+  ASSERT_TRUE(response.has_accepted());
+  ExpectCut(steps_before);
+  ExpectAPacedNeighbourKeepsItsPace();
+  int deltas = 0;
+  while (reader->Read(&response)) deltas += response.has_delta() ? 1 : 0;
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("reads too slowly"), std::string::npos)
+      << status.error_message();
+  EXPECT_LT(deltas, 480) << "the stream was cut short";
+}
+
+TEST_F(SlowReaderTest, AStalledSseReaderIsCutWithAnErrorEvent) {
+  const int64_t steps_before = Status().engine_steps();
+  // A small receive buffer (set before connecting: the window follows).
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int rcvbuf = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(daemon_.http_port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string body =
+      R"({"prompt": "Once upon a time", "stream": true, "max_tokens": 480,)"
+      R"( "ignore_eos": true, "logprobs": 5, "temperature": 0.8})";
+  const std::string request = absl::StrCat(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nConnection: close\r\n"
+      "Authorization: Bearer ",
+      kKey, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  ExpectCut(steps_before);
+  ExpectAPacedNeighbourKeepsItsPace();
+  std::string answer;
+  char buf[65536];
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_NE(answer.find("reads too slowly"), std::string::npos)
+      << answer.substr(answer.size() > 400 ? answer.size() - 400 : 0);
+  EXPECT_EQ(answer.find("data: [DONE]"), std::string::npos);
 }
 
 }  // namespace
