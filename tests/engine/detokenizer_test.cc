@@ -1,5 +1,8 @@
 #include "engine/tokenizer/detokenizer.h"
 
+#include <cstdint>
+#include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -210,6 +213,105 @@ TEST(DetokenizerTest, Stories260KContinuation) {
   const std::vector<int32_t> more = (*t)->Encode("Once upon a time,", false);
   // The continuation after the prompt: "," then " there" etc. keep spaces.
   EXPECT_EQ(Stream(**t, {more.back()}), ",");
+}
+
+// The Unicode standard's "U+FFFD substitution of maximal subparts" (§3.9,
+// Table 3-7), written here from the standard as the property test's
+// reference: every ill-formed byte run becomes one U+FFFD per maximal
+// subpart; well-formed characters pass unchanged.
+std::string ReferenceDecode(const std::string& bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const uint8_t b = static_cast<uint8_t>(bytes[i]);
+    int len = 0;
+    uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (b < 0x80) {
+      len = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      if (b == 0xE0) lo = 0xA0;
+      if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      if (b == 0xF0) lo = 0x90;
+      if (b == 0xF4) hi = 0x8F;
+    }
+    if (len == 0) {  // never a lead byte
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    int ok = 1;  // bytes of the character that are well-formed so far
+    while (ok < len && i + ok < bytes.size()) {
+      const uint8_t c = static_cast<uint8_t>(bytes[i + ok]);
+      const bool in_range =
+          ok == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
+      if (!in_range) break;
+      ++ok;
+    }
+    if (ok == len) {
+      out.append(bytes, i, len);
+    } else {
+      out += kReplacement;
+    }
+    i += ok;
+  }
+  return out;
+}
+
+// Scenario 12 (issue 18): random token sequences — byte tokens biased
+// towards UTF-8 lead and continuation bytes, mixed with word pieces — fed
+// one by one. Every push emits valid UTF-8, and the pushes plus the final
+// flush equal the reference decoding of the sequence's bytes. A fresh seed
+// each run, printed so that a failure can be replayed.
+TEST(DetokenizerTest, RandomSequencesMatchTheMaximalSubpartReference) {
+  auto t = SpmTokenizer();
+  ASSERT_NE(t, nullptr);
+  const uint32_t seed = std::random_device{}();
+  std::printf("detokenizer property seed: %u\n", seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const std::vector<uint8_t> interesting = {
+      0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1,
+      0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3,
+      0xF4, 0xF5, 0xFF};
+  const std::vector<std::pair<int32_t, std::string>> pieces = {
+      {259, " Once"}, {260, ","}, {261, " upon"}, {262, " "}};
+  for (int round = 0; round < 5000; ++round) {
+    const int n = std::uniform_int_distribution<int>(1, 24)(rng);
+    std::vector<int32_t> ids;
+    std::string bytes;
+    for (int k = 0; k < n; ++k) {
+      const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+      if (kind == 0) {
+        const auto& [id, text] =
+            pieces[std::uniform_int_distribution<size_t>(0, 3)(rng)];
+        ids.push_back(id);
+        bytes += text;
+        continue;
+      }
+      const uint8_t b =
+          kind < 6 ? interesting[std::uniform_int_distribution<size_t>(
+                         0, interesting.size() - 1)(rng)]
+                   : static_cast<uint8_t>(
+                         std::uniform_int_distribution<int>(0, 255)(rng));
+      ids.push_back(Byte(b));
+      bytes += static_cast<char>(b);
+    }
+    IncrementalDetokenizer d(t.get());
+    std::string got;
+    for (int32_t id : ids) {
+      const std::string piece = d.Push(id);
+      ASSERT_EQ(ReferenceDecode(piece), piece)
+          << "a push emitted invalid UTF-8 in round " << round;
+      got += piece;
+    }
+    got += d.Flush();
+    ASSERT_EQ(got, ReferenceDecode(bytes)) << "round " << round;
+  }
 }
 
 }  // namespace
