@@ -75,6 +75,9 @@ std::unique_ptr<Request> Request::ReleaseHeld(const Request* child) {
 void Request::Start(kvpager::BlockLease lease, absl::Time now) {
   lease_ = std::move(lease);
   num_computed_tokens_ = lease_.num_computed_tokens();
+  usage_.recomputed_tokens +=
+      std::max(0, lost_computed_tokens_ - num_computed_tokens_);
+  lost_computed_tokens_ = 0;
   if (timings_.first_scheduled == absl::InfinitePast()) {
     timings_.first_scheduled = now;
     usage_.cached_prompt_tokens =
@@ -85,6 +88,7 @@ void Request::Start(kvpager::BlockLease lease, absl::Time now) {
 
 void Request::Preempt() {
   lease_.Reset();
+  lost_computed_tokens_ = num_computed_tokens_;
   num_computed_tokens_ = 0;
   ++usage_.preemptions;
   state_ = RequestState::kWaiting;

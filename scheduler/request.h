@@ -142,6 +142,7 @@ class Request {
   // When the last token was sampled; InfinitePast() before the first.
   absl::Time last_token_time() const { return last_token_; }
   int32_t preemptions() const { return usage_.preemptions; }
+  int32_t recomputed_tokens() const { return usage_.recomputed_tokens; }
   // Whether the prompt has been charged to the tenant (first admission).
   bool prompt_charged() const { return prompt_charged_; }
   void set_prompt_charged() { prompt_charged_ = true; }
@@ -210,6 +211,7 @@ class Request {
   RequestState state_ = RequestState::kWaiting;
   std::vector<int32_t> tokens_;  // prompt, then generated
   int32_t num_computed_tokens_ = 0;
+  int32_t lost_computed_tokens_ = 0;  // computed when last preempted
   kvpager::BlockLease lease_;
   engine::SequenceSampler sampler_;
   engine::IncrementalDetokenizer detokenizer_;

@@ -31,6 +31,10 @@ struct Usage {
   int32_t cached_prompt_tokens = 0;
   // Times the request was preempted (its K/V dropped and recomputed).
   int32_t preemptions = 0;
+  // Tokens whose K/V it lost to preemptions and had to compute again: at
+  // each readmission, the tokens computed before the preemption that the
+  // prefix cache did not keep.
+  int32_t recomputed_tokens = 0;
 };
 
 // InfinitePast() for a moment that never came.

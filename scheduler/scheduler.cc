@@ -314,7 +314,9 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
 void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
                              absl::Time now) {
   const bool first = !r->prompt_charged();
+  const int32_t recomputed = r->recomputed_tokens();
   r->Start(std::move(lease), now);
+  counters_.recomputed_tokens += r->recomputed_tokens() - recomputed;
   if (!first) return;
   r->set_prompt_charged();
   queues_->ChargePrompt(r->tenant_index(), r->num_prompt_tokens(), now);

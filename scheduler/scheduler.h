@@ -120,6 +120,9 @@ struct SchedulerCounters {
   int64_t submitted = 0;
   int64_t rejected = 0;
   int64_t preemptions = 0;
+  // Tokens recomputed after preemptions (the sum of the requests'
+  // Usage::recomputed_tokens, counted at readmission).
+  int64_t recomputed_tokens = 0;
   int64_t finished[kNumFinishReasons] = {};  // by FinishReason
 };
 
