@@ -56,6 +56,8 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
       context_length_(engine.config().context_length),
       pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
+      block_size_(engine.block_size()),
+      num_blocks_(engine.num_blocks()),
       tokenizer_(tokenizer),
       clock_(clock),
       metrics_(metrics),
@@ -199,6 +201,12 @@ const StepPlan& Scheduler::Schedule() {
   plan_.Clear();
   in_step_ = true;
   int32_t budget = max_batched_tokens_;  // tokens; sequences: max_running_
+  reserved_blocks_ = 0;  // what readmitted requests may still take
+  for (const auto& r : running_) {
+    if (IsReadmitted(*r)) {
+      reserved_blocks_ += BlocksToFinish(*r) - r->lease().num_blocks();
+    }
+  }
 
   OrderRunning(budget);
   for (size_t i = 0; i < order_.size() && budget > 0; ++i) {
@@ -235,8 +243,11 @@ bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
   const int32_t grow =
       r->num_computed_tokens() + num_tokens - lease.num_tokens();
   if (grow <= 0) return true;
+  // A readmitted request's growth is covered by the reserve (see the top),
+  // so it never preempts; anyone else's must leave the reserve free.
+  const int32_t blocks = lease.num_blocks();
   while (!pager_->CanAppend(lease, grow)) {
-    Request* victim = PickVictim();
+    Request* victim = PickVictim(r);
     Preempt(victim, budget);
     if (victim == r) return false;
   }
@@ -245,35 +256,62 @@ bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
   // CanAppend passed just before: Append cannot fail.
   assert(appended.ok());
   (void)appended;
+  if (IsReadmitted(*r)) {
+    reserved_blocks_ -= lease.num_blocks() - blocks;
+    return true;
+  }
+  while (AvailableBlocks() < reserved_blocks_) {
+    Request* victim = PickVictim(r);
+    Preempt(victim, budget);
+    if (victim == r) return false;
+  }
   return true;
 }
 
-Request* Scheduler::PickVictim() const {
+Request* Scheduler::PickVictim(Request* self) const {
   Request* victim = nullptr;
   for (const auto& r : running_) {
+    if (IsReadmitted(*r)) continue;  // never preempted twice (see the top)
     if (victim == nullptr ||
         std::make_pair(r->priority(), r->arrival_seq()) >
             std::make_pair(victim->priority(), victim->arrival_seq())) {
       victim = r.get();
     }
   }
-  return victim;
+  // Only a readmitted `self` can find no victim, and the reserve covers its
+  // growth, so it never asks.
+  assert(victim != nullptr);
+  return victim != nullptr ? victim : self;
+}
+
+int32_t Scheduler::BlocksToFinish(const Request& r) const {
+  // The last generated token is never fed back (CheckRequest).
+  const int64_t positions =
+      int64_t{r.num_prompt_tokens()} + r.stop().max_tokens - 1;
+  const int64_t blocks = (positions + block_size_ - 1) / block_size_;
+  return static_cast<int32_t>(std::min<int64_t>(blocks, num_blocks_));
+}
+
+int64_t Scheduler::AvailableBlocks() const {
+  const kvpager::PagerStats stats = pager_->Stats();
+  return stats.total_blocks - stats.used_blocks;  // free + evictable cached
 }
 
 void Scheduler::Preempt(Request* victim, int32_t* budget) {
   // A victim granted tokens earlier this step gives them back, and any copy
-  // into its blocks is dropped (the blocks are about to be freed).
+  // into its blocks (its growth this step) is dropped: the blocks are about
+  // to be freed.
   auto granted = std::find_if(
       plan_.scheduled.begin(), plan_.scheduled.end(),
       [victim](const ScheduledRequest& s) { return s.request == victim; });
   if (granted != plan_.scheduled.end()) {
     *budget += granted->num_tokens;
     plan_.scheduled.erase(granted);
-    const absl::Span<const int32_t> blocks = victim->lease().block_ids();
-    std::erase_if(plan_.copies, [&](const kvpager::BlockCopy& c) {
-      return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
-    });
   }
+  const absl::Span<const int32_t> blocks = victim->lease().block_ids();
+  std::erase_if(plan_.copies, [&](const kvpager::BlockCopy& c) {
+    return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
+  });
   if (victim->holds_children()) ReleaseChildren(victim);
   victim->Preempt();
   ++plan_.num_preempted;
@@ -295,9 +333,23 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
     if (next == nullptr) break;
     // A group is admitted whole; until it fits it stays at the front.
     if (num_running() + next->group_size() > max_running_) break;
+    // The reserve (see the top): a readmission needs room to finish beside
+    // it, anyone else room for its prompt (and a 1-token prompt's children,
+    // a block each). Counted as if no block were a cache hit.
+    const bool readmitted = IsReadmitted(*next);
+    if (reserved_blocks_ > 0 || readmitted) {
+      const int64_t need = readmitted
+                               ? BlocksToFinish(*next)
+                               : BlocksFor(AdmissionTokens(*next).size()) +
+                                     next->group_size() - 1;
+      if (AvailableBlocks() - need < reserved_blocks_) break;
+    }
     absl::StatusOr<kvpager::BlockLease> lease =
         pager_->Allocate(AdmissionTokens(*next), next->cache_salt());
     if (!lease.ok()) break;  // stays at the front until blocks free up
+    if (readmitted) {
+      reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
+    }
     running_.push_back(queues_->Pop(next));
     queues_->OnStarted(next->tenant_index());
     StartRequest(next, *std::move(lease), now);

@@ -17,10 +17,11 @@
 //      Each is granted the rest of its uncomputed tokens (a decode
 //      token, or the rest of its prompt) but keeps one token of the budget
 //      for each request after it, so a long prefill chunk never starves a
-//      decode. If the pager cannot grow the request's blocks, running
-//      requests are preempted by recompute — victim: lowest priority class,
-//      then latest arrival, possibly the request itself — until it can:
-//      the victim's lease is destroyed and it goes back to the front of its
+//      decode. If the pager cannot grow the request's blocks (or only into
+//      the reserve, below), running requests are preempted by recompute —
+//      victim: lowest priority class, then latest arrival, possibly the
+//      request itself, never a readmitted request — until it can: the
+//      victim's lease is destroyed and it goes back to the front of its
 //      tenant queue. A victim already granted tokens this step gives them
 //      back.
 //   2. Unless something was preempted (no blocks to spare), waiting
@@ -28,8 +29,21 @@
 //      leftover budget, each taking what it can of its prompt (chunked
 //      prefill; the blocks of the whole prompt are allocated at admission,
 //      its cached prefix counting as computed); a request whose blocks
-//      cannot be allocated stays at the front of its queue and admission
-//      stops.
+//      cannot be allocated (or only into the reserve) stays at the front
+//      of its queue and admission stops.
+//
+// Preemption is bounded: a request is preempted at most once, so it
+// recomputes at most the tokens it had computed then (prompt + max_tokens
+// - 2), less what the prefix cache kept (Usage::recomputed_tokens). A
+// preempted request is readmitted only when the pager's available blocks
+// (free + evictable cached) cover, beside the reserve, every block it can
+// ever hold: prompt + max_tokens - 1 positions. While it runs, the blocks
+// it may still take are the reserve: every other admission and growth
+// must leave them available (counted as if no block were a cache hit), so
+// it grows without preempting and is never a victim — whatever its class.
+// The cost: under pressure a readmission waits for room to finish (and
+// blocks admission behind it), and a readmitted request that stops early
+// held its reserve idle.
 // Update: for each scheduled request, its granted tokens become computed
 // (the pager hears MarkComputed); a request whose grant reached its last
 // token takes its logits row's sampled token, which passes the stop checks
@@ -221,7 +235,19 @@ class Scheduler {
   // Schedule's helpers.
   void OrderRunning(int32_t budget);
   bool GrowLease(Request* r, int32_t num_tokens, int32_t* budget);
-  Request* PickVictim() const;
+  // The victim when `self` cannot grow: never a readmitted request.
+  Request* PickVictim(Request* self) const;
+  // Preemption bound (see the top): a request preempted before, running
+  // again on the reserve.
+  static bool IsReadmitted(const Request& r) { return r.preemptions() > 0; }
+  // The blocks `r` holds when it has computed all it can: prompt +
+  // max_tokens - 1 positions.
+  int32_t BlocksToFinish(const Request& r) const;
+  int64_t BlocksFor(size_t tokens) const {
+    return (static_cast<int64_t>(tokens) + block_size_ - 1) / block_size_;
+  }
+  // Blocks the pager can still hand out: free + evictable cached.
+  int64_t AvailableBlocks() const;
   void Preempt(Request* victim, int32_t* budget);
   void Grant(Request* r, int32_t num_tokens, int32_t* budget);
   void AdmitWaiting(int32_t* budget);
@@ -259,6 +285,8 @@ class Scheduler {
   const int32_t vocab_size_;
   const int64_t context_length_;
   const int64_t pool_tokens_;
+  const int32_t block_size_;
+  const int32_t num_blocks_;
   const engine::Tokenizer* const tokenizer_;
   Clock* const clock_;
   SchedulerMetrics* const metrics_;
@@ -273,6 +301,9 @@ class Scheduler {
   int32_t max_batched_tokens_;
   uint64_t next_arrival_seq_ = 0;
   bool in_step_ = false;  // between Schedule and Update
+  // Within Schedule: the blocks readmitted running requests may still take
+  // (BlocksToFinish - held), kept available for them.
+  int64_t reserved_blocks_ = 0;
   StepPlan plan_;
   std::vector<Request*> order_;     // this step's running order
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
