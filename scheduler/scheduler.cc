@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -25,6 +26,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "max_batched_tokens must be in [0, ", engine.max_tokens_per_step(),
         "] (0 = the engine's step limit), got ", options.max_batched_tokens));
+  }
+  if (!(options.admission_reserve >= 0 && options.admission_reserve < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("admission_reserve must be in [0, 1), got ",
+                     options.admission_reserve));
   }
   if (options.max_running < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -58,12 +64,19 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
       block_size_(engine.block_size()),
       num_blocks_(engine.num_blocks()),
+      admission_reserve_(options.admission_reserve),
       tokenizer_(tokenizer),
       clock_(clock),
       metrics_(metrics),
       max_batched_tokens_(options.max_batched_tokens > 0
                               ? options.max_batched_tokens
-                              : engine.max_tokens_per_step()) {}
+                              : engine.max_tokens_per_step()) {
+  admission_reserve_tokens_ = AdmissionReserveTokens();
+}
+
+int32_t Scheduler::AdmissionReserveTokens() const {
+  return static_cast<int32_t>(max_batched_tokens_ * admission_reserve_);
+}
 
 absl::Status Scheduler::set_max_batched_tokens(int32_t tokens) {
   if (tokens < 1 || tokens > engine_max_tokens_) {
@@ -72,6 +85,7 @@ absl::Status Scheduler::set_max_batched_tokens(int32_t tokens) {
                      "], got ", tokens));
   }
   max_batched_tokens_ = tokens;
+  admission_reserve_tokens_ = AdmissionReserveTokens();
   return absl::OkStatus();
 }
 
@@ -209,17 +223,47 @@ const StepPlan& Scheduler::Schedule() {
   }
 
   OrderRunning(budget);
+  PlanPrefillDemand();
   for (size_t i = 0; i < order_.size() && budget > 0; ++i) {
     Request* r = order_[i];
     if (r->state() != RequestState::kRunning) continue;  // preempted already
     const int32_t keep = static_cast<int32_t>(order_.size() - 1 - i);
-    const int32_t n = std::min(MaxGrant(*r), std::max(1, budget - keep));
+    const int32_t max = MaxGrant(*r);
+    // A prefill chunk leaves room for the prefills after it (see the top).
+    const int32_t leave =
+        max > 1 ? std::min(admission_reserve_tokens_, demand_after_[i]) : 0;
+    const int32_t n = std::min(max, std::max(1, budget - keep - leave));
     if (GrowLease(r, n, &budget)) Grant(r, n, &budget);
   }
   if (plan_.num_preempted == 0) AdmitWaiting(&budget);
   BuildBatch();
   if (!plan_.empty()) ++counters_.steps;
   return plan_;
+}
+
+void Scheduler::PlanPrefillDemand() {
+  const size_t n = order_.size();
+  demand_after_.assign(n, 0);
+  if (admission_reserve_tokens_ == 0 ||
+      std::none_of(order_.begin(), order_.end(),
+                   [](const Request* r) { return MaxGrant(*r) > 1; })) {
+    return;  // no prefill chunk to hold back
+  }
+  // The next waiting request's prompt, if it could be admitted now.
+  int64_t demand = 0;
+  const Request* next = queues_->Peek(clock_->Now());
+  if (next != nullptr && HasRoomFor(*next) &&
+      pager_->CanAllocate(AdmissionTokens(*next), next->cache_salt())) {
+    demand =
+        static_cast<int64_t>(AdmissionTokens(*next).size()) -
+        pager_->CachedPrefixTokens(AdmissionTokens(*next), next->cache_salt());
+  }
+  // Beyond the one token each later request is kept anyway.
+  for (size_t i = n; i-- > 0;) {
+    demand_after_[i] = static_cast<int32_t>(
+        std::min<int64_t>(demand, std::numeric_limits<int32_t>::max()));
+    demand += MaxGrant(*order_[i]) - 1;
+  }
 }
 
 void Scheduler::OrderRunning(int32_t budget) {
@@ -330,24 +374,11 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
   const absl::Time now = clock_->Now();
   while (*budget > 0 && num_running() < max_running_) {
     Request* next = queues_->Peek(now);
-    if (next == nullptr) break;
-    // A group is admitted whole; until it fits it stays at the front.
-    if (num_running() + next->group_size() > max_running_) break;
-    // The reserve (see the top): a readmission needs room to finish beside
-    // it, anyone else room for its prompt (and a 1-token prompt's children,
-    // a block each). Counted as if no block were a cache hit.
-    const bool readmitted = IsReadmitted(*next);
-    if (reserved_blocks_ > 0 || readmitted) {
-      const int64_t need = readmitted
-                               ? BlocksToFinish(*next)
-                               : BlocksFor(AdmissionTokens(*next).size()) +
-                                     next->group_size() - 1;
-      if (AvailableBlocks() - need < reserved_blocks_) break;
-    }
+    if (next == nullptr || !HasRoomFor(*next)) break;
     absl::StatusOr<kvpager::BlockLease> lease =
         pager_->Allocate(AdmissionTokens(*next), next->cache_salt());
     if (!lease.ok()) break;  // stays at the front until blocks free up
-    if (readmitted) {
+    if (IsReadmitted(*next)) {
       reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
     }
     running_.push_back(queues_->Pop(next));
@@ -361,6 +392,20 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
       }
     }
   }
+}
+
+bool Scheduler::HasRoomFor(const Request& next) const {
+  // A group is admitted whole; until it fits it stays at the front.
+  if (num_running() + next.group_size() > max_running_) return false;
+  // The block reserve (see the top): a readmission needs room to finish
+  // beside it, anyone else room for its prompt (and a 1-token prompt's
+  // children, a block each). Counted as if no block were a cache hit.
+  const bool readmitted = IsReadmitted(next);
+  if (reserved_blocks_ == 0 && !readmitted) return true;
+  const int64_t need = readmitted ? BlocksToFinish(next)
+                                  : BlocksFor(AdmissionTokens(next).size()) +
+                                        next.group_size() - 1;
+  return AvailableBlocks() - need >= reserved_blocks_;
 }
 
 void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,

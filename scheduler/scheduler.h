@@ -17,13 +17,21 @@
 //      Each is granted the rest of its uncomputed tokens (a decode
 //      token, or the rest of its prompt) but keeps one token of the budget
 //      for each request after it, so a long prefill chunk never starves a
-//      decode. If the pager cannot grow the request's blocks (or only into
-//      the reserve, below), running requests are preempted by recompute —
-//      victim: lowest priority class, then latest arrival, possibly the
-//      request itself, never a readmitted request — until it can: the
-//      victim's lease is destroyed and it goes back to the front of its
-//      tenant queue. A victim already granted tokens this step gives them
-//      back.
+//      decode. A prefill chunk (more than one token) also leaves, up to the
+//      admission reserve (SchedulerOptions::admission_reserve of the
+//      budget), the prefill tokens the requests after it could take beyond
+//      that one, and those of the next waiting request if it could be
+//      admitted now (room under max_running and for its blocks): a short
+//      prompt — of another tenant, say — is admitted and sampled beside a
+//      long prefill instead of after it. Decodes are never cut, and what a
+//      chunk leaves is only what others can take, so with nothing else
+//      wanting tokens a prefill takes the whole budget. If the pager cannot
+//      grow the request's blocks (or only into the reserve, below), running
+//      requests are preempted by recompute — victim: lowest priority class,
+//      then latest arrival, possibly the request itself, never a readmitted
+//      request — until it can: the victim's lease is destroyed and it goes back
+//      to the front of its tenant queue. A victim already granted tokens this
+//      step gives them back.
 //   2. Unless something was preempted (no blocks to spare), waiting
 //      requests are admitted in fair-share order (tenant_queues.h) into the
 //      leftover budget, each taking what it can of its prompt (chunked
@@ -125,6 +133,10 @@ struct SchedulerOptions {
   int32_t max_batched_tokens = 0;
   // Requests running at once (holding K/V; at most one slice each per step).
   int32_t max_running = 256;
+  // The part of the token budget a prefill chunk leaves for the prefills
+  // of the requests after it and of the next waiting one (see the top), in
+  // [0, 1); 0 = none.
+  double admission_reserve = 0.5;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
 };
@@ -234,6 +246,12 @@ class Scheduler {
 
   // Schedule's helpers.
   void OrderRunning(int32_t budget);
+  // demand_after_ for this step's order_ (see the top).
+  void PlanPrefillDemand();
+  int32_t AdmissionReserveTokens() const;
+  // Whether `next` may be admitted now, blocks aside: room under
+  // max_running for its group and room beside the block reserve.
+  bool HasRoomFor(const Request& next) const;
   bool GrowLease(Request* r, int32_t num_tokens, int32_t* budget);
   // The victim when `self` cannot grow: never a readmitted request.
   Request* PickVictim(Request* self) const;
@@ -287,6 +305,7 @@ class Scheduler {
   const int64_t pool_tokens_;
   const int32_t block_size_;
   const int32_t num_blocks_;
+  const double admission_reserve_;
   const engine::Tokenizer* const tokenizer_;
   Clock* const clock_;
   SchedulerMetrics* const metrics_;
@@ -299,6 +318,7 @@ class Scheduler {
   int32_t num_reserved_ = 0;  // children of running parents, not forked
   absl::flat_hash_map<RequestId, Request*> live_;  // queued and running
   int32_t max_batched_tokens_;
+  int32_t admission_reserve_tokens_ = 0;  // of max_batched_tokens_
   uint64_t next_arrival_seq_ = 0;
   bool in_step_ = false;  // between Schedule and Update
   // Within Schedule: the blocks readmitted running requests may still take
@@ -306,6 +326,9 @@ class Scheduler {
   int64_t reserved_blocks_ = 0;
   StepPlan plan_;
   std::vector<Request*> order_;     // this step's running order
+  // By order_ index: the prefill tokens the requests after it and the next
+  // waiting request could take this step, beyond one each.
+  std::vector<int32_t> demand_after_;
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   SchedulerCounters counters_;
 };
