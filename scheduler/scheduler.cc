@@ -249,20 +249,27 @@ void Scheduler::PlanPrefillDemand() {
                    [](const Request* r) { return MaxGrant(*r) > 1; })) {
     return;  // no prefill chunk to hold back
   }
-  // The next waiting request's prompt, if it could be admitted now.
+  // The next waiting request's prompt, if it could be admitted now, and
+  // beyond the one token each later request is kept anyway, the prefill
+  // tokens of the running requests after each; only other tenants' count.
+  demand_by_tenant_.assign(queues_->num_tenants(), 0);
   int64_t demand = 0;
   const Request* next = queues_->Peek(clock_->Now());
   if (next != nullptr && HasRoomFor(*next) &&
       pager_->CanAllocate(AdmissionTokens(*next), next->cache_salt())) {
-    demand =
+    const int64_t prompt =
         static_cast<int64_t>(AdmissionTokens(*next).size()) -
         pager_->CachedPrefixTokens(AdmissionTokens(*next), next->cache_salt());
+    demand_by_tenant_[next->tenant_index()] += prompt;
+    demand += prompt;
   }
-  // Beyond the one token each later request is kept anyway.
   for (size_t i = n; i-- > 0;) {
+    const Request& r = *order_[i];
     demand_after_[i] = static_cast<int32_t>(
-        std::min<int64_t>(demand, std::numeric_limits<int32_t>::max()));
-    demand += MaxGrant(*order_[i]) - 1;
+        std::min<int64_t>(demand - demand_by_tenant_[r.tenant_index()],
+                          std::numeric_limits<int32_t>::max()));
+    demand_by_tenant_[r.tenant_index()] += MaxGrant(r) - 1;
+    demand += MaxGrant(r) - 1;
   }
 }
 

@@ -19,19 +19,21 @@
 //      for each request after it, so a long prefill chunk never starves a
 //      decode. A prefill chunk (more than one token) also leaves, up to the
 //      admission reserve (SchedulerOptions::admission_reserve of the
-//      budget), the prefill tokens the requests after it could take beyond
-//      that one, and those of the next waiting request if it could be
-//      admitted now (room under max_running and for its blocks): a short
-//      prompt — of another tenant, say — is admitted and sampled beside a
-//      long prefill instead of after it. Decodes are never cut, and what a
-//      chunk leaves is only what others can take, so with nothing else
-//      wanting tokens a prefill takes the whole budget. If the pager cannot
-//      grow the request's blocks (or only into the reserve, below), running
-//      requests are preempted by recompute — victim: lowest priority class,
-//      then latest arrival, possibly the request itself, never a readmitted
-//      request — until it can: the victim's lease is destroyed and it goes back
-//      to the front of its tenant queue. A victim already granted tokens this
-//      step gives them back.
+//      budget), the prefill tokens that other tenants' requests after it
+//      could take beyond that one, and those of the next waiting request
+//      if it is another tenant's and could be admitted now (room under
+//      max_running and for its blocks): another tenant's short prompt is
+//      admitted and sampled beside a long prefill instead of after it.
+//      Decodes are never cut; what a chunk leaves is only what others can
+//      take, so with nothing else wanting tokens a prefill takes the whole
+//      budget; and a tenant's own prompts still prefill one after another
+//      (the next one's prefill overlapping the last one's decode). If the pager
+//      cannot grow the request's blocks (or only into the reserve, below),
+//      running requests are preempted by recompute — victim: lowest priority
+//      class, then latest arrival, possibly the request itself, never a
+//      readmitted request — until it can: the victim's lease is destroyed and
+//      it goes back to the front of its tenant queue. A victim already granted
+//      tokens this step gives them back.
 //   2. Unless something was preempted (no blocks to spare), waiting
 //      requests are admitted in fair-share order (tenant_queues.h) into the
 //      leftover budget, each taking what it can of its prompt (chunked
@@ -133,9 +135,9 @@ struct SchedulerOptions {
   int32_t max_batched_tokens = 0;
   // Requests running at once (holding K/V; at most one slice each per step).
   int32_t max_running = 256;
-  // The part of the token budget a prefill chunk leaves for the prefills
-  // of the requests after it and of the next waiting one (see the top), in
-  // [0, 1); 0 = none.
+  // The part of the token budget a prefill chunk leaves for other
+  // tenants' prefills: of the requests after it and of the next waiting
+  // one (see the top), in [0, 1); 0 = none.
   double admission_reserve = 0.5;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
@@ -326,9 +328,11 @@ class Scheduler {
   int64_t reserved_blocks_ = 0;
   StepPlan plan_;
   std::vector<Request*> order_;     // this step's running order
-  // By order_ index: the prefill tokens the requests after it and the next
-  // waiting request could take this step, beyond one each.
+  // By order_ index: the prefill tokens other tenants' requests after it
+  // and the next waiting request (if another tenant's) could take this
+  // step, beyond one each.
   std::vector<int32_t> demand_after_;
+  std::vector<int64_t> demand_by_tenant_;  // PlanPrefillDemand's scratch
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   SchedulerCounters counters_;
 };

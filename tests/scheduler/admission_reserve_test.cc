@@ -121,6 +121,21 @@ TEST(AdmissionReserveTest, LongPrefillTakesTheWholeBudgetWhenNothingCanJoin) {
   EXPECT_TRUE(b.sink->finished());
 }
 
+// A tenant's own next prompt takes nothing from its running prefill: its
+// prompts prefill one after another, the next one beside the last one's
+// decodes.
+TEST(AdmissionReserveTest, SameTenantsPromptsPrefillOneAfterAnother) {
+  Harness h(Engine(), TwoTenants());
+  const Submitted first = h.Submit(TaggedPrompt(0, 1000), 4, "a");
+  const Submitted second = h.Submit(TaggedPrompt(1, 32), 4, "a");
+  h.Step();
+  EXPECT_EQ(Slices(h.steps()[0]), (std::vector<Slice>{{0, 512}}));
+  h.Step();  // the first prompt's last 488; the second takes the leftover
+  EXPECT_EQ(Slices(h.steps()[1]), (std::vector<Slice>{{0, 488}, {1, 24}}));
+  EXPECT_EQ(first.sink->tokens().size(), 1u);
+  EXPECT_TRUE(second.sink->tokens().empty());
+}
+
 TEST(AdmissionReserveTest, ReserveOutsideZeroToOneIsRefused) {
   FakeEngine engine(Engine());
   const std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer(2048);
