@@ -67,7 +67,11 @@ void GenerateCall::Send(const Outgoing& out) {
 }
 
 void GenerateCall::SendFinished(const Outgoing& out) {
-  if (!out.aborted.ok()) {
+  // A client that cancelled hears nothing more; a stream the server cut
+  // (drain timeout, a reader too slow) gets a Finished with the usage so
+  // far, then the status (which a stalled reader sees once it reads).
+  if (!out.aborted.ok() &&
+      (!out.was_accepted || out.aborted.code() == absl::StatusCode::kCancelled)) {
     Finish(ToGrpcStatus(out.aborted, context_));
     return;
   }

@@ -322,6 +322,17 @@ void StreamBuffer::FinishLocked(Effects* fx) {
   out.kind = Outgoing::Kind::kFinished;
   out.was_accepted = was_accepted_;
   if (finish_.has_value()) out.finish = *finish_;
+  if (!cut_.ok()) {
+    // Delivery was cut short: the Finished says so, with the usage so far
+    // (the engine's own figures when it had finished).
+    if (!finish_.has_value()) {
+      out.finish.usage.prompt_tokens = accepted_.prompt_tokens;
+      out.finish.usage.cached_prompt_tokens = accepted_.cached_prompt_tokens;
+      out.finish.usage.completion_tokens = generated_;
+    }
+    out.finish.reason = scheduler::FinishReason::kCancelled;
+    out.finish.status = cut_;
+  }
   out.aborted = cut_;
   out.called_tools = parser_ != nullptr && parser_->saw_tool_calls();
   out.first_delivered = first_delivered_;
@@ -393,6 +404,7 @@ void StreamBuffer::AppendLocked(const scheduler::TokenDelta& delta,
     piece.ready = now;
     pending_.push_back(std::move(piece));
   }
+  generated_ += static_cast<int32_t>(n);
   AddPendingTokens(static_cast<int64_t>(n));
 }
 

@@ -91,7 +91,9 @@ struct Outgoing {
   std::vector<int> broken_tool_calls;
   // kFinished: how the request ended. `was_accepted` false means the
   // scheduler refused it at intake (nothing was written; the RPC ends with
-  // finish.status). `aborted` is the status that cut delivery short, if any.
+  // finish.status). `aborted` is the status that cut delivery short, if any;
+  // then `finish` says kCancelled with that status and the usage so far
+  // (the engine's, or the prompt and the tokens generated until the cut).
   bool was_accepted = false;
   scheduler::FinishInfo finish;
   absl::Status aborted;
@@ -340,6 +342,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   bool was_accepted_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
   absl::Status cut_ ABSL_GUARDED_BY(mu_);  // why delivery was cut short
+  int32_t generated_ ABSL_GUARDED_BY(mu_) = 0;  // token ids appended
   // The write in flight (kWriting, kFinishing): a Delta with this many ids?
   bool in_flight_delta_ ABSL_GUARDED_BY(mu_) = false;
   int32_t in_flight_tokens_ ABSL_GUARDED_BY(mu_) = 0;

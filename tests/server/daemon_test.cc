@@ -836,8 +836,9 @@ TEST(DaemonStartupTest, BackendChoiceIsExplicitAboutTheCpuFallback) {
       << cuda.stderr_text();
 }
 
-// A stream that would outlast the drain timeout is cut with ABORTED; the
-// daemon still exits 0.
+// A stream that would outlast the drain timeout is cut with ABORTED, after
+// a Finished that says it was cancelled, with its usage; the daemon still
+// exits 0.
 TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
   Start({"--drain-timeout", "1"});
   v1::GenerateRequest slow = Greedy("Once upon a time", 100);
@@ -855,7 +856,11 @@ TEST_F(DaemonTest, DrainTimeoutAbortsWhatIsLeft) {
   const absl::Duration took = absl::Now() - signalled;
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::ABORTED)
       << result.status.error_message();
-  EXPECT_FALSE(result.finished);
+  ASSERT_TRUE(result.finished);
+  EXPECT_EQ(result.finish.reason(), v1::FINISH_REASON_CANCELLED);
+  EXPECT_GT(result.finish.usage().prompt_tokens(), 0);
+  EXPECT_GE(result.finish.usage().completion_tokens(),
+            static_cast<int32_t>(result.ids.size()));
   EXPECT_GE(result.ids.size(), 1u);
   EXPECT_LT(result.ids.size(), 100u);
   // The drain waited out its timeout (1 s) before cutting the stream; that

@@ -177,6 +177,29 @@ TEST_F(StreamBufferStateTest, IdleAbortFinishesAtOnce) {
   EXPECT_EQ(buffer_->state(), State::kDone);
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
   EXPECT_EQ(pacer_.buffered_tokens(), 0);
+  // The engine had not finished: the Finished says cancelled, with the
+  // cut's status and the tokens generated until then.
+  EXPECT_EQ(Last().finish.reason, scheduler::FinishReason::kCancelled);
+  EXPECT_EQ(Last().finish.status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Last().finish.usage.completion_tokens, 2);
+}
+
+TEST_F(StreamBufferStateTest, AbortAfterTheEngineFinishedKeepsItsUsage) {
+  OpenAccepted(/*pace=*/1);
+  Token(1);
+  pacer_.RunDue();
+  Token(2);
+  scheduler::FinishInfo info;
+  info.reason = scheduler::FinishReason::kLength;
+  info.usage.prompt_tokens = 5;
+  info.usage.completion_tokens = 2;
+  buffer_->OnFinished(info);
+  buffer_->Abort(absl::AbortedError("drain timeout"));
+  EXPECT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().finish.reason, scheduler::FinishReason::kCancelled);
+  EXPECT_EQ(Last().finish.status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Last().finish.usage.prompt_tokens, 5);
+  EXPECT_EQ(Last().finish.usage.completion_tokens, 2);
 }
 
 TEST_F(StreamBufferStateTest, IdleDetachWritesNothing) {
