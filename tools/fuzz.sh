@@ -10,7 +10,8 @@
 # fuzz/tokenizer_fuzzer.cc), request (OpenAI bodies and GenerateRequest
 # bytes built into scheduler requests, fuzz/request_fuzzer.cc) or http (raw
 # bytes to the HTTP server, fuzz/http_fuzzer.cc);
-# without it every target runs in turn, each for SECONDS (default 300).
+# without it every target runs for SECONDS (default 300), as many at once as
+# there are cores.
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
 #
 # Each target's working corpus is fuzz/corpus/TARGET/ (ignored by git),
@@ -127,6 +128,30 @@ run() {
     "$@" "$corpus"
 }
 
+if ((${#targets[@]} == 1)); then
+  run "${targets[0]}" "$@"
+  exit
+fi
+# Several targets: as many at once as there are cores, each logging to
+# $build_dir/fuzz-TARGET.log; the final stats of each are printed, and the
+# log's end for one that failed.
+jobs_max="$(nproc)"
 for target in "${targets[@]}"; do
-  run "$target" "$@"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do sleep 1; done
+  log="$build_dir/fuzz-$target.log"
+  rm -f "$log.rc"
+  (if run "$target" "$@" >"$log" 2>&1; then echo 0; else echo 1; fi >"$log.rc") &
 done
+wait
+status=0
+for target in "${targets[@]}"; do
+  log="$build_dir/fuzz-$target.log"
+  if [[ "$(cat "$log.rc" 2>/dev/null)" == 0 ]]; then
+    echo "fuzz.sh: $target: $(grep -m1 '^Done' "$log")"
+  else
+    echo "fuzz.sh: $target FAILED; the end of $log:"
+    tail -n 60 "$log"
+    status=1
+  fi
+done
+exit "$status"

@@ -60,6 +60,38 @@ using WaitUntilFn = bool (*)(CondVar*, Mutex*, Time);
 
 #define PACELINE_ABSL(name) "_ZN4absl7debian3" name
 
+// A condition evaluated the way TSan should see it: with the mutex held.
+// Abseil evaluates a waiter's condition inside its own code — in the
+// waiting thread after it reacquires the mutex internally, or in the thread
+// that is unlocking — where none of the entry points below run, so the
+// caller's condition is wrapped in an acquire before and a release after.
+class GuardedCondition {
+ public:
+  GuardedCondition(Mutex* mu, const Condition& cond)
+      : mu_(mu), cond_(&cond), guarded_(&GuardedCondition::Eval, this) {}
+  const Condition& get() const { return guarded_; }
+
+ private:
+  static bool Eval(GuardedCondition* self) {
+    __tsan_acquire(self->mu_);
+    const bool holds = self->cond_->Eval();
+    __tsan_release(self->mu_);
+    return holds;
+  }
+
+  Mutex* const mu_;
+  const Condition* const cond_;
+  const Condition guarded_;
+};
+
+// Abseil's deadlock detector keeps a graph of every mutex, guarded by an
+// internal spin lock TSan cannot see either (gRPC's mutexes reach it from
+// their destructors): it is turned off before main, and TSan's own
+// lock-order checking takes its place.
+[[gnu::constructor]] void IgnoreAbseilDeadlockGraph() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
 }  // namespace
 
 namespace absl {
@@ -108,21 +140,21 @@ bool Mutex::ReaderTryLock() {
 void Mutex::LockWhen(const Condition& cond) {
   static const auto real =
       Real<WhenFn>(PACELINE_ABSL("5Mutex8LockWhenERKNS0_9ConditionE"));
-  real(this, cond);
+  real(this, GuardedCondition(this, cond).get());
   __tsan_acquire(this);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static const auto real =
       Real<WhenFn>(PACELINE_ABSL("5Mutex14ReaderLockWhenERKNS0_9ConditionE"));
-  real(this, cond);
+  real(this, GuardedCondition(this, cond).get());
   __tsan_acquire(this);
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<WhenForFn>(PACELINE_ABSL(
       "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE"));
-  const bool result = real(this, cond, timeout);
+  const bool result = real(this, GuardedCondition(this, cond).get(), timeout);
   __tsan_acquire(this);  // held on return either way
   return result;
 }
@@ -130,7 +162,7 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
 bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<WhenUntilFn>(PACELINE_ABSL(
       "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE"));
-  const bool result = real(this, cond, deadline);
+  const bool result = real(this, GuardedCondition(this, cond).get(), deadline);
   __tsan_acquire(this);
   return result;
 }
@@ -138,7 +170,7 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<WhenForFn>(PACELINE_ABSL(
       "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE"));
-  const bool result = real(this, cond, timeout);
+  const bool result = real(this, GuardedCondition(this, cond).get(), timeout);
   __tsan_acquire(this);
   return result;
 }
@@ -146,7 +178,7 @@ bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<WhenUntilFn>(PACELINE_ABSL(
       "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE"));
-  const bool result = real(this, cond, deadline);
+  const bool result = real(this, GuardedCondition(this, cond).get(), deadline);
   __tsan_acquire(this);
   return result;
 }
@@ -157,7 +189,7 @@ void Mutex::Await(const Condition& cond) {
   static const auto real =
       Real<WhenFn>(PACELINE_ABSL("5Mutex5AwaitERKNS0_9ConditionE"));
   __tsan_release(this);
-  real(this, cond);
+  real(this, GuardedCondition(this, cond).get());
   __tsan_acquire(this);
 }
 
@@ -165,7 +197,7 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<WhenForFn>(PACELINE_ABSL(
       "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE"));
   __tsan_release(this);
-  const bool result = real(this, cond, timeout);
+  const bool result = real(this, GuardedCondition(this, cond).get(), timeout);
   __tsan_acquire(this);
   return result;
 }
@@ -174,7 +206,7 @@ bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<WhenUntilFn>(
       PACELINE_ABSL("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE"));
   __tsan_release(this);
-  const bool result = real(this, cond, deadline);
+  const bool result = real(this, GuardedCondition(this, cond).get(), deadline);
   __tsan_acquire(this);
   return result;
 }
