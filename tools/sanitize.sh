@@ -59,10 +59,17 @@ if [[ "$kind" == tsan ]]; then
 fi
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=None \
-  -DCMAKE_CXX_FLAGS="-O1 -g1 $flags -fno-omit-frame-pointer" \
-  -DCMAKE_EXE_LINKER_FLAGS="$link_flags" -DPACELINE_CUDA=OFF \
-  -DPACELINE_BENCH=OFF >/dev/null
+configure() {
+  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=None \
+    -DCMAKE_CXX_FLAGS="-O1 -g1 $flags -fno-omit-frame-pointer" \
+    -DCMAKE_EXE_LINKER_FLAGS="$1" -DPACELINE_CUDA=OFF \
+    -DPACELINE_BENCH=OFF >/dev/null
+}
+# CMake's first configure links a bare test program, which the TSan shim
+# (it needs Abseil) would break: a fresh folder is configured without it
+# first (the compiler check is cached), then with it.
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then configure "$flags"; fi
+configure "$link_flags"
 if ((${#targets[@]} == 0)); then
   cmake --build "$build_dir" -j "$(nproc)"
 else
