@@ -11,11 +11,11 @@
 #
 # tsan: ThreadSanitizer, in build-tsan/. Without TARGETs: the threaded
 # parts (scheduler and serving loop, cancellation, delivery: pacer and
-# stream buffers, the HTTP server) and the metrics integration test, whose
-# pacelined is built with TSan too. Each executable runs whole. Not yet in
-# the list: daemon_test and chat_daemon_test, whose TSan-built daemon still
-# reports races inside the uninstrumented gRPC stack under load (not yet
-# triaged; `tools/sanitize.sh tsan daemon_test` shows them).
+# stream buffers, the HTTP server). Each executable runs whole. Not yet in
+# the list: the tests that start a TSan-built pacelined (daemon_test,
+# chat_daemon_test, metrics_prometheus_test), whose daemon still reports
+# races inside the uninstrumented gRPC stack, some runs (not yet triaged;
+# `tools/sanitize.sh tsan daemon_test` shows them).
 # Debian's Abseil is not built with TSan, so absl::Mutex's and CondVar's
 # happens-before edges would be invisible to it (every access guarded by an
 # absl::Mutex reported as a race): tools/sanitize/tsan_absl_sync.cc, linked
@@ -42,7 +42,7 @@ targets=("$@")
 if [[ "$kind" == tsan && ${#targets[@]} == 0 ]]; then
   targets=(scheduler_test serving_loop_test admission_test cancellation_test
            fairness_test request_group_test stream_buffer_test pacer_test
-           http_server_test metrics_prometheus_test)
+           http_server_test)
 fi
 build_dir="build-$kind"
 mkdir -p "$build_dir"
