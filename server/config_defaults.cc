@@ -17,6 +17,7 @@ constexpr double kDefaultPromptTokenWeight = 1;
 constexpr double kDefaultGeneratedTokenWeight = 2;
 constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
 constexpr int64_t kDefaultMaxUnreadBytes = 1 << 20;
+constexpr int32_t kDefaultMaxStreamSeconds = 3600;
 constexpr int32_t kDefaultMaxMessageBytes = 4 << 20;
 constexpr int32_t kDefaultMaxConcurrentStreams = 1000;
 constexpr int32_t kDefaultKeepaliveTimeSeconds = 60;
@@ -129,6 +130,9 @@ void ApplyDefaults(v1::ServerConfig* config) {
   }
   if (!config->has_max_unread_bytes()) {
     config->set_max_unread_bytes(kDefaultMaxUnreadBytes);
+  }
+  if (!config->has_max_stream_seconds()) {
+    config->set_max_stream_seconds(kDefaultMaxStreamSeconds);
   }
   DefaultGrpc(config->mutable_grpc());
   DefaultHttp(config->mutable_http());

@@ -397,6 +397,9 @@ absl::Status ValidateConfig(const v1::ServerConfig& config,
   if (config.has_max_unread_bytes()) {
     check.AtLeast("max_unread_bytes", config.max_unread_bytes(), int64_t{0});
   }
+  if (config.has_max_stream_seconds()) {
+    check.AtLeast("max_stream_seconds", config.max_stream_seconds(), 0);
+  }
   CheckGrpc(config.grpc(), check);
   CheckHttp(config.http(), check);
   CheckTenants(config, check);

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -145,15 +148,19 @@ metrics::MetricsOptions MetricsOptionsFrom(const v1::ServerConfig& config,
 }
 
 // Waits for SIGTERM or SIGINT (blocked in every thread) and returns it.
-int WaitForSignal() {
+// Waits for SIGTERM or SIGINT and returns it, calling `every_second`
+// about once a second meanwhile.
+int WaitForSignal(const std::function<void()>& every_second) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  const timespec second = {1, 0};
+  while (true) {
+    const int sig = sigtimedwait(&set, nullptr, &second);
+    if (sig == SIGTERM || sig == SIGINT) return sig;
+    if (sig < 0 && errno == EAGAIN) every_second();
   }
-  return sig;
 }
 
 // Blocks SIGTERM and SIGINT so that only the waiting main thread takes
@@ -272,6 +279,7 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.kv_blocks = backend_.num_blocks;
   o.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
   o.max_unread_bytes = config_.max_unread_bytes();
+  o.max_call_lifetime = absl::Seconds(config_.max_stream_seconds());
   o.backend = backend_.name;
   o.chat_templates = &model_.chat_templates;
   return o;
@@ -449,11 +457,21 @@ void Daemon::Drain(int sig) {
     Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
     service_->AbortAll(
         absl::AbortedError("the server shut down (drain timeout)"));
+    // The cut calls write their last messages; the transport closes only
+    // after they have gone (or a further 2 s).
+    const absl::Time flushed = absl::Now() + absl::Seconds(2);
+    while (service_->live_calls() > 0 && absl::Now() < flushed) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
   }
 }
 
 void Daemon::ServeAndDrain() {
-  Drain(WaitForSignal());
+  Drain(WaitForSignal([this] {
+    if (const int64_t cut = service_->AbortExpired(); cut > 0) {
+      Log(absl::StrCat("max_stream_seconds: cut ", cut, " call(s)"));
+    }
+  }));
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   loop_->Stop(scheduler::StopMode::kCancel);
   pacer_->Stop();

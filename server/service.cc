@@ -65,9 +65,34 @@ void PacelineService::AbortAll(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, entry] : live_) calls.emplace_back(id, entry.abort);
   }
+  AbortCalls(calls, status);
+}
+
+int64_t PacelineService::AbortExpired() {
+  const absl::Duration lifetime = options_.max_call_lifetime;
+  if (lifetime <= absl::ZeroDuration()) return 0;
+  const absl::Time cutoff = clock_->Now() - lifetime;
+  std::vector<std::pair<scheduler::RequestId, AbortFn>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : live_) {
+      if (entry.submitted <= cutoff) calls.emplace_back(id, entry.abort);
+    }
+  }
+  AbortCalls(calls, absl::DeadlineExceededError(absl::StrCat(
+                        "the call reached the server's max_stream_seconds (",
+                        absl::FormatDuration(lifetime), ")")));
+  return static_cast<int64_t>(calls.size());
+}
+
+void PacelineService::AbortCalls(
+    const std::vector<std::pair<scheduler::RequestId, AbortFn>>& calls,
+    const absl::Status& status) {
+  // The call is cut first, so that the engine's answer to the cancel
+  // (a plain cancelled finish) cannot end it before the status does.
   for (const auto& [id, abort] : calls) {
-    loop_->Cancel(id);
     abort(status);
+    loop_->Cancel(id);
   }
 }
 
@@ -195,7 +220,7 @@ absl::StatusOr<scheduler::RequestId> PacelineService::Submit(
   // (The serving loop reports its own refusals to the scheduler metrics.)
   if (draining_) return Rejected(tenant, Draining());
   ASSIGN_OR_RETURN(scheduler::RequestId id, loop_->Submit(std::move(spec)));
-  live_[id] = Entry{tenant, std::move(abort)};
+  live_[id] = Entry{tenant, std::move(abort), clock_->Now()};
   return id;
 }
 
@@ -210,7 +235,7 @@ absl::StatusOr<std::vector<scheduler::RequestId>> PacelineService::SubmitGroup(
   ASSIGN_OR_RETURN(std::vector<scheduler::RequestId> ids,
                    loop_->SubmitGroup(std::move(specs)));
   for (size_t i = 0; i < ids.size(); ++i) {
-    live_[ids[i]] = Entry{tenant, std::move(aborts[i])};
+    live_[ids[i]] = Entry{tenant, std::move(aborts[i]), clock_->Now()};
   }
   return ids;
 }

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
@@ -55,6 +56,9 @@ struct ServiceOptions {
   // DeliveryOptions::max_unread_bytes of every stream (config
   // max_unread_bytes; 0 = no limit).
   int64_t max_unread_bytes = 0;
+  // The longest a call may live once submitted (config max_stream_seconds;
+  // zero = no limit): AbortExpired cuts older ones.
+  absl::Duration max_call_lifetime = absl::ZeroDuration();
   // The model's chat templates (null: none; chat requests are refused).
   // Must outlive the service.
   const engine::ModelChatTemplates* chat_templates = nullptr;
@@ -81,6 +85,10 @@ class PacelineService final : public v1::Paceline::CallbackService {
   void AbortAll(const absl::Status& status);
   // Calls (Generate streams and Complete calls) not yet ended.
   int64_t live_calls() const;
+  // Ends every live call submitted max_call_lifetime or longer ago (by the
+  // service's clock) with DEADLINE_EXCEEDED and cancels its request, as
+  // AbortAll does; returns how many. No-op without a lifetime.
+  int64_t AbortExpired();
 
   // --- RPCs -----------------------------------------------------------------
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
@@ -167,7 +175,12 @@ class PacelineService final : public v1::Paceline::CallbackService {
   struct Entry {
     std::string tenant;
     AbortFn abort;
+    absl::Time submitted;
   };
+  // Cancels each request and ends its call with `status`, outside mu_.
+  void AbortCalls(
+      const std::vector<std::pair<scheduler::RequestId, AbortFn>>& calls,
+      const absl::Status& status);
 
   // The caller's tenant, or UNAUTHENTICATED / UNAVAILABLE (draining).
   absl::StatusOr<const TenantPolicy*> Authenticate(

@@ -151,6 +151,7 @@ TEST(ConfigTest, DefaultsFillUnsetFields) {
   EXPECT_EQ(config->threads(), 0);
   EXPECT_EQ(config->metrics_listen(), "");
   EXPECT_EQ(config->drain_timeout_seconds(), 30);
+  EXPECT_EQ(config->max_stream_seconds(), 3600);
   EXPECT_EQ(config->grpc().max_message_bytes(), 4 << 20);
   EXPECT_EQ(config->grpc().max_concurrent_streams(), 1000);
   EXPECT_EQ(config->grpc().keepalive_time_seconds(), 60);
@@ -256,6 +257,8 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
       {Minimal(a + "metrics_listen: \"1.2.3.4:70000\"\n"), 6, "metrics_listen",
        "0..65535"},
       {Minimal(a + "threads: -2\n"), 6, "threads", "must be >= 0, got -2"},
+      {Minimal(a + "max_stream_seconds: -1\n"), 6, "max_stream_seconds",
+       "must be >= 0, got -1"},
       {Minimal(a + "grpc {\n  keepalive_time_seconds: 0\n}\n"), 7,
        "grpc.keepalive_time_seconds", "must be >= 1, got 0"},
       {Minimal(a + "scheduler {\n  generated_token_weight: 0\n}\n"), 7,

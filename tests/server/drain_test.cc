@@ -12,7 +12,6 @@
 // They skip without ../shared/models.
 
 #include <csignal>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,14 +105,6 @@ TEST_F(DrainTest, QueuedAndHttpStreamsFinishWithinTheTimeout) {
 }
 
 TEST_F(DrainTest, TheTimeoutCutsQueuedAndHttpStreamsWithTheirStatus) {
-  // Known intermittent (about 1 run in 3 here, 2026-12-03): both gRPC
-  // streams sometimes end UNAVAILABLE "Socket closed" instead of their
-  // Finished + ABORTED, i.e. the transport closed before the cut's writes
-  // went out. Skipped, visibly, until that race is found (issue 18);
-  // PACELINE_RUN_FLAKY=1 runs it.
-  if (std::getenv("PACELINE_RUN_FLAKY") == nullptr) {
-    GTEST_SKIP() << "known intermittent: see the comment (issue 18)";
-  }
   // Minutes of generation: the queued two are never admitted in time.
   StartWithWorkAtEveryStage("drain_timeout_seconds: 1\n", 900, 16);
   ASSERT_TRUE(daemon_.Signal(SIGTERM).ok());
