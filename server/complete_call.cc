@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/delivery/pacer.h"
 #include "server/proto_convert.h"
+#include "server/raw_rpc.h"
 
 namespace paceline::server {
 
@@ -29,7 +30,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
   void OnAccepted(const scheduler::AcceptInfo& info) override {
     absl::MutexLock lock(&mu_);
     if (call_ == nullptr) return;
-    v1::Accepted* a = call_->response_->mutable_accepted();
+    v1::Accepted* a = call_->response_.mutable_accepted();
     a->set_request_id(info.id);
     a->set_prompt_tokens(info.prompt_tokens);
     a->set_cached_prompt_tokens(info.cached_prompt_tokens);
@@ -37,7 +38,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
   void OnTokens(const scheduler::TokenDelta& delta) override {
     absl::MutexLock lock(&mu_);
     if (call_ == nullptr) return;
-    v1::CompleteResponse* r = call_->response_;
+    v1::CompleteResponse* r = &call_->response_;
     if (parser_ != nullptr) {
       AppendChatDelta(parser_->Push(delta.text), &chat_);
     } else {
@@ -69,12 +70,12 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
       }
       call = std::exchange(call_, nullptr);
       if (parser_ != nullptr) {
-        FillChatAnswer(chat_, call->response_);
+        FillChatAnswer(chat_, &call->response_);
         chat_.called_tools = parser_->saw_tool_calls();
       }
       status = call->Fill(*finish_, chat_.called_tools);
     }
-    call->Finish(status);
+    call->Answer(status);
     return absl::InfiniteFuture();
   }
 
@@ -87,7 +88,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
       if (call_ == nullptr) return;
       call = std::exchange(call_, nullptr);
     }
-    call->Finish(ToGrpcStatus(status, call->context_));
+    call->Answer(ToGrpcStatus(status, call->context_));
   }
 
  private:
@@ -102,13 +103,11 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
 
 CompleteCall::CompleteCall(PacelineService* service,
                            grpc::CallbackServerContext* context,
-                           const v1::GenerateRequest& request,
-                           v1::CompleteResponse* response)
-    : service_(service), context_(context), response_(response) {
-  absl::StatusOr<PacelineService::Admitted> admitted =
-      service->Admit(context, request);
+                           absl::StatusOr<PacelineService::Admitted> admitted,
+                           grpc::ByteBuffer* response)
+    : service_(service), context_(context), bytes_(response) {
   if (!admitted.ok()) {
-    Finish(ToGrpcStatus(admitted.status(), context));
+    Answer(ToGrpcStatus(admitted.status(), context));
     return;
   }
   auto sink =
@@ -140,16 +139,23 @@ void CompleteCall::OnDone() {
 grpc::Status CompleteCall::Fill(const scheduler::FinishInfo& info,
                                 bool called_tools) {
   if (info.reason == scheduler::FinishReason::kError &&
-      !response_->has_accepted()) {
+      !response_.has_accepted()) {
     return ToGrpcStatus(info.status, context_);  // refused at intake
   }
   FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
-               absl::InfinitePast(), response_->mutable_finished());
-  MarkToolCallsFinish(called_tools, response_->mutable_finished());
+               absl::InfinitePast(), response_.mutable_finished());
+  MarkToolCallsFinish(called_tools, response_.mutable_finished());
   const bool bad =
       info.reason == scheduler::FinishReason::kError ||
       (info.reason == scheduler::FinishReason::kCancelled && !info.status.ok());
   return bad ? ToGrpcStatus(info.status, context_) : grpc::Status::OK;
+}
+
+void CompleteCall::Answer(grpc::Status status) {
+  if (status.ok()) {
+    status = ToGrpcStatus(SerializeMessage(response_, bytes_), context_);
+  }
+  Finish(status);
 }
 
 }  // namespace paceline::server

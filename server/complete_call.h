@@ -1,7 +1,8 @@
 #ifndef PACELINE_SERVER_COMPLETE_CALL_H_
 #define PACELINE_SERVER_COMPLETE_CALL_H_
 
-// One Complete call: collects the whole result, then answers once.
+// One Complete call: collects the whole result, then answers once (its
+// response serialized: the method is raw, service.h).
 //
 // The request's sink appends on the engine thread and, at the finish,
 // hands the call to the pacer, whose thread fills the response and
@@ -15,7 +16,9 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "paceline/v1/paceline.pb.h"
@@ -26,12 +29,13 @@ namespace paceline::server {
 
 class CompleteCall final : public grpc::ServerUnaryReactor {
  public:
-  // Admits and submits `request` (unpaced: answered at once), or finishes
+  // Submits the admitted request (unpaced: answered at once), or finishes
   // at once with the refusal. Deletes itself in OnDone. `service` must
-  // outlive the call; `response` is gRPC's, valid until OnDone.
+  // outlive the call; `response` is gRPC's (the answer's bytes), valid
+  // until OnDone.
   CompleteCall(PacelineService* service, grpc::CallbackServerContext* context,
-               const v1::GenerateRequest& request,
-               v1::CompleteResponse* response);
+               absl::StatusOr<PacelineService::Admitted> admitted,
+               grpc::ByteBuffer* response);
 
   // Reactions.
   void OnCancel() override;
@@ -43,11 +47,15 @@ class CompleteCall final : public grpc::ServerUnaryReactor {
   // The response for a request that ended as `info` says, and the status.
   // `called_tools`: a chat answer held a complete tool call.
   grpc::Status Fill(const scheduler::FinishInfo& info, bool called_tools);
+  // Ends the RPC with `status`, and the response serialized when OK (or
+  // INTERNAL when it cannot be).
+  void Answer(grpc::Status status);
 
   PacelineService* const service_;
   grpc::CallbackServerContext* const context_;
-  v1::CompleteResponse* const response_;
-  std::shared_ptr<Sink> sink_;  // set once submitted
+  v1::CompleteResponse response_;  // filled by the sink, then Fill
+  grpc::ByteBuffer* const bytes_;  // gRPC's, for response_ serialized
+  std::shared_ptr<Sink> sink_;     // set once submitted
   scheduler::RequestId id_ = 0;
 };
 

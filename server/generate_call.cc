@@ -4,15 +4,14 @@
 
 #include "absl/status/statusor.h"
 #include "server/proto_convert.h"
+#include "server/raw_rpc.h"
 
 namespace paceline::server {
 
 GenerateCall::GenerateCall(PacelineService* service,
                            grpc::CallbackServerContext* context,
-                           const v1::GenerateRequest& request)
+                           absl::StatusOr<PacelineService::Admitted> admitted)
     : service_(service), context_(context) {
-  absl::StatusOr<PacelineService::Admitted> admitted =
-      service->Admit(context, request);
   if (!admitted.ok()) {
     Finish(ToGrpcStatus(admitted.status(), context));
     return;
@@ -22,9 +21,8 @@ GenerateCall::GenerateCall(PacelineService* service,
   buffer_ = std::make_shared<StreamBuffer>(
       admitted->built.delivery, this, service->clock(), service->pacer(),
       service->delivery_observer(), admitted->tenant->name);
-  buffer_->SetCanceller([service](scheduler::RequestId id) {
-    service->loop().Cancel(id);
-  });
+  buffer_->SetCanceller(
+      [service](scheduler::RequestId id) { service->loop().Cancel(id); });
   admitted->built.spec.sink = buffer_;
   absl::StatusOr<scheduler::RequestId> id = service->Submit(
       std::move(admitted->built.spec),
@@ -45,7 +43,7 @@ void GenerateCall::Send(const Outgoing& out) {
       a->set_request_id(out.accepted.id);
       a->set_prompt_tokens(out.accepted.prompt_tokens);
       a->set_cached_prompt_tokens(out.accepted.cached_prompt_tokens);
-      StartWrite(&response_);
+      if (Serialize()) StartWrite(&bytes_);
       return;
     }
     case Outgoing::Kind::kDelta: {
@@ -57,7 +55,7 @@ void GenerateCall::Send(const Outgoing& out) {
       for (const engine::SampleResult& s : out.samples) {
         AddLogprob(s, d->mutable_logprobs());
       }
-      StartWrite(&response_);
+      if (Serialize()) StartWrite(&bytes_);
       return;
     }
     case Outgoing::Kind::kFinished:
@@ -71,7 +69,8 @@ void GenerateCall::SendFinished(const Outgoing& out) {
   // (drain timeout, a reader too slow) gets a Finished with the usage so
   // far, then the status (which a stalled reader sees once it reads).
   if (!out.aborted.ok() &&
-      (!out.was_accepted || out.aborted.code() == absl::StatusCode::kCancelled)) {
+      (!out.was_accepted ||
+       out.aborted.code() == absl::StatusCode::kCancelled)) {
     Finish(ToGrpcStatus(out.aborted, context_));
     return;
   }
@@ -87,9 +86,20 @@ void GenerateCall::SendFinished(const Outgoing& out) {
   const bool bad = out.finish.reason == scheduler::FinishReason::kError ||
                    (out.finish.reason == scheduler::FinishReason::kCancelled &&
                     !out.finish.status.ok());
+  if (!Serialize()) return;
   StartWriteAndFinish(
-      &response_, grpc::WriteOptions(),
+      &bytes_, grpc::WriteOptions(),
       bad ? ToGrpcStatus(out.finish.status, context_) : grpc::Status::OK);
+}
+
+// Serializing fails only past protobuf's 2 GiB, which a message of at most
+// max_delta_bytes of output never reaches. Should it, the buffer waits for
+// a write completion that never comes, until OnDone detaches it.
+bool GenerateCall::Serialize() {
+  const absl::Status serialized = SerializeMessage(response_, &bytes_);
+  if (serialized.ok()) return true;
+  Finish(ToGrpcStatus(serialized, context_));
+  return false;
 }
 
 void GenerateCall::OnWriteDone(bool ok) { buffer_->OnWriteDone(ok); }

@@ -3,8 +3,9 @@
 
 // One Generate stream: the gRPC write reactor, and the StreamWriter of the
 // stream's StreamBuffer. The buffer decides what to write and when; this
-// turns each Outgoing into a GenerateResponse, keeps one write in flight
-// (gRPC's rule), and ends the RPC with the Finished message.
+// turns each Outgoing into a GenerateResponse, serialized (the method is
+// raw: service.h), keeps one write in flight (gRPC's rule), and ends the
+// RPC with the Finished message.
 //
 // Reactions: OnWriteDone hands the completion to the buffer (which may
 // start the next write from there); OnCancel cancels the request and cuts
@@ -14,7 +15,9 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
@@ -23,14 +26,13 @@
 
 namespace paceline::server {
 
-class GenerateCall final
-    : public grpc::ServerWriteReactor<v1::GenerateResponse>,
-      public StreamWriter {
+class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+                           public StreamWriter {
  public:
-  // Admits and submits `request`, or finishes at once with the refusal.
+  // Submits the admitted request, or finishes at once with the refusal.
   // Deletes itself in OnDone. `service` must outlive the call.
   GenerateCall(PacelineService* service, grpc::CallbackServerContext* context,
-               const v1::GenerateRequest& request);
+               absl::StatusOr<PacelineService::Admitted> admitted);
 
   // Reactions.
   void OnWriteDone(bool ok) override;
@@ -42,12 +44,16 @@ class GenerateCall final
   void Send(const Outgoing& out) override;
   // The end of the RPC for a Finished message.
   void SendFinished(const Outgoing& out);
+  // Serializes response_ into bytes_ for the next write; false when it
+  // cannot be, after ending the RPC with INTERNAL instead.
+  bool Serialize();
 
   PacelineService* const service_;
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<StreamBuffer> buffer_;  // null when refused
   scheduler::RequestId id_ = 0;           // 0 until submitted
-  v1::GenerateResponse response_;         // the write in flight
+  v1::GenerateResponse response_;         // the next message, as built
+  grpc::ByteBuffer bytes_;                // the write in flight, serialized
 };
 
 }  // namespace paceline::server

@@ -11,6 +11,7 @@
 #include "server/complete_call.h"
 #include "server/generate_call.h"
 #include "server/proto_convert.h"
+#include "server/raw_rpc.h"
 
 namespace paceline::server {
 namespace {
@@ -143,12 +144,13 @@ absl::Status PacelineService::Rejected(absl::string_view tenant,
 }
 
 absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest& request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
   absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
   if (!tenant.ok()) return Rejected("", tenant.status());
-  absl::StatusOr<Admitted> out = Check(*tenant, request);
-  if (!out.ok()) return Rejected((*tenant)->name, out.status());
-  return out;
+  v1::GenerateRequest parsed;
+  absl::Status status = ParseRequest(request, &parsed);
+  if (!status.ok()) return Rejected((*tenant)->name, std::move(status));
+  return AdmitAs(*tenant, parsed);
 }
 
 absl::StatusOr<PacelineService::Admitted> PacelineService::AdmitAs(
@@ -252,105 +254,144 @@ grpc::ServerUnaryReactor* PacelineService::FinishUnary(
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* PacelineService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return new GenerateCall(this, context, *request);
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* PacelineService::Unary(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+    grpc::ByteBuffer* response, UnaryRpc<Request, Response> rpc) {
+  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
+  if (!tenant.ok()) return FinishUnary(context, tenant.status());
+  Request parsed;
+  absl::Status status = ParseRequest(request, &parsed);
+  Response answer;
+  if (status.ok()) status = (this->*rpc)(**tenant, parsed, &answer);
+  if (status.ok()) status = SerializeMessage(answer, response);
+  return FinishUnary(context, status);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PacelineService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new GenerateCall(this, context, Admit(context, *request));
 }
 
 grpc::ServerUnaryReactor* PacelineService::Complete(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request,
-    v1::CompleteResponse* response) {
-  return new CompleteCall(this, context, *request, response);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return new CompleteCall(this, context, Admit(context, *request), response);
 }
 
 grpc::ServerUnaryReactor* PacelineService::Cancel(
-    grpc::CallbackServerContext* context, const v1::CancelRequest* request,
-    v1::CancelResponse* /*response*/) {
-  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
-  if (!tenant.ok()) return FinishUnary(context, tenant.status());
-  const scheduler::RequestId id = request->request_id();
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::Cancel);
+}
+
+grpc::ServerUnaryReactor* PacelineService::Tokenize(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::Tokenize);
+}
+
+grpc::ServerUnaryReactor* PacelineService::Detokenize(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::Detokenize);
+}
+
+grpc::ServerUnaryReactor* PacelineService::ListModels(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::ListModels);
+}
+
+grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::GetModelInfo);
+}
+
+grpc::ServerUnaryReactor* PacelineService::GetServerStatus(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary(context, *request, response, &PacelineService::GetServerStatus);
+}
+
+absl::Status PacelineService::Cancel(const TenantPolicy& tenant,
+                                     const v1::CancelRequest& request,
+                                     v1::CancelResponse* /*response*/) {
+  const scheduler::RequestId id = request.request_id();
   AbortFn abort;
   {
     absl::MutexLock lock(&mu_);
     auto it = live_.find(id);
     // Another tenant's request looks exactly like an unknown one.
-    if (it != live_.end() && it->second.tenant == (*tenant)->name) {
+    if (it != live_.end() && it->second.tenant == tenant.name) {
       abort = it->second.abort;
     }
   }
   if (!abort) {
-    return FinishUnary(
-        context, absl::NotFoundError(
-                     absl::StrCat("no live request ", id, " of this tenant")));
+    return absl::NotFoundError(
+        absl::StrCat("no live request ", id, " of this tenant"));
   }
   loop_->Cancel(id);
   abort(absl::CancelledError(absl::StrCat("request ", id, " was cancelled")));
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PacelineService::Tokenize(
-    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
-    v1::TokenizeResponse* response) {
-  absl::Status status = Authenticate(context).status();
-  if (status.ok()) status = CheckModel(request->model());
+absl::Status PacelineService::Tokenize(const TenantPolicy& /*tenant*/,
+                                       const v1::TokenizeRequest& request,
+                                       v1::TokenizeResponse* response) {
+  RETURN_IF_ERROR(CheckModel(request.model()));
   // Refused by size before any encoding work: no prompt can be longer
   // than the model's context, so text that must encode to more is of no
   // use to tokenize (and its answer could outgrow the message limit).
   const uint64_t max_bytes = static_cast<uint64_t>(config_->context_length) *
                              tokenizer_->max_token_bytes();
-  if (status.ok() && request->text().size() > max_bytes) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "text has ", request->text().size(), " bytes, more than the model's ",
+  if (request.text().size() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "text has ", request.text().size(), " bytes, more than the model's ",
         config_->context_length, "-token context can hold (at most ",
         tokenizer_->max_token_bytes(), " bytes per token)"));
   }
-  if (!status.ok()) return FinishUnary(context, status);
   const std::optional<bool> add_special =
-      request->has_add_special_tokens()
-          ? std::optional<bool>(request->add_special_tokens())
+      request.has_add_special_tokens()
+          ? std::optional<bool>(request.add_special_tokens())
           : std::nullopt;
-  for (int32_t id : TokenizeText(request->text(), add_special)) {
+  for (int32_t id : TokenizeText(request.text(), add_special)) {
     response->add_token_ids(id);
     response->add_pieces(tokenizer_->TokenText(id));
   }
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PacelineService::Detokenize(
-    grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,
-    v1::DetokenizeResponse* response) {
-  absl::Status status = Authenticate(context).status();
-  if (status.ok()) status = CheckModel(request->model());
-  if (!status.ok()) return FinishUnary(context, status);
+absl::Status PacelineService::Detokenize(const TenantPolicy& /*tenant*/,
+                                         const v1::DetokenizeRequest& request,
+                                         v1::DetokenizeResponse* response) {
+  RETURN_IF_ERROR(CheckModel(request.model()));
   const bool skip_special =
-      !request->has_skip_special_tokens() || request->skip_special_tokens();
-  absl::StatusOr<std::string> text = DetokenizeIds(
-      absl::MakeConstSpan(request->token_ids().data(),
-                          static_cast<size_t>(request->token_ids_size())),
-      skip_special);
-  if (!text.ok()) return FinishUnary(context, text.status());
-  response->set_text(*std::move(text));
-  return FinishUnary(context, absl::OkStatus());
+      !request.has_skip_special_tokens() || request.skip_special_tokens();
+  ASSIGN_OR_RETURN(
+      std::string text,
+      DetokenizeIds(
+          absl::MakeConstSpan(request.token_ids().data(),
+                              static_cast<size_t>(request.token_ids_size())),
+          skip_special));
+  response->set_text(std::move(text));
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PacelineService::ListModels(
-    grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
+absl::Status PacelineService::ListModels(
+    const TenantPolicy& /*tenant*/, const v1::ListModelsRequest& /*request*/,
     v1::ListModelsResponse* response) {
-  absl::Status status = Authenticate(context).status();
-  if (!status.ok()) return FinishUnary(context, status);
   v1::ModelEntry* entry = response->add_models();
   entry->set_id(options_.model_id);
   FillModelInfo(*config_, *tokenizer_, entry->mutable_info());
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
-    grpc::CallbackServerContext* context,
-    const v1::GetModelInfoRequest* request,
+absl::Status PacelineService::GetModelInfo(
+    const TenantPolicy& /*tenant*/, const v1::GetModelInfoRequest& request,
     v1::GetModelInfoResponse* response) {
-  absl::Status status = Authenticate(context).status();
-  if (status.ok()) status = CheckModel(request->model());
-  if (!status.ok()) return FinishUnary(context, status);
+  RETURN_IF_ERROR(CheckModel(request.model()));
   v1::ModelEntry* entry = response->mutable_model();
   entry->set_id(options_.model_id);
   FillModelInfo(*config_, *tokenizer_, entry->mutable_info());
@@ -370,18 +411,16 @@ grpc::ServerUnaryReactor* PacelineService::GetModelInfo(
     support->set_tool_call_format(
         std::string(engine::ToolCallFormatName(chat->output.tool_calls)));
   }
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PacelineService::GetServerStatus(
-    grpc::CallbackServerContext* context, const v1::GetServerStatusRequest*,
+absl::Status PacelineService::GetServerStatus(
+    const TenantPolicy& tenant, const v1::GetServerStatusRequest& /*request*/,
     v1::ServerStatus* response) {
-  absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
-  if (!tenant.ok()) return FinishUnary(context, tenant.status());
   const scheduler::LoadSnapshot load = loop_->Load();
   response->set_draining(draining());
   for (const scheduler::LoadSnapshot::Tenant& t : load.tenants) {
-    if (t.name != (*tenant)->name) continue;
+    if (t.name != tenant.name) continue;
     v1::TenantStatus* out = response->add_tenants();
     out->set_tenant(t.name);
     out->set_running(t.running);
@@ -398,7 +437,7 @@ grpc::ServerUnaryReactor* PacelineService::GetServerStatus(
   response->set_paced_streams(pacer_->buffering_streams());
   response->set_buffered_tokens(pacer_->buffered_tokens());
   response->set_engine_steps(load.steps);
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 }  // namespace paceline::server

@@ -6,11 +6,17 @@
 // engine thread generates and hands output over; delivery (the pacer
 // thread and the reactors' completions) writes to clients.
 //
+// Every RPC is registered raw (raw_rpc.h says why): each checks the key,
+// then parses the request's bytes (INVALID_ARGUMENT "the request is not a
+// valid paceline.v1.X" when they are not one), then does its work on the
+// typed message. A caller without a valid key learns nothing about its
+// bytes: UNAUTHENTICATED (UNAVAILABLE while draining) comes first.
+//
 // Generate: one reactor per stream (generate_call.h) that is its
 // StreamBuffer's writer; Complete: one reactor that answers once
 // (complete_call.h). Both register the request id with its tenant, so
 // Cancel finds only the caller's own requests and a drain can cut what is
-// left.
+// left. The other RPCs answer at once (Unary).
 //
 // Thread-safe.
 
@@ -32,6 +38,7 @@
 #include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/model_chat_templates.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "scheduler/clock.h"
 #include "scheduler/serving_loop.h"
@@ -67,7 +74,20 @@ struct ServiceOptions {
   DeliveryObserver* delivery = nullptr;
 };
 
-class PacelineService final : public v1::Paceline::CallbackService {
+// paceline.v1.Paceline with every method raw (bytes in, bytes out). A
+// method missing here would stay gRPC's sync default (UNIMPLEMENTED);
+// malformed_request_test walks the service descriptor and would fail.
+using RawPacelineService = v1::Paceline::WithRawCallbackMethod_Generate<
+    v1::Paceline::WithRawCallbackMethod_Complete<
+        v1::Paceline::WithRawCallbackMethod_Cancel<
+            v1::Paceline::WithRawCallbackMethod_Tokenize<
+                v1::Paceline::WithRawCallbackMethod_Detokenize<
+                    v1::Paceline::WithRawCallbackMethod_ListModels<
+                        v1::Paceline::WithRawCallbackMethod_GetModelInfo<
+                            v1::Paceline::WithRawCallbackMethod_GetServerStatus<
+                                v1::Paceline::Service>>>>>>>>;
+
+class PacelineService final : public RawPacelineService {
  public:
   // Everything passed must outlive the service.
   PacelineService(ServiceOptions options, const TenantAuthenticator* auth,
@@ -90,35 +110,32 @@ class PacelineService final : public v1::Paceline::CallbackService {
   // AbortAll does; returns how many. No-op without a lifetime.
   int64_t AbortExpired();
 
-  // --- RPCs -----------------------------------------------------------------
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+  // --- RPCs: gRPC's entry points, raw ---------------------------------------
+  // `request` holds the request's bytes; `response` gets the answer's.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
-      const v1::GenerateRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     v1::CompleteResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
-                                   const v1::CancelRequest* request,
-                                   v1::CancelResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Detokenize(
-      grpc::CallbackServerContext* context,
-      const v1::DetokenizeRequest* request,
-      v1::DetokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* ListModels(
-      grpc::CallbackServerContext* context,
-      const v1::ListModelsRequest* request,
-      v1::ListModelsResponse* response) override;
-  grpc::ServerUnaryReactor* GetModelInfo(
-      grpc::CallbackServerContext* context,
-      const v1::GetModelInfoRequest* request,
-      v1::GetModelInfoResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerStatus(
-      grpc::CallbackServerContext* context,
-      const v1::GetServerStatusRequest* request,
-      v1::ServerStatus* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
 
   // --- For the calls (generate_call.h, complete_call.h) ------------------
   // How to cut a live call short: ends it with the status (no-op once it
@@ -129,11 +146,8 @@ class PacelineService final : public v1::Paceline::CallbackService {
     const TenantPolicy* tenant = nullptr;
     BuiltRequest built;
   };
-  // Authenticates and checks a GenerateRequest; a refusal is reported to
-  // the rejection observer.
-  absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
-                                 const v1::GenerateRequest& request);
-  // The same for a tenant authenticated by other means (the HTTP API).
+  // Checks a GenerateRequest of a tenant authenticated by other means (the
+  // HTTP API); a refusal is reported to the rejection observer.
   absl::StatusOr<Admitted> AdmitAs(const TenantPolicy* tenant,
                                    const v1::GenerateRequest& request);
   // The tenant an `authorization` header value names; UNAUTHENTICATED, or
@@ -185,6 +199,41 @@ class PacelineService final : public v1::Paceline::CallbackService {
   // The caller's tenant, or UNAUTHENTICATED / UNAVAILABLE (draining).
   absl::StatusOr<const TenantPolicy*> Authenticate(
       grpc::CallbackServerContext* context) const;
+  // Authenticates, parses and checks a GenerateRequest's bytes (Generate,
+  // Complete); a refusal is reported to the rejection observer.
+  absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer& request);
+
+  // The unary RPCs' work, typed, for an authenticated caller: the answer
+  // in *response when OK.
+  template <typename Request, typename Response>
+  using UnaryRpc = absl::Status (PacelineService::*)(const TenantPolicy&,
+                                                     const Request&, Response*);
+  absl::Status Cancel(const TenantPolicy& tenant,
+                      const v1::CancelRequest& request,
+                      v1::CancelResponse* response);
+  absl::Status Tokenize(const TenantPolicy& tenant,
+                        const v1::TokenizeRequest& request,
+                        v1::TokenizeResponse* response);
+  absl::Status Detokenize(const TenantPolicy& tenant,
+                          const v1::DetokenizeRequest& request,
+                          v1::DetokenizeResponse* response);
+  absl::Status ListModels(const TenantPolicy& tenant,
+                          const v1::ListModelsRequest& request,
+                          v1::ListModelsResponse* response);
+  absl::Status GetModelInfo(const TenantPolicy& tenant,
+                            const v1::GetModelInfoRequest& request,
+                            v1::GetModelInfoResponse* response);
+  absl::Status GetServerStatus(const TenantPolicy& tenant,
+                               const v1::GetServerStatusRequest& request,
+                               v1::ServerStatus* response);
+  // A unary RPC end to end: the key, the request's bytes, `rpc`, the
+  // answer's bytes; the reactor already finished.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer& request,
+                                  grpc::ByteBuffer* response,
+                                  UnaryRpc<Request, Response> rpc);
   // The configured tenant `tenant` names (an authenticator's answer).
   absl::StatusOr<const TenantPolicy*> TenantNamed(
       absl::StatusOr<std::string> tenant) const;
