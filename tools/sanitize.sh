@@ -22,8 +22,8 @@
 # into every executable of this build, tells TSan about them.
 # tools/sanitize/tsan.supp is the suppressions file; each entry says why.
 #
-# Both: GCC, -O1 with line tables and frame pointers, no CUDA, no
-# benchmarks. Any report fails the run (halt_on_error). .ci/run runs both
+# Both: GCC, -O1 with line tables and frame pointers, no CUDA, no CUDA
+# emulation, no benchmarks. Any report fails the run (halt_on_error). .ci/run runs both
 # through tools/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +62,7 @@ if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 configure() {
   cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=None \
     -DCMAKE_CXX_FLAGS="-O1 -g1 $flags -fno-omit-frame-pointer" \
-    -DCMAKE_EXE_LINKER_FLAGS="$1" -DPACELINE_CUDA=OFF \
+    -DCMAKE_EXE_LINKER_FLAGS="$1" -DPACELINE_CUDA=OFF -DPACELINE_CUDA_EMU=OFF \
     -DPACELINE_BENCH=OFF >/dev/null
 }
 # CMake's first configure links a bare test program, which the TSan shim

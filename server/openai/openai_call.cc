@@ -299,6 +299,11 @@ std::function<void(bool)> Call::Release() {
 }
 
 void Call::OnSend(int index, const Outgoing& out) {
+  // The answer's last write may complete, and release the call, on the
+  // HTTP thread as soon as mu_ is dropped below: this reference keeps the
+  // call alive until OnSend returns. (This choice has not finished, so the
+  // call has not been released yet.)
+  const std::shared_ptr<Call> keep = shared_from_this();
   Choice& c = *choices_[index];
   std::optional<bool> done_now;  // OnWriteDone(ok) here, nothing written
   absl::Status cancel;

@@ -72,7 +72,8 @@ TEST_F(LifetimeTest, CallsOlderThanTheLimitAreCutAndFreed) {
   EXPECT_TRUE(sse.error()) << sse.head();
   EXPECT_FALSE(sse.done());
   EXPECT_TRUE(
-      daemon_.WaitForStderr("max_stream_seconds: cut", absl::Seconds(5)));
+      daemon_.WaitForStderr("max_stream_seconds: cut", absl::Seconds(5)))
+      << daemon_.stderr_text();
 
   WaitStatus(Idle, absl::Seconds(30), "idle after the cuts");
   // A new call lives its own lifetime.

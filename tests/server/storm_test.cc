@@ -63,10 +63,9 @@ using storm::ProcessResources;
 using storm::ReadResources;
 using storm::Request;
 using storm::SseStream;
-using storm::Stream;
 using storm::StormTest;
+using storm::Stream;
 using storm::Tally;
-
 
 // 1,000 streams at once, half of them paced; reset while some wait in the
 // queue, some run and some are in paced delivery.
@@ -147,7 +146,9 @@ TEST_F(DisconnectStormTest, EveryResourceReturnsToItsBaseline) {
       ended, kPerTransport, absl::ToDoubleMilliseconds(absl::Now() - reset),
       Describe(after).c_str(), Describe(now).c_str());
   // The second storm allocates what the first one freed.
-  EXPECT_LE(now.rss_kb, base.rss_kb + 64 * 1024) << Describe(now);
+  if (storm::kCheckRss) {
+    EXPECT_LE(now.rss_kb, base.rss_kb + 64 * 1024) << Describe(now);
+  }
   ASSERT_TRUE(storm.tally.WaitDone(kPerTransport, absl::Seconds(30)));
   EXPECT_EQ(storm.tally.done(grpc::StatusCode::CANCELLED),
             kPerTransport - ended);
@@ -308,7 +309,9 @@ TEST_F(StormTest, TenfoldOverloadIsRefusedFastAndLeavesNothing) {
   // A refusal does not wait behind the engine: it comes back before half
   // the served calls have finished.
   EXPECT_LT(refused_p99, ok_p50);
-  EXPECT_LE(peak_rss_kb, base.rss_kb + 512 * 1024);
+  if (storm::kCheckRss) {
+    EXPECT_LE(peak_rss_kb, base.rss_kb + 512 * 1024);
+  }
   WaitStatus(Idle, absl::Seconds(5), "idle after the overload");
 }
 

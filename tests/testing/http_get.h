@@ -18,8 +18,9 @@
 namespace paceline::testing {
 
 struct HttpResponse {
-  int status = 0;    // 0: no connection or no valid status line
-  std::string body;  // after the headers
+  int status = 0;       // 0: no connection or no valid status line
+  std::string headers;  // the header lines, after the status line
+  std::string body;     // after the headers
 };
 
 // Sends `request` as is to 127.0.0.1:port and reads the reply until the
@@ -47,6 +48,10 @@ inline HttpResponse HttpRaw(int port, const std::string& request) {
   out.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
   const size_t end = raw.find("\r\n\r\n");
   if (end != std::string::npos) out.body = raw.substr(end + 4);
+  const size_t line_end = raw.find("\r\n");
+  if (line_end != std::string::npos && end != std::string::npos) {
+    out.headers = raw.substr(line_end + 2, end - line_end);
+  }
   return out;
 }
 
