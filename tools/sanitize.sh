@@ -23,8 +23,10 @@
 # tools/sanitize/tsan.supp is the suppressions file; each entry says why.
 #
 # Both: GCC with line tables and frame pointers, -O0 (half the compile
-# time of -O1) but -O1 for the CPU engine (engine/cpu: the forward passes
-# the tests run), no CUDA, no CUDA emulation, no benchmarks. Any report fails the run (halt_on_error). .ci/run runs both
+# time of -O1) but -O1 for the hot code the tests run (the CPU engine, the
+# weight quantizers, the KV pager), no CUDA, no CUDA emulation, no
+# benchmarks; the soak test for 30 s (PACELINE_SOAK_SECONDS; the plain
+# run has its 120). Any report fails the run (halt_on_error). .ci/run runs both
 # through tools/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +81,7 @@ else
   cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" pacelined
 fi
 cd "$build_dir"
+export PACELINE_SOAK_SECONDS="${PACELINE_SOAK_SECONDS:-30}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/sanitize/tsan.supp"
