@@ -198,6 +198,8 @@ class Daemon {
   int StartHttp();
   int StartMetricsExposer();
   void Drain(int sig);
+  // Until no call is live, or `timeout`.
+  void WaitForCallsToEnd(absl::Duration timeout);
 
   const v1::ServerConfig& config_;
   engine::LoadedModel model_;
@@ -439,6 +441,13 @@ int Daemon::StartServers() {
   return kExitOk;
 }
 
+void Daemon::WaitForCallsToEnd(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (service_->live_calls() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
 void Daemon::Drain(int sig) {
   const absl::Duration drain_timeout =
       absl::Seconds(config_.drain_timeout_seconds());
@@ -448,10 +457,7 @@ void Daemon::Drain(int sig) {
   Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    "; draining (timeout ", absl::FormatDuration(drain_timeout),
                    ")"));
-  const absl::Time deadline = absl::Now() + drain_timeout;
-  while (service_->live_calls() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitForCallsToEnd(drain_timeout);
   const int64_t cut = service_->live_calls();
   if (cut > 0) {
     Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
@@ -459,10 +465,7 @@ void Daemon::Drain(int sig) {
         absl::AbortedError("the server shut down (drain timeout)"));
     // The cut calls write their last messages; the transport closes only
     // after they have gone (or a further 2 s).
-    const absl::Time flushed = absl::Now() + absl::Seconds(2);
-    while (service_->live_calls() > 0 && absl::Now() < flushed) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    WaitForCallsToEnd(absl::Seconds(2));
   }
 }
 
