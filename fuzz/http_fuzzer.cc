@@ -20,10 +20,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +48,14 @@ void Check(bool ok, const char* what) {
     std::fprintf(stderr, "http_fuzzer invariant violated: %s\n", what);
     std::abort();
   }
+}
+
+// A client-side failure that is not the server's fault: the fuzzer stops,
+// naming the call and its errno, but not as a broken invariant.
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "http_fuzzer: %s failed: %s\n", what,
+               std::strerror(errno));
+  std::abort();
 }
 
 void Handle(http::HttpRequest request,
@@ -82,17 +92,61 @@ http::HttpServer& Server() {
   return *server;
 }
 
-// Sends `bytes`, shuts the write side, and reads until the server closes:
-// what it answered. Aborts when it has not closed within 5 s.
-std::string Exchange(absl::string_view bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  Check(fd >= 0, "a socket");
+// A loopback connection to the server. Tens of thousands of inputs a minute
+// would leave as many sockets in TIME_WAIT, each holding a local port (the
+// client closes first): a port that is momentarily unavailable is waited
+// for, not taken for a finding.
+int Connect() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(Server().port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  Check(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0,
-        "connect to the server");
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  static uint32_t next_source = 0;
+  while (true) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) Fail("socket()");
+    // From 127.0.0.2 to .251 in turn: each source address has its own
+    // local ports, so TIME_WAIT spreads over 250 times as many.
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    source.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + next_source++ % 250);
+#ifdef IP_BIND_ADDRESS_NO_PORT
+    const int no_port = 1;  // the port is chosen at connect, by 4-tuple
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &no_port,
+               sizeof(no_port));
+#endif
+    if (bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
+      Fail("bind() to a loopback source address");
+    }
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return fd;
+    }
+    const int error = errno;
+    close(fd);
+    errno = error;
+    if ((error != EADDRNOTAVAIL && error != EAGAIN && error != EINTR) ||
+        absl::Now() > deadline) {
+      Fail("connect() to the server");
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+// Closes with a reset instead of a FIN (the answer has been read to its
+// end already), so a connection the server closed first leaves no
+// TIME_WAIT behind; one whose FIN came after ours still does.
+void CloseWithoutTimeWait(int fd) {
+  const linger abort_on_close{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close,
+             sizeof(abort_on_close));
+  close(fd);
+}
+
+// Sends `bytes`, shuts the write side, and reads until the server closes:
+// what it answered. Aborts when it has not closed within 5 s.
+std::string Exchange(absl::string_view bytes) {
+  const int fd = Connect();
   // The server may answer (and close) before it read everything: a failed
   // send is not a finding.
   size_t sent = 0;
@@ -115,7 +169,7 @@ std::string Exchange(absl::string_view bytes) {
     if (n <= 0) break;  // closed (or reset after a refusal)
     if (answer.size() < 64) answer.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
+  CloseWithoutTimeWait(fd);
   return answer;
 }
 

@@ -108,6 +108,10 @@ Metrics::Impl::Impl(MetricsOptions opts)
   auto* waiting = gauge("paceline_requests_waiting",
                         "Requests queued (or preempted) waiting to run, by "
                         "tenant.");
+  auto* intake_cpu =
+      counter("paceline_intake_cpu_seconds_total",
+              "CPU time spent parsing, rendering and tokenizing requests "
+              "(and Tokenize / Detokenize) on the intake pool, by tenant.");
   auto make_series = [&](const std::string& tenant) {
     TenantSeries s;
     auto add_request_series = [&](FinishReason reason, bool eos) {
@@ -123,6 +127,7 @@ Metrics::Impl::Impl(MetricsOptions opts)
     s.generation_tokens = &generation->Add({{"tenant", tenant}});
     s.running = &running->Add({{"tenant", tenant}});
     s.waiting = &waiting->Add({{"tenant", tenant}});
+    s.intake_cpu = &intake_cpu->Add({{"tenant", tenant}});
     return s;
   };
   for (const std::string& t : options.tenants) {
@@ -142,6 +147,10 @@ Metrics::Impl::Impl(MetricsOptions opts)
   queue_time =
       histogram("paceline_request_queue_time_seconds",
                 "From queued to first admitted into the batch.", kQueueBuckets);
+  intake_wait = histogram(
+      "paceline_intake_wait_seconds",
+      "From a request's arrival to the intake pool starting its work.",
+      kQueueBuckets);
   ttft = histogram("paceline_time_to_first_token_seconds",
                    "From queued to the first token sampled.", kTtftBuckets);
   itl = histogram("paceline_inter_token_latency_seconds",
@@ -280,6 +289,12 @@ void Metrics::PromptTokens(absl::string_view tenant, int64_t tokens) {
   if (tokens > 0) {
     impl_->Tenant(tenant).prompt_tokens->Increment(static_cast<double>(tokens));
   }
+}
+
+void Metrics::IntakeJob(absl::string_view tenant, absl::Duration waited,
+                        absl::Duration cpu) {
+  impl_->Tenant(tenant).intake_cpu->Increment(Seconds(cpu));
+  impl_->intake_wait->Observe(Seconds(waited));
 }
 
 void Metrics::RequestQueued(absl::Duration queue_time) {

@@ -84,6 +84,10 @@ class Metrics {
                        bool end_of_sequence, absl::Duration e2e_latency);
   // paceline_prompt_tokens_total.
   void PromptTokens(absl::string_view tenant, int64_t tokens);
+  // One intake pool job: paceline_intake_cpu_seconds_total (its CPU time)
+  // and paceline_intake_wait_seconds (how long it waited).
+  void IntakeJob(absl::string_view tenant, absl::Duration waited,
+                 absl::Duration cpu);
   // paceline_request_queue_time_seconds.
   void RequestQueued(absl::Duration queue_time);
   // The first token sampled: paceline_time_to_first_token_seconds and one

@@ -32,6 +32,7 @@ struct TenantSeries {
   prometheus::Counter* generation_tokens = nullptr;
   prometheus::Gauge* running = nullptr;
   prometheus::Gauge* waiting = nullptr;
+  prometheus::Counter* intake_cpu = nullptr;
 };
 
 // What the exposer serves: `refresh`, then the registry.
@@ -70,6 +71,7 @@ struct Metrics::Impl {
   prometheus::Family<prometheus::Counter>* rejections = nullptr;
   prometheus::Histogram* e2e_latency = nullptr;
   prometheus::Histogram* queue_time = nullptr;
+  prometheus::Histogram* intake_wait = nullptr;
   prometheus::Histogram* ttft = nullptr;
   prometheus::Histogram* itl = nullptr;
   prometheus::Histogram* ttft_delivered = nullptr;

@@ -33,8 +33,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
                      options.admission_reserve));
   }
   if (options.max_running < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_running must be >= 1, got ", options.max_running));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_running must be >= 1, got ", options.max_running));
   }
   if (engine.config().n_vocab < 1 || engine.config().n_vocab > INT32_MAX) {
     return absl::InvalidArgumentError("the engine's vocabulary is empty");
@@ -107,9 +107,9 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
   }
   for (int32_t t : spec.prompt) {
     if (t < 0 || t >= vocab_size_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt token ", t, " is outside the vocabulary [0, ", vocab_size_,
-          ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token ", t, " is outside the vocabulary [0, ",
+                       vocab_size_, ")"));
     }
   }
   RETURN_IF_ERROR(engine::Validate(spec.sampling, vocab_size_));
@@ -127,7 +127,8 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
   for (const std::string& s : stop.stop_strings) {
     if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
   }
-  if (!(spec.pace_tokens_per_s >= 0) || !std::isfinite(spec.pace_tokens_per_s)) {
+  if (!(spec.pace_tokens_per_s >= 0) ||
+      !std::isfinite(spec.pace_tokens_per_s)) {
     return absl::InvalidArgumentError("pace must be a number >= 0");
   }
   // The last generated token is never fed back: prompt + max_tokens - 1
@@ -142,11 +143,11 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
   }
   if (positions > pool_tokens_) {
     // Not RESOURCE_EXHAUSTED: retrying cannot help, only a smaller request.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
-        stop.max_tokens, ") needs ", positions,
-        " positions of KV cache; the whole pool holds ", pool_tokens_,
-        ", so it can never run"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt (", spec.prompt.size(),
+                     " tokens) plus max_tokens (", stop.max_tokens, ") needs ",
+                     positions, " positions of KV cache; the whole pool holds ",
+                     pool_tokens_, ", so it can never run"));
   }
   return absl::OkStatus();
 }
@@ -162,8 +163,7 @@ void Scheduler::ReportRejected(absl::string_view tenant,
 
 absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
   if (in_step_) {
-    return absl::FailedPreconditionError(
-        "Cancel between Schedule and Update");
+    return absl::FailedPreconditionError("Cancel between Schedule and Update");
   }
   auto it = live_.find(id);
   if (it == live_.end()) {
@@ -223,6 +223,7 @@ const StepPlan& Scheduler::Schedule() {
   }
 
   OrderRunning(budget);
+  PlanWaitingDemand();
   PlanPrefillDemand();
   for (size_t i = 0; i < order_.size() && budget > 0; ++i) {
     Request* r = order_[i];
@@ -241,6 +242,58 @@ const StepPlan& Scheduler::Schedule() {
   return plan_;
 }
 
+void Scheduler::PlanWaitingDemand() {
+  waiting_demand_.assign(queues_->num_tenants(), 0);
+  waiting_demand_total_ = 0;
+  // Only other tenants' demand is ever left room for.
+  if (admission_reserve_tokens_ == 0 || queues_->num_tenants() < 2 ||
+      queues_->num_waiting() == 0) {
+    return;
+  }
+  // Each tenant's waiting requests in its admission order, while they
+  // could be admitted now (room under max_running and for their blocks)
+  // and until its demand covers the reserve; at most kMaxVisits of them
+  // (the step's cost stays bounded, whatever is queued).
+  constexpr int kMaxVisits = 16;
+  int64_t room = max_running_ - num_running();
+  int32_t tenant = -1;
+  int visits = 0;
+  queues_->ForEachAdmissible(clock_->Now(), [&](const Request& r) {
+    if (r.tenant_index() != tenant) {
+      tenant = r.tenant_index();
+      visits = 0;
+    }
+    room -= r.group_size();
+    const absl::Span<const int32_t> tokens = AdmissionTokens(r);
+    if (room < 0 || !HasRoomFor(r) ||
+        !pager_->CanAllocate(tokens, r.cache_salt())) {
+      return false;
+    }
+    const int64_t prompt = static_cast<int64_t>(tokens.size()) -
+                           pager_->CachedPrefixTokens(tokens, r.cache_salt());
+    int64_t& demand = waiting_demand_[r.tenant_index()];
+    demand += prompt;
+    waiting_demand_total_ += prompt;
+    return demand < admission_reserve_tokens_ && ++visits < kMaxVisits;
+  });
+}
+
+bool Scheduler::LongerThanTheReserve(const Request& r) const {
+  const absl::Span<const int32_t> tokens = AdmissionTokens(r);
+  if (static_cast<int64_t>(tokens.size()) <= admission_reserve_tokens_) {
+    return false;
+  }
+  return static_cast<int64_t>(tokens.size()) -
+             pager_->CachedPrefixTokens(tokens, r.cache_salt()) >
+         admission_reserve_tokens_;
+}
+
+int32_t Scheduler::LeaveForOthers(int32_t tenant) const {
+  return static_cast<int32_t>(
+      std::min<int64_t>(admission_reserve_tokens_,
+                        waiting_demand_total_ - waiting_demand_[tenant]));
+}
+
 void Scheduler::PlanPrefillDemand() {
   const size_t n = order_.size();
   demand_after_.assign(n, 0);
@@ -249,20 +302,11 @@ void Scheduler::PlanPrefillDemand() {
                    [](const Request* r) { return MaxGrant(*r) > 1; })) {
     return;  // no prefill chunk to hold back
   }
-  // The next waiting request's prompt, if it could be admitted now, and
-  // beyond the one token each later request is kept anyway, the prefill
-  // tokens of the running requests after each; only other tenants' count.
-  demand_by_tenant_.assign(queues_->num_tenants(), 0);
-  int64_t demand = 0;
-  const Request* next = queues_->Peek(clock_->Now());
-  if (next != nullptr && HasRoomFor(*next) &&
-      pager_->CanAllocate(AdmissionTokens(*next), next->cache_salt())) {
-    const int64_t prompt =
-        static_cast<int64_t>(AdmissionTokens(*next).size()) -
-        pager_->CachedPrefixTokens(AdmissionTokens(*next), next->cache_salt());
-    demand_by_tenant_[next->tenant_index()] += prompt;
-    demand += prompt;
-  }
+  // Beyond the one token each later request is kept anyway: the prefill
+  // tokens of the running requests after each and of the waiting requests
+  // (PlanWaitingDemand); only other tenants' count.
+  demand_by_tenant_ = waiting_demand_;
+  int64_t demand = waiting_demand_total_;
   for (size_t i = n; i-- > 0;) {
     const Request& r = *order_[i];
     demand_after_[i] = static_cast<int32_t>(
@@ -379,9 +423,22 @@ void Scheduler::Grant(Request* r, int32_t num_tokens, int32_t* budget) {
 
 void Scheduler::AdmitWaiting(int32_t* budget) {
   const absl::Time now = clock_->Now();
+  skipped_.assign(queues_->num_tenants(), false);
   while (*budget > 0 && num_running() < max_running_) {
-    Request* next = queues_->Peek(now);
+    Request* next = queues_->Peek(now, skipped_);
     if (next == nullptr || !HasRoomFor(*next)) break;
+    // A prompt longer than the reserve leaves what other tenants' waiting
+    // prompts can take (see the top); left only that, its tenant waits for
+    // the next step (and stops counting as demand: two long prompts never
+    // wait for each other).
+    const int32_t tenant = next->tenant_index();
+    const int32_t leave =
+        LongerThanTheReserve(*next) ? LeaveForOthers(tenant) : 0;
+    if (leave > 0 && *budget <= leave) {
+      skipped_[tenant] = true;
+      TakeWaitingDemand(tenant, waiting_demand_[tenant]);
+      continue;
+    }
     absl::StatusOr<kvpager::BlockLease> lease =
         pager_->Allocate(AdmissionTokens(*next), next->cache_salt());
     if (!lease.ok()) break;  // stays at the front until blocks free up
@@ -389,16 +446,23 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
       reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
     }
     running_.push_back(queues_->Pop(next));
-    queues_->OnStarted(next->tenant_index());
+    queues_->OnStarted(tenant);
     StartRequest(next, *std::move(lease), now);
     const std::vector<Request*> forked = AdmitHeld(next, now);
-    Grant(next, std::min(MaxGrant(*next), *budget), budget);
+    TakeWaitingDemand(tenant, MaxGrant(*next));
+    Grant(next, std::min(MaxGrant(*next), *budget - leave), budget);
     for (Request* child : forked) {
       if (*budget > 0) {
         Grant(child, std::min(child->num_uncomputed(), *budget), budget);
       }
     }
   }
+}
+
+void Scheduler::TakeWaitingDemand(int32_t tenant, int64_t tokens) {
+  const int64_t taken = std::min(tokens, waiting_demand_[tenant]);
+  waiting_demand_[tenant] -= taken;
+  waiting_demand_total_ -= taken;
 }
 
 bool Scheduler::HasRoomFor(const Request& next) const {

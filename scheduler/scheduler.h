@@ -20,10 +20,11 @@
 //      decode. A prefill chunk (more than one token) also leaves, up to the
 //      admission reserve (SchedulerOptions::admission_reserve of the
 //      budget), the prefill tokens that other tenants' requests after it
-//      could take beyond that one, and those of the next waiting request
-//      if it is another tenant's and could be admitted now (room under
-//      max_running and for its blocks): another tenant's short prompt is
-//      admitted and sampled beside a long prefill instead of after it.
+//      could take beyond that one, and those of other tenants' waiting
+//      requests that could be admitted now (room under max_running and for
+//      their blocks; each tenant's in its admission order, until they
+//      cover the reserve): other tenants' short prompts are admitted and
+//      sampled beside a long prefill instead of after it.
 //      Decodes are never cut; what a chunk leaves is only what others can
 //      take, so with nothing else wanting tokens a prefill takes the whole
 //      budget; and a tenant's own prompts still prefill one after another
@@ -40,7 +41,11 @@
 //      prefill; the blocks of the whole prompt are allocated at admission,
 //      its cached prefix counting as computed); a request whose blocks
 //      cannot be allocated (or only into the reserve) stays at the front
-//      of its queue and admission stops.
+//      of its queue and admission stops. A prompt longer than the admission
+//      reserve is a chunk too: it leaves what other tenants' waiting
+//      prompts can take; left only that, its tenant is passed over for
+//      this step (and its demand no longer counts, so two tenants' long
+//      prompts never both give way).
 //
 // Preemption is bounded: a request is preempted at most once, so it
 // recomputes at most the tokens it had computed then (prompt + max_tokens
@@ -112,6 +117,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -136,8 +142,8 @@ struct SchedulerOptions {
   // Requests running at once (holding K/V; at most one slice each per step).
   int32_t max_running = 256;
   // The part of the token budget a prefill chunk leaves for other
-  // tenants' prefills: of the requests after it and of the next waiting
-  // one (see the top), in [0, 1); 0 = none.
+  // tenants' prefills: of the requests after it and of those waiting (see
+  // the top), in [0, 1); 0 = none.
   double admission_reserve = 0.5;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
@@ -196,7 +202,8 @@ class Scheduler {
 
   // Finishes a queued or running request as cancelled. NotFound if it is
   // not live; FailedPrecondition between Schedule and Update.
-  absl::Status Cancel(RequestId id, CancelReason reason = CancelReason::kClient);
+  absl::Status Cancel(RequestId id,
+                      CancelReason reason = CancelReason::kClient);
   void CancelAll(CancelReason reason);
 
   // Plans the next step (see the top). An empty plan means nothing to run.
@@ -248,8 +255,19 @@ class Scheduler {
 
   // Schedule's helpers.
   void OrderRunning(int32_t budget);
+  // waiting_demand_ for this step (see the top).
+  void PlanWaitingDemand();
   // demand_after_ for this step's order_ (see the top).
   void PlanPrefillDemand();
+  // Whether `r`'s prompt, less its cached prefix, is longer than the
+  // admission reserve: its prefill is a chunk that leaves room for others.
+  bool LongerThanTheReserve(const Request& r) const;
+  // The budget a request of `tenant` being admitted leaves for other
+  // tenants' waiting prompts: their demand, up to the admission reserve.
+  int32_t LeaveForOthers(int32_t tenant) const;
+  // A request of `tenant` that needed `tokens` was admitted: its demand is
+  // no longer waiting.
+  void TakeWaitingDemand(int32_t tenant, int64_t tokens);
   int32_t AdmissionReserveTokens() const;
   // Whether `next` may be admitted now, blocks aside: room under
   // max_running for its group and room beside the block reserve.
@@ -327,12 +345,17 @@ class Scheduler {
   // (BlocksToFinish - held), kept available for them.
   int64_t reserved_blocks_ = 0;
   StepPlan plan_;
-  std::vector<Request*> order_;     // this step's running order
+  std::vector<Request*> order_;  // this step's running order
+  // By tenant: the prompt tokens its waiting requests could take this
+  // step, in its admission order up to about the reserve (each admission
+  // takes its part off).
+  std::vector<int64_t> waiting_demand_;
+  int64_t waiting_demand_total_ = 0;
   // By order_ index: the prefill tokens other tenants' requests after it
-  // and the next waiting request (if another tenant's) could take this
-  // step, beyond one each.
+  // and waiting could take this step, beyond one each.
   std::vector<int32_t> demand_after_;
   std::vector<int64_t> demand_by_tenant_;  // PlanPrefillDemand's scratch
+  absl::InlinedVector<bool, 8> skipped_;   // AdmitWaiting's, by tenant
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   SchedulerCounters counters_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -28,8 +29,8 @@ absl::Status CheckConfig(const TenantConfig& c) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TenantQueues>> TenantQueues::Create(
-    std::vector<TenantConfig> tenants, FairShareWeights weights,
-    absl::Time now, SchedulerMetrics* metrics) {
+    std::vector<TenantConfig> tenants, FairShareWeights weights, absl::Time now,
+    SchedulerMetrics* metrics) {
   if (tenants.empty()) {
     return absl::InvalidArgumentError("at least one tenant is required");
   }
@@ -173,15 +174,36 @@ bool TenantQueues::Admissible(Tenant& t, absl::Time now) {
   return t.stats.waiting > 0 && HasRoom(t) && t.bucket.Allows(now);
 }
 
-Request* TenantQueues::Peek(absl::Time now) {
+Request* TenantQueues::Peek(absl::Time now, absl::Span<const bool> skip) {
   Tenant* best = nullptr;
-  for (Tenant& t : tenants_) {
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    Tenant& t = tenants_[i];
+    if (i < skip.size() && skip[i]) continue;
     if (Admissible(t, now) &&
         (best == nullptr || t.stats.counter < best->stats.counter)) {
       best = &t;
     }
   }
   return best == nullptr ? nullptr : Front(*best);
+}
+
+void TenantQueues::ForEachAdmissible(
+    absl::Time now, absl::FunctionRef<bool(const Request&)> visit) {
+  for (Tenant& t : tenants_) {
+    if (!Admissible(t, now)) continue;
+    int64_t room = t.config.max_running == 0
+                       ? std::numeric_limits<int64_t>::max()
+                       : int64_t{t.config.max_running} - t.stats.running;
+    bool more = true;
+    for (const auto& queue : t.queues) {
+      for (auto it = queue.begin(); more && it != queue.end(); ++it) {
+        const Request& r = **it;
+        if (r.state() == RequestState::kFinished) continue;
+        room -= r.group_size();
+        more = room >= 0 && visit(r);
+      }
+    }
+  }
 }
 
 std::unique_ptr<Request> TenantQueues::Pop(Request* peeked) {
@@ -212,9 +234,13 @@ absl::Time TenantQueues::NextAdmissibleTime(absl::Time now) {
   return next;
 }
 
-void TenantQueues::OnStarted(int32_t tenant) { ++tenants_[tenant].stats.running; }
+void TenantQueues::OnStarted(int32_t tenant) {
+  ++tenants_[tenant].stats.running;
+}
 
-void TenantQueues::OnStopped(int32_t tenant) { --tenants_[tenant].stats.running; }
+void TenantQueues::OnStopped(int32_t tenant) {
+  --tenants_[tenant].stats.running;
+}
 
 void TenantQueues::Charge(int32_t tenant, int64_t tokens, double w,
                           absl::Time now) {

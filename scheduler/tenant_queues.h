@@ -11,10 +11,10 @@
 // after a preemption is not charged, cached prefix tokens are), and each
 // generated token as it is sampled (summed per step). Admission takes the
 // next request of the admissible tenant with the smallest counter (ties:
-// the tenant configured first). A tenant that becomes active again (it had nothing queued or
-// running) is lifted to the smallest counter among the other active
-// tenants — queued or running, since in continuous batching a tenant whose
-// work is all running is still being served — so idle time banks no
+// the tenant configured first). A tenant that becomes active again (it had
+// nothing queued or running) is lifted to the smallest counter among the other
+// active tenants — queued or running, since in continuous batching a tenant
+// whose work is all running is still being served — so idle time banks no
 // credit.
 //
 // Within a tenant: priority class (interactive, standard, batch), then FIFO.
@@ -47,10 +47,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/token_bucket.h"
@@ -129,7 +131,14 @@ class TenantQueues {
   // smallest counter, its best class, its oldest entry. Admissible: live
   // requests queued, under max_running, tokens-per-minute allowing. Drops
   // the cancelled entries it meets. The request stays queued until Pop.
-  Request* Peek(absl::Time now);
+  // Tenants whose `skip` entry is true (by index; a shorter span skips
+  // none) are passed over.
+  Request* Peek(absl::Time now, absl::Span<const bool> skip = {});
+  // Visits, for every admissible tenant, its live queued requests in the
+  // order Peek would return them while its max_running leaves room for
+  // them and `visit` returns true. Drops nothing.
+  void ForEachAdmissible(absl::Time now,
+                         absl::FunctionRef<bool(const Request&)> visit);
   // Removes the request Peek just returned.
   std::unique_ptr<Request> Pop(Request* peeked);
 
@@ -182,7 +191,7 @@ class TenantQueues {
   SchedulerMetrics* const metrics_;
 
   std::vector<Tenant> tenants_;  // never resized (Tenant is not movable)
-  int32_t num_waiting_ = 0;  // live, all tenants
+  int32_t num_waiting_ = 0;      // live, all tenants
 };
 
 }  // namespace paceline::scheduler

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/delivery/pacer.h"
+#include "server/grpc_tsan.h"
 #include "server/proto_convert.h"
 #include "server/raw_rpc.h"
 
@@ -101,37 +102,53 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
 };
 
-CompleteCall::CompleteCall(PacelineService* service,
-                           grpc::CallbackServerContext* context,
-                           absl::StatusOr<PacelineService::Admitted> admitted,
-                           grpc::ByteBuffer* response)
-    : service_(service), context_(context), bytes_(response) {
-  if (!admitted.ok()) {
-    Answer(ToGrpcStatus(admitted.status(), context));
-    return;
+void CompleteCall::Start(absl::StatusOr<PacelineService::Admitted> admitted) {
+  if (start_.CancelledEarly()) {
+    admitted = absl::CancelledError("the client cancelled");
   }
-  auto sink =
-      std::make_shared<Sink>(this, service->pacer(), admitted->built.delivery);
-  admitted->built.spec.sink = sink;
-  admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
-  absl::StatusOr<scheduler::RequestId> id =
-      service->Submit(std::move(admitted->built.spec),
-                      [sink](const absl::Status& s) { sink->Abort(s); });
-  if (!id.ok()) {
-    sink->Abort(id.status());
-    return;
-  }
-  sink_ = std::move(sink);
-  id_ = *id;
+  if (Submit(std::move(admitted)) && start_.MarkStarted()) CancelSubmitted();
+  Release();
 }
 
-void CompleteCall::OnCancel() {
-  if (sink_ == nullptr) return;
+bool CompleteCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
+  if (!admitted.ok()) {
+    Answer(ToGrpcStatus(admitted.status(), context_));
+    return false;
+  }
+  auto sink =
+      std::make_shared<Sink>(this, service_->pacer(), admitted->built.delivery);
+  admitted->built.spec.sink = sink;
+  admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
+  // Held before the submission: the request may end (and Abort answer)
+  // as soon as the loop has it.
+  sink_ = sink;
+  absl::StatusOr<scheduler::RequestId> id =
+      service_->Submit(std::move(admitted->built.spec),
+                       [sink](const absl::Status& s) { sink->Abort(s); });
+  if (!id.ok()) {
+    sink->Abort(id.status());
+    return false;
+  }
+  id_ = *id;
+  return true;
+}
+
+void CompleteCall::CancelSubmitted() {
   service_->loop().Cancel(id_);
   sink_->Abort(absl::CancelledError("the client cancelled"));
 }
 
+void CompleteCall::OnCancel() {
+  if (start_.OnCancel()) CancelSubmitted();
+}
+
 void CompleteCall::OnDone() {
+  TakeBackFromGrpc(this);
+  Release();
+}
+
+void CompleteCall::Release() {
+  if (!start_.Release()) return;
   if (id_ != 0) service_->Unregister(id_);
   delete this;
 }
@@ -155,6 +172,7 @@ void CompleteCall::Answer(grpc::Status status) {
   if (status.ok()) {
     status = ToGrpcStatus(SerializeMessage(response_, bytes_), context_);
   }
+  HandOffToGrpc(this);
   Finish(status);
 }
 

@@ -11,8 +11,11 @@
 // the sink, which hands it over exactly once and calls Finish outside its
 // lock (gRPC may run OnDone inline).
 //
-// Threads: gRPC's (the reactions, aborts), the engine's (the sink), the
-// pacer's (the answer).
+// Start comes from the intake pool once the request is admitted (or
+// refused); call_start.h orders it against OnCancel and OnDone.
+//
+// Threads: gRPC's (the reactions, aborts), the intake pool's (Start), the
+// engine's (the sink), the pacer's (the answer).
 
 #include <memory>
 
@@ -23,19 +26,26 @@
 #include "grpcpp/support/status.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
+#include "server/call_start.h"
 #include "server/service.h"
 
 namespace paceline::server {
 
 class CompleteCall final : public grpc::ServerUnaryReactor {
  public:
-  // Submits the admitted request (unpaced: answered at once), or finishes
-  // at once with the refusal. Deletes itself in OnDone. `service` must
-  // outlive the call; `response` is gRPC's (the answer's bytes), valid
+  // `service` must outlive the call, which deletes itself once both Start
+  // and OnDone are done; `response` is gRPC's (the answer's bytes), valid
   // until OnDone.
   CompleteCall(PacelineService* service, grpc::CallbackServerContext* context,
-               absl::StatusOr<PacelineService::Admitted> admitted,
-               grpc::ByteBuffer* response);
+               grpc::ByteBuffer* response)
+      : service_(service), context_(context), bytes_(response) {}
+
+  // Once: submits the admitted request (unpaced: answered at once), or
+  // finishes with the refusal.
+  void Start(absl::StatusOr<PacelineService::Admitted> admitted);
+  // Whether the client has cancelled already: the intake pool then skips
+  // the admission's work (Start still ends the call).
+  bool cancelled_early() { return start_.CancelledEarly(); }
 
   // Reactions.
   void OnCancel() override;
@@ -43,6 +53,12 @@ class CompleteCall final : public grpc::ServerUnaryReactor {
 
  private:
   class Sink;
+
+  // Start's work: true once submitted, false after finishing instead.
+  bool Submit(absl::StatusOr<PacelineService::Admitted> admitted);
+  void CancelSubmitted();
+  // Start or OnDone is done with the call; the last deletes it.
+  void Release();
 
   // The response for a request that ended as `info` says, and the status.
   // `called_tools`: a chat answer held a complete tool call.
@@ -57,6 +73,7 @@ class CompleteCall final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const bytes_;  // gRPC's, for response_ serialized
   std::shared_ptr<Sink> sink_;     // set once submitted
   scheduler::RequestId id_ = 0;
+  CallStart start_;
 };
 
 }  // namespace paceline::server

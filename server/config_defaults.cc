@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "server/config.h"
@@ -18,6 +19,8 @@ constexpr double kDefaultGeneratedTokenWeight = 2;
 constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
 constexpr int64_t kDefaultMaxUnreadBytes = 1 << 20;
 constexpr int32_t kDefaultMaxStreamSeconds = 3600;
+constexpr int32_t kDefaultIntakeMaxQueued = 1024;
+constexpr int32_t kCoresPerIntakeThread = 8;
 constexpr int32_t kDefaultMaxMessageBytes = 4 << 20;
 constexpr int32_t kDefaultMaxConcurrentStreams = 1000;
 constexpr int32_t kDefaultKeepaliveTimeSeconds = 60;
@@ -50,6 +53,17 @@ void DefaultScheduler(v1::ServerConfig::Scheduler* s) {
   }
   if (!s->has_generated_token_weight()) {
     s->set_generated_token_weight(kDefaultGeneratedTokenWeight);
+  }
+}
+
+void DefaultIntake(v1::ServerConfig::Intake* in) {
+  if (!in->has_threads()) {
+    const int32_t cores =
+        static_cast<int32_t>(std::thread::hardware_concurrency());
+    in->set_threads(std::max(1, cores / kCoresPerIntakeThread));
+  }
+  if (!in->has_max_queued_per_tenant()) {
+    in->set_max_queued_per_tenant(kDefaultIntakeMaxQueued);
   }
 }
 
@@ -134,6 +148,7 @@ void ApplyDefaults(v1::ServerConfig* config) {
   if (!config->has_max_stream_seconds()) {
     config->set_max_stream_seconds(kDefaultMaxStreamSeconds);
   }
+  DefaultIntake(config->mutable_intake());
   DefaultGrpc(config->mutable_grpc());
   DefaultHttp(config->mutable_http());
   for (v1::TenantConfig& t : *config->mutable_tenants()) DefaultTenant(&t);

@@ -400,6 +400,13 @@ absl::Status ValidateConfig(const v1::ServerConfig& config,
   if (config.has_max_stream_seconds()) {
     check.AtLeast("max_stream_seconds", config.max_stream_seconds(), 0);
   }
+  if (config.intake().has_threads()) {
+    check.AtLeast("intake.threads", config.intake().threads(), 1);
+  }
+  if (config.intake().has_max_queued_per_tenant()) {
+    check.AtLeast("intake.max_queued_per_tenant",
+                  config.intake().max_queued_per_tenant(), 1);
+  }
   CheckGrpc(config.grpc(), check);
   CheckHttp(config.http(), check);
   CheckTenants(config, check);

@@ -86,6 +86,7 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
   for (const v1::TenantConfig& t : config.tenants()) {
     TenantPolicy p;
     p.name = t.name();
+    p.weight = t.weight();
     p.default_pace = t.default_pace_tokens_per_s();
     p.max_pace = t.max_pace_tokens_per_s();
     p.min_pace = t.min_pace_tokens_per_s();
@@ -282,6 +283,10 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
   o.max_unread_bytes = config_.max_unread_bytes();
   o.max_call_lifetime = absl::Seconds(config_.max_stream_seconds());
+  o.max_message_bytes = config_.grpc().max_message_bytes();
+  o.intake.threads = config_.intake().threads();
+  o.intake.max_queued_per_tenant = config_.intake().max_queued_per_tenant();
+  o.intake.observer = metrics_adapter_.get();
   o.backend = backend_.name;
   o.chat_templates = &model_.chat_templates;
   return o;

@@ -3,36 +3,57 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "server/grpc_tsan.h"
 #include "server/proto_convert.h"
 #include "server/raw_rpc.h"
 
 namespace paceline::server {
 
-GenerateCall::GenerateCall(PacelineService* service,
-                           grpc::CallbackServerContext* context,
-                           absl::StatusOr<PacelineService::Admitted> admitted)
-    : service_(service), context_(context) {
-  if (!admitted.ok()) {
-    Finish(ToGrpcStatus(admitted.status(), context));
-    return;
+void GenerateCall::Start(absl::StatusOr<PacelineService::Admitted> admitted) {
+  if (start_.CancelledEarly()) {
+    admitted = absl::CancelledError("the client cancelled");
   }
-  admitted->built.delivery.max_delta_bytes = service->max_delta_bytes();
-  admitted->built.delivery.max_unread_bytes = service->max_unread_bytes();
+  if (Submit(std::move(admitted)) && start_.MarkStarted()) CancelSubmitted();
+  Release();
+}
+
+bool GenerateCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
+  if (!admitted.ok()) {
+    FinishWith(ToGrpcStatus(admitted.status(), context_));
+    return false;
+  }
+  admitted->built.delivery.max_delta_bytes = service_->max_delta_bytes();
+  admitted->built.delivery.max_unread_bytes = service_->max_unread_bytes();
   buffer_ = std::make_shared<StreamBuffer>(
-      admitted->built.delivery, this, service->clock(), service->pacer(),
-      service->delivery_observer(), admitted->tenant->name);
-  buffer_->SetCanceller(
-      [service](scheduler::RequestId id) { service->loop().Cancel(id); });
+      admitted->built.delivery, this, service_->clock(), service_->pacer(),
+      service_->delivery_observer(), admitted->tenant->name);
+  buffer_->SetCanceller([service = service_](scheduler::RequestId id) {
+    service->loop().Cancel(id);
+  });
   admitted->built.spec.sink = buffer_;
-  absl::StatusOr<scheduler::RequestId> id = service->Submit(
+  absl::StatusOr<scheduler::RequestId> id = service_->Submit(
       std::move(admitted->built.spec),
       [buffer = buffer_](const absl::Status& s) { buffer->Abort(s); });
   if (!id.ok()) {
     buffer_->Detach();
-    Finish(ToGrpcStatus(id.status(), context));
-    return;
+    buffer_ = nullptr;
+    FinishWith(ToGrpcStatus(id.status(), context_));
+    return false;
   }
   id_ = *id;
+  return true;
+}
+
+void GenerateCall::CancelSubmitted() {
+  service_->loop().Cancel(id_);
+  buffer_->Abort(absl::CancelledError("the client cancelled"));
+}
+
+void GenerateCall::Release() {
+  if (!start_.Release()) return;
+  if (buffer_ != nullptr) buffer_->Detach();
+  if (id_ != 0) service_->Unregister(id_);
+  delete this;
 }
 
 void GenerateCall::Send(const Outgoing& out) {
@@ -71,11 +92,11 @@ void GenerateCall::SendFinished(const Outgoing& out) {
   if (!out.aborted.ok() &&
       (!out.was_accepted ||
        out.aborted.code() == absl::StatusCode::kCancelled)) {
-    Finish(ToGrpcStatus(out.aborted, context_));
+    FinishWith(ToGrpcStatus(out.aborted, context_));
     return;
   }
   if (!out.was_accepted) {  // refused at intake
-    Finish(ToGrpcStatus(out.finish.status, context_));
+    FinishWith(ToGrpcStatus(out.finish.status, context_));
     return;
   }
   FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
@@ -97,23 +118,31 @@ void GenerateCall::SendFinished(const Outgoing& out) {
 // a write completion that never comes, until OnDone detaches it.
 bool GenerateCall::Serialize() {
   const absl::Status serialized = SerializeMessage(response_, &bytes_);
-  if (serialized.ok()) return true;
-  Finish(ToGrpcStatus(serialized, context_));
+  if (serialized.ok()) {
+    HandOffToGrpc(this);  // a write starts next
+    return true;
+  }
+  FinishWith(ToGrpcStatus(serialized, context_));
   return false;
 }
 
-void GenerateCall::OnWriteDone(bool ok) { buffer_->OnWriteDone(ok); }
+void GenerateCall::FinishWith(const grpc::Status& status) {
+  HandOffToGrpc(this);
+  Finish(status);
+}
+
+void GenerateCall::OnWriteDone(bool ok) {
+  TakeBackFromGrpc(this);
+  buffer_->OnWriteDone(ok);
+}
 
 void GenerateCall::OnCancel() {
-  if (buffer_ == nullptr) return;
-  if (id_ != 0) service_->loop().Cancel(id_);
-  buffer_->Abort(absl::CancelledError("the client cancelled"));
+  if (start_.OnCancel()) CancelSubmitted();
 }
 
 void GenerateCall::OnDone() {
-  if (buffer_ != nullptr) buffer_->Detach();
-  if (id_ != 0) service_->Unregister(id_);
-  delete this;
+  TakeBackFromGrpc(this);
+  Release();
 }
 
 }  // namespace paceline::server

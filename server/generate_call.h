@@ -7,11 +7,14 @@
 // raw: service.h), keeps one write in flight (gRPC's rule), and ends the
 // RPC with the Finished message.
 //
-// Reactions: OnWriteDone hands the completion to the buffer (which may
-// start the next write from there); OnCancel cancels the request and cuts
-// delivery; OnDone detaches the buffer and deletes the call.
+// Start comes from the intake pool once the request is admitted (or
+// refused); call_start.h orders it against the reactions. OnWriteDone
+// hands the completion to the buffer (which may start the next write from
+// there); OnCancel cancels the request and cuts delivery; the last of
+// OnDone and Start detaches the buffer and deletes the call.
 //
-// Threads: gRPC's (the reactions), and the pacer's (Send).
+// Threads: gRPC's (the reactions), the intake pool's (Start), and the
+// pacer's (Send).
 
 #include <memory>
 
@@ -21,6 +24,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
+#include "server/call_start.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/service.h"
 
@@ -29,10 +33,15 @@ namespace paceline::server {
 class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public StreamWriter {
  public:
-  // Submits the admitted request, or finishes at once with the refusal.
-  // Deletes itself in OnDone. `service` must outlive the call.
-  GenerateCall(PacelineService* service, grpc::CallbackServerContext* context,
-               absl::StatusOr<PacelineService::Admitted> admitted);
+  // `service` must outlive the call, which deletes itself (see above).
+  GenerateCall(PacelineService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {}
+
+  // Once: submits the admitted request, or finishes with the refusal.
+  void Start(absl::StatusOr<PacelineService::Admitted> admitted);
+  // Whether the client has cancelled already: the intake pool then skips
+  // the admission's work (Start still ends the call).
+  bool cancelled_early() { return start_.CancelledEarly(); }
 
   // Reactions.
   void OnWriteDone(bool ok) override;
@@ -40,10 +49,18 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnDone() override;
 
  private:
+  // Start's work: true once submitted, false after finishing instead.
+  bool Submit(absl::StatusOr<PacelineService::Admitted> admitted);
+  // Cancels the submitted request and cuts its delivery.
+  void CancelSubmitted();
+  // Start or OnDone is done with the call; the last deletes it.
+  void Release();
   // StreamWriter: one GenerateResponse, or the end of the RPC.
   void Send(const Outgoing& out) override;
   // The end of the RPC for a Finished message.
   void SendFinished(const Outgoing& out);
+  // Finish, after HandOffToGrpc (grpc_tsan.h).
+  void FinishWith(const grpc::Status& status);
   // Serializes response_ into bytes_ for the next write; false when it
   // cannot be, after ending the RPC with INTERNAL instead.
   bool Serialize();
@@ -54,6 +71,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   scheduler::RequestId id_ = 0;           // 0 until submitted
   v1::GenerateResponse response_;         // the next message, as built
   grpc::ByteBuffer bytes_;                // the write in flight, serialized
+  CallStart start_;
 };
 
 }  // namespace paceline::server

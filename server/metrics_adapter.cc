@@ -71,6 +71,11 @@ void MetricsAdapter::OnRejected(absl::string_view tenant,
   metrics_->Rejected(tenant, code);
 }
 
+void MetricsAdapter::OnIntakeJob(absl::string_view tenant,
+                                 absl::Duration queued, absl::Duration cpu) {
+  metrics_->IntakeJob(tenant, queued, cpu);
+}
+
 void MetricsAdapter::OnAdmitted(absl::string_view, absl::Duration queued) {
   metrics_->RequestQueued(queued);
 }

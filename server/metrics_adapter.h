@@ -22,13 +22,15 @@
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/serving_loop.h"
 #include "server/delivery/pacer.h"
+#include "server/intake_pool.h"
 #include "server/server_observers.h"
 
 namespace paceline::server {
 
 class MetricsAdapter final : public scheduler::SchedulerMetrics,
                              public DeliveryObserver,
-                             public RejectionObserver {
+                             public RejectionObserver,
+                             public IntakeObserver {
  public:
   // Whether a token that stopped a request is end-of-sequence
   // (Tokenizer::IsEog): "eos", else "stop".
@@ -63,6 +65,10 @@ class MetricsAdapter final : public scheduler::SchedulerMetrics,
                     int32_t waiting) override;
   // Also RejectionObserver's (the same signature): one family for both.
   void OnRejected(absl::string_view tenant, absl::StatusCode code) override;
+
+  // --- IntakeObserver -------------------------------------------------------
+  void OnIntakeJob(absl::string_view tenant, absl::Duration queued,
+                   absl::Duration cpu) override;
   void OnAdmitted(absl::string_view tenant, absl::Duration queued) override;
   void OnFirstToken(absl::string_view tenant, absl::Duration ttft) override;
   void OnNextToken(absl::string_view tenant,

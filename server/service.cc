@@ -44,7 +44,8 @@ PacelineService::PacelineService(ServiceOptions options,
       loop_(loop),
       pacer_(pacer),
       clock_(clock),
-      seed_state_(std::random_device{}()) {
+      seed_state_(std::random_device{}()),
+      intake_(options_.intake) {
   for (const TenantPolicy& t : options_.tenants) tenants_[t.name] = &t;
 }
 
@@ -143,14 +144,40 @@ absl::Status PacelineService::Rejected(absl::string_view tenant,
   return status;
 }
 
-absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
+template <typename CallT>
+void PacelineService::AdmitAndStart(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer& request,
+                                    CallT* call) {
   absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
-  if (!tenant.ok()) return Rejected("", tenant.status());
+  if (!tenant.ok()) return call->Start(Rejected("", tenant.status()));
+  const TenantPolicy* t = *tenant;
+  // gRPC keeps `request` until the call ends, which is after Start.
+  absl::Status posted =
+      RunIntake(*t, /*generation=*/true, [this, t, &request, call] {
+        // A call cancelled while it queued for the pool costs no parsing
+        // or tokenizing.
+        if (call->cancelled_early()) {
+          return call->Start(absl::CancelledError("the client cancelled"));
+        }
+        call->Start(Admit(t, request));
+      });
+  if (!posted.ok()) call->Start(posted);
+}
+
+absl::StatusOr<PacelineService::Admitted> PacelineService::Admit(
+    const TenantPolicy* tenant, const grpc::ByteBuffer& request) {
   v1::GenerateRequest parsed;
   absl::Status status = ParseRequest(request, &parsed);
-  if (!status.ok()) return Rejected((*tenant)->name, std::move(status));
-  return AdmitAs(*tenant, parsed);
+  if (!status.ok()) return Rejected(tenant->name, std::move(status));
+  return AdmitAs(tenant, parsed);
+}
+
+absl::Status PacelineService::RunIntake(const TenantPolicy& tenant,
+                                        bool generation, IntakePool::Job job) {
+  absl::Status posted =
+      intake_.Post(tenant.name, tenant.weight, std::move(job));
+  if (!posted.ok() && generation) return Rejected(tenant.name, posted);
+  return posted;
 }
 
 absl::StatusOr<PacelineService::Admitted> PacelineService::AdmitAs(
@@ -247,36 +274,50 @@ void PacelineService::Unregister(scheduler::RequestId id) {
   live_.erase(id);
 }
 
-grpc::ServerUnaryReactor* PacelineService::FinishUnary(
-    grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status, context));
-  return reactor;
-}
-
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PacelineService::Unary(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
-    grpc::ByteBuffer* response, UnaryRpc<Request, Response> rpc) {
+    grpc::ByteBuffer* response, UnaryRpc<Request, Response> rpc,
+    bool on_intake) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<const TenantPolicy*> tenant = Authenticate(context);
-  if (!tenant.ok()) return FinishUnary(context, tenant.status());
-  Request parsed;
-  absl::Status status = ParseRequest(request, &parsed);
-  Response answer;
-  if (status.ok()) status = (this->*rpc)(**tenant, parsed, &answer);
-  if (status.ok()) status = SerializeMessage(answer, response);
-  return FinishUnary(context, status);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status(), context));
+    return reactor;
+  }
+  // gRPC keeps `request` and `response` until the reactor has finished.
+  auto work = [this, context, &request, response, rpc, reactor,
+               tenant = *tenant] {
+    Request parsed;
+    absl::Status status = ParseRequest(request, &parsed);
+    Response answer;
+    if (status.ok()) status = (this->*rpc)(*tenant, parsed, &answer);
+    if (status.ok()) status = SerializeMessage(answer, response);
+    reactor->Finish(ToGrpcStatus(status, context));
+  };
+  if (!on_intake) {
+    work();
+    return reactor;
+  }
+  absl::Status posted =
+      RunIntake(**tenant, /*generation=*/false, std::move(work));
+  if (!posted.ok()) reactor->Finish(ToGrpcStatus(posted, context));
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PacelineService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new GenerateCall(this, context, Admit(context, *request));
+  auto* call = new GenerateCall(this, context);
+  AdmitAndStart(context, *request, call);
+  return call;
 }
 
 grpc::ServerUnaryReactor* PacelineService::Complete(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return new CompleteCall(this, context, Admit(context, *request), response);
+  auto* call = new CompleteCall(this, context, response);
+  AdmitAndStart(context, *request, call);
+  return call;
 }
 
 grpc::ServerUnaryReactor* PacelineService::Cancel(
@@ -288,13 +329,15 @@ grpc::ServerUnaryReactor* PacelineService::Cancel(
 grpc::ServerUnaryReactor* PacelineService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Unary(context, *request, response, &PacelineService::Tokenize);
+  return Unary(context, *request, response, &PacelineService::Tokenize,
+               /*on_intake=*/true);
 }
 
 grpc::ServerUnaryReactor* PacelineService::Detokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Unary(context, *request, response, &PacelineService::Detokenize);
+  return Unary(context, *request, response, &PacelineService::Detokenize,
+               /*on_intake=*/true);
 }
 
 grpc::ServerUnaryReactor* PacelineService::ListModels(
@@ -359,6 +402,17 @@ absl::Status PacelineService::Tokenize(const TenantPolicy& /*tenant*/,
   for (int32_t id : TokenizeText(request.text(), add_special)) {
     response->add_token_ids(id);
     response->add_pieces(tokenizer_->TokenText(id));
+  }
+  // Refused here rather than by gRPC's send, which would fail the call
+  // with a message about transport limits.
+  const size_t answer = response->ByteSizeLong();
+  if (options_.max_message_bytes > 0 &&
+      answer > static_cast<size_t>(options_.max_message_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the answer would have ", answer, " bytes, over the server's ",
+        options_.max_message_bytes,
+        "-byte message limit (grpc.max_message_bytes); tokenize the text in "
+        "parts"));
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,15 @@
 #ifndef PACELINE_SERVER_SERVICE_H_
 #define PACELINE_SERVER_SERVICE_H_
 
-// paceline.v1.Paceline over gRPC's callback API. RPC threads only
-// authenticate, validate, tokenize and submit to the serving loop; the
-// engine thread generates and hands output over; delivery (the pacer
-// thread and the reactors' completions) writes to clients.
+// paceline.v1.Paceline over gRPC's callback API. RPC threads check the
+// key; the intake pool validates, tokenizes and submits to the serving
+// loop; the engine thread generates and hands output over; delivery (the
+// pacer thread and the reactors' completions) writes to clients.
+//
+// Work before a request can queue (parsing it, rendering its chat
+// template, tokenizing it; Tokenize and Detokenize whole) runs on the
+// intake pool (intake_pool.h), charged to the caller's tenant; an RPC
+// thread only checks the key and hands over.
 //
 // Every RPC is registered raw (raw_rpc.h says why): each checks the key,
 // then parses the request's bytes (INVALID_ARGUMENT "the request is not a
@@ -16,7 +21,8 @@
 // StreamBuffer's writer; Complete: one reactor that answers once
 // (complete_call.h). Both register the request id with its tenant, so
 // Cancel finds only the caller's own requests and a drain can cut what is
-// left. The other RPCs answer at once (Unary).
+// left. The other RPCs answer at once (Unary; Tokenize and Detokenize from
+// the intake pool).
 //
 // Thread-safe.
 
@@ -44,6 +50,7 @@
 #include "scheduler/serving_loop.h"
 #include "server/auth.h"
 #include "server/delivery/pacer.h"
+#include "server/intake_pool.h"
 #include "server/request_builder.h"
 #include "server/server_observers.h"
 #include "server/tenant_policy.h"
@@ -66,6 +73,11 @@ struct ServiceOptions {
   // The longest a call may live once submitted (config max_stream_seconds;
   // zero = no limit): AbortExpired cuts older ones.
   absl::Duration max_call_lifetime = absl::ZeroDuration();
+  // The intake pool (its observer, when set, must outlive the service).
+  IntakeOptions intake;
+  // The largest message gRPC sends (config grpc.max_message_bytes; 0 = no
+  // check): Tokenize refuses an answer that would be larger.
+  int64_t max_message_bytes = 0;
   // The model's chat templates (null: none; chat requests are refused).
   // Must outlive the service.
   const engine::ModelChatTemplates* chat_templates = nullptr;
@@ -163,6 +175,12 @@ class PacelineService final : public RawPacelineService {
   absl::StatusOr<std::vector<scheduler::RequestId>> SubmitGroup(
       std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts);
   void Unregister(scheduler::RequestId id);
+  // Runs `job` on the intake pool, charged to `tenant`; the refusal
+  // (RESOURCE_EXHAUSTED with a retry hint when the tenant has too many
+  // waiting, UNAVAILABLE once stopped) when it will not run. The refusal
+  // of a generation request is reported to the rejection observer.
+  absl::Status RunIntake(const TenantPolicy& tenant, bool generation,
+                         IntakePool::Job job);
   // A fresh server-chosen seed (for a request that names none).
   uint64_t NextSeed();
   // Tokenize's and Detokenize's work, for every transport: `add_special`
@@ -199,9 +217,15 @@ class PacelineService final : public RawPacelineService {
   // The caller's tenant, or UNAUTHENTICATED / UNAVAILABLE (draining).
   absl::StatusOr<const TenantPolicy*> Authenticate(
       grpc::CallbackServerContext* context) const;
-  // Authenticates, parses and checks a GenerateRequest's bytes (Generate,
-  // Complete); a refusal is reported to the rejection observer.
-  absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
+  // Generate's and Complete's start: checks the key here, then parses,
+  // checks and builds the request on the intake pool and starts `call`
+  // with the result (CallT::Start). A refusal is reported to the
+  // rejection observer.
+  template <typename CallT>
+  void AdmitAndStart(grpc::CallbackServerContext* context,
+                     const grpc::ByteBuffer& request, CallT* call);
+  // The pool's part of it: parses and checks the request's bytes.
+  absl::StatusOr<Admitted> Admit(const TenantPolicy* tenant,
                                  const grpc::ByteBuffer& request);
 
   // The unary RPCs' work, typed, for an authenticated caller: the answer
@@ -228,12 +252,14 @@ class PacelineService final : public RawPacelineService {
                                const v1::GetServerStatusRequest& request,
                                v1::ServerStatus* response);
   // A unary RPC end to end: the key, the request's bytes, `rpc`, the
-  // answer's bytes; the reactor already finished.
+  // answer's bytes. Answered before returning, or (on_intake) from the
+  // intake pool.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer& request,
                                   grpc::ByteBuffer* response,
-                                  UnaryRpc<Request, Response> rpc);
+                                  UnaryRpc<Request, Response> rpc,
+                                  bool on_intake = false);
   // The configured tenant `tenant` names (an authenticator's answer).
   absl::StatusOr<const TenantPolicy*> TenantNamed(
       absl::StatusOr<std::string> tenant) const;
@@ -242,9 +268,6 @@ class PacelineService final : public RawPacelineService {
                                  const v1::GenerateRequest& request);
   // Tells the rejection observer, if any; returns `status`.
   absl::Status Rejected(absl::string_view tenant, absl::Status status) const;
-  // A reactor already finished with `status`.
-  grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                        const absl::Status& status);
 
   const ServiceOptions options_;
   const TenantAuthenticator* const auth_;
@@ -260,6 +283,8 @@ class PacelineService final : public RawPacelineService {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<scheduler::RequestId, Entry> live_ ABSL_GUARDED_BY(mu_);
   uint64_t seed_state_ ABSL_GUARDED_BY(mu_);
+  // Last: destroyed first, running what is queued while the rest is alive.
+  IntakePool intake_;
 };
 
 }  // namespace paceline::server

@@ -12,6 +12,7 @@ namespace paceline::server {
 
 struct TenantPolicy {
   std::string name;
+  double weight = 1;               // its share (the intake pool's too)
   double default_pace = 0;         // tokens/s for requests that set none
   double max_pace = 0;             // cap on a request's pace; 0 = no cap
   double min_pace = 1;             // slowest pace a paced request may ask

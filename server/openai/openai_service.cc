@@ -94,9 +94,23 @@ void OpenAiService::Handle(http::HttpRequest request,
         absl::string_view(request.path).substr(sizeof(kModelsPrefix) - 1),
         *exchange);
   }
+  // The rest is intake work (the body's JSON, a chat template, the
+  // tokenizer): the intake pool's, charged to the tenant.
+  const bool generation =
+      request.path != "/tokenize" && request.path != "/detokenize";
+  absl::Status posted = service_->RunIntake(
+      **tenant, generation,
+      [this, tenant = *tenant, request = std::move(request),
+       exchange]() mutable { Work(tenant, request, std::move(exchange)); });
+  if (!posted.ok()) RespondError(*exchange, posted);
+}
+
+void OpenAiService::Work(const TenantPolicy* tenant,
+                         const http::HttpRequest& request,
+                         std::shared_ptr<http::HttpExchange> exchange) {
   if (request.path == "/tokenize") return Tokenize(request, *exchange);
   if (request.path == "/detokenize") return Detokenize(request, *exchange);
-  Generate(*tenant, request, std::move(exchange));
+  Generate(tenant, request, std::move(exchange));
 }
 
 void OpenAiService::Health(http::HttpExchange& exchange) const {

@@ -20,8 +20,10 @@
 // OpenAI's error JSON (openai_error.h). A request naming another model is
 // 404 model_not_found.
 //
-// Thread-safe: Handle runs on the HTTP server's threads and never blocks
-// (chat templates and tokenization are bounded work, as on gRPC's threads).
+// Thread-safe: Handle runs on the HTTP server's threads and never blocks:
+// it routes and checks the key; parsing a body, rendering a chat template
+// and tokenizing run on the service's intake pool (intake_pool.h), which
+// answers 429 with Retry-After when the tenant has too much waiting there.
 
 #include <memory>
 #include <string>
@@ -47,6 +49,9 @@ class OpenAiService {
       int status, absl::string_view message);
 
  private:
+  // On the intake pool: the routes that parse a body.
+  void Work(const TenantPolicy* tenant, const http::HttpRequest& request,
+            std::shared_ptr<http::HttpExchange> exchange);
   void Health(http::HttpExchange& exchange) const;
   void Models(absl::string_view id, http::HttpExchange& exchange) const;
   void Tokenize(const http::HttpRequest& request,

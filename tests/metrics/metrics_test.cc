@@ -82,6 +82,8 @@ TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
       {"paceline_inter_token_latency_seconds", "histogram"},
       {"paceline_e2e_request_latency_seconds", "histogram"},
       {"paceline_request_queue_time_seconds", "histogram"},
+      {"paceline_intake_cpu_seconds_total", "counter"},
+      {"paceline_intake_wait_seconds", "histogram"},
       {"paceline_time_to_first_token_delivered_seconds", "histogram"},
       {"paceline_inter_token_latency_delivered_seconds", "histogram"},
       {"paceline_preemptions_total", "counter"},
@@ -160,6 +162,23 @@ TEST(MetricsTest, TenantSeriesExistFromTheStartAndOthersCountAsOther) {
     EXPECT_FALSE(absl::StrContains(series, "mallory")) << series;
     EXPECT_FALSE(absl::StrContains(series, "eve")) << series;
   }
+}
+
+TEST(MetricsTest, IntakeCpuIsChargedPerTenant) {
+  Metrics metrics(Options());
+  metrics.IntakeJob("alice", absl::Milliseconds(4), absl::Milliseconds(250));
+  metrics.IntakeJob("alice", absl::Milliseconds(6), absl::Milliseconds(500));
+  metrics.IntakeJob("eve", absl::Milliseconds(1), absl::Milliseconds(125));
+  const Exposition e = Scrape(metrics);
+  EXPECT_DOUBLE_EQ(
+      e.Get("paceline_intake_cpu_seconds_total{model=\"m\",tenant=\"alice\"}"),
+      0.75);
+  EXPECT_DOUBLE_EQ(
+      e.Get("paceline_intake_cpu_seconds_total{model=\"m\",tenant=\"other\"}"),
+      0.125);
+  EXPECT_EQ(e.Get("paceline_intake_wait_seconds_count{model=\"m\"}"), 3);
+  EXPECT_DOUBLE_EQ(e.Get("paceline_intake_wait_seconds_sum{model=\"m\"}"),
+                   0.011);
 }
 
 TEST(MetricsTest, TokensAndLatencies) {
@@ -466,8 +485,8 @@ TEST(MetricsExposerTest, StalledAndDrippingClientsDoNotBlockScrapes) {
   std::atomic<bool> stop{false}, dripping{true};
   std::thread dripper([&] {
     const int fd = Connect(port);
-    const std::string request = "GET /metrics HTTP/1.0\r\nX-Pad: " +
-                                std::string(600, 'a') + "\r\n\r\n";
+    const std::string request =
+        "GET /metrics HTTP/1.0\r\nX-Pad: " + std::string(600, 'a') + "\r\n\r\n";
     // At most 30 s of drip, then the request completes.
     for (size_t i = 0; i < request.size() && !stop.load(); ++i) {
       if (write(fd, &request[i], 1) != 1) break;

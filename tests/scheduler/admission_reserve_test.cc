@@ -1,9 +1,9 @@
-// The admission reserve (issue 18 scenario 8): a long prefill chunk leaves
-// part of the step's budget to the prefills after it — a short prompt of
-// another tenant waiting, or running behind it — so that prompt is
-// admitted and sampled within a step or two instead of after the whole
-// long prompt; and a long prefill with nothing else wanting tokens still
-// takes the whole budget. Exact slices over the fake engine.
+// The admission reserve (issue 18 scenario 8): a long prefill chunk, running
+// or being admitted, leaves part of the step's budget to the prefills after
+// it — other tenants' short prompts waiting, or running behind it — so
+// those prompts are admitted and sampled in the next step instead of after
+// the whole long prompt; and a long prefill with nothing else wanting
+// tokens still takes the whole budget. Exact slices over the fake engine.
 
 #include <cstdint>
 #include <vector>
@@ -134,6 +134,47 @@ TEST(AdmissionReserveTest, SameTenantsPromptsPrefillOneAfterAnother) {
   EXPECT_EQ(Slices(h.steps()[1]), (std::vector<Slice>{{0, 488}, {1, 24}}));
   EXPECT_EQ(first.sink->tokens().size(), 1u);
   EXPECT_TRUE(second.sink->tokens().empty());
+}
+
+// Every waiting prompt of the other tenant counts, up to the reserve, not
+// only the one fair share would admit next: two short prompts arriving
+// together are both sampled in the next step.
+TEST(AdmissionReserveTest, EveryShortPromptWaitingShareTheReserve) {
+  Harness h(Engine(), TwoTenants());
+  h.Submit(TaggedPrompt(0, kLongPrompt), 4, "a");
+  h.Step();
+  const Submitted b1 = h.Submit(TaggedPrompt(1, 32), 4, "b");
+  const Submitted b2 = h.Submit(TaggedPrompt(2, 32), 4, "b");
+  h.Step();
+  EXPECT_EQ(Slices(h.steps()[1]),
+            (std::vector<Slice>{{0, 448}, {1, 32}, {2, 32}}));
+  EXPECT_EQ(b1.sink->tokens().size(), 1u);
+  EXPECT_EQ(b2.sink->tokens().size(), 1u);
+}
+
+// A long prompt admitted first by fair share (a tie goes to the tenant
+// configured first) leaves room for the other tenant's short prompt
+// waiting behind it: both start in the first step.
+TEST(AdmissionReserveTest, LongPromptAdmittedFirstLeavesRoomForAShortOne) {
+  Harness h(Engine(), TwoTenants());
+  h.Submit(TaggedPrompt(0, kLongPrompt), 4, "a");
+  const Submitted b = h.Submit(TaggedPrompt(1, 32), 4, "b");
+  h.Step();
+  EXPECT_EQ(Slices(h.steps()[0]), (std::vector<Slice>{{0, 480}, {1, 32}}));
+  EXPECT_EQ(b.sink->tokens().size(), 1u);
+}
+
+// Two tenants' long prompts waiting when only the reserve is left: the
+// first in fair-share order gives way to the other's demand, which then
+// takes the budget instead of giving way in turn (nothing admitted).
+TEST(AdmissionReserveTest, LongPromptsOfTwoTenantsNeverWaitForEachOther) {
+  Harness h(Engine(), TwoTenants());
+  h.Submit(TaggedPrompt(0, kLongPrompt), 4, "a");
+  h.Step();
+  h.Submit(TaggedPrompt(1, kLongPrompt), 4, "a");
+  h.Submit(TaggedPrompt(2, kLongPrompt), 4, "b");
+  h.Step();  // a's running chunk leaves b's reserve; a's second gives way
+  EXPECT_EQ(Slices(h.steps()[1]), (std::vector<Slice>{{0, 256}, {2, 256}}));
 }
 
 TEST(AdmissionReserveTest, ReserveOutsideZeroToOneIsRefused) {

@@ -152,6 +152,8 @@ TEST(ConfigTest, DefaultsFillUnsetFields) {
   EXPECT_EQ(config->metrics_listen(), "");
   EXPECT_EQ(config->drain_timeout_seconds(), 30);
   EXPECT_EQ(config->max_stream_seconds(), 3600);
+  EXPECT_GE(config->intake().threads(), 1);
+  EXPECT_EQ(config->intake().max_queued_per_tenant(), 1024);
   EXPECT_EQ(config->grpc().max_message_bytes(), 4 << 20);
   EXPECT_EQ(config->grpc().max_concurrent_streams(), 1000);
   EXPECT_EQ(config->grpc().keepalive_time_seconds(), 60);
@@ -259,6 +261,10 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
       {Minimal(a + "threads: -2\n"), 6, "threads", "must be >= 0, got -2"},
       {Minimal(a + "max_stream_seconds: -1\n"), 6, "max_stream_seconds",
        "must be >= 0, got -1"},
+      {Minimal(a + "intake {\n  threads: 0\n}\n"), 7, "intake.threads",
+       "must be >= 1, got 0"},
+      {Minimal(a + "intake { max_queued_per_tenant: 0 }\n"), 6,
+       "intake.max_queued_per_tenant", "must be >= 1, got 0"},
       {Minimal(a + "grpc {\n  keepalive_time_seconds: 0\n}\n"), 7,
        "grpc.keepalive_time_seconds", "must be >= 1, got 0"},
       {Minimal(a + "scheduler {\n  generated_token_weight: 0\n}\n"), 7,

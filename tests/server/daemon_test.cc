@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -101,7 +102,8 @@ v1::GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
 v1::ServerStatus Status(v1::Paceline::Stub& stub, const std::string& key) {
   v1::ServerStatus status;
   auto ctx = MakeClientContext(key);
-  EXPECT_TRUE(stub.GetServerStatus(ctx.get(), {}, &status).ok());
+  const grpc::Status st = stub.GetServerStatus(ctx.get(), {}, &status);
+  EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
   return status;
 }
 
@@ -152,6 +154,10 @@ class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!HaveStories260K()) GTEST_SKIP() << "no " << kStories260KPath;
+  }
+  // A failed test shows what the daemon said (a sanitizer's report, too).
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "pacelined:\n" << daemon_.stderr_text();
   }
 
   // Starts pacelined on stories260K (or `model`) with tenants alice and bob
@@ -628,8 +634,8 @@ TEST(DaemonStartupTest, BadModelFailsStartupWithWhatAndWhere) {
 TEST(DaemonStartupTest, ATakenPortFailsStartup) {
   DaemonProcess first;
   ASSERT_TRUE(first
-                  .Start({"--model", "dummy:stories15m", "--listen", "127.0.0.1:0",
-                          "--tenant", "a:k", "--allow-root"})
+                  .Start({"--model", "dummy:stories15m", "--listen",
+                          "127.0.0.1:0", "--tenant", "a:k", "--allow-root"})
                   .ok())
       << first.stderr_text();
   ASSERT_GT(first.http_port(), 0);
@@ -661,10 +667,9 @@ TEST(DaemonStartupTest, ATakenPortFailsStartup) {
 // systemd unit's DynamicUser and the container's non-root user run it):
 // under root the test starts it through setpriv as nobody (65534).
 TEST(DaemonStartupTest, RunsAsAnUnprivilegedUser) {
-  std::vector<std::string> args = {"--model",       "dummy:stories15m",
-                                   "--listen",      "127.0.0.1:0",
-                                   "--http-listen", "127.0.0.1:0",
-                                   "--tenant",      "a:k"};
+  std::vector<std::string> args = {
+      "--model",       "dummy:stories15m", "--listen", "127.0.0.1:0",
+      "--http-listen", "127.0.0.1:0",      "--tenant", "a:k"};
   std::string binary = ::paceline::testing::PacelinedPath();
   if (geteuid() == 0) {
     const std::string setpriv =
@@ -729,7 +734,8 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
       " && openssl req -newkey rsa:2048 -nodes -subj /CN=client "
       "-keyout rogue.key -out rogue.csr",
       quiet,
-      " && openssl x509 -req -in rogue.csr -CA rogue-ca.pem -CAkey rogue-ca.key "
+      " && openssl x509 -req -in rogue.csr -CA rogue-ca.pem -CAkey "
+      "rogue-ca.key "
       "-CAcreateserial -days 2 -out rogue.pem",
       quiet)))
       << "openssl failed";
@@ -739,8 +745,8 @@ TEST_F(DaemonTest, ServesTlsAndMutualTls) {
     return Shell(absl::StrCat(
         "curl -sf --max-time 10 --cacert ", dir, "/ca.pem ",
         client.empty() ? ""
-                       : absl::StrCat("--cert ", dir, "/", client, ".pem --key ",
-                                      dir, "/", client, ".key "),
+                       : absl::StrCat("--cert ", dir, "/", client,
+                                      ".pem --key ", dir, "/", client, ".key "),
         "https://127.0.0.1:", port, "/health", quiet));
   };
   const auto config = [&](bool mutual) {

@@ -34,6 +34,7 @@
 #include "server/sha256.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/stories260k_oracle.h"
 #include "tests/testing/wait_for.h"
 
@@ -62,11 +63,7 @@ ProcessResources ReadResources(pid_t pid);
 // (tools/sanitize.sh asan builds the daemon and the tests alike) freed
 // memory sits in its quarantine (256 MiB by default) and RSS grows by
 // design; threads and fds are still checked.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kCheckRss = false;
-#else
-inline constexpr bool kCheckRss = true;
-#endif
+inline constexpr bool kCheckRss = !paceline::testing::kAddressSanitizer;
 
 std::string Describe(const ProcessResources& r);
 
@@ -294,7 +291,8 @@ class StormTest : public ::testing::Test {
 
   void Start(const std::string& model, const std::string& tenant_limits,
              const std::string& server_extra = "",
-             const std::string& http_extra = "") {
+             const std::string& http_extra = "",
+             const std::vector<std::string>& extra_args = {}) {
     const std::string config = WriteFile(
         "storm.textproto",
         absl::StrCat("model { path: \"", model,
@@ -303,8 +301,9 @@ class StormTest : public ::testing::Test {
                      http_extra, " }\n", server_extra,
                      "tenants {\n  name: \"storm\"\n", "  api_key_sha256: \"",
                      Sha256Hex(kKey), "\"\n", tenant_limits, "}\n"));
-    ASSERT_TRUE(daemon_.Start({"--config", config, "--allow-root"}).ok())
-        << daemon_.stderr_text();
+    std::vector<std::string> args = {"--config", config, "--allow-root"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    ASSERT_TRUE(daemon_.Start(args).ok()) << daemon_.stderr_text();
     stub_ = v1::Paceline::NewStub(daemon_.Channel());
   }
 
@@ -316,13 +315,27 @@ class StormTest : public ::testing::Test {
   }
 
   // Polls until `done` holds; the last status (the test fails with `what`
-  // at the deadline).
+  // at the deadline, printing the statuses it saw about every 250 ms).
   template <typename Pred>
   v1::ServerStatus WaitStatus(Pred done, absl::Duration timeout,
                               absl::string_view what) {
     v1::ServerStatus s;
-    EXPECT_TRUE(WaitFor([&] { return done(s = Status()); }, timeout, what))
-        << Describe(s);
+    const absl::Time start = absl::Now();
+    absl::Time last_kept = absl::InfinitePast();
+    std::string seen;
+    const bool held = WaitFor(
+        [&] {
+          s = Status();
+          const absl::Time now = absl::Now();
+          if (now - last_kept >= absl::Milliseconds(250)) {
+            absl::StrAppend(&seen, "\n  +", absl::FormatDuration(now - start),
+                            ": ", Describe(s));
+            last_kept = now;
+          }
+          return done(s);
+        },
+        timeout, what);
+    EXPECT_TRUE(held) << Describe(s) << "\nseen:" << seen;
     return s;
   }
 

@@ -18,8 +18,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -151,5 +156,9 @@ void ExpAvx2(const float* x, int64_t n, float* y) {
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif  // defined(__x86_64__)

@@ -24,8 +24,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -159,6 +164,10 @@ void ExpAvx512(const float* x, int64_t n, float* y) {
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
 #endif  // defined(__x86_64__)

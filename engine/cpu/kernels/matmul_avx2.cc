@@ -25,8 +25,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -323,7 +328,11 @@ void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* d) {
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #pragma GCC diagnostic pop
 #endif  // defined(__x86_64__)

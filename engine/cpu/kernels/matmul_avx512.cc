@@ -35,8 +35,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -336,12 +341,21 @@ void BuildPairsAvx512(const int8_t* q, int64_t cols, int32_t* s_pairs) {
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 // ---- Int8 weights (Q8_0, Q4_0) with AVX-512 VNNI ----
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -531,7 +545,11 @@ void MatMulRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #pragma GCC diagnostic pop
 #endif  // defined(__x86_64__)

@@ -53,8 +53,13 @@
 // across the current block's tiles. Row-major matrices are gathered into
 // f32 lane panels per call, which pays from kFloatGemmMinTokens.
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -415,7 +420,11 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 // ---- Int8 weights (Q8_0, Q4_0): panels, VNNI outer products ----
 //
@@ -427,8 +436,13 @@ void FloatGemmRowsAvx512(const MatMulTask& task, int64_t row_begin,
 // Row-major matrices are packed per call, block by block, which pays from
 // kGemmMinTokens tokens.
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -727,6 +741,10 @@ void GemmRowsAvx512Vnni(const MatMulTask& task, int64_t row_begin,
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
 #endif  // defined(__x86_64__)

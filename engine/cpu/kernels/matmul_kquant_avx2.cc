@@ -19,8 +19,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#if defined(__clang__)  // clang has no GCC target regions
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace paceline::engine::cpu::internal {
 namespace {
@@ -163,7 +168,11 @@ void MatMulRowsKQuantAvx2(const MatMulTask& task, int64_t row_begin,
 
 }  // namespace paceline::engine::cpu::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #pragma GCC diagnostic pop
 #endif  // defined(__x86_64__)

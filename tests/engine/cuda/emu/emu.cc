@@ -1,17 +1,23 @@
 // The emulation's block runner and runtime (emu.h, cuda_runtime_api.h,
 // cublas_v2.h).
 //
-// A block runs as one fiber (ucontext) per CUDA thread on the calling
-// thread: a fiber runs until it reaches __syncthreads, a warp intrinsic or
-// its end, then the next runnable one runs. When every lane of a warp
-// waits at a warp intrinsic they are released together (the intrinsic's
-// line and mask checked); when every live thread waits at __syncthreads
-// the block is released. Threads that have returned take no further part,
-// as on the GPU. Anything else that leaves no fiber runnable is a deadlock
-// on the GPU too: reported, and the block abandoned.
+// A block runs as one fiber per CUDA thread on the calling thread: a fiber
+// runs until it reaches __syncthreads, a warp intrinsic or its end, then
+// the next runnable one runs. A fiber is started once on its own stack
+// (ucontext) and then switched with _setjmp / _longjmp, which leave the
+// signal mask alone: glibc's swapcontext makes a system call each switch,
+// which made the emulation tests spend half their time in the kernel. A
+// fiber that ends its body parks until the next block reuses it.
+//
+// When every lane of a warp waits at a warp intrinsic they are released
+// together (the intrinsic's line and mask checked); when every live thread
+// waits at __syncthreads the block is released. Threads that have returned
+// take no further part, as on the GPU. Anything else that leaves no fiber
+// runnable is a deadlock on the GPU too: reported, and the block abandoned.
 
 #include "emu.h"
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <atomic>
@@ -20,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -49,7 +56,9 @@ std::atomic<bool> g_sticky_error{false};
 enum class State { kRunnable, kBlockWait, kWarpWait, kDone };
 
 struct Fiber {
-  ucontext_t context;
+  ucontext_t start;  // made just before the first switch into the fiber
+  jmp_buf resume;    // where it yielded, once started
+  bool started = false;
   std::unique_ptr<char[]> stack;
   State state = State::kRunnable;
   uint3 index;
@@ -68,7 +77,8 @@ struct Block {
   std::vector<Fiber> fibers;  // grows to the largest block; reused
   std::vector<Warp> warps;
   int current = -1;
-  ucontext_t scheduler;
+  jmp_buf scheduler;
+  std::thread::id host;  // the thread the parked fibers last ran on
   const std::function<void()>* body = nullptr;
 };
 
@@ -82,10 +92,20 @@ void PoisonShared() {
 
 Fiber& Current() { return g_block->fibers[g_block->current]; }
 
+// Back to the scheduler until resumed. Nothing of `f` is used after the
+// switch (the fibers' vector may have grown meanwhile).
+void Yield(Fiber& f) {
+  if (_setjmp(f.resume) == 0) _longjmp(g_block->scheduler, 1);
+}
+
+// Runs a block's body, parks, and runs the next block's when resumed.
 void FiberMain() {
-  (*g_block->body)();
-  Current().state = State::kDone;
-  swapcontext(&Current().context, &g_block->scheduler);  // never resumed
+  while (true) {
+    (*g_block->body)();
+    Fiber& f = Current();
+    f.state = State::kDone;
+    Yield(f);
+  }
 }
 
 // Back to the scheduler until released.
@@ -94,7 +114,23 @@ void Wait(State state, int line, unsigned mask) {
   f.state = state;
   f.line = line;
   f.mask = mask;
-  swapcontext(&f.context, &g_block->scheduler);
+  Yield(f);
+}
+
+// Runs fiber `i` until it yields.
+void SwitchTo(Block& b, int i) {
+  Fiber& f = b.fibers[i];
+  b.current = i;
+  threadIdx = f.index;
+  if (_setjmp(b.scheduler) != 0) return;  // it yielded
+  if (f.started) _longjmp(f.resume, 1);
+  f.started = true;
+  getcontext(&f.start);
+  f.start.uc_stack.ss_sp = f.stack.get();
+  f.start.uc_stack.ss_size = kStackBytes;
+  f.start.uc_link = nullptr;
+  makecontext(&f.start, FiberMain, 0);
+  setcontext(&f.start);
 }
 
 std::string Where(int tid, const Fiber& f) {
@@ -168,11 +204,6 @@ void RunBlock(Block& b) {
   for (int i = 0; i < b.threads; ++i) {
     Fiber& f = b.fibers[i];
     if (f.stack == nullptr) f.stack = std::make_unique<char[]>(kStackBytes);
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, FiberMain, 0);
     f.state = State::kRunnable;
   }
   for (Warp& w : b.warps) std::fill(w.calls, w.calls + 32, 0);
@@ -181,9 +212,7 @@ void RunBlock(Block& b) {
     for (int i = 0; i < b.threads; ++i) {
       Fiber& f = b.fibers[i];
       if (f.state != State::kRunnable) continue;
-      b.current = i;
-      threadIdx = f.index;
-      swapcontext(&b.scheduler, &f.context);
+      SwitchTo(b, i);
       ran = true;
     }
     if (ReleaseWarps(b) || ReleaseBlock(b) || ran) continue;
@@ -200,7 +229,9 @@ void RunBlock(Block& b) {
          std::to_string(blockIdx.y) + ", " + std::to_string(blockIdx.z) +
          "): " + Where(stuck, b.fibers[stuck]) +
          " waits for threads that never arrive");
-    return;  // the block's remaining fibers are abandoned
+    // The block's waiting fibers are abandoned: they start afresh next time.
+    for (Fiber& f : b.fibers) f.started = f.started && f.state == State::kDone;
+    return;
   }
 }
 
@@ -227,6 +258,12 @@ void Run(dim3 grid, dim3 block, const std::function<void()>& body) {
     return;
   }
   Block& b = *g_block;
+  // Parked fibers resume only on the thread they ran on (their frames may
+  // hold its thread-local addresses); on another they start afresh.
+  if (b.host != std::this_thread::get_id()) {
+    b.host = std::this_thread::get_id();
+    for (Fiber& f : b.fibers) f.started = false;
+  }
   b.threads = static_cast<int>(threads);
   if (b.fibers.size() < threads) b.fibers.resize(threads);
   b.warps.resize(threads / 32);
