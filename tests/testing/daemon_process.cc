@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -51,6 +53,17 @@ DaemonProcess::~DaemonProcess() {
   }
   // The pipe reaches end-of-file once the daemon is gone.
   if (reader_.joinable()) reader_.join();
+  // A failed test shows why the daemon did what it did (a sanitizer's
+  // report, a crash), even when it failed on an early ASSERT that did not
+  // print the stderr itself.
+  if (started_ && ::testing::Test::HasFailure()) {
+    const std::string err = stderr_text();
+    constexpr size_t kTail = 32 * 1024;
+    std::cerr << "--- pacelined's stderr (the test failed"
+              << (err.size() > kTail ? "; its last 32 KiB" : "") << "):\n"
+              << (err.size() > kTail ? err.substr(err.size() - kTail) : err)
+              << "--- end of pacelined's stderr\n";
+  }
 }
 
 absl::Status DaemonProcess::Start(const std::vector<std::string>& args,
