@@ -20,6 +20,7 @@
 #include "engine/backend.h"
 #include "engine/model/model_shapes.h"
 #include "server/config.h"
+#include "server/tenant_policy.h"
 
 namespace paceline::server {
 namespace {
@@ -296,6 +297,12 @@ void CheckTenant(const v1::TenantConfig& t, const std::string& at,
   }
   if (t.has_max_stop_token_ids()) {
     check.AtLeast(at + ".max_stop_token_ids", t.max_stop_token_ids(), 0);
+  }
+  if (!ParseMaxPriority(t.max_priority())) {
+    check.Fail(at + ".max_priority",
+               absl::StrCat("must be \"interactive\", \"standard\" or "
+                            "\"batch\", got \"",
+                            t.max_priority(), "\""));
   }
   if (t.has_min_pace_tokens_per_s()) {
     const double min = t.min_pace_tokens_per_s();

@@ -41,6 +41,7 @@
 #include "server/openai/openai_service.h"
 #include "server/sd_notify.h"
 #include "server/service.h"
+#include "server/tenant_policy.h"
 
 namespace paceline::server {
 namespace {
@@ -97,6 +98,8 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
     p.max_prompt_tokens = t.max_prompt_tokens();
     p.max_tokens_limit = t.max_tokens_limit();
     p.default_max_tokens = t.default_max_tokens();
+    p.max_priority = ParseMaxPriority(t.max_priority()).value_or(
+        scheduler::PriorityClass::kInteractive);  // validated
     p.cache_salt = t.prefix_cache_scope().empty()
                        ? t.name()
                        : absl::StrCat("scope:", t.prefix_cache_scope());

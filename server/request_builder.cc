@@ -282,19 +282,22 @@ absl::StatusOr<scheduler::StopConditions> BuildStopping(
 
 // --- Priority and delivery --------------------------------------------------
 
-absl::StatusOr<scheduler::PriorityClass> BuildPriority(v1::Priority p) {
+// The class asked for (unset: standard), lowered to the tenant's
+// max_priority when it is higher.
+absl::StatusOr<scheduler::PriorityClass> BuildPriority(
+    v1::Priority p, const TenantPolicy& tenant) {
   if (!v1::Priority_IsValid(p)) {
     return Invalid("priority",
                    absl::StrCat("is not a known value: ", static_cast<int>(p)));
   }
-  switch (p) {
-    case v1::PRIORITY_INTERACTIVE:
-      return scheduler::PriorityClass::kInteractive;
-    case v1::PRIORITY_BATCH:
-      return scheduler::PriorityClass::kBatch;
-    default:
-      return scheduler::PriorityClass::kStandard;
+  scheduler::PriorityClass asked = scheduler::PriorityClass::kStandard;
+  if (p == v1::PRIORITY_INTERACTIVE) {
+    asked = scheduler::PriorityClass::kInteractive;
+  } else if (p == v1::PRIORITY_BATCH) {
+    asked = scheduler::PriorityClass::kBatch;
   }
+  // Later classes are lower priorities.
+  return std::max(asked, tenant.max_priority);
 }
 
 // The request's pace (finite, >= 0) or the tenant's default, then the
@@ -354,7 +357,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
   spec.prompt = std::move(prompt.tokens);
   ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
   ASSIGN_OR_RETURN(spec.stop, BuildStopping(request.stopping(), tenant, model));
-  ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority()));
+  ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority(), tenant));
   ASSIGN_OR_RETURN(out.delivery, BuildDelivery(request.delivery(), tenant));
   spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
   if (prompt.chat_output.has_value()) {  // markers reach the parser as text

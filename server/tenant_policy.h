@@ -6,7 +6,11 @@
 // queued, tokens per minute; see scheduler/tenant_queues.h).
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+
+#include "scheduler/request.h"
 
 namespace paceline::server {
 
@@ -23,9 +27,23 @@ struct TenantPolicy {
   int32_t max_prompt_tokens = 0;   // 0 = the model's context
   int32_t max_tokens_limit = 0;    // cap on max_tokens; 0 = the context
   int32_t default_max_tokens = 256;
+  // The highest class its requests run in (a higher one asked is lowered).
+  scheduler::PriorityClass max_priority = scheduler::PriorityClass::kInteractive;
   // The prefix-cache salt: the tenant's name unless it shares a scope.
   std::string cache_salt;
 };
+
+// TenantConfig.max_priority: "" or "interactive", "standard", "batch";
+// nullopt for anything else.
+inline std::optional<scheduler::PriorityClass> ParseMaxPriority(
+    std::string_view name) {
+  if (name.empty() || name == "interactive") {
+    return scheduler::PriorityClass::kInteractive;
+  }
+  if (name == "standard") return scheduler::PriorityClass::kStandard;
+  if (name == "batch") return scheduler::PriorityClass::kBatch;
+  return std::nullopt;
+}
 
 }  // namespace paceline::server
 

@@ -457,6 +457,38 @@ TEST(RequestBuilderTest, PrioritiesMapToClasses) {
   }
 }
 
+// A tenant's max_priority lowers a higher class to it and leaves lower
+// ones as asked.
+TEST(RequestBuilderTest, MaxPriorityLowersHigherClasses) {
+  using scheduler::PriorityClass;
+  struct Case {
+    PriorityClass max;
+    v1::Priority asked;
+    PriorityClass expected;
+  };
+  const Case cases[] = {
+      {PriorityClass::kStandard, v1::PRIORITY_INTERACTIVE,
+       PriorityClass::kStandard},
+      {PriorityClass::kStandard, v1::PRIORITY_UNSPECIFIED,
+       PriorityClass::kStandard},
+      {PriorityClass::kStandard, v1::PRIORITY_BATCH, PriorityClass::kBatch},
+      {PriorityClass::kBatch, v1::PRIORITY_INTERACTIVE, PriorityClass::kBatch},
+      {PriorityClass::kBatch, v1::PRIORITY_STANDARD, PriorityClass::kBatch},
+      {PriorityClass::kInteractive, v1::PRIORITY_INTERACTIVE,
+       PriorityClass::kInteractive},
+  };
+  for (const Case& c : cases) {
+    TenantPolicy tenant = Tenant();
+    tenant.max_priority = c.max;
+    v1::GenerateRequest request = Valid();
+    request.set_priority(c.asked);
+    const absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->spec.priority, c.expected)
+        << scheduler::PriorityClassName(c.max) << " " << c.asked;
+  }
+}
+
 // A positive pace below the tenant's minimum (default 1 token/s) is
 // refused: 1e-300 tokens/s would hold its stream and buffer forever.
 TEST(RequestBuilderTest, PaceBelowTheTenantMinimumIsRefused) {
