@@ -10,6 +10,15 @@
 //                       bytes read per token × tokens/s. P: the engine
 //                       packs its matrices (the default) or not.
 //   BM_Prefill/TYPE/P   one 512-token prompt in one step; tokens/s.
+//                       GFLOP/s counts 2 x matmul weights per token plus
+//                       attention (4 x heads x head_dim x context per
+//                       layer); peak_frac divides it by the ceiling of the
+//                       instructions the type's kernels use (bench/
+//                       peak_compute.h): the FMA peak for F32 / F16, the
+//                       int8 peak for the quantized types.
+//   BM_DecodeLarge/B    BM_Decode on dummy:llama-1b F16 (2.5 GB: too big
+//                       for any cache, so batch 1 is bound by DRAM).
+//   BM_PeakFma, BM_PeakInt8  those ceilings (GOP/s), measured the same way.
 //   BM_ReadBandwidth    a read-only sum (bench/read_bandwidth.h, 4 streams
 //                       per thread) of 1 GiB (DRAM: the roofline to divide
 //                       weight_GB/s by) and of 256 / 128 MiB (what the
@@ -21,9 +30,12 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "bench/peak_compute.h"
 #include "bench/read_bandwidth.h"
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_engine.h"
@@ -40,26 +52,65 @@ constexpr int64_t kContextEnd = 192;   // decode wraps back to kContextStart
 constexpr int64_t kPrefill = 512;
 
 const WeightRecipe kRecipes[] = {
-    WeightRecipe::Uniform(GgmlType::kF32),  WeightRecipe::Uniform(GgmlType::kF16),
-    WeightRecipe::Uniform(GgmlType::kQ8_0), WeightRecipe::Uniform(GgmlType::kQ4_0),
-    WeightRecipe::Uniform(GgmlType::kQ4_K), WeightRecipe::Uniform(GgmlType::kQ6_K),
+    WeightRecipe::Uniform(GgmlType::kF32),
+    WeightRecipe::Uniform(GgmlType::kF16),
+    WeightRecipe::Uniform(GgmlType::kQ8_0),
+    WeightRecipe::Uniform(GgmlType::kQ4_0),
+    WeightRecipe::Uniform(GgmlType::kQ4_K),
+    WeightRecipe::Uniform(GgmlType::kQ6_K),
     WeightRecipe::Mix(WeightMix::kQ4_K_M),
 };
 
-// kRecipes[index]'s weights, made once per process.
-std::shared_ptr<const ModelWeights> Weights(int64_t index,
-                                            benchmark::State& state) {
-  static auto* cache =
-      new std::map<int64_t, std::shared_ptr<const ModelWeights>>;
+// kRecipes[index]'s weights of `shape`, made once per process.
+std::shared_ptr<const ModelWeights> Weights(
+    int64_t index, benchmark::State& state,
+    const char* shape_name = "stories110m") {
+  static auto* cache = new std::map<std::pair<std::string, int64_t>,
+                                    std::shared_ptr<const ModelWeights>>;
   state.SetLabel(kRecipes[index].name());
-  auto it = cache->find(index);
+  const std::pair<std::string, int64_t> key(shape_name, index);
+  auto it = cache->find(key);
   if (it != cache->end()) return it->second;
-  auto shape = FindModelShape("stories110m");
+  auto shape = FindModelShape(shape_name);
   auto w = ModelWeights::Dummy(*shape, kRecipes[index], 0);
   if (!w.ok()) return nullptr;
   std::shared_ptr<const ModelWeights> shared = std::move(*w);
-  (*cache)[index] = shared;
+  (*cache)[key] = shared;
   return shared;
+}
+
+// The ceilings, measured once per process on a pool of the engine's size.
+const bench::Peak& FmaPeak() {
+  static const bench::Peak peak = [] {
+    ThreadPool pool(0);
+    return bench::MeasureFmaPeak(pool);
+  }();
+  return peak;
+}
+const bench::Peak& Int8Peak() {
+  static const bench::Peak peak = [] {
+    ThreadPool pool(0);
+    return bench::MeasureInt8Peak(pool);
+  }();
+  return peak;
+}
+
+bool IsFloatType(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
+}
+
+// Arithmetic of one decoded token of a dense model at `context` positions:
+// 2 FLOPs per matmul weight, and q.K plus p.V over the context.
+double DecodeFlopsPerToken(const ModelConfig& c, double context) {
+  const double q = static_cast<double>(c.n_heads * c.head_dim);
+  const double kv = static_cast<double>(c.n_kv_heads * c.head_dim);
+  const double d = static_cast<double>(c.n_embd);
+  const double per_layer =
+      d * q + 2 * d * kv + q * d + 3 * d * static_cast<double>(c.n_ff);
+  const double weights = static_cast<double>(c.n_layers) * per_layer +
+                         static_cast<double>(c.n_vocab) * d;
+  const double attention = 4.0 * static_cast<double>(c.n_layers) * q * context;
+  return 2 * weights + attention;
 }
 
 std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab) {
@@ -69,13 +120,29 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab) {
   return t;
 }
 
+void RunDecode(benchmark::State& state,
+               std::shared_ptr<const ModelWeights> weights, GgmlType type,
+               int64_t batch, bool packed);
+
 void BM_Decode(benchmark::State& state) {
-  const int64_t batch = state.range(1);
   auto weights = Weights(state.range(0), state);
   if (weights == nullptr) return state.SkipWithError("weights");
+  RunDecode(state, std::move(weights), kRecipes[state.range(0)].base_type(),
+            state.range(1), state.range(2) != 0);
+}
+
+void BM_DecodeLarge(benchmark::State& state) {
+  auto weights = Weights(/*F16*/ 1, state, "llama-1b");
+  if (weights == nullptr) return state.SkipWithError("weights");
+  RunDecode(state, std::move(weights), GgmlType::kF16, state.range(0), true);
+}
+
+void RunDecode(benchmark::State& state,
+               std::shared_ptr<const ModelWeights> weights, GgmlType type,
+               int64_t batch, bool packed) {
   const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
   CpuEngineOptions options;
-  options.pack_weights = state.range(2) != 0;
+  options.pack_weights = packed;
   options.num_blocks = static_cast<int32_t>(batch * blocks_per_seq);
   options.max_tokens_per_step =
       static_cast<int32_t>(std::max<int64_t>(batch, kContextStart));
@@ -135,6 +202,31 @@ void BM_Decode(benchmark::State& state) {
   }
   state.counters["weight_MB/token"] =
       static_cast<double>(weights->MatMulBytesPerToken()) / 1e6;
+  // Positions kContextStart .. kContextEnd - 1 in turn: the mean context.
+  const double context = (kContextStart + kContextEnd + 1) / 2.0;
+  const double flops = DecodeFlopsPerToken(weights->config(), context) *
+                       static_cast<double>(batch * state.iterations());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  const bench::Peak& peak = IsFloatType(type) ? FmaPeak() : Int8Peak();
+  state.counters["peak_frac"] =
+      benchmark::Counter(flops / peak.ops_per_s, benchmark::Counter::kIsRate);
+}
+
+void BM_PeakFma(benchmark::State& state) {
+  ThreadPool pool(0);
+  bench::Peak peak;
+  for (auto _ : state) peak = bench::MeasureFmaPeak(pool);
+  state.SetLabel(peak.instruction);
+  state.counters["GFLOP/s"] = peak.ops_per_s / 1e9;
+}
+
+void BM_PeakInt8(benchmark::State& state) {
+  ThreadPool pool(0);
+  bench::Peak peak;
+  for (auto _ : state) peak = bench::MeasureInt8Peak(pool);
+  state.SetLabel(peak.instruction);
+  state.counters["GOP/s"] = peak.ops_per_s / 1e9;
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -173,9 +265,9 @@ void BM_ReadBandwidth(benchmark::State& state) {
   std::vector<uint64_t> partial;
   bench::ReadBuffer(bytes);
   for (auto _ : state) bench::ReadPass(pool, bytes, 4, partial);
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(bytes) * state.iterations() / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 // packed: the engine's default (CpuEngineOptions::pack_weights), and for
@@ -183,7 +275,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int64_t i = 0; i < std::ssize(kRecipes); ++i) {
     const GgmlType t = kRecipes[i].base_type();
-    for (int64_t batch : {1, 8, 32, 64}) {
+    for (int64_t batch : {1, 8, 16, 32, 64}) {
       b->Args({i, batch, 1});
       if (MatMulPrefersPanels(t, 768)) b->Args({i, batch, 0});
     }
@@ -209,8 +301,16 @@ BENCHMARK(BM_ReadBandwidth)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(BM_PeakFma)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakInt8)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Decode)
     ->Apply(DecodeArgs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_DecodeLarge)
+    ->ArgName("batch")
+    ->Arg(1)
+    ->Arg(32)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Prefill)

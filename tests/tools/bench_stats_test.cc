@@ -4,6 +4,7 @@
 #include "tools/paceline/bench_stats.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -187,6 +188,79 @@ TEST(AggregateTest, ThroughputGoodputAndTenants) {
   EXPECT_DOUBLE_EQ(b.output_throughput, 50.0);
   EXPECT_DOUBLE_EQ(b.goodput_computed, 0.5);
   EXPECT_NEAR(b.e2e_computed.p50, 2.5, 1e-12);
+}
+
+// A record of tenant `t` sent at `sent` whose tokens arrived at the given
+// times (seconds from the run's start), one per Delta.
+RequestRecord Delivered(int t, double sent, std::vector<double> at) {
+  RequestRecord r;
+  r.tenant = t;
+  r.ok = true;
+  r.sent = sent;
+  r.delivered_tokens = static_cast<int32_t>(at.size());
+  r.completion_tokens = r.delivered_tokens;
+  r.ttft_delivered = at.front() - sent;
+  for (size_t k = 1; k < at.size(); ++k) {
+    r.itl_delivered.push_back(at[k] - at[k - 1]);
+  }
+  r.done = at.back();
+  return r;
+}
+
+TEST(FairShareTest, WindowRunsFromEveryTenantServedToTheFirstThatStops) {
+  const std::vector<RequestRecord> records = {
+      Delivered(0, 0.0, {0.5, 0.6}), Delivered(0, 4.0, {4.5}),
+      Delivered(1, 0.0, {1.5, 2.0}), Delivered(1, 9.0, {9.5})};
+  const std::optional<ShareWindow> w = CommonWindow(records, 2);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_DOUBLE_EQ(w->from, 1.5);  // tenant 1's first token
+  EXPECT_DOUBLE_EQ(w->to, 4.0);    // tenant 0's last request sent
+}
+
+TEST(FairShareTest, NoWindowWhenATenantWasNeverServed) {
+  std::vector<RequestRecord> records = {Delivered(0, 0.0, {0.5})};
+  RequestRecord failed;
+  failed.tenant = 1;
+  failed.sent = 0.2;
+  failed.error = "UNAVAILABLE";
+  records.push_back(failed);
+  EXPECT_FALSE(CommonWindow(records, 2).has_value());
+  EXPECT_FALSE(CommonWindow(records, 1).has_value());  // 0.5 > its last send
+}
+
+TEST(FairShareTest, DeliveredInCountsTokensInsideTheHalfOpenWindow) {
+  const RequestRecord r = Delivered(0, 1.0, {1.25, 1.5, 2.0, 2.0, 3.0, 4.0});
+  EXPECT_EQ(DeliveredIn(r, {0.0, 10.0}), 6);
+  EXPECT_EQ(DeliveredIn(r, {1.5, 3.0}), 3);  // 1.5, 2.0, 2.0
+  EXPECT_EQ(DeliveredIn(r, {1.3, 1.4}), 0);
+  RequestRecord failed = r;
+  failed.ok = false;
+  EXPECT_EQ(DeliveredIn(failed, {0.0, 10.0}), 0);
+}
+
+TEST(FairShareTest, SharesCompareWithTheExpectedWeights) {
+  // Tenant 0 gets 2 tokens a second, tenant 1 6: exactly 1:3.
+  std::vector<RequestRecord> records;
+  std::vector<double> slow, fast;
+  for (int k = 0; k < 20; ++k) slow.push_back(k * 0.5);
+  for (int k = 0; k < 60; ++k) fast.push_back(k / 6.0);
+  records.push_back(Delivered(0, 0.0, slow));
+  records.push_back(Delivered(1, 0.0, fast));
+  const std::vector<double> weights = {1, 3};
+  const std::vector<TenantService> s =
+      ServiceShares(records, {0.0, 10.0}, weights);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].tokens, 20);
+  EXPECT_EQ(s[1].tokens, 60);
+  EXPECT_DOUBLE_EQ(s[0].tokens_per_s, 2.0);
+  EXPECT_DOUBLE_EQ(s[1].tokens_per_s, 6.0);
+  EXPECT_DOUBLE_EQ(s[0].share, 0.25);
+  EXPECT_DOUBLE_EQ(s[0].expected, 0.25);
+  EXPECT_DOUBLE_EQ(s[0].ratio, 1.0);
+  EXPECT_DOUBLE_EQ(s[1].ratio, 1.0);
+  // Against equal weights tenant 1 got 1.5 times its share.
+  const std::vector<double> equal = {1, 1};
+  EXPECT_DOUBLE_EQ(ServiceShares(records, {0.0, 10.0}, equal)[1].ratio, 1.5);
 }
 
 }  // namespace

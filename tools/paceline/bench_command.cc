@@ -56,8 +56,9 @@ constexpr char kUsage[] =
     "                       --api openai --url http[s]://HOST:PORT\n"
     "                       [--model NAME] [--vocab-size N]) [--tls-ca "
     "FILE]\n"
-    "         [--api-key KEY | --tenant NAME:KEY[:SHARE]...]\n"
-    "         [--concurrency N[,N...] | --rate R[,R...] [--burstiness B]]\n"
+    "         [--api-key KEY | --tenant NAME:KEY[:SHARE[:PRIORITY]]...]\n"
+    "         [--concurrency N[,N...] | --per-tenant-concurrency N[,N...] |\n"
+    "          --rate R[,R...] [--burstiness B]]\n"
     "         [--requests N] [--duration SECONDS] [--warmup N]\n"
     "         [--prompt-tokens N|A:B | --prompts FILE.jsonl] [--max-tokens "
     "N|A:B]\n"
@@ -119,10 +120,22 @@ constexpr char kUsage[] =
     "  --vocab-size N        openai: synthetic prompt ids are below N\n"
     "  --api-key KEY         one tenant's key (default: $PACELINE_API_KEY;\n"
     "                        openai: optional)\n"
-    "  --tenant NAME:KEY[:SHARE]  a tenant and its share of the requests\n"
-    "                        (default 1); repeatable\n"
+    "  --tenant NAME:KEY[:SHARE[:PRIORITY]]  a tenant, its share of the\n"
+    "                        requests (default 1) and the priority its\n"
+    "                        requests ask for (interactive, standard or\n"
+    "                        batch; default: none set); repeatable\n"
     "  --concurrency LIST    closed loop: streams in flight, e.g. 1,4,8,16,32\n"
     "                        for one run per level (default 1)\n"
+    "  --per-tenant-concurrency LIST  closed loop with that many streams of\n"
+    "                        EACH tenant in flight (--requests then counts per\n"
+    "                        tenant); SHARE is the tenant's expected share of\n"
+    "                        service (its weight on the server). Reports each\n"
+    "                        tenant's delivered tokens over the common window\n"
+    "                        (from every tenant's first token to the first\n"
+    "                        tenant's last request sent: all backlogged), its\n"
+    "                        share of them and share / expected. Give each\n"
+    "                        tenant more streams than the server runs at\n"
+    "                        once, or it runs out of queued requests\n"
     "  --rate LIST           open loop: requests/s, one run per rate\n"
     "  --burstiness B        gamma shape of the inter-arrival times; 1 =\n"
     "                        Poisson, < 1 burstier (default 1)\n"
@@ -158,7 +171,7 @@ constexpr FlagDef kFlags[] = {
     {"json", false},         {"plot", true},        {"progress", false},
     {"no-progress", false},  {"timeout", true},     {"tls-ca", true},
     {"api", true},           {"url", true},         {"model", true},
-    {"vocab-size", true},
+    {"vocab-size", true},    {"per-tenant-concurrency", true},
 };
 
 // "1,4,8": positive numbers; whole ones when `whole`.
@@ -179,15 +192,30 @@ absl::StatusOr<std::vector<double>> ParseLevels(absl::string_view flag,
 
 absl::StatusOr<Tenant> ParseTenant(absl::string_view value) {
   const std::vector<std::string> parts = absl::StrSplit(value, ':');
-  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() ||
+  if (parts.size() < 2 || parts.size() > 4 || parts[0].empty() ||
       parts[1].empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tenant wants NAME:KEY or NAME:KEY:SHARE, got '", value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tenant wants NAME:KEY[:SHARE[:PRIORITY]], got '",
+                     value, "'"));
   }
   Tenant t{parts[0], parts[1], 1};
-  if (parts.size() == 3) {
+  if (parts.size() >= 3) {
     ASSIGN_OR_RETURN(t.share,
                      ParseNumberFlag("tenant SHARE", parts[2], kPositive));
+  }
+  if (parts.size() == 4) {
+    const std::string& p = parts[3];
+    if (p == "interactive") {
+      t.priority = pb::PRIORITY_INTERACTIVE;
+    } else if (p == "standard") {
+      t.priority = pb::PRIORITY_STANDARD;
+    } else if (p == "batch") {
+      t.priority = pb::PRIORITY_BATCH;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tenant PRIORITY wants interactive, standard or batch, got '", p,
+          "'"));
+    }
   }
   return t;
 }
@@ -300,11 +328,19 @@ absl::Status ReadTargetFlags(const ParsedArgs& args, BenchFlags& f) {
 // The runs: closed- or open-loop levels, how many requests or how long,
 // the warm-up.
 absl::Status ReadLoadFlags(const ParsedArgs& args, BenchFlags& f) {
-  if (args.Has("concurrency") && args.Has("rate")) {
-    return absl::InvalidArgumentError("give --concurrency or --rate, not both");
+  const int loads = (args.Has("concurrency") ? 1 : 0) +
+                    (args.Has("per-tenant-concurrency") ? 1 : 0) +
+                    (args.Has("rate") ? 1 : 0);
+  if (loads > 1) {
+    return absl::InvalidArgumentError(
+        "give one of --concurrency, --per-tenant-concurrency and --rate");
   }
   if (auto v = args.Get("concurrency")) {
     ASSIGN_OR_RETURN(f.levels, ParseLevels("concurrency", *v, true));
+  }
+  if (auto v = args.Get("per-tenant-concurrency")) {
+    ASSIGN_OR_RETURN(f.levels, ParseLevels("per-tenant-concurrency", *v, true));
+    f.per_tenant = true;
   }
   if (auto v = args.Get("rate")) {
     ASSIGN_OR_RETURN(f.levels, ParseLevels("rate", *v, false));
@@ -485,6 +521,16 @@ absl::Status Bench(const BenchFlags& f) {
     for (size_t t = 0; t < f.tenants.size(); ++t) {
       run.tenants.push_back(bench::Aggregate(run.records, run.duration, f.slo,
                                              static_cast<int>(t)));
+    }
+    if (f.per_tenant) {
+      run.per_tenant = true;
+      run.window = bench::CommonWindow(run.records,
+                                       static_cast<int>(f.tenants.size()));
+      if (run.window) {
+        std::vector<double> expected;
+        for (const Tenant& t : f.tenants) expected.push_back(t.share);
+        run.service = bench::ServiceShares(run.records, *run.window, expected);
+      }
     }
     failed += run.all.failed;
     if (first_error.empty()) first_error = run.all.first_error;

@@ -29,10 +29,12 @@ std::string Ms(double seconds) {
   return absl::StrFormat("%.1f", seconds * 1e3);
 }
 
-// "closed-c4" / "open-r2.5": a run's name in file names and plot keys.
+// "closed-c4" / "closed-t4" / "open-r2.5": a run's name in file names and
+// plot keys.
 std::string RunTag(const RunResult& run) {
-  return run.open_loop ? absl::StrFormat("open-r%g", run.level)
-                       : absl::StrFormat("closed-c%g", run.level);
+  if (run.open_loop) return absl::StrFormat("open-r%g", run.level);
+  if (run.per_tenant) return absl::StrFormat("closed-t%g", run.level);
+  return absl::StrFormat("closed-c%g", run.level);
 }
 
 // One latency row: "  TTFT      p50 p90 p99 mean | p50 p90 p99 mean".
@@ -109,6 +111,44 @@ std::string JsonGroup(const GroupStats& g) {
           ? std::string()
           : absl::StrCat(", \"first_error\": ", JsonQuote(g.first_error)),
       "}");
+}
+
+// Each tenant's service over the common window, or why there is none.
+std::string ServiceBlock(const BenchSetup& setup, const RunResult& run) {
+  if (!run.window) {
+    return "  fair share: no common window (some tenant got no token)\n";
+  }
+  std::string out = absl::StrFormat(
+      "  fair share over the common window %.2f-%.2f s (every tenant "
+      "backlogged):\n  %-12s %9s %11s %9s %9s %9s\n",
+      run.window->from, run.window->to, "tenant", "tokens", "tok/s", "share",
+      "expected", "ratio");
+  for (size_t t = 0; t < run.service.size(); ++t) {
+    const TenantService& s = run.service[t];
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-12s %9d %11.1f %8.2f%% %8.2f%% %9.3f\n",
+                              setup.tenants[t], s.tokens, s.tokens_per_s,
+                              s.share * 100, s.expected * 100, s.ratio));
+  }
+  return out;
+}
+
+std::string JsonService(const BenchSetup& setup, const RunResult& run) {
+  if (!run.window) return ", \"fair_share\": null";
+  std::string out = absl::StrCat(
+      ", \"fair_share\": {\"window_s\": [", JsonNumber(run.window->from), ", ",
+      JsonNumber(run.window->to), "], \"tenants\": {");
+  for (size_t t = 0; t < run.service.size(); ++t) {
+    const TenantService& s = run.service[t];
+    absl::StrAppend(&out, t > 0 ? ", " : "", JsonQuote(setup.tenants[t]),
+                    ": {\"tokens\": ", s.tokens,
+                    ", \"tokens_per_s\": ", JsonNumber(s.tokens_per_s),
+                    ", \"share\": ", JsonNumber(s.share),
+                    ", \"expected\": ", JsonNumber(s.expected),
+                    ", \"ratio\": ", JsonNumber(s.ratio), "}");
+  }
+  absl::StrAppend(&out, "}}");
+  return out;
 }
 
 std::string JsonOptionalMs(const std::optional<double>& s) {
@@ -209,8 +249,10 @@ std::string CdfData(std::vector<double> values) {
 }  // namespace
 
 std::string RunLabel(const RunResult& run) {
-  return run.open_loop ? absl::StrFormat("open, %g req/s", run.level)
-                       : absl::StrFormat("closed, concurrency %g", run.level);
+  if (run.open_loop) return absl::StrFormat("open, %g req/s", run.level);
+  if (run.per_tenant)
+    return absl::StrFormat("closed, %g per tenant", run.level);
+  return absl::StrFormat("closed, concurrency %g", run.level);
 }
 
 std::string FormatTable(const BenchSetup& setup,
@@ -256,6 +298,7 @@ std::string FormatTable(const BenchSetup& setup,
         absl::StrAppend(&out, LatencyBlock(setup.tenants[t], run.tenants[t]));
       }
     }
+    if (run.per_tenant) absl::StrAppend(&out, ServiceBlock(setup, run));
     if (run.all.tokens_from_chunks > 0) {
       absl::StrAppend(&out, "  ", run.all.tokens_from_chunks,
                       " requests came without a usage chunk: their completion "
@@ -295,7 +338,9 @@ std::string FormatJson(const BenchSetup& setup,
     const RunResult& run = runs[i];
     absl::StrAppend(&out, i > 0 ? ", " : "",
                     "{\"mode\": ", run.open_loop ? "\"open\"" : "\"closed\"",
-                    run.open_loop ? ", \"rate\": " : ", \"concurrency\": ",
+                    run.open_loop    ? ", \"rate\": "
+                    : run.per_tenant ? ", \"per_tenant_concurrency\": "
+                                     : ", \"concurrency\": ",
                     JsonNumber(run.level),
                     ", \"duration_s\": ", JsonNumber(run.duration),
                     ", \"all\": ", JsonGroup(run.all), ", \"tenants\": {");
@@ -303,7 +348,8 @@ std::string FormatJson(const BenchSetup& setup,
       absl::StrAppend(&out, t > 0 ? ", " : "", JsonQuote(setup.tenants[t]),
                       ": ", JsonGroup(run.tenants[t]));
     }
-    absl::StrAppend(&out, "}}");
+    absl::StrAppend(&out, "}", run.per_tenant ? JsonService(setup, run) : "",
+                    "}");
   }
   absl::StrAppend(&out, "]}\n");
   return out;

@@ -5,6 +5,7 @@
 // document (--json) and the gnuplot data, scripts and PNGs (--plot DIR).
 // Latencies are reported in milliseconds.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ struct RunResult {
   std::vector<RequestRecord> records;
   GroupStats all;
   std::vector<GroupStats> tenants;  // in the order of the tenant names
+  // --per-tenant-concurrency: `level` streams of each tenant, and each
+  // tenant's service over the common window (bench_stats.h; none when some
+  // tenant was never served).
+  bool per_tenant = false;
+  std::optional<ShareWindow> window;
+  std::vector<TenantService> service;  // in the order of the tenant names
 };
 
 // What the runs were made with, echoed by the reports.
@@ -38,7 +45,7 @@ struct BenchSetup {
   Slo slo;
 };
 
-// "closed, concurrency 4" / "open, 2.5 req/s".
+// "closed, concurrency 4" / "closed, 4 per tenant" / "open, 2.5 req/s".
 std::string RunLabel(const RunResult& run);
 
 // The readable report: per run a throughput line per tenant, then the

@@ -139,6 +139,8 @@ class LevelRun {
     if (progress) bar = std::thread([&] { DrawProgress(open_loop, level); });
     if (open_loop) {
       OpenLoop(level);
+    } else if (flags_.per_tenant) {
+      PerTenantLoops(static_cast<int>(level));
     } else {
       ClosedLoop(static_cast<int>(level));
     }
@@ -186,6 +188,28 @@ class LevelRun {
     for (std::thread& t : workers) t.join();
   }
 
+  // `concurrency` streams of each tenant, each tenant taking its own
+  // requests 0, 1, ... (up to `requests_` of them).
+  void PerTenantLoops(int concurrency) {
+    const size_t n = flags_.tenants.size();
+    std::vector<std::atomic<int64_t>> next(n);
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < n; ++t) {
+      for (int w = 0; w < concurrency; ++w) {
+        workers.emplace_back([&, t] {
+          for (;;) {
+            if (TimeUp()) return;
+            const int64_t i = next[t]++;
+            if (requests_ && i >= *requests_) return;
+            Record(sender_.Send(workload_.Make(salt_, i, static_cast<int>(t)),
+                                origin_));
+          }
+        });
+      }
+    }
+    for (std::thread& t : workers) t.join();
+  }
+
   // A thread per request, started at its arrival time; finished ones are
   // joined as the loop goes.
   void OpenLoop(double rate) {
@@ -229,8 +253,11 @@ class LevelRun {
       const double elapsed = Seconds(Clock::now() - origin_);
       double fraction = 0;
       if (requests_) {
-        fraction =
-            static_cast<double>(finished_) / static_cast<double>(*requests_);
+        const int64_t total =
+            *requests_ * (flags_.per_tenant
+                              ? static_cast<int64_t>(flags_.tenants.size())
+                              : 1);
+        fraction = static_cast<double>(finished_) / static_cast<double>(total);
       }
       if (duration_) fraction = std::max(fraction, elapsed / *duration_);
       fraction = std::clamp(fraction, 0.0, 1.0);
@@ -270,15 +297,20 @@ Workload::Workload(const BenchFlags& flags, int64_t vocab_size)
   tenant_weights_ = std::move(shares);
 }
 
-Planned Workload::Make(uint64_t salt, int64_t i) const {
-  std::seed_seq seq{static_cast<uint32_t>(flags_.seed),
-                    static_cast<uint32_t>(flags_.seed >> 32),
-                    static_cast<uint32_t>(salt), static_cast<uint32_t>(i),
-                    static_cast<uint32_t>(static_cast<uint64_t>(i) >> 32)};
+Planned Workload::Make(uint64_t salt, int64_t i,
+                       std::optional<int> tenant) const {
+  std::vector<uint32_t> words = {
+      static_cast<uint32_t>(flags_.seed),
+      static_cast<uint32_t>(flags_.seed >> 32), static_cast<uint32_t>(salt),
+      static_cast<uint32_t>(i),
+      static_cast<uint32_t>(static_cast<uint64_t>(i) >> 32)};
+  if (tenant) words.push_back(static_cast<uint32_t>(*tenant));
+  std::seed_seq seq(words.begin(), words.end());
   std::mt19937_64 rng(seq);
   Planned p;
   p.tenant = std::discrete_distribution<int>(tenant_weights_.begin(),
                                              tenant_weights_.end())(rng);
+  if (tenant) p.tenant = *tenant;
   pb::GenerateRequest& r = p.request;
   int32_t max_tokens = flags_.max_tokens.Draw(rng);
   if (!flags_.prompts.empty()) {
@@ -298,6 +330,7 @@ Planned Workload::Make(uint64_t salt, int64_t i) const {
   r.mutable_stopping()->set_max_tokens(max_tokens);
   r.mutable_stopping()->set_ignore_eos(true);
   r.mutable_delivery()->set_pace_tokens_per_s(flags_.pace);
+  r.set_priority(flags_.tenants[p.tenant].priority);
   if (flags_.temperature)
     r.mutable_sampling()->set_temperature(*flags_.temperature);
   r.mutable_sampling()->set_seed(rng());

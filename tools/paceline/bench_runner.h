@@ -26,6 +26,7 @@ struct Tenant {
   std::string name;
   std::string key;
   double share = 1;
+  pb::Priority priority = pb::PRIORITY_UNSPECIFIED;  // of its requests
 };
 
 struct FilePrompt {
@@ -44,6 +45,10 @@ struct BenchFlags {
   std::optional<int64_t> vocab_size;  // OpenAI: ids of synthetic prompts
   std::vector<Tenant> tenants;
   bool open_loop = false;
+  // Closed loop with `level` streams of each tenant in flight (each
+  // tenant's requests its own: --per-tenant-concurrency); otherwise one
+  // population whose requests draw their tenant by share.
+  bool per_tenant = false;
   std::vector<double> levels = {1};
   double burstiness = 1;
   std::optional<int64_t> requests;
@@ -71,11 +76,14 @@ struct Planned {
 
 // The requests of a benchmark. Request `i` of stream `salt` depends only
 // on (seed, salt, i), so runs are repeatable whatever the order in which
-// the workers take requests. `flags` must outlive the Workload.
+// the workers take requests; its tenant is drawn by share, or is `tenant`
+// when given (then request i of each tenant is its own: the tenant joins
+// the seed). `flags` must outlive the Workload.
 class Workload {
  public:
   Workload(const BenchFlags& flags, int64_t vocab_size);
-  Planned Make(uint64_t salt, int64_t i) const;
+  Planned Make(uint64_t salt, int64_t i,
+               std::optional<int> tenant = std::nullopt) const;
 
  private:
   const BenchFlags& flags_;
@@ -109,8 +117,9 @@ class GrpcSender : public Sender {
   const BenchFlags& flags_;
 };
 
-// Runs one load level: `level` streams in flight (closed loop) or `level`
-// arrivals per second (open loop), until `requests` have been started or
+// Runs one load level: `level` streams in flight (closed loop; of each
+// tenant with flags.per_tenant, `requests` then counting per tenant) or
+// `level` arrivals per second (open loop), until `requests` have been started or
 // `duration` seconds have passed (whichever comes first; at least one must
 // be set), and waits for the last stream. Records come back unaggregated;
 // the run's duration is the end of its last stream. With `progress`, a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -136,6 +137,62 @@ GroupStats Aggregate(std::span<const RequestRecord> records, double duration,
   g.e2e_delivered = Summarize(Collect(ok, &RequestRecord::e2e_delivered));
   g.itl_delivered = Summarize(std::move(itl));
   return g;
+}
+
+std::optional<ShareWindow> CommonWindow(std::span<const RequestRecord> records,
+                                        int n_tenants) {
+  if (n_tenants <= 0) return std::nullopt;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> first_token(n_tenants, inf);
+  std::vector<double> last_sent(n_tenants, -inf);
+  for (const RequestRecord& r : records) {
+    if (r.tenant < 0 || r.tenant >= n_tenants) continue;
+    last_sent[r.tenant] = std::max(last_sent[r.tenant], r.sent);
+    if (r.ok && r.ttft_delivered) {
+      first_token[r.tenant] =
+          std::min(first_token[r.tenant], r.sent + *r.ttft_delivered);
+    }
+  }
+  ShareWindow w{*std::max_element(first_token.begin(), first_token.end()),
+                *std::min_element(last_sent.begin(), last_sent.end())};
+  if (!std::isfinite(w.from) || !(w.to > w.from)) return std::nullopt;
+  return w;
+}
+
+int64_t DeliveredIn(const RequestRecord& r, const ShareWindow& window) {
+  if (!r.ok || !r.ttft_delivered || r.delivered_tokens == 0) return 0;
+  // The first token at the first Delta; each later one after its gap.
+  double at = r.sent + *r.ttft_delivered;
+  int64_t n = at >= window.from && at < window.to ? 1 : 0;
+  for (double gap : r.itl_delivered) {
+    at += gap;
+    if (at >= window.to) break;
+    if (at >= window.from) ++n;
+  }
+  return n;
+}
+
+std::vector<TenantService> ServiceShares(std::span<const RequestRecord> records,
+                                         const ShareWindow& window,
+                                         std::span<const double> expected) {
+  std::vector<TenantService> out(expected.size());
+  int64_t total = 0;
+  for (const RequestRecord& r : records) {
+    if (r.tenant < 0 || static_cast<size_t>(r.tenant) >= out.size()) continue;
+    const int64_t n = DeliveredIn(r, window);
+    out[r.tenant].tokens += n;
+    total += n;
+  }
+  const double weights = std::accumulate(expected.begin(), expected.end(), 0.0);
+  const double span = window.to - window.from;
+  for (size_t t = 0; t < out.size(); ++t) {
+    TenantService& s = out[t];
+    s.tokens_per_s = span > 0 ? static_cast<double>(s.tokens) / span : 0;
+    s.share = total > 0 ? static_cast<double>(s.tokens) / total : 0;
+    s.expected = weights > 0 ? expected[t] / weights : 0;
+    s.ratio = s.expected > 0 ? s.share / s.expected : 0;
+  }
+  return out;
 }
 
 }  // namespace paceline::tools::bench

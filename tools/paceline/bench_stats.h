@@ -132,6 +132,38 @@ struct GroupStats {
 GroupStats Aggregate(std::span<const RequestRecord> records, double duration,
                      const Slo& slo, std::optional<int> tenant = std::nullopt);
 
+// Fair share over a common window. In a run where every tenant keeps its
+// own population of streams in flight (--per-tenant-concurrency), each
+// tenant is backlogged from the moment all of them have received a token
+// until the first of them stops starting requests (its last `sent`): that
+// span is the window, and each tenant's service is the tokens delivered to
+// it inside the window (of ok requests; a token's receive time is rebuilt
+// from its request's first Delta and ITL gaps).
+struct ShareWindow {
+  double from = 0;  // seconds from the run's start
+  double to = 0;
+};
+// nullopt when some tenant has no ok request with a delivered token, or
+// the window is empty.
+std::optional<ShareWindow> CommonWindow(std::span<const RequestRecord> records,
+                                        int n_tenants);
+
+// Tokens of `r` (ok, with delivered tokens) received in [from, to).
+int64_t DeliveredIn(const RequestRecord& r, const ShareWindow& window);
+
+struct TenantService {
+  int64_t tokens = 0;       // delivered in the window
+  double tokens_per_s = 0;  // tokens / window length
+  double share = 0;         // tokens / every tenant's tokens
+  double expected = 0;      // expected[t] / their sum
+  double ratio = 0;         // share / expected (1 = exactly fair)
+};
+// One entry per tenant. `expected` holds each tenant's configured weight
+// (any positive scale), one per tenant.
+std::vector<TenantService> ServiceShares(std::span<const RequestRecord> records,
+                                         const ShareWindow& window,
+                                         std::span<const double> expected);
+
 }  // namespace paceline::tools::bench
 
 #endif  // PACELINE_TOOLS_PACELINE_BENCH_STATS_H_

@@ -85,6 +85,19 @@ std::string CompletionBody(const v1::GenerateRequest& request,
   if (request.delivery().pace_tokens_per_s() > 0) {
     body["pace_tokens_per_s"] = request.delivery().pace_tokens_per_s();
   }
+  switch (request.priority()) {  // Paceline's extension, as its API names it
+    case v1::PRIORITY_INTERACTIVE:
+      body["priority"] = "interactive";
+      break;
+    case v1::PRIORITY_STANDARD:
+      body["priority"] = "standard";
+      break;
+    case v1::PRIORITY_BATCH:
+      body["priority"] = "batch";
+      break;
+    default:
+      break;
+  }
   return Dump(body);
 }
 
