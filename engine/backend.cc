@@ -72,11 +72,10 @@ absl::Status MakeCpu(const BackendOptions& options,
                      Backend* out) {
   const ModelConfig& mc = weights->config();
   out->plan.weights_bytes = weights->MatMulBytes();  // every expert resident
-  const GgmlType kv_type = options.kv_type.value_or(GgmlType::kF32);
+  const GgmlType kv_type = options.kv_type.value_or(GgmlType::kF16);
   out->plan.kv_dtype = DtypeName(kv_type);
   const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
-                                mc.head_dim *
-                                cpu::KvCache::ElementBytes(kv_type);
+                                cpu::KvCache::RowBytes(kv_type, mc.head_dim);
   cpu::CpuEngineOptions cpu_options;
   cpu_options.kv_type = kv_type;
   cpu_options.block_size = options.block_size;
@@ -187,11 +186,12 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
 
 absl::StatusOr<GgmlType> ParseBackendKvDtype(absl::string_view name) {
   const absl::StatusOr<GgmlType> type = ParseKvDtype(name);
-  if (type.ok() && (*type == GgmlType::kF32 || *type == GgmlType::kF16)) {
+  if (type.ok() && (*type == GgmlType::kF32 || *type == GgmlType::kF16 ||
+                    *type == GgmlType::kQ8_0)) {
     return type;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("must be f32 or f16, got '", name, "'"));
+      absl::StrCat("must be f32, f16 or q8_0, got '", name, "'"));
 }
 
 bool BuildHasCuda() { return PACELINE_HAVE_CUDA != 0; }

@@ -46,9 +46,10 @@ struct BackendOptions {
   // pack_weights).
   bool pack_weights = true;
   int32_t block_size = 16;            // tokens per KV block
-  // The KV cache's element type: kF32 or kF16 on the CPU; the CUDA backend
-  // keeps K/V in its device dtype (CudaEngineFootprint) and refuses any
-  // other (InvalidArgument). Unset: F32 on the CPU, the device dtype on CUDA.
+  // The KV cache's element type: kF32, kF16 or kQ8_0 on the CPU; the CUDA
+  // backend keeps K/V in its device dtype (CudaEngineFootprint) and refuses
+  // any other (InvalidArgument). Unset: F16 on the CPU (llama.cpp's default
+  // too), the device dtype on CUDA.
   std::optional<GgmlType> kv_type;
   int32_t max_tokens_per_step = 512;  // the engine's step limit
 

@@ -169,8 +169,8 @@ void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
   }
   if (!kv.dtype().empty() && !engine::ParseBackendKvDtype(kv.dtype()).ok()) {
     check.Fail("kv_cache.dtype",
-               absl::StrCat("must be \"f32\", \"f16\" or \"\" (the backend's), "
-                            "got \"", kv.dtype(), "\""));
+               absl::StrCat("must be \"f32\", \"f16\", \"q8_0\" or \"\" (the "
+                            "backend's), got \"", kv.dtype(), "\""));
   }
   if (kv.has_block_size()) {
     const int32_t b = kv.block_size();

@@ -49,8 +49,8 @@ file, line and field.
                              at start-up         (kv_cache.memory_fraction)
   --block-size N             tokens per KV block, a power of two in [1, 256]
                                                       (kv_cache.block_size)
-  --kv-dtype f32|f16         K/V element type; f16 holds twice the tokens
-                                                           (kv_cache.dtype)
+  --kv-dtype f32|f16|q8_0    K/V element type (CPU default f16); f16 holds
+                             2x the tokens of f32, q8_0 3.8x (kv_cache.dtype)
   --max-batched-tokens N     tokens per engine step, 0 = the engine's limit
                                             (scheduler.max_batched_tokens)
   --drain-timeout SECONDS    on SIGTERM, cut streams still running after this

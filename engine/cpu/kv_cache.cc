@@ -11,20 +11,33 @@ namespace paceline::engine::cpu {
 namespace {
 
 constexpr std::align_val_t kAlign{64};
+constexpr int64_t kQ8Block = 32;      // elements per Q8_0 block
+constexpr size_t kQ8BlockBytes = 34;  // F16 scale + 32 int8
 
 }  // namespace
+
+size_t KvCache::RowBytes(GgmlType dtype, int64_t head_dim) {
+  const size_t d = static_cast<size_t>(head_dim);
+  switch (dtype) {
+    case GgmlType::kF16:
+      return 2 * d;
+    case GgmlType::kQ8_0:
+      return d / kQ8Block * kQ8BlockBytes;
+    default:
+      return 4 * d;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
     const KvCacheShape& shape) {
   const int64_t dims[] = {shape.n_layers, shape.n_kv_heads, shape.head_dim,
                           shape.block_size, shape.num_blocks};
-  if (shape.dtype != GgmlType::kF32 && shape.dtype != GgmlType::kF16) {
+  if (shape.dtype != GgmlType::kF32 && shape.dtype != GgmlType::kF16 &&
+      shape.dtype != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV cache dtype ", GetGgmlTypeTraits(shape.dtype).name,
-                     " is not supported: use f32 or f16"));
+                     " is not supported: use f32, f16 or q8_0"));
   }
-  const size_t element_bytes = ElementBytes(shape.dtype);
-  uint64_t floats = 2;
   for (int64_t d : dims) {
     if (d <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -32,17 +45,28 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
           ", kv heads ", shape.n_kv_heads, ", head dim ", shape.head_dim,
           ", block size ", shape.block_size, ", blocks ", shape.num_blocks));
     }
-    if (floats > std::numeric_limits<uint64_t>::max() / 8 / d) {
+  }
+  if (shape.dtype == GgmlType::kQ8_0 && shape.head_dim % kQ8Block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache dtype q8_0 needs a head size that is a multiple of ",
+        kQ8Block, "; this model's is ", shape.head_dim, ": use f16"));
+  }
+  // Rows, then bytes: 2 (K, V) x every dimension but head_dim, x RowBytes.
+  uint64_t bytes = 2;
+  for (int64_t d :
+       {shape.n_layers, shape.n_kv_heads, shape.block_size, shape.num_blocks,
+        static_cast<int64_t>(RowBytes(shape.dtype, shape.head_dim))}) {
+    if (bytes > std::numeric_limits<uint64_t>::max() / 8 / d) {
       return absl::ResourceExhaustedError("KV cache size overflows");
     }
-    floats *= static_cast<uint64_t>(d);
+    bytes *= static_cast<uint64_t>(d);
   }
-  void* data = ::operator new(floats * element_bytes, kAlign, std::nothrow);
+  void* data = ::operator new(bytes, kAlign, std::nothrow);
   if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot allocate ", floats * element_bytes, " bytes of KV cache"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes of KV cache"));
   }
-  return std::unique_ptr<KvCache>(new KvCache(shape, data, floats));
+  return std::unique_ptr<KvCache>(new KvCache(shape, data, bytes));
 }
 
 KvCache::~KvCache() { ::operator delete(data_, kAlign); }
@@ -50,23 +74,29 @@ KvCache::~KvCache() { ::operator delete(data_, kAlign); }
 void KvCache::WriteRow(int64_t layer, int64_t block, int64_t which,
                        int64_t kv_head, int64_t slot, const float* row) {
   const int64_t d = shape_.head_dim;
-  if (shape_.dtype == GgmlType::kF32) {
-    std::memcpy(Rows<float>(layer, block, which, kv_head) + slot * d, row,
-                static_cast<size_t>(d) * sizeof(float));
-    return;
+  unsigned char* dst =
+      data_ + Offset(layer, block, which, kv_head) + slot * row_bytes_;
+  switch (shape_.dtype) {
+    case GgmlType::kF32:
+      std::memcpy(dst, row, static_cast<size_t>(d) * sizeof(float));
+      return;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < d; ++i) {
+        reinterpret_cast<uint16_t*>(dst)[i] = FloatToHalf(row[i]);
+      }
+      return;
+    default:  // Q8_0: cannot fail, d being whole blocks (Create)
+      (void)QuantizeRow(GgmlType::kQ8_0, row, d, dst);
   }
-  uint16_t* dst = Rows<uint16_t>(layer, block, which, kv_head) + slot * d;
-  for (int64_t i = 0; i < d; ++i) dst[i] = FloatToHalf(row[i]);
 }
 
 void KvCache::CopyBlock(int64_t src, int64_t dst) {
   if (src == dst) return;
   const size_t block_bytes =
-      static_cast<size_t>(2 * shape_.n_kv_heads * head_elements_) *
-      element_bytes_;
+      static_cast<size_t>(2 * shape_.n_kv_heads) * head_bytes_;
   for (int64_t layer = 0; layer < shape_.n_layers; ++layer) {
-    std::memcpy(data_ + Offset(layer, dst, 0, 0) * element_bytes_,
-                data_ + Offset(layer, src, 0, 0) * element_bytes_, block_bytes);
+    std::memcpy(data_ + Offset(layer, dst, 0, 0),
+                data_ + Offset(layer, src, 0, 0), block_bytes);
   }
 }
 

@@ -24,6 +24,7 @@ constexpr NamedDtype kKvDtypes[] = {
     {"f32", GgmlType::kF32},
     {"f16", GgmlType::kF16},
     {"bf16", GgmlType::kBF16},
+    {"q8_0", GgmlType::kQ8_0},
 };
 
 absl::StatusOr<uint64_t> Mul(uint64_t a, uint64_t b, absl::string_view what) {
@@ -67,10 +68,11 @@ absl::Status CheckRequest(const MemoryPlanRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequences must be positive, got ", request.sequences));
   }
-  if (GetGgmlTypeTraits(request.kv_type).block_size != 1) {
+  if (GetGgmlTypeTraits(request.kv_type).block_size != 1 &&
+      request.kv_type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV cache dtype ", DtypeName(request.kv_type),
-                     " is block-quantized; use f32, f16 or bf16"));
+                     " is not a KV cache type; use f32, f16, bf16 or q8_0"));
   }
   return absl::OkStatus();
 }

@@ -11,7 +11,7 @@
 //                      biases) in F32, as the files store them; or a GGUF
 //                      file's own tensor bytes
 //   KV per token     = 2 (K and V) × layers × kv_heads × head_dim × bytes per
-//                      element of the KV dtype
+//                      element of the KV dtype (Q8_0: 34 bytes per 32)
 //   KV               = KV per token × context × sequences
 //   rule of thumb    = weights × 1.3 (the field's estimate of weights plus
 //                      KV cache and activations)
@@ -39,7 +39,7 @@
 namespace paceline::engine {
 
 // KV cache element types by the lower-case names the CLI uses: f32, f16,
-// bf16. InvalidArgument naming the accepted names otherwise. (Weights
+// bf16, q8_0. InvalidArgument naming the accepted names otherwise. (Weights
 // dtypes: weight_recipe.h ParseWeightsDtype.)
 absl::StatusOr<GgmlType> ParseKvDtype(absl::string_view name);
 
@@ -67,7 +67,7 @@ struct MemoryPlanRequest {
   // per weight).
   std::optional<uint64_t> weights_file_bytes_per_token;
 
-  GgmlType kv_type = GgmlType::kF16;     // a plain type (block size 1)
+  GgmlType kv_type = GgmlType::kF16;     // a plain type or Q8_0
   int64_t context = 0;                   // tokens per sequence, > 0
   int64_t sequences = 0;                 // concurrent sequences, > 0
   std::optional<uint64_t> memory_bytes;  // the budget, if any
@@ -111,7 +111,7 @@ struct MemoryPlan {
 // shape has no layers, KV heads or head size (head_dim 0 falls back to
 // n_embd / n_heads), when the parameter count is not positive, when context
 // or sequences are not positive, when not exactly one weights source is set,
-// or when the KV type is block-quantized; OutOfRange when a byte count
+// or when the KV type is block-quantized other than Q8_0; OutOfRange when a byte count
 // overflows 64 bits.
 absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
                                       const MemoryPlanRequest& request);

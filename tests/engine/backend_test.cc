@@ -13,8 +13,8 @@ namespace paceline::engine {
 namespace {
 
 // dummy:stories15m: 6 layers, 6 KV heads of 48, context 256. The CPU's KV
-// is f32: 2 × 6 × 6 × 48 × 4 bytes per token.
-constexpr uint64_t kCpuKvPerToken = 2 * 6 * 6 * 48 * 4;
+// is f16 by default: 2 × 6 × 6 × 48 × 2 bytes per token.
+constexpr uint64_t kCpuKvPerToken = 2 * 6 * 6 * 48 * 2;
 constexpr int64_t kBlocksPerSequence = 256 / 16;
 
 std::shared_ptr<const ModelWeights> Dummy() {
@@ -46,7 +46,7 @@ TEST(BackendTest, ExplicitCpu) {
   EXPECT_EQ(b->engine->block_size(), 16);
   EXPECT_EQ(b->engine->num_blocks(), 4 * kBlocksPerSequence);
   EXPECT_EQ(b->num_blocks, 4 * kBlocksPerSequence);
-  EXPECT_EQ(b->plan.kv_dtype, "f32");
+  EXPECT_EQ(b->plan.kv_dtype, "f16");
   EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken);
   EXPECT_EQ(b->plan.context, 256);
   EXPECT_EQ(b->plan.sequences, 4);
@@ -61,26 +61,63 @@ TEST(BackendTest, ExplicitCpu) {
       << b->log_lines[1];
 }
 
-// An F16 cache: half the bytes per token, so the same budget holds twice
-// the sequences; the plan and the memory line say f16.
-TEST(BackendTest, F16CacheHoldsTwiceTheTokens) {
+// An F32 cache: twice the bytes per token of the default F16, so the same
+// budget holds half the sequences; the plan and the memory line say f32.
+TEST(BackendTest, F32CacheHoldsHalfTheTokens) {
   ASSERT_NE(Dummy(), nullptr);
   BackendOptions o = Cpu();
-  o.kv_type = GgmlType::kF16;
+  o.kv_type = GgmlType::kF32;
   o.kv_memory_bytes = 4 * kBlocksPerSequence * 16 * kCpuKvPerToken;
   o.max_running = 16;
   absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->plan.kv_dtype, "f16");
-  EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken / 2);
-  EXPECT_EQ(b->plan.sequences, 8);
-  EXPECT_EQ(b->engine->num_blocks(), 8 * kBlocksPerSequence);
+  EXPECT_EQ(b->plan.kv_dtype, "f32");
+  EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken * 2);
+  EXPECT_EQ(b->plan.sequences, 2);
+  EXPECT_EQ(b->engine->num_blocks(), 2 * kBlocksPerSequence);
   EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
   ASSERT_EQ(b->log_lines.size(), 2u);
-  EXPECT_NE(b->log_lines[1].find("f16"), std::string::npos) << b->log_lines[1];
+  EXPECT_NE(b->log_lines[1].find("f32"), std::string::npos) << b->log_lines[1];
 }
 
-TEST(BackendTest, BlockQuantizedCacheIsRefused) {
+// A Q8_0 cache on a shape whose head size is a multiple of 32
+// (dummy:stories42m: 8 layers, 8 KV heads of 64): 34 bytes per 32
+// elements, 2 × 8 × 8 × 64 / 32 × 34 per token, 3.76x the tokens of F32.
+TEST(BackendTest, Q8CacheCountsItsBlockBytes) {
+  absl::StatusOr<LoadedModel> m = OpenModel("dummy:stories42m:q8_0");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BackendOptions o = Cpu();
+  o.kv_type = GgmlType::kQ8_0;
+  constexpr uint64_t kQ8PerToken = 2 * 8 * 8 * 64 / 32 * 34;
+  constexpr uint64_t kF32PerToken = 2 * 8 * 8 * 64 * 4;
+  o.kv_memory_bytes =
+      2 * 64 * 16 * kF32PerToken;  // 2 sequences of 1,024 in F32
+  o.max_running = 16;
+  absl::StatusOr<Backend> b = MakeBackend(o, m->weights);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->plan.kv_dtype, "q8_0");
+  EXPECT_EQ(b->plan.kv_bytes_per_token, kQ8PerToken);
+  EXPECT_EQ(b->plan.sequences, 7);  // floor(2 x 4 / 1.0625)
+  EXPECT_EQ(b->engine->num_blocks(), o.kv_memory_bytes / (16 * kQ8PerToken));
+  EXPECT_NE(b->log_lines[1].find("q8_0"), std::string::npos) << b->log_lines[1];
+}
+
+// Q8_0 blocks hold 32 elements: stories15m's heads of 48 cannot be stored
+// as whole blocks, and the error says what to use instead.
+TEST(BackendTest, Q8CacheNeedsAHeadSizeOfWholeBlocks) {
+  ASSERT_NE(Dummy(), nullptr);
+  BackendOptions o = Cpu();
+  o.kv_type = GgmlType::kQ8_0;
+  o.kv_blocks = 4;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("multiple of 32"), std::string::npos)
+      << b.status();
+  EXPECT_NE(b.status().message().find("48"), std::string::npos) << b.status();
+}
+
+TEST(BackendTest, OtherBlockQuantizedCachesAreRefused) {
   ASSERT_NE(Dummy(), nullptr);
   BackendOptions o = Cpu();
   o.kv_type = GgmlType::kQ4_0;

@@ -49,10 +49,11 @@ TEST(DtypeTest, KvNames) {
   EXPECT_EQ(*ParseKvDtype("f32"), GgmlType::kF32);
   EXPECT_EQ(*ParseKvDtype("f16"), GgmlType::kF16);
   EXPECT_EQ(*ParseKvDtype("bf16"), GgmlType::kBF16);
+  EXPECT_EQ(*ParseKvDtype("q8_0"), GgmlType::kQ8_0);
 
   absl::Status bad = ParseKvDtype("q4_0").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.message(), "f32, f16, bf16")) << bad;
+  EXPECT_TRUE(absl::StrContains(bad.message(), "f32, f16, bf16, q8_0")) << bad;
   EXPECT_FALSE(ParseKvDtype("q4_k").ok());
   EXPECT_FALSE(ParseKvDtype("").ok());
   EXPECT_EQ(DtypeName(GgmlType::kQ4_K), "q4_k");
@@ -104,7 +105,8 @@ TEST(PlanMemoryTest, PartialQuantBlockRoundsUp) {
             static_cast<uint64_t>(params) * 2);
 }
 
-// 2 × layers × kv_heads × head_dim × bytes per element.
+// 2 × layers × kv_heads × head_dim × bytes per element (Q8_0: 34 bytes
+// per 32 elements).
 TEST(PlanMemoryTest, KvBytesPerToken) {
   struct Case {
     const char* shape;
@@ -118,6 +120,8 @@ TEST(PlanMemoryTest, KvBytesPerToken) {
       {"llama-1b", GgmlType::kF16, 2 * 16 * 8 * 64 * 2},      // 32 KiB
       {"qwen3-0.6b", GgmlType::kBF16, 2 * 28 * 8 * 128 * 2},  // 112 KiB
       {"stories110m", GgmlType::kF32, 2 * 12 * 12 * 64 * 4},  // 72 KiB
+      {"stories110m", GgmlType::kQ8_0, 2 * 12 * 12 * 64 / 32 * 34},
+      {"llama-3-8b", GgmlType::kQ8_0, 2 * 32 * 8 * 128 / 32 * 34},
   };
   for (const Case& k : cases) {
     absl::StatusOr<ModelConfig> c = FindModelShape(k.shape);
@@ -230,7 +234,7 @@ TEST(PlanMemoryTest, InvalidRequests) {
   both.weights_file_bytes = 100;
   EXPECT_EQ(code(both), kInvalid);
   MemoryPlanRequest quantized_kv = Request(GgmlType::kF16, 1, 1);
-  quantized_kv.kv_type = GgmlType::kQ8_0;
+  quantized_kv.kv_type = GgmlType::kQ4_0;
   EXPECT_EQ(code(quantized_kv), kInvalid);
 
   ModelConfig no_layers = c;

@@ -213,8 +213,9 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
       {{"--threads", "99999999999"}, "--threads: 99999999999 is out of range"},
       {{"--block-size", "12"},
        "flag --block-size: field kv_cache.block_size: must be a power of two"},
-      {{"--kv-dtype", "q8_0"},
-       "flag --kv-dtype: field kv_cache.dtype: must be \"f32\", \"f16\""},
+      {{"--kv-dtype", "q4_0"},
+       "flag --kv-dtype: field kv_cache.dtype: must be \"f32\", \"f16\", "
+       "\"q8_0\""},
       {{"--max-batched-tokens", "-5"},
        "flag --max-batched-tokens: field scheduler.max_batched_tokens"},
       {{"--drain-timeout", "soon"}, "--drain-timeout wants a whole number"},

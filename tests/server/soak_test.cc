@@ -155,11 +155,12 @@ class SoakTest : public StormTest {
 };
 
 TEST_F(SoakTest, ResourcesStayFlatUnderAMixedWorkload) {
-  // 32 blocks of 16 tokens (stories260K: 1,280 bytes a token; the least
-  // that holds one sequence of its 512-token context) for 12
-  // clients of up to 205 tokens each: decodes outgrow the pool and preempt.
+  // 32 blocks of 16 tokens (stories260K: 640 bytes a token in the default
+  // F16 cache; the least that holds one sequence of its 512-token context)
+  // for 12 clients of up to 205 tokens each: decodes outgrow the pool and
+  // preempt.
   Start(kStories260KPath, "",
-        "kv_cache { memory_bytes: 655360 block_size: 16 }\n");
+        "kv_cache { memory_bytes: 327680 block_size: 16 }\n");
   ASSERT_TRUE(daemon_.WaitForStderr("32 blocks of 16", absl::Seconds(1)))
       << daemon_.stderr_text();
   WarmUp();

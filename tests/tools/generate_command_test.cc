@@ -144,7 +144,7 @@ TEST_F(GenerateCommandTest, UsageErrors) {
             2);
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--bogus"}), 2);
   EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--backend", "tpu"}), 2);
-  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--kv-dtype", "q8_0"}),
+  EXPECT_EQ(code({"--model", kModel, "--prompt", "x", "--kv-dtype", "q4_0"}),
             2);
   EXPECT_EQ(code({"--help"}), 0);
 }

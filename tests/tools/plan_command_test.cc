@@ -252,7 +252,7 @@ TEST(PlanCommandTest, UsageErrorsExitTwo) {
         "--weights-dtype", "q4_k_s"},
        "--weights-dtype"},
       {{"--model", "dummy:llama-7b", "--context", "1", "--sequences", "1",
-        "--kv-dtype", "q8_0"},
+        "--kv-dtype", "q4_0"},
        "--kv-dtype"},
       {{"--model", "dummy:llama-7b", "--context", "1", "--sequences", "1",
         "--bogus"},

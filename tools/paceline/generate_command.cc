@@ -32,7 +32,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "         [--seed S] [--threads N] [--backend cpu|cuda] [--kv-dtype f32|f16]\n"
+    "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
+    "         [--kv-dtype f32|f16|q8_0]\n"
     "\n"
     "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
@@ -59,8 +60,8 @@ constexpr char kUsage[] =
     "  --threads N        CPU threads (default 0: one per core)\n"
     "  --backend B        cpu or cuda (default: cuda when this build has it\n"
     "                     and a GPU is present, else cpu; said on stderr)\n"
-    "  --kv-dtype D       K/V element type, f32 or f16 (default: the\n"
-    "                     backend's, f32 on the CPU)\n";
+    "  --kv-dtype D       K/V element type, f32, f16 or q8_0 (CPU only)\n"
+    "                     (default: the backend's, f16 on the CPU)\n";
 
 constexpr FlagDef kFlags[] = {
     {"model", true},       {"prompt", true},  {"max-tokens", true},

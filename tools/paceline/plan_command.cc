@@ -51,7 +51,7 @@ decode step of one sequence reads (the experts one token runs).
                          (every matrix in that type), or llama.cpp's mixes
                          q5_k_m, q4_k_m, q3_k_m, q2_k (default: a file's own
                          tensor bytes; f16 for a dummy shape without DTYPE)
-  --kv-dtype DTYPE       f32, f16 or bf16 (default f16)
+  --kv-dtype DTYPE       f32, f16, bf16 or q8_0 (default f16)
   --memory BYTES         budget: 24GiB, 16GB, 512MiB, 1e9, plain bytes
   --json                 print one JSON object instead of the table
 )";

@@ -37,7 +37,25 @@ inline void ScaleAdd(float* y, float c, float p, const float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] * c + p * v[i];
 }
 
-// internal::AttendGroupFn over an F32 cache, one position at a time.
+// A block's K (which = 0) or V (1) rows as floats: an F32 cache's own, a
+// Q8_0 cache's dequantized into `scratch` (q * d, as the vector kernels
+// load them).
+const float* FloatRows(const KvCache& cache, int64_t layer, int64_t block,
+                       int64_t which, int64_t kv_head, int64_t n,
+                       std::vector<float>& scratch) {
+  if (cache.dtype() == GgmlType::kF32) {
+    return cache.Rows<float>(layer, block, which, kv_head);
+  }
+  const int64_t d = cache.shape().head_dim;
+  scratch.resize(static_cast<size_t>(n * d));
+  (void)DequantizeRow(GgmlType::kQ8_0,
+                      cache.Rows<uint8_t>(layer, block, which, kv_head),
+                      scratch.data(), n * d);  // whole blocks (kv_cache.h)
+  return scratch.data();
+}
+
+// internal::AttendGroupFn over an F32 or Q8_0 cache, one position at a
+// time.
 void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
                     absl::Span<const int32_t> block_table, int64_t n_positions,
                     const float* q, int64_t n_group, int64_t head_dim,
@@ -55,10 +73,10 @@ void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
   for (int64_t start = 0; start < n_positions; start += block_size) {
     const int64_t block = block_table[start / block_size];
     const int64_t n = std::min(block_size, n_positions - start);
-    const float* k =
-        cache.Rows(layer, block, 0, kv_head);  // (block_size, head_dim)
-    const float* v =
-        cache.Rows(layer, block, 1, kv_head);  // (block_size, head_dim)
+    thread_local std::vector<float> k_rows, v_rows;  // Q8_0's, as floats
+    // (n, head_dim) each
+    const float* k = FloatRows(cache, layer, block, 0, kv_head, n, k_rows);
+    const float* v = FloatRows(cache, layer, block, 1, kv_head, n, v_rows);
     for (int64_t g = 0; g < n_group; ++g) {
       const float* qg = q + g * head_dim;
       float block_max = -std::numeric_limits<float>::infinity();

@@ -23,6 +23,11 @@
 // (one max, one sum), and each normalized weight is rounded to F16 before
 // it multiplies V. (The online softmax of the F32 path would round
 // different numbers: weights relative to a running max, unnormalized.)
+//
+// With a Q8_0 cache it is the F32 computation over the elements the blocks
+// hold (q × d, each product rounded once to float as it loads): q, scores
+// and weights stay float. llama.cpp, whose quantized V cache needs flash
+// attention, rounds q to Q8_0 for q · K instead.
 
 #include <cstdint>
 

@@ -67,6 +67,24 @@ inline Vec LoadKvN(const uint16_t* p, int64_t n) {
   std::memcpy(h, p, static_cast<size_t>(n) * sizeof(uint16_t));
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
+// 8 elements of a Q8_0 block: int8 widened to float, times the block's
+// F16 scale (exact products, rounded once).
+inline Vec Q8Scale(const Q8Rows& p) {
+  uint16_t d;
+  std::memcpy(&d, p.block(), 2);
+  return _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(d)));
+}
+inline Vec LoadKv(Q8Rows p) {
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p.q()));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), Q8Scale(p));
+}
+inline Vec LoadKvN(Q8Rows p, int64_t n) {
+  alignas(16) int8_t q[16] = {};
+  std::memcpy(q, p.q(), static_cast<size_t>(n));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_load_si128(
+                           reinterpret_cast<const __m128i*>(q)))),
+                       Q8Scale(p));
+}
 inline Vec RoundToHalf(Vec x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -69,6 +70,21 @@ inline Vec LoadKv(const uint16_t* p) {
 }
 inline Vec LoadKvN(const uint16_t* p, int64_t n) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(FirstLanes(n), p));
+}
+// 16 elements of a Q8_0 block: int8 widened to float, times the block's
+// F16 scale (exact products, rounded once).
+inline Vec Q8Scale(const Q8Rows& p) {
+  uint16_t d;
+  std::memcpy(&d, p.block(), 2);
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(d)));
+}
+inline Vec LoadKv(Q8Rows p) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.q()));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), Q8Scale(p));
+}
+inline Vec LoadKvN(Q8Rows p, int64_t n) {
+  const __m128i q = _mm_maskz_loadu_epi8(FirstLanes(n), p.q());
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), Q8Scale(p));
 }
 inline Vec RoundToHalf(Vec x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));

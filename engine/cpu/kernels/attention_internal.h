@@ -16,6 +16,40 @@ namespace paceline::engine::cpu::internal {
 inline constexpr int64_t kMaxGroup = 16;
 inline constexpr int64_t kMaxAccFloats = 8192;  // kMaxGroup * head_dim cap
 
+// A place in one block's Q8_0 K or V rows (kv_cache.h): element i of the
+// rows that start at `base`, which are whole 32-element blocks of 34 bytes
+// (an F16 scale, then 32 int8). The kernels index it as they index float
+// rows (rows + j * head_dim + d) and load kLanes elements at a time from
+// an i that is a multiple of kLanes, so a load never crosses a block.
+struct Q8Rows {
+  const uint8_t* base = nullptr;
+  int64_t i = 0;
+
+  Q8Rows operator+(int64_t n) const { return {base, i + n}; }
+  // The block holding element i: its F16 scale's bytes, then its int8.
+  const uint8_t* block() const { return base + (i >> 5) * 34; }
+  const int8_t* q() const {
+    return reinterpret_cast<const int8_t*>(block() + 2) + (i & 31);
+  }
+};
+
+// A block's K (which = 0) or V (1) rows of one layer and KV head, as the
+// kernels read them: float rows of an F32 cache, Q8Rows of a Q8_0 one.
+template <typename Rows>
+Rows BlockRows(const KvCache& cache, int64_t layer, int64_t block,
+               int64_t which, int64_t kv_head);
+template <>
+inline const float* BlockRows<const float*>(const KvCache& cache, int64_t layer,
+                                            int64_t block, int64_t which,
+                                            int64_t kv_head) {
+  return cache.Rows<float>(layer, block, which, kv_head);
+}
+template <>
+inline Q8Rows BlockRows<Q8Rows>(const KvCache& cache, int64_t layer,
+                                int64_t block, int64_t which, int64_t kv_head) {
+  return {cache.Rows<uint8_t>(layer, block, which, kv_head), 0};
+}
+
 // Heads [head_begin, head_begin + n_group) of one token, all reading KV
 // head `kv_head`, over positions [0, n_positions); n_group <= kMaxGroup,
 // n_group * head_dim <= kMaxAccFloats.
@@ -28,11 +62,12 @@ using AttendGroupFn = void (*)(const KvCache& cache, int64_t layer,
                                int64_t n_group, int64_t head_dim, float scale,
                                float* out);
 
-// F32 cache: per block of each head, the scores of all its positions, a
-// tile of 8 (AVX2) or 16 (AVX-512) positions at a time; one vectorized exp
-// (below) over them; then P·V. F16 cache: every score of the group first,
-// one softmax per head, then P·V (attention.h). attention_group.inc has
-// the loops.
+// F32 and Q8_0 caches: per block of each head, the scores of all its
+// positions, a tile of 8 (AVX2) or 16 (AVX-512) positions at a time; one
+// vectorized exp (below) over them; then P·V (Q8_0 elements widened to
+// float and scaled as they load). F16 cache: every score of the group
+// first, one softmax per head, then P·V (attention.h).
+// attention_group.inc has the loops.
 void AttendGroupAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
                      absl::Span<const int32_t> block_table, int64_t n_positions,
                      const float* q, int64_t n_group, int64_t head_dim,

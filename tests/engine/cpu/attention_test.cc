@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -42,11 +43,30 @@ class PagedAttentionTest : public testing::TestWithParam<Case> {};
 // An F16 cache holds K and V rounded to F16 (the reference uses the
 // rounded values and q rounded the same way); the kernel also rounds each
 // softmax weight to F16 before it multiplies V, which moves an output by
-// at most 2^-11 of sum_p weight_p |V_p| (the bound allowed on top).
+// at most 2^-11 of sum_p weight_p |V_p| (the bound allowed on top). A
+// Q8_0 cache holds each row as its 32-element blocks decode (the reference
+// quantizes and dequantizes the row with engine/gguf's codec); q, scores
+// and weights stay float.
 void ExpectMatchesReference(const Case& c, GgmlType dtype) {
   const bool half = dtype == GgmlType::kF16;
+  if (dtype == GgmlType::kQ8_0 && c.head_dim % 32 != 0) {
+    GTEST_SKIP() << "Q8_0 rows are whole 32-element blocks";
+  }
   const auto stored = [half](float x) {
     return half ? HalfToFloat(FloatToHalf(x)) : x;
+  };
+  // A row as the cache gives it back.
+  const auto stored_row = [&](std::vector<float> row) {
+    if (dtype == GgmlType::kQ8_0) {
+      std::vector<uint8_t> bytes(row.size() / 32 * 34);
+      EXPECT_TRUE(
+          QuantizeRow(dtype, row.data(), std::ssize(row), bytes.data()).ok());
+      EXPECT_TRUE(
+          DequantizeRow(dtype, bytes.data(), row.data(), std::ssize(row)).ok());
+    } else {
+      for (float& x : row) x = stored(x);
+    }
+    return row;
   };
   // (positions already cached, new tokens) per sequence: decode tokens at
   // block boundaries and between them, short and long prefill chunks.
@@ -90,9 +110,12 @@ void ExpectMatchesReference(const Case& c, GgmlType dtype) {
         for (int64_t i = 0; i < c.head_dim; ++i) {
           k[i] = normal(rng);
           v[i] = normal(rng);
-          ref_k[s][(h * len + p) * c.head_dim + i] = stored(k[i]);
-          ref_v[s][(h * len + p) * c.head_dim + i] = stored(v[i]);
         }
+        const std::vector<float> ks = stored_row(k), vs = stored_row(v);
+        std::copy(ks.begin(), ks.end(),
+                  ref_k[s].begin() + (h * len + p) * c.head_dim);
+        std::copy(vs.begin(), vs.end(),
+                  ref_v[s].begin() + (h * len + p) * c.head_dim);
         const int64_t block = tables[s][p / c.block_size];
         (*cache)->WriteRow(layer, block, 0, h, p % c.block_size, k.data());
         (*cache)->WriteRow(layer, block, 1, h, p % c.block_size, v.data());
@@ -177,6 +200,10 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
 
 TEST_P(PagedAttentionTest, F16CacheMatchesContiguousReference) {
   ExpectMatchesReference(GetParam(), GgmlType::kF16);
+}
+
+TEST_P(PagedAttentionTest, Q8CacheMatchesContiguousReference) {
+  ExpectMatchesReference(GetParam(), GgmlType::kQ8_0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -354,17 +381,70 @@ TEST(KvCacheTest, F16CacheRoundsToNearestAndCopiesBlocks) {
   }
 }
 
-TEST(KvCacheTest, RejectsBlockQuantizedDtypes) {
+// Q8_0 rows are ggml's block_q8_0 (an F16 d = max|x| / 127, then int8
+// round(x / d) with the float d), 34 bytes per 32 elements, and blocks
+// copy whole.
+TEST(KvCacheTest, Q8CacheStoresGgmlBlocksAndCopiesThem) {
+  KvCacheShape shape{.n_layers = 2,
+                     .n_kv_heads = 2,
+                     .head_dim = 64,
+                     .block_size = 4,
+                     .num_blocks = 3,
+                     .dtype = GgmlType::kQ8_0};
+  auto cache = KvCache::Create(shape);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  EXPECT_EQ(KvCache::RowBytes(GgmlType::kQ8_0, 64), 68u);
+  EXPECT_EQ((*cache)->bytes(), size_t{2 * 3 * 2 * 2 * 4 * 68});
+  float row[64];
+  for (int i = 0; i < 64; ++i) row[i] = (i - 20) * (i < 32 ? 0.25f : -3.0f);
+  for (int64_t l = 0; l < 2; ++l) (*cache)->WriteRow(l, 1, 0, 1, 3, row);
+  (*cache)->CopyBlock(1, 2);
+  for (int64_t l = 0; l < 2; ++l) {
+    const uint8_t* r = (*cache)->Rows<uint8_t>(l, 2, 0, 1) + 3 * 68;
+    for (int b = 0; b < 2; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) {
+        amax = std::max(amax, std::fabs(row[32 * b + i]));
+      }
+      const float d = amax / 127;
+      uint16_t got_d;
+      std::memcpy(&got_d, r + 34 * b, 2);
+      EXPECT_EQ(got_d, FloatToHalf(d)) << l << " " << b;
+      for (int i = 0; i < 32; ++i) {
+        EXPECT_EQ(static_cast<int8_t>(r[34 * b + 2 + i]),
+                  static_cast<int8_t>(std::round(row[32 * b + i] * (1.0f / d))))
+            << l << " " << b << " " << i;
+      }
+    }
+  }
+}
+
+TEST(KvCacheTest, RejectsOtherBlockQuantizedDtypes) {
   const absl::StatusOr<std::unique_ptr<KvCache>> cache =
       KvCache::Create(KvCacheShape{.n_layers = 1,
                                    .n_kv_heads = 1,
                                    .head_dim = 32,
                                    .block_size = 16,
                                    .num_blocks = 1,
+                                   .dtype = GgmlType::kQ4_0});
+  ASSERT_FALSE(cache.ok());
+  EXPECT_EQ(cache.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cache.status().message().find("Q4_0"), std::string::npos)
+      << cache.status();
+}
+
+// Q8_0 rows are whole 32-element blocks: a head of 48 is refused.
+TEST(KvCacheTest, Q8NeedsAHeadSizeOfWholeBlocks) {
+  const absl::StatusOr<std::unique_ptr<KvCache>> cache =
+      KvCache::Create(KvCacheShape{.n_layers = 1,
+                                   .n_kv_heads = 1,
+                                   .head_dim = 48,
+                                   .block_size = 16,
+                                   .num_blocks = 1,
                                    .dtype = GgmlType::kQ8_0});
   ASSERT_FALSE(cache.ok());
   EXPECT_EQ(cache.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(cache.status().message().find("Q8_0"), std::string::npos)
+  EXPECT_NE(cache.status().message().find("multiple of 32"), std::string::npos)
       << cache.status();
 }
 
