@@ -170,7 +170,7 @@ void BM_CudaDecode(benchmark::State& state, int model) {
                                            .token_count = kContext,
                                            .position_begin = 0,
                                            .block_table = tables[s],
-                                           .needs_logits = false});
+                                           .num_logits = 0});
     if (fill.num_tokens() + kContext > kPrefill || s + 1 == batch) {
       if (!engine->Forward(fill, {}).ok()) return state.SkipWithError("fill");
       fill = ForwardBatch();
@@ -184,7 +184,7 @@ void BM_CudaDecode(benchmark::State& state, int model) {
                       .token_count = 1,
                       .position_begin = kContext,
                       .block_table = tables[s],
-                      .needs_logits = true});
+                      .num_logits = 1});
   }
   std::vector<float> logits(batch * vocab);
   // gpu_sampling:1 — every row sampled on the device (a chat request's
@@ -233,7 +233,7 @@ void BM_CudaPrefill(benchmark::State& state, int model) {
                                    .token_count = kPrefill,
                                    .position_begin = 0,
                                    .block_table = table,
-                                   .needs_logits = true}};
+                                   .num_logits = 1}};
   std::vector<float> logits(engine->config().n_vocab);
   for (auto _ : state) {
     if (!engine->Forward(batch, absl::MakeSpan(logits)).ok()) {

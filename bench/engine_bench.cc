@@ -18,6 +18,12 @@
 //                       int8 peak for the quantized types.
 //   BM_DecodeLarge/B    BM_Decode on dummy:llama-1b F16 (2.5 GB: too big
 //                       for any cache, so batch 1 is bound by DRAM).
+//   BM_LongContext/KV/C one F16 sequence decoding at C (64, 1k, 4k, 16k)
+//                       positions of context in a KV cache of type KV (F32,
+//                       F16, Q8_0): tokens/s, and roofline_frac, the bytes
+//                       each token reads (weights + the K/V of its context)
+//                       per second over the DRAM read rate (1 GiB,
+//                       measured in the same program).
 //   BM_PeakFma, BM_PeakInt8  those ceilings (GOP/s), measured the same way.
 //   BM_ReadBandwidth    a read-only sum (bench/read_bandwidth.h, 4 streams
 //                       per thread) of 1 GiB (DRAM: the roofline to divide
@@ -26,6 +32,7 @@
 //                       thread count.
 // Wall time (UseRealTime): the work runs on the engine's thread pool.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,12 +41,17 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "bench/peak_compute.h"
 #include "bench/read_bandwidth.h"
+#include "common/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/model/memory_plan.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/weight_recipe.h"
 #include "engine/model/weights.h"
@@ -93,6 +105,15 @@ const bench::Peak& Int8Peak() {
     return bench::MeasureInt8Peak(pool);
   }();
   return peak;
+}
+
+// The DRAM read rate (bytes/s) long-context decode is divided by.
+double DramReadRate() {
+  static const double rate = [] {
+    ThreadPool pool(0);
+    return bench::MeasureReadBandwidth(pool, size_t{1} << 30, 5);
+  }();
+  return rate;
 }
 
 bool IsFloatType(GgmlType t) {
@@ -167,7 +188,7 @@ void RunDecode(benchmark::State& state,
                                            .token_count = kContextStart,
                                            .position_begin = 0,
                                            .block_table = tables[s],
-                                           .needs_logits = false}};
+                                           .num_logits = 0}};
     if (!(*engine)->Forward(batch_value, {}).ok()) {
       return state.SkipWithError("prefill");
     }
@@ -180,7 +201,7 @@ void RunDecode(benchmark::State& state,
                       .token_count = 1,
                       .position_begin = kContextStart,
                       .block_table = tables[s],
-                      .needs_logits = true});
+                      .num_logits = 1});
   }
   std::vector<float> logits(batch * vocab);
   // One untimed step in each block the timed steps write: the pool's pages
@@ -228,6 +249,138 @@ void RunDecode(benchmark::State& state,
       benchmark::Counter(flops / peak.ops_per_s, benchmark::Counter::kIsRate);
 }
 
+// Speculative decoding's cost side: one sequence's step of `tokens` tokens
+// (its own next token and tokens - 1 drafts) with a logits row for each,
+// at the positions decode runs at. Its time over the 1-token step's, in
+// one run, is what a draft token costs (scheduler.h: drafts ride only on
+// steps of at most speculation_max_step_tokens tokens).
+void BM_DraftStep(benchmark::State& state) {
+  const char* shape = state.range(2) == 0 ? "stories110m" : "stories15m";
+  auto weights = Weights(state.range(0), state, shape);
+  if (weights == nullptr) return state.SkipWithError("weights");
+  const int32_t tokens = static_cast<int32_t>(state.range(1));
+  CpuEngineOptions options;
+  options.num_blocks = (kContextEnd + 32) / 16;
+  options.max_tokens_per_step = kContextStart;
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  const int64_t vocab = weights->config().n_vocab;
+  std::vector<int32_t> table(options.num_blocks);
+  for (int32_t i = 0; i < options.num_blocks; ++i) table[i] = i;
+  ForwardBatch batch;
+  batch.tokens = RandomTokens(kContextStart, vocab);
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = kContextStart,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .num_logits = 0}};
+  if (!(*engine)->Forward(batch, {}).ok()) return state.SkipWithError("fill");
+  batch.tokens = RandomTokens(tokens, vocab);
+  batch.sequences[0].token_count = tokens;
+  batch.sequences[0].num_logits = tokens;
+  std::vector<float> logits(static_cast<size_t>(tokens * vocab));
+  // Every position written once before timing (first-touch page faults).
+  for (int64_t p = kContextStart; p + tokens <= kContextEnd + 32; p += tokens) {
+    batch.sequences[0].position_begin = static_cast<int32_t>(p);
+    if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("warm-up");
+    }
+  }
+  int64_t position = kContextStart;
+  for (auto _ : state) {
+    batch.sequences[0].position_begin = static_cast<int32_t>(position);
+    if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("forward");
+    }
+    benchmark::DoNotOptimize(logits.data());
+    if (++position == kContextEnd) position = kContextStart;
+  }
+  state.counters["steps/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// Decode of one sequence at `context` positions (kLongDecode steps from
+// there, then back): each token reads the weights and all the K/V before
+// it, so past a few thousand positions the KV cache is most of the bytes.
+constexpr int64_t kLongDecode = 64;
+constexpr GgmlType kKvTypes[] = {GgmlType::kF32, GgmlType::kF16,
+                                 GgmlType::kQ8_0};
+
+// Prefills positions [0, context) of `table` in steps of the engine's limit.
+absl::Status FillContext(Engine& engine, int64_t context, int64_t step,
+                         int64_t vocab, absl::Span<const int32_t> table) {
+  ForwardBatch batch;
+  for (int64_t p = 0; p < context; p += step) {
+    const int64_t n = std::min(step, context - p);
+    batch.tokens = RandomTokens(n, vocab);
+    batch.sequences = {SequenceSlice{.token_begin = 0,
+                                     .token_count = static_cast<int32_t>(n),
+                                     .position_begin = static_cast<int32_t>(p),
+                                     .block_table = table,
+                                     .num_logits = 0}};
+    RETURN_IF_ERROR(engine.Forward(batch, {}));
+  }
+  return absl::OkStatus();
+}
+
+void BM_LongContext(benchmark::State& state) {
+  auto weights = Weights(/*F16*/ 1, state);
+  if (weights == nullptr) return state.SkipWithError("weights");
+  const GgmlType kv_type = kKvTypes[state.range(0)];
+  const int64_t context = state.range(1);
+  const double dram = DramReadRate();  // before the engine's threads exist
+  const ModelConfig& c = weights->config();
+  CpuEngineOptions options;
+  options.kv_type = kv_type;
+  options.num_blocks =
+      static_cast<int32_t>((context + kLongDecode + 15) / 16);
+  options.max_tokens_per_step = static_cast<int32_t>(kPrefill);
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  std::vector<int32_t> table(options.num_blocks);
+  for (int32_t i = 0; i < options.num_blocks; ++i) table[i] = i;
+  if (!FillContext(**engine, context, kPrefill, c.n_vocab, table).ok()) {
+    return state.SkipWithError("prefill");
+  }
+  ForwardBatch batch;
+  batch.tokens = RandomTokens(1, c.n_vocab);
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = 1,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .num_logits = 1}};
+  std::vector<float> logits(c.n_vocab);
+  const auto step = [&](int64_t position) {
+    batch.sequences[0].position_begin = static_cast<int32_t>(position);
+    return (*engine)->Forward(batch, absl::MakeSpan(logits)).ok();
+  };
+  // Every decode position written once before timing (first-touch faults).
+  for (int64_t i = 0; i < kLongDecode; ++i) {
+    if (!step(context + i)) return state.SkipWithError("warm-up");
+  }
+  int64_t i = 0;
+  for (auto _ : state) {
+    if (!step(context + i)) return state.SkipWithError("forward");
+    benchmark::DoNotOptimize(logits.data());
+    if (++i == kLongDecode) i = 0;
+  }
+  const double mean_context = static_cast<double>(context) +
+                              static_cast<double>(kLongDecode - 1) / 2;
+  const double kv_bytes =
+      2.0 * static_cast<double>(c.n_layers * c.n_kv_heads) *
+      static_cast<double>(KvCache::RowBytes(kv_type, c.head_dim)) *
+      mean_context;
+  const double bytes =
+      static_cast<double>(weights->MatMulBytesPerToken()) + kv_bytes;
+  state.SetLabel(absl::StrCat("F16 weights, ", DtypeName(kv_type), " KV"));
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["kv_MB/token"] = kv_bytes / 1e6;
+  state.counters["roofline_frac"] =
+      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / dram,
+                         benchmark::Counter::kIsRate);
+}
+
 // A ceiling as a benchmark: `measure` on a pool of the engine's size.
 void RunPeak(benchmark::State& state, bench::Peak (*measure)(ThreadPool&),
              const char* counter) {
@@ -265,7 +418,7 @@ void BM_Prefill(benchmark::State& state) {
                                    .token_count = kPrefill,
                                    .position_begin = 0,
                                    .block_table = table,
-                                   .needs_logits = true}};
+                                   .num_logits = 1}};
   std::vector<float> logits(weights->config().n_vocab);
   for (auto _ : state) {
     if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
@@ -330,6 +483,16 @@ BENCHMARK(BM_DecodeLarge)
     ->ArgName("batch")
     ->Arg(1)
     ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_DraftStep)
+    ->ArgsProduct({{1, 2, 3}, {1, 2, 3, 5, 9, 17}, {0, 1}})
+    ->ArgNames({"type", "tokens", "small"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_LongContext)
+    ->ArgsProduct({{0, 1, 2}, {64, 1024, 4096, 16384}})
+    ->ArgNames({"kv", "context"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Prefill)

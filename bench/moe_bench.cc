@@ -68,7 +68,7 @@ void BM_MoeDecode(benchmark::State& state) {
                                     .token_count = kContextStart,
                                     .position_begin = 0,
                                     .block_table = tables[s],
-                                    .needs_logits = false}};
+                                    .num_logits = 0}};
     if (!(*engine)->Forward(step, {}).ok()) {
       return state.SkipWithError("prefill");
     }
@@ -80,7 +80,7 @@ void BM_MoeDecode(benchmark::State& state) {
                       .token_count = 1,
                       .position_begin = kContextStart,
                       .block_table = tables[s],
-                      .needs_logits = true});
+                      .num_logits = 1});
   }
   std::vector<float> logits(batch * vocab);
   int64_t position = kContextStart;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -104,26 +105,47 @@ absl::Status MakeCpu(const BackendOptions& options,
 }
 
 #if PACELINE_HAVE_CUDA
+// The CUDA engine's KV type for BackendOptions::kv_type: F32, F16, Q8_0,
+// and BF16 (which the engine takes beside BF16 weights only).
+absl::StatusOr<cuda::KvDtype> CudaKvDtype(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return cuda::KvDtype::kF32;
+    case GgmlType::kF16:
+      return cuda::KvDtype::kF16;
+    case GgmlType::kBF16:
+      return cuda::KvDtype::kBF16;
+    case GgmlType::kQ8_0:
+      return cuda::KvDtype::kQ8_0;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV cache dtype ", DtypeName(type),
+                       " is not supported by the CUDA backend: use f32, f16 "
+                       "or q8_0"));
+  }
+}
+
 absl::Status MakeCuda(const BackendOptions& options,
                       std::shared_ptr<const ModelWeights> weights,
                       Backend* out) {
-  const cuda::CudaEngineFootprint f = cuda::CudaEngine::Footprint(*weights);
+  cuda::CudaEngineOptions cuda_options;
+  if (options.kv_type.has_value()) {
+    ASSIGN_OR_RETURN(cuda_options.kv_dtype, CudaKvDtype(*options.kv_type));
+  }
+  const cuda::CudaEngineFootprint f =
+      cuda::CudaEngine::Footprint(*weights, cuda_options);
+  // Before sizing the pool: a Q8_0 row of a head that is not whole blocks
+  // has no size.
+  RETURN_IF_ERROR(cuda::CudaEngine::CheckKvDtype(*weights, f.kv_dtype));
   uint64_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(cuda::CudaEngine::DeviceMemory(0, &free_bytes, &total_bytes));
   const uint64_t reserved = f.weight_bytes + kCudaWorkspaceReserve;
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
-  out->plan.kv_dtype = cuda::DeviceDtypeName(f.dtype);
-  if (options.kv_type.has_value() &&
-      DtypeName(*options.kv_type) != out->plan.kv_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KV cache dtype ", DtypeName(*options.kv_type),
-        ": the CUDA backend keeps this model's K/V in ", out->plan.kv_dtype));
-  }
+  out->plan.kv_dtype = absl::AsciiStrToLower(cuda::KvDtypeName(f.kv_dtype));
   ASSIGN_OR_RETURN(out->num_blocks,
                    SizePool(options, weights->config(), available,
                             f.kv_bytes_per_token, &out->plan));
-  cuda::CudaEngineOptions cuda_options;
   cuda_options.block_size = options.block_size;
   cuda_options.max_tokens_per_step = options.max_tokens_per_step;
   cuda_options.num_blocks = static_cast<int32_t>(out->num_blocks);

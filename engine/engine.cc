@@ -58,12 +58,6 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
                                    limits.n_vocab));
     }
   }
-  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
-  if (logits_size != rows * static_cast<size_t>(limits.n_vocab)) {
-    return BadBatch(absl::StrCat("logits hold ", logits_size, " floats; ",
-                                 rows, " rows of ", limits.n_vocab, " want ",
-                                 rows * limits.n_vocab));
-  }
   std::fill(owner.begin(), owner.begin() + n, -1);
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceSlice& slice = batch.sequences[s];
@@ -77,6 +71,10 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
                                 " tokens of the batch"));
     }
     if (slice.position_begin < 0) return where("negative position");
+    if (slice.num_logits < 0 || slice.num_logits > slice.token_count) {
+      return where(absl::StrCat(slice.num_logits, " logit rows for ",
+                                slice.token_count, " tokens"));
+    }
     const int64_t end = int64_t{slice.position_begin} + slice.token_count;
     if (end > (int64_t{1} << 31) - 1) return where("position overflow");
     const int64_t blocks_needed = BlocksNeeded(slice, limits.block_size);
@@ -106,6 +104,14 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
     if (owner[t] < 0) {
       return BadBatch(absl::StrCat("token ", t, " belongs to no sequence"));
     }
+  }
+  // Each slice's rows are within its tokens (checked above), so the sum is
+  // at most n.
+  const size_t rows = static_cast<size_t>(NumLogitRows(batch));
+  if (logits_size != rows * static_cast<size_t>(limits.n_vocab)) {
+    return BadBatch(absl::StrCat("logits hold ", logits_size, " floats; ", rows,
+                                 " rows of ", limits.n_vocab, " want ",
+                                 rows * limits.n_vocab));
   }
   return absl::OkStatus();
 }

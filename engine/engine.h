@@ -17,8 +17,9 @@
 //    CopyBlocks); the engine does not check that.
 //  - Slices must cover the batch's tokens exactly once. Two slices must not
 //    write the same block slot in one step.
-//  - The result is one row of n_vocab float logits per slice with
-//    needs_logits, for the slice's last token, in slice order.
+//  - The result is one row of n_vocab float logits for each of the last
+//    num_logits tokens of each slice: slice order, then token order. A
+//    token's row is the same whether its slice asks for one row or more.
 //  - The result for a token depends only on its sequence's tokens and
 //    positions, never on what else shares the step (batch invariance).
 //
@@ -51,8 +52,8 @@ class Engine {
   // The most tokens one step may carry (the sum over its slices).
   virtual int32_t max_tokens_per_step() const = 0;
 
-  // Runs one step. `logits` must hold exactly (slices with needs_logits) ×
-  // n_vocab floats: row j belongs to the j-th such slice in slice order.
+  // Runs one step. `logits` must hold exactly NumLogitRows(batch) × n_vocab
+  // floats: the slices' rows in slice order, each slice's in token order.
   //   logits: (num_logit_rows, n_vocab)
   virtual absl::Status Forward(const ForwardBatch& batch,
                                absl::Span<float> logits) = 0;
@@ -95,7 +96,7 @@ struct BatchLimits {
 // The contract above, checked for every backend: 1..max_tokens_per_step
 // tokens with ids in the vocabulary, `logits_size` = logit rows × n_vocab,
 // each slice non-empty inside the batch at non-negative positions (below
-// 2^31) with a block table that covers them with ids in the pool, and every
+// 2^31) with 0..token_count logit rows and a block table that covers them with ids in the pool, and every
 // token in exactly one slice. On success `owner[t]` (sized for at least the
 // batch's tokens) is token t's slice; on failure InvalidArgument
 // "forward batch: ..." naming the slice / token / entry.
@@ -117,7 +118,7 @@ inline int64_t BlocksNeeded(const SequenceSlice& slice, int32_t block_size) {
 // The number of logit rows `batch` asks for.
 inline int32_t NumLogitRows(const ForwardBatch& batch) {
   int32_t n = 0;
-  for (const SequenceSlice& s : batch.sequences) n += s.needs_logits ? 1 : 0;
+  for (const SequenceSlice& s : batch.sequences) n += s.num_logits;
   return n;
 }
 

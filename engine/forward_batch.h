@@ -26,8 +26,11 @@ struct SequenceSlice {
   // least position_begin + token_count positions (block_size per block).
   // A view: the caller keeps the table alive for the step.
   absl::Span<const int32_t> block_table;
-  // Whether the engine returns logits for the slice's last token.
-  bool needs_logits = false;
+  // Logits rows the engine returns for the slice: one for each of its last
+  // num_logits tokens (in [0, token_count]), in token order. 1 for a
+  // sequence about to sample its next token; more to verify draft tokens
+  // (speculative decoding: the rows of a token and of the drafts after it).
+  int32_t num_logits = 0;
 };
 
 struct ForwardBatch {

@@ -200,6 +200,25 @@ absl::Status KvPager::Append(BlockLease* lease,
   return absl::OkStatus();
 }
 
+absl::Status KvPager::Truncate(BlockLease* lease, int32_t num_tokens) {
+  RETURN_IF_ERROR(CheckLease(*lease));
+  if (num_tokens < lease->num_computed_tokens_ ||
+      num_tokens > lease->num_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncating to ", num_tokens, " tokens: outside [",
+        lease->num_computed_tokens_, ", ", lease->num_tokens_, "]"));
+  }
+  // The dropped blocks hold no computed full block, so none is in the
+  // cache: they go back to the free list (or stay with a sharer).
+  const size_t keep = static_cast<size_t>(BlocksFor(num_tokens));
+  while (lease->blocks_.size() > keep) {
+    pool_.Release(lease->blocks_.back());
+    lease->blocks_.pop_back();
+  }
+  lease->num_tokens_ = num_tokens;
+  return absl::OkStatus();
+}
+
 absl::Status KvPager::MarkComputed(BlockLease* lease,
                                    int32_t num_computed_tokens) {
   RETURN_IF_ERROR(CheckLease(*lease));

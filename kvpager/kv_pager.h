@@ -7,6 +7,7 @@
 //   CanAllocate(prompt, salt) / Allocate   admit a sequence
 //   CanAppend(lease, n)       / Append     grow it by n tokens
 //   MarkComputed(lease, n)                 its first n tokens' K/V exist
+//   Truncate(lease, n)                     drop its uncomputed tail
 //   Fork(lease)                            share it (n > 1 samples)
 //   Free(lease), or destroy the lease      finish, cancel or preempt it
 //
@@ -131,6 +132,14 @@ class KvPager {
   // changed, when !CanAppend.
   absl::Status Append(BlockLease* lease, absl::Span<const int32_t> tokens,
                       std::vector<BlockCopy>* copies);
+
+  // Drops the sequence's tokens past `num_tokens` and returns the blocks
+  // that only they filled (speculative decoding: the draft tokens a step
+  // rejected). Only a tail that is not computed can go: InvalidArgument for
+  // an empty or foreign lease or a count outside [num_computed_tokens(),
+  // num_tokens()]. The K/V in the kept last block past `num_tokens` are
+  // garbage until the positions are written again.
+  absl::Status Truncate(BlockLease* lease, int32_t num_tokens);
 
   // Reports that the K/V of the sequence's first `num_computed_tokens`
   // tokens are written; the full blocks among them enter the prefix cache.

@@ -169,6 +169,16 @@ Metrics::Impl::Impl(MetricsOptions opts)
   preemptions = &counter("paceline_preemptions_total",
                          "Requests preempted (KV dropped, recomputed later).")
                      ->Add({});
+  spec_draft_tokens =
+      &counter("paceline_spec_decode_draft_tokens_total",
+               "Speculative decoding: n-gram draft tokens run by the engine "
+               "(of finished requests).")
+           ->Add({});
+  spec_accepted_tokens =
+      &counter("paceline_spec_decode_accepted_tokens_total",
+               "Speculative decoding: draft tokens accepted as the "
+               "request's own (of finished requests).")
+           ->Add({});
 
   // --- Load -----------------------------------------------------------------
   num_running = &gauge("paceline_num_requests_running",
@@ -313,6 +323,12 @@ void Metrics::NextToken(absl::string_view tenant,
 }
 
 void Metrics::Preempted() { impl_->preemptions->Increment(); }
+
+void Metrics::SpeculativeTokens(int64_t drafted, int64_t accepted) {
+  if (drafted <= 0) return;
+  impl_->spec_draft_tokens->Increment(static_cast<double>(drafted));
+  impl_->spec_accepted_tokens->Increment(static_cast<double>(accepted));
+}
 
 void Metrics::Rejected(absl::string_view tenant, absl::StatusCode code) {
   impl_->rejections

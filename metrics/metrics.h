@@ -98,6 +98,9 @@ class Metrics {
   void NextToken(absl::string_view tenant, absl::Duration since_previous);
   // paceline_preemptions_total.
   void Preempted();
+  // A finished request's speculative decoding: paceline_spec_decode_
+  // draft_tokens_total and _accepted_tokens_total.
+  void SpeculativeTokens(int64_t drafted, int64_t accepted);
   // paceline_rejections_total.
   void Rejected(absl::string_view tenant, absl::StatusCode code);
 

@@ -77,6 +77,8 @@ struct Metrics::Impl {
   prometheus::Histogram* ttft_delivered = nullptr;
   prometheus::Histogram* itl_delivered = nullptr;
   prometheus::Counter* preemptions = nullptr;
+  prometheus::Counter* spec_draft_tokens = nullptr;
+  prometheus::Counter* spec_accepted_tokens = nullptr;
   prometheus::Gauge* pacer_buffered = nullptr;
   prometheus::Gauge* pacer_streams = nullptr;
   prometheus::Gauge* num_running = nullptr;

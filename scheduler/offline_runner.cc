@@ -26,6 +26,8 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
   ServingLoopOptions loop_options;
   loop_options.scheduler.max_batched_tokens = options.max_batched_tokens;
   loop_options.scheduler.max_running = options.max_running;
+  loop_options.scheduler.speculation_max_step_tokens =
+      options.speculation_max_step_tokens;
   loop_options.engine_sampling = options.engine_sampling;
   loop_options.scheduler.tenants = {TenantConfig{.name = "offline"}};
   ASSIGN_OR_RETURN(
@@ -40,6 +42,7 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
     spec.prompt = std::move(requests[i].prompt);
     spec.sampling = requests[i].sampling;
     spec.stop = std::move(requests[i].stop);
+    spec.max_draft_tokens = requests[i].max_draft_tokens;
     sinks.push_back(std::make_shared<CollectingSink>());
     spec.sink = sinks.back();
     if (absl::Status s = loop->scheduler().CheckRequest(spec); !s.ok()) {

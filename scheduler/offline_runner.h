@@ -30,6 +30,7 @@ struct OfflineRequest {
   std::vector<int32_t> prompt;  // non-empty
   engine::SamplingParams sampling;
   StopConditions stop;          // max_tokens >= 1
+  int32_t max_draft_tokens = 0;  // speculative decoding (request.h)
 };
 
 struct OfflineResult {
@@ -41,6 +42,8 @@ struct OfflineResult {
 struct OfflineOptions {
   int32_t max_batched_tokens = 0;  // 0 = the engine's max_tokens_per_step()
   int32_t max_running = 256;
+  int32_t speculation_max_step_tokens =
+      SchedulerOptions{}.speculation_max_step_tokens;
   EngineSampling engine_sampling = EngineSampling::kAuto;
 };
 

@@ -70,6 +70,9 @@ absl::string_view PriorityClassName(PriorityClass priority);
 
 enum class RequestState : int8_t { kWaiting, kRunning, kFinished };
 
+// The most draft tokens a request may ask for per step.
+inline constexpr int32_t kMaxDraftTokens = 16;
+
 // Why a cancelled request was cancelled (queue-skip counters by reason).
 enum class CancelReason : int8_t { kClient, kShutdown };
 inline constexpr int kNumCancelReasons = 2;
@@ -99,6 +102,10 @@ struct RequestSpec {
   // Deliver control tokens as their vocabulary text (chat requests, whose
   // output parser looks for markers such as "[TOOL_CALLS]").
   bool control_token_text = false;
+  // Speculative decoding: up to this many n-gram draft tokens per step
+  // (ngram_proposer.h), verified in the same step; 0..kMaxDraftTokens,
+  // 0 = off. Output is what it would be without (scheduler.h).
+  int32_t max_draft_tokens = 0;
   std::shared_ptr<TokenSink> sink;  // required
 };
 
@@ -125,6 +132,7 @@ class Request {
     return spec_.cache_salt.empty() ? spec_.tenant : spec_.cache_salt;
   }
   const StopConditions& stop() const { return spec_.stop; }
+  int32_t max_draft_tokens() const { return spec_.max_draft_tokens; }
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
 
   // --- State ------------------------------------------------------------
@@ -148,6 +156,18 @@ class Request {
   void set_prompt_charged() { prompt_charged_ = true; }
   // Valid once finished by a cancel.
   CancelReason cancel_reason() const { return cancel_reason_; }
+
+  // This step's draft tokens (scheduler.h, Speculative decoding): set by
+  // Schedule after the request's last token, cleared by Update.
+  absl::Span<const int32_t> draft() const { return draft_; }
+  void set_draft(absl::Span<const int32_t> draft) {
+    draft_.assign(draft.begin(), draft.end());
+    usage_.draft_tokens += static_cast<int32_t>(draft.size());
+  }
+  // Update's verdict, token by token: the next draft token was the
+  // request's own (counted before the token after it may finish it).
+  void AcceptDraftToken() { ++usage_.accepted_draft_tokens; }
+  void ClearDraft() { draft_.clear(); }
 
   // Seconds of delivery the client has buffered: the sink's undelivered
   // tokens / pace; 0 when unpaced.
@@ -215,6 +235,7 @@ class Request {
   kvpager::BlockLease lease_;
   engine::SequenceSampler sampler_;
   engine::IncrementalDetokenizer detokenizer_;
+  std::vector<int32_t> draft_;  // this step's draft tokens
   std::string held_text_;  // text held back for a possible stop string
   std::string scratch_text_;
   bool prompt_charged_ = false;

@@ -35,6 +35,11 @@ struct Usage {
   // each readmission, the tokens computed before the preemption that the
   // prefix cache did not keep.
   int32_t recomputed_tokens = 0;
+  // Speculative decoding: draft tokens the engine ran for the request, and
+  // how many of them it accepted (each accepted one is also a completion
+  // token, produced without a step of its own).
+  int32_t draft_tokens = 0;
+  int32_t accepted_draft_tokens = 0;
 };
 
 // InfinitePast() for a moment that never came.

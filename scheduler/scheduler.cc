@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/ngram_proposer.h"
 
 namespace paceline::scheduler {
 
@@ -31,6 +32,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("admission_reserve must be in [0, 1), got ",
                      options.admission_reserve));
+  }
+  if (options.speculation_max_step_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculation_max_step_tokens must be >= 0, got ",
+                     options.speculation_max_step_tokens));
   }
   if (options.max_running < 1) {
     return absl::InvalidArgumentError(
@@ -65,6 +71,7 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       block_size_(engine.block_size()),
       num_blocks_(engine.num_blocks()),
       admission_reserve_(options.admission_reserve),
+      speculation_max_step_tokens_(options.speculation_max_step_tokens),
       tokenizer_(tokenizer),
       clock_(clock),
       metrics_(metrics),
@@ -126,6 +133,11 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
   }
   for (const std::string& s : stop.stop_strings) {
     if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
+  }
+  if (spec.max_draft_tokens < 0 || spec.max_draft_tokens > kMaxDraftTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_draft_tokens must be in [0, ", kMaxDraftTokens,
+                     "], got ", spec.max_draft_tokens));
   }
   if (!(spec.pace_tokens_per_s >= 0) ||
       !std::isfinite(spec.pace_tokens_per_s)) {
@@ -236,7 +248,10 @@ const StepPlan& Scheduler::Schedule() {
     const int32_t n = std::min(max, std::max(1, budget - keep - leave));
     if (GrowLease(r, n, &budget)) Grant(r, n, &budget);
   }
-  if (plan_.num_preempted == 0) AdmitWaiting(&budget);
+  if (plan_.num_preempted == 0) {
+    AdmitWaiting(&budget);
+    AddDrafts(&budget);
+  }
   BuildBatch();
   if (!plan_.empty()) ++counters_.steps;
   return plan_;
@@ -417,7 +432,11 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
 }
 
 void Scheduler::Grant(Request* r, int32_t num_tokens, int32_t* budget) {
-  plan_.scheduled.push_back(ScheduledRequest{r, num_tokens, -1});
+  plan_.scheduled.push_back(
+      ScheduledRequest{.request = r,
+                       .num_tokens = num_tokens,
+                       .num_draft = 0,
+                       .logits_row = -1});
   *budget -= num_tokens;
 }
 
@@ -493,6 +512,52 @@ void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
   }
 }
 
+void Scheduler::AddDrafts(int32_t* budget) {
+  if (speculation_max_step_tokens_ == 0) return;
+  // The budget started at max_batched_tokens_; what is gone is granted.
+  int32_t room = std::min(
+      *budget, speculation_max_step_tokens_ - (max_batched_tokens_ - *budget));
+  for (ScheduledRequest& s : plan_.scheduled) {
+    if (room <= 0) return;
+    Request* r = s.request;
+    if (r->max_draft_tokens() == 0 || s.num_tokens != 1 ||
+        r->num_uncomputed() != 1 || r->holds_children()) {
+      continue;
+    }
+    // The last of max_tokens is sampled from the last draft's row at most.
+    const int32_t max = std::min({r->max_draft_tokens(), room,
+                                  r->stop().max_tokens - r->num_generated() - 1,
+                                  DraftRoom(*r)});
+    ProposeNgramDraft(r->tokens(), max, &draft_);
+    const int32_t n = static_cast<int32_t>(draft_.size());
+    if (n == 0) continue;
+    const absl::Status appended =
+        pager_->Append(&r->lease(), draft_, &plan_.copies);
+    // Within DraftRoom: Append cannot fail.
+    assert(appended.ok());
+    (void)appended;
+    r->set_draft(draft_);
+    s.num_tokens += n;
+    s.num_draft = n;
+    room -= n;
+    *budget -= n;
+  }
+}
+
+int32_t Scheduler::DraftRoom(const Request& r) const {
+  // The last block is the request's own (its token was just appended,
+  // copied on write if it was shared), so its free slots count, and the
+  // free blocks beside the reserve (a readmitted request's are in the
+  // reserve already).
+  const kvpager::BlockLease& lease = r.lease();
+  const int64_t reserve = IsReadmitted(r) ? 0 : reserved_blocks_;
+  const int64_t blocks =
+      std::max<int64_t>(0, pager_->Stats().free_blocks - reserve);
+  const int64_t slots =
+      (lease.num_blocks() + blocks) * block_size_ - lease.num_tokens();
+  return static_cast<int32_t>(std::min<int64_t>(slots, kMaxDraftTokens));
+}
+
 void Scheduler::BuildBatch() {
   engine::ForwardBatch& batch = plan_.batch;
   for (ScheduledRequest& s : plan_.scheduled) {
@@ -503,11 +568,16 @@ void Scheduler::BuildBatch() {
     slice.token_count = s.num_tokens;
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
-    slice.needs_logits = s.num_tokens == r->num_uncomputed();
-    if (slice.needs_logits) s.logits_row = plan_.num_logit_rows++;
-    const absl::Span<const int32_t> tokens =
-        r->tokens().subspan(begin, s.num_tokens);
+    const int32_t own = s.num_tokens - s.num_draft;
+    if (own == r->num_uncomputed()) {
+      slice.num_logits = 1 + s.num_draft;
+      s.logits_row = plan_.num_logit_rows;
+      plan_.num_logit_rows += slice.num_logits;
+    }
+    const absl::Span<const int32_t> tokens = r->tokens().subspan(begin, own);
     batch.tokens.insert(batch.tokens.end(), tokens.begin(), tokens.end());
+    batch.tokens.insert(batch.tokens.end(), r->draft().begin(),
+                        r->draft().end());
     batch.sequences.push_back(slice);
   }
 }
@@ -530,7 +600,12 @@ void Scheduler::Update(const StepTokens& tokens) {
   for (const ScheduledRequest& s : plan_.scheduled) {
     Request* r = s.request;
     if (!status.ok()) {
+      r->ClearDraft();
       FinishRunning(r, FinishReason::kError, status, now);
+      continue;
+    }
+    if (s.num_draft > 0) {
+      TakeDraftedTokens(r, s, tokens, now);
       continue;
     }
     r->AddComputed(s.num_tokens);
@@ -570,6 +645,35 @@ void Scheduler::TakeToken(Request* r, const SampledRow& row, absl::Time now) {
     }
   }
   if (done.has_value()) FinishRunning(r, *done, absl::OkStatus(), now);
+}
+
+void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
+                                  const StepTokens& tokens, absl::Time now) {
+  // The request's own token was computed, and so is each draft token that
+  // turns out to be the request's next token: its K/V were written at the
+  // right position after the right tokens. The lease is marked as each
+  // one is known, so a request that finishes on the way leaves its blocks
+  // to the prefix cache as computed.
+  const absl::Span<const int32_t> draft = r->draft();
+  for (int32_t i = 0;; ++i) {
+    r->AddComputed(1);
+    const absl::Status marked =
+        pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
+    // Within the lease (the drafts were appended to it): cannot fail.
+    assert(marked.ok());
+    (void)marked;
+    TakeToken(r, tokens.rows[s.logits_row + i], now);
+    if (r->state() != RequestState::kRunning) break;
+    if (i == s.num_draft || r->tokens().back() != draft[i]) break;
+    r->AcceptDraftToken();
+  }
+  r->ClearDraft();
+  if (r->state() != RequestState::kRunning) return;
+  const absl::Status truncated =
+      pager_->Truncate(&r->lease(), r->num_computed_tokens());
+  // Computed <= the lease's tokens, and marked no further: cannot fail.
+  assert(truncated.ok());
+  (void)truncated;
 }
 
 // Generated tokens are charged once per tenant per step (the counters and

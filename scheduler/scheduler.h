@@ -59,6 +59,8 @@
 // The cost: under pressure a readmission waits for room to finish (and
 // blocks admission behind it), and a readmitted request that stops early
 // held its reserve idle.
+//   3. Speculative decoding (below): running requests that asked for it
+//      may take draft tokens from what is left of the budget.
 // Update: for each scheduled request, its granted tokens become computed
 // (the pager hears MarkComputed); a request whose grant reached its last
 // token takes its logits row's sampled token, which passes the stop checks
@@ -66,6 +68,31 @@
 // error, finishes with kError. A failed step (StepTokens::status) finishes
 // every request of the plan with kError. A finished request's lease is
 // destroyed at once.
+//
+// Speculative decoding (RequestSpec::max_draft_tokens; n-gram drafts,
+// ngram_proposer.h): once a step's grants and admissions are made, a
+// request granted its one next token may append up to max_draft_tokens
+// draft tokens to its slice, in plan order, while the step's tokens stay
+// within SchedulerOptions::speculation_max_step_tokens and the budget: the
+// drafts ride on a small step, where the engine reads every weight for
+// each token anyway and runs a few more tokens at almost no cost, and a
+// large (compute-bound) step takes none, so speculation never lowers
+// aggregate throughput. No draft past max_tokens, none in a step that
+// preempted, and a draft's blocks only from free ones beside the reserve
+// (never evicting the prefix cache, never preempting). The engine returns
+// a logits row for the last token and for each draft token; the sampling
+// stage samples the rows in order while each sampled token equals the
+// draft token after it, so a step yields 1 + (accepted drafts) tokens.
+// Each row is sampled exactly as without speculation (the same sampler
+// step, history and uniform), so the output is the same token for token,
+// greedy or sampled: for a draft given as one token x, drawing t from the
+// model's distribution p and accepting iff t == x is the standard
+// accept/reject rule (accept with probability min(1, p(x) / q(x)) = p(x))
+// with the residual distribution (p without x, renormalized) on a reject.
+// Update appends the accepted tokens through the stop checks (a stop ends
+// them), counts the drafts' K/V as computed only up to the last accepted
+// one, and truncates the lease there (KvPager::Truncate), freeing the
+// rejected drafts' blocks.
 //
 // Groups (SubmitGroup; OpenAI's `n`): 1..kMaxGroupSize requests with the
 // same tenant, prompt, cache salt and priority, each with its own sink,
@@ -145,6 +172,9 @@ struct SchedulerOptions {
   // tenants' prefills: of the requests after it and of those waiting (see
   // the top), in [0, 1); 0 = none.
   double admission_reserve = 0.5;
+  // Speculative decoding (see the top): draft tokens join a step only
+  // while its tokens stay within this many; 0 = no speculation.
+  int32_t speculation_max_step_tokens = 4;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
 };
@@ -309,9 +339,18 @@ class Scheduler {
   void ReleaseChildren(Request* parent);
   // Takes a held child from its parent (to cancel it), releasing its count.
   std::unique_ptr<Request> TakeHeld(Request* child);
+  // Speculative decoding (see the top).
+  void AddDrafts(int32_t* budget);
+  // The draft tokens `r` can append: the rest of its last block, then free
+  // blocks beside the reserve.
+  int32_t DraftRoom(const Request& r) const;
   void BuildBatch();
   // Update's helpers.
   void TakeToken(Request* r, const SampledRow& row, absl::Time now);
+  // A drafted request's rows: its sampled tokens while they match the
+  // draft, then its lease truncated to what is computed.
+  void TakeDraftedTokens(Request* r, const ScheduledRequest& s,
+                         const StepTokens& tokens, absl::Time now);
   void ChargeGenerated(absl::Time now);
   void FinishRunning(Request* r, FinishReason reason, absl::Status status,
                      absl::Time now);
@@ -326,6 +365,7 @@ class Scheduler {
   const int32_t block_size_;
   const int32_t num_blocks_;
   const double admission_reserve_;
+  const int32_t speculation_max_step_tokens_;
   const engine::Tokenizer* const tokenizer_;
   Clock* const clock_;
   SchedulerMetrics* const metrics_;
@@ -357,6 +397,7 @@ class Scheduler {
   std::vector<int64_t> demand_by_tenant_;  // PlanPrefillDemand's scratch
   absl::InlinedVector<bool, 8> skipped_;   // AdmitWaiting's, by tenant
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
+  std::vector<int32_t> draft_;      // AddDrafts' scratch
   SchedulerCounters counters_;
 };
 

@@ -27,8 +27,13 @@ namespace paceline::scheduler {
 // One request's part of a step.
 struct ScheduledRequest {
   Request* request = nullptr;
-  int32_t num_tokens = 0;   // granted: [num_computed, num_computed + n)
-  int32_t logits_row = -1;  // its row of the step's logits, or -1
+  // Granted: [num_computed, num_computed + n), then num_draft tokens of
+  // Request::draft() (speculative decoding) when num_draft > 0.
+  int32_t num_tokens = 0;
+  int32_t num_draft = 0;
+  // Its first row of the step's logits, or -1; with a draft, 1 + num_draft
+  // rows from there: the last token's, then each draft token's.
+  int32_t logits_row = -1;
 };
 
 // What the engine runs this step. Produced by Schedule, valid until the next
@@ -40,8 +45,8 @@ struct StepPlan {
   std::vector<kvpager::BlockCopy> copies;
   // Parallel to batch.sequences.
   std::vector<ScheduledRequest> scheduled;
-  // Slices with needs_logits; logits_row runs over [0, num_logit_rows) in
-  // slice order.
+  // Rows of the slices' logits (SequenceSlice::num_logits), in slice
+  // order: logits_row runs over [0, num_logit_rows).
   int32_t num_logit_rows = 0;
   int32_t num_preempted = 0;
 

@@ -24,7 +24,10 @@ absl::Span<const engine::RowSampling> StepSampler::EngineRows(
   bool any = false;
   rows_.resize(static_cast<size_t>(plan.num_logit_rows));
   for (const ScheduledRequest& s : plan.scheduled) {
-    if (s.logits_row < 0 || !InEngine(*s.request)) continue;
+    // A draft's rows are sampled in order, each after the last matched.
+    if (s.logits_row < 0 || s.num_draft > 0 || !InEngine(*s.request)) {
+      continue;
+    }
     rows_[s.logits_row] = s.request->sampler().EngineRow();
     any = true;
   }
@@ -61,6 +64,10 @@ const StepTokens& StepSampler::Sample(
     if (s.logits_row < 0) continue;
     const size_t j = static_cast<size_t>(s.logits_row);
     engine::SequenceSampler& sampler = s.request->sampler();
+    if (s.num_draft > 0) {
+      SampleDraftRows(s, output->logits);
+      continue;
+    }
     // The decision EngineRows made for this plan, not a second one.
     if (!rows_.empty() && rows_[j].in_engine) {
       TakeEngineToken(sampler, output->tokens[j], &tokens_.rows[j]);
@@ -71,6 +78,26 @@ const StepTokens& StepSampler::Sample(
     }
   }
   return tokens_;
+}
+
+void StepSampler::SampleDraftRows(const ScheduledRequest& s,
+                                  absl::Span<const float> logits) {
+  // The request's next token from its first row; while it equals the draft
+  // token fed after it, that token's row is valid too and gives the next.
+  // Rows past the first mismatch are left unsampled (Update reads no
+  // further), so the sampler steps once per token Update appends (unless a
+  // stop ends the request first; its sampler is not used again).
+  const absl::Span<const int32_t> draft = s.request->draft();
+  for (int32_t i = 0; i <= s.num_draft; ++i) {
+    const size_t j = static_cast<size_t>(s.logits_row + i);
+    SampledRow* row = &tokens_.rows[j];
+    SampleOnHost(s.request->sampler(),
+                 logits.subspan(j * vocab_size_, vocab_size_), row);
+    if (!row->status.ok() || i == s.num_draft ||
+        row->sample.token != draft[i]) {
+      return;
+    }
+  }
 }
 
 void StepSampler::SampleOnHost(engine::SequenceSampler& sampler,

@@ -13,7 +13,9 @@
 //
 // A row goes to the engine when engine sampling is on (EngineSampling) and
 // its request needs nothing the host alone has (SequenceSampler::
-// EngineCanSample: no penalties, no logprobs). Host rows are sampled with
+// EngineCanSample: no penalties, no logprobs) and carries no draft: a
+// drafted request's rows are sampled here in order, each only when the
+// one before it matched its draft token (scheduler.h). Host rows are sampled with
 // the request's SequenceSampler; engine rows have their token recorded in
 // it (AcceptGenerated). Either way the sampler's step counter advances by
 // one, so a request's n-th token draws with SamplingUniform(seed, n) and
@@ -49,7 +51,7 @@ enum class EngineSampling {
 
 // What the engine returned for a plan.
 struct EngineOutput {
-  // (num_logit_rows, n_vocab): row j for the j-th slice with needs_logits;
+  // (num_logit_rows, n_vocab): the slices' rows in slice order (step.h);
   // rows the engine sampled may hold anything.
   absl::Span<const float> logits;
   // (num_logit_rows) when EngineRows was not empty: the engine's token
@@ -91,6 +93,10 @@ class StepSampler {
   bool InEngine(Request& request) const;
   absl::Status CheckOutput(const StepPlan& plan,
                            const absl::StatusOr<EngineOutput>& output) const;
+  // A drafted request's rows (scheduler.h, Speculative decoding), on the
+  // host.
+  void SampleDraftRows(const ScheduledRequest& s,
+                       absl::Span<const float> logits);
   void SampleOnHost(engine::SequenceSampler& sampler,
                     absl::Span<const float> logits, SampledRow* row);
   void TakeEngineToken(engine::SequenceSampler& sampler, int32_t token,

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "scheduler/scheduler.h"
 #include "server/config.h"
 
 namespace paceline::server {
@@ -48,6 +49,10 @@ void DefaultKvCache(v1::ServerConfig::KvCache* kv) {
 
 void DefaultScheduler(v1::ServerConfig::Scheduler* s) {
   if (!s->has_max_running()) s->set_max_running(kDefaultMaxRunning);
+  if (!s->has_speculation_max_step_tokens()) {
+    s->set_speculation_max_step_tokens(
+        scheduler::SchedulerOptions{}.speculation_max_step_tokens);
+  }
   if (!s->has_prompt_token_weight()) {
     s->set_prompt_token_weight(kDefaultPromptTokenWeight);
   }

@@ -186,6 +186,10 @@ void CheckScheduler(const v1::ServerConfig::Scheduler& s, Checker& check) {
   if (s.has_max_running()) {
     check.AtLeast("scheduler.max_running", s.max_running(), 1);
   }
+  if (s.has_speculation_max_step_tokens()) {
+    check.AtLeast("scheduler.speculation_max_step_tokens",
+                  s.speculation_max_step_tokens(), 0);
+  }
   if (s.has_prompt_token_weight()) {
     check.Positive("scheduler.prompt_token_weight", s.prompt_token_weight());
   }
@@ -297,6 +301,12 @@ void CheckTenant(const v1::TenantConfig& t, const std::string& at,
   }
   if (t.has_max_stop_token_ids()) {
     check.AtLeast(at + ".max_stop_token_ids", t.max_stop_token_ids(), 0);
+  }
+  const int32_t drafts = t.speculation().max_draft_tokens();
+  if (drafts < 0 || drafts > scheduler::kMaxDraftTokens) {
+    check.Fail(at + ".speculation.max_draft_tokens",
+               absl::StrCat("must be in [0, ", scheduler::kMaxDraftTokens,
+                            "], got ", drafts));
   }
   if (!ParseMaxPriority(t.max_priority())) {
     check.Fail(at + ".max_priority",

@@ -98,6 +98,7 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
     p.max_prompt_tokens = t.max_prompt_tokens();
     p.max_tokens_limit = t.max_tokens_limit();
     p.default_max_tokens = t.default_max_tokens();
+    p.default_max_draft_tokens = t.speculation().max_draft_tokens();
     p.max_priority = ParseMaxPriority(t.max_priority()).value_or(
         scheduler::PriorityClass::kInteractive);  // validated
     p.cache_salt = t.prefix_cache_scope().empty()
@@ -113,6 +114,8 @@ scheduler::SchedulerOptions SchedulerOptionsFrom(
   scheduler::SchedulerOptions o;
   o.max_batched_tokens = config.scheduler().max_batched_tokens();
   o.max_running = config.scheduler().max_running();
+  o.speculation_max_step_tokens =
+      config.scheduler().speculation_max_step_tokens();
   o.fair_share.w_in = config.scheduler().prompt_token_weight();
   o.fair_share.w_out = config.scheduler().generated_token_weight();
   for (const v1::TenantConfig& t : config.tenants()) {

@@ -105,6 +105,8 @@ void MetricsAdapter::OnFinished(absl::string_view tenant,
   if (t.first_scheduled != absl::InfinitePast()) {
     metrics_->PromptTokens(tenant, info.usage.prompt_tokens);
   }
+  metrics_->SpeculativeTokens(info.usage.draft_tokens,
+                              info.usage.accepted_draft_tokens);
 }
 
 void MetricsAdapter::OnStreamOpened() { metrics_->StreamOpened(); }

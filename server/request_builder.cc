@@ -340,6 +340,18 @@ absl::StatusOr<DeliveryOptions> BuildDelivery(const v1::DeliveryOptions& d,
   return out;
 }
 
+absl::StatusOr<int32_t> BuildSpeculation(const v1::SpeculationOptions& s,
+                                         const TenantPolicy& tenant) {
+  if (!s.has_max_draft_tokens()) return tenant.default_max_draft_tokens;
+  if (s.max_draft_tokens() < 0 ||
+      s.max_draft_tokens() > scheduler::kMaxDraftTokens) {
+    return Invalid("speculation.max_draft_tokens",
+                   absl::StrCat("must be in [0, ", scheduler::kMaxDraftTokens,
+                                "], got ", s.max_draft_tokens()));
+  }
+  return s.max_draft_tokens();
+}
+
 }  // namespace
 
 absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
@@ -360,6 +372,8 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
   ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority(), tenant));
   ASSIGN_OR_RETURN(out.delivery, BuildDelivery(request.delivery(), tenant));
   spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
+  ASSIGN_OR_RETURN(spec.max_draft_tokens,
+                   BuildSpeculation(request.speculation(), tenant));
   if (prompt.chat_output.has_value()) {  // markers reach the parser as text
     spec.control_token_text = true;
     out.delivery.chat_output = std::move(prompt.chat_output);

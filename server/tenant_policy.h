@@ -27,6 +27,8 @@ struct TenantPolicy {
   int32_t max_prompt_tokens = 0;   // 0 = the model's context
   int32_t max_tokens_limit = 0;    // cap on max_tokens; 0 = the context
   int32_t default_max_tokens = 256;
+  int32_t default_max_draft_tokens = 0;  // speculation for requests that
+                                         // set none
   // The highest class its requests run in (a higher one asked is lowered).
   scheduler::PriorityClass max_priority = scheduler::PriorityClass::kInteractive;
   // The prefix-cache salt: the tenant's name unless it shares a scope.

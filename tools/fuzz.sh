@@ -59,11 +59,15 @@ if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 # The sanitizers and coverage instrumentation apply to every object (the
 # engine libraries included); -fsanitize=fuzzer links libFuzzer's main into
 # the fuzzers alone (fuzz/CMakeLists.txt).
+# -O1 with line tables only, as OSS-Fuzz builds: about 10% less
+# compile time than -O2 -g (four of its largest files: 57 -> 52 s), and
+# stack traces still name file and line (NDEBUG as the RelWithDebInfo
+# build had it).
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 cmake -S . -B "$build_dir" "${generator[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="$sanitize -fno-omit-frame-pointer" \
+  -DCMAKE_BUILD_TYPE=None \
+  -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -DNDEBUG $sanitize -fno-omit-frame-pointer" \
   -DPACELINE_CUDA=OFF \
   -DPACELINE_BENCH=OFF \
   -DPACELINE_FUZZ=ON >/dev/null

@@ -40,10 +40,14 @@ kind="${1:-}"
 case "$kind" in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    kernel_flags=""
     compiler=clang++
     ;;
   tsan)
     flags="-fsanitize=thread"
+    # The kernels, weights and quantizers uninstrumented (the top
+    # CMakeLists.txt, PACELINE_KERNEL_FLAGS): a daemon starts in seconds.
+    kernel_flags="-fno-sanitize=thread"
     compiler=g++
     ;;
   *)
@@ -91,6 +95,7 @@ configure() {
     -DCMAKE_CXX_COMPILER="$compiler" \
     -DCMAKE_CXX_FLAGS="-O0 -g1 $flags -fno-omit-frame-pointer" \
     -DPACELINE_TEST_FLAGS="" -DPACELINE_COMPUTE_FLAGS="-O1" \
+    -DPACELINE_KERNEL_FLAGS="$kernel_flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$1" -DPACELINE_CUDA=OFF -DPACELINE_CUDA_EMU=OFF \
     -DPACELINE_BENCH=OFF >/dev/null
 }

@@ -340,11 +340,11 @@ absl::Status CpuEngine::ComputeLogits(const ForwardBatch& batch,
   const ModelConfig& c = config();
   int64_t rows = 0;
   for (const SequenceSlice& s : batch.sequences) {
-    if (!s.needs_logits) continue;
-    const int64_t t = s.token_begin + s.token_count - 1;
-    std::memcpy(&last_[rows * c.n_embd], &x_[t * c.n_embd],
-                static_cast<size_t>(c.n_embd) * sizeof(float));
-    ++rows;
+    const int64_t end = s.token_begin + s.token_count;
+    for (int64_t t = end - s.num_logits; t < end; ++t, ++rows) {
+      std::memcpy(&last_[rows * c.n_embd], &x_[t * c.n_embd],
+                  static_cast<size_t>(c.n_embd) * sizeof(float));
+    }
   }
   if (rows == 0) return absl::OkStatus();
   RmsNorm(last_.data(), weights_->output_norm().data(), rows, c.n_embd,

@@ -259,11 +259,12 @@ struct CudaEngine::Resources {
 
 cudaStream_t CudaEngine::stream() const { return res_->stream; }
 
-CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
+CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights,
+                                          const CudaEngineOptions& options) {
   const ModelConfig& c = weights.config();
   CudaEngineFootprint f;
   f.dtype = ChooseDtype(weights);
-  const uint64_t elem = DeviceDtypeBytes(f.dtype);
+  f.kv_dtype = options.kv_dtype.value_or(KvDtypeOf(f.dtype));
   for (const LayerWeights& l : weights.layers()) {
     for (const auto& group : LayerGroups(l)) {
       f.weight_bytes += GroupBytes(group, f.dtype);
@@ -273,8 +274,26 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights) {
   if (weights.output().data != weights.token_embd().data) {
     f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
   }
-  f.kv_bytes_per_token = 2 * elem * c.n_layers * c.n_kv_heads * c.head_dim;
+  f.kv_bytes_per_token =
+      2 * KvRowBytes(f.kv_dtype, c.head_dim) * c.n_layers * c.n_kv_heads;
   return f;
+}
+
+absl::Status CudaEngine::CheckKvDtype(const ModelWeights& weights,
+                                      KvDtype kv_dtype) {
+  const int64_t head_dim = weights.config().head_dim;
+  if (kv_dtype == KvDtype::kQ8_0 && head_dim % kKvQ8BlockElems != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache dtype q8_0 needs a head size that is a multiple of ",
+        kKvQ8BlockElems, "; this model's head_dim is ", head_dim, ": use f16"));
+  }
+  const DeviceDtype dtype = ChooseDtype(weights);
+  if (kv_dtype == KvDtype::kBF16 && dtype != DeviceDtype::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache dtype bf16 needs BF16 weights; this model runs in ",
+        DeviceDtypeName(dtype), ": use f32, f16 or q8_0"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaEngine::DeviceMemory(int device, uint64_t* free_bytes,
@@ -323,17 +342,22 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
         "head size ", c.head_dim, " is over ", kMaxAttentionHeadDim));
   }
   const DeviceDtype dtype = ChooseDtype(*weights);
+  const KvDtype kv_dtype = o.kv_dtype.value_or(KvDtypeOf(dtype));
+  RETURN_IF_ERROR(CheckKvDtype(*weights, kv_dtype));
+  o.kv_dtype = kv_dtype;
   std::unique_ptr<CudaEngine> engine(
-      new CudaEngine(std::move(weights), o, dtype));
+      new CudaEngine(std::move(weights), o, dtype, kv_dtype));
   RETURN_IF_ERROR(engine->Init());
   return engine;
 }
 
 CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
-                       const CudaEngineOptions& options, DeviceDtype dtype)
+                       const CudaEngineOptions& options, DeviceDtype dtype,
+                       KvDtype kv_dtype)
     : weights_(std::move(weights)),
       options_(options),
       dtype_(dtype),
+      kv_dtype_(kv_dtype),
       res_(std::make_unique<Resources>()) {}
 
 CudaEngine::~CudaEngine() {
@@ -357,11 +381,9 @@ absl::Status CudaEngine::Init() {
   graphs_enabled_ = options_.cuda_graphs && !config().is_moe();
   RETURN_IF_ERROR(UploadWeights());
 
-  const ModelConfig& c = config();
-  const uint64_t kv_elems = static_cast<uint64_t>(c.n_layers) *
-                            options_.num_blocks * 2 * c.n_kv_heads *
-                            options_.block_size * c.head_dim;
-  RETURN_IF_ERROR(kv_pool_.Allocate(kv_elems * DeviceDtypeBytes(dtype_)));
+  RETURN_IF_ERROR(kv_pool_.Allocate(static_cast<uint64_t>(config().n_layers) *
+                                    static_cast<uint64_t>(options_.num_blocks) *
+                                    KvBlockBytes()));
   CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(kv_pool_.get(), 0, kv_pool_.bytes(), res_->stream));
   RETURN_IF_ERROR(AllocateWorkspace());
@@ -642,11 +664,15 @@ absl::Status CudaEngine::AllocateWorkspace() {
   return absl::OkStatus();
 }
 
-void* CudaEngine::KvLayer(int64_t layer) const {
+size_t CudaEngine::KvBlockBytes() const {
   const ModelConfig& c = config();
-  const size_t per_layer = static_cast<size_t>(options_.num_blocks) * 2 *
-                           c.n_kv_heads * options_.block_size * c.head_dim *
-                           DeviceDtypeBytes(dtype_);
+  return size_t{2} * c.n_kv_heads * options_.block_size *
+         KvRowBytes(kv_dtype_, c.head_dim);
+}
+
+void* CudaEngine::KvLayer(int64_t layer) const {
+  const size_t per_layer =
+      static_cast<size_t>(options_.num_blocks) * KvBlockBytes();
   return kv_pool_.as<uint8_t>() + layer * per_layer;
 }
 
@@ -708,8 +734,9 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
           static_cast<int32_t>(slice.block_table[pos / bs] * bs + pos % bs);
       table_offsets[t] = static_cast<int32_t>(offset);
     }
-    if (slice.needs_logits) {
-      logit_rows[logit_rows_++] = slice.token_begin + slice.token_count - 1;
+    const int32_t last = slice.token_begin + slice.token_count;
+    for (int32_t t = last - slice.num_logits; t < last; ++t) {
+      logit_rows[logit_rows_++] = t;
     }
     max_context_ = std::max(max_context_, end);
     offset += blocks_needed;
@@ -942,7 +969,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   rope.block_size = options_.block_size;
   rope.qkv = qkv_.as<float>();
   rope.kv_layer = KvLayer(layer);
-  CUDA_RETURN_IF_ERROR(LaunchQkvRope(dtype_, rope, stream));
+  CUDA_RETURN_IF_ERROR(LaunchQkvRope(kv_dtype_, rope, stream));
 
   PagedAttentionParams att;
   att.n_tokens = n;
@@ -962,7 +989,7 @@ absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
   att.partial = partial_.as<float>();
   att.partial_rows = partial_rows_;
   att.tiles = use_tiles_ ? meta + kTiles * tk : nullptr;
-  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, att, stream));
+  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, kv_dtype_, att, stream));
   RETURN_IF_ERROR(Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
 
   // Feed-forward (SwiGLU).
@@ -1040,12 +1067,9 @@ absl::Status CudaEngine::CopyBlocks(
   }
   if (copies.empty()) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-  const ModelConfig& c = config();
-  const size_t block_bytes = static_cast<size_t>(2) * c.n_kv_heads *
-                             options_.block_size * c.head_dim *
-                             DeviceDtypeBytes(dtype_);
+  const size_t block_bytes = KvBlockBytes();
   for (const kvpager::BlockCopy& copy : copies) {
-    for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    for (int64_t layer = 0; layer < config().n_layers; ++layer) {
       auto* base = static_cast<uint8_t*>(KvLayer(layer));
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
           base + copy.dst * block_bytes, base + copy.src * block_bytes,

@@ -5,12 +5,13 @@
 // forward pass (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3) on one
 // device, with the KV block pool in device memory.
 //
-// Per step, with n = the step's tokens (T = the model's DeviceDtype):
+// Per step, with n = the step's tokens (T = the model's DeviceDtype, KV =
+// the cache's KvDtype: CudaEngineOptions::kv_dtype, T unless asked):
 //   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
 //   per layer:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
-//     bias, Q/K norm, RoPE; K/V -> paged slots  (T)      LaunchQkvRope
+//     bias, Q/K norm, RoPE; K/V -> paged slots  (KV)     LaunchQkvRope
 //     a = paged causal attention (GQA)          (T)      LaunchPagedAttention
 //         (query tiles of 16 tokens when the step is mostly prefill, one
 //         block per token otherwise)
@@ -41,20 +42,23 @@
 // above); a fused group (Wq|Wk|Wv, Wgate|Wup) whose parts differ in type is
 // stored as runs of same-typed parts, one GEMV or GEMM each. The token
 // embedding keeps its file type too (rows dequantized as they are gathered)
-// unless it is also the output head. Everything else (F32 in a mixed model, a tied embedding
-// of another type) is converted to T at load, with one line per conversion
-// kind on stderr, and one line gives the weights' device bytes by type. The KV
-// pool (block layout as cpu/kv_cache.h, elements of type T), the step workspace
-// (sized for max_tokens_per_step) and the step's metadata buffers are allocated
-// up front with cudaMalloc / cudaMallocHost: a step allocates nothing, except
-// that the block-table buffer grows (rarely, logged) when a step's tables
-// outgrow it. All work runs on one stream; Forward returns after the
-// logits are on the host. ForwardAndSample samples the rows it is asked to
-// on the device (kernels/sampling.h, after each chunk of logits) and copies
-// back their token ids and only the other rows' logits.
+// unless it is also the output head. Everything else (F32 in a mixed model, a
+// tied embedding of another type) is converted to T at load, with one line per
+// conversion kind on stderr, and one line gives the weights' device bytes by
+// type. The KV pool (block layout and row encodings as cpu/kv_cache.h, rows of
+// KV), the step workspace (sized for max_tokens_per_step) and the step's
+// metadata buffers are allocated up front with cudaMalloc / cudaMallocHost: a
+// step allocates nothing, except that the block-table buffer grows (rarely,
+// logged) when a step's tables outgrow it. All work runs on one stream; Forward
+// returns after the logits are on the host. ForwardAndSample samples the rows
+// it is asked to on the device (kernels/sampling.h, after each chunk of logits)
+// and copies back their token ids and only the other rows' logits.
 //
-// Results match the CPU engine within rounding (exactly the same math, in
-// float for F32 models); batch invariance holds within rounding only:
+// Results match the CPU engine with the same KV type within rounding
+// (exactly the same math, in float for F32 models; the K/V bytes written
+// are the CPU engine's, but attention reads them as floats where the CPU's
+// F16 attention also rounds q and the weights to F16: attention.h);
+// batch invariance holds within rounding only:
 // cuBLAS picks its algorithm by the step's shape, and attention splits
 // long contexts when a step has few (token, head) pairs.
 //
@@ -63,6 +67,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -70,6 +75,7 @@
 #include "absl/types/span.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/kv_dtype.h"
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
 #include "engine/model/weights.h"
@@ -82,6 +88,10 @@ struct CudaEngineOptions {
   // KV blocks in the pool; 0 = enough for one sequence of the model's full
   // context. Allocated (device memory) at creation.
   int32_t num_blocks = 0;
+  // The KV cache's element type (kv_dtype.h); unset = the device dtype.
+  // F32, F16 and Q8_0 go with any device dtype (Q8_0 needs a head size that
+  // is a multiple of 32), BF16 only with BF16 weights: CheckKvDtype.
+  std::optional<KvDtype> kv_dtype;
   int32_t max_tokens_per_step = 512;  // 1 .. 65535
   // Replay steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs:
   // one graph per (tokens, logit rows, attention split plan), captured the
@@ -93,23 +103,32 @@ struct CudaEngineOptions {
 // What an engine for given weights holds on the device, known before it is
 // created: for sizing the KV pool (num_blocks) from the free device memory.
 struct CudaEngineFootprint {
-  DeviceDtype dtype = DeviceDtype::kF16;  // weights, activations, KV cache
+  DeviceDtype dtype = DeviceDtype::kF16;  // weights and activations
+  KvDtype kv_dtype = KvDtype::kF16;       // the KV cache
   uint64_t weight_bytes = 0;              // every uploaded matrix
-  uint64_t kv_bytes_per_token = 0;        // K and V, all layers
+  uint64_t kv_bytes_per_token = 0;        // K and V rows, all layers
 };
 
 class CudaEngine final : public Engine {
  public:
-  static CudaEngineFootprint Footprint(const ModelWeights& weights);
+  // For `options.kv_dtype` (only that field is read), whether or not
+  // CheckKvDtype accepts it.
+  static CudaEngineFootprint Footprint(const ModelWeights& weights,
+                                       const CudaEngineOptions& options = {});
+  // InvalidArgument, naming the head size or the device dtype, when this
+  // model's K/V cannot be kept as `kv_dtype`: Q8_0 with a head size that is
+  // not a multiple of 32, or BF16 beside non-BF16 weights.
+  static absl::Status CheckKvDtype(const ModelWeights& weights,
+                                   KvDtype kv_dtype);
   // Free and total memory of `device` now (cudaMemGetInfo).
   static absl::Status DeviceMemory(int device, uint64_t* free_bytes,
                                    uint64_t* total_bytes);
 
   // FailedPrecondition "no CUDA device" when the machine has none (or not
-  // `options.device`); InvalidArgument for out-of-range options or a head
-  // size over 512; Internal (with file:line) for CUDA / cuBLAS failures,
-  // including running out of device memory for weights, KV pool or
-  // workspace.
+  // `options.device`); InvalidArgument for out-of-range options, a head
+  // size over 512 or a KV type CheckKvDtype refuses; Internal (with
+  // file:line) for CUDA / cuBLAS failures, including running out of device
+  // memory for weights, KV pool or workspace.
   static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(
       std::shared_ptr<const ModelWeights> weights,
       const CudaEngineOptions& options);
@@ -125,6 +144,7 @@ class CudaEngine final : public Engine {
     return options_.max_tokens_per_step;
   }
   DeviceDtype dtype() const { return dtype_; }
+  KvDtype kv_dtype() const { return kv_dtype_; }
   // Device bytes of the uploaded weights and of the KV pool.
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t kv_pool_bytes() const { return kv_pool_.bytes(); }
@@ -181,7 +201,8 @@ class CudaEngine final : public Engine {
   static constexpr int64_t kMaxGraphTokens = 256;
 
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
-             const CudaEngineOptions& options, DeviceDtype dtype);
+             const CudaEngineOptions& options, DeviceDtype dtype,
+             KvDtype kv_dtype);
 
   absl::Status Init();
   absl::Status UploadWeights();
@@ -230,12 +251,15 @@ class CudaEngine final : public Engine {
   // One line on stderr: the device bytes of the weights by storage type,
   // beside the bytes the model holds them in.
   void LogWeightBytes() const;
+  // Bytes of one block of one layer: K and V rows of every KV head.
+  size_t KvBlockBytes() const;
   void* KvLayer(int64_t layer) const;
 
   // Constant after construction.
   const std::shared_ptr<const ModelWeights> weights_;
   const CudaEngineOptions options_;
   const DeviceDtype dtype_;
+  const KvDtype kv_dtype_;
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
   DeviceBuffer token_embd_;  // (n_vocab, n_embd) T or embd_quant_
@@ -247,7 +271,8 @@ class CudaEngine final : public Engine {
   DeviceBuffer inv_freq_;     // (rope_dim / 2) double
   double rope_mscale_ = 1.0;  // RopeTable::mscale
   uint64_t weight_bytes_ = 0;
-  // (n_layers, num_blocks, 2, n_kv_heads, block_size, head_dim) T
+  // (n_layers, num_blocks, 2, n_kv_heads, block_size) rows of
+  // KvRowBytes(kv_dtype_, head_dim) bytes
   DeviceBuffer kv_pool_;
 
   // Step workspace, Tk = max_tokens_per_step; q_dim = n_heads * head_dim,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/request.h"
 #include "server/openai/openai_error.h"
 
 namespace paceline::server::openai {
@@ -188,6 +189,22 @@ absl::Status Delivery(const Json& body, v1::GenerateRequest* base) {
   return absl::OkStatus();
 }
 
+// Paceline's extension: "speculation": {"max_draft_tokens": N}
+// (GenerateRequest.speculation).
+absl::Status Speculation(const Json& body, v1::GenerateRequest* base) {
+  const Json* v = Find(body, "speculation");
+  if (v == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(ExpectObject(*v, "speculation"));
+  if (const Json* n = Find(*v, "max_draft_tokens")) {
+    ASSIGN_OR_RETURN(const int64_t drafts,
+                     AsInt(*n, "speculation.max_draft_tokens", 0,
+                           scheduler::kMaxDraftTokens));
+    base->mutable_speculation()->set_max_draft_tokens(
+        static_cast<int32_t>(drafts));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Transport(const Json& body, OpenAiRequest* out) {
   if (const Json* v = Find(body, "model")) {
     ASSIGN_OR_RETURN(out->model, AsString(*v, "model"));
@@ -263,6 +280,7 @@ absl::Status ParseSharedOptions(const Json& body, Endpoint endpoint,
   base->mutable_logprobs()->set_enabled(out->logprobs);
   base->mutable_logprobs()->set_top_n(out->top_logprobs);
   RETURN_IF_ERROR(Delivery(body, base));
+  RETURN_IF_ERROR(Speculation(body, base));
   base->set_model(out->model);
   return absl::OkStatus();
 }

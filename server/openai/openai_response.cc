@@ -121,6 +121,8 @@ Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
 void UsageCounter::Add(const scheduler::Usage& usage,
                        bool first_choice_of_prompt) {
   completion_ += usage.completion_tokens;
+  drafted_ += usage.draft_tokens;
+  accepted_ += usage.accepted_draft_tokens;
   if (first_choice_of_prompt) {
     prompt_ += usage.prompt_tokens;
     cached_ += usage.cached_prompt_tokens;
@@ -128,7 +130,14 @@ void UsageCounter::Add(const scheduler::Usage& usage,
 }
 
 Json UsageCounter::ToJson() const {
-  return UsageJson(prompt_, completion_, cached_);
+  Json out = UsageJson(prompt_, completion_, cached_);
+  if (drafted_ > 0) {
+    Json details = Json::object();
+    details["accepted_prediction_tokens"] = accepted_;
+    details["rejected_prediction_tokens"] = drafted_ - accepted_;
+    out["completion_tokens_details"] = std::move(details);
+  }
+  return out;
 }
 
 // --- LogprobsBuilder ------------------------------------------------------

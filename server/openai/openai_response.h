@@ -127,7 +127,10 @@ Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
 // client is charged for: every sampled token, the EOS that ended a choice
 // included (FinishInfo::usage, as gRPC's FillFinished reports it). The
 // prompt (and its cached part) counts once per prompt: the n choices of one
-// prompt share it.
+// prompt share it. With speculative decoding, completion_tokens_details
+// says how many draft tokens were accepted and rejected, under the names
+// OpenAI uses for predicted outputs (accepted_prediction_tokens,
+// rejected_prediction_tokens); absent when no draft ran.
 class UsageCounter {
  public:
   // `first_choice_of_prompt`: count this choice's prompt tokens.
@@ -138,6 +141,8 @@ class UsageCounter {
   int64_t prompt_ = 0;
   int64_t completion_ = 0;
   int64_t cached_ = 0;
+  int64_t drafted_ = 0;
+  int64_t accepted_ = 0;
 };
 
 // Turns sampled tokens into either API's logprobs, tracking the

@@ -119,6 +119,41 @@ TEST(KvPagerTest, AppendTakesABlockOnlyWhenTheLastFills) {
   ExpectBlocks(*pager, 6, 4, 0);
 }
 
+TEST(KvPagerTest, TruncateDropsTheUncomputedTailAndItsBlocks) {
+  auto pager = MakePager(10, kB);
+  absl::StatusOr<BlockLease> lease = pager->Allocate(Range(1, 6), "t");
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(pager->MarkComputed(&*lease, 6).ok());
+  // Six draft-like tokens: positions 6..11, into a third block.
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(pager->Append(&*lease, Range(7, 6), &copies).ok());
+  EXPECT_EQ(lease->num_blocks(), 3);
+  ExpectBlocks(*pager, 7, 3, 0);
+  // Below what is computed: refused, nothing changes.
+  EXPECT_EQ(pager->Truncate(&*lease, 5).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pager->Truncate(&*lease, 13).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->num_tokens(), 12);
+  // Keep two of them: the third block goes back to the free list.
+  ASSERT_TRUE(pager->Truncate(&*lease, 8).ok());
+  EXPECT_EQ(lease->num_tokens(), 8);
+  EXPECT_EQ(lease->num_blocks(), 2);
+  ExpectBlocks(*pager, 8, 2, 0);
+  // Growth continues from the kept length; the slot after it is rewritten.
+  ASSERT_TRUE(pager->Append(&*lease, {42}, &copies).ok());
+  EXPECT_EQ(lease->num_tokens(), 9);
+  EXPECT_EQ(pager->pool().tokens(lease->block_ids()[2])[0], 42);
+  ASSERT_TRUE(pager->MarkComputed(&*lease, 9).ok());
+  EXPECT_TRUE(copies.empty());
+  ExpectBlocks(*pager, 7, 3, 0);
+  // Truncating to what is there, or to the computed length, is allowed.
+  EXPECT_TRUE(pager->Truncate(&*lease, 9).ok());
+  BlockLease empty;
+  EXPECT_EQ(pager->Truncate(&empty, 0).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(KvPagerTest, TheLeaseOwnsItsBlocks) {
   auto pager = MakePager(10, kB);
   {

@@ -87,6 +87,8 @@ TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
       {"paceline_time_to_first_token_delivered_seconds", "histogram"},
       {"paceline_inter_token_latency_delivered_seconds", "histogram"},
       {"paceline_preemptions_total", "counter"},
+      {"paceline_spec_decode_draft_tokens_total", "counter"},
+      {"paceline_spec_decode_accepted_tokens_total", "counter"},
       {"paceline_engine_step_duration_seconds", "histogram"},
       {"paceline_engine_step_tokens", "histogram"},
       {"paceline_engine_busy_seconds_total", "counter"},

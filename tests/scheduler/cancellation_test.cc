@@ -72,7 +72,7 @@ TEST(CancellationTest, MidPrefillReleasesTheLeaseAtOnce) {
   const Submitted s = h.Submit(TaggedPrompt(0, 40), 5);
   h.Step();  // 16 of 40 prompt tokens computed
   EXPECT_EQ(h.steps().back().slices[0].token_count, 16);
-  EXPECT_FALSE(h.steps().back().slices[0].needs_logits);
+  EXPECT_EQ(h.steps().back().slices[0].num_logits, 0);
   EXPECT_EQ(h.scheduler().pager().Stats().used_blocks, 10);
 
   ASSERT_TRUE(h.scheduler().Cancel(s.id).ok());

@@ -125,7 +125,7 @@ TEST(RequestGroupTest, ChildrenShareThePromptBlocksAndCopyThePartialOne) {
   h.Step();
   ASSERT_EQ(h.steps()[0].slices.size(), 1u);
   EXPECT_EQ(h.steps()[0].slices[0].token_count, 9);
-  EXPECT_FALSE(h.steps()[0].slices[0].needs_logits);
+  EXPECT_EQ(h.steps()[0].slices[0].num_logits, 0);
   EXPECT_EQ(h.scheduler().num_running(), 4);
   EXPECT_EQ(h.scheduler().pager().Stats().used_blocks, 3);  // all shared
 
@@ -138,7 +138,7 @@ TEST(RequestGroupTest, ChildrenShareThePromptBlocksAndCopyThePartialOne) {
   for (const RecordedSlice& s : step.slices) {
     EXPECT_EQ(s.position_begin, 9);
     EXPECT_EQ(s.token_count, 1);
-    EXPECT_TRUE(s.needs_logits);
+    EXPECT_EQ(s.num_logits, 1);
   }
   EXPECT_EQ(step.copies.size(), 3u);
   EXPECT_EQ(h.scheduler().pager().Stats().cow_copies - copies_before, 3);
@@ -215,7 +215,7 @@ TEST(RequestGroupTest, OneTokenPromptStartsEveryMemberAtAdmission) {
   h.Step();
   ASSERT_EQ(h.steps()[0].slices.size(), 3u);
   for (const RecordedSlice& s : h.steps()[0].slices) {
-    EXPECT_TRUE(s.needs_logits);
+    EXPECT_EQ(s.num_logits, 1);
   }
   EXPECT_EQ(h.scheduler().pager().Stats().used_blocks, 3);
   h.RunUntilIdle(1000);

@@ -43,7 +43,7 @@ TEST(SchedulerTest, FinishedRequestIsRefilledInTheVeryNextStep) {
   for (const RecordedSlice& s : h.steps()[0].slices) {
     EXPECT_EQ(s.token_count, 4);
     EXPECT_EQ(s.position_begin, 0);
-    EXPECT_TRUE(s.needs_logits);
+    EXPECT_EQ(s.num_logits, 1);
   }
   EXPECT_EQ(h.scheduler().num_waiting(), 1);
   h.Step();
@@ -92,13 +92,13 @@ TEST(SchedulerTest, LongPromptIsChunkedAndEveryDecodeRunsEveryStep) {
       EXPECT_EQ(TagOf(step.slices[i]), i);
       EXPECT_EQ(step.slices[i].token_count, 1);
       EXPECT_EQ(step.slices[i].position_begin, 8 + 1 + k);
-      EXPECT_TRUE(step.slices[i].needs_logits);
+      EXPECT_EQ(step.slices[i].num_logits, 1);
     }
     const RecordedSlice& chunk = step.slices[8];
     EXPECT_EQ(TagOf(chunk), 100);
     EXPECT_EQ(chunk.position_begin, 504 * k);
     EXPECT_EQ(chunk.token_count, k < 7 ? 504 : 472);
-    EXPECT_EQ(chunk.needs_logits, k == 7);
+    EXPECT_EQ(chunk.num_logits, k == 7 ? 1 : 0);
     EXPECT_EQ(step.tokens.size(), k < 7 ? 512u : 480u);
   }
   EXPECT_EQ(long_request.sink->tokens().size(), 1u);

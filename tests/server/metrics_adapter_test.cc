@@ -200,7 +200,16 @@ TEST(MetricsAdapterTest, StepsPreemptionsAndUnadmittedFinishes) {
   cancelled.timings.arrival = clock.Now();
   cancelled.timings.finished = clock.Now() + absl::Seconds(1);
   adapter.OnFinished("a", cancelled);
+  // Finished after speculative decoding: its drafts are counted.
+  scheduler::FinishInfo drafted;
+  drafted.reason = scheduler::FinishReason::kLength;
+  drafted.usage.draft_tokens = 12;
+  drafted.usage.accepted_draft_tokens = 5;
+  adapter.OnFinished("a", drafted);
+  adapter.OnFinished("a", drafted);
   const Exposition e = ParseExposition(metrics.Serialize());
+  EXPECT_EQ(e.Get(Series("paceline_spec_decode_draft_tokens_total")), 24);
+  EXPECT_EQ(e.Get(Series("paceline_spec_decode_accepted_tokens_total")), 10);
   EXPECT_DOUBLE_EQ(e.Get(Series("paceline_engine_busy_seconds_total")), 0.01);
   EXPECT_DOUBLE_EQ(e.Get(Series("paceline_engine_step_tokens_sum")), 20);
   EXPECT_EQ(e.Get(Series("paceline_num_requests_running")), 3);

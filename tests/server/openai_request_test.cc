@@ -410,6 +410,24 @@ TEST(OpenAiPaceline, PacingAndPriority) {
                   .has_pace_tokens_per_s());
 }
 
+TEST(OpenAiPaceline, Speculation) {
+  EXPECT_FALSE(Completion(CompletionBody("")).prompts[0].has_speculation());
+  const v1::GenerateRequest g =
+      Chat(ChatBody(R"("speculation":{"max_draft_tokens":6})")).prompts[0];
+  ASSERT_TRUE(g.speculation().has_max_draft_tokens());
+  EXPECT_EQ(g.speculation().max_draft_tokens(), 6);
+  EXPECT_TRUE(
+      Completion(CompletionBody(R"("speculation":{"max_draft_tokens":0})"))
+          .prompts[0]
+          .speculation()
+          .has_max_draft_tokens());
+  CompletionError(CompletionBody(R"("speculation":{"max_draft_tokens":17})"),
+                  "speculation.max_draft_tokens");
+  CompletionError(CompletionBody(R"("speculation":{"max_draft_tokens":-1})"),
+                  "speculation.max_draft_tokens");
+  CompletionError(CompletionBody(R"("speculation":4)"), "speculation");
+}
+
 TEST(OpenAiPaceline, Errors) {
   CompletionError(CompletionBody(R"("pace_tokens_per_s":-1)"),
                   "pace_tokens_per_s");

@@ -168,6 +168,21 @@ TEST(OpenAiResponse, UsageCountsEachPromptOnceAndEveryChoice) {
   EXPECT_EQ(counter.ToJson(), UsageJson(13, 12, 8));
 }
 
+TEST(OpenAiResponse, UsageSaysWhatSpeculationAcceptedAndRejected) {
+  scheduler::Usage a{.prompt_tokens = 5, .completion_tokens = 9};
+  a.draft_tokens = 8;
+  a.accepted_draft_tokens = 6;
+  scheduler::Usage b{.prompt_tokens = 5, .completion_tokens = 3};
+  b.draft_tokens = 2;
+  UsageCounter counter;
+  counter.Add(a, true);
+  counter.Add(b, false);
+  Json want = UsageJson(5, 12, 0);
+  want["completion_tokens_details"] = Json::parse(
+      R"({"accepted_prediction_tokens":6,"rejected_prediction_tokens":4})");
+  EXPECT_EQ(counter.ToJson(), want);
+}
+
 // --- Non-streamed bodies --------------------------------------------------
 
 TEST(OpenAiResponse, CompletionBody) {

@@ -351,6 +351,33 @@ TEST(RequestBuilderTest, DefaultsComeFromTheTenantAndTheServer) {
   EXPECT_EQ(spec.sink, nullptr);
 }
 
+TEST(RequestBuilderTest, SpeculationComesFromTheRequestOrTheTenant) {
+  TenantPolicy tenant = Tenant();
+  v1::GenerateRequest request = Valid();
+  absl::StatusOr<BuiltRequest> built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.max_draft_tokens, 0);  // off by default
+  tenant.default_max_draft_tokens = 4;
+  built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.max_draft_tokens, 4);
+  // A request's own value wins, 0 included.
+  request.mutable_speculation()->set_max_draft_tokens(0);
+  built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.max_draft_tokens, 0);
+  request.mutable_speculation()->set_max_draft_tokens(16);
+  built = Build(request, tenant);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.max_draft_tokens, 16);
+  request.mutable_speculation()->set_max_draft_tokens(17);
+  built = Build(request, tenant);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(built.status().message().find("speculation.max_draft_tokens"),
+            std::string::npos)
+      << built.status();
+}
+
 TEST(RequestBuilderTest, DefaultMaxTokensIsCappedByTheLimit) {
   TenantPolicy tenant = Tenant();  // default_max_tokens 256
   absl::StatusOr<BuiltRequest> built = Build(Valid(), tenant);

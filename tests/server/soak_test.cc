@@ -50,7 +50,10 @@ using storm::StormTest;
 constexpr int kClients = 12;
 // What may grow after the warm-up without being a leak: gRPC's thread pool
 // and connections come and go (a leak of one per call would be hundreds).
-constexpr int kThreadSlack = 2;
+// gRPC's pool grows with how slowly its threads get through the load: +3
+// after a 10 s warm-up under ASan on a busy 2-core machine (16 -> 19, then
+// flat), where 534 calls ran.
+constexpr int kThreadSlack = 8;
 constexpr int kFdSlack = 4;
 constexpr int64_t kRssSlackMiB = 32;
 

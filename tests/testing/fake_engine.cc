@@ -80,15 +80,15 @@ absl::Status FakeEngine::Forward(const engine::ForwardBatch& batch,
   }
   int64_t row = 0;
   for (const engine::SequenceSlice& s : batch.sequences) {
-    if (!s.needs_logits) continue;
-    const int32_t end = s.position_begin + s.token_count;
-    context_.resize(end);
-    for (int32_t p = 0; p < end; ++p) context_[p] = slot(s, p);
-    const int32_t next = options_.script(context_);
-    float* out = logits.data() + row * options_.n_vocab;
-    std::fill(out, out + options_.n_vocab, 0.0f);
-    if (next >= 0 && next < options_.n_vocab) out[next] = 1.0f;
-    ++row;
+    const int32_t last = s.position_begin + s.token_count;
+    for (int32_t end = last - s.num_logits + 1; end <= last; ++end, ++row) {
+      context_.resize(end);
+      for (int32_t p = 0; p < end; ++p) context_[p] = slot(s, p);
+      const int32_t next = options_.script(context_);
+      float* out = logits.data() + row * options_.n_vocab;
+      std::fill(out, out + options_.n_vocab, 0.0f);
+      if (next >= 0 && next < options_.n_vocab) out[next] = 1.0f;
+    }
   }
   if (options_.record) {
     RecordedStep step;
@@ -99,7 +99,7 @@ absl::Status FakeEngine::Forward(const engine::ForwardBatch& batch,
       r.token_begin = s.token_begin;
       r.token_count = s.token_count;
       r.position_begin = s.position_begin;
-      r.needs_logits = s.needs_logits;
+      r.num_logits = s.num_logits;
       r.block_table.assign(s.block_table.begin(), s.block_table.end());
       r.first_token = slot(s, 0);
       step.slices.push_back(std::move(r));

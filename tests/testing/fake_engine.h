@@ -53,7 +53,7 @@ struct RecordedSlice {
   int32_t token_begin = 0;
   int32_t token_count = 0;
   int32_t position_begin = 0;
-  bool needs_logits = false;
+  int32_t num_logits = 0;
   std::vector<int32_t> block_table;
   int32_t first_token = -1;  // the sequence's token at position 0
 };

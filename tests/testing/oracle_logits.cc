@@ -40,9 +40,9 @@ absl::Status RunChunk(engine::Engine& engine,
     batch.tokens.assign(tokens.begin() + begin, tokens.begin() + begin + count);
     slice.token_count = count;
     slice.position_begin = begin;
-    slice.needs_logits = begin + count == end;
+    slice.num_logits = begin + count == end ? 1 : 0;
     RETURN_IF_ERROR(engine.Forward(
-        batch, slice.needs_logits ? logits : absl::Span<float>()));
+        batch, slice.num_logits > 0 ? logits : absl::Span<float>()));
     begin += count;
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 // `paceline generate` on the real test model and on a dummy model.
 
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -57,6 +58,34 @@ TEST_F(GenerateCommandTest, Greedy252MatchesRunC) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, std::string(kGreedy252) + "\n");
   ExpectTimingLine(r.err, 5, 252);
+}
+
+TEST_F(GenerateCommandTest, DraftsLeaveRunCsOutputAndSayWhatTheyDid) {
+  const CommandResult r = RunPaceline(
+      {"generate", "--model", kModel, "--prompt", "Once upon a time",
+       "--max-tokens", "252", "--max-draft-tokens", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kGreedy252) + "\n");
+  ExpectTimingLine(r.err, 5, 252);
+  // "speculation: D draft tokens, A accepted (P%); S engine steps": one
+  // token at a time takes 252 steps (the prompt's, then 251); each
+  // accepted draft saves one.
+  int drafted = 0, accepted = 0, steps = 0;
+  const size_t at = r.err.find("speculation: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  ASSERT_EQ(std::sscanf(r.err.c_str() + at,
+                        "speculation: %d draft tokens, %d accepted (%*f%%); "
+                        "%d engine steps",
+                        &drafted, &accepted, &steps),
+            3)
+      << r.err;
+  EXPECT_GT(accepted, 0);
+  EXPECT_LE(accepted, drafted);
+  EXPECT_EQ(steps, 252 - accepted);
+  EXPECT_EQ(RunPaceline({"generate", "--model", kModel, "--prompt", "x",
+                         "--max-draft-tokens", "17"})
+                .exit_code,
+            2);
 }
 
 TEST_F(GenerateCommandTest, SamplingIsReproducibleWithASeed) {

@@ -31,6 +31,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "paceline/v1/paceline.grpc.pb.h"
+#include "scheduler/request.h"
 #include "tools/paceline/bench_report.h"
 #include "tools/paceline/bench_runner.h"
 #include "tools/paceline/bench_stats.h"
@@ -150,6 +151,9 @@ constexpr char kUsage[] =
     "  --pace TPS            delivery pace in tokens/s, 0 = unpaced "
     "(default)\n"
     "  --temperature T       sampling temperature (default: the server's)\n"
+    "  --max-draft-tokens N  speculative decoding: each request asks for up\n"
+    "                        to N (0..16) n-gram draft tokens per step\n"
+    "                        (default: the tenant's setting)\n"
     "  --seed S              seed of the workload and arrivals (default 0)\n"
     "  --slo-ttft MS, --slo-tpot MS, --slo-e2e MS\n"
     "                        goodput counts requests meeting all of these\n"
@@ -172,6 +176,7 @@ constexpr FlagDef kFlags[] = {
     {"no-progress", false},  {"timeout", true},     {"tls-ca", true},
     {"api", true},           {"url", true},         {"model", true},
     {"vocab-size", true},    {"per-tenant-concurrency", true},
+    {"max-draft-tokens", true},
 };
 
 // "1,4,8": positive numbers; whole ones when `whole`.
@@ -385,6 +390,10 @@ absl::Status ReadRequestFlags(const ParsedArgs& args, BenchFlags& f) {
   ASSIGN_OR_RETURN(const std::optional<double> temperature,
                    GetNumberFlag(args, "temperature", kNonNegative));
   if (temperature) f.temperature = static_cast<float>(*temperature);
+  ASSIGN_OR_RETURN(
+      f.max_draft_tokens,
+      GetInt32Flag(args, "max-draft-tokens",
+                   {.min = 0, .max = scheduler::kMaxDraftTokens}));
   ASSIGN_OR_RETURN(const std::optional<uint64_t> seed,
                    GetUint64Flag(args, "seed"));
   f.seed = seed.value_or(f.seed);

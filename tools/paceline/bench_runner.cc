@@ -334,6 +334,9 @@ Planned Workload::Make(uint64_t salt, int64_t i,
   if (flags_.temperature)
     r.mutable_sampling()->set_temperature(*flags_.temperature);
   r.mutable_sampling()->set_seed(rng());
+  if (flags_.max_draft_tokens) {
+    r.mutable_speculation()->set_max_draft_tokens(*flags_.max_draft_tokens);
+  }
   return p;
 }
 

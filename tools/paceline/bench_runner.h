@@ -61,6 +61,7 @@ struct BenchFlags {
   std::string max_tokens_text = "128";
   double pace = 0;
   std::optional<float> temperature;
+  std::optional<int32_t> max_draft_tokens;  // unset: the tenant's
   uint64_t seed = 0;
   bench::Slo slo;
   bool json = false;

@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
-    "         [--kv-dtype f32|f16|q8_0]\n"
+    "         [--kv-dtype f32|f16|q8_0] [--max-draft-tokens N]\n"
     "\n"
     "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
@@ -61,13 +61,19 @@ constexpr char kUsage[] =
     "  --backend B        cpu or cuda (default: cuda when this build has it\n"
     "                     and a GPU is present, else cpu; said on stderr)\n"
     "  --kv-dtype D       K/V element type, f32, f16 or q8_0 (CPU only)\n"
-    "                     (default: the backend's, f16 on the CPU)\n";
+    "                     (default: the backend's, f16 on the CPU)\n"
+    "  --max-draft-tokens N  speculative decoding with n-gram drafts: up to\n"
+    "                     N (0..16) draft tokens per step, verified in the\n"
+    "                     same step, whatever the step's size (the daemon\n"
+    "                     caps that); the output is unchanged (default 0:\n"
+    "                     off). Adds a line on stderr: drafts, accepted,\n"
+    "                     engine steps\n";
 
 constexpr FlagDef kFlags[] = {
     {"model", true},       {"prompt", true},  {"max-tokens", true},
     {"temperature", true}, {"top-k", true},   {"top-p", true},
     {"seed", true},        {"threads", true}, {"backend", true},
-    {"kv-dtype", true},
+    {"kv-dtype", true},    {"max-draft-tokens", true},
 };
 
 constexpr int32_t kPrefillChunk = 512;
@@ -76,6 +82,7 @@ struct GenerateFlags {
   std::string model;
   std::vector<std::string> prompts;
   int64_t max_tokens = 128;
+  int32_t max_draft_tokens = 0;
   int threads = 0;
   std::string backend;  // "", "cpu" or "cuda"
   std::optional<engine::GgmlType> kv_type;
@@ -100,6 +107,11 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_tokens,
                    GetIntFlag(args, "max-tokens", {.min = 0}));
   f.max_tokens = max_tokens.value_or(f.max_tokens);
+  ASSIGN_OR_RETURN(
+      const std::optional<int32_t> drafts,
+      GetInt32Flag(args, "max-draft-tokens",
+                   {.min = 0, .max = scheduler::kMaxDraftTokens}));
+  f.max_draft_tokens = drafts.value_or(0);
   ASSIGN_OR_RETURN(const std::optional<int64_t> threads,
                    GetIntFlag(args, "threads", {.min = 0, .max = 1024}));
   f.threads = static_cast<int>(threads.value_or(f.threads));
@@ -184,6 +196,7 @@ absl::Status Generate(const GenerateFlags& f) {
     scheduler::OfflineRequest r;
     r.prompt = std::move(prompt);
     r.sampling = f.sampling;
+    r.max_draft_tokens = f.max_draft_tokens;
     // The last generated token is never fed back: the context holds
     // prompt + max_tokens - 1 positions.
     r.stop.max_tokens = static_cast<int32_t>(
@@ -192,11 +205,17 @@ absl::Status Generate(const GenerateFlags& f) {
   }
 
   std::vector<scheduler::OfflineResult> results(requests.size());
+  scheduler::OfflineStats stats;
   if (f.max_tokens > 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
                      MakeEngine(f, model.weights, requests));
+    // The caller asked for N drafts: no step cap (the daemon's
+    // scheduler.speculation_max_step_tokens) holds them back.
+    scheduler::OfflineOptions options;
+    options.speculation_max_step_tokens = kPrefillChunk;
     ASSIGN_OR_RETURN(results, scheduler::RunOffline(std::move(eng), tokenizer,
-                                                    std::move(requests), {}));
+                                                    std::move(requests),
+                                                    options, &stats));
   }
 
   absl::Time first_admitted = absl::InfiniteFuture();
@@ -225,6 +244,18 @@ absl::Status Generate(const GenerateFlags& f) {
         std::max<int64_t>(static_cast<int64_t>(r.tokens.size()) - 1, 0);
   }
   std::cout << std::flush;
+  if (f.max_draft_tokens > 0) {
+    int64_t drafted = 0, accepted = 0;
+    for (const scheduler::OfflineResult& r : results) {
+      drafted += r.finish.usage.draft_tokens;
+      accepted += r.finish.usage.accepted_draft_tokens;
+    }
+    std::cerr << absl::StrFormat(
+        "speculation: %d draft tokens, %d accepted (%.1f%%); %d engine "
+        "steps\n",
+        drafted, accepted, drafted > 0 ? 100.0 * accepted / drafted : 0.0,
+        stats.steps);
+  }
   const auto seconds = [](absl::Time from, absl::Time to) {
     return from < to && to != absl::InfiniteFuture() &&
                    from != absl::InfinitePast()

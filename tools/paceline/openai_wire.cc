@@ -85,6 +85,10 @@ std::string CompletionBody(const v1::GenerateRequest& request,
   if (request.delivery().pace_tokens_per_s() > 0) {
     body["pace_tokens_per_s"] = request.delivery().pace_tokens_per_s();
   }
+  if (request.speculation().has_max_draft_tokens()) {  // Paceline's extension
+    body["speculation"] = {
+        {"max_draft_tokens", request.speculation().max_draft_tokens()}};
+  }
   switch (request.priority()) {  // Paceline's extension, as its API names it
     case v1::PRIORITY_INTERACTIVE:
       body["priority"] = "interactive";

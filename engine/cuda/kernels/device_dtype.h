@@ -1,9 +1,10 @@
 #ifndef PACELINE_ENGINE_CUDA_KERNELS_DEVICE_DTYPE_H_
 #define PACELINE_ENGINE_CUDA_KERNELS_DEVICE_DTYPE_H_
 
-// The element type of the CUDA engine's weights, GEMM activations and KV
-// cache. One per model: F32 models stay F32 (bit-for-bit friendly with the
-// CPU engine), all-BF16 models stay BF16, everything else runs in F16.
+// The element type of the CUDA engine's weights, GEMM activations and, by
+// default, KV cache (kv_dtype.h has the cache's own types). One per model:
+// F32 models stay F32 (bit-for-bit friendly with the CPU engine), all-BF16
+// models stay BF16, everything else runs in F16.
 // Residual stream, GEMM outputs and softmax statistics are always float.
 
 #include <cstddef>

@@ -3,8 +3,10 @@
 // for prefill chunks (paged_attention.h).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/kv_dtype.cuh"
 #include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/paged_attention.h"
 
@@ -17,11 +19,25 @@ constexpr int64_t kTargetBlocks = 512;
 constexpr int64_t kMinSplitLen = 256;
 constexpr int kMaxSplits = 64;
 
-// Lane `lane` holds elements lane + 32 i, i < kPerLane, of a head.
-template <typename T, int kPerLane>
+// Row `which` (0 = K, 1 = V) of position `slot` of a block for one KV
+// head: (num_blocks, 2, n_kv_heads, block_size) rows of row_bytes.
+__device__ __forceinline__ const uint8_t* KvRow(const uint8_t* kv,
+                                                int64_t row_bytes,
+                                                int64_t n_kv_heads,
+                                                int64_t block_size,
+                                                int64_t block, int64_t which,
+                                                int64_t kv_head, int64_t slot) {
+  return kv +
+         (((block * 2 + which) * n_kv_heads + kv_head) * block_size + slot) *
+             row_bytes;
+}
+
+// Lane `lane` holds elements lane + 32 i, i < kPerLane, of a head. T: the
+// output's type; K: the cache's (kv_dtype.cuh).
+template <typename T, typename K, int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32)
-    PagedAttentionKernel(PagedAttentionParams p, const T* kv, int num_splits,
-                         int64_t split_len) {
+    PagedAttentionKernel(PagedAttentionParams p, const uint8_t* kv,
+                         int num_splits, int64_t split_len) {
   __shared__ float s_m[kWarps];
   __shared__ float s_l[kWarps];
   __shared__ float s_acc[kWarps][kPerLane * 32];
@@ -33,6 +49,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t hd = p.head_dim;
   const int64_t bs = p.block_size;
   const int64_t kv_head = h / (p.n_heads / p.n_kv_heads);
+  const int64_t row_bytes = KvRowBytesOf<K>(hd);
   const int64_t n_ctx = static_cast<int64_t>(p.positions[t]) + 1;
   const int64_t begin = split * split_len;
   const int64_t end = min(n_ctx, begin + split_len);
@@ -52,14 +69,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t pos = begin + warp; pos < end; pos += kWarps) {
     const int64_t block = table[pos / bs];
     const int64_t slot = pos - (pos / bs) * bs;
-    const T* k = kv + ((block * 2 * p.n_kv_heads + kv_head) * bs + slot) * hd;
-    const T* v =
-        kv + (((block * 2 + 1) * p.n_kv_heads + kv_head) * bs + slot) * hd;
+    const uint8_t* k =
+        KvRow(kv, row_bytes, p.n_kv_heads, bs, block, 0, kv_head, slot);
+    const uint8_t* v =
+        KvRow(kv, row_bytes, p.n_kv_heads, bs, block, 1, kv_head, slot);
     float dot = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t d = lane + 32 * i;
-      if (d < hd) dot += qr[i] * ToFloat(k[d]);
+      if (d < hd) dot += qr[i] * LoadKv<K>(k, d);
     }
     const float score = WarpSum(dot) * p.scale;
     const float m_new = fmaxf(m, score);
@@ -69,7 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t d = lane + 32 * i;
-      if (d < hd) acc[i] = acc[i] * c + e * ToFloat(v[d]);
+      if (d < hd) acc[i] = acc[i] * c + e * LoadKv<K>(v, d);
     }
     m = m_new;
   }
@@ -141,9 +159,9 @@ __device__ __forceinline__ float RowSum8(float x) {
   return x;
 }
 
-template <typename T, int kHd>
+template <typename T, typename K, int kHd>
 __global__ void __launch_bounds__(kTileThreads)
-    TiledAttentionKernel(PagedAttentionParams p, const T* kv) {
+    TiledAttentionKernel(PagedAttentionParams p, const uint8_t* kv) {
   constexpr int kQ = kAttentionTileTokens;
   constexpr int kChunk = TileChunk<kHd>();
   constexpr int kPerRow = kChunk / 8;  // scores per thread per chunk
@@ -166,6 +184,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t hd = p.head_dim;
   const int64_t bs = p.block_size;
   const int64_t kv_head = h / (p.n_heads / p.n_kv_heads);
+  const int64_t row_bytes = KvRowBytesOf<K>(hd);
   const int64_t pos0 = p.positions[t0];
   const int64_t n_ctx = pos0 + count;  // the tile's last query sees all
   const int32_t* table = p.block_tables + p.table_offsets[t0];
@@ -195,11 +214,10 @@ __global__ void __launch_bounds__(kTileThreads)
       if (pos < n_ctx) {
         const int64_t block = table[pos / bs];
         const int64_t slot = pos - (pos / bs) * bs;
-        k = ToFloat(
-            kv[((block * 2 * p.n_kv_heads + kv_head) * bs + slot) * hd + d]);
-        v = ToFloat(
-            kv[(((block * 2 + 1) * p.n_kv_heads + kv_head) * bs + slot) * hd +
-               d]);
+        k = LoadKv<K>(
+            KvRow(kv, row_bytes, p.n_kv_heads, bs, block, 0, kv_head, slot), d);
+        v = LoadKv<K>(
+            KvRow(kv, row_bytes, p.n_kv_heads, bs, block, 1, kv_head, slot), d);
       }
       sk[pp][d] = k;
       sv[pp][d] = v;
@@ -279,14 +297,15 @@ __global__ void MergeSplitsKernel(PagedAttentionParams p, int num_splits) {
   }
 }
 
-template <typename T, int kPerLane>
+template <typename T, typename K, int kPerLane>
 cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
                    int64_t split_len, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(num_splits));
-  LaunchKernel(PagedAttentionKernel<T, kPerLane>, grid, kWarps * 32, stream, p,
-               static_cast<const T*>(p.kv_layer), num_splits, split_len);
+  LaunchKernel(PagedAttentionKernel<T, K, kPerLane>, grid, kWarps * 32, stream,
+               p, static_cast<const uint8_t*>(p.kv_layer), num_splits,
+               split_len);
   if (num_splits > 1) {
     const dim3 merge_grid(static_cast<unsigned>(p.n_heads),
                           static_cast<unsigned>(p.n_tokens));
@@ -295,34 +314,37 @@ cudaError_t Launch(const PagedAttentionParams& p, int num_splits,
   return cudaGetLastError();
 }
 
-template <typename T, int kHd>
+template <typename T, typename K, int kHd>
 cudaError_t LaunchTiled(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.n_tokens));
-  LaunchKernel(TiledAttentionKernel<T, kHd>, grid, kTileThreads, stream, p,
-               static_cast<const T*>(p.kv_layer));
+  LaunchKernel(TiledAttentionKernel<T, K, kHd>, grid, kTileThreads, stream, p,
+               static_cast<const uint8_t*>(p.kv_layer));
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename K>
 cudaError_t LaunchTyped(const PagedAttentionParams& p,
                         const PagedAttentionPlan& plan, cudaStream_t stream) {
-  if (plan.tiled) {
-    if (p.head_dim <= 64) return LaunchTiled<T, 64>(p, stream);
-    if (p.head_dim <= 128) return LaunchTiled<T, 128>(p, stream);
-    return LaunchTiled<T, 256>(p, stream);
+  if constexpr (std::is_same_v<K, __nv_bfloat16> &&
+                !std::is_same_v<T, __nv_bfloat16>) {
+    // BF16 K/V only beside BF16 activations (the engine's rule), so the
+    // other pairings are never compiled.
+    return cudaErrorInvalidValue;
+  } else {
+    if (plan.tiled) {
+      if (p.head_dim <= 64) return LaunchTiled<T, K, 64>(p, stream);
+      if (p.head_dim <= 128) return LaunchTiled<T, K, 128>(p, stream);
+      return LaunchTiled<T, K, 256>(p, stream);
+    }
+    const int splits = plan.splits;
+    const int64_t len = plan.split_len;
+    if (p.head_dim <= 32) return Launch<T, K, 1>(p, splits, len, stream);
+    if (p.head_dim <= 64) return Launch<T, K, 2>(p, splits, len, stream);
+    if (p.head_dim <= 128) return Launch<T, K, 4>(p, splits, len, stream);
+    if (p.head_dim <= 256) return Launch<T, K, 8>(p, splits, len, stream);
+    return Launch<T, K, 16>(p, splits, len, stream);
   }
-  const int num_splits = plan.splits;
-  const int64_t split_len = plan.split_len;
-  if (p.head_dim <= 32) return Launch<T, 1>(p, num_splits, split_len, stream);
-  if (p.head_dim <= 64) return Launch<T, 2>(p, num_splits, split_len, stream);
-  if (p.head_dim <= 128) {
-    return Launch<T, 4>(p, num_splits, split_len, stream);
-  }
-  if (p.head_dim <= 256) {
-    return Launch<T, 8>(p, num_splits, split_len, stream);
-  }
-  return Launch<T, 16>(p, num_splits, split_len, stream);
 }
 
 }  // namespace
@@ -372,18 +394,22 @@ int PagedAttentionSplits(const PagedAttentionParams& p) {
   return PlanPagedAttention(p).splits;
 }
 
-cudaError_t LaunchPagedAttention(DeviceDtype dtype,
+cudaError_t LaunchPagedAttention(DeviceDtype dtype, KvDtype kv_dtype,
                                  const PagedAttentionParams& p,
                                  cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxAttentionHeadDim || p.n_tokens > 65535 ||
       p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 ||
-      p.max_context <= 0) {
+      p.max_context <= 0 ||
+      (kv_dtype == KvDtype::kQ8_0 && p.head_dim % kKvQ8BlockElems != 0)) {
     return cudaErrorInvalidValue;
   }
   const PagedAttentionPlan plan = PlanPagedAttention(p);
   cudaError_t err = cudaSuccess;
-  PACELINE_DISPATCH_DTYPE(dtype, T, err = LaunchTyped<T>(p, plan, stream));
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T,
+      PACELINE_DISPATCH_KV(kv_dtype, K,
+                           err = LaunchTyped<T, K>(p, plan, stream)));
   return err;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/kv_dtype.h"
 
 namespace paceline::engine::cuda {
 
@@ -19,7 +20,9 @@ namespace paceline::engine::cuda {
 //
 //   out = sum_p softmax_p(scale * q · K[p]) V[p]
 //
-// Two kernels, both with an online softmax in float:
+// K/V are read as floats (kv_dtype.h: a Q8_0 element is d * q, rounded
+// once), so every cache type takes the same float path. Two kernels, both
+// with an online softmax in float:
 //  - per token: one CUDA block per (head, token, split); its warps take
 //    positions in turn, then merge. When the step has few (token, head)
 //    pairs (decode of a small batch), the context is split into num_splits
@@ -44,8 +47,8 @@ struct PagedAttentionParams {
   const int32_t* positions = nullptr;      // (n_tokens)
   const int32_t* table_offsets = nullptr;  // (n_tokens) into block_tables
   const int32_t* block_tables = nullptr;   // (sum of table lengths)
-  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size,
-  // head_dim) of `dtype`.
+  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size)
+  // rows of KvRowBytes(kv_dtype, head_dim) bytes (kv_dtype.h).
   const void* kv_layer = nullptr;
   void* out = nullptr;  // (n_tokens, n_heads, head_dim) of `dtype`
   // The largest positions[t] + 1 of the step (host-side knowledge).
@@ -82,7 +85,10 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p);
 // PlanPagedAttention(p).splits.
 int PagedAttentionSplits(const PagedAttentionParams& p);
 
-cudaError_t LaunchPagedAttention(DeviceDtype dtype,
+// `dtype`: the output's element type; `kv_dtype`: the cache's (BF16 only
+// with a BF16 `dtype`; Q8_0 with head_dim a multiple of 32), else
+// cudaErrorInvalidValue.
+cudaError_t LaunchPagedAttention(DeviceDtype dtype, KvDtype kv_dtype,
                                  const PagedAttentionParams& p,
                                  cudaStream_t stream);
 

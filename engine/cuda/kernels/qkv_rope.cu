@@ -1,14 +1,15 @@
 // Bias, per-head norm and RoPE of Q/K, and the K/V write into paged slots:
 // one block per (head of Q|K|V, token), the head staged in shared memory.
 #include "engine/cuda/kernels/dtype.cuh"
+#include "engine/cuda/kernels/kv_dtype.cuh"
 #include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/qkv_rope.h"
 
 namespace paceline::engine::cuda {
 namespace {
 
-template <typename T>
-__global__ void QkvRopeKernel(QkvRopeParams p, T* kv_layer) {
+template <typename K>
+__global__ void QkvRopeKernel(QkvRopeParams p, uint8_t* kv_layer) {
   __shared__ float v[kMaxQkvHeadDim];  // (head_dim) this head
   __shared__ double scratch[32];
   const int64_t head = blockIdx.x;  // [0, n_heads + 2 n_kv_heads)
@@ -65,29 +66,28 @@ __global__ void QkvRopeKernel(QkvRopeParams p, T* kv_layer) {
   const int64_t slot = p.slot_mapping[t];
   const int64_t block = slot / p.block_size;
   const int64_t in_block = slot - block * p.block_size;
-  T* dst = kv_layer + (((block * 2 + (is_v ? 1 : 0)) * p.n_kv_heads + kv_head) *
-                           p.block_size +
-                       in_block) *
-                          hd;
-  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-    dst[i] = FromFloat<T>(v[i]);
-  }
+  const int64_t row =
+      ((block * 2 + (is_v ? 1 : 0)) * p.n_kv_heads + kv_head) * p.block_size +
+      in_block;
+  StoreKvRow<K>(v, hd, kv_layer + row * KvRowBytesOf<K>(hd));
 }
 
 }  // namespace
 
-cudaError_t LaunchQkvRope(DeviceDtype dtype, const QkvRopeParams& p,
+cudaError_t LaunchQkvRope(KvDtype kv_dtype, const QkvRopeParams& p,
                           cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  if (p.head_dim > kMaxQkvHeadDim || p.n_tokens > 65535) {
+  if (p.head_dim > kMaxQkvHeadDim || p.n_tokens > 65535 ||
+      (kv_dtype == KvDtype::kQ8_0 && p.head_dim % kKvQ8BlockElems != 0)) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(p.n_heads + 2 * p.n_kv_heads),
                   static_cast<unsigned>(p.n_tokens));
   const int threads = p.head_dim > 64 ? 128 : 64;
-  PACELINE_DISPATCH_DTYPE(dtype, T,
-                          LaunchKernel(QkvRopeKernel<T>, grid, threads, stream,
-                                       p, static_cast<T*>(p.kv_layer)));
+  // A multiple of 32 threads: StoreKvRow<KvQ8_0>'s warps hold whole blocks.
+  PACELINE_DISPATCH_KV(kv_dtype, K,
+                       LaunchKernel(QkvRopeKernel<K>, grid, threads, stream, p,
+                                    static_cast<uint8_t*>(p.kv_layer)));
   return cudaGetLastError();
 }
 

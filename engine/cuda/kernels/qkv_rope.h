@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/kv_dtype.h"
 
 namespace paceline::engine::cuda {
 
@@ -18,9 +18,10 @@ namespace paceline::engine::cuda {
 //      (cos and sin as float(mscale * cos(theta)), as cpu::RopeAngles),
 //      pairs (x[2i], x[2i+1]) or, with neox, (x[i], x[i + rope_dim/2]);
 //      dims from rope_dim on pass through,
-// then Q is written back in place and K, V go (converted to `dtype`) into
-// the token's paged slot. q_dim = n_heads * head_dim, kv_dim = n_kv_heads
-// * head_dim; head_dim <= kMaxQkvHeadDim.
+// then Q is written back in place and K, V go (encoded as `kv_dtype`,
+// kv_dtype.h) into the token's paged slot. q_dim = n_heads * head_dim,
+// kv_dim = n_kv_heads * head_dim; head_dim <= kMaxQkvHeadDim (and a
+// multiple of 32 for Q8_0).
 struct QkvRopeParams {
   int64_t n_tokens = 0;
   int64_t n_heads = 0;
@@ -40,14 +41,16 @@ struct QkvRopeParams {
   const int32_t* slot_mapping = nullptr;
   int64_t block_size = 16;
   float* qkv = nullptr;  // (n_tokens, q_dim + 2 kv_dim): Q | K | V
-  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size,
-  // head_dim) of `dtype`.
+  // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size)
+  // rows of KvRowBytes(kv_dtype, head_dim) bytes.
   void* kv_layer = nullptr;
 };
 
 inline constexpr int64_t kMaxQkvHeadDim = 512;
 
-cudaError_t LaunchQkvRope(DeviceDtype dtype, const QkvRopeParams& p,
+// cudaErrorInvalidValue for a head_dim over kMaxQkvHeadDim, more than 65535
+// tokens, or Q8_0 with head_dim % 32 != 0.
+cudaError_t LaunchQkvRope(KvDtype kv_dtype, const QkvRopeParams& p,
                           cudaStream_t stream);
 
 }  // namespace paceline::engine::cuda

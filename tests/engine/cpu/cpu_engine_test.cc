@@ -230,8 +230,8 @@ absl::Status RunTogether(Engine& engine, std::vector<Sequence>& seqs,
       slice.token_count = static_cast<int32_t>(take);
       slice.position_begin = static_cast<int32_t>(s.computed);
       slice.block_table = s.table;
-      slice.needs_logits =
-          s.computed + take == static_cast<int64_t>(s.tokens.size());
+      slice.num_logits =
+          s.computed + take == static_cast<int64_t>(s.tokens.size()) ? 1 : 0;
       batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.computed,
                           s.tokens.begin() + s.computed + take);
       batch.sequences.push_back(slice);
@@ -245,7 +245,7 @@ absl::Status RunTogether(Engine& engine, std::vector<Sequence>& seqs,
     for (size_t j = 0; j < batch.sequences.size(); ++j) {
       Sequence& s = seqs[owners[j]];
       s.computed += batch.sequences[j].token_count;
-      if (!batch.sequences[j].needs_logits) continue;
+      if (batch.sequences[j].num_logits == 0) continue;
       const absl::Span<const float> r(&logits[row++ * n_vocab], n_vocab);
       s.out.logits.emplace_back(r.begin(), r.end());
       s.out.tokens.push_back(Argmax(r));
@@ -439,7 +439,7 @@ TEST_F(StoriesTest, CopiedBlocksContinueTheSequence) {
                     .token_count = static_cast<int32_t>(prompt.size()),
                     .position_begin = 0,
                     .block_table = table_b,
-                    .needs_logits = true});
+                    .num_logits = 1});
   ASSERT_TRUE(fresh->Forward(batch, absl::MakeSpan(logits)).ok());
   const kvpager::BlockCopy copies[] = {
       {9, 30}};  // the partial block (positions 16..)
@@ -454,7 +454,7 @@ TEST_F(StoriesTest, CopiedBlocksContinueTheSequence) {
         .token_count = 1,
         .position_begin = static_cast<int32_t>(prompt.size()) + i - 1,
         .block_table = table_b,
-        .needs_logits = true};
+        .num_logits = 1};
     ASSERT_TRUE(fresh->Forward(batch, absl::MakeSpan(logits)).ok());
     generated.push_back(token = Argmax(logits));
   }
@@ -486,7 +486,7 @@ TEST_F(StoriesTest, RejectsMalformedBatches) {
                          .token_count = 2,
                          .position_begin = 0,
                          .block_table = table,
-                         .needs_logits = true};
+                         .num_logits = 1};
   std::vector<float> logits(512);
   ASSERT_TRUE(
       engine->Forward(batch_of({1, 403}, {ok}), absl::MakeSpan(logits)).ok());

@@ -50,10 +50,9 @@ inline absl::StatusOr<GreedyResult> GenerateAlone(
     batch.tokens.assign(prompt.begin() + done, prompt.begin() + done + take);
     slice.token_count = static_cast<int32_t>(take);
     slice.position_begin = static_cast<int32_t>(done);
-    slice.needs_logits = done + take == n_prompt;
+    slice.num_logits = done + take == n_prompt ? 1 : 0;
     RETURN_IF_ERROR(engine.Forward(
-        batch,
-        absl::MakeSpan(logits.data(), slice.needs_logits ? n_vocab : 0)));
+        batch, absl::MakeSpan(logits.data(), slice.num_logits * n_vocab)));
   }
   for (int64_t i = 0; i < n_generate; ++i) {
     result.logits.push_back(logits);
@@ -62,7 +61,7 @@ inline absl::StatusOr<GreedyResult> GenerateAlone(
     batch.tokens.assign(1, result.tokens.back());
     slice.token_count = 1;
     slice.position_begin = static_cast<int32_t>(n_prompt + i);
-    slice.needs_logits = true;
+    slice.num_logits = 1;
     RETURN_IF_ERROR(engine.Forward(batch, absl::MakeSpan(logits)));
   }
   return result;
@@ -101,7 +100,7 @@ inline void ExpectForwardAndSampleMatchesForward(Engine& engine) {
     slice.token_begin = batch.num_tokens();
     slice.token_count = static_cast<int32_t>(prompts[i].size());
     slice.block_table = tables[i];
-    slice.needs_logits = true;
+    slice.num_logits = 1;
     batch.tokens.insert(batch.tokens.end(), prompts[i].begin(),
                         prompts[i].end());
     batch.sequences.push_back(slice);

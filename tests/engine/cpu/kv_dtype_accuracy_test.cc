@@ -86,7 +86,7 @@ void ComparePrompt(CpuEngine& base, CpuEngine& test,
   SequenceSlice& slice = batch.sequences[0];
   slice.block_table = blocks;
   slice.token_count = 1;
-  slice.needs_logits = true;
+  slice.num_logits = 1;
   for (size_t p = 0; p < prompt.size(); ++p) {
     batch.tokens = {prompt[p]};
     slice.position_begin = static_cast<int32_t>(p);

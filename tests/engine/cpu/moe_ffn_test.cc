@@ -282,7 +282,7 @@ TEST(CpuEngineMoeTest, BatchedStepMatchesEachPromptAlone) {
          .token_count = static_cast<int32_t>(prompts[i].size()),
          .position_begin = 0,
          .block_table = blocks,
-         .needs_logits = true});
+         .num_logits = 1});
     alone.emplace_back(v);
     ASSERT_TRUE((*engine)->Forward(b, absl::MakeSpan(alone.back())).ok());
   }
@@ -297,7 +297,7 @@ TEST(CpuEngineMoeTest, BatchedStepMatchesEachPromptAlone) {
          .token_count = static_cast<int32_t>(prompts[i].size()),
          .position_begin = 0,
          .block_table = tables[i],
-         .needs_logits = true});
+         .num_logits = 1});
     batch.tokens.insert(batch.tokens.end(), prompts[i].begin(),
                         prompts[i].end());
   }

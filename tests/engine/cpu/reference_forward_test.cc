@@ -234,7 +234,7 @@ TEST_P(ReferenceForwardTest, LogitsMatchNaiveForward) {
                       .token_count = 1,
                       .position_begin = static_cast<int32_t>(t),
                       .block_table = table,
-                      .needs_logits = true};
+                      .num_logits = 1};
     ASSERT_TRUE((*engine)->Forward(batch, absl::MakeSpan(logits)).ok());
     double max_ref = 0;
     for (double r : ref[t]) max_ref = std::max(max_ref, std::fabs(r));

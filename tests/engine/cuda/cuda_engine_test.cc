@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -83,7 +84,16 @@ TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
                                       ? matrices / 32 * 18
                                       : matrices * elem;
     EXPECT_EQ(f.weight_bytes, matrix_bytes + embedding * elem);
+    EXPECT_EQ(f.kv_dtype, KvDtypeOf(c.dtype));
     EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
+    // Another KV type changes the KV bytes only: Q8_0 34 bytes per 32.
+    CudaEngineOptions q8;
+    q8.kv_dtype = KvDtype::kQ8_0;
+    const CudaEngineFootprint fq = CudaEngine::Footprint(**weights, q8);
+    EXPECT_EQ(fq.dtype, c.dtype);
+    EXPECT_EQ(fq.weight_bytes, f.weight_bytes);
+    EXPECT_EQ(fq.kv_dtype, KvDtype::kQ8_0);
+    EXPECT_EQ(fq.kv_bytes_per_token, 2 * kv_dim / 32 * 34);
   }
 }
 
@@ -150,10 +160,14 @@ struct ModelCase {
   // makes routing unable to flip between the engines (quantized types
   // round the router's input differently on each).
   int64_t n_expert = 0;
+  // A KV cache type for both engines; unset: each engine's default (CUDA
+  // the device dtype, the CPU F32).
+  std::optional<KvDtype> kv = std::nullopt;
 };
 
 void PrintTo(const ModelCase& mc, std::ostream* os) {
   *os << mc.shape << " " << GetGgmlTypeTraits(mc.type).name;
+  if (mc.kv.has_value()) *os << " KV " << KvDtypeName(*mc.kv);
 }
 
 // The oracle's qwen3moe files (../shared/oracle: 8 experts, 2 used):
@@ -214,6 +228,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   options.num_blocks = kBlocks;
   options.block_size = kBlockSize;
   options.max_tokens_per_step = 128;
+  options.kv_dtype = mc.kv;
   auto gpu = CudaEngine::Create(shared, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   // The same without CUDA graphs: identical logits, bit for bit.
@@ -225,6 +240,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   cpu_options.block_size = kBlockSize;
   cpu_options.max_tokens_per_step = 128;
   cpu_options.num_threads = 2;
+  if (mc.kv.has_value()) cpu_options.kv_type = testing::CpuKvType(*mc.kv);
   auto cpu_engine = cpu::CpuEngine::Create(shared, cpu_options);
   ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
   const int64_t vocab = shared->config().n_vocab;
@@ -258,7 +274,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
       slice.token_begin = batch.num_tokens();
       slice.position_begin = done[part.seq];
       slice.block_table = tables[part.seq];
-      slice.needs_logits = part.logits;
+      slice.num_logits = part.logits ? 1 : 0;
       if (part.count > 0) {
         const auto& p = prompts[part.seq];
         batch.tokens.insert(batch.tokens.end(), p.begin() + done[part.seq],
@@ -285,7 +301,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
     for (size_t i = 0; i < parts.size(); ++i) {
       const SequenceSlice& slice = batch.sequences[i];
       done[parts[i].seq] += slice.token_count;
-      if (slice.needs_logits) {
+      if (slice.num_logits > 0) {
         next[parts[i].seq] = Argmax(absl::MakeSpan(want).subspan(
             row * vocab, static_cast<size_t>(vocab)));
         ++row;
@@ -315,18 +331,30 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
 
 INSTANTIATE_TEST_SUITE_P(
     Architectures, CudaModelTest,
-    ::testing::Values(ModelCase{"stories15m", GgmlType::kF32, 1e-4},
-                      ModelCase{"qwen2-0.5b", GgmlType::kF32, 1e-4},
-                      ModelCase{"qwen3-0.6b", GgmlType::kF32, 1e-4},
-                      ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
-                      ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
-                      ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
-                      ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2},
-                      ModelCase{"stories110m-moe", GgmlType::kF32, 1e-4},
-                      ModelCase{"stories110m-moe", GgmlType::kQ8_0, 5e-2, 2}),
+    ::testing::Values(
+        ModelCase{"stories15m", GgmlType::kF32, 1e-4},
+        ModelCase{"qwen2-0.5b", GgmlType::kF32, 1e-4},
+        ModelCase{"qwen3-0.6b", GgmlType::kF32, 1e-4},
+        ModelCase{"qwen3-0.6b", GgmlType::kF16, 2e-2},
+        ModelCase{"llama-1b", GgmlType::kBF16, 5e-2},
+        ModelCase{"qwen3-0.6b", GgmlType::kQ8_0, 5e-2},
+        ModelCase{"llama-1b", GgmlType::kQ4_0, 5e-2},
+        ModelCase{"stories110m-moe", GgmlType::kF32, 1e-4},
+        ModelCase{"stories110m-moe", GgmlType::kQ8_0, 5e-2, 2},
+        // KV types apart from the device dtype; the block copies move Q8_0
+        // rows too. Both engines quantize K/V that differ by rounding, so a
+        // Q8_0 level flips now and then (measured up to 9e-4), and the CPU's
+        // F16 attention rounds q and weights (3e-4).
+        ModelCase{"qwen3-0.6b", GgmlType::kF32, 5e-3, 0, KvDtype::kQ8_0},
+        ModelCase{"stories15m", GgmlType::kF32, 2e-3, 0, KvDtype::kF16},
+        ModelCase{"qwen2-0.5b", GgmlType::kF16, 2e-2, 0, KvDtype::kF32},
+        ModelCase{"llama-1b", GgmlType::kBF16, 5e-2, 0, KvDtype::kQ8_0}),
     [](const auto& info) {
       std::string name = std::string(info.param.shape) + "_" +
                          std::string(GetGgmlTypeTraits(info.param.type).name);
+      if (info.param.kv.has_value()) {
+        name += std::string("_kv_") + KvDtypeName(*info.param.kv);
+      }
       for (char& ch : name) {
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }
@@ -378,7 +406,7 @@ TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
                                               .token_count = count,
                                               .position_begin = done[seq],
                                               .block_table = tables[seq],
-                                              .needs_logits = true});
+                                              .num_logits = 1});
       for (int32_t i = 0; i < count; ++i) {
         batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
       }
@@ -457,7 +485,7 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
     for (int32_t& t : batch.tokens) t = static_cast<int32_t>(rng_() % vocab);
     batch.sequences[0].token_count = count;
     batch.sequences[0].position_begin = begin;
-    batch.sequences[0].needs_logits = true;
+    batch.sequences[0].num_logits = 1;
     run(batch);
     begin += count;
   }
@@ -474,7 +502,7 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
                         .token_count = count,
                         .position_begin = step == 0 ? 0 : 3,
                         .block_table = tables[s],
-                        .needs_logits = true});
+                        .num_logits = 1});
       for (int32_t i = 0; i < count; ++i) {
         batch.tokens.push_back(static_cast<int32_t>(rng_() % vocab));
       }
@@ -545,7 +573,7 @@ TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
                                    .token_count = 3,
                                    .position_begin = 0,
                                    .block_table = table,
-                                   .needs_logits = true}};
+                                   .num_logits = 1}};
   std::vector<float> logits(32000);
   EXPECT_TRUE((*gpu)->Forward(batch, absl::MakeSpan(logits)).ok());
   batch.tokens[1] = 40000;

@@ -306,7 +306,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
     p.block_size = kBlockSize;
     p.qkv = d_qkv.as<float>();
     p.kv_layer = d_cache.get();
-    ASSERT_EQ(LaunchQkvRope(dtype(), p, nullptr), cudaSuccess);
+    ASSERT_EQ(LaunchQkvRope(KvDtypeOf(dtype()), p, nullptr), cudaSuccess);
 
     // The CPU engine's sequence of ops (cpu_engine.cc RunLayer).
     std::vector<float> q(kTokens * q_dim), k(kTokens * kv_dim),
@@ -388,43 +388,20 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
   // Sequence 0: a 30-token chunk at positions [100, 130); sequence 1: one
   // decode token at 1500 (300 emulated); sequence 2: a 1-token prompt;
   // sequence 3: a decode at 37; sequence 4: a 40-token prompt.
-  struct Seq {
-    int32_t position_begin;
-    int32_t count;
-  };
   const int32_t long_decode = testing::kEmulated ? 300 : 1500;
-  const std::vector<Seq> seqs = {
+  const std::vector<AttentionSeq> seqs = {
       {100, 30}, {long_decode, 1}, {0, 1}, {37, 1}, {0, 40}};
   std::vector<int32_t> ids(kBlocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng_);
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<int32_t> positions, token_table, offsets, flat;
-  // The tiled kernel's query tiles: each sequence's tokens, 16 at a time.
-  std::vector<int32_t> tiles = {0};
+  // Sequences share some blocks (a prefix cache would): every other one
+  // reuses the front of `ids`; the rest take the next unused.
   size_t next_id = 0;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t end = seqs[s].position_begin + seqs[s].count;
-    std::vector<int32_t> table;
-    // Sequences share some blocks (a prefix cache would): reuse from the
-    // front of `ids` for every other sequence.
-    for (int64_t b = 0; b < (end + kBlockSize - 1) / kBlockSize; ++b) {
-      table.push_back(s % 2 == 1 && b < 3 ? ids[b] : ids[next_id++ % kBlocks]);
-    }
-    const int32_t offset = static_cast<int32_t>(flat.size());
-    flat.insert(flat.end(), table.begin(), table.end());
-    for (int32_t i = 0; i < seqs[s].count; i += kAttentionTileTokens) {
-      tiles.push_back(static_cast<int32_t>(positions.size()) + i);
-      tiles.push_back(std::min(kAttentionTileTokens, seqs[s].count - i));
-      ++tiles[0];
-    }
-    for (int32_t i = 0; i < seqs[s].count; ++i) {
-      positions.push_back(seqs[s].position_begin + i);
-      token_table.push_back(static_cast<int32_t>(s));
-      offsets.push_back(offset);
-    }
-    tables.push_back(std::move(table));
-  }
+  const AttentionLayout l =
+      LayOutAttention(seqs, kBlockSize, [&](size_t s, int64_t b) {
+        return s % 2 == 1 && b < 3 ? ids[b] : ids[next_id++ % kBlocks];
+      });
+  const auto& [tables, positions, token_table, offsets, flat, tiles] = l;
   const int64_t n = static_cast<int64_t>(positions.size());
   const std::vector<float> q = Random(n * kHeads * kHeadDim);
   std::vector<absl::Span<const int32_t>> spans(tables.begin(), tables.end());
@@ -479,7 +456,8 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
     if (splits > 0) {
       EXPECT_EQ(PagedAttentionSplits(p), splits);
     }
-    ASSERT_EQ(LaunchPagedAttention(dtype(), p, nullptr), cudaSuccess);
+    ASSERT_EQ(LaunchPagedAttention(dtype(), KvDtypeOf(dtype()), p, nullptr),
+              cudaSuccess);
     ExpectClose(Download(dtype(), d_out, n * kHeads * kHeadDim), ref, 1e-5,
                 std::max(1e-4, DefaultRtol(dtype())), "attention");
   }

@@ -9,11 +9,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <ostream>
 #include <random>
@@ -24,16 +26,64 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kernels/device_dtype.h"
+#include "engine/cuda/kernels/kv_dtype.h"
+#include "engine/cuda/kernels/paged_attention.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/quantize.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine::cuda {
 
+// Query tokens of one sequence for the paged attention tests: `count`
+// consecutive tokens from `position_begin`.
+struct AttentionSeq {
+  int32_t position_begin;
+  int32_t count;
+};
+
+// Sequences laid out as the paged attention kernels and the CPU reference
+// take them: each sequence's block table (block b of sequence s is
+// block_of(s, b), covering its last position), and per query token its
+// position, sequence and table offset; the tables flattened; the tiled
+// kernel's query tiles (a count, then first token and tokens of each, at
+// most kAttentionTileTokens of one sequence).
+struct AttentionLayout {
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> positions, token_table, offsets, flat, tiles = {0};
+};
+
+inline AttentionLayout LayOutAttention(
+    const std::vector<AttentionSeq>& seqs, int64_t block_size,
+    const std::function<int32_t(size_t, int64_t)>& block_of) {
+  AttentionLayout l;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t end = seqs[s].position_begin + seqs[s].count;
+    std::vector<int32_t> table;
+    for (int64_t b = 0; b < (end + block_size - 1) / block_size; ++b) {
+      table.push_back(block_of(s, b));
+    }
+    const int32_t offset = static_cast<int32_t>(l.flat.size());
+    l.flat.insert(l.flat.end(), table.begin(), table.end());
+    for (int32_t i = 0; i < seqs[s].count; i += kAttentionTileTokens) {
+      l.tiles.push_back(static_cast<int32_t>(l.positions.size()) + i);
+      l.tiles.push_back(std::min(kAttentionTileTokens, seqs[s].count - i));
+      ++l.tiles[0];
+    }
+    for (int32_t i = 0; i < seqs[s].count; ++i) {
+      l.positions.push_back(seqs[s].position_begin + i);
+      l.token_table.push_back(static_cast<int32_t>(s));
+      l.offsets.push_back(offset);
+    }
+    l.tables.push_back(std::move(table));
+  }
+  return l;
+}
+
 // Test names and messages print the type's name.
 inline void PrintTo(DeviceDtype d, std::ostream* os) {
   *os << DeviceDtypeName(d);
 }
+inline void PrintTo(KvDtype k, std::ostream* os) { *os << KvDtypeName(k); }
 
 }  // namespace paceline::engine::cuda
 
@@ -77,6 +127,23 @@ class GpuTest : public ::testing::Test {
   uint32_t seed_ = 0;
   std::mt19937 rng_;
 };
+
+// The CPU engine's cache type (cpu::KvCacheShape::dtype) for a KV type
+// both engines store: F32, F16 or Q8_0.
+inline GgmlType CpuKvType(KvDtype k) {
+  switch (k) {
+    case KvDtype::kF32:
+      return GgmlType::kF32;
+    case KvDtype::kF16:
+      return GgmlType::kF16;
+    case KvDtype::kQ8_0:
+      return GgmlType::kQ8_0;
+    case KvDtype::kBF16:
+      break;
+  }
+  ADD_FAILURE() << "the CPU engine has no " << KvDtypeName(k) << " cache";
+  return GgmlType::kF32;
+}
 
 // The value of x stored as `d` and read back.
 inline float RoundTo(DeviceDtype d, float x) {

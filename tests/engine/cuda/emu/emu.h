@@ -122,6 +122,8 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 // A product rounded once, never fused with a following add (the host build
 // has no FMA contraction either).
 inline float __fmul_rn(float a, float b) { return a * b; }
+// A quotient rounded to nearest (IEEE division, as the host's).
+inline float __fdiv_rn(float a, float b) { return a / b; }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __float_as_int(float x) {
   return paceline::emu::FromBits<int>(paceline::emu::ToBits(x));
