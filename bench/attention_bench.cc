@@ -9,11 +9,15 @@
 //   BM_AttentionLong/P/kv/T      the same at long contexts (12 layers: K/V
 //                                from DRAM past ~1k positions), the
 //                                default ISA, on T threads
+//   BM_AttentionPrefill/P/kv/T   a prefill chunk: the 512 tokens at
+//                                positions P - 511 .. P in one call, as a
+//                                long prompt's last step runs them
 //
 // Arguments: position, isa (0 scalar, 1 avx2, 2 avx512; capped to what the
 // CPU runs), layers, the cache's dtype kv (0 f32, 1 f16, 2 q8_0), threads.
-// Counters: positions/s = (P + 1) * heads / time; kv_GB/s = the K/V bytes
-// one call reads (P + 1 positions x heads x 2 rows) / time.
+// Counters: positions/s = the (token, head, position) triples a call
+// attends over / time (decode: (P + 1) * heads); kv_GB/s = the K/V bytes
+// those triples read (each position's 2 rows) / time.
 
 #include <algorithm>
 #include <cmath>
@@ -42,8 +46,10 @@ constexpr int64_t kBlockSize = 16;
 constexpr GgmlType kDtypes[] = {GgmlType::kF32, GgmlType::kF16,
                                 GgmlType::kQ8_0};
 
-void RunAttention(benchmark::State& state, int64_t position, int64_t n_layers,
-                  GgmlType dtype, int threads) {
+// n_tokens query tokens of one sequence at positions
+// position - n_tokens + 1 .. position.
+void RunAttention(benchmark::State& state, int64_t position, int64_t n_tokens,
+                  int64_t n_layers, GgmlType dtype, int threads) {
   const int64_t n_blocks = position / kBlockSize + 1;
   KvCacheShape shape{.n_layers = n_layers,
                      .n_kv_heads = kHeads,
@@ -73,9 +79,11 @@ void RunAttention(benchmark::State& state, int64_t position, int64_t n_layers,
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
   const std::vector<absl::Span<const int32_t>> tables = {table};
-  const int32_t pos = static_cast<int32_t>(position);
-  const int32_t token_table = 0;
-  std::vector<float> q(kHeads * kHeadDim), out(kHeads * kHeadDim);
+  std::vector<int32_t> positions(n_tokens);
+  std::iota(positions.begin(), positions.end(),
+            static_cast<int32_t>(position - n_tokens + 1));
+  const std::vector<int32_t> token_table(n_tokens, 0);
+  std::vector<float> q(n_tokens * kHeads * kHeadDim), out(q.size());
   for (float& x : q) x = normal(rng);
   const AttentionParams params{.n_heads = kHeads,
                                .n_kv_heads = kHeads,
@@ -84,25 +92,27 @@ void RunAttention(benchmark::State& state, int64_t position, int64_t n_layers,
   ThreadPool pool(threads);
   int64_t layer = 0;
   for (auto _ : state) {
-    PagedAttention(**cache, layer, params, q.data(), 1, &pos, &token_table,
-                   tables, out.data(), pool);
+    PagedAttention(**cache, layer, params, q.data(), n_tokens,
+                   positions.data(), token_table.data(), tables, out.data(),
+                   pool);
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % n_layers;
   }
-  state.counters["positions/s"] =
-      benchmark::Counter(double(position + 1) * kHeads * state.iterations(),
-                         benchmark::Counter::kIsRate);
+  double triples = 0;  // (token, head, position) per call
+  for (const int32_t p : positions) triples += double(p + 1) * kHeads;
+  state.counters["positions/s"] = benchmark::Counter(
+      triples * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["kv_GB/s"] = benchmark::Counter(
-      double(position + 1) * kHeads * 2 *
-          double(KvCache::RowBytes(dtype, kHeadDim)) * state.iterations() / 1e9,
+      triples * 2 * double(KvCache::RowBytes(dtype, kHeadDim)) *
+          state.iterations() / 1e9,
       benchmark::Counter::kIsRate);
 }
 
 void BM_AttentionDecode(benchmark::State& state) {
   const auto isa = static_cast<IsaLevel>(state.range(1));
   if (SetIsaLevelCap(isa) != isa) return state.SkipWithError("isa");
-  RunAttention(state, state.range(0), state.range(2), kDtypes[state.range(3)],
-               1);
+  RunAttention(state, state.range(0), 1, state.range(2),
+               kDtypes[state.range(3)], 1);
   SetIsaLevelCap(IsaLevel::kAvx512);
 }
 BENCHMARK(BM_AttentionDecode)
@@ -110,11 +120,20 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"pos", "isa", "layers", "kv"});
 
 void BM_AttentionLong(benchmark::State& state) {
-  RunAttention(state, state.range(0), 12, kDtypes[state.range(1)],
+  RunAttention(state, state.range(0), 1, 12, kDtypes[state.range(1)],
                static_cast<int>(state.range(2)));
 }
 BENCHMARK(BM_AttentionLong)
     ->ArgsProduct({{1024, 4096, 16384}, {0, 1, 2}, {1, 2}})
+    ->ArgNames({"pos", "kv", "threads"})
+    ->UseRealTime();
+
+void BM_AttentionPrefill(benchmark::State& state) {
+  RunAttention(state, state.range(0), 512, 1, kDtypes[state.range(1)],
+               static_cast<int>(state.range(2)));
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{1023, 4095, 16383}, {0, 1, 2}, {1, 2}})
     ->ArgNames({"pos", "kv", "threads"})
     ->UseRealTime();
 

@@ -199,18 +199,22 @@ void PagedAttention(const KvCache& cache, int64_t layer,
   const int64_t group = params.n_heads / params.n_kv_heads;
   const int64_t pass = std::min({group, kMaxGroup, kMaxAccFloats / head_dim});
   const int64_t passes = (group + pass - 1) / pass;
-  // Items (token, KV head, pass), handed out one at a time: prefill tokens
+  // Items (KV head, pass, token), handed out one at a time: prefill tokens
   // late in a sequence cost more than early ones, so a static split would
-  // leave threads idle.
+  // leave threads idle. Tokens are the inner index: the threads work
+  // through one KV head's tokens together, so a prefill's tokens read that
+  // head's K/V from the caches rather than DRAM (at 16k positions a layer's
+  // K/V is far over the L3, one head's is not).
   const int64_t n_items = n_tokens * params.n_kv_heads * passes;
   const internal::AttendGroupFn attend_group = PickAttendGroup();
   std::atomic<int64_t> next{0};
   const auto work = [&](int64_t, int64_t) {
     for (int64_t item;
          (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
-      const int64_t t = item / (params.n_kv_heads * passes);
-      const int64_t kv_head = item / passes % params.n_kv_heads;
-      const int64_t head_begin = kv_head * group + item % passes * pass;
+      const int64_t t = item % n_tokens;
+      const int64_t kv_head = item / (n_tokens * passes);
+      const int64_t head_begin =
+          kv_head * group + item / n_tokens % passes * pass;
       const int64_t n_group =
           std::min(pass, (kv_head + 1) * group - head_begin);
       const int64_t offset = (t * params.n_heads + head_begin) * head_dim;

@@ -50,6 +50,27 @@ inline Q8Rows BlockRows<Q8Rows>(const KvCache& cache, int64_t layer,
   return {cache.Rows<uint8_t>(layer, block, which, kv_head), 0};
 }
 
+// Blocks ahead of the one being read whose K/V rows the kernels prefetch.
+// A KV head's rows of consecutive blocks lie n_kv_heads * 2 chunks apart
+// (and blocks are scattered over the pool), so the hardware prefetchers
+// do not follow a long context's stream; without this, decode at 16k
+// positions read K/V at a quarter of the DRAM rate.
+inline constexpr int64_t kPrefetchBlocks = 2;
+
+// Asks for the rows of one layer, block, K or V (which) and KV head to be
+// brought into the caches.
+inline void PrefetchRows(const KvCache& cache, int64_t layer, int64_t block,
+                         int64_t which, int64_t kv_head) {
+  const auto* p = cache.Rows<uint8_t>(layer, block, which, kv_head);
+  const int64_t bytes =
+      cache.shape().block_size *
+      static_cast<int64_t>(KvCache::RowBytes(cache.dtype(),
+                                             cache.shape().head_dim));
+  for (int64_t offset = 0; offset < bytes; offset += 64) {
+    __builtin_prefetch(p + offset, /*rw=*/0, /*locality=*/3);
+  }
+}
+
 // Heads [head_begin, head_begin + n_group) of one token, all reading KV
 // head `kv_head`, over positions [0, n_positions); n_group <= kMaxGroup,
 // n_group * head_dim <= kMaxAccFloats.
