@@ -15,7 +15,8 @@ namespace paceline::engine::cpu {
 namespace {
 
 using internal::kMaxAccFloats;
-using internal::kMaxGroup;
+using internal::kMaxTileRows;
+using internal::QueryTile;
 
 namespace scalar {
 
@@ -62,8 +63,8 @@ void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
                     float scale, float* out) {
   const int64_t block_size = cache.shape().block_size;
   float acc[kMaxAccFloats];              // (n_group, head_dim)
-  float running_max[kMaxGroup];          // (n_group)
-  float running_sum[kMaxGroup];          // (n_group)
+  float running_max[kMaxTileRows];       // (n_group)
+  float running_sum[kMaxTileRows];       // (n_group)
   float scores[kMaxAttentionBlockSize];  // (block_size) of one head
   std::fill(acc, acc + n_group * head_dim, 0.0f);
   std::fill(running_max, running_max + n_group,
@@ -118,19 +119,19 @@ inline const float* HalfRow(const uint16_t* rows, int64_t j, int64_t head_dim,
 }
 
 // internal::AttendGroupFn over an F16 cache: F16 attention as
-// attention_group.inc's AttendGroupHalfT computes it (all scores, one
+// attention_group.inc's AttendTileHalfT computes it (all scores, one
 // softmax, weights rounded to F16, then the sum over V), one position at
 // a time.
 void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
-                     absl::Span<const int32_t> block_table,
-                     int64_t n_positions, const float* q, int64_t n_group,
-                     int64_t head_dim, float scale, float* out) {
+                     absl::Span<const int32_t> block_table, int64_t n_positions,
+                     const float* q, int64_t n_group, int64_t head_dim,
+                     float scale, float* out) {
   const int64_t block_size = cache.shape().block_size;
   float q_half[kMaxAccFloats];  // (n_group, head_dim)
   for (int64_t i = 0; i < n_group * head_dim; ++i) {
     q_half[i] = RoundToHalf(q[i]);
   }
-  float row[kMaxAccFloats];  // one K or V row
+  float row[kMaxAccFloats];                 // one K or V row
   thread_local std::vector<float> weights;  // (n_group, n_positions)
   weights.resize(static_cast<size_t>(n_group * n_positions));
   for (int64_t p = 0; p < n_positions; ++p) {
@@ -146,7 +147,8 @@ void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
     float* w = weights.data() + g * n_positions;
     const float max = *std::max_element(w, w + n_positions);
     float sum = 0;
-    for (int64_t p = 0; p < n_positions; ++p) sum += (w[p] = std::exp(w[p] - max));
+    for (int64_t p = 0; p < n_positions; ++p)
+      sum += (w[p] = std::exp(w[p] - max));
     const float inv = 1.0f / sum;
     for (int64_t p = 0; p < n_positions; ++p) w[p] = RoundToHalf(w[p] * inv);
   }
@@ -162,29 +164,54 @@ void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
   }
 }
 
-void AttendGroup(const KvCache& cache, int64_t layer, int64_t kv_head,
-                 absl::Span<const int32_t> block_table, int64_t n_positions,
-                 const float* q, int64_t n_group, int64_t head_dim, float scale,
-                 float* out) {
-  (cache.dtype() == GgmlType::kF16 ? AttendGroupHalf : AttendGroupF32)(
-      cache, layer, kv_head, block_table, n_positions, q, n_group, head_dim,
-      scale, out);
+// internal::AttendTileFn: the tile's tokens one at a time.
+void AttendTile(const KvCache& cache, int64_t layer, int64_t kv_head,
+                absl::Span<const int32_t> block_table, const QueryTile& tile,
+                int64_t head_dim, float scale) {
+  const auto attend =
+      cache.dtype() == GgmlType::kF16 ? AttendGroupHalf : AttendGroupF32;
+  for (int64_t i = 0; i < tile.n_tokens; ++i) {
+    const int64_t offset = tile.RowOffset(i, 0, head_dim);
+    attend(cache, layer, kv_head, block_table, tile.Length(i), tile.q + offset,
+           tile.n_group, head_dim, scale, tile.out + offset);
+  }
 }
 
 }  // namespace scalar
 
-internal::AttendGroupFn PickAttendGroup() {
+internal::AttendTileFn PickAttendTile() {
 #if defined(__x86_64__)
   switch (EffectiveIsaLevel()) {
     case IsaLevel::kAvx512:
-      return &internal::AttendGroupAvx512;
+      return &internal::AttendTileAvx512;
     case IsaLevel::kAvx2:
-      return &internal::AttendGroupAvx2;
+      return &internal::AttendTileAvx2;
     case IsaLevel::kScalar:
       break;
   }
 #endif
-  return &scalar::AttendGroup;
+  return &scalar::AttendTile;
+}
+
+// A run of consecutive tokens of one sequence in the step.
+struct TokenRun {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+// The step's tokens cut into runs of the same sequence, each at most
+// max_count long.
+std::vector<TokenRun> TokenRuns(int64_t n_tokens, const int32_t* token_table,
+                                int64_t max_count) {
+  std::vector<TokenRun> runs;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (runs.empty() || runs.back().count == max_count ||
+        token_table[t] != token_table[runs.back().begin]) {
+      runs.push_back({t, 0});
+    }
+    ++runs.back().count;
+  }
+  return runs;
 }
 
 }  // namespace
@@ -197,30 +224,41 @@ void PagedAttention(const KvCache& cache, int64_t layer,
                     float* out, ThreadPool& pool) {
   const int64_t head_dim = params.head_dim;
   const int64_t group = params.n_heads / params.n_kv_heads;
-  const int64_t pass = std::min({group, kMaxGroup, kMaxAccFloats / head_dim});
+  const int64_t max_rows = std::min(kMaxTileRows, kMaxAccFloats / head_dim);
+  const int64_t pass = std::min(group, max_rows);
   const int64_t passes = (group + pass - 1) / pass;
-  // Items (KV head, pass, token), handed out one at a time: prefill tokens
+  // Each K/V block read serves up to max_rows query rows: a group's heads
+  // and, while room is left, the next tokens of the same sequence.
+  const std::vector<TokenRun> runs =
+      TokenRuns(n_tokens, token_table, max_rows / pass);
+  const int64_t n_runs = static_cast<int64_t>(runs.size());
+  // Items (KV head, pass, run), handed out one at a time: prefill tokens
   // late in a sequence cost more than early ones, so a static split would
-  // leave threads idle. Tokens are the inner index: the threads work
-  // through one KV head's tokens together, so a prefill's tokens read that
-  // head's K/V from the caches rather than DRAM (at 16k positions a layer's
-  // K/V is far over the L3, one head's is not).
-  const int64_t n_items = n_tokens * params.n_kv_heads * passes;
-  const internal::AttendGroupFn attend_group = PickAttendGroup();
+  // leave threads idle. Runs are the inner index: the threads work through
+  // one KV head's runs together, so a prefill's tokens read that head's
+  // K/V from the caches rather than DRAM (at 16k positions a layer's K/V
+  // is far over the L3, one head's is not).
+  const int64_t n_items = n_runs * params.n_kv_heads * passes;
+  const internal::AttendTileFn attend_tile = PickAttendTile();
   std::atomic<int64_t> next{0};
   const auto work = [&](int64_t, int64_t) {
     for (int64_t item;
          (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
-      const int64_t t = item % n_tokens;
-      const int64_t kv_head = item / (n_tokens * passes);
+      const TokenRun& run = runs[static_cast<size_t>(item % n_runs)];
+      const int64_t kv_head = item / (n_runs * passes);
       const int64_t head_begin =
-          kv_head * group + item / n_tokens % passes * pass;
-      const int64_t n_group =
-          std::min(pass, (kv_head + 1) * group - head_begin);
-      const int64_t offset = (t * params.n_heads + head_begin) * head_dim;
-      attend_group(cache, layer, kv_head, block_tables[token_table[t]],
-                   int64_t{positions[t]} + 1, q + offset, n_group, head_dim,
-                   params.scale, out + offset);
+          kv_head * group + item / n_runs % passes * pass;
+      const int64_t offset =
+          (run.begin * params.n_heads + head_begin) * head_dim;
+      const QueryTile tile{
+          .q = q + offset,
+          .out = out + offset,
+          .token_stride = params.n_heads * head_dim,
+          .positions = positions + run.begin,
+          .n_tokens = run.count,
+          .n_group = std::min(pass, (kv_head + 1) * group - head_begin)};
+      attend_tile(cache, layer, kv_head, block_tables[token_table[run.begin]],
+                  tile, head_dim, params.scale);
     }
   };
   // Tiny steps (a short decode) stay on this thread: waking the pool costs

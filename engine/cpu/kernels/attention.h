@@ -53,7 +53,9 @@ inline constexpr int64_t kMaxAttentionBlockSize = 256;
 // block_tables: (num_sequences) physical block of each logical block,
 //               covering positions[t] + 1 positions for every token t
 // out:          (n_tokens, n_heads, head_dim); must not alias q
-// Work is spread over `pool` by (token, KV head). The caller has checked
+// Work is spread over `pool` by (KV head, run of up to 16 consecutive
+// tokens of one sequence): each K/V block read serves every query head of
+// the group and token of the run. The caller has checked
 // every argument (ids, coverage); nothing is checked here.
 void PagedAttention(const KvCache& cache, int64_t layer,
                     const AttentionParams& params, const float* q,

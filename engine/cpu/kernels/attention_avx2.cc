@@ -158,12 +158,10 @@ inline float ExpScalar(float x) { return _mm256_cvtss_f32(Exp(Set1(x))); }
 
 }  // namespace
 
-void AttendGroupAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
-                     absl::Span<const int32_t> block_table, int64_t n_positions,
-                     const float* q, int64_t n_group, int64_t head_dim,
-                     float scale, float* out) {
-  AttendGroup(cache, layer, kv_head, block_table, n_positions, q, n_group,
-              head_dim, scale, out);
+void AttendTileAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
+                    absl::Span<const int32_t> block_table,
+                    const QueryTile& tile, int64_t head_dim, float scale) {
+  AttendTile(cache, layer, kv_head, block_table, tile, head_dim, scale);
 }
 
 void ExpAvx2(const float* x, int64_t n, float* y) {

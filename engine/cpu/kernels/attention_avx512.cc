@@ -26,8 +26,9 @@
 #include <immintrin.h>
 
 #if defined(__clang__)  // clang has no GCC target regions
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), \
-                             apply_to = function)
+#pragma clang attribute push(                                               \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
@@ -164,12 +165,10 @@ inline float ExpScalar(float x) { return _mm512_cvtss_f32(Exp(Set1(x))); }
 
 }  // namespace
 
-void AttendGroupAvx512(const KvCache& cache, int64_t layer, int64_t kv_head,
-                       absl::Span<const int32_t> block_table,
-                       int64_t n_positions, const float* q, int64_t n_group,
-                       int64_t head_dim, float scale, float* out) {
-  AttendGroup(cache, layer, kv_head, block_table, n_positions, q, n_group,
-              head_dim, scale, out);
+void AttendTileAvx512(const KvCache& cache, int64_t layer, int64_t kv_head,
+                      absl::Span<const int32_t> block_table,
+                      const QueryTile& tile, int64_t head_dim, float scale) {
+  AttendTile(cache, layer, kv_head, block_table, tile, head_dim, scale);
 }
 
 void ExpAvx512(const float* x, int64_t n, float* y) {

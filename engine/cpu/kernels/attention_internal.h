@@ -4,6 +4,7 @@
 // The per-ISA pieces of PagedAttention (attention.cc picks one per call
 // from EffectiveIsaLevel()). Call a function only at a level the CPU runs.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/types/span.h"
@@ -11,10 +12,12 @@
 
 namespace paceline::engine::cpu::internal {
 
-// Query heads handled together against one KV head's rows (GQA shares
-// each K/V read among them); larger groups go in several passes.
-inline constexpr int64_t kMaxGroup = 16;
-inline constexpr int64_t kMaxAccFloats = 8192;  // kMaxGroup * head_dim cap
+// Query rows handled together against one KV head's K/V (each K/V block
+// is read once, from L1, for all of them): the heads of a GQA group, and
+// the consecutive tokens of one sequence in a step (a prefill's). Larger
+// groups go in several passes.
+inline constexpr int64_t kMaxTileRows = 16;
+inline constexpr int64_t kMaxAccFloats = 8192;  // kMaxTileRows * head_dim cap
 
 // A place in one block's Q8_0 K or V rows (kv_cache.h): element i of the
 // rows that start at `base`, which are whole 32-element blocks of 34 bytes
@@ -63,40 +66,61 @@ inline void PrefetchRows(const KvCache& cache, int64_t layer, int64_t block,
                          int64_t which, int64_t kv_head) {
   const auto* p = cache.Rows<uint8_t>(layer, block, which, kv_head);
   const int64_t bytes =
-      cache.shape().block_size *
-      static_cast<int64_t>(KvCache::RowBytes(cache.dtype(),
-                                             cache.shape().head_dim));
+      cache.shape().block_size * static_cast<int64_t>(KvCache::RowBytes(
+                                     cache.dtype(), cache.shape().head_dim));
   for (int64_t offset = 0; offset < bytes; offset += 64) {
     __builtin_prefetch(p + offset, /*rw=*/0, /*locality=*/3);
   }
 }
 
-// Heads [head_begin, head_begin + n_group) of one token, all reading KV
-// head `kv_head`, over positions [0, n_positions); n_group <= kMaxGroup,
-// n_group * head_dim <= kMaxAccFloats.
-//   q:   (n_group, head_dim) of this token
-//   out: (n_group, head_dim)
-using AttendGroupFn = void (*)(const KvCache& cache, int64_t layer,
-                               int64_t kv_head,
-                               absl::Span<const int32_t> block_table,
-                               int64_t n_positions, const float* q,
-                               int64_t n_group, int64_t head_dim, float scale,
-                               float* out);
+// The query rows of one work item: n_tokens consecutive tokens of one
+// sequence, each with the n_group query heads [head_begin, head_begin +
+// n_group) that read KV head kv_head. Row (i, g) is
+//   q   + i * token_stride + g * head_dim   (head_dim floats), its result
+//   out + i * token_stride + g * head_dim,
+// and token i attends to positions [0, positions[i]]. n_tokens * n_group <=
+// kMaxTileRows and n_tokens * n_group * head_dim <= kMaxAccFloats. Each
+// row's result is computed by the same operations, in the same order, as
+// if it were alone in its tile.
+struct QueryTile {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t token_stride = 0;            // n_heads * head_dim
+  const int32_t* positions = nullptr;  // (n_tokens)
+  int64_t n_tokens = 0;
+  int64_t n_group = 0;
 
-// F32 and Q8_0 caches: per block of each head, the scores of all its
+  // The positions token i reads: positions[i] + 1.
+  int64_t Length(int64_t i) const { return int64_t{positions[i]} + 1; }
+  int64_t MaxLength() const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < n_tokens; ++i) n = std::max(n, Length(i));
+    return n;
+  }
+  // Row (i, g)'s offset into q and out, in floats.
+  int64_t RowOffset(int64_t i, int64_t g, int64_t head_dim) const {
+    return i * token_stride + g * head_dim;
+  }
+};
+
+using AttendTileFn = void (*)(const KvCache& cache, int64_t layer,
+                              int64_t kv_head,
+                              absl::Span<const int32_t> block_table,
+                              const QueryTile& tile, int64_t head_dim,
+                              float scale);
+
+// F32 and Q8_0 caches: per block of each row, the scores of all its
 // positions, a tile of 8 (AVX2) or 16 (AVX-512) positions at a time; one
 // vectorized exp (below) over them; then P·V (Q8_0 elements widened to
-// float and scaled as they load). F16 cache: every score of the group
-// first, one softmax per head, then P·V (attention.h).
+// float and scaled as they load). F16 cache: every score of the tile's
+// rows first, one softmax per row, then P·V (attention.h).
 // attention_group.inc has the loops.
-void AttendGroupAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
-                     absl::Span<const int32_t> block_table, int64_t n_positions,
-                     const float* q, int64_t n_group, int64_t head_dim,
-                     float scale, float* out);
-void AttendGroupAvx512(const KvCache& cache, int64_t layer, int64_t kv_head,
-                       absl::Span<const int32_t> block_table,
-                       int64_t n_positions, const float* q, int64_t n_group,
-                       int64_t head_dim, float scale, float* out);
+void AttendTileAvx2(const KvCache& cache, int64_t layer, int64_t kv_head,
+                    absl::Span<const int32_t> block_table,
+                    const QueryTile& tile, int64_t head_dim, float scale);
+void AttendTileAvx512(const KvCache& cache, int64_t layer, int64_t kv_head,
+                      absl::Span<const int32_t> block_table,
+                      const QueryTile& tile, int64_t head_dim, float scale);
 
 // y[i] = exp(x[i]) for i < n, as the kernels compute it: within 2 ulp of
 // the correctly rounded result (1 in practice) for every finite x,
