@@ -426,8 +426,17 @@ tenants {
     contexts.push_back(MakeClientContext(key));
     readers.push_back(stub_->Generate(contexts.back().get(), long_run));
     v1::GenerateResponse accepted;
-    ASSERT_TRUE(readers.back()->Read(&accepted));
+    ASSERT_TRUE(readers.back()->Read(&accepted)) << "request " << i;
     ASSERT_TRUE(accepted.has_accepted());
+    if (i == 0) {
+      // Accepted means queued: until the scheduler admits it, it holds
+      // the tenant's one queue place, and the second would be refused
+      // (seen under ASan on a loaded machine).
+      WaitStatus(
+          *stub_, key,
+          [](const v1::ServerStatus& s) { return s.running_sequences() == 1; },
+          absl::Seconds(20), "the first request running");
+    }
   }
   const v1::ServerStatus full = WaitStatus(
       *stub_, key,
