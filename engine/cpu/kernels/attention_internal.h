@@ -73,6 +73,17 @@ inline void PrefetchRows(const KvCache& cache, int64_t layer, int64_t block,
   }
 }
 
+// PrefetchRows for the block kPrefetchBlocks after logical block `index`
+// of `block_table` (the blocks being read), when there is one.
+inline void PrefetchAhead(const KvCache& cache, int64_t layer,
+                          absl::Span<const int32_t> block_table, int64_t index,
+                          int64_t which, int64_t kv_head) {
+  const int64_t ahead = index + kPrefetchBlocks;
+  if (ahead < static_cast<int64_t>(block_table.size())) {
+    PrefetchRows(cache, layer, block_table[ahead], which, kv_head);
+  }
+}
+
 // The query rows of one work item: n_tokens consecutive tokens of one
 // sequence, each with the n_group query heads [head_begin, head_begin +
 // n_group) that read KV head kv_head. Row (i, g) is
