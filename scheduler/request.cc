@@ -72,6 +72,31 @@ std::unique_ptr<Request> Request::ReleaseHeld(const Request* child) {
   return released;
 }
 
+int64_t Request::ReservationNeeded() const {
+  if (reserved_) return 0;
+  int64_t tokens = int64_t{num_prompt_tokens_} + spec_.stop.max_tokens;
+  // A parent is unreserved until its admission, and so are its children.
+  for (const std::unique_ptr<Request>& child : held_) {
+    tokens += child->ReservationNeeded();
+  }
+  return tokens;
+}
+
+int64_t Request::TakeReservation() {
+  const int64_t tokens = ReservationNeeded();
+  reserved_ = true;
+  for (const std::unique_ptr<Request>& child : held_) child->reserved_ = true;
+  return tokens;
+}
+
+int64_t Request::ReturnReservation() {
+  if (!reserved_) return 0;
+  reserved_ = false;
+  // Generation stops at max_tokens (AcceptSample), drafts included.
+  return (prompt_charged_ ? 0 : int64_t{num_prompt_tokens_}) +
+         spec_.stop.max_tokens - num_generated();
+}
+
 void Request::Start(kvpager::BlockLease lease, absl::Time now) {
   lease_ = std::move(lease);
   num_computed_tokens_ = lease_.num_computed_tokens();

@@ -154,6 +154,21 @@ class Request {
   // Whether the prompt has been charged to the tenant (first admission).
   bool prompt_charged() const { return prompt_charged_; }
   void set_prompt_charged() { prompt_charged_ = true; }
+
+  // --- Token budget (tenant_queues.h: Token budget) -----------------------
+  // A request reserves prompt + max_tokens of its tenant's tokens per
+  // minute (max_tokens already fits the context: Scheduler::CheckRequest),
+  // once: at its first admission, or at its parent's for a held child.
+  // What admitting it now would reserve: its own and each held child's;
+  // 0 once reserved (a readmission, or a child released after its
+  // parent's admission).
+  int64_t ReservationNeeded() const;
+  // Marks it and its held children reserved; returns ReservationNeeded().
+  int64_t TakeReservation();
+  // Ends the reservation; returns the part it did not use: the prompt if
+  // it was never charged, and max_tokens less the tokens generated. 0 if
+  // it held none.
+  int64_t ReturnReservation();
   // Valid once finished by a cancel.
   CancelReason cancel_reason() const { return cancel_reason_; }
 
@@ -239,6 +254,7 @@ class Request {
   std::string held_text_;  // text held back for a possible stop string
   std::string scratch_text_;
   bool prompt_charged_ = false;
+  bool reserved_ = false;  // of the tenant's tokens per minute
   CancelReason cancel_reason_ = CancelReason::kClient;
   std::string stop_string_;
   int32_t stop_token_ = -1;

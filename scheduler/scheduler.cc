@@ -190,7 +190,9 @@ absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
     ReleaseChildren(r);  // they fall back to ordinary requests
   }
   const bool running = r->state() == RequestState::kRunning;
-  const FinishInfo info = r->Cancel(reason, clock_->Now());
+  const absl::Time now = clock_->Now();
+  const FinishInfo info = r->Cancel(reason, now);
+  queues_->ReturnUnused(r, now);  // running, preempted or a reserved child
   ++counters_.finished[static_cast<int>(FinishReason::kCancelled)];
   if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);
   if (held != nullptr) return absl::OkStatus();
@@ -464,7 +466,7 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
     if (IsReadmitted(*next)) {
       reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
     }
-    running_.push_back(queues_->Pop(next));
+    running_.push_back(queues_->Pop(next, now));  // takes its reservation
     queues_->OnStarted(tenant);
     StartRequest(next, *std::move(lease), now);
     const std::vector<Request*> forked = AdmitHeld(next, now);
@@ -506,7 +508,7 @@ void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
   counters_.recomputed_tokens += r->recomputed_tokens() - recomputed;
   if (!first) return;
   r->set_prompt_charged();
-  queues_->ChargePrompt(r->tenant_index(), r->num_prompt_tokens(), now);
+  queues_->ChargePrompt(r->tenant_index(), r->num_prompt_tokens());
   if (metrics_ != nullptr) {
     metrics_->OnAdmitted(r->tenant(), now - r->timings().arrival);
   }
@@ -622,7 +624,7 @@ void Scheduler::Update(const StepTokens& tokens) {
     }
     if (s.logits_row >= 0) TakeToken(r, tokens.rows[s.logits_row], now);
   }
-  ChargeGenerated(now);
+  ChargeGenerated();
   std::erase_if(running_, [](const std::unique_ptr<Request>& r) {
     return r->state() == RequestState::kFinished;
   });
@@ -676,12 +678,13 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
   (void)truncated;
 }
 
-// Generated tokens are charged once per tenant per step (the counters and
-// buckets are read only when admitting).
-void Scheduler::ChargeGenerated(absl::Time now) {
+// Generated tokens are charged to fair share once per tenant per step (the
+// counters are read only when admitting); the token budget reserved them
+// at admission.
+void Scheduler::ChargeGenerated() {
   for (size_t t = 0; t < generated_.size(); ++t) {
     if (generated_[t] == 0) continue;
-    queues_->ChargeGenerated(static_cast<int32_t>(t), generated_[t], now);
+    queues_->ChargeGenerated(static_cast<int32_t>(t), generated_[t]);
     generated_[t] = 0;
   }
 }
@@ -692,6 +695,7 @@ void Scheduler::FinishRunning(Request* r, FinishReason reason,
   live_.erase(r->id());
   if (r->holds_children()) ReleaseChildren(r);  // failed before the fork
   const FinishInfo info = r->Finish(reason, std::move(status), now);
+  queues_->ReturnUnused(r, now);
   queues_->OnStopped(r->tenant_index());
   ++counters_.finished[static_cast<int>(reason)];
   if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);

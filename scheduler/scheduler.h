@@ -36,16 +36,18 @@
 //      it goes back to the front of its tenant queue. A victim already granted
 //      tokens this step gives them back.
 //   2. Unless something was preempted (no blocks to spare), waiting
-//      requests are admitted in fair-share order (tenant_queues.h) into the
-//      leftover budget, each taking what it can of its prompt (chunked
-//      prefill; the blocks of the whole prompt are allocated at admission,
-//      its cached prefix counting as computed); a request whose blocks
-//      cannot be allocated (or only into the reserve) stays at the front
-//      of its queue and admission stops. A prompt longer than the admission
-//      reserve is a chunk too: it leaves what other tenants' waiting
-//      prompts can take; left only that, its tenant is passed over for
-//      this step (and its demand no longer counts, so two tenants' long
-//      prompts never both give way).
+//      requests are admitted in fair-share order (tenant_queues.h; a
+//      tenant's next request only once its tokens-per-minute bucket holds
+//      the request's reservation, prompt + max_tokens, which admission
+//      takes) into the leftover budget, each taking what it can of its
+//      prompt (chunked prefill; the blocks of the whole prompt are
+//      allocated at admission, its cached prefix counting as computed); a
+//      request whose blocks cannot be allocated (or only into the reserve)
+//      stays at the front of its queue and admission stops. A prompt
+//      longer than the admission reserve is a chunk too: it leaves what
+//      other tenants' waiting prompts can take; left only that, its tenant
+//      is passed over for this step (and its demand no longer counts, so
+//      two tenants' long prompts never both give way).
 //
 // Preemption is bounded: a request is preempted at most once, so it
 // recomputes at most the tokens it had computed then (prompt + max_tokens
@@ -67,7 +69,9 @@
 // (request.h) and goes to its sink — or, when the row holds a sampling
 // error, finishes with kError. A failed step (StepTokens::status) finishes
 // every request of the plan with kError. A finished request's lease is
-// destroyed at once.
+// destroyed at once, and what its reservation did not use goes back to its
+// tenant's token budget (TenantQueues::ReturnUnused). Generated tokens are
+// charged to fair share as they are sampled, never to the budget again.
 //
 // Speculative decoding (RequestSpec::max_draft_tokens; n-gram drafts,
 // ngram_proposer.h): once a step's grants and admissions are made, a
@@ -92,7 +96,8 @@
 // Update appends the accepted tokens through the stop checks (a stop ends
 // them), counts the drafts' K/V as computed only up to the last accepted
 // one, and truncates the lease there (KvPager::Truncate), freeing the
-// rejected drafts' blocks.
+// rejected drafts' blocks. Drafts reserve nothing: an accepted one is a
+// generated token, within max_tokens and so within the reservation.
 //
 // Groups (SubmitGroup; OpenAI's `n`): 1..kMaxGroupSize requests with the
 // same tenant, prompt, cache salt and priority, each with its own sink,
@@ -121,9 +126,14 @@
 //   n queued (max_queued), n running from the parent's admission
 //   (max_running of the tenant and of the scheduler), each member's prompt
 //   charged once (the children's at the fork or their own admission), each
-//   generated token as sampled. So a group larger than its tenant's
-//   max_queued or max_running, or than the scheduler's max_running, can
-//   never be admitted whole: InvalidArgument (no retry can help).
+//   generated token as sampled. The token budget reserves every member's
+//   prompt + max_tokens at the parent's admission (a child that falls back
+//   keeps its reservation, like a preempted request); each member gives
+//   back its own unused part when it finishes. A group larger than its
+//   tenant's max_queued or max_running, or than the scheduler's
+//   max_running, can never be admitted whole: InvalidArgument (no retry
+//   can help). (One larger than the token bucket waits for a full bucket,
+//   tenant_queues.h.)
 //
 // Rejected at submission, never left to hang: an unknown tenant, a bad
 // prompt / sampling / stop parameter (InvalidArgument); prompt + max_tokens
@@ -132,7 +142,9 @@
 // a full tenant queue (ResourceExhausted with a retry hint).
 //
 // Cancellation takes effect at once: the lease is destroyed, the sink gets
-// OnFinished(kCancelled), counters move.
+// OnFinished(kCancelled), counters move, and a running or preempted request
+// (or a reserved child) gives back the reservation it did not use; a
+// request cancelled before its admission reserved nothing.
 //
 // Threading: the engine thread owns the scheduler, its pager and its
 // requests; every method is for that thread except CheckRequest. Cancel
@@ -275,6 +287,11 @@ class Scheduler {
   absl::Duration QueueFullRetryHint(int32_t tenant, absl::Time now) {
     return queues_->QueueFullRetryHint(tenant, now);
   }
+  // The tokens `tenant`'s tokens-per-minute budget holds now (negative: a
+  // debt; INFINITY when unlimited).
+  double BudgetLevel(int32_t tenant) {
+    return queues_->BudgetLevel(tenant, clock_->Now());
+  }
   const kvpager::KvPager& pager() const { return *pager_; }
   Clock* clock() const { return clock_; }
 
@@ -319,7 +336,9 @@ class Scheduler {
   void Preempt(Request* victim, int32_t* budget);
   void Grant(Request* r, int32_t num_tokens, int32_t* budget);
   void AdmitWaiting(int32_t* budget);
-  // Starts `r` on `lease`; charges its prompt at its first admission.
+  // Starts `r` on `lease`; charges its prompt to fair share at its first
+  // admission (its token budget was reserved by TenantQueues::Pop, or with
+  // its parent's).
   void StartRequest(Request* r, kvpager::BlockLease lease, absl::Time now);
   // What Schedule may grant `r`: its uncomputed tokens, or for a parent
   // holding children, those its lease covers (up to the fork point).
@@ -351,7 +370,7 @@ class Scheduler {
   // draft, then its lease truncated to what is computed.
   void TakeDraftedTokens(Request* r, const ScheduledRequest& s,
                          const StepTokens& tokens, absl::Time now);
-  void ChargeGenerated(absl::Time now);
+  void ChargeGenerated();
   void FinishRunning(Request* r, FinishReason reason, absl::Status status,
                      absl::Time now);
   std::unique_ptr<Request> TakeRunning(Request* r);

@@ -81,8 +81,7 @@ absl::Status TenantQueues::CheckQueueLimit(int32_t tenant, absl::Time now,
 
 absl::Duration TenantQueues::QueueFullRetryHint(int32_t tenant,
                                                 absl::Time now) {
-  return std::max(tenants_[tenant].bucket.TimeUntilAllowed(now),
-                  kQueueFullRetryHint);
+  return std::max(TimeUntilFits(tenants_[tenant], now), kQueueFullRetryHint);
 }
 
 void TenantQueues::PushBack(std::unique_ptr<Request> request) {
@@ -158,20 +157,36 @@ Request* TenantQueues::Front(Tenant& t) {
   return nullptr;
 }
 
-bool TenantQueues::HasRoom(const Tenant& t) const {
-  if (t.config.max_running == 0) return true;
-  // The front live entry's group (dead entries are skipped, not dropped).
+const Request* TenantQueues::FirstLive(const Tenant& t) {
+  // Dead entries are skipped, not dropped.
   for (const auto& queue : t.queues) {
     for (const std::unique_ptr<Request>& r : queue) {
-      if (r->state() == RequestState::kFinished) continue;
-      return int64_t{t.stats.running} + r->group_size() <= t.config.max_running;
+      if (r->state() != RequestState::kFinished) return r.get();
     }
   }
-  return t.stats.running < t.config.max_running;
+  return nullptr;
+}
+
+bool TenantQueues::HasRoom(const Tenant& t) const {
+  if (t.config.max_running == 0) return true;
+  const Request* front = FirstLive(t);
+  if (front == nullptr) return t.stats.running < t.config.max_running;
+  return int64_t{t.stats.running} + front->group_size() <= t.config.max_running;
+}
+
+absl::Duration TenantQueues::TimeUntilFits(Tenant& t, absl::Time now) {
+  const Request* front = FirstLive(t);
+  // Nothing to reserve: a readmission (already reserved) or no entry.
+  if (front == nullptr || front->ReservationNeeded() == 0) {
+    return absl::ZeroDuration();
+  }
+  return t.bucket.TimeUntilAllowed(
+      static_cast<double>(front->ReservationNeeded()), now);
 }
 
 bool TenantQueues::Admissible(Tenant& t, absl::Time now) {
-  return t.stats.waiting > 0 && HasRoom(t) && t.bucket.Allows(now);
+  return t.stats.waiting > 0 && HasRoom(t) &&
+         TimeUntilFits(t, now) == absl::ZeroDuration();
 }
 
 Request* TenantQueues::Peek(absl::Time now, absl::Span<const bool> skip) {
@@ -194,19 +209,22 @@ void TenantQueues::ForEachAdmissible(
     int64_t room = t.config.max_running == 0
                        ? std::numeric_limits<int64_t>::max()
                        : int64_t{t.config.max_running} - t.stats.running;
+    TokenBucket bucket = t.bucket;  // a copy: what admitting them would leave
     bool more = true;
     for (const auto& queue : t.queues) {
       for (auto it = queue.begin(); more && it != queue.end(); ++it) {
         const Request& r = **it;
         if (r.state() == RequestState::kFinished) continue;
         room -= r.group_size();
-        more = room >= 0 && visit(r);
+        const double need = static_cast<double>(r.ReservationNeeded());
+        more = room >= 0 && (need == 0 || bucket.Allows(need, now)) && visit(r);
+        bucket.Take(need, now);
       }
     }
   }
 }
 
-std::unique_ptr<Request> TenantQueues::Pop(Request* peeked) {
+std::unique_ptr<Request> TenantQueues::Pop(Request* peeked, absl::Time now) {
   Tenant& t = tenants_[peeked->tenant_index()];
   auto& queue = t.queues[static_cast<int>(peeked->priority())];
   // Peek returned the front of this queue; nothing ran in between.
@@ -214,6 +232,9 @@ std::unique_ptr<Request> TenantQueues::Pop(Request* peeked) {
   queue.pop_front();
   t.stats.waiting -= request->group_size();
   num_waiting_ -= request->group_size();
+  const int64_t reserved = request->TakeReservation();
+  t.stats.budget_tokens += reserved;
+  t.bucket.Take(static_cast<double>(reserved), now);
   return request;
 }
 
@@ -228,10 +249,14 @@ absl::Time TenantQueues::NextAdmissibleTime(absl::Time now) {
   absl::Time next = absl::InfiniteFuture();
   for (Tenant& t : tenants_) {
     if (t.stats.waiting > 0 && HasRoom(t)) {
-      next = std::min(next, now + t.bucket.TimeUntilAllowed(now));
+      next = std::min(next, now + TimeUntilFits(t, now));
     }
   }
   return next;
+}
+
+double TenantQueues::BudgetLevel(int32_t tenant, absl::Time now) {
+  return tenants_[tenant].bucket.Level(now);
 }
 
 void TenantQueues::OnStarted(int32_t tenant) {
@@ -242,25 +267,28 @@ void TenantQueues::OnStopped(int32_t tenant) {
   --tenants_[tenant].stats.running;
 }
 
-void TenantQueues::Charge(int32_t tenant, int64_t tokens, double w,
-                          absl::Time now) {
+void TenantQueues::Charge(int32_t tenant, int64_t tokens, double w) {
   Tenant& t = tenants_[tenant];
   const double service = static_cast<double>(tokens) * w;
   t.stats.service += service;
   t.stats.counter += service / t.config.weight;
-  t.bucket.Take(tokens, now);
 }
 
-void TenantQueues::ChargePrompt(int32_t tenant, int64_t tokens,
-                                absl::Time now) {
+void TenantQueues::ChargePrompt(int32_t tenant, int64_t tokens) {
   tenants_[tenant].stats.prompt_tokens += tokens;
-  Charge(tenant, tokens, weights_.w_in, now);
+  Charge(tenant, tokens, weights_.w_in);
 }
 
-void TenantQueues::ChargeGenerated(int32_t tenant, int64_t tokens,
-                                   absl::Time now) {
+void TenantQueues::ChargeGenerated(int32_t tenant, int64_t tokens) {
   tenants_[tenant].stats.generated_tokens += tokens;
-  Charge(tenant, tokens, weights_.w_out, now);
+  Charge(tenant, tokens, weights_.w_out);
+}
+
+void TenantQueues::ReturnUnused(Request* request, absl::Time now) {
+  Tenant& t = tenants_[request->tenant_index()];
+  const int64_t unused = request->ReturnReservation();
+  t.stats.budget_tokens -= unused;
+  t.bucket.Give(static_cast<double>(unused), now);
 }
 
 std::vector<std::unique_ptr<Request>> TenantQueues::TakeAll() {

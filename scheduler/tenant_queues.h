@@ -23,14 +23,32 @@
 //
 // Limits per tenant (TenantConfig): max_running (the tenant is not
 // admissible while at it), max_queued (CheckQueueLimit refuses with
-// RESOURCE_EXHAUSTED and a retry hint), tokens_per_minute (a token bucket
-// debited with the same prompt and generated tokens; the tenant is not
-// admissible while the bucket is empty, see token_bucket.h).
+// RESOURCE_EXHAUSTED and a retry hint), tokens_per_minute (below).
+//
+// Token budget (tokens_per_minute; a token bucket, token_bucket.h, holding
+// one minute's worth): a request is charged at admission for what it may
+// cost, its reservation: prompt + max_tokens (Request::ReservationNeeded).
+// Its tenant is admissible only while the bucket holds the reservation of
+// the request at its front (FIFO: a smaller one behind it does not jump
+// ahead), so a burst cannot overshoot; a reservation larger than the
+// bucket waits for a full bucket and takes it into debt (so it never waits
+// forever, and the debt is paid before the next admission). Pop takes
+// the reservation; when the request finishes (its end, a stop, an error,
+// a cancel) ReturnUnused gives back what it did not use — max_tokens less
+// the tokens it generated, and its prompt if it never started — so the
+// bucket is charged exactly what was served. Generated tokens are not
+// charged again as they are sampled. A preempted request keeps its
+// reservation while it waits and is readmitted without one (whatever the
+// bucket holds); a queued request cancelled before admission reserved
+// nothing. The fair-share counters are apart from this: ChargePrompt and
+// ChargeGenerated add the service actually given, as it is given.
 //
 // Groups (scheduler.h): a queued request counts with the children it holds
 // (Request::group_size()) as waiting and against max_queued, and its
 // tenant is admissible only with room under max_running for the whole
-// group.
+// group and with the whole group's reservation in the bucket (every
+// choice's prompt + max_tokens); the children's reservations are taken
+// with the parent's, and each member returns its own unused part.
 //
 // Cancelled requests: a queued request that is cancelled is finished at
 // once by the scheduler (sink told, counters moved) but its entry stays in
@@ -83,7 +101,11 @@ struct TenantStats {
   double service = 0;
   int64_t prompt_tokens = 0;     // charged (first admissions)
   int64_t generated_tokens = 0;  // sampled
-  int32_t waiting = 0;           // live queued requests
+  // Taken from the tokens-per-minute budget: reservations less what was
+  // returned (counted when unlimited too). Once every admitted request
+  // has finished: prompt_tokens + generated_tokens.
+  int64_t budget_tokens = 0;
+  int32_t waiting = 0;  // live queued requests
   int32_t running = 0;
   // Cancelled entries dropped from the queue, by CancelReason.
   int64_t skipped[kNumCancelReasons] = {};
@@ -112,8 +134,9 @@ class TenantQueues {
   // OK, or ResourceExhausted with a retry hint (retry_hint.h) when `n` more
   // requests would take the tenant past max_queued live requests queued.
   absl::Status CheckQueueLimit(int32_t tenant, absl::Time now, int32_t n = 1);
-  // The retry hint of a full queue: until the tenant's token bucket lets a
-  // request in, at least kQueueFullRetryHint.
+  // The retry hint of a full queue: until the tenant's token bucket holds
+  // the reservation at the front of its queue, at least
+  // kQueueFullRetryHint.
   absl::Duration QueueFullRetryHint(int32_t tenant, absl::Time now);
 
   // Queues a waiting request: at the back of its priority class (a new
@@ -129,30 +152,42 @@ class TenantQueues {
 
   // The next request to admit, or nullptr: the admissible tenant with the
   // smallest counter, its best class, its oldest entry. Admissible: live
-  // requests queued, under max_running, tokens-per-minute allowing. Drops
+  // requests queued, under max_running, the token bucket holding the
+  // reservation of that entry (see the top). Drops
   // the cancelled entries it meets. The request stays queued until Pop.
   // Tenants whose `skip` entry is true (by index; a shorter span skips
   // none) are passed over.
   Request* Peek(absl::Time now, absl::Span<const bool> skip = {});
   // Visits, for every admissible tenant, its live queued requests in the
   // order Peek would return them while its max_running leaves room for
-  // them and `visit` returns true. Drops nothing.
+  // them, its token bucket holds their reservations (taken one after
+  // another) and `visit` returns true. Drops nothing.
   void ForEachAdmissible(absl::Time now,
                          absl::FunctionRef<bool(const Request&)> visit);
-  // Removes the request Peek just returned.
-  std::unique_ptr<Request> Pop(Request* peeked);
+  // Removes the request Peek just returned and takes its reservation (and
+  // its held children's) from its tenant's token bucket at `now`.
+  std::unique_ptr<Request> Pop(Request* peeked, absl::Time now);
 
   // Whether Peek would return a request.
   bool HasAdmissible(absl::Time now);
   // The earliest time a tenant held back only by its token bucket becomes
-  // admissible; InfiniteFuture() if none is.
+  // admissible: when the bucket holds the reservation at its front (`now`
+  // if some tenant is admissible); InfiniteFuture() if none.
   absl::Time NextAdmissibleTime(absl::Time now);
+  // The tokens the tenant's bucket holds at `now` (negative: a debt;
+  // INFINITY when unlimited).
+  double BudgetLevel(int32_t tenant, absl::Time now);
 
   // Accounting, from the scheduler.
   void OnStarted(int32_t tenant);
   void OnStopped(int32_t tenant);
-  void ChargePrompt(int32_t tenant, int64_t tokens, absl::Time now);
-  void ChargeGenerated(int32_t tenant, int64_t tokens, absl::Time now);
+  // Fair share only (see the top): the service given.
+  void ChargePrompt(int32_t tenant, int64_t tokens);
+  void ChargeGenerated(int32_t tenant, int64_t tokens);
+  // A request that finished (or a preempted one cancelled) gives back to
+  // its tenant's bucket what its reservation did not use; nothing if it
+  // held none. Call once it has stopped generating.
+  void ReturnUnused(Request* request, absl::Time now);
 
   // Empties every queue: the live requests (for shutdown); cancelled
   // entries are dropped and counted.
@@ -175,11 +210,15 @@ class TenantQueues {
     return t.stats.waiting > 0 || t.stats.running > 0;
   }
   bool Admissible(Tenant& t, absl::Time now);
+  // The first live entry, or null; drops nothing.
+  static const Request* FirstLive(const Tenant& t);
   // Whether max_running leaves room for the group at the front.
   bool HasRoom(const Tenant& t) const;
+  // How long until the bucket holds the front entry's reservation.
+  static absl::Duration TimeUntilFits(Tenant& t, absl::Time now);
   // Lifts a tenant becoming active to the smallest active counter.
   void Lift(int32_t tenant);
-  void Charge(int32_t tenant, int64_t tokens, double w, absl::Time now);
+  void Charge(int32_t tenant, int64_t tokens, double w);
   // Drops the cancelled entries at the front of each class; returns the
   // first live entry of the best class.
   Request* Front(Tenant& t);

@@ -4,6 +4,13 @@
 #include <cmath>
 
 namespace paceline::scheduler {
+namespace {
+
+// What WhenAvailable's rounding may leave missing; Allows and Take forgive
+// it.
+constexpr double kRounding = 1e-6;
+
+}  // namespace
 
 TokenBucket::TokenBucket(double rate, double capacity, absl::Time now)
     : rate_(std::max(rate, 0.0)),
@@ -35,12 +42,14 @@ double TokenBucket::Level(absl::Time now) {
   return level_;
 }
 
-bool TokenBucket::Allows(absl::Time now) { return Level(now) > 0; }
+bool TokenBucket::Allows(double tokens, absl::Time now) {
+  if (unlimited()) return true;
+  return Level(now) + kRounding >= std::min(tokens, capacity_);
+}
 
-absl::Duration TokenBucket::TimeUntilAllowed(absl::Time now) {
-  if (Allows(now)) return absl::ZeroDuration();
-  // Strictly positive: a hair past the moment the level reaches zero.
-  return absl::Seconds(-level_ / rate_) + absl::Milliseconds(1);
+absl::Duration TokenBucket::TimeUntilAllowed(double tokens, absl::Time now) {
+  if (Allows(tokens, now)) return absl::ZeroDuration();
+  return WhenAvailable(std::min(tokens, capacity_), now) - now;
 }
 
 absl::Time TokenBucket::WhenAvailable(double tokens, absl::Time from) {
@@ -57,7 +66,13 @@ void TokenBucket::Take(double tokens, absl::Time at) {
   if (unlimited()) return;
   Refill(at);
   level_ -= tokens;
-  if (level_ < 0 && level_ > -1e-6) level_ = 0;  // rounding at the boundary
+  if (level_ < 0 && level_ > -kRounding) level_ = 0;  // rounding at the edge
+}
+
+void TokenBucket::Give(double tokens, absl::Time at) {
+  if (unlimited()) return;
+  Refill(at);
+  level_ = std::min(capacity_, level_ + std::max(tokens, 0.0));
 }
 
 }  // namespace paceline::scheduler

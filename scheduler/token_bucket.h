@@ -7,10 +7,13 @@
 //
 // Two uses, one type:
 //  - a tenant's tokens-per-minute budget (PerMinute): one minute's worth is
-//    the burst; it is debited as service is given (prompt tokens at
-//    admission, generated tokens as they are sampled). Service under way is
-//    never stopped, so the level may go negative; a tenant is admitted only
-//    while it is positive (Allows), which holds its average to the rate.
+//    the burst. The scheduler takes a request's whole reservation at its
+//    admission, once the bucket holds it (Allows), and gives back what the
+//    request did not use when it finishes (Give); see tenant_queues.h.
+//    A reservation larger than the capacity is allowed only when the
+//    bucket is full, and takes it into debt (the level goes negative and
+//    the refill pays it back first): such a request never waits forever,
+//    and the average still holds to the rate.
 //  - a stream's pace (Pace): `burst` tokens go out as they are generated,
 //    later ones 1/pace apart; a token goes out once the bucket holds a
 //    whole one (WhenAvailable), and after a pause up to `burst` go out
@@ -49,11 +52,14 @@ class TokenBucket {
 
   // The level at `now` (INFINITY when unlimited).
   double Level(absl::Time now);
-  // Whether the level at `now` is positive (no debt left).
-  bool Allows(absl::Time now);
-  // How long from `now` until Allows() holds (a hair past the moment the
-  // level reaches zero); zero if it holds already.
-  absl::Duration TimeUntilAllowed(absl::Time now);
+  // Whether `tokens` (>= 0) may be taken at `now`: the level holds
+  // min(tokens, capacity), so more than the capacity needs a full bucket.
+  // Within a rounding error (what WhenAvailable promised) counts as held.
+  // Always true when unlimited.
+  bool Allows(double tokens, absl::Time now);
+  // How long from `now` until Allows(tokens) holds (rounded up to the
+  // nanosecond); zero if it holds already.
+  absl::Duration TimeUntilAllowed(double tokens, absl::Time now);
   // The earliest time at or after `from` (and after every time already
   // named) at which the bucket holds `tokens` (<= capacity), rounded up to
   // the nanosecond; `from` itself when unlimited.
@@ -61,6 +67,9 @@ class TokenBucket {
   // Debits `tokens` at `at`; the level may go negative. A level a rounding
   // error below zero (taking what WhenAvailable promised) counts as zero.
   void Take(double tokens, absl::Time at);
+  // Gives back `tokens` (>= 0) taken earlier and not used, at `at`; the
+  // level stays at most the capacity (the burst never grows).
+  void Give(double tokens, absl::Time at);
 
  private:
   // Brings the level up to `now` if it is later than the last time seen.

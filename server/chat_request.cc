@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/tokenizer/bounded_json.h"
 
 namespace paceline::server {
 namespace {
@@ -18,35 +19,22 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
 }
 
-// How deep `value` nests (a scalar is 0), counted without recursion.
-int Depth(const Json& value) {
-  int deepest = 0;
-  std::vector<std::pair<const Json*, int>> stack = {{&value, 0}};
-  while (!stack.empty()) {
-    const auto [node, depth] = stack.back();
-    stack.pop_back();
-    deepest = std::max(deepest, depth);
-    if (!node->is_structured()) continue;
-    for (const Json& child : *node) stack.push_back({&child, depth + 1});
-  }
-  return deepest;
-}
+// Every JSON text of one chat request is read against one budget.
+struct JsonReader {
+  engine::JsonLimits limits{kMaxJsonDepth, kMaxJsonObjectKeys};
+  engine::JsonBudget budget{kMaxJsonValues};
 
-// `text` parsed as JSON; `object` requires an object.
-absl::StatusOr<Json> ParseJson(absl::string_view field, absl::string_view text,
-                               bool object) {
-  Json value = Json::parse(text.begin(), text.end(), nullptr,
-                           /*allow_exceptions=*/false);
-  if (value.is_discarded()) return Invalid(field, "is not valid JSON");
-  if (object && !value.is_object()) {
-    return Invalid(field, "must be a JSON object");
+  // `text` parsed as JSON; `object` requires an object.
+  absl::StatusOr<Json> Parse(absl::string_view field, absl::string_view text,
+                             bool object) {
+    ASSIGN_OR_RETURN(Json value,
+                     engine::ParseBoundedJson(text, field, limits, &budget));
+    if (object && !value.is_object()) {
+      return Invalid(field, "must be a JSON object");
+    }
+    return value;
   }
-  if (Depth(value) > kMaxJsonDepth) {
-    return Invalid(
-        field, absl::StrCat("nests deeper than ", kMaxJsonDepth, " levels"));
-  }
-  return value;
-}
+};
 
 absl::StatusOr<Json> Content(const v1::ChatMessage& m,
                              const std::string& field) {
@@ -69,15 +57,15 @@ absl::StatusOr<Json> Content(const v1::ChatMessage& m,
 }
 
 absl::StatusOr<Json> ToolCall(const v1::ToolCall& call,
-                              const std::string& field) {
+                              const std::string& field, JsonReader& json) {
   if (call.function().name().empty()) {
     return Invalid(absl::StrCat(field, ".function.name"), "is empty");
   }
   Json arguments = Json::object();
   if (!call.function().arguments().empty()) {
     ASSIGN_OR_RETURN(arguments,
-                     ParseJson(absl::StrCat(field, ".function.arguments"),
-                               call.function().arguments(), true));
+                     json.Parse(absl::StrCat(field, ".function.arguments"),
+                                call.function().arguments(), true));
   }
   Json out = Json::object();
   if (!call.id().empty()) out["id"] = call.id();
@@ -87,7 +75,8 @@ absl::StatusOr<Json> ToolCall(const v1::ToolCall& call,
   return out;
 }
 
-absl::StatusOr<Json> Message(const v1::ChatMessage& m, int i) {
+absl::StatusOr<Json> Message(const v1::ChatMessage& m, int i,
+                             JsonReader& json) {
   const std::string field = absl::StrCat("chat.messages[", i, "]");
   if (m.role().empty())
     return Invalid(absl::StrCat(field, ".role"), "is empty");
@@ -101,7 +90,8 @@ absl::StatusOr<Json> Message(const v1::ChatMessage& m, int i) {
     for (int j = 0; j < m.tool_calls_size(); ++j) {
       ASSIGN_OR_RETURN(Json call,
                        ToolCall(m.tool_calls(j),
-                                absl::StrCat(field, ".tool_calls[", j, "]")));
+                                absl::StrCat(field, ".tool_calls[", j, "]"),
+                                json));
       calls.push_back(std::move(call));
     }
     out["tool_calls"] = std::move(calls);
@@ -112,7 +102,7 @@ absl::StatusOr<Json> Message(const v1::ChatMessage& m, int i) {
   return out;
 }
 
-absl::StatusOr<Json> Tool(const v1::Tool& tool, int i) {
+absl::StatusOr<Json> Tool(const v1::Tool& tool, int i, JsonReader& json) {
   const std::string field = absl::StrCat("chat.tools[", i, "]");
   const v1::FunctionTool& f = tool.function();
   if (f.name().empty()) {
@@ -123,31 +113,47 @@ absl::StatusOr<Json> Tool(const v1::Tool& tool, int i) {
   if (!f.description().empty()) function["description"] = f.description();
   if (!f.parameters().empty()) {
     ASSIGN_OR_RETURN(function["parameters"],
-                     ParseJson(absl::StrCat(field, ".function.parameters"),
-                               f.parameters(), true));
+                     json.Parse(absl::StrCat(field, ".function.parameters"),
+                                f.parameters(), true));
   }
   return Json{{"type", tool.type().empty() ? "function" : tool.type()},
               {"function", std::move(function)}};
 }
 
-// The kwargs in key order (a proto map has none of its own).
-absl::Status AddKwargs(const v1::Chat& chat, Json* context) {
-  std::vector<std::string> names;
-  for (const auto& [name, value] : chat.template_kwargs()) {
-    names.push_back(name);
+// The kwargs in key order (a proto map has none of its own), after the
+// variables the server sets, none of which they may replace.
+absl::Status AddKwargs(const v1::Chat& chat, JsonReader& json, Json* context) {
+  if (chat.template_kwargs_size() > kMaxJsonObjectKeys) {
+    return Invalid("chat.template_kwargs",
+                   absl::StrCat("has more than ", kMaxJsonObjectKeys,
+                                " entries, got ", chat.template_kwargs_size()));
   }
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
+  std::vector<const std::string*> names;
+  names.reserve(chat.template_kwargs_size());
+  for (const auto& [name, value] : chat.template_kwargs()) {
+    names.push_back(&name);
+  }
+  std::sort(names.begin(), names.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
+  for (const std::string* name : names) {
     const std::string field =
-        absl::StrCat("chat.template_kwargs[\"", name, "\"]");
-    if (name.empty())
+        absl::StrCat("chat.template_kwargs[\"", *name, "\"]");
+    if (name->empty())
       return Invalid("chat.template_kwargs", "has an empty name");
-    if (context->contains(name) || name == "tools") {
-      return Invalid(field, absl::StrCat("may not replace ", name,
+    if (context->contains(*name) || *name == "tools") {
+      return Invalid(field, absl::StrCat("may not replace ", *name,
                                          " (the server sets it)"));
     }
-    ASSIGN_OR_RETURN((*context)[name],
-                     ParseJson(field, chat.template_kwargs().at(name), false));
+  }
+  // Checked against the server's variables only: the kwargs' own names
+  // are unique (a map's keys), so each is appended in constant time.
+  for (const std::string* name : names) {
+    const std::string field =
+        absl::StrCat("chat.template_kwargs[\"", *name, "\"]");
+    ASSIGN_OR_RETURN(Json value,
+                     json.Parse(field, chat.template_kwargs().at(*name),
+                                false));
+    engine::AppendNewMember(context, *name, std::move(value));
   }
   return absl::OkStatus();
 }
@@ -157,17 +163,18 @@ absl::Status AddKwargs(const v1::Chat& chat, Json* context) {
 absl::StatusOr<Json> BuildChatContext(const v1::Chat& chat,
                                       absl::string_view bos_token,
                                       absl::string_view eos_token) {
+  JsonReader json;
   Json context = Json::object();
   Json messages = Json::array();
   for (int i = 0; i < chat.messages_size(); ++i) {
-    ASSIGN_OR_RETURN(Json message, Message(chat.messages(i), i));
+    ASSIGN_OR_RETURN(Json message, Message(chat.messages(i), i, json));
     messages.push_back(std::move(message));
   }
   context["messages"] = std::move(messages);
   if (chat.tools_size() > 0) {
     Json tools = Json::array();
     for (int i = 0; i < chat.tools_size(); ++i) {
-      ASSIGN_OR_RETURN(Json tool, Tool(chat.tools(i), i));
+      ASSIGN_OR_RETURN(Json tool, Tool(chat.tools(i), i, json));
       tools.push_back(std::move(tool));
     }
     context["tools"] = std::move(tools);
@@ -176,7 +183,7 @@ absl::StatusOr<Json> BuildChatContext(const v1::Chat& chat,
       !chat.has_add_generation_prompt() || chat.add_generation_prompt();
   context["bos_token"] = std::string(bos_token);
   context["eos_token"] = std::string(eos_token);
-  RETURN_IF_ERROR(AddKwargs(chat, &context));
+  RETURN_IF_ERROR(AddKwargs(chat, json, &context));
   return context;
 }
 

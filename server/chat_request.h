@@ -27,17 +27,26 @@
 // or tool parameters that are not a JSON object
 // ("chat.messages[1].tool_calls[0].function.arguments is not valid JSON:
 // ..."), a template_kwargs value that is not JSON, or one that would replace
-// messages, tools, add_generation_prompt, bos_token or eos_token. Parsed
-// JSON nests at most kMaxJsonDepth levels.
+// messages, tools, add_generation_prompt, bos_token or eos_token. The JSON
+// texts (tool call arguments, tool parameters, kwargs) are read in linear
+// time (engine/tokenizer/bounded_json.h): each nests at most kMaxJsonDepth
+// levels, an object holds at most kMaxJsonObjectKeys keys (and
+// template_kwargs as many entries), and together they hold at most
+// kMaxJsonValues values; past a limit, InvalidArgument naming it.
+
+#include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/tokenizer/bounded_json.h"
 #include "nlohmann/json.hpp"
 #include "paceline/v1/paceline.pb.h"
 
 namespace paceline::server {
 
-inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int kMaxJsonDepth = engine::kDefaultMaxJsonDepth;
+inline constexpr int64_t kMaxJsonObjectKeys = engine::kDefaultMaxJsonObjectKeys;
+inline constexpr int64_t kMaxJsonValues = engine::kDefaultMaxJsonValues;
 
 absl::StatusOr<nlohmann::ordered_json> BuildChatContext(
     const v1::Chat& chat, absl::string_view bos_token,

@@ -6,7 +6,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/answer_size.h"
 #include "server/delivery/pacer.h"
 #include "server/grpc_tsan.h"
 #include "server/proto_convert.h"
@@ -113,6 +115,19 @@ void CompleteCall::Start(absl::StatusOr<PacelineService::Admitted> admitted) {
 bool CompleteCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
   if (!admitted.ok()) {
     Answer(ToGrpcStatus(admitted.status(), context_));
+    return false;
+  }
+  const int64_t limit = service_->max_response_bytes();
+  if (const int64_t estimate = EstimatedAnswerBytes(admitted->built.spec);
+      limit > 0 && estimate > limit) {
+    Answer(ToGrpcStatus(
+        absl::InvalidArgumentError(absl::StrCat(
+            "stopping.max_tokens: the answer could take ", estimate,
+            " bytes (max_tokens x up to ",
+            AnswerBytesPerToken(admitted->built.spec),
+            " bytes a token), over the server's max_response_bytes ", limit,
+            ": lower max_tokens or top_logprobs, or call Generate")),
+        context_));
     return false;
   }
   auto sink =

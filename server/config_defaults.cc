@@ -19,6 +19,7 @@ constexpr double kDefaultPromptTokenWeight = 1;
 constexpr double kDefaultGeneratedTokenWeight = 2;
 constexpr int32_t kDefaultDrainTimeoutSeconds = 30;
 constexpr int64_t kDefaultMaxUnreadBytes = 1 << 20;
+constexpr int64_t kDefaultMaxResponseBytes = 8 << 20;
 constexpr int32_t kDefaultMaxStreamSeconds = 3600;
 constexpr int32_t kDefaultIntakeMaxQueued = 1024;
 constexpr int32_t kCoresPerIntakeThread = 8;
@@ -149,6 +150,9 @@ void ApplyDefaults(v1::ServerConfig* config) {
   }
   if (!config->has_max_unread_bytes()) {
     config->set_max_unread_bytes(kDefaultMaxUnreadBytes);
+  }
+  if (!config->has_max_response_bytes()) {
+    config->set_max_response_bytes(kDefaultMaxResponseBytes);
   }
   if (!config->has_max_stream_seconds()) {
     config->set_max_stream_seconds(kDefaultMaxStreamSeconds);

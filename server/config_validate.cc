@@ -411,6 +411,10 @@ absl::Status ValidateConfig(const v1::ServerConfig& config,
   if (config.has_drain_timeout_seconds()) {
     check.AtLeast("drain_timeout_seconds", config.drain_timeout_seconds(), 0);
   }
+  if (config.has_max_response_bytes()) {
+    check.AtLeast("max_response_bytes", config.max_response_bytes(),
+                  int64_t{0});
+  }
   if (config.has_max_unread_bytes()) {
     check.AtLeast("max_unread_bytes", config.max_unread_bytes(), int64_t{0});
   }

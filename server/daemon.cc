@@ -37,6 +37,7 @@
 #include "server/delivery/pacer.h"
 #include "server/engine_factory.h"
 #include "server/http/http_server.h"
+#include "server/memory_trim.h"
 #include "server/metrics_adapter.h"
 #include "server/openai/openai_service.h"
 #include "server/sd_notify.h"
@@ -157,6 +158,14 @@ metrics::MetricsOptions MetricsOptionsFrom(const v1::ServerConfig& config,
 // Waits for SIGTERM or SIGINT (blocked in every thread) and returns it.
 // Waits for SIGTERM or SIGINT and returns it, calling `every_second`
 // about once a second meanwhile.
+// While busy, free memory goes back to the system this often (idle: at
+// once; memory_trim.h).
+constexpr absl::Duration kTrimPeriod = absl::Seconds(10);
+
+// A drain ends within drain_timeout_seconds plus this, whatever is open:
+// the cut calls' last messages get half of it, the transports the rest.
+constexpr absl::Duration kDrainMargin = absl::Seconds(2);
+
 int WaitForSignal(const std::function<void()>& every_second) {
   sigset_t set;
   sigemptyset(&set);
@@ -204,9 +213,11 @@ class Daemon {
   int StartGrpc();
   int StartHttp();
   int StartMetricsExposer();
-  void Drain(int sig);
-  // Until no call is live, or `timeout`.
-  void WaitForCallsToEnd(absl::Duration timeout);
+  // Stops taking calls, waits until `start` + drain_timeout_seconds for
+  // them to end, then cuts those left.
+  void Drain(int sig, absl::Time start);
+  // Until no call is live, or `deadline`.
+  void WaitForCallsToEnd(absl::Time deadline);
 
   const v1::ServerConfig& config_;
   engine::LoadedModel model_;
@@ -288,6 +299,7 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.kv_blocks = backend_.num_blocks;
   o.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
   o.max_unread_bytes = config_.max_unread_bytes();
+  o.max_response_bytes = config_.max_response_bytes();
   o.max_call_lifetime = absl::Seconds(config_.max_stream_seconds());
   o.max_message_bytes = config_.grpc().max_message_bytes();
   o.intake.threads = config_.intake().threads();
@@ -452,14 +464,13 @@ int Daemon::StartServers() {
   return kExitOk;
 }
 
-void Daemon::WaitForCallsToEnd(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+void Daemon::WaitForCallsToEnd(absl::Time deadline) {
   while (service_->live_calls() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
 }
 
-void Daemon::Drain(int sig) {
+void Daemon::Drain(int sig, absl::Time start) {
   const absl::Duration drain_timeout =
       absl::Seconds(config_.drain_timeout_seconds());
   service_->BeginDrain();
@@ -468,30 +479,39 @@ void Daemon::Drain(int sig) {
   Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    "; draining (timeout ", absl::FormatDuration(drain_timeout),
                    ")"));
-  WaitForCallsToEnd(drain_timeout);
+  WaitForCallsToEnd(start + drain_timeout);
   const int64_t cut = service_->live_calls();
   if (cut > 0) {
     Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
     service_->AbortAll(
         absl::AbortedError("the server shut down (drain timeout)"));
-    // The cut calls write their last messages; the transport closes only
-    // after they have gone (or a further 2 s).
-    WaitForCallsToEnd(absl::Seconds(2));
+    // The cut calls write their last messages within half the margin; a
+    // client that does not read them is not waited for.
+    WaitForCallsToEnd(start + drain_timeout + kDrainMargin / 2);
   }
 }
 
 void Daemon::ServeAndDrain() {
-  Drain(WaitForSignal([this] {
+  MemoryTrimmer trimmer(kTrimPeriod);
+  const int sig = WaitForSignal([this, &trimmer] {
     if (const int64_t cut = service_->AbortExpired(); cut > 0) {
       Log(absl::StrCat("max_stream_seconds: cut ", cut, " call(s)"));
     }
-  }));
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    trimmer.Tick(service_->live_calls() == 0, absl::Now());
+  });
+  const absl::Time start = absl::Now();
+  Drain(sig, start);
+  // gRPC cancels what is still open at the deadline.
+  const absl::Time deadline = start +
+                              absl::Seconds(config_.drain_timeout_seconds()) +
+                              kDrainMargin;
+  server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
   loop_->Stop(scheduler::StopMode::kCancel);
   pacer_->Stop();
   if (http_ != nullptr) http_->Stop();
   server_->Wait();
-  Log("stopped");
+  Log(absl::StrCat("stopped; the drain took ",
+                   absl::FormatDuration(absl::Now() - start)));
 }
 
 }  // namespace

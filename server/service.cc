@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/echo.h"
 #include "common/status_macros.h"
@@ -100,7 +101,16 @@ void PacelineService::AbortCalls(
 
 int64_t PacelineService::live_calls() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(live_.size());
+  int64_t alone = 0;
+  absl::flat_hash_set<const void*> calls;
+  for (const auto& [id, entry] : live_) {
+    if (entry.call == nullptr) {
+      ++alone;
+    } else {
+      calls.insert(entry.call);
+    }
+  }
+  return alone + static_cast<int64_t>(calls.size());
 }
 
 absl::StatusOr<const TenantPolicy*> PacelineService::TenantNamed(
@@ -254,7 +264,8 @@ absl::StatusOr<scheduler::RequestId> PacelineService::Submit(
 }
 
 absl::StatusOr<std::vector<scheduler::RequestId>> PacelineService::SubmitGroup(
-    std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts) {
+    std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts,
+    const void* call) {
   if (specs.empty() || specs.size() != aborts.size()) {
     return absl::InternalError("SubmitGroup: one abort per spec");
   }
@@ -264,7 +275,7 @@ absl::StatusOr<std::vector<scheduler::RequestId>> PacelineService::SubmitGroup(
   ASSIGN_OR_RETURN(std::vector<scheduler::RequestId> ids,
                    loop_->SubmitGroup(std::move(specs)));
   for (size_t i = 0; i < ids.size(); ++i) {
-    live_[ids[i]] = Entry{tenant, std::move(aborts[i]), clock_->Now()};
+    live_[ids[i]] = Entry{tenant, std::move(aborts[i]), clock_->Now(), call};
   }
   return ids;
 }

@@ -70,6 +70,9 @@ struct ServiceOptions {
   // DeliveryOptions::max_unread_bytes of every stream (config
   // max_unread_bytes; 0 = no limit).
   int64_t max_unread_bytes = 0;
+  // The largest answer assembled whole (config max_response_bytes,
+  // answer_size.h; 0 = no limit).
+  int64_t max_response_bytes = 0;
   // The longest a call may live once submitted (config max_stream_seconds;
   // zero = no limit): AbortExpired cuts older ones.
   absl::Duration max_call_lifetime = absl::ZeroDuration();
@@ -115,7 +118,8 @@ class PacelineService final : public RawPacelineService {
   // Ends every live call with `status` (e.g. ABORTED at the drain
   // deadline) and cancels its request.
   void AbortAll(const absl::Status& status);
-  // Calls (Generate streams and Complete calls) not yet ended.
+  // Calls not yet ended: Generate streams, Complete calls, HTTP answers
+  // (an answer's choices, each a request, count once).
   int64_t live_calls() const;
   // Ends every live call submitted max_call_lifetime or longer ago (by the
   // service's clock) with DEADLINE_EXCEEDED and cancels its request, as
@@ -171,9 +175,12 @@ class PacelineService final : public RawPacelineService {
   absl::StatusOr<scheduler::RequestId> Submit(scheduler::RequestSpec spec,
                                               AbortFn abort);
   // Submit for the n choices of one prompt (ServingLoop::SubmitGroup: they
-  // fork its KV blocks); one abort per spec. All or nothing.
+  // fork its KV blocks); one abort per spec. All or nothing. `call`
+  // identifies the call they belong to (live_calls counts it once, however
+  // many groups it submits).
   absl::StatusOr<std::vector<scheduler::RequestId>> SubmitGroup(
-      std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts);
+      std::vector<scheduler::RequestSpec> specs, std::vector<AbortFn> aborts,
+      const void* call);
   void Unregister(scheduler::RequestId id);
   // Runs `job` on the intake pool, charged to `tenant`; the refusal
   // (RESOURCE_EXHAUSTED with a retry hint when the tenant has too many
@@ -201,6 +208,7 @@ class PacelineService final : public RawPacelineService {
   DeliveryObserver* delivery_observer() const { return options_.delivery; }
   int64_t max_delta_bytes() const { return options_.max_delta_bytes; }
   int64_t max_unread_bytes() const { return options_.max_unread_bytes; }
+  int64_t max_response_bytes() const { return options_.max_response_bytes; }
   scheduler::Clock* clock() { return clock_; }
 
  private:
@@ -208,6 +216,7 @@ class PacelineService final : public RawPacelineService {
     std::string tenant;
     AbortFn abort;
     absl::Time submitted;
+    const void* call = nullptr;  // null: the request is a call of its own
   };
   // Cancels each request and ends its call with `status`, outside mu_.
   void AbortCalls(

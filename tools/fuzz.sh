@@ -8,8 +8,10 @@
 # (the chat template parser and evaluator, fuzz/chat_template_fuzzer.cc),
 # tokenizer (encode and decode over every ../shared/vocab vocabulary,
 # fuzz/tokenizer_fuzzer.cc), request (OpenAI bodies and GenerateRequest
-# bytes built into scheduler requests, fuzz/request_fuzzer.cc) or http (raw
-# bytes to the HTTP server, fuzz/http_fuzzer.cc);
+# bytes built into scheduler requests, fuzz/request_fuzzer.cc), http (raw
+# bytes to the HTTP server, fuzz/http_fuzzer.cc) or http_framing (a raw
+# request's framing checks against Beast's parser,
+# fuzz/http_framing_fuzzer.cc);
 # without it every target runs for SECONDS (default 300), as many at once as
 # there are cores (PACELINE_FUZZ_JOBS to change).
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
@@ -26,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf chat_template tokenizer request http)
+targets=(gguf chat_template tokenizer request http http_framing)
 if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
   case "$1" in
     gguf | gguf_fuzzer) targets=(gguf) ;;
@@ -34,8 +36,9 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
     tokenizer | tokenizer_fuzzer) targets=(tokenizer) ;;
     request | request_fuzzer) targets=(request) ;;
     http | http_fuzzer) targets=(http) ;;
+    http_framing | http_framing_fuzzer) targets=(http_framing) ;;
     *)
-      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer, request or http)" >&2
+      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer, request, http or http_framing)" >&2
       exit 2
       ;;
   esac
@@ -112,7 +115,7 @@ run() {
       done
       flags=(-dict=fuzz/chat_template.dict -max_len=16384)
       ;;
-    tokenizer | request)
+    tokenizer | request | http_framing)
       seed "$corpus" "fuzz/seeds/$target" "fuzz/regressions/$target"
       flags=(-max_len=4096)
       ;;
@@ -137,9 +140,9 @@ if ((${#targets[@]} == 1)); then
   exit
 fi
 # Several targets: as many at once as there are cores (or
-# PACELINE_FUZZ_JOBS; tools/test.sh runs all five at once, so CI's minute
-# each costs one minute), each logging to $build_dir/fuzz-TARGET.log; the
-# final stats of each are printed, and the log's end for one that failed.
+# PACELINE_FUZZ_JOBS; tools/test.sh should run all six at once, so CI's
+# minute each costs one minute), each logging to $build_dir/fuzz-TARGET.log;
+# the final stats of each are printed, and the log's end for one that failed.
 jobs_max="${PACELINE_FUZZ_JOBS:-$(nproc)}"
 for target in "${targets[@]}"; do
   while (($(jobs -rp | wc -l) >= jobs_max)); do sleep 1; done

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/tokenizer/bounded_json.h"
 
 namespace paceline::engine {
 namespace {
@@ -126,10 +127,11 @@ absl::Status ChatPromptEncoder::ProtectValue(nlohmann::ordered_json& value,
       RETURN_IF_ERROR(ProtectValue(element, depth + 1));
     }
   } else if (value.is_object()) {
+    // ProtectString is one to one, so the keys stay distinct.
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     for (auto it = value.begin(); it != value.end(); ++it) {
       RETURN_IF_ERROR(ProtectValue(it.value(), depth + 1));
-      out[ProtectString(it.key())] = std::move(it.value());
+      AppendNewMember(&out, ProtectString(it.key()), std::move(it.value()));
     }
     value = std::move(out);
   }
@@ -147,8 +149,9 @@ absl::StatusOr<nlohmann::ordered_json> ChatPromptEncoder::Protect(
   for (auto it = out.begin(); it != out.end(); ++it) {
     const bool model_token = it.key() == "bos_token" || it.key() == "eos_token";
     if (!model_token) RETURN_IF_ERROR(ProtectValue(it.value(), 1));
-    protected_context[model_token ? it.key() : ProtectString(it.key())] =
-        std::move(it.value());
+    AppendNewMember(&protected_context,
+                    model_token ? it.key() : ProtectString(it.key()),
+                    std::move(it.value()));
   }
   return protected_context;
 }

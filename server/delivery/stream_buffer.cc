@@ -70,6 +70,9 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
     : writer_(writer),
       max_delta_bytes_(options.max_delta_bytes),
       max_unread_bytes_(options.max_unread_bytes),
+      unread_(options.call_unread != nullptr
+                  ? options.call_unread
+                  : std::make_shared<UnreadBytes>()),
       parser_(options.chat_output.has_value()
                   ? std::make_unique<engine::ChatOutputParser>(
                         *options.chat_output, options.tool_call_id_seed)
@@ -305,7 +308,7 @@ void StreamBuffer::StartNextLocked(Effects* fx) {
     in_flight_tokens_ = 0;
   } else if (!ready_.empty()) {
     out = std::move(ready_.front().out);
-    ready_bytes_ -= ready_.front().bytes;
+    AddReadyBytesLocked(-ready_.front().bytes);
     ready_.pop_front();
     in_flight_delta_ = true;
     in_flight_tokens_ = static_cast<int32_t>(out.ids.size());
@@ -360,8 +363,13 @@ void StreamBuffer::DropLocked() {
   pending_.clear();
   DropPendingTokens();
   ready_.clear();
-  ready_bytes_ = 0;
+  AddReadyBytesLocked(-ready_bytes_);
   accepted_ready_ = false;
+}
+
+void StreamBuffer::AddReadyBytesLocked(int64_t bytes) {
+  ready_bytes_ += bytes;
+  unread_->Add(bytes);
 }
 
 void StreamBuffer::CutLocked(absl::Status status, Effects* fx) {
@@ -375,11 +383,12 @@ void StreamBuffer::CutLocked(absl::Status status, Effects* fx) {
 }
 
 void StreamBuffer::CheckUnreadLocked(bool may_write, Effects* fx) {
-  if (max_unread_bytes_ <= 0 || ready_bytes_ <= max_unread_bytes_) return;
+  const int64_t unread = unread_->total();
+  if (max_unread_bytes_ <= 0 || unread <= max_unread_bytes_) return;
   if (!open() || (!may_write && state_ != State::kWriting)) return;
   fx->cancel = accepted_.id;
   CutLocked(absl::ResourceExhaustedError(absl::StrCat(
-                "the client reads too slowly: ", ready_bytes_,
+                "the client reads too slowly: ", unread,
                 " bytes of output were due and unread, past the limit of ",
                 max_unread_bytes_)),
             fx);
@@ -422,7 +431,7 @@ absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {
       ready_.emplace_back().out.kind = Outgoing::Kind::kDelta;
     }
     ready_.back().bytes += bytes;
-    ready_bytes_ += bytes;
+    AddReadyBytesLocked(bytes);
     Outgoing& back = ready_.back().out;
     if (piece.id >= 0) back.ids.push_back(piece.id);
     back.text += piece.text;

@@ -114,6 +114,17 @@ class StreamWriter {
   virtual void Send(const Outgoing& out) = 0;
 };
 
+// The released but unwritten bytes of every stream of one call, summed
+// (DeliveryOptions::call_unread). Thread-safe.
+class UnreadBytes {
+ public:
+  void Add(int64_t bytes) { total_.fetch_add(bytes, std::memory_order_relaxed); }
+  int64_t total() const { return total_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> total_{0};
+};
+
 struct DeliveryOptions {
   double pace_tokens_per_s = 0;  // 0 = unpaced
   int32_t burst_tokens = 1;
@@ -132,14 +143,18 @@ struct DeliveryOptions {
   // reader's coalesced deltas once outgrew the transport's message limit
   // and the stream broke.
   int64_t max_delta_bytes = 0;
-  // The most bytes of output (as EstimatedBytes counts them) a stream may
+  // The most bytes of output (as EstimatedBytes counts them) a call may
   // hold released — due to the client — but not yet written because the
-  // client reads too slowly or not at all. Past it the stream is cut:
+  // client reads too slowly or not at all: this stream's, or with
+  // `call_unread` the sum over every stream sharing it (one HTTP answer's
+  // choices). Past it the stream that sees the sum pass is cut:
   // everything undelivered is dropped, the request is cancelled (through
   // StreamBuffer::SetCanceller) and the stream ends with RESOURCE_EXHAUSTED
   // once the write in flight completes. Tokens waiting for their pace do
   // not count. 0 = no limit.
   int64_t max_unread_bytes = 0;
+  // Shared by the streams of one call (null: the stream counts alone).
+  std::shared_ptr<UnreadBytes> call_unread;
 };
 
 // About how many bytes `out` (a kDelta) takes on the wire: its strings,
@@ -283,6 +298,8 @@ class StreamBuffer final : public scheduler::TokenSink,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops everything not yet written.
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ready_bytes_ += bytes, and the call's count with it.
+  void AddReadyBytesLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cuts the stream short with `status`: drops what is not written, then
   // finishes (now when idle, else after the write in flight).
   void CutLocked(absl::Status status, Effects* fx)
@@ -311,6 +328,8 @@ class StreamBuffer final : public scheduler::TokenSink,
   StreamWriter* const writer_;
   const int64_t max_delta_bytes_;   // DeliveryOptions::max_delta_bytes
   const int64_t max_unread_bytes_;  // DeliveryOptions::max_unread_bytes
+  // DeliveryOptions::call_unread, or this stream's own.
+  const std::shared_ptr<UnreadBytes> unread_;
   // Chat requests: the output parser (engine thread, under mu_).
   const std::unique_ptr<engine::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;

@@ -1,7 +1,9 @@
 #include "server/http/http_connection.h"
 
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,11 +17,13 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/core/read_size.hpp"
 #include "boost/beast/core/stream_traits.hpp"
 #include "boost/beast/http/error.hpp"
 #include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/string_body.hpp"
+#include "server/http/http_framing.h"
 #include "server/http/http_wire.h"
 
 namespace paceline::server::http {
@@ -35,6 +39,52 @@ using Done = std::function<void(bool ok)>;
 
 // Bytes read ahead while an answer is pending (a pipelined request).
 constexpr size_t kReadChunk = 4096;
+// Bytes read at most at once while the header is incomplete.
+constexpr size_t kHeaderRead = 65536;
+// A chunk's extensions (after its size, before its CRLF), at most. The
+// read buffer holds max_header_bytes plus this much: a chunk line or a
+// trailer section that does not fit is refused too (Beast would otherwise
+// buffer a chunk line of any length).
+constexpr size_t kMaxChunkExtensionBytes = 4096;
+constexpr absl::string_view kChunkLineTooLong =
+    "a chunk line (size and extensions) or the trailer section is too long "
+    "(chunk extensions: at most 4096 bytes)";
+
+using RequestParser = bhttp::request_parser<bhttp::string_body>;
+
+absl::string_view View(boost::beast::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+// The parser's chunk header callback: refuses long extensions (as
+// buffer_overflow, which ReadFailed answers as kChunkLineTooLong).
+struct ChunkExtensionLimit {
+  void operator()(uint64_t, boost::beast::string_view extensions,
+                  error_code& ec) {
+    if (extensions.size() > kMaxChunkExtensionBytes) {
+      ec = bhttp::error::buffer_overflow;
+    }
+  }
+};
+
+// CheckFraming over a parsed header. Beast must also frame the body as
+// checked (its reading of the fields is not ours; the framing fuzzer checks
+// that they agree): a disagreement is refused, never served.
+FramingError CheckHeaderFraming(const RequestParser& parser) {
+  FramingFields fields;
+  fields.version = static_cast<int>(parser.get().version());
+  for (const auto& f : parser.get()) {
+    fields.Add(View(f.name_string()), View(f.value()));
+  }
+  FramingError error = CheckFraming(fields);
+  const bool chunked = !fields.transfer_encoding.empty();
+  const bool length = !chunked && !fields.content_length.empty();
+  if (error.ok() && (parser.chunked() != chunked ||
+                     parser.content_length().has_value() != length)) {
+    return FramingError{400, "malformed HTTP request framing"};
+  }
+  return error;
+}
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(d);
@@ -109,7 +159,9 @@ class Connection final
       : shared_(std::move(shared)),
         options_(shared_->options),
         stream_(std::move(stream)),
-        timer_(stream_.get_executor()) {}
+        timer_(stream_.get_executor()),
+        buffer_(static_cast<size_t>(options_.max_header_bytes) +
+                kMaxChunkExtensionBytes) {}
 
   asio::any_io_executor executor() { return stream_.get_executor(); }
   // After a post from outside the strand (see ServerShared).
@@ -195,11 +247,14 @@ class Connection final
     if (!read_pending_) ReadSome();
   }
 
-  // The idle wait or the watch read; OnRead decides by the phase.
+  // The idle wait or the watch read; OnRead decides by the phase. Nothing
+  // when the buffer is full (it is empty whenever this is called).
   void ReadSome() {
+    const size_t room = beast::read_size(buffer_, kReadChunk);
+    if (room == 0) return;
     read_pending_ = true;
     stream_.async_read_some(
-        buffer_.prepare(kReadChunk),
+        buffer_.prepare(room),
         [self = this->shared_from_this()](error_code ec, size_t n) {
           self->OnRead(ec, n);
         });
@@ -220,18 +275,56 @@ class Connection final
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
+    parser_->on_chunk_header(chunk_extension_limit_);
     ArmTimer(options_.request_timeout);
-    bhttp::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](error_code ec, size_t) {
-          self->OnHeader(ec);
+    // Posted: the handler never runs inside the call that finished the
+    // previous answer.
+    asio::post(executor(),
+               [self = this->shared_from_this()] { self->ParseHeader(); });
+  }
+
+  // Beast's async_read_header by hand, so that the header's bytes are seen
+  // before Beast parses them (it parses nothing until the whole header is
+  // in): an obs-fold is refused, not unfolded.
+  void ParseHeader() {
+    if (phase_ == Phase::kClosed) return;
+    error_code ec = bhttp::error::need_more;
+    if (buffer_.size() > 0) {
+      const auto bytes = buffer_.data();
+      if (HasObsFold(absl::string_view(static_cast<const char*>(bytes.data()),
+                                       bytes.size()))) {
+        return Refuse(400, "obsolete line folding is not accepted");
+      }
+      buffer_.consume(parser_->put(bytes, ec));
+    }
+    // put (not eager) stops at the header's end or an error, or needs more.
+    if (ec != bhttp::error::need_more) return OnHeader(ec);
+    ReadMoreHeader();
+  }
+
+  void ReadMoreHeader() {
+    // The timer may have fired while no read was open to cancel.
+    if (timed_out_) return ReadFailed(asio::error::operation_aborted);
+    const size_t room = beast::read_size(buffer_, kHeaderRead);
+    if (room == 0) return ReadFailed(bhttp::error::header_limit);
+    stream_.async_read_some(
+        buffer_.prepare(room),
+        [self = this->shared_from_this()](error_code ec, size_t n) {
+          if (self->phase_ == Phase::kClosed) return;
+          self->buffer_.commit(n);
+          // As Beast's read: the client left mid-header.
+          if (ec == asio::error::eof) ec = bhttp::error::partial_message;
+          if (ec) return self->ReadFailed(ec);
+          self->ParseHeader();
         });
   }
 
   void OnHeader(error_code ec) {
-    if (phase_ == Phase::kClosed) return;
     if (ec) return ReadFailed(ec);
+    const FramingError framing = CheckHeaderFraming(*parser_);
+    if (!framing.ok()) return Refuse(framing.status, framing.message);
     const auto& msg = parser_->get();
+    header_fields_ = static_cast<size_t>(std::distance(msg.begin(), msg.end()));
     const auto expect = msg[bhttp::field::expect];
     if (!parser_->is_done() &&
         absl::EqualsIgnoreCase(absl::string_view(expect.data(), expect.size()),
@@ -264,6 +357,9 @@ class Connection final
     if (ec == bhttp::error::body_limit) {
       return Refuse(413, "the request body is too large");
     }
+    if (ec == bhttp::error::buffer_overflow) {
+      return Refuse(400, kChunkLineTooLong);
+    }
     if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::error::connection_reset || !parser_->got_some()) {
       return Close();
@@ -281,7 +377,9 @@ class Connection final
     request.method = std::string(msg.method_string());
     request.target = std::string(msg.target());
     request.path = request.target.substr(0, request.target.find('?'));
+    size_t left = header_fields_;  // then trailer fields, not merged
     for (const auto& field : msg) {
+      if (left-- == 0) break;
       request.headers.emplace_back(std::string(field.name_string()),
                                    std::string(field.value()));
     }
@@ -425,7 +523,9 @@ class Connection final
   uint64_t timer_gen_ = 0;
   Phase phase_ = Phase::kIdle;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<RequestParser> parser_;
+  ChunkExtensionLimit chunk_extension_limit_;
+  size_t header_fields_ = 0;  // the parsed message's fields before trailers
   bool read_pending_ = false;
   bool timed_out_ = false;
   // The request being answered, and what closing tells it.

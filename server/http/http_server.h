@@ -23,7 +23,20 @@
 //   body over max_body_bytes (Content-Length or chunked)  413
 //   a request not read within request_timeout of its first byte  408
 //   a malformed request  400
+//   a chunk's extensions over 4 KiB, or a chunk line or trailer section
+//     over the read buffer (max_header_bytes + 4 KiB)  400
 //   max_connections open: a new connection gets 503 with Retry-After: 1
+// Framing (RFC 9112 §6; the rules are in http_framing.h), refused before
+// any body byte is read, so no body can be taken for the next request:
+//   Transfer-Encoding with Content-Length (either order)  400
+//   Transfer-Encoding in HTTP/1.0  400
+//   a final transfer coding other than chunked (`gzip`, `xchunked`,
+//     `chunked, identity`), chunked twice, or a malformed list  400
+//   a transfer coding before chunked (`gzip, chunked`): unimplemented  501
+//   Content-Length values that differ, or not digits  400
+//   obs-fold (a header line starting with SP or HTAB)  400
+// Repeated Transfer-Encoding lines are one list. Trailer fields after a
+// chunked body are dropped, never merged into the request's headers.
 // A keep-alive connection idle (no request started) for idle_timeout is
 // closed without a word. `Expect: 100-continue` is answered before the body
 // is read (curl sends it for bodies over 1 KiB).

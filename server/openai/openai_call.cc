@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "scheduler/retry_hint.h"
+#include "server/answer_size.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -95,6 +96,10 @@ class Call final : public std::enable_shared_from_this<Call> {
   // Builds one prompt's choices; the refusal, if any.
   absl::Status AddPrompt(const TenantPolicy* tenant, v1::GenerateRequest base,
                          std::vector<BuiltRequest>* built);
+  // A non-streamed answer of every prompt's n choices, each like `spec`,
+  // whose estimate passes max_response_bytes (answer_size.h): InvalidParam
+  // naming what to lower.
+  absl::Status CheckAnswerSize(const scheduler::RequestSpec& spec) const;
   // Submits the built choices; on a refusal answers with it and cancels
   // those submitted (which finish into the answer given).
   void SubmitAll(std::vector<BuiltRequest> built);
@@ -105,7 +110,9 @@ class Call final : public std::enable_shared_from_this<Call> {
   // The bytes of an Accepted message (opens the SSE answer).
   std::string AcceptedLocked(Choice& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bytes of a Delta (streamed), or "" after adding it to the answer.
-  std::string DeltaLocked(Choice& c, const Outgoing& out)
+  // A non-streamed answer that grows past max_response_bytes (the
+  // admission estimate was short) fails: *cancel is set.
+  std::string DeltaLocked(Choice& c, const Outgoing& out, absl::Status* cancel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A finished choice. Returns the status the other choices are cancelled
   // with when the answer failed with this one; sets *release when the call
@@ -128,11 +135,14 @@ class Call final : public std::enable_shared_from_this<Call> {
   // Set at Start, constant after (choices are found by index).
   std::vector<std::unique_ptr<Choice>> choices_;
   std::shared_ptr<Call> self_;  // alive until the answer is written
+  // Every choice's released, unwritten output, counted together.
+  const std::shared_ptr<UnreadBytes> unread_ = std::make_shared<UnreadBytes>();
 
   absl::Mutex mu_;
   bool opened_ ABSL_GUARDED_BY(mu_) = false;    // the SSE answer started
   bool answered_ ABSL_GUARDED_BY(mu_) = false;  // the answer is complete
   int unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // not streamed: the answer
   UsageCounter usage_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // Why every choice was cancelled (the client left, the answer failed);
@@ -145,7 +155,13 @@ void ChoiceWriter::Send(const Outgoing& out) { call_->OnSend(index_, out); }
 void Call::Start(const TenantPolicy* tenant) {
   std::vector<BuiltRequest> built;
   for (const v1::GenerateRequest& prompt : request_.prompts) {
-    if (absl::Status st = AddPrompt(tenant, prompt, &built); !st.ok()) {
+    absl::Status st = AddPrompt(tenant, prompt, &built);
+    // Every prompt shares the body's options: the first one's choices
+    // tell the whole answer's size, before the others are built.
+    if (st.ok() && built.size() == static_cast<size_t>(request_.n)) {
+      st = CheckAnswerSize(built.front().spec);
+    }
+    if (!st.ok()) {
       RespondError(*exchange_, st);
       return;
     }
@@ -167,6 +183,35 @@ void Call::Start(const TenantPolicy* tenant) {
     }
   });
   SubmitAll(std::move(built));
+}
+
+absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
+  const int64_t limit = service_->max_response_bytes();
+  if (request_.stream || limit <= 0) return absl::OkStatus();
+  const int64_t choices =
+      static_cast<int64_t>(request_.prompts.size()) * request_.n;
+  const int64_t estimate = choices * EstimatedAnswerBytes(spec);
+  if (estimate <= limit) return absl::OkStatus();
+  // The factor whose lowering helps most, as the param.
+  const char* param = "max_tokens";
+  if (request_.logprobs && choices * spec.stop.max_tokens *
+                                   kAnswerTextBytesPerToken <=
+                               limit) {
+    param = context_.api == Api::kChat ? "top_logprobs" : "logprobs";
+  } else if (request_.n > 1) {
+    param = "n";
+  } else if (request_.prompts.size() > 1) {
+    param = "prompt";
+  }
+  return InvalidParam(
+      param,
+      absl::StrCat("the answer could take ", estimate,
+                   " bytes (prompts x n x max_tokens x up to ",
+                   AnswerBytesPerToken(spec),
+                   " bytes a token), over the server's max_response_bytes ",
+                   limit,
+                   ": lower max_tokens, n, the prompts or logprobs, or set "
+                   "stream: true"));
 }
 
 absl::Status Call::ForceToolCall(BuiltRequest* built) const {
@@ -217,6 +262,7 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
     for (size_t i = first; i < first + n; ++i) {
       Choice& c = *choices_[i];
       built[i].delivery.max_unread_bytes = service_->max_unread_bytes();
+      built[i].delivery.call_unread = unread_;  // the limit is the call's
       c.buffer = std::make_shared<StreamBuffer>(
           built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
           service_->delivery_observer(), built[i].spec.tenant);
@@ -229,7 +275,7 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
           [buffer = c.buffer](const absl::Status& s) { buffer->Abort(s); });
     }
     absl::StatusOr<std::vector<scheduler::RequestId>> ids =
-        service_->SubmitGroup(std::move(specs), std::move(aborts));
+        service_->SubmitGroup(std::move(specs), std::move(aborts), this);
     if (ids.ok()) {
       absl::Status cancelled;
       {
@@ -316,7 +362,7 @@ void Call::OnSend(int index, const Outgoing& out) {
     } else {
       std::string bytes = out.kind == Outgoing::Kind::kAccepted
                               ? AcceptedLocked(c)
-                              : DeltaLocked(c, out);
+                              : DeltaLocked(c, out, &cancel);
       if (request_.stream && opened_ && !answered_) {
         exchange_->Write(std::move(bytes), [buffer = c.buffer](bool ok) {
           buffer->OnWriteDone(ok);
@@ -342,9 +388,23 @@ std::string Call::AcceptedLocked(Choice& c) {
   return "";
 }
 
-std::string Call::DeltaLocked(Choice& c, const Outgoing& out) {
+std::string Call::DeltaLocked(Choice& c, const Outgoing& out,
+                              absl::Status* cancel) {
   if (!request_.stream) {
+    if (answered_) return "";
     c.builder.Add(out);
+    held_bytes_ += EstimatedBytes(out);
+    const int64_t limit = service_->max_response_bytes();
+    if (limit > 0 && held_bytes_ > limit) {
+      *cancel = InvalidParam(
+          "max_tokens", absl::StrCat("the answer grew past the server's "
+                                     "max_response_bytes ",
+                                     limit, ": lower max_tokens, n, the "
+                                     "prompts or logprobs, or set stream: "
+                                     "true"));
+      std::string ignored;
+      FailLocked(*cancel, &ignored);
+    }
     return "";
   }
   if (!HasVisibleOutput(context_, out)) return "";

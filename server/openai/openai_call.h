@@ -14,7 +14,13 @@
 //     "data: [DONE]". A failure after the stream opened is one
 //     `data: {"error": ...}` event, then the stream ends.
 //   otherwise: one JSON answer once every choice has finished (unpaced:
-//     the whole answer goes out at once, as gRPC's Complete).
+//     the whole answer goes out at once, as gRPC's Complete). Held whole
+//     until then, so bounded: a request whose estimate passes
+//     max_response_bytes is refused before it is submitted, and an answer
+//     that grows past it anyway fails (400) and cancels its choices
+//     (server/answer_size.h).
+// A reader too slow for the stream: max_unread_bytes counts every
+// choice's released, unwritten output together (one call, one budget).
 // The client going away (the exchange's on_close) cancels every choice
 // within one engine step and cuts its delivery. Choice ids stay registered
 // with the service until the answer's last byte is written, so a drain

@@ -3,37 +3,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/bounded_json.h"
 #include "server/openai/openai_error.h"
 
 namespace paceline::server::openai {
 namespace {
-
-// The deepest [ / { nesting outside strings, scanning once, no recursion.
-// Malformed text is left for the parser to refuse.
-int NestingDepth(absl::string_view text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // skip the escaped character
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > deepest) deepest = depth;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 absl::Status WrongType(absl::string_view param, const char* want,
                        const Json& got) {
@@ -44,21 +18,22 @@ absl::Status WrongType(absl::string_view param, const char* want,
 }  // namespace
 
 absl::StatusOr<Json> ParseBody(absl::string_view body) {
-  if (NestingDepth(body) > kMaxBodyDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body nests arrays and objects deeper than ",
-                     kMaxBodyDepth, " levels"));
+  engine::JsonLimits limits;
+  limits.max_depth = kMaxBodyDepth;
+  limits.max_object_keys = kMaxObjectKeys;
+  engine::JsonBudget budget(kMaxBodyValues);
+  std::string where;
+  absl::StatusOr<Json> json =
+      engine::ParseBoundedJson(body, "the request body", limits, &budget,
+                               &where);
+  if (!json.ok()) {
+    // A limit names the value that passed it as the param.
+    if (!where.empty()) return InvalidParam(where, json.status().message());
+    return json.status();
   }
-  Json json = Json::parse(body.begin(), body.end(), nullptr,
-                          /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    return absl::InvalidArgumentError(
-        "We could not parse the JSON body of your request: it is not valid "
-        "JSON");
-  }
-  if (!json.is_object()) {
+  if (!json->is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the request body must be a JSON object, got ", TypeName(json)));
+        "the request body must be a JSON object, got ", TypeName(*json)));
   }
   return json;
 }

@@ -22,10 +22,12 @@ namespace paceline::server::openai {
 
 using Json = nlohmann::ordered_json;
 
-// The body as a JSON object. Errors (InvalidArgument, no param): nesting
-// over kMaxBodyDepth (openai_request.h; checked by an iterative scan before
-// nlohmann's parser, which recurses, sees the text), malformed JSON, a body
-// that is not an object.
+// The body as a JSON object, read in linear time (bounded_json.h).
+// Errors (InvalidArgument): malformed JSON, a body that is not an object,
+// and the limits of openai_request.h, refused while the body is read:
+// nesting over kMaxBodyDepth, an object with over kMaxObjectKeys keys,
+// over kMaxBodyValues values in all. A limit passed inside the body names
+// the value as the param ("chat_template_kwargs", "messages[3]").
 absl::StatusOr<Json> ParseBody(absl::string_view body);
 
 // `obj[key]`, or null when absent or JSON null. `obj` must be an object.

@@ -52,11 +52,13 @@
 // "stop[1]", "tools[0].function.name". Unknown fields are ignored; JSON
 // null is the same as absent.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/tokenizer/bounded_json.h"
 #include "paceline/v1/paceline.pb.h"
 
 namespace paceline::server::openai {
@@ -71,7 +73,11 @@ inline constexpr int kMaxBatchPrompts = 64;
 inline constexpr int kMaxStopSequences = 4;  // OpenAI's "up to 4"
 // Arrays and objects nest at most this deep in a body (the body itself is
 // level 1); deeper is a 400, refused before the JSON parser runs.
-inline constexpr int kMaxBodyDepth = 64;
+// Keys in one object of a body, and values (arrays, objects, scalars) in a
+// whole body: 400 past either, refused while the body is read.
+inline constexpr int kMaxBodyDepth = engine::kDefaultMaxJsonDepth;
+inline constexpr int64_t kMaxObjectKeys = engine::kDefaultMaxJsonObjectKeys;
+inline constexpr int64_t kMaxBodyValues = engine::kDefaultMaxJsonValues;
 
 enum class ToolChoice {
   kAuto,      // the default (with or without tools)

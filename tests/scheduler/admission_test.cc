@@ -119,28 +119,30 @@ TEST(AdmissionTest, TokensPerMinuteBucketHoldsAdmissionUntilItRefills) {
   // 60 tokens per minute: 1 token/s, a burst of 60.
   options.tenants = {Tenant("t", 1, 0, 0, 60)};
   Harness h(Engine(64, 1024), options);
-  const Submitted first = h.Submit(TaggedPrompt(0, 60), 3);
-  const Submitted second = h.Submit(TaggedPrompt(1, 60), 3);
-  h.Step();  // first admitted: 60 - 60 prompt = 0, so second is not
+  // Each reserves its prompt and max_tokens: 40 + 3.
+  const Submitted first = h.Submit(TaggedPrompt(0, 40), 3);
+  const Submitted second = h.Submit(TaggedPrompt(1, 40), 3);
+  h.Step();  // first admitted: 60 - 43 = 17, so second is not
   EXPECT_EQ(h.steps().back().slices.size(), 1u);
-  h.Step();  // -1 after the first token, -2 after this one
+  h.Step();
   EXPECT_EQ(h.steps().back().slices.size(), 1u);
-  h.Step();  // first finishes; level -3
+  h.Step();  // first finishes, having used all it reserved
   EXPECT_TRUE(first.sink->finished());
   EXPECT_FALSE(h.scheduler().HasRunnable());
-  // The level is back above zero after 3 s (plus a 1 ms hair).
+  // 43 are back after 26 s.
   EXPECT_EQ(h.scheduler().NextAdmissibleTime() - h.clock().Now(),
-            absl::Seconds(3) + absl::Milliseconds(1));
-  h.clock().Advance(absl::Seconds(3));
-  EXPECT_FALSE(h.scheduler().HasRunnable());  // exactly 0
-  h.clock().Advance(absl::Milliseconds(10));
+            absl::Seconds(26));
+  h.clock().Advance(absl::Seconds(26) - absl::Milliseconds(1));
+  EXPECT_FALSE(h.scheduler().HasRunnable());
+  h.clock().Advance(absl::Milliseconds(1));
   ASSERT_TRUE(h.scheduler().HasRunnable());
   h.Step();
   EXPECT_EQ(TagOf(h.steps().back().slices[0]), 1);
   h.RunUntilIdle();
   EXPECT_EQ(second.sink->finish().reason, FinishReason::kLength);
-  EXPECT_EQ(h.scheduler().queues().stats(0).prompt_tokens, 120);
+  EXPECT_EQ(h.scheduler().queues().stats(0).prompt_tokens, 80);
   EXPECT_EQ(h.scheduler().queues().stats(0).generated_tokens, 6);
+  EXPECT_EQ(h.scheduler().queues().stats(0).budget_tokens, 86);
 }
 
 }  // namespace

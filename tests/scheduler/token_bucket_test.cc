@@ -1,6 +1,7 @@
 // The token bucket in both its uses: a tenant's tokens-per-minute budget
-// (burst, continuous refill, debt, the wait) and a stream's pace (a burst,
-// then one token per 1/pace, refilled after a pause).
+// (burst, continuous refill, debt, the wait for a reservation, giving back)
+// and a stream's pace (a burst, then one token per 1/pace, refilled after a
+// pause).
 
 #include "scheduler/token_bucket.h"
 
@@ -16,8 +17,9 @@ TEST(TokenBucketTest, UnlimitedAlwaysAllows) {
   TokenBucket b;
   EXPECT_TRUE(b.unlimited());
   b.Take(1000000, absl::UnixEpoch());
-  EXPECT_TRUE(b.Allows(absl::UnixEpoch()));
-  EXPECT_EQ(b.TimeUntilAllowed(absl::UnixEpoch()), absl::ZeroDuration());
+  EXPECT_TRUE(b.Allows(1000000, absl::UnixEpoch()));
+  EXPECT_EQ(b.TimeUntilAllowed(1000000, absl::UnixEpoch()),
+            absl::ZeroDuration());
   EXPECT_TRUE(TokenBucket::PerMinute(0, absl::UnixEpoch()).unlimited());
 }
 
@@ -30,13 +32,56 @@ TEST(TokenBucketTest, BurstRefillAndDebt) {
   EXPECT_EQ(b.Level(t0 + absl::Seconds(5)), 30);
   EXPECT_EQ(b.Level(t0 + absl::Seconds(100)), 120);  // capped at the burst
   const absl::Time t1 = t0 + absl::Seconds(100);
-  b.Take(130, t1);  // service under way may overdraw
-  EXPECT_FALSE(b.Allows(t1));
-  EXPECT_EQ(b.TimeUntilAllowed(t1), absl::Seconds(5) + absl::Milliseconds(1));
-  EXPECT_FALSE(b.Allows(t1 + absl::Seconds(5)));  // exactly zero
-  EXPECT_TRUE(b.Allows(t1 + absl::Seconds(5) + absl::Milliseconds(1)));
+  b.Take(130, t1);  // taking may overdraw
+  EXPECT_FALSE(b.Allows(1, t1));
+  EXPECT_EQ(b.TimeUntilAllowed(1, t1),
+            absl::Seconds(5) + absl::Milliseconds(500));
+  EXPECT_FALSE(b.Allows(1, t1 + absl::Seconds(5)));  // exactly zero
+  EXPECT_TRUE(b.Allows(1, t1 + absl::Seconds(5) + absl::Milliseconds(500)));
   // A clock stepping back neither refills nor drains.
-  EXPECT_NEAR(b.Level(t1), 0.002, 1e-9);
+  EXPECT_EQ(b.Level(t1), 1);
+}
+
+TEST(TokenBucketTest, AllowsAReservationOnceItIsHeld) {
+  const absl::Time t0 = absl::UnixEpoch();
+  TokenBucket b = TokenBucket::PerMinute(60, t0);  // 1 token/s, burst 60
+  EXPECT_TRUE(b.Allows(60, t0));
+  b.Take(50, t0);
+  EXPECT_TRUE(b.Allows(10, t0));
+  EXPECT_FALSE(b.Allows(11, t0));
+  EXPECT_EQ(b.TimeUntilAllowed(11, t0), absl::Seconds(1));
+  EXPECT_EQ(b.TimeUntilAllowed(10, t0), absl::ZeroDuration());
+  // More than the burst: allowed only when full, and it leaves a debt.
+  EXPECT_EQ(b.TimeUntilAllowed(1000, t0), absl::Seconds(50));
+  EXPECT_FALSE(b.Allows(1000, t0 + absl::Seconds(49)));
+  EXPECT_TRUE(b.Allows(1000, t0 + absl::Seconds(50)));
+  b.Take(70, t0 + absl::Seconds(50));
+  EXPECT_EQ(b.Level(t0 + absl::Seconds(50)), -10);
+  EXPECT_EQ(b.TimeUntilAllowed(5, t0 + absl::Seconds(50)), absl::Seconds(15));
+  // A rate that does not divide evenly: at the time promised, it is held.
+  TokenBucket odd = TokenBucket::PerMinute(100, t0);  // 5/3 tokens/s
+  odd.Take(100, t0);
+  const absl::Time at = t0 + odd.TimeUntilAllowed(30, t0);
+  EXPECT_FALSE(odd.Allows(30, at - absl::Milliseconds(1)));
+  EXPECT_TRUE(odd.Allows(30, at));
+  odd.Take(30, at);
+  EXPECT_GE(odd.Level(at), 0);
+}
+
+TEST(TokenBucketTest, GiveReturnsUnusedTokensUpToTheCapacity) {
+  const absl::Time t0 = absl::UnixEpoch();
+  TokenBucket b = TokenBucket::PerMinute(60, t0);
+  b.Take(50, t0);
+  b.Give(30, t0);
+  EXPECT_EQ(b.Level(t0), 40);
+  b.Give(30, t0);  // the burst never grows
+  EXPECT_EQ(b.Level(t0), 60);
+  b.Take(70, t0);
+  b.Give(5, t0 + absl::Seconds(2));  // pays the debt: -10 + 2 + 5
+  EXPECT_EQ(b.Level(t0 + absl::Seconds(2)), -3);
+  TokenBucket unlimited;
+  unlimited.Give(5, t0);
+  EXPECT_TRUE(unlimited.Allows(1e12, t0));
 }
 
 TEST(TokenBucketTest, PaceBurstThenSteadyPaceThenRefill) {

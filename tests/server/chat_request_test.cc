@@ -6,6 +6,7 @@
 
 #include "server/chat_request.h"
 
+#include <iterator>
 #include <string>
 
 #include "absl/status/status.h"
@@ -229,8 +230,46 @@ TEST(ChatRequestTest, ErrorsNameTheField) {
     v1::ToolCall* call = c.mutable_messages(0)->add_tool_calls();
     call->mutable_function()->set_name("f");
     call->mutable_function()->set_arguments(deep);
-    ExpectInvalid(c, "chat.messages[0].tool_calls[0].function.arguments nests");
+    ExpectInvalid(c,
+                  "chat.messages[0].tool_calls[0].function.arguments (at "
+                  "'a.a.a");
   }
+  {
+    // Each kwarg is an entry of the template's variables: as many as an
+    // object may hold keys.
+    v1::Chat c = base;
+    for (int i = 0; i <= kMaxJsonObjectKeys; ++i) {
+      (*c.mutable_template_kwargs())[absl::StrCat("k", i)] = "1";
+    }
+    ExpectInvalid(c, "chat.template_kwargs has more than 4096 entries");
+  }
+  {
+    v1::Chat c = base;
+    c.add_tools()->mutable_function()->set_name("f");
+    std::string params = "{";
+    for (int i = 0; i <= kMaxJsonObjectKeys; ++i) {
+      absl::StrAppend(&params, i == 0 ? "" : ",", "\"p", i, "\":{}");
+    }
+    c.mutable_tools(0)->mutable_function()->set_parameters(params + "}");
+    ExpectInvalid(c, "chat.tools[0].function.parameters has more than 4096 "
+                     "keys");
+  }
+}
+
+TEST(ChatRequestTest, ManyKwargsAreTakenInLinearTime) {
+  // 4096 kwargs (each appended, not searched for): the context holds them
+  // all, in name order, after the server's variables.
+  v1::Chat chat;
+  for (int i = 0; i < kMaxJsonObjectKeys; ++i) {
+    (*chat.mutable_template_kwargs())[absl::StrCat("k", 10000 + i)] =
+        absl::StrCat(i);
+  }
+  auto context = BuildChatContext(chat, "", "");
+  ASSERT_TRUE(context.ok()) << context.status();
+  ASSERT_EQ(context->size(), 4u + kMaxJsonObjectKeys);
+  EXPECT_EQ((*context)["k10000"], 0);
+  EXPECT_EQ((*context)["k14095"], 4095);
+  EXPECT_EQ(std::next(context->begin(), 4).key(), "k10000");
 }
 
 TEST(ChatRequestTest, KwargsParsedInNameOrder) {

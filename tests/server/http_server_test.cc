@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/files.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/wait_for.h"
 
@@ -41,7 +42,9 @@ namespace paceline::server::http {
 namespace {
 
 using ::paceline::testing::CommandResult;
+using ::paceline::testing::ConnectLoopback;
 using ::paceline::testing::RunCommand;
+using ::paceline::testing::SendAll;
 using ::paceline::testing::WaitFor;
 
 // How long any one wait may take before the test fails.
@@ -77,32 +80,15 @@ struct Response {
 class RawClient {
  public:
   // `rcvbuf` > 0 shrinks the receive buffer (a slow reader's small window).
-  explicit RawClient(int port, int rcvbuf = 0) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) {
-      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    }
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ =
-        connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
+  explicit RawClient(int port, int rcvbuf = 0)
+      : fd_(ConnectLoopback(port, rcvbuf)) {}
   ~RawClient() { Close(); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;
 
-  bool connected() const { return connected_; }
+  bool connected() const { return fd_ >= 0; }
 
-  bool Send(absl::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
+  bool Send(absl::string_view bytes) { return SendAll(fd_, bytes); }
 
   void Close() {
     if (fd_ >= 0) close(fd_);
@@ -234,7 +220,6 @@ class RawClient {
   }
 
   int fd_ = -1;
-  bool connected_ = false;
   std::string buf_;
 };
 

@@ -34,6 +34,7 @@
 #include "server/sha256.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/stories260k_oracle.h"
 #include "tests/testing/wait_for.h"
@@ -202,28 +203,16 @@ class Stream : public grpc::ClientReadReactor<v1::GenerateResponse> {
 class SseStream {
  public:
   SseStream(int port, double pace, int max_tokens,
-            const std::string& prompt = "") {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 ||
-        connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      return;
-    }
-    std::string body = absl::StrCat(
-        R"({"prompt": ")", prompt.empty() ? "Once upon a time" : prompt,
-        R"(", "stream": true, "max_tokens": )", max_tokens,
-        R"(, "ignore_eos": true, "temperature": 0.8)");
-    if (pace > 0) absl::StrAppend(&body, R"(, "pace_tokens_per_s": )", pace);
-    body += "}";
+            const std::string& prompt = "")
+      : SseStream(port, Body(pace, max_tokens, prompt)) {}
+  // POSTs `body` (a completions request) as it is.
+  SseStream(int port, const std::string& body)
+      : fd_(paceline::testing::ConnectLoopback(port)) {
     const std::string request = absl::StrCat(
         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         "Content-Type: application/json\r\nAuthorization: Bearer ",
         kKey, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
-    sent_ = send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(request.size());
+    sent_ = fd_ >= 0 && paceline::testing::SendAll(fd_, request);
   }
   ~SseStream() {
     if (fd_ >= 0) close(fd_);
@@ -264,6 +253,18 @@ class SseStream {
   // Whether the stream ended with "data: [DONE]" / carried an error event.
   bool done() const { return done_; }
   bool error() const { return error_; }
+  // A streamed completion of `max_tokens` (ignore_eos), paced at `pace`
+  // when > 0.
+  static std::string Body(double pace, int max_tokens,
+                          const std::string& prompt) {
+    std::string body = absl::StrCat(
+        R"({"prompt": ")", prompt.empty() ? "Once upon a time" : prompt,
+        R"(", "stream": true, "max_tokens": )", max_tokens,
+        R"(, "ignore_eos": true, "temperature": 0.8)");
+    if (pace > 0) absl::StrAppend(&body, R"(, "pace_tokens_per_s": )", pace);
+    return body + "}";
+  }
+
   void Reset() {
     linger l{1, 0};
     setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
