@@ -16,8 +16,6 @@
 // scheduler's token_budget_test; the drain drain_test. They skip without
 // ../shared/models.
 
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -36,7 +34,6 @@
 #include "server/sha256.h"
 #include "tests/server/storm_harness.h"
 #include "tests/testing/http_post.h"
-#include "tests/testing/loopback.h"
 #include "tests/testing/wait_for.h"
 
 namespace paceline::server {
@@ -202,42 +199,6 @@ TEST_F(JsonLimitsTest, ObjectsWithTooManyKeysAreRefusedByName) {
   EXPECT_EQ(ok.status, 200) << ok.body.substr(0, 400);
 }
 
-// A socket that asks for an SSE answer and then never reads.
-class NeverReader {
- public:
-  NeverReader(int port, const std::string& body)
-      : fd_(paceline::testing::ConnectLoopback(port, /*rcvbuf=*/4096)) {
-    const std::string request = absl::StrCat(
-        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        "Content-Type: application/json\r\nConnection: close\r\n"
-        "Authorization: Bearer ",
-        kKey, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
-    sent_ = fd_ >= 0 && paceline::testing::SendAll(fd_, request);
-  }
-  ~NeverReader() {
-    if (fd_ >= 0) close(fd_);
-  }
-  bool sent() const { return sent_; }
-  // Everything until the server closes (or the deadline).
-  std::string ReadAll(absl::Duration timeout) {
-    std::string answer;
-    char buf[65536];
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      answer.append(buf, static_cast<size_t>(n));
-    }
-    return answer;
-  }
-
- private:
-  const int fd_;
-  bool sent_ = false;
-};
-
 // n 16, 5 logprobs, 120 tokens each, streamed: each choice's output (about
 // 14 KB as the limit counts it) stays well under 64 KiB, all of them
 // together (about 220 KB) pass it with room for what the kernel's socket
@@ -254,7 +215,8 @@ TEST_F(UnreadPerCallTest, ANeverReadingClientWithManyChoicesIsCut) {
   Start(storm::kStories260KPath, "", "max_unread_bytes: 65536\n",
         "send_buffer_bytes: 8192");
   const int64_t steps = Status().engine_steps();
-  NeverReader reader(daemon_.http_port(), ManyChoicesSse());
+  // Sent, then not read until the engine is done with it.
+  storm::SseStream reader(daemon_.http_port(), ManyChoicesSse(), 4096);
   ASSERT_TRUE(reader.sent());
   WaitStatus(
       [&](const v1::ServerStatus& s) {
@@ -262,10 +224,10 @@ TEST_F(UnreadPerCallTest, ANeverReadingClientWithManyChoicesIsCut) {
                s.engine_steps() > steps;
       },
       absl::Seconds(60), "the call generated, then cut or finished");
-  const std::string answer = reader.ReadAll(absl::Seconds(30));
-  const std::string tail = answer.substr(answer.size() > 600 ? answer.size() - 600 : 0);
-  EXPECT_NE(answer.find("reads too slowly"), std::string::npos) << tail;
-  EXPECT_EQ(answer.find("data: [DONE]"), std::string::npos) << tail;
+  ASSERT_TRUE(reader.ReadToEnd(absl::Seconds(30)));
+  EXPECT_NE(reader.tail().find("reads too slowly"), std::string::npos)
+      << reader.tail();
+  EXPECT_FALSE(reader.done()) << reader.tail();
 }
 
 // Two tenants: "storm" (the attacker, kKey) and "victim".
@@ -328,8 +290,8 @@ class FairnessUnderAttackTest : public StormTest {
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
         "xchunked\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n"
         "Connection: close\r\n\r\n");
-    NeverReader reader(port, ManyChoicesSse());
-    reader.ReadAll(absl::Milliseconds(300));
+    storm::SseStream reader(port, ManyChoicesSse(), 4096);
+    absl::SleepFor(absl::Milliseconds(300));  // then it goes away
   }
 
   const std::string batch_body_ = BatchBody(64, 16, 509, 20);

@@ -205,9 +205,10 @@ class SseStream {
   SseStream(int port, double pace, int max_tokens,
             const std::string& prompt = "")
       : SseStream(port, Body(pace, max_tokens, prompt)) {}
-  // POSTs `body` (a completions request) as it is.
-  SseStream(int port, const std::string& body)
-      : fd_(paceline::testing::ConnectLoopback(port)) {
+  // POSTs `body` (a completions request) as it is; `rcvbuf` > 0: a small
+  // receive window (a reader that falls behind).
+  SseStream(int port, const std::string& body, int rcvbuf = 0)
+      : fd_(paceline::testing::ConnectLoopback(port, rcvbuf)) {
     const std::string request = absl::StrCat(
         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         "Content-Type: application/json\r\nAuthorization: Bearer ",
@@ -247,8 +248,10 @@ class SseStream {
     return closed_ || done_ || error_;
   }
   bool first_chunk() const { return first_chunk_; }
-  // The first bytes of each read so far (for failure messages).
+  // The first bytes of each read so far (for failure messages), and the
+  // last bytes read.
   const std::string& head() const { return seen_; }
+  const std::string& tail() const { return tail_; }
   bool closed() const { return closed_; }
   // Whether the stream ended with "data: [DONE]" / carried an error event.
   bool done() const { return done_; }
