@@ -1,5 +1,6 @@
 #include "server/http/http_connection.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -276,6 +277,7 @@ class Connection final
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
     parser_->on_chunk_header(chunk_extension_limit_);
+    fold_checked_ = 0;
     ArmTimer(options_.request_timeout);
     // Posted: the handler never runs inside the call that finished the
     // previous answer.
@@ -291,11 +293,16 @@ class Connection final
     error_code ec = bhttp::error::need_more;
     if (buffer_.size() > 0) {
       const auto bytes = buffer_.data();
+      // From where the last look stopped: a header sent a byte at a time
+      // is scanned once, not once a byte.
       if (HasObsFold(absl::string_view(static_cast<const char*>(bytes.data()),
-                                       bytes.size()))) {
+                                       bytes.size()),
+                     &fold_checked_)) {
         return Refuse(400, "obsolete line folding is not accepted");
       }
-      buffer_.consume(parser_->put(bytes, ec));
+      const size_t consumed = parser_->put(bytes, ec);
+      buffer_.consume(consumed);
+      fold_checked_ -= std::min(consumed, fold_checked_);
     }
     // put (not eager) stops at the header's end or an error, or needs more.
     if (ec != bhttp::error::need_more) return OnHeader(ec);
@@ -526,6 +533,7 @@ class Connection final
   std::optional<RequestParser> parser_;
   ChunkExtensionLimit chunk_extension_limit_;
   size_t header_fields_ = 0;  // the parsed message's fields before trailers
+  size_t fold_checked_ = 0;   // the header's bytes HasObsFold has judged
   bool read_pending_ = false;
   bool timed_out_ = false;
   // The request being answered, and what closing tells it.

@@ -128,17 +128,18 @@ FramingError CheckFraming(const FramingFields& fields) {
   return CheckTransferEncoding(fields.transfer_encoding);
 }
 
-bool HasObsFold(absl::string_view unparsed) {
-  for (size_t at = 0;;) {
+bool HasObsFold(absl::string_view unparsed, size_t* resume) {
+  size_t at = resume != nullptr ? *resume : 0;
+  for (;;) {
     const size_t eol = unparsed.find("\r\n", at);
-    if (eol == absl::string_view::npos || eol + 2 >= unparsed.size()) {
-      return false;
-    }
-    if (eol == at) return false;  // the blank line: the header ends
+    if (eol == absl::string_view::npos || eol + 2 >= unparsed.size()) break;
+    if (eol == at) break;  // the blank line: the header ends
     const char next = unparsed[eol + 2];
     if (next == ' ' || next == '\t') return true;
     at = eol + 2;
   }
+  if (resume != nullptr) *resume = at;
+  return false;
 }
 
 }  // namespace paceline::server::http

@@ -25,6 +25,7 @@
 // Repeated Transfer-Encoding lines are one list (RFC 9110 §5.3); empty
 // list elements are skipped (RFC 9110 §5.6.1).
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,11 @@ FramingError CheckFraming(const FramingFields& fields);
 // server refuses it (400) instead, so that a folded Transfer-Encoding can
 // never mean one thing here and another to a proxy. Bytes after the blank
 // line (the body, the next request) are not looked at.
-bool HasObsFold(absl::string_view unparsed);
+// `resume` (may be null) makes a scan of a growing header linear: the scan
+// starts there, and on false it is set to the first line not yet judged
+// (its end, or what follows it, has not arrived), so the next call with
+// more bytes of the same header goes on from it.
+bool HasObsFold(absl::string_view unparsed, size_t* resume = nullptr);
 
 }  // namespace paceline::server::http
 

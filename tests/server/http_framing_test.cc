@@ -145,6 +145,29 @@ TEST(HasObsFoldTest, FindsAFoldBeforeTheHeaderEnd) {
   EXPECT_TRUE(HasObsFold("A:\r\n chunked"));  // not yet complete
 }
 
+TEST(HasObsFoldTest, ResumesWhereItStopped) {
+  // A header arriving a byte at a time: each call judges only the lines
+  // completed since the last, and finds the fold when its first byte is in.
+  const std::string header = "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n";
+  size_t resume = 0;
+  size_t found_at = 0;
+  for (size_t n = 1; n <= header.size(); ++n) {
+    if (HasObsFold(absl::string_view(header).substr(0, n), &resume)) {
+      found_at = n;
+      break;
+    }
+    EXPECT_LE(resume, n);
+  }
+  EXPECT_EQ(found_at, header.find(" c") + 1);
+  // Without a fold: false at every length, resume at the last line start.
+  const std::string plain = "GET / HTTP/1.1\r\nA: b\r\n\r\nbody";
+  resume = 0;
+  for (size_t n = 1; n <= plain.size(); ++n) {
+    EXPECT_FALSE(HasObsFold(absl::string_view(plain).substr(0, n), &resume));
+  }
+  EXPECT_EQ(resume, plain.find("\r\n\r\n") + 2);  // the blank line
+}
+
 TEST(HasObsFoldTest, IgnoresTheBodyAndIncompleteLines) {
   EXPECT_FALSE(HasObsFold(""));
   EXPECT_FALSE(HasObsFold("GET / HTTP/1.1\r\nA: b\r\n"));
