@@ -175,13 +175,12 @@ bool TenantQueues::HasRoom(const Tenant& t) const {
 }
 
 absl::Duration TenantQueues::TimeUntilFits(Tenant& t, absl::Time now) {
+  if (t.bucket.unlimited()) return absl::ZeroDuration();
   const Request* front = FirstLive(t);
   // Nothing to reserve: a readmission (already reserved) or no entry.
-  if (front == nullptr || front->ReservationNeeded() == 0) {
-    return absl::ZeroDuration();
-  }
-  return t.bucket.TimeUntilAllowed(
-      static_cast<double>(front->ReservationNeeded()), now);
+  const int64_t need = front == nullptr ? 0 : front->ReservationNeeded();
+  if (need == 0) return absl::ZeroDuration();
+  return t.bucket.TimeUntilAllowed(static_cast<double>(need), now);
 }
 
 bool TenantQueues::Admissible(Tenant& t, absl::Time now) {

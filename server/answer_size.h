@@ -14,6 +14,8 @@
 // alternative, at their JSON sizes with a long token string.
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "scheduler/request.h"
 
@@ -29,6 +31,14 @@ int64_t AnswerBytesPerToken(const scheduler::RequestSpec& spec);
 // The most bytes the choice `spec` may add to an answer: max_tokens times
 // AnswerBytesPerToken.
 int64_t EstimatedAnswerBytes(const scheduler::RequestSpec& spec);
+
+// Why an answer of `choices` choices, each like `spec`, may not be held
+// whole under `limit` (max_response_bytes; 0 = no limit): "the answer could
+// take N bytes (...), over the server's max_response_bytes L"; nullopt when
+// it fits. The caller adds what to lower and its API's status.
+std::optional<std::string> AnswerOverLimit(int64_t choices,
+                                           const scheduler::RequestSpec& spec,
+                                           int64_t limit);
 
 }  // namespace paceline::server
 

@@ -117,15 +117,11 @@ bool CompleteCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
     Answer(ToGrpcStatus(admitted.status(), context_));
     return false;
   }
-  const int64_t limit = service_->max_response_bytes();
-  if (const int64_t estimate = EstimatedAnswerBytes(admitted->built.spec);
-      limit > 0 && estimate > limit) {
+  if (const std::optional<std::string> over = AnswerOverLimit(
+          1, admitted->built.spec, service_->max_response_bytes())) {
     Answer(ToGrpcStatus(
         absl::InvalidArgumentError(absl::StrCat(
-            "stopping.max_tokens: the answer could take ", estimate,
-            " bytes (max_tokens x up to ",
-            AnswerBytesPerToken(admitted->built.spec),
-            " bytes a token), over the server's max_response_bytes ", limit,
+            "stopping.max_tokens: ", *over,
             ": lower max_tokens or top_logprobs, or call Generate")),
         context_));
     return false;

@@ -62,7 +62,9 @@ class Builder {
  private:
   bool Scalar(Json value) {
     Next();
-    return Count() && Place(std::move(value));
+    if (!Count()) return false;
+    Put(std::move(value));
+    return true;
   }
   // A value starts: in an array, it is the next element.
   void Next() {
@@ -77,12 +79,8 @@ class Builder {
   }
   // Counts one value against the budget.
   bool Count();
-  // Puts `value` where the next value goes.
+  // Puts `value` where the next value goes; returns where it is.
   Json* Put(Json value);
-  bool Place(Json value) {
-    Put(std::move(value));
-    return true;
-  }
   // The index of `k` in the top object, or -1.
   int64_t FindKey(Frame& f, const std::string& k);
   bool Fail(std::string message);

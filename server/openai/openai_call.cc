@@ -186,32 +186,26 @@ void Call::Start(const TenantPolicy* tenant) {
 }
 
 absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
+  if (request_.stream) return absl::OkStatus();
   const int64_t limit = service_->max_response_bytes();
-  if (request_.stream || limit <= 0) return absl::OkStatus();
   const int64_t choices =
       static_cast<int64_t>(request_.prompts.size()) * request_.n;
-  const int64_t estimate = choices * EstimatedAnswerBytes(spec);
-  if (estimate <= limit) return absl::OkStatus();
+  const std::optional<std::string> over = AnswerOverLimit(choices, spec, limit);
+  if (!over.has_value()) return absl::OkStatus();
   // The factor whose lowering helps most, as the param.
   const char* param = "max_tokens";
-  if (request_.logprobs && choices * spec.stop.max_tokens *
-                                   kAnswerTextBytesPerToken <=
-                               limit) {
+  if (request_.logprobs &&
+      choices * spec.stop.max_tokens * kAnswerTextBytesPerToken <= limit) {
     param = context_.api == Api::kChat ? "top_logprobs" : "logprobs";
   } else if (request_.n > 1) {
     param = "n";
   } else if (request_.prompts.size() > 1) {
     param = "prompt";
   }
-  return InvalidParam(
-      param,
-      absl::StrCat("the answer could take ", estimate,
-                   " bytes (prompts x n x max_tokens x up to ",
-                   AnswerBytesPerToken(spec),
-                   " bytes a token), over the server's max_response_bytes ",
-                   limit,
-                   ": lower max_tokens, n, the prompts or logprobs, or set "
-                   "stream: true"));
+  return InvalidParam(param,
+                      absl::StrCat(*over,
+                                   ": lower max_tokens, n, the prompts or "
+                                   "logprobs, or set stream: true"));
 }
 
 absl::Status Call::ForceToolCall(BuiltRequest* built) const {

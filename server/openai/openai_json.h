@@ -26,8 +26,8 @@ using Json = nlohmann::ordered_json;
 // Errors (InvalidArgument): malformed JSON, a body that is not an object,
 // and the limits of openai_request.h, refused while the body is read:
 // nesting over kMaxBodyDepth, an object with over kMaxObjectKeys keys,
-// over kMaxBodyValues values in all. A limit passed inside the body names
-// the value as the param ("chat_template_kwargs", "messages[3]").
+// over kMaxBodyValues values in all. An object with too many keys inside
+// the body is named as the param ("chat_template_kwargs").
 absl::StatusOr<Json> ParseBody(absl::string_view body);
 
 // `obj[key]`, or null when absent or JSON null. `obj` must be an object.

@@ -71,10 +71,10 @@ namespace paceline::server::openai {
 inline constexpr int kMaxChoices = 16;
 inline constexpr int kMaxBatchPrompts = 64;
 inline constexpr int kMaxStopSequences = 4;  // OpenAI's "up to 4"
-// Arrays and objects nest at most this deep in a body (the body itself is
-// level 1); deeper is a 400, refused before the JSON parser runs.
-// Keys in one object of a body, and values (arrays, objects, scalars) in a
-// whole body: 400 past either, refused while the body is read.
+// Arrays and objects nest at most kMaxBodyDepth deep in a body (the body
+// itself is level 1), an object holds at most kMaxObjectKeys keys, a whole
+// body at most kMaxBodyValues values (arrays, objects, scalars): 400 past
+// any, refused while the body is read (bounded_json.h).
 inline constexpr int kMaxBodyDepth = engine::kDefaultMaxJsonDepth;
 inline constexpr int64_t kMaxObjectKeys = engine::kDefaultMaxJsonObjectKeys;
 inline constexpr int64_t kMaxBodyValues = engine::kDefaultMaxJsonValues;

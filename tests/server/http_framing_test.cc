@@ -31,6 +31,8 @@ namespace paceline::server::http {
 namespace {
 
 using ::paceline::testing::ConnectLoopback;
+using ::paceline::testing::RecvResult;
+using ::paceline::testing::RecvSome;
 using ::paceline::testing::SendAll;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
@@ -231,17 +233,9 @@ class Client {
  private:
   // Appends what arrives within kDeadline; false at EOF, reset or timeout.
   bool Fill() {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(kDeadline))) <=
-        0) {
-      timed_out_ = true;
-      return false;
-    }
-    char chunk[65536];
-    const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-    if (n <= 0) return false;
-    buf_.append(chunk, static_cast<size_t>(n));
-    return true;
+    const RecvResult r = RecvSome(fd_, kDeadline, &buf_);
+    if (r == RecvResult::kTimeout) timed_out_ = true;
+    return r == RecvResult::kData;
   }
 
   const int fd_;

@@ -43,6 +43,8 @@ namespace {
 
 using ::paceline::testing::CommandResult;
 using ::paceline::testing::ConnectLoopback;
+using ::paceline::testing::RecvResult;
+using ::paceline::testing::RecvSome;
 using ::paceline::testing::RunCommand;
 using ::paceline::testing::SendAll;
 using ::paceline::testing::WaitFor;
@@ -144,19 +146,12 @@ class RawClient {
   }
 
  private:
-  enum ReadResult { kData, kClosed, kTimeout };
+  static constexpr RecvResult kData = RecvResult::kData;
+  static constexpr RecvResult kClosed = RecvResult::kClosed;
+  static constexpr RecvResult kTimeout = RecvResult::kTimeout;
 
-  ReadResult Fill(absl::Duration timeout = kDeadline) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <=
-        0) {
-      return kTimeout;
-    }
-    char chunk[65536];
-    const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-    if (n <= 0) return kClosed;
-    buf_.append(chunk, static_cast<size_t>(n));
-    return kData;
+  RecvResult Fill(absl::Duration timeout = kDeadline) {
+    return RecvSome(fd_, timeout, &buf_);
   }
 
   std::optional<std::string> ReadUntil(absl::string_view end) {

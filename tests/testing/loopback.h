@@ -6,12 +6,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace paceline::testing {
 
@@ -42,6 +45,22 @@ inline bool SendAll(int fd, absl::string_view bytes) {
     bytes.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+enum class RecvResult { kData, kClosed, kTimeout };
+
+// Appends to `*out` what arrives within `timeout`: kData, kClosed at EOF
+// or a reset, kTimeout when nothing came.
+inline RecvResult RecvSome(int fd, absl::Duration timeout, std::string* out) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
+    return RecvResult::kTimeout;
+  }
+  char chunk[65536];
+  const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+  if (n <= 0) return RecvResult::kClosed;
+  out->append(chunk, static_cast<size_t>(n));
+  return RecvResult::kData;
 }
 
 }  // namespace paceline::testing
