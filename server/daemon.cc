@@ -155,17 +155,16 @@ metrics::MetricsOptions MetricsOptionsFrom(const v1::ServerConfig& config,
   return o;
 }
 
-// Waits for SIGTERM or SIGINT (blocked in every thread) and returns it.
-// Waits for SIGTERM or SIGINT and returns it, calling `every_second`
-// about once a second meanwhile.
-// While busy, free memory goes back to the system this often (idle: at
-// once; memory_trim.h).
+// While busy, free memory goes back to the system at most this often
+// (idle: at once; memory_trim.h).
 constexpr absl::Duration kTrimPeriod = absl::Seconds(10);
 
 // A drain ends within drain_timeout_seconds plus this, whatever is open:
 // the cut calls' last messages get half of it, the transports the rest.
 constexpr absl::Duration kDrainMargin = absl::Seconds(2);
 
+// Waits for SIGTERM or SIGINT (blocked in every thread) and returns it,
+// calling `every_second` about once a second meanwhile.
 int WaitForSignal(const std::function<void()>& every_second) {
   sigset_t set;
   sigemptyset(&set);
@@ -492,7 +491,7 @@ void Daemon::Drain(int sig, absl::Time start) {
 }
 
 void Daemon::ServeAndDrain() {
-  MemoryTrimmer trimmer(kTrimPeriod);
+  MemoryTrimmer trimmer(kTrimPeriod, HeapOfThisProcess());
   const int sig = WaitForSignal([this, &trimmer] {
     if (const int64_t cut = service_->AbortExpired(); cut > 0) {
       Log(absl::StrCat("max_stream_seconds: cut ", cut, " call(s)"));

@@ -1,27 +1,72 @@
 #include "server/memory_trim.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 namespace paceline::server {
+namespace {
 
-bool MemoryTrimmer::Tick(bool idle, absl::Time now) {
-  // A trim while busy leaves the idle one due: what the live calls hold
-  // is freed only after it.
-  if (!idle) busy_since_idle_trim_ = true;
-  const bool due = idle ? busy_since_idle_trim_ : now - last_ >= period_;
-  if (!due) return false;
-  ReleaseFreeMemory();
-  last_ = now;
-  if (idle) busy_since_idle_trim_ = false;
-  return true;
+int64_t ResidentBytes() {
+  long pages = 0;  // NOLINT(runtime/int): fscanf's %ld
+  long resident = 0;  // NOLINT(runtime/int)
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  const int got = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return got == 2 ? int64_t{resident} * sysconf(_SC_PAGESIZE) : 0;
 }
 
-void ReleaseFreeMemory() {
+int64_t AllocatorFreeBytes() {
 #if defined(__GLIBC__)
-  malloc_trim(0);
+  return static_cast<int64_t>(mallinfo2().fordblks);
+#else
+  return 0;
 #endif
+}
+
+}  // namespace
+
+HeapProbe HeapOfThisProcess() {
+  return HeapProbe{
+      .read = [] { return HeapProbe::Reading{ResidentBytes(),
+                                              AllocatorFreeBytes()}; },
+      .release =
+          [] {
+#if defined(__GLIBC__)
+            malloc_trim(0);
+#endif
+          },
+  };
+}
+
+MemoryTrimmer::MemoryTrimmer(absl::Duration period, HeapProbe heap,
+                             int64_t slack)
+    : period_(period), heap_(std::move(heap)), slack_(slack) {
+  low_ = heap_.read();
+}
+
+void MemoryTrimmer::Floor(const HeapProbe::Reading& r) {
+  low_.rss_bytes = std::min(low_.rss_bytes, r.rss_bytes);
+  low_.free_bytes = std::min(low_.free_bytes, r.free_bytes);
+}
+
+bool MemoryTrimmer::Tick(bool idle, absl::Time now) {
+  const HeapProbe::Reading r = heap_.read();
+  Floor(r);
+  const bool grew = r.rss_bytes - low_.rss_bytes > slack_ ||
+                    r.free_bytes - low_.free_bytes > slack_;
+  if (!grew || (!idle && now - last_ < period_)) return false;
+  heap_.release();
+  last_ = now;
+  low_ = heap_.read();
+  return true;
 }
 
 }  // namespace paceline::server
