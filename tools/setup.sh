@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ ninja-build pkg-config git python3
+  ccache lld  # every build folder compiles through ccache, links with lld (CMakeLists.txt)
   libabsl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
   python3-grpcio python3-protobuf

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/chat_output_collect.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/run_command.h"
@@ -25,7 +26,8 @@ using chat_test::Format;
 using chat_test::Parse;
 using json = nlohmann::ordered_json;
 
-constexpr char kTemplates[] = PACELINE_SHARED_DIR "/chat_templates/";
+const std::string kTemplates =
+    ::paceline::testing::SharedPath("chat_templates/");
 
 std::string ReadTemplate(const std::string& file) {
   std::string source = testing::ReadFile(kTemplates + file);

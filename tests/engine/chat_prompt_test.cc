@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/run_command.h"
@@ -230,8 +231,9 @@ Json Reference(const std::string& source, const Json& context) {
 }
 
 TEST_F(ChatPromptTest, RealTemplateMatchesJinja2AndKeepsInjectionPlain) {
-  const std::string source = ::paceline::testing::ReadFile(
-      PACELINE_SHARED_DIR "/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  const std::string source =
+      ::paceline::testing::ReadFile(::paceline::testing::SharedPath(
+          "chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
   ASSERT_FALSE(source.empty());
   auto chat_template = ChatTemplate::Parse(source);
   ASSERT_TRUE(chat_template.ok()) << chat_template.status();

@@ -19,6 +19,7 @@
 #include "engine/tokenizer/chat_template.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/chat_template_reference.h"
 
 namespace paceline::engine {
@@ -124,9 +125,10 @@ TEST(ChatTemplateOracleTest, MatchesJinja2OnEveryTemplateAndConversation) {
   ASSERT_FALSE(templates.empty());
   std::vector<Conversation> conversations = LoadConversations(
       std::string(kChatTemplateDir) + "/conversations.json", true);
-  for (Conversation& c : LoadConversations(
-           PACELINE_SOURCE_DIR "/tests/engine/data/chat_conversations.json",
-           false)) {
+  for (Conversation& c :
+       LoadConversations(::paceline::testing::SourcePath(
+                             "tests/engine/data/chat_conversations.json"),
+                         false)) {
     conversations.push_back(std::move(c));
   }
 

@@ -15,6 +15,7 @@
 #include "engine/model/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -361,7 +362,7 @@ TEST(GgufFileTest, OpenMapsAFileAndNamesItInErrors) {
 // (metadata only, no tensors) with the largest arrays we have at hand.
 TEST(GgufFileTest, ParsesEveryVocabFileInShared) {
   const std::filesystem::path dir =
-      std::filesystem::path(PACELINE_SHARED_DIR) / "vocab";
+      std::filesystem::path(::paceline::testing::SharedDir()) / "vocab";
   if (!std::filesystem::is_directory(dir)) {
     GTEST_SKIP() << "no vocab files at " << dir.string();
   }

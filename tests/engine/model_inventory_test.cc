@@ -19,6 +19,7 @@
 #include "engine/model/weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/gguf_builder.h"
 
 namespace paceline::engine {
@@ -205,7 +206,7 @@ TEST(ModelInventoryTest, AnUnknownKeyIsNamedInAWarning) {
 // Every model in ../shared: it loads with nothing refused or warned about,
 // or (an architecture not supported yet) is refused by name.
 TEST(ModelInventoryTest, EverySharedModelIsClean) {
-  const std::filesystem::path shared = PACELINE_SHARED_DIR;
+  const std::filesystem::path shared = ::paceline::testing::SharedDir();
   std::vector<std::filesystem::path> files;
   for (const char* dir : {"models", "oracle/models"}) {
     if (!std::filesystem::is_directory(shared / dir)) continue;

@@ -15,11 +15,12 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::engine {
 namespace {
 
-const std::string kVocabDir = PACELINE_SHARED_DIR "/vocab";
+const std::string kVocabDir = ::paceline::testing::SharedPath("vocab");
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -83,7 +84,8 @@ TEST_P(TokenizerConformanceTest, MatchesLlamaCpp) {
   const std::string base = kVocabDir + "/ggml-vocab-" + GetParam() + ".gguf";
   if (!std::filesystem::exists(base)) {
     GTEST_SKIP() << "conformance data not found: " << base
-                 << " (PACELINE_SHARED_DIR=" << PACELINE_SHARED_DIR << ")";
+                 << " (PACELINE_SHARED_DIR=" << ::paceline::testing::SharedDir()
+                 << ")";
   }
   auto file = GgufFile::Open(base);
   ASSERT_TRUE(file.ok()) << file.status();

@@ -20,6 +20,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_shapes.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::engine {
 namespace {
@@ -109,11 +110,12 @@ struct OracleFile {
   const char* dtype;
 };
 
-class RecipeOracleTest : public testing::TestWithParam<OracleFile> {};
+class RecipeOracleTest : public ::testing::TestWithParam<OracleFile> {};
 
 TEST_P(RecipeOracleTest, MatchesTheFilesTypesAndBytes) {
-  const std::string path = absl::StrCat(PACELINE_SHARED_DIR, "/oracle/models/",
-                                        GetParam().file, ".gguf");
+  const std::string path =
+      absl::StrCat(::paceline::testing::SharedDir(), "/oracle/models/",
+                   GetParam().file, ".gguf");
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   if (!file.ok()) GTEST_SKIP() << "no oracle file: " << file.status();
   absl::StatusOr<ModelConfig> config = ModelConfigFromGguf(**file);
@@ -144,14 +146,14 @@ TEST_P(RecipeOracleTest, MatchesTheFilesTypesAndBytes) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, RecipeOracleTest,
-    testing::Values(OracleFile{"llama-base-q4_k_m", "q4_k_m"},
+    ::testing::Values(OracleFile{"llama-base-q4_k_m", "q4_k_m"},
                     OracleFile{"llama-base-q5_k_m", "q5_k_m"},
                     OracleFile{"llama-base-q3_k_m", "q3_k_m"},
                     OracleFile{"llama-base-q2_k", "q2_k"},
                     OracleFile{"llama-llama3rope-q4_k_m", "q4_k_m"},
                     OracleFile{"qwen2-base-q4_k_m", "q4_k_m"},
                     OracleFile{"qwen3-base-q4_k_m", "q4_k_m"}),
-    [](const testing::TestParamInfo<OracleFile>& info) {
+    [](const ::testing::TestParamInfo<OracleFile>& info) {
       std::string name = info.param.file;
       for (char& ch : name) {
         if (ch == '-') ch = '_';

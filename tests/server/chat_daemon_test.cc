@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "paceline/v1/paceline.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/chat_template_reference.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
@@ -34,8 +35,8 @@ using ::paceline::testing::MakeClientContext;
 using Json = nlohmann::ordered_json;
 
 constexpr char kKey[] = "chat-test-key";
-constexpr char kTemplate[] =
-    PACELINE_SHARED_DIR "/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja";
+const std::string kTemplate = ::paceline::testing::SharedPath(
+    "chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja");
 
 std::vector<std::string> Args(std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--model",     kStories260KPath,
@@ -168,7 +169,7 @@ TEST_F(ChatDaemonTest, ChatAnswersAsItsRenderedPromptSentAsText) {
 // streamed or not, and GetModelInfo names the template's output parsers.
 TEST_F(ChatDaemonTest, AGgufWithItsOwnTemplateAnswersAsItsRenderingAsText) {
   const std::string qwen3 =
-      PACELINE_SHARED_DIR "/chat_templates/Qwen-Qwen3-0.6B.jinja";
+      ::paceline::testing::SharedPath("chat_templates/Qwen-Qwen3-0.6B.jinja");
   auto gguf = ::paceline::testing::AddStringMetadata(
       ::paceline::testing::ReadFile(kStories260KPath),
       {{"tokenizer.chat_template", ::paceline::testing::ReadFile(qwen3)}});

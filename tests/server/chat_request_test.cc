@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 
 namespace paceline::server {
@@ -88,7 +89,7 @@ v1::Chat ToProto(const Json& entry, Json* expected) {
 
 TEST(ChatRequestTest, ConversationsJsonRoundTrip) {
   const std::string text = ::paceline::testing::ReadFile(
-      PACELINE_SHARED_DIR "/chat_templates/conversations.json");
+      ::paceline::testing::SharedPath("chat_templates/conversations.json"));
   const Json conversations = Json::parse(text, nullptr, false);
   ASSERT_TRUE(conversations.is_array()) << "conversations.json missing";
   ASSERT_GE(conversations.size(), 12u);
@@ -251,8 +252,9 @@ TEST(ChatRequestTest, ErrorsNameTheField) {
       absl::StrAppend(&params, i == 0 ? "" : ",", "\"p", i, "\":{}");
     }
     c.mutable_tools(0)->mutable_function()->set_parameters(params + "}");
-    ExpectInvalid(c, "chat.tools[0].function.parameters has more than 4096 "
-                     "keys");
+    ExpectInvalid(c,
+                  "chat.tools[0].function.parameters has more than 4096 "
+                  "keys");
   }
 }
 

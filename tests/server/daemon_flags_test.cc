@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/sha256.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 
 namespace paceline::server {
@@ -270,7 +271,7 @@ TEST(DaemonFlagsTest, NothingConfiguredFails) {
 
 TEST(DaemonFlagsTest, SampleConfigLoads) {
   const std::string sample =
-      std::string(PACELINE_SOURCE_DIR) + "/deploy/config/pacelined.textproto";
+      ::paceline::testing::SourcePath("deploy/config/pacelined.textproto");
   absl::StatusOr<DaemonOptions> options =
       Parse({"--config", sample, "--model", "dummy:stories15m"});
   ASSERT_TRUE(options.ok()) << options.status();

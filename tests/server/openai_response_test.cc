@@ -17,12 +17,13 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "server/openai/openai_json.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::server::openai {
 namespace {
 
 const std::string kSpmVocab =
-    PACELINE_SHARED_DIR "/vocab/ggml-vocab-llama-spm.gguf";
+    ::paceline::testing::SharedPath("vocab/ggml-vocab-llama-spm.gguf");
 // U+1F999 LLAMA: not in the vocabulary, so it is spelled in byte tokens.
 constexpr char kLlama[] = "\xF0\x9F\xA6\x99";
 constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD

@@ -12,11 +12,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::testing {
 
-inline constexpr char kChatTemplateDir[] =
-    PACELINE_SHARED_DIR "/chat_templates";
+inline const std::string kChatTemplateDir = SharedPath("chat_templates");
 
 // The time render_reference.py's strftime_now formats: 2026-01-15 12:00.
 absl::Time ReferenceNow();

@@ -19,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 extern char** environ;
 
@@ -38,9 +39,7 @@ int ExitCode(int status) {
 
 }  // namespace
 
-std::string PacelinedPath() {
-  return std::string(PACELINE_BINARY_DIR) + "/server/pacelined";
-}
+std::string PacelinedPath() { return BinaryPath("server/pacelined"); }
 
 DaemonProcess::DaemonProcess(std::string binary) : binary_(std::move(binary)) {}
 

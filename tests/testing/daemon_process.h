@@ -31,7 +31,7 @@
 
 namespace paceline::testing {
 
-// The build's daemon: PACELINE_BINARY_DIR "/server/pacelined".
+// The build's daemon: server/pacelined in the build folder.
 std::string PacelinedPath();
 
 // Owns one pacelined process. Its stderr goes to a pipe that a background

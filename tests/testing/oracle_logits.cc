@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "engine/forward_batch.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::testing {
 namespace {
@@ -99,7 +100,7 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
 }  // namespace
 
 std::filesystem::path OracleDir() {
-  return std::filesystem::path(PACELINE_SHARED_DIR) / "oracle";
+  return std::filesystem::path(SharedDir()) / "oracle";
 }
 
 std::vector<std::filesystem::path> OracleModelFiles() {

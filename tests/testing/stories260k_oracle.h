@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/build_paths.h"
+
 namespace paceline::testing {
 
 inline const std::string kStories260KPath =
-    PACELINE_SHARED_DIR "/models/stories260K.gguf";
+    SharedPath("models/stories260K.gguf");
 
 // Whether kStories260KPath can be read (tests skip without it).
 inline bool HaveStories260K() {

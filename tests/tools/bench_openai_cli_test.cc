@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
@@ -24,8 +25,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr char kKey[] = "fake-key";
-constexpr char kServer[] =
-    PACELINE_SOURCE_DIR "/tests/tools/fake_openai_server.py";
+const std::string kServer =
+    ::paceline::testing::SourcePath("tests/tools/fake_openai_server.py");
 
 Json ParseJson(const std::string& text) {
   return Json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/chat_template_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gguf_builder.h"
@@ -28,7 +29,7 @@ using ::testing::StartsWith;
 using Json = nlohmann::ordered_json;
 
 const std::string kChatTemplates =
-    std::string(PACELINE_SHARED_DIR) + "/chat_templates";
+    ::paceline::testing::SharedPath("chat_templates");
 
 // A ChatML-like template of our own: roles, content as text or parts, tool
 // calls, a generation prompt, bos_token.

@@ -7,6 +7,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/model.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -114,11 +115,11 @@ TEST(InspectCommandErrorsTest, UsageErrors) {
 // 8 x 3 x 256 x 256; plus embedding, output (512 x 256 each) and the final
 // norm. Active: 2 of the 8 experts.
 TEST(InspectMoeTest, CountsEveryExpertAndTheActiveOnes) {
-  const std::string path = std::string(PACELINE_SHARED_DIR) +
-                           "/oracle/models/qwen3moe-base-f32.gguf";
+  const std::string path =
+      ::paceline::testing::SharedPath("oracle/models/qwen3moe-base-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
-  const int64_t layer = 2 * 256 + 2 * 64 + 2 * 65536 + 2 * 32768 + 2048 +
-                        8 * 3 * 65536;
+  const int64_t layer =
+      2 * 256 + 2 * 64 + 2 * 65536 + 2 * 32768 + 2048 + 8 * 3 * 65536;
   const int64_t total = 2 * layer + 2 * 131072 + 256;
   const int64_t active = total - 2 * 6 * 3 * 65536;
   const CommandResult r = RunPaceline({"inspect", path});

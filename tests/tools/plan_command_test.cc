@@ -16,6 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/model.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
 #include "tests/testing/stories260k_oracle.h"
@@ -331,8 +332,8 @@ TEST(PlanCommandTest, GgufFileUsesItsTensorBytes) {
 // file (counts as in inspect_command_test): 3,806,720 weights, 4 bytes
 // each; read per token: all but the embedding and 6 of 8 experts.
 TEST(PlanCommandTest, MoeFileCountsAllExpertsAndReadsTheActiveOnes) {
-  const std::string path = std::string(PACELINE_SHARED_DIR) +
-                           "/oracle/models/qwen3moe-base-f32.gguf";
+  const std::string path =
+      ::paceline::testing::SharedPath("oracle/models/qwen3moe-base-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
   const PlanReport r =
       PlanJson({"--model", path, "--context=256", "--sequences=1"});
@@ -367,8 +368,8 @@ TEST(PlanCommandTest, MoeDummyShapeReadsTheActiveWeights) {
   EXPECT_EQ(r.memory_plan().weights_bytes(),
             static_cast<uint64_t>((r.info().parameters() + 31) / 32 * 34));
   EXPECT_EQ(r.weights_read_bytes_per_token(),
-            static_cast<uint64_t>((r.active_parameters() - 32000 * 768 + 31) / 32 *
-                                  34));
+            static_cast<uint64_t>((r.active_parameters() - 32000 * 768 + 31) /
+                                  32 * 34));
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/engine/cuda/cuda_test_util.h"
 #include "tests/engine/cuda/file_type_weights.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::engine::cuda {
@@ -183,7 +184,7 @@ TEST_F(CudaMoeFileTest, OracleQwen3MoeFilesMatchCpu) {
         std::pair<const char*, double>{"qwen3moe-base-q8_0", 5e-2}}) {
     SCOPED_TRACE(name);
     const std::string path =
-        std::string(PACELINE_SHARED_DIR) + "/oracle/models/" + name + ".gguf";
+        ::paceline::testing::SharedPath("oracle/models/") + name + ".gguf";
     auto model = OpenModel(path);
     if (!model.ok()) GTEST_SKIP() << path << ": " << model.status();
     CudaEngineOptions options;
@@ -370,8 +371,8 @@ class CudaKQuantFileTest : public testing::GpuTest,
                            public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
-  const std::string path = std::string(PACELINE_SHARED_DIR) +
-                           "/oracle/models/" + GetParam() + ".gguf";
+  const std::string path =
+      ::paceline::testing::SharedPath("oracle/models/") + GetParam() + ".gguf";
   auto quantized = testing::LoadRetyped(path, testing::ViewTypes::kFileTypes);
   if (!quantized.ok() && absl::IsNotFound(quantized.status())) {
     GTEST_SKIP() << quantized.status();
@@ -534,8 +535,8 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
       EXPECT_EQ(tokens[s], SampleRow(row, sampling[s])) << "row " << s;
     } else {
       EXPECT_EQ(tokens[s], -5) << "row " << s;
-      EXPECT_TRUE(std::equal(row.begin(), row.end(),
-                             returned.begin() + s * vocab))
+      EXPECT_TRUE(
+          std::equal(row.begin(), row.end(), returned.begin() + s * vocab))
           << "row " << s;
     }
   }

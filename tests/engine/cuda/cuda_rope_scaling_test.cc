@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/engine_test_util.h"
 #include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::engine::cuda {
 namespace {
@@ -29,8 +30,8 @@ class CudaRopeScalingTest : public testing::GpuTest,
 
 TEST_P(CudaRopeScalingTest, MatchesCpuOverPrefillAndDecode) {
   const std::filesystem::path path =
-      std::filesystem::path(PACELINE_SHARED_DIR) / "oracle" / "models" /
-      (std::string(GetParam()) + ".gguf");
+      std::filesystem::path(::paceline::testing::SharedDir()) / "oracle" /
+      "models" / (std::string(GetParam()) + ".gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
   auto model = OpenModel(path.string());
   ASSERT_TRUE(model.ok()) << model.status();
