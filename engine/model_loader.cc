@@ -1,13 +1,10 @@
 #include "engine/model_loader.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/model/model_shapes.h"
@@ -18,12 +15,8 @@ namespace {
 
 absl::StatusOr<ModelChatTemplates> ReadChatTemplateFile(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read chat template file '",
-                                            path, "': ", std::strerror(errno)));
-  }
-  const std::string source(std::istreambuf_iterator<char>(in), {});
+  ASSIGN_OR_RETURN(const std::string source,
+                   ReadWholeFile(path, "chat template file"));
   return ChatTemplatesFromSource(path, source);
 }
 

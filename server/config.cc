@@ -4,10 +4,6 @@
 #include "server/config.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -16,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/files.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -133,17 +130,8 @@ std::string ConfigSource::Describe(absl::string_view field_path) const {
 }
 
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    std::string message = absl::StrCat("cannot read config file '", path,
-                                       "': ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES) return absl::PermissionDeniedError(message);
-    return absl::InvalidArgumentError(message);
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadWholeFile(path, "config file"));
 
   ParsedConfigFile parsed;
   parsed.source.file_ = path;
@@ -152,7 +140,7 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(const std::string& path) {
   TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&parsed.source.positions_->tree);
-  if (!parser.ParseFromString(text.str(), &parsed.config)) {
+  if (!parser.ParseFromString(text, &parsed.config)) {
     if (errors.errors().empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": not a valid paceline.v1.ServerConfig"));

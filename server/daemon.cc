@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/backend.h"
 #include "engine/model_loader.h"
@@ -60,12 +60,6 @@ int Fail(int code, absl::string_view what, const absl::Status& status) {
   return code;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const v1::ServerConfig::Tls& tls) {
   if (tls.cert_file().empty()) return grpc::InsecureServerCredentials();
@@ -74,11 +68,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.private_key, ReadFile(tls.key_file()));
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(tls.cert_file()));
+  ASSIGN_OR_RETURN(pair.private_key, ReadWholeFile(tls.key_file()));
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadWholeFile(tls.cert_file()));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!tls.client_ca_file().empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.client_ca_file()));
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadWholeFile(tls.client_ca_file()));
   }
   return grpc::SslServerCredentials(options);
 }
@@ -385,8 +379,8 @@ int Daemon::StartHttp() {
   http::HttpServerOptions o;
   o.listen = h.listen();
   if (!tls.cert_file().empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(tls.cert_file());
-    absl::StatusOr<std::string> key = ReadFile(tls.key_file());
+    absl::StatusOr<std::string> cert = ReadWholeFile(tls.cert_file());
+    absl::StatusOr<std::string> key = ReadWholeFile(tls.key_file());
     if (!cert.ok() || !key.ok()) {
       return Fail(kExitUsage, "http tls",
                   !cert.ok() ? cert.status() : key.status());
@@ -394,7 +388,7 @@ int Daemon::StartHttp() {
     o.cert_pem = *std::move(cert);
     o.key_pem = *std::move(key);
     if (!tls.client_ca_file().empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(tls.client_ca_file());
+      absl::StatusOr<std::string> ca = ReadWholeFile(tls.client_ca_file());
       if (!ca.ok()) return Fail(kExitUsage, "http tls", ca.status());
       o.client_ca_pem = *std::move(ca);
     }

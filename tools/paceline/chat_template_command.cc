@@ -3,9 +3,7 @@
 // debugging templates.
 
 #include <cstdint>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/chat_prompt.h"
@@ -160,19 +159,10 @@ absl::StatusOr<Json> ParseJson(const std::string& text,
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", sax.error()));
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return bytes;
-}
-
 // The --messages file as template variables: an array is `messages`; an
 // object is taken whole and must have an array `messages`.
 absl::StatusOr<Json> ReadMessages(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
   ASSIGN_OR_RETURN(Json value, ParseJson(text, path));
   if (value.is_array()) return Json{{"messages", std::move(value)}};
   if (!value.is_object()) {
@@ -245,7 +235,7 @@ absl::StatusOr<Inputs> LoadInputs(const Flags& f, bool tools) {
   }
   if (f.template_file) {
     in.template_name = *f.template_file;
-    ASSIGN_OR_RETURN(in.template_source, ReadFile(*f.template_file));
+    ASSIGN_OR_RETURN(in.template_source, ReadWholeFile(*f.template_file));
     return in;
   }
   RETURN_IF_ERROR(LoadModelTemplate(*f.model, tools, in));
@@ -286,7 +276,7 @@ absl::Status Prefixed(absl::string_view where, const absl::Status& status) {
 absl::StatusOr<std::optional<Json>> ReadTools(
     const std::optional<std::string>& path) {
   if (!path) return std::nullopt;
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(*path));
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(*path));
   ASSIGN_OR_RETURN(Json tools, ParseJson(text, *path));
   if (!tools.is_array()) {
     return absl::InvalidArgumentError(

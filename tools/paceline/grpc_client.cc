@@ -1,9 +1,8 @@
 #include "tools/paceline/grpc_client.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/status_macros.h"
 
 namespace paceline::tools {
 
@@ -12,13 +11,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
   if (tls_ca.empty()) {
     return grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   }
-  std::ifstream in(tls_ca, std::ios::binary);
-  std::ostringstream pem;
-  if (!in || !(pem << in.rdbuf())) {
-    return absl::NotFoundError(absl::StrCat("cannot read --tls-ca ", tls_ca));
-  }
   grpc::SslCredentialsOptions options;
-  options.pem_root_certs = pem.str();
+  ASSIGN_OR_RETURN(options.pem_root_certs, ReadWholeFile(tls_ca, "--tls-ca"));
   return grpc::CreateChannel(server, grpc::SslCredentials(options));
 }
 
