@@ -172,7 +172,7 @@ class Request {
   // Valid once finished by a cancel.
   CancelReason cancel_reason() const { return cancel_reason_; }
 
-  // This step's draft tokens (scheduler.h, Speculative decoding): set by
+  // This step's draft tokens (scheduler.cc, AddDrafts): set by
   // Schedule after the request's last token, cleared by Update.
   absl::Span<const int32_t> draft() const { return draft_; }
   void set_draft(absl::Span<const int32_t> draft) {
@@ -188,7 +188,7 @@ class Request {
   // tokens / pace; 0 when unpaced.
   double Slack() const;
 
-  // --- Group (scheduler.h: Groups) ---------------------------------------
+  // --- Group (scheduler_group.cc) -----------------------------------------
   // This request and the children it holds.
   int32_t group_size() const { return 1 + static_cast<int32_t>(held_.size()); }
   bool holds_children() const { return !held_.empty(); }
@@ -203,7 +203,7 @@ class Request {
 
   // --- Transitions (the scheduler calls these) -------------------------
   // kWaiting -> kRunning with a lease covering a prefix of tokens() (all of
-  // them, or less for a group's parent, see scheduler.h); the lease's
+  // them, or less for a group's parent, see scheduler_group.cc); the lease's
   // computed tokens — its cached prefix, or its source's progress for a
   // fork — count as computed. Usage counts its cached prefix.
   void Start(kvpager::BlockLease lease, absl::Time now);
@@ -251,7 +251,7 @@ class Request {
   engine::SequenceSampler sampler_;
   engine::IncrementalDetokenizer detokenizer_;
   std::vector<int32_t> draft_;  // this step's draft tokens
-  std::string held_text_;  // text held back for a possible stop string
+  std::string held_text_;       // text held back for a possible stop string
   std::string scratch_text_;
   bool prompt_charged_ = false;
   bool reserved_ = false;  // of the tenant's tokens per minute

@@ -224,7 +224,59 @@ std::unique_ptr<Request> Scheduler::TakeRunning(Request* r) {
 
 // --- Schedule ----------------------------------------------------------------
 
-// The algorithm is described at the top of scheduler.h.
+// A step (Schedule):
+//   budgets: max_batched_tokens tokens, max_running sequences.
+//   1. Running requests, in admission order — or, under overload (more
+//      running requests than tokens), by priority class, then slack
+//      (buffered undelivered tokens / pace, least first; unpaced = 0), then
+//      arrival. (Admission never lets running requests outnumber the
+//      budget, so overload comes from lowering it: set_max_batched_tokens.)
+//      Each is granted the rest of its uncomputed tokens (a decode
+//      token, or the rest of its prompt) but keeps one token of the budget
+//      for each request after it, so a long prefill chunk never starves a
+//      decode. A prefill chunk (more than one token) also leaves, up to the
+//      admission reserve (SchedulerOptions::admission_reserve of the
+//      budget), the prefill tokens that other tenants' requests after it
+//      could take beyond that one, and those of other tenants' waiting
+//      requests that could be admitted now (room under max_running and for
+//      their blocks; each tenant's in its admission order, until they
+//      cover the reserve): other tenants' short prompts are admitted and
+//      sampled beside a long prefill instead of after it.
+//      Decodes are never cut; what a chunk leaves is only what others can
+//      take, so with nothing else wanting tokens a prefill takes the whole
+//      budget; and a tenant's own prompts still prefill one after another
+//      (the next one's prefill overlapping the last one's decode). If the pager
+//      cannot grow the request's blocks (or only into the reserve, below),
+//      running requests are preempted by recompute — victim: lowest priority
+//      class, then latest arrival, possibly the request itself, never a
+//      readmitted request — until it can: the victim's lease is destroyed and
+//      it goes back to the front of its tenant queue. A victim already granted
+//      tokens this step gives them back.
+//   2. Unless something was preempted (no blocks to spare), waiting
+//      requests are admitted in fair-share order (tenant_queues.h; a
+//      tenant's next request only once its tokens-per-minute bucket holds
+//      the request's reservation, prompt + max_tokens, which admission
+//      takes) into the leftover budget, each taking what it can of its
+//      prompt (chunked prefill; the blocks of the whole prompt are
+//      allocated at admission, its cached prefix counting as computed); a
+//      request whose blocks cannot be allocated (or only into the reserve)
+//      stays at the front of its queue and admission stops. A prompt
+//      longer than the admission reserve is a chunk too: it leaves what
+//      other tenants' waiting prompts can take; left only that, its tenant
+//      is passed over for this step (and its demand no longer counts, so
+//      two tenants' long prompts never both give way).
+//   3. Speculative decoding (below): running requests that asked for it
+//      may take draft tokens from what is left of the budget.
+//
+// Update: for each scheduled request, its granted tokens become computed
+// (the pager hears MarkComputed); a request whose grant reached its last
+// token takes its logits row's sampled token, which passes the stop checks
+// (request.h) and goes to its sink — or, when the row holds a sampling
+// error, finishes with kError. A failed step (StepTokens::status) finishes
+// every request of the plan with kError. A finished request's lease is
+// destroyed at once, and what its reservation did not use goes back to its
+// tenant's token budget (TenantQueues::ReturnUnused). Generated tokens are
+// charged to fair share as they are sampled, never to the budget again.
 const StepPlan& Scheduler::Schedule() {
   plan_.Clear();
   in_step_ = true;
@@ -244,7 +296,7 @@ const StepPlan& Scheduler::Schedule() {
     if (r->state() != RequestState::kRunning) continue;  // preempted already
     const int32_t keep = static_cast<int32_t>(order_.size() - 1 - i);
     const int32_t max = MaxGrant(*r);
-    // A prefill chunk leaves room for the prefills after it (see the top).
+    // A prefill chunk leaves room for the prefills after it (above).
     const int32_t leave =
         max > 1 ? std::min(admission_reserve_tokens_, demand_after_[i]) : 0;
     const int32_t n = std::min(max, std::max(1, budget - keep - leave));
@@ -380,10 +432,22 @@ bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
   return true;
 }
 
+// Preemption is bounded: a request is preempted at most once, so it
+// recomputes at most the tokens it had computed then (prompt + max_tokens
+// - 2), less what the prefix cache kept (Usage::recomputed_tokens). A
+// preempted request is readmitted only when the pager's available blocks
+// (free + evictable cached) cover, beside the reserve, every block it can
+// ever hold: prompt + max_tokens - 1 positions. While it runs, the blocks
+// it may still take are the reserve: every other admission and growth
+// must leave them available (counted as if no block were a cache hit), so
+// it grows without preempting and is never a victim — whatever its class.
+// The cost: under pressure a readmission waits for room to finish (and
+// blocks admission behind it), and a readmitted request that stops early
+// held its reserve idle.
 Request* Scheduler::PickVictim(Request* self) const {
   Request* victim = nullptr;
   for (const auto& r : running_) {
-    if (IsReadmitted(*r)) continue;  // never preempted twice (see the top)
+    if (IsReadmitted(*r)) continue;  // never preempted twice (above)
     if (victim == nullptr ||
         std::make_pair(r->priority(), r->arrival_seq()) >
             std::make_pair(victim->priority(), victim->arrival_seq())) {
@@ -434,11 +498,10 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
 }
 
 void Scheduler::Grant(Request* r, int32_t num_tokens, int32_t* budget) {
-  plan_.scheduled.push_back(
-      ScheduledRequest{.request = r,
-                       .num_tokens = num_tokens,
-                       .num_draft = 0,
-                       .logits_row = -1});
+  plan_.scheduled.push_back(ScheduledRequest{.request = r,
+                                             .num_tokens = num_tokens,
+                                             .num_draft = 0,
+                                             .logits_row = -1});
   *budget -= num_tokens;
 }
 
@@ -514,6 +577,31 @@ void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
   }
 }
 
+// Speculative decoding (RequestSpec::max_draft_tokens; n-gram drafts,
+// ngram_proposer.h): once a step's grants and admissions are made, a
+// request granted its one next token may append up to max_draft_tokens
+// draft tokens to its slice, in plan order, while the step's tokens stay
+// within SchedulerOptions::speculation_max_step_tokens and the budget: the
+// drafts ride on a small step, where the engine reads every weight for
+// each token anyway and runs a few more tokens at almost no cost, and a
+// large (compute-bound) step takes none, so speculation never lowers
+// aggregate throughput. No draft past max_tokens, none in a step that
+// preempted, and a draft's blocks only from free ones beside the reserve
+// (never evicting the prefix cache, never preempting). The engine returns
+// a logits row for the last token and for each draft token; the sampling
+// stage samples the rows in order while each sampled token equals the
+// draft token after it, so a step yields 1 + (accepted drafts) tokens.
+// Each row is sampled exactly as without speculation (the same sampler
+// step, history and uniform), so the output is the same token for token,
+// greedy or sampled: for a draft given as one token x, drawing t from the
+// model's distribution p and accepting iff t == x is the standard
+// accept/reject rule (accept with probability min(1, p(x) / q(x)) = p(x))
+// with the residual distribution (p without x, renormalized) on a reject.
+// Update appends the accepted tokens through the stop checks (a stop ends
+// them), counts the drafts' K/V as computed only up to the last accepted
+// one, and truncates the lease there (KvPager::Truncate), freeing the
+// rejected drafts' blocks. Drafts reserve nothing: an accepted one is a
+// generated token, within max_tokens and so within the reservation.
 void Scheduler::AddDrafts(int32_t* budget) {
   if (speculation_max_step_tokens_ == 0) return;
   // The budget started at max_batched_tokens_; what is gone is granted.
@@ -617,7 +705,7 @@ void Scheduler::Update(const StepTokens& tokens) {
     assert(marked.ok());
     (void)marked;
     // A parent's fork point: its lease's tokens, the prompt but the last,
-    // are computed (scheduler.h, Groups).
+    // are computed (scheduler_group.cc).
     if (r->holds_children() &&
         r->num_computed_tokens() == r->lease().num_tokens()) {
       ForkChildren(r, now);

@@ -7,133 +7,27 @@
 // of plan.copies, then Engine::Forward or ForwardAndSample) and the
 // sampling stage (step_sampler.h) turns its output into StepTokens.
 //
-// A step (Schedule):
-//   budgets: max_batched_tokens tokens, max_running sequences.
-//   1. Running requests, in admission order — or, under overload (more
-//      running requests than tokens), by priority class, then slack
-//      (buffered undelivered tokens / pace, least first; unpaced = 0), then
-//      arrival. (Admission never lets running requests outnumber the
-//      budget, so overload comes from lowering it: set_max_batched_tokens.)
-//      Each is granted the rest of its uncomputed tokens (a decode
-//      token, or the rest of its prompt) but keeps one token of the budget
-//      for each request after it, so a long prefill chunk never starves a
-//      decode. A prefill chunk (more than one token) also leaves, up to the
-//      admission reserve (SchedulerOptions::admission_reserve of the
-//      budget), the prefill tokens that other tenants' requests after it
-//      could take beyond that one, and those of other tenants' waiting
-//      requests that could be admitted now (room under max_running and for
-//      their blocks; each tenant's in its admission order, until they
-//      cover the reserve): other tenants' short prompts are admitted and
-//      sampled beside a long prefill instead of after it.
-//      Decodes are never cut; what a chunk leaves is only what others can
-//      take, so with nothing else wanting tokens a prefill takes the whole
-//      budget; and a tenant's own prompts still prefill one after another
-//      (the next one's prefill overlapping the last one's decode). If the pager
-//      cannot grow the request's blocks (or only into the reserve, below),
-//      running requests are preempted by recompute — victim: lowest priority
-//      class, then latest arrival, possibly the request itself, never a
-//      readmitted request — until it can: the victim's lease is destroyed and
-//      it goes back to the front of its tenant queue. A victim already granted
-//      tokens this step gives them back.
-//   2. Unless something was preempted (no blocks to spare), waiting
-//      requests are admitted in fair-share order (tenant_queues.h; a
-//      tenant's next request only once its tokens-per-minute bucket holds
-//      the request's reservation, prompt + max_tokens, which admission
-//      takes) into the leftover budget, each taking what it can of its
-//      prompt (chunked prefill; the blocks of the whole prompt are
-//      allocated at admission, its cached prefix counting as computed); a
-//      request whose blocks cannot be allocated (or only into the reserve)
-//      stays at the front of its queue and admission stops. A prompt
-//      longer than the admission reserve is a chunk too: it leaves what
-//      other tenants' waiting prompts can take; left only that, its tenant
-//      is passed over for this step (and its demand no longer counts, so
-//      two tenants' long prompts never both give way).
+// The contract:
+//   - A step holds at most max_batched_tokens tokens and max_running
+//     sequences. Running requests come first and a decode is never cut; a
+//     long prefill is chunked and leaves room for other tenants' prompts
+//     (admission_reserve); waiting requests are admitted in fair-share
+//     order (tenant_queues.h), each once its token budget holds prompt +
+//     max_tokens.
+//   - Out of KV blocks, running requests are preempted by recompute; a
+//     request is preempted at most once, and readmitted only when it can
+//     finish (scheduler.cc, PickVictim).
+//   - Speculative drafts ride on small steps only and change no output
+//     (scheduler.cc, AddDrafts).
+//   - A group (OpenAI's `n`) is admitted whole and forks after its prompt
+//     (scheduler_group.cc).
+//   - Update makes granted tokens computed, runs the stop checks
+//     (request.h) and hands sampled tokens to the sinks; a finished
+//     request's blocks are freed and its unused reservation returned at
+//     once.
 //
-// Preemption is bounded: a request is preempted at most once, so it
-// recomputes at most the tokens it had computed then (prompt + max_tokens
-// - 2), less what the prefix cache kept (Usage::recomputed_tokens). A
-// preempted request is readmitted only when the pager's available blocks
-// (free + evictable cached) cover, beside the reserve, every block it can
-// ever hold: prompt + max_tokens - 1 positions. While it runs, the blocks
-// it may still take are the reserve: every other admission and growth
-// must leave them available (counted as if no block were a cache hit), so
-// it grows without preempting and is never a victim — whatever its class.
-// The cost: under pressure a readmission waits for room to finish (and
-// blocks admission behind it), and a readmitted request that stops early
-// held its reserve idle.
-//   3. Speculative decoding (below): running requests that asked for it
-//      may take draft tokens from what is left of the budget.
-// Update: for each scheduled request, its granted tokens become computed
-// (the pager hears MarkComputed); a request whose grant reached its last
-// token takes its logits row's sampled token, which passes the stop checks
-// (request.h) and goes to its sink — or, when the row holds a sampling
-// error, finishes with kError. A failed step (StepTokens::status) finishes
-// every request of the plan with kError. A finished request's lease is
-// destroyed at once, and what its reservation did not use goes back to its
-// tenant's token budget (TenantQueues::ReturnUnused). Generated tokens are
-// charged to fair share as they are sampled, never to the budget again.
-//
-// Speculative decoding (RequestSpec::max_draft_tokens; n-gram drafts,
-// ngram_proposer.h): once a step's grants and admissions are made, a
-// request granted its one next token may append up to max_draft_tokens
-// draft tokens to its slice, in plan order, while the step's tokens stay
-// within SchedulerOptions::speculation_max_step_tokens and the budget: the
-// drafts ride on a small step, where the engine reads every weight for
-// each token anyway and runs a few more tokens at almost no cost, and a
-// large (compute-bound) step takes none, so speculation never lowers
-// aggregate throughput. No draft past max_tokens, none in a step that
-// preempted, and a draft's blocks only from free ones beside the reserve
-// (never evicting the prefix cache, never preempting). The engine returns
-// a logits row for the last token and for each draft token; the sampling
-// stage samples the rows in order while each sampled token equals the
-// draft token after it, so a step yields 1 + (accepted drafts) tokens.
-// Each row is sampled exactly as without speculation (the same sampler
-// step, history and uniform), so the output is the same token for token,
-// greedy or sampled: for a draft given as one token x, drawing t from the
-// model's distribution p and accepting iff t == x is the standard
-// accept/reject rule (accept with probability min(1, p(x) / q(x)) = p(x))
-// with the residual distribution (p without x, renormalized) on a reject.
-// Update appends the accepted tokens through the stop checks (a stop ends
-// them), counts the drafts' K/V as computed only up to the last accepted
-// one, and truncates the lease there (KvPager::Truncate), freeing the
-// rejected drafts' blocks. Drafts reserve nothing: an accepted one is a
-// generated token, within max_tokens and so within the reservation.
-//
-// Groups (SubmitGroup; OpenAI's `n`): 1..kMaxGroupSize requests with the
-// same tenant, prompt, cache salt and priority, each with its own sink,
-// sampling (the caller seeds member i with seed + i) and stop conditions.
-// Member 0 is the parent: it is queued and admitted like any request and
-// holds the others, its children, until its fork point:
-//   Admission is whole: the parent is admitted only when its tenant's and
-//   the scheduler's max_running leave room for the whole group (until
-//   then the group waits at the front of its queue, as a request whose
-//   blocks do not fit does), so a group is never admitted in part. From
-//   then on the children hold running slots, without blocks.
-//   Fork point: the parent's lease covers its prompt but the last token,
-//   and it is granted no more; once those are computed, every child takes
-//   KvPager::Fork of that lease and runs from there as an ordinary request.
-//   Each member then appends the last prompt token itself (the shared
-//   partial block is copied on write by Append, into plan.copies: one copy
-//   per member but the last) and samples its first token from its own
-//   logits row. A 1-token prompt has nothing to share: at the parent's
-//   admission each child allocates its own block.
-//   Fallback: if the parent is preempted, cancelled or fails before the
-//   fork, or a child of a 1-token prompt gets no block, the children
-//   become ordinary requests at the front of their tenant's queue (they
-//   prefill themselves, mostly from the prefix cache). After the fork
-//   every member is on its own: preempted, recomputed, cancelled alone.
-//   Counting: a group is n requests for every limit and for fair share —
-//   n queued (max_queued), n running from the parent's admission
-//   (max_running of the tenant and of the scheduler), each member's prompt
-//   charged once (the children's at the fork or their own admission), each
-//   generated token as sampled. The token budget reserves every member's
-//   prompt + max_tokens at the parent's admission (a child that falls back
-//   keeps its reservation, like a preempted request); each member gives
-//   back its own unused part when it finishes. A group larger than its
-//   tenant's max_queued or max_running, or than the scheduler's
-//   max_running, can never be admitted whole: InvalidArgument (no retry
-//   can help). (One larger than the token bucket waits for a full bucket,
-//   tenant_queues.h.)
+// How a step is planned is written beside the code that does it
+// (scheduler.cc, Schedule).
 //
 // Rejected at submission, never left to hang: an unknown tenant, a bad
 // prompt / sampling / stop parameter (InvalidArgument); prompt + max_tokens

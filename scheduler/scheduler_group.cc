@@ -1,6 +1,41 @@
-// Scheduler's request groups (scheduler.h, "Groups"): submission, whole
-// admission, the fork point and the fallback. The rest of the scheduler is
-// in scheduler.cc.
+// Scheduler's request groups: submission, whole admission, the fork point
+// and the fallback. The rest of the scheduler is in scheduler.cc.
+//
+// Groups (SubmitGroup; OpenAI's `n`): 1..kMaxGroupSize requests with the
+// same tenant, prompt, cache salt and priority, each with its own sink,
+// sampling (the caller seeds member i with seed + i) and stop conditions.
+// Member 0 is the parent: it is queued and admitted like any request and
+// holds the others, its children, until its fork point:
+//   Admission is whole: the parent is admitted only when its tenant's and
+//   the scheduler's max_running leave room for the whole group (until
+//   then the group waits at the front of its queue, as a request whose
+//   blocks do not fit does), so a group is never admitted in part. From
+//   then on the children hold running slots, without blocks.
+//   Fork point: the parent's lease covers its prompt but the last token,
+//   and it is granted no more; once those are computed, every child takes
+//   KvPager::Fork of that lease and runs from there as an ordinary request.
+//   Each member then appends the last prompt token itself (the shared
+//   partial block is copied on write by Append, into plan.copies: one copy
+//   per member but the last) and samples its first token from its own
+//   logits row. A 1-token prompt has nothing to share: at the parent's
+//   admission each child allocates its own block.
+//   Fallback: if the parent is preempted, cancelled or fails before the
+//   fork, or a child of a 1-token prompt gets no block, the children
+//   become ordinary requests at the front of their tenant's queue (they
+//   prefill themselves, mostly from the prefix cache). After the fork
+//   every member is on its own: preempted, recomputed, cancelled alone.
+//   Counting: a group is n requests for every limit and for fair share —
+//   n queued (max_queued), n running from the parent's admission
+//   (max_running of the tenant and of the scheduler), each member's prompt
+//   charged once (the children's at the fork or their own admission), each
+//   generated token as sampled. The token budget reserves every member's
+//   prompt + max_tokens at the parent's admission (a child that falls back
+//   keeps its reservation, like a preempted request); each member gives
+//   back its own unused part when it finishes. A group larger than its
+//   tenant's max_queued or max_running, or than the scheduler's
+//   max_running, can never be admitted whole: InvalidArgument (no retry
+//   can help). (One larger than the token bucket waits for a full bucket,
+//   tenant_queues.h.)
 
 #include <algorithm>
 #include <cstdint>

@@ -183,20 +183,28 @@ bool ServingLoop::WaitForWork(std::vector<Command>* commands) {
     if (stopping_ && stop_mode_ == StopMode::kCancel) return false;
     if (!inbox_.empty()) break;
     if (scheduler_->HasRunnable()) break;
-    if (stopping_ && scheduler_->num_running() + scheduler_->num_waiting() == 0) {
+    if (stopping_ &&
+        scheduler_->num_running() + scheduler_->num_waiting() == 0) {
       return false;  // drained
     }
     // Idle: wait for a command, or for a token bucket to let a request in.
     const absl::Time next = scheduler_->NextAdmissibleTime();
+    idle_ = true;
     if (next == absl::InfiniteFuture()) {
       wake_.Wait(&mu_);
     } else {
       wake_.WaitWithTimeout(&mu_, next - clock_->Now());
     }
+    idle_ = false;
   }
   commands->swap(inbox_);
   intake_.OnInboxTaken();
   return true;
+}
+
+bool ServingLoop::AwaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&idle_), timeout);
 }
 
 bool ServingLoop::Step() {
@@ -232,8 +240,8 @@ absl::StatusOr<EngineOutput> ServingLoop::Forward(const StepPlan& plan) {
   return EngineOutput{logits, tokens_};
 }
 
-void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0,
-                             absl::Time t1, absl::Time t2, absl::Time t3) {
+void ServingLoop::ReportStep(const StepPlan& plan, absl::Time t0, absl::Time t1,
+                             absl::Time t2, absl::Time t3) {
   if (metrics_ == nullptr) return;
   StepStats stats;
   stats.schedule_time = t1 - t0;

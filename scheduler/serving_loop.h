@@ -115,7 +115,7 @@ class ServingLoop {
   // with a retry hint) without OnAccepted.
   absl::StatusOr<RequestId> Submit(RequestSpec spec);
   // Thread-safe. Submit for a group that shares one prompt (OpenAI's `n`;
-  // Scheduler's "Groups" in scheduler.h says how it runs and counts):
+  // scheduler_group.cc says how a group runs and counts):
   // checks Scheduler::CheckGroup (InvalidArgument unless 1..kMaxGroupSize
   // specs with one tenant, prompt, cache salt and priority and each its own
   // sink; InvalidArgument for a group larger than
@@ -132,6 +132,11 @@ class ServingLoop {
 
   // Thread-safe: the load as of the engine thread's last publication.
   LoadSnapshot Load() const;
+
+  // Thread-safe: waits until the engine thread is blocked waiting for work
+  // (nothing runnable, no command); false if it was not within `timeout`.
+  // A thread that kept stepping with nothing to do would never be.
+  bool AwaitIdle(absl::Duration timeout);
 
   // Manual driving, only when no thread was started: applies the inbox,
   // then runs one step if anything is runnable. Returns whether a step ran.
@@ -198,6 +203,7 @@ class ServingLoop {
   std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
   IntakeGate intake_ ABSL_GUARDED_BY(mu_);  // max_queued, before the inbox
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;  // blocked in WaitForWork
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   StopMode stop_mode_ ABSL_GUARDED_BY(mu_) = StopMode::kCancel;
   std::thread thread_;  // Start / Stop / destructor only

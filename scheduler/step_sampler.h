@@ -15,11 +15,11 @@
 // its request needs nothing the host alone has (SequenceSampler::
 // EngineCanSample: no penalties, no logprobs) and carries no draft: a
 // drafted request's rows are sampled here in order, each only when the
-// one before it matched its draft token (scheduler.h). Host rows are sampled with
-// the request's SequenceSampler; engine rows have their token recorded in
-// it (AcceptGenerated). Either way the sampler's step counter advances by
-// one, so a request's n-th token draws with SamplingUniform(seed, n) and
-// depends on nothing else in the batch.
+// one before it matched its draft token (scheduler.cc, AddDrafts). Host rows
+// are sampled with the request's SequenceSampler; engine rows have their token
+// recorded in it (AcceptGenerated). Either way the sampler's step counter
+// advances by one, so a request's n-th token draws with SamplingUniform(seed,
+// n) and depends on nothing else in the batch.
 //
 // Thread-compatible: the engine thread's (it mutates the plan's requests'
 // samplers).
@@ -93,8 +93,7 @@ class StepSampler {
   bool InEngine(Request& request) const;
   absl::Status CheckOutput(const StepPlan& plan,
                            const absl::StatusOr<EngineOutput>& output) const;
-  // A drafted request's rows (scheduler.h, Speculative decoding), on the
-  // host.
+  // A drafted request's rows (scheduler.cc, AddDrafts), on the host.
   void SampleDraftRows(const ScheduledRequest& s,
                        absl::Span<const float> logits);
   void SampleOnHost(engine::SequenceSampler& sampler,

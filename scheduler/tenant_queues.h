@@ -43,8 +43,8 @@
 // nothing. The fair-share counters are apart from this: ChargePrompt and
 // ChargeGenerated add the service actually given, as it is given.
 //
-// Groups (scheduler.h): a queued request counts with the children it holds
-// (Request::group_size()) as waiting and against max_queued, and its
+// Groups (scheduler_group.cc): a queued request counts with the children it
+// holds (Request::group_size()) as waiting and against max_queued, and its
 // tenant is admissible only with room under max_running for the whole
 // group and with the whole group's reservation in the bucket (every
 // choice's prompt + max_tokens); the children's reservations are taken

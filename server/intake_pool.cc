@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "scheduler/retry_hint.h"
 
 namespace paceline::server {
@@ -53,7 +52,7 @@ absl::Status IntakePool::Post(absl::string_view tenant, double weight,
   // Back from idle: level with the last one served, no banked credit.
   if (a.waiting.empty())
     a.virtual_seconds = std::max(a.virtual_seconds, floor_);
-  a.waiting.push_back(Queued{std::move(job), absl::Now()});
+  a.waiting.push_back(Queued{std::move(job), options_.clock->Now()});
   ++queued_;
   return absl::OkStatus();
 }
@@ -122,7 +121,7 @@ void IntakePool::ThreadMain() {
       floor_ = a.virtual_seconds;
       a.last_served = ++serves_;
     }
-    const absl::Time started = absl::Now();
+    const absl::Time started = options_.clock->Now();
     const absl::Duration cpu_before = ThreadCpuTime();
     std::move(next.job)();
     const absl::Duration cpu = ThreadCpuTime() - cpu_before;

@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "scheduler/clock.h"
 
 namespace paceline::server {
 
@@ -54,6 +55,8 @@ struct IntakeOptions {
   int threads = 1;                     // >= 1
   int max_queued_per_tenant = 1024;    // >= 1
   IntakeObserver* observer = nullptr;  // optional; must outlive the pool
+  // When a job was posted and started (the observer's `queued`).
+  const scheduler::Clock* clock = scheduler::SystemClock::Get();
 };
 
 class IntakePool {

@@ -1,7 +1,7 @@
 // Preemption thrash (issue 18 scenario 7): a pool far too small for the
 // requests growing in it forces preemption over and over; every request
 // still finishes with its unpressured output, and each is preempted at
-// most once with at most its computed tokens recomputed (scheduler.h,
+// most once with at most its computed tokens recomputed (scheduler.cc,
 // "Preemption is bounded"). Exact counters over the fake engine.
 
 #include <algorithm>
@@ -57,7 +57,7 @@ Outcome RunWorkload(const Workload& w, int32_t num_blocks) {
   return run;
 }
 
-// The bound of scheduler.h ("Preemption is bounded"), request by request.
+// The bound of scheduler.cc ("Preemption is bounded"), request by request.
 void ExpectBounded(const Workload& w, const Outcome& run) {
   int64_t preemptions = 0;
   int64_t recomputed = 0;

@@ -212,9 +212,10 @@ TEST(ServingLoopTest, ThreadServesSubmissionsFromOtherThreadsAndSleepsWhenIdle) 
     EXPECT_EQ(sink->finish().reason, FinishReason::kLength);
     EXPECT_EQ(sink->tokens().size(), 12u);
   }
-  // Idle: no step runs while nothing is runnable.
+  // Idle: with nothing runnable the thread blocks (one that kept stepping
+  // would never be idle), and no step ran since the last request's.
   const int64_t forwards = l.engine->num_forward_calls();
-  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(l.loop->AwaitIdle(absl::Seconds(10)));
   EXPECT_EQ(l.engine->num_forward_calls(), forwards);
   // And a new submission wakes it.
   auto [id, late] = l.Submit(20, 3);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "scheduler/clock.h"
 #include "scheduler/retry_hint.h"
 
 namespace paceline::server {
@@ -203,19 +204,22 @@ class RecordingObserver : public IntakeObserver {
 
 TEST(IntakePoolTest, TellsTheObserverEachJobsWaitAndCpu) {
   RecordingObserver observer;
+  scheduler::ManualClock clock;
   {
-    IntakePool pool(IntakeOptions{.threads = 1, .observer = &observer});
+    IntakePool pool(IntakeOptions{
+        .threads = 1, .observer = &observer, .clock = &clock});
     Gate gate;
     ASSERT_TRUE(pool.Post("a", 1, gate.Job()).ok());
     ASSERT_TRUE(gate.entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
     ASSERT_TRUE(pool.Post("b", 1, [] { Spin(absl::Milliseconds(3)); }).ok());
-    absl::SleepFor(absl::Milliseconds(5));  // b's job waits at least this
+    clock.Advance(absl::Milliseconds(5));  // b's job waits this
     gate.release.Notify();
   }  // the destructor stops the pool
   absl::MutexLock lock(&observer.mu_);
   ASSERT_EQ(observer.tenants.size(), 2u);
   EXPECT_EQ(observer.tenants[1], "b");
-  EXPECT_GE(observer.waits[1], absl::Milliseconds(5));
+  EXPECT_EQ(observer.waits[0], absl::ZeroDuration());
+  EXPECT_EQ(observer.waits[1], absl::Milliseconds(5));
   EXPECT_GE(observer.cpus[1], absl::Milliseconds(3));
   EXPECT_LT(observer.cpus[0], observer.cpus[1])
       << "a's job waited, it did not compute";
