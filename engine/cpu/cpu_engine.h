@@ -50,8 +50,10 @@ struct CpuEngineOptions {
   // address space only.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
-  // The KV cache's element type: kF32, or kF16 (half the bytes per token;
-  // F16 attention, kernels/attention.h). Others are InvalidArgument.
+  // The KV cache's element type (kv_cache.h): kF32; kF16 (half the bytes
+  // per token; F16 attention, kernels/attention.h); or kQ8_0 (ggml's
+  // 34-byte blocks of 32, head size a multiple of 32). Others are
+  // InvalidArgument.
   GgmlType kv_type = GgmlType::kF32;
   int num_threads = 0;  // 0 = one per hardware thread
   // Repack matrices that run faster in the kernels' own layout on this CPU

@@ -222,7 +222,7 @@ TEST_F(ChatPromptTest, DeepNestingIsRefused) {
 
 // --- With the real interpreter and jinja2 (skips while it is refused) ------
 
-// jinja2's rendering of `context` with `source`, by render_reference.py.
+// jinja2's rendering of `context` with `source`, by jinja2_reference.py.
 Json Reference(const std::string& source, const Json& context) {
   absl::StatusOr<Json> answer = ::paceline::testing::RunReference(
       Json{{"template", source}, {"context", context}});

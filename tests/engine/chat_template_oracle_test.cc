@@ -2,7 +2,7 @@
 // in ${PACELINE_SHARED_DIR}/chat_templates rendered with every conversation
 // (the shared conversations.json plus tests/engine/data/
 // chat_conversations.json) by ChatTemplate and by Python's jinja2 through
-// render_reference.py, run here. Where jinja2 renders, the bytes must be
+// jinja2_reference.py, run here. Where jinja2 renders, the bytes must be
 // identical; where it raises, ours must fail, passing raise_exception's
 // message through.
 
@@ -102,7 +102,7 @@ bool Agrees(const json& want, const absl::StatusOr<std::string>& got,
     *why = absl::StrCat("jinja2 raises (", error, "), ours renders");
     return false;
   }
-  const std::string prefix = "TemplateRaised: ";
+  const std::string prefix = "raise_exception: ";
   if (absl::StartsWith(error, prefix) &&
       !absl::StrContains(got.status().message(), error.substr(prefix.size()))) {
     *why = absl::StrCat("raise_exception message not passed through: want '",

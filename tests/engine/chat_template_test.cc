@@ -1,5 +1,5 @@
 // Language features of the chat-template interpreter, each a small template
-// checked against jinja2 (render_reference.py, run once for the whole
+// checked against jinja2 (jinja2_reference.py, run once for the whole
 // table), and the error paths: syntax errors with line and column, every
 // limit, and nesting that must hit the depth limit instead of the stack.
 

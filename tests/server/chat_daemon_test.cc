@@ -119,7 +119,7 @@ TEST_F(ChatDaemonTest, MalformedTemplateFileFailsStartUp) {
 }
 
 // jinja2's rendering of the chat with `template_path`, by
-// render_reference.py (`kwargs`: more variables).
+// jinja2_reference.py (`kwargs`: more variables).
 std::string Reference(const v1::GenerateRequest& request,
                       const std::string& template_path = kTemplate,
                       const Json& kwargs = Json::object()) {

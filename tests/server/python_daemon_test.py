@@ -250,10 +250,11 @@ TEMPLATE = SHARED_DIR / "chat_templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
 
 
 def reference_render(context):
-    """jinja2's rendering (render_reference.py's environment) of TEMPLATE."""
-    sys.path.insert(0, str(TEMPLATE.parent))
-    import render_reference  # noqa: E402  (Debian's python3-jinja2)
-    answer = render_reference.render(render_reference.make_env(), {
+    """jinja2's rendering (tests/testing/jinja2_reference.py) of TEMPLATE."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] /
+                           "testing"))
+    import jinja2_reference  # noqa: E402  (Debian's python3-jinja2)
+    answer = jinja2_reference.answer(jinja2_reference.environment(), {
         "template": TEMPLATE.read_text(encoding="utf-8"), "context": context})
     if not answer["ok"]:
         raise AssertionError(answer["error"])

@@ -12,8 +12,7 @@ namespace paceline::testing {
 namespace {
 
 const std::string kPython = "/usr/bin/python3";
-const std::string kScript =
-    std::string(kChatTemplateDir) + "/render_reference.py";
+const std::string kScript = SourcePath("tests/testing/jinja2_reference.py");
 
 }  // namespace
 
@@ -23,9 +22,6 @@ absl::Time ReferenceNow() {
 }
 
 std::string ReferenceUnavailable() {
-  if (!std::filesystem::exists(kScript)) {
-    return absl::StrCat(kScript, " is missing (set PACELINE_SHARED_DIR)");
-  }
   CommandResult r = RunCommand({kPython, "-c", "import jinja2"});
   if (r.exit_code != 0) {
     return absl::StrCat(
@@ -45,11 +41,11 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RunReference(
   std::string path = WriteFile("reference_input.jsonl", input);
   CommandResult r = RunCommand({"/bin/sh", "-c",
                                 absl::StrCat("exec ", kPython, " ", kScript,
-                                             " --batch < '", path, "'")});
+                                             " < '", path, "'")});
   std::filesystem::remove(path);
   if (r.exit_code != 0) {
     return absl::InternalError(
-        absl::StrCat("render_reference.py failed: ", r.err));
+        absl::StrCat("jinja2_reference.py failed: ", r.err));
   }
   std::vector<nlohmann::ordered_json> answers;
   std::istringstream lines(r.out);

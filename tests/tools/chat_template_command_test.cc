@@ -1,5 +1,5 @@
 // `paceline chat-template`: flags and input errors, and the rendered text
-// against jinja2 (shared/chat_templates/render_reference.py, run here).
+// against jinja2 (tests/testing/jinja2_reference.py, run here).
 
 #include <algorithm>
 #include <cstdint>
