@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "engine/gguf/gguf_file.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/chat_template.h"
+#include "chat/prompt.h"
+#include "chat/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace paceline::engine {
+namespace paceline::chat {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -73,7 +73,7 @@ void BM_Render(benchmark::State& state, const char* file) {
 }
 
 void BM_RenderAndTokenize(benchmark::State& state, const char* file) {
-  auto gguf = GgufFile::Open(std::string(PACELINE_SHARED_DIR) +
+  auto gguf = engine::GgufFile::Open(std::string(PACELINE_SHARED_DIR) +
                              "/models/stories260K.gguf");
   auto tmpl =
       ChatTemplate::Parse(ReadShared(absl::StrCat("chat_templates/", file)));
@@ -81,7 +81,7 @@ void BM_RenderAndTokenize(benchmark::State& state, const char* file) {
     state.SkipWithError("needs stories260K.gguf and the shared templates");
     return;
   }
-  auto tokenizer = Tokenizer::FromGguf(**gguf);
+  auto tokenizer = engine::Tokenizer::FromGguf(**gguf);
   if (!tokenizer.ok()) {
     state.SkipWithError(std::string(tokenizer.status().message()).c_str());
     return;
@@ -112,6 +112,6 @@ BENCHMARK_CAPTURE(BM_RenderAndTokenize, qwen3, "Qwen-Qwen3-0.6B.jinja")
     ->Arg(20);
 
 }  // namespace
-}  // namespace paceline::engine
+}  // namespace paceline::chat
 
 BENCHMARK_MAIN();

@@ -13,11 +13,11 @@
 namespace paceline::engine {
 namespace {
 
-absl::StatusOr<ModelChatTemplates> ReadChatTemplateFile(
+absl::StatusOr<ChatTemplateSources> ReadChatTemplateFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string source,
+  ASSIGN_OR_RETURN(const std::string text,
                    ReadWholeFile(path, "chat template file"));
-  return ChatTemplatesFromSource(path, source);
+  return ChatTemplateSourcesFromFile(path, text);
 }
 
 // The model's own templates, or the options' file instead.
@@ -28,7 +28,8 @@ absl::Status LoadChatTemplates(const GgufFile* file,
     ASSIGN_OR_RETURN(loaded->chat_templates,
                      ReadChatTemplateFile(options.chat_template_file));
   } else if (file != nullptr) {
-    ASSIGN_OR_RETURN(loaded->chat_templates, ChatTemplatesFromGguf(*file));
+    ASSIGN_OR_RETURN(loaded->chat_templates,
+                     ChatTemplateSourcesFromGguf(*file));
   }
   return absl::OkStatus();
 }

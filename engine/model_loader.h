@@ -4,7 +4,8 @@
 // Where a model comes from: a GGUF file ("path/to/model.gguf") or random
 // weights of a named shape ("dummy:SHAPE[:DTYPE]", e.g.
 // "dummy:stories110m:q4_0"). Both give the same thing — config, weights,
-// tokenizer and chat templates — and run through the same engine code.
+// tokenizer and chat template text (chat/ parses it) — and run through the
+// same engine code.
 
 #include <cstdint>
 #include <memory>
@@ -14,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/model/weights.h"
-#include "engine/tokenizer/model_chat_templates.h"
+#include "engine/tokenizer/chat_template_sources.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace paceline::engine {
@@ -32,15 +33,14 @@ struct LoadedModel {
   std::shared_ptr<const ModelWeights> weights;  // weights->config()
   std::unique_ptr<Tokenizer> tokenizer;
   // The GGUF's tokenizer.chat_template(.tool_use), or the options' file; a
-  // dummy model has none of its own.
-  ModelChatTemplates chat_templates;
+  // dummy model has none of its own. Unparsed: chat::ParseChatTemplates.
+  ChatTemplateSources chat_templates;
 };
 
 // Opens `model`: a dummy spec (model_shapes.h ParseDummyModelSpec) or a
 // GGUF path (GgufFile::Open, ModelWeights::FromGguf, Tokenizer::FromGguf,
-// ChatTemplatesFromGguf). Errors come from those calls, unchanged; a
-// chat_template_file that cannot be read is NotFound naming it, a malformed
-// one InvalidArgument "PATH: chat template: line L, column C: WHAT".
+// ChatTemplateSourcesFromGguf). Errors come from those calls, unchanged; a
+// chat_template_file that cannot be read is NotFound naming it.
 absl::StatusOr<LoadedModel> OpenModel(absl::string_view model,
                                       const ModelSourceOptions& options = {});
 

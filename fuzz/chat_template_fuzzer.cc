@@ -23,14 +23,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "engine/tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "nlohmann/json.hpp"
 
 namespace {
 
-using ::paceline::engine::ChatRenderOptions;
-using ::paceline::engine::ChatTemplate;
-using ::paceline::engine::ChatTemplateLimits;
+using ::paceline::chat::ChatRenderOptions;
+using ::paceline::chat::ChatTemplate;
+using ::paceline::chat::ChatTemplateLimits;
 using Json = nlohmann::ordered_json;
 
 void Check(bool ok, const char* what) {

@@ -24,7 +24,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
   Sink(CompleteCall* call, Pacer* pacer, const DeliveryOptions& delivery)
       : pacer_(pacer),
         parser_(delivery.chat_output.has_value()
-                    ? std::make_unique<engine::ChatOutputParser>(
+                    ? std::make_unique<chat::ChatOutputParser>(
                           *delivery.chat_output, delivery.tool_call_id_seed)
                     : nullptr),
         call_(call) {}
@@ -97,7 +97,7 @@ class CompleteCall::Sink final : public scheduler::TokenSink,
  private:
   Pacer* const pacer_;
   // Chat requests: the output parser and its split so far.
-  const std::unique_ptr<engine::ChatOutputParser> parser_;
+  const std::unique_ptr<chat::ChatOutputParser> parser_;
   absl::Mutex mu_;
   Outgoing chat_ ABSL_GUARDED_BY(mu_);
   CompleteCall* call_ ABSL_GUARDED_BY(mu_);  // null once handed over

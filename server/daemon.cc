@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "chat/model_templates.h"
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/backend.h"
@@ -214,6 +215,7 @@ class Daemon {
 
   const v1::ServerConfig& config_;
   engine::LoadedModel model_;
+  chat::ModelChatTemplates chat_templates_;  // model_'s, parsed
   engine::Backend backend_;  // its engine moves into loop_
   std::optional<TenantAuthenticator> auth_;
   std::unique_ptr<metrics::Metrics> metrics_;
@@ -246,6 +248,13 @@ int Daemon::LoadModel() {
                 model.status());
   }
   model_ = *std::move(model);
+  absl::StatusOr<chat::ModelChatTemplates> templates =
+      chat::ParseChatTemplates(model_.chat_templates);
+  if (!templates.ok()) {
+    return Fail(kExitFailure, absl::StrCat("model ", config_.model().path()),
+                templates.status());
+  }
+  chat_templates_ = *std::move(templates);
   const engine::ModelConfig& mc = model_.weights->config();
   Log(absl::StrFormat(
       "model %s: %s '%s', %d layers, %d dims, %d heads (%d KV), vocab %d, "
@@ -254,7 +263,7 @@ int Daemon::LoadModel() {
       mc.n_heads, mc.n_kv_heads, mc.n_vocab, mc.context_length,
       static_cast<double>(mc.ParameterCount()) / 1e6,
       absl::ToDoubleSeconds(absl::Now() - load_start)));
-  const engine::ModelChatTemplates& chat = model_.chat_templates;
+  const chat::ModelChatTemplates& chat = chat_templates_;
   for (const std::string& warning : chat.warnings) {
     Log(absl::StrCat("warning: ", warning));
   }
@@ -299,7 +308,7 @@ ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
   o.intake.max_queued_per_tenant = config_.intake().max_queued_per_tenant();
   o.intake.observer = metrics_adapter_.get();
   o.backend = backend_.name;
-  o.chat_templates = &model_.chat_templates;
+  o.chat_templates = &chat_templates_;
   return o;
 }
 

@@ -40,9 +40,9 @@ void MarkToolCallsFinish(bool called_tools, v1::Finished* out) {
 }
 
 void AddToolCallDeltas(
-    const std::vector<engine::ChatToolCallDelta>& calls,
+    const std::vector<chat::ChatToolCallDelta>& calls,
     google::protobuf::RepeatedPtrField<v1::ToolCallDelta>* out) {
-  for (const engine::ChatToolCallDelta& call : calls) {
+  for (const chat::ChatToolCallDelta& call : calls) {
     v1::ToolCallDelta* d = out->Add();
     d->set_index(call.index);
     d->set_id(call.id);
@@ -54,7 +54,7 @@ void AddToolCallDeltas(
 void FillChatAnswer(const Outgoing& chat, v1::CompleteResponse* out) {
   out->set_text(chat.text);
   out->set_reasoning(chat.reasoning);
-  for (const engine::ChatToolCallDelta& call : chat.tool_calls) {
+  for (const chat::ChatToolCallDelta& call : chat.tool_calls) {
     if (std::find(chat.broken_tool_calls.begin(), chat.broken_tool_calls.end(),
                   call.index) != chat.broken_tool_calls.end()) {
       continue;

@@ -11,7 +11,7 @@
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/sampling/sampler.h"
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "grpcpp/server_context.h"
@@ -43,7 +43,7 @@ void MarkToolCallsFinish(bool called_tools, v1::Finished* out);
 
 // A chat delta's tool-call parts, as the wire streams them.
 void AddToolCallDeltas(
-    const std::vector<engine::ChatToolCallDelta>& calls,
+    const std::vector<chat::ChatToolCallDelta>& calls,
     google::protobuf::RepeatedPtrField<v1::ToolCallDelta>* out);
 
 // A chat request's unary answer from its whole split output (`chat`, a

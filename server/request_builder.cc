@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
-#include "server/chat_request.h"
+#include "chat/request_context.h"
 
 namespace paceline::server {
 namespace {
@@ -57,7 +57,7 @@ absl::StatusOr<std::vector<int32_t>> CheckTokenIds(
 // The prompt's tokens and, for chat, how to split the output.
 struct Prompt {
   std::vector<int32_t> tokens;
-  std::optional<engine::ChatOutputFormat> chat_output;
+  std::optional<chat::ChatOutputFormat> chat_output;
 };
 
 // The chat rendered by the model's template and tokenized. The output is
@@ -66,7 +66,7 @@ struct Prompt {
 absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
                                   const engine::Tokenizer& tokenizer,
                                   const ChatInput& input) {
-  const engine::ChatTemplate* chat_template =
+  const chat::ChatTemplate* chat_template =
       input.templates == nullptr ? nullptr
                                  : input.templates->For(chat.tools_size() > 0);
   if (chat_template == nullptr || input.encoder == nullptr) {
@@ -76,21 +76,21 @@ absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
   }
   ASSIGN_OR_RETURN(
       const nlohmann::ordered_json context,
-      BuildChatContext(chat, tokenizer.TokenText(tokenizer.bos_id()),
+      chat::BuildChatContext(chat, tokenizer.TokenText(tokenizer.bos_id()),
                        tokenizer.TokenText(tokenizer.eos_id())));
-  engine::ChatRenderOptions options;
+  chat::ChatRenderOptions options;
   options.now = input.now;
-  absl::StatusOr<engine::ChatPrompt> prompt =
+  absl::StatusOr<chat::ChatPrompt> prompt =
       input.encoder->Render(*chat_template, context, options);
   if (!prompt.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("chat: ", prompt.status().message()));
   }
   if (prompt->tokens.empty()) return Invalid("chat", "renders to no tokens");
-  engine::ChatOutputFormat format = input.templates->output;
-  if (chat.tools_size() == 0) format.tool_calls = engine::ToolCallFormat::kNone;
+  chat::ChatOutputFormat format = input.templates->output;
+  if (chat.tools_size() == 0) format.tool_calls = chat::ToolCallFormat::kNone;
   format.starts_in_reasoning =
-      engine::PromptOpensReasoning(prompt->text, format);
+      chat::PromptOpensReasoning(prompt->text, format);
   return Prompt{std::move(prompt->tokens), std::move(format)};
 }
 

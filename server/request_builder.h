@@ -14,7 +14,7 @@
 //
 // Chat input: the model's template (its tool_use variant when the request
 // has tools and the model has one) renders the request (chat_request.h),
-// and engine::ChatPromptEncoder tokenizes it with control tokens only where
+// and chat::ChatPromptEncoder tokenizes it with control tokens only where
 // the template put them. A model without a template is FailedPrecondition
 // ("the model has no chat template; set model.chat_template_file or send
 // text"); a template that fails (its raise_exception, a limit) is
@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/model_chat_templates.h"
+#include "chat/prompt.h"
+#include "chat/model_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/request.h"
@@ -46,8 +46,8 @@ struct ModelLimits {
 
 // What chat input needs. Null templates or encoder: chat is refused.
 struct ChatInput {
-  const engine::ModelChatTemplates* templates = nullptr;
-  const engine::ChatPromptEncoder* encoder = nullptr;  // over the tokenizer
+  const chat::ModelChatTemplates* templates = nullptr;
+  const chat::ChatPromptEncoder* encoder = nullptr;  // over the tokenizer
   absl::Time now = absl::UnixEpoch();  // what strftime_now formats
 };
 

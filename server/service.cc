@@ -464,7 +464,7 @@ absl::Status PacelineService::GetModelInfo(
   response->set_kv_block_size(options_.kv_block_size);
   response->set_kv_blocks(options_.kv_blocks);
   response->set_backend(options_.backend);
-  const engine::ModelChatTemplates* chat = options_.chat_templates;
+  const chat::ModelChatTemplates* chat = options_.chat_templates;
   if (chat != nullptr && chat->source != engine::ChatTemplateSource::kNone) {
     v1::ChatSupport* support = response->mutable_chat();
     support->set_template_source(
@@ -474,7 +474,7 @@ absl::Status PacelineService::GetModelInfo(
       support->set_reasoning_format(chat->output.reasoning_open);
     }
     support->set_tool_call_format(
-        std::string(engine::ToolCallFormatName(chat->output.tool_calls)));
+        std::string(chat::ToolCallFormatName(chat->output.tool_calls)));
   }
   return absl::OkStatus();
 }

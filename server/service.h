@@ -41,8 +41,8 @@
 #include "absl/types/span.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_config.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/model_chat_templates.h"
+#include "chat/prompt.h"
+#include "chat/model_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "paceline/v1/paceline.grpc.pb.h"
@@ -83,7 +83,7 @@ struct ServiceOptions {
   int64_t max_message_bytes = 0;
   // The model's chat templates (null: none; chat requests are refused).
   // Must outlive the service.
-  const engine::ModelChatTemplates* chat_templates = nullptr;
+  const chat::ModelChatTemplates* chat_templates = nullptr;
   // Optional (null: not observed); must outlive the service and its calls.
   RejectionObserver* rejections = nullptr;
   DeliveryObserver* delivery = nullptr;
@@ -282,7 +282,7 @@ class PacelineService final : public RawPacelineService {
   const TenantAuthenticator* const auth_;
   const engine::ModelConfig* const config_;
   const engine::Tokenizer* const tokenizer_;
-  const engine::ChatPromptEncoder chat_encoder_;
+  const chat::ChatPromptEncoder chat_encoder_;
   scheduler::ServingLoop* const loop_;
   Pacer* const pacer_;
   scheduler::Clock* const clock_;

@@ -18,10 +18,7 @@ ALLOWED = {
     "kvpager": ["common"],
     "engine/gguf": ["common"],
     "engine/model": ["common", "engine/gguf"],
-    "engine/tokenizer": ["common", "engine/gguf", "engine/model",
-                         "engine/tokenizer/jinja"],
-    # The template interpreter's internals, behind chat_template.h.
-    "engine/tokenizer/jinja": ["common", "engine/tokenizer"],
+    "engine/tokenizer": ["common", "engine/gguf", "engine/model"],
     "engine/sampling": ["common"],
     # The interface names the row rule's parameters (ForwardAndSample).
     "engine": ["common", "engine/model", "engine/gguf", "engine/sampling",
@@ -38,28 +35,34 @@ ALLOWED = {
                             "engine/gguf", "engine/sampling"],
     "scheduler": ["common", "engine", "engine/model", "engine/gguf",
                   "engine/tokenizer", "engine/sampling", "kvpager"],
+    # Chat: templates, prompts, output parsing, over the tokenizer.
+    "chat": ["common", "engine/tokenizer", "chat/jinja"],
+    # The template interpreter's internals, behind chat_template.h: only
+    # the Unicode helpers.
+    "chat/jinja": ["common", "engine/tokenizer"],
     "metrics": ["common"],
     # Delivery sees the sink's side of the scheduler, never gRPC or the
     # service (the reactors implement its StreamWriter).
     "server/delivery": ["common", "scheduler", "engine/sampling",
-                        "engine/tokenizer"],
+                        "engine/tokenizer", "chat"],
     # The HTTP server knows nothing of what it serves.
     "server/http": ["common"],
     # The OpenAI API: its pure part (bodies, responses) over delivery's
     # output, and the served part over the service and the HTTP server.
     "server/openai": ["common", "server", "server/http", "server/delivery",
-                      "scheduler", "engine/tokenizer", "engine/sampling"],
+                      "scheduler", "engine/tokenizer", "engine/sampling",
+                      "chat"],
     # The composition root and, until the frontend core is its own folder
     # (issue 34), the gRPC service and the transport-neutral core.
     "server": ["common", "engine", "engine/model", "engine/gguf",
                "engine/sampling", "engine/tokenizer", "kvpager", "metrics",
-               "scheduler", "server/delivery", "server/http",
+               "scheduler", "chat", "server/delivery", "server/http",
                "server/openai"],
     # The CLI: the engine and scheduler in process, the server's request
     # building, gRPC and HTTP clients.
     "tools/paceline": ["common", "engine", "engine/model", "engine/gguf",
                        "engine/sampling", "engine/tokenizer", "kvpager",
-                       "scheduler", "server"],
+                       "scheduler", "chat", "server"],
     # The TSan build's Abseil shim.
     "tools/sanitize": [],
     # Benchmarks and fuzz targets drive any module (and the test helpers)
@@ -67,9 +70,9 @@ ALLOWED = {
     "bench": ["common", "engine", "engine/model", "engine/gguf",
               "engine/sampling", "engine/tokenizer", "engine/cpu",
               "engine/cpu/kernels", "engine/cuda", "kvpager", "scheduler",
-              "tests/testing"],
+              "chat", "tests/testing"],
     "fuzz": ["common", "engine/gguf", "engine/model", "engine/tokenizer",
-             "server", "server/http", "server/openai", "tests/testing"],
+             "chat", "server", "server/http", "server/openai", "tests/testing"],
 }
 # Folders whose sources follow no rule: the tests (and their helpers) may
 # include any module; generated and fetched code.

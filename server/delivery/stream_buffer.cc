@@ -6,13 +6,13 @@
 
 namespace paceline::server {
 
-void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out) {
+void AppendChatDelta(chat::ChatOutputDelta delta, Outgoing* out) {
   out->text += delta.content;
   out->reasoning += delta.reasoning;
-  for (engine::ChatToolCallDelta& call : delta.tool_calls) {
+  for (chat::ChatToolCallDelta& call : delta.tool_calls) {
     if (!out->tool_calls.empty() &&
         out->tool_calls.back().index == call.index) {
-      engine::ChatToolCallDelta& last = out->tool_calls.back();
+      chat::ChatToolCallDelta& last = out->tool_calls.back();
       if (last.id.empty()) last.id = std::move(call.id);
       if (last.name.empty()) last.name = std::move(call.name);
       last.arguments += call.arguments;
@@ -36,9 +36,9 @@ int64_t SampleBytes(const engine::SampleResult& s) {
          kTopLogprobBytes * static_cast<int64_t>(s.top_logprobs.size());
 }
 
-int64_t ToolCallBytes(const std::vector<engine::ChatToolCallDelta>& calls) {
+int64_t ToolCallBytes(const std::vector<chat::ChatToolCallDelta>& calls) {
   int64_t n = 0;
-  for (const engine::ChatToolCallDelta& c : calls) {
+  for (const chat::ChatToolCallDelta& c : calls) {
     n += static_cast<int64_t>(c.id.size() + c.name.size() + c.arguments.size());
   }
   return n;
@@ -74,7 +74,7 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
                   ? options.call_unread
                   : std::make_shared<UnreadBytes>()),
       parser_(options.chat_output.has_value()
-                  ? std::make_unique<engine::ChatOutputParser>(
+                  ? std::make_unique<chat::ChatOutputParser>(
                         *options.chat_output, options.tool_call_id_seed)
                   : nullptr),
       clock_(clock),

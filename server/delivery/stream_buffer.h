@@ -45,7 +45,7 @@
 //
 // Chat requests (DeliveryOptions::chat_output set) split the text as it is
 // appended (engine thread) into content, reasoning and tool-call deltas
-// (engine/tokenizer/chat_output.h); the parser's held-back tail is flushed
+// (chat/output_parser.h); the parser's held-back tail is flushed
 // as a text-only entry when generation finishes, before Finished.
 //
 // Thread-safe: the engine thread, the pacer thread and gRPC threads call in.
@@ -65,7 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/sampling/sampler.h"
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_bucket.h"
 #include "scheduler/token_sink.h"
@@ -87,7 +87,7 @@ struct Outgoing {
   // one per call index; an index listed in broken_tool_calls turned out
   // malformed and gets nothing more).
   std::string reasoning;
-  std::vector<engine::ChatToolCallDelta> tool_calls;
+  std::vector<chat::ChatToolCallDelta> tool_calls;
   std::vector<int> broken_tool_calls;
   // kFinished: how the request ended. `was_accepted` false means the
   // scheduler refused it at intake (nothing was written; the RPC ends with
@@ -130,7 +130,7 @@ struct DeliveryOptions {
   int32_t burst_tokens = 1;
   // Chat requests: how to split the output; tool-call ids derive from
   // tool_call_id_seed.
-  std::optional<engine::ChatOutputFormat> chat_output;
+  std::optional<chat::ChatOutputFormat> chat_output;
   uint64_t tool_call_id_seed = 0;
   // Chat requests: output the prompt already wrote for the model (a forced
   // tool call's opening, openai_tool_choice.h). The parser reads it first;
@@ -163,7 +163,7 @@ int64_t EstimatedBytes(const Outgoing& out);
 
 // Adds `delta`'s fields to `out` (a kDelta): text and reasoning appended,
 // tool-call deltas merged per call index.
-void AppendChatDelta(engine::ChatOutputDelta delta, Outgoing* out);
+void AppendChatDelta(chat::ChatOutputDelta delta, Outgoing* out);
 
 class StreamBuffer final : public scheduler::TokenSink,
                            public Deliverable,
@@ -230,7 +230,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   struct Piece {
     int32_t id = -1;  // -1: text only
     std::string text;
-    engine::ChatOutputDelta chat;  // chat requests: the split (text empty)
+    chat::ChatOutputDelta chat;  // chat requests: the split (text empty)
     std::optional<engine::SampleResult> sample;
     absl::Time ready;
   };
@@ -331,7 +331,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   // DeliveryOptions::call_unread, or this stream's own.
   const std::shared_ptr<UnreadBytes> unread_;
   // Chat requests: the output parser (engine thread, under mu_).
-  const std::unique_ptr<engine::ChatOutputParser> parser_;
+  const std::unique_ptr<chat::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;
   Pacer* const pacer_;
   DeliveryObserver* const observer_;

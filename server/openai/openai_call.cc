@@ -210,9 +210,9 @@ absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
 
 absl::Status Call::ForceToolCall(BuiltRequest* built) const {
   const DeliveryOptions& delivery = built->delivery;
-  const engine::ToolCallFormat format = delivery.chat_output.has_value()
+  const chat::ToolCallFormat format = delivery.chat_output.has_value()
                                             ? delivery.chat_output->tool_calls
-                                            : engine::ToolCallFormat::kNone;
+                                            : chat::ToolCallFormat::kNone;
   absl::StatusOr<std::string> prefix =
       ToolCallPrefix(format, request_.tool_choice, request_.tool_choice_name);
   if (!prefix.ok()) return prefix.status();

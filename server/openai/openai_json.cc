@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer/bounded_json.h"
+#include "chat/bounded_json.h"
 #include "server/openai/openai_error.h"
 
 namespace paceline::server::openai {
@@ -18,13 +18,13 @@ absl::Status WrongType(absl::string_view param, const char* want,
 }  // namespace
 
 absl::StatusOr<Json> ParseBody(absl::string_view body) {
-  engine::JsonLimits limits;
+  chat::JsonLimits limits;
   limits.max_depth = kMaxBodyDepth;
   limits.max_object_keys = kMaxObjectKeys;
-  engine::JsonBudget budget(kMaxBodyValues);
+  chat::JsonBudget budget(kMaxBodyValues);
   std::string where;
   absl::StatusOr<Json> json =
-      engine::ParseBoundedJson(body, "the request body", limits, &budget,
+      chat::ParseBoundedJson(body, "the request body", limits, &budget,
                                &where);
   if (!json.ok()) {
     // A limit names the value that passed it as the param.

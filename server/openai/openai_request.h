@@ -58,7 +58,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/tokenizer/bounded_json.h"
+#include "chat/bounded_json.h"
 #include "paceline/v1/paceline.pb.h"
 
 namespace paceline::server::openai {
@@ -75,9 +75,9 @@ inline constexpr int kMaxStopSequences = 4;  // OpenAI's "up to 4"
 // itself is level 1), an object holds at most kMaxObjectKeys keys, a whole
 // body at most kMaxBodyValues values (arrays, objects, scalars): 400 past
 // any, refused while the body is read (bounded_json.h).
-inline constexpr int kMaxBodyDepth = engine::kDefaultMaxJsonDepth;
-inline constexpr int64_t kMaxObjectKeys = engine::kDefaultMaxJsonObjectKeys;
-inline constexpr int64_t kMaxBodyValues = engine::kDefaultMaxJsonValues;
+inline constexpr int kMaxBodyDepth = chat::kDefaultMaxJsonDepth;
+inline constexpr int64_t kMaxObjectKeys = chat::kDefaultMaxJsonObjectKeys;
+inline constexpr int64_t kMaxBodyValues = chat::kDefaultMaxJsonValues;
 
 enum class ToolChoice {
   kAuto,      // the default (with or without tools)

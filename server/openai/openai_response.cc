@@ -69,7 +69,7 @@ Json EmptyCompletionLogprobs() {
 
 // A tool call of a delta or a message: {[index,] id, type, function {name,
 // arguments}}; a later stream piece has only {index, function {arguments}}.
-Json ToolCallJson(const engine::ChatToolCallDelta& call, bool with_index) {
+Json ToolCallJson(const chat::ChatToolCallDelta& call, bool with_index) {
   Json out = Json::object();
   if (with_index) out["index"] = call.index;
   const bool announces = !with_index || !call.id.empty();
@@ -213,9 +213,9 @@ void ChoiceBuilder::Add(const Outgoing& delta) {
   if (delta.kind != Outgoing::Kind::kDelta) return;
   text_ += delta.text;
   reasoning_ += delta.reasoning;
-  for (const engine::ChatToolCallDelta& call : delta.tool_calls) {
+  for (const chat::ChatToolCallDelta& call : delta.tool_calls) {
     auto it = std::find_if(calls_.begin(), calls_.end(),
-                           [&](const engine::ChatToolCallDelta& c) {
+                           [&](const chat::ChatToolCallDelta& c) {
                              return c.index == call.index;
                            });
     if (it == calls_.end()) {
@@ -251,7 +251,7 @@ Json ChoiceBuilder::ToJson(int index, absl::string_view finish_reason) const {
     return out;
   }
   Json calls = Json::array();
-  for (const engine::ChatToolCallDelta& call : calls_) {
+  for (const chat::ChatToolCallDelta& call : calls_) {
     if (Contains(broken_, call.index)) continue;
     calls.push_back(ToolCallJson(call, /*with_index=*/false));
   }
@@ -287,7 +287,7 @@ bool HasVisibleOutput(const ResponseContext& context, const Outgoing& delta) {
   if (!delta.text.empty() || !delta.reasoning.empty()) return true;
   if (context.logprobs && !delta.samples.empty()) return true;
   return std::any_of(delta.tool_calls.begin(), delta.tool_calls.end(),
-                     [&](const engine::ChatToolCallDelta& call) {
+                     [&](const chat::ChatToolCallDelta& call) {
                        return !Contains(delta.broken_tool_calls, call.index);
                      });
 }
@@ -311,7 +311,7 @@ Json ChoiceStream::Chunk(const Outgoing& delta) {
     if (first_ || !delta.text.empty()) d["content"] = delta.text;
     if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
     Json calls = Json::array();
-    for (const engine::ChatToolCallDelta& call : delta.tool_calls) {
+    for (const chat::ChatToolCallDelta& call : delta.tool_calls) {
       if (Contains(delta.broken_tool_calls, call.index)) continue;
       calls.push_back(ToolCallJson(call, /*with_index=*/true));
     }

@@ -201,7 +201,7 @@ class ChoiceBuilder {
   const ResponseContext* context_;
   std::string text_;
   std::string reasoning_;
-  std::vector<engine::ChatToolCallDelta> calls_;  // merged, by first sight
+  std::vector<chat::ChatToolCallDelta> calls_;  // merged, by first sight
   std::vector<int> broken_;                       // call indices
   LogprobsBuilder logprobs_builder_;
   Json logprobs_;  // null until a sample arrives

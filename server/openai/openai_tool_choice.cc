@@ -6,7 +6,7 @@
 
 namespace paceline::server::openai {
 
-absl::StatusOr<std::string> ToolCallPrefix(engine::ToolCallFormat format,
+absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                                            ToolChoice choice,
                                            absl::string_view name) {
   if (choice == ToolChoice::kAuto || choice == ToolChoice::kNone) return "";
@@ -14,21 +14,21 @@ absl::StatusOr<std::string> ToolCallPrefix(engine::ToolCallFormat format,
   // The name as a JSON string, quotes included.
   const std::string quoted = Dump(Json(std::string(name)));
   switch (format) {
-    case engine::ToolCallFormat::kHermes:
+    case chat::ToolCallFormat::kHermes:
       return named ? absl::StrCat("<tool_call>\n{\"name\": ", quoted,
                                   ", \"arguments\": ")
                    : std::string("<tool_call>\n");
-    case engine::ToolCallFormat::kLlama3:
+    case chat::ToolCallFormat::kLlama3:
       return named ? absl::StrCat("{\"name\": ", quoted, ", \"parameters\": ")
                    : std::string("{\"name\": \"");
-    case engine::ToolCallFormat::kMistral:
+    case chat::ToolCallFormat::kMistral:
       return named ? absl::StrCat("[TOOL_CALLS][{\"name\": ", quoted,
                                   ", \"arguments\": ")
                    : std::string("[TOOL_CALLS]");
-    case engine::ToolCallFormat::kMistralArgs:
+    case chat::ToolCallFormat::kMistralArgs:
       return named ? absl::StrCat("[TOOL_CALLS]", name, "[ARGS]")
                    : std::string("[TOOL_CALLS]");
-    case engine::ToolCallFormat::kNone:
+    case chat::ToolCallFormat::kNone:
       break;
   }
   return InvalidParam(

@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "server/openai/openai_request.h"
 
 namespace paceline::server::openai {
@@ -34,7 +34,7 @@ namespace paceline::server::openai {
 // The prefix for `choice` (kRequired or kNamed with `name`) in `format`;
 // "" for kAuto and kNone. InvalidArgument (param "tool_choice") when the
 // model's template has no tool-call format Paceline parses.
-absl::StatusOr<std::string> ToolCallPrefix(engine::ToolCallFormat format,
+absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                                            ToolChoice choice,
                                            absl::string_view name);
 

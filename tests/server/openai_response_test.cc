@@ -53,7 +53,7 @@ Outgoing TextDelta(std::string text) {
 }
 
 // A tool-call delta: index, id, name, arguments.
-using Call = engine::ChatToolCallDelta;
+using Call = chat::ChatToolCallDelta;
 
 ResponseContext Context(Api api, bool logprobs = false,
                         bool include_usage = false) {

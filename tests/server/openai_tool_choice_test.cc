@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/openai/openai_error.h"
@@ -16,10 +16,10 @@
 namespace paceline::server::openai {
 namespace {
 
-using engine::ChatOutputDelta;
-using engine::ChatOutputFormat;
-using engine::ChatOutputParser;
-using engine::ToolCallFormat;
+using chat::ChatOutputDelta;
+using chat::ChatOutputFormat;
+using chat::ChatOutputParser;
+using chat::ToolCallFormat;
 
 struct Parsed {
   std::string content;
@@ -74,7 +74,7 @@ std::vector<Case> Cases() {
 
 TEST(ToolCallPrefixTest, NamedPrefixPlusArgumentsIsTheForcedCall) {
   for (const Case& c : Cases()) {
-    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    SCOPED_TRACE(std::string(chat::ToolCallFormatName(c.format)));
     absl::StatusOr<std::string> prefix =
         ToolCallPrefix(c.format, ToolChoice::kNamed, "get_weather");
     ASSERT_TRUE(prefix.ok()) << prefix.status();
@@ -88,7 +88,7 @@ TEST(ToolCallPrefixTest, NamedPrefixPlusArgumentsIsTheForcedCall) {
 
 TEST(ToolCallPrefixTest, RequiredPrefixLetsTheModelName) {
   for (const Case& c : Cases()) {
-    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    SCOPED_TRACE(std::string(chat::ToolCallFormatName(c.format)));
     absl::StatusOr<std::string> prefix =
         ToolCallPrefix(c.format, ToolChoice::kRequired, "");
     ASSERT_TRUE(prefix.ok()) << prefix.status();
@@ -101,7 +101,7 @@ TEST(ToolCallPrefixTest, RequiredPrefixLetsTheModelName) {
 
 TEST(ToolCallPrefixTest, ProseAfterTheNamedPrefixIsNoCall) {
   for (const Case& c : Cases()) {
-    SCOPED_TRACE(std::string(engine::ToolCallFormatName(c.format)));
+    SCOPED_TRACE(std::string(chat::ToolCallFormatName(c.format)));
     absl::StatusOr<std::string> prefix =
         ToolCallPrefix(c.format, ToolChoice::kNamed, "get_weather");
     ASSERT_TRUE(prefix.ok());

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.pb.h"
 #include "server/delivery/stream_buffer.h"
@@ -15,9 +15,9 @@
 namespace paceline::server {
 namespace {
 
-engine::ChatToolCallDelta Call(int index, std::string id, std::string name,
+chat::ChatToolCallDelta Call(int index, std::string id, std::string name,
                                std::string arguments) {
-  engine::ChatToolCallDelta c;
+  chat::ChatToolCallDelta c;
   c.index = index;
   c.id = std::move(id);
   c.name = std::move(name);
@@ -41,16 +41,16 @@ TEST(ProtoConvertTest, ToolCallDeltasKeepIndexIdNameAndArgumentText) {
 TEST(ProtoConvertTest, ChatAnswerMergesDeltasAndLeavesBrokenCallsOut) {
   // Three calls streamed in pieces; call 1 turned out malformed.
   Outgoing all;
-  engine::ChatOutputDelta d1;
+  chat::ChatOutputDelta d1;
   d1.content = "Let me check. ";
   d1.reasoning = "need weather";
   d1.tool_calls = {Call(0, "call_a", "weather", "{\"city\": ")};
   AppendChatDelta(d1, &all);
-  engine::ChatOutputDelta d2;
+  chat::ChatOutputDelta d2;
   d2.tool_calls = {Call(0, "", "", "\"Paris\"}"),
                    Call(1, "call_b", "bad", "{")};
   AppendChatDelta(d2, &all);
-  engine::ChatOutputDelta d3;
+  chat::ChatOutputDelta d3;
   d3.content = "<tool_call>{\"name\": \"bad\", {";
   d3.broken_tool_calls = {1};
   d3.tool_calls = {Call(2, "call_c", "time", "{}")};

@@ -20,9 +20,9 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "engine/tokenizer/byte_level.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/chat_template.h"
-#include "engine/tokenizer/model_chat_templates.h"
+#include "chat/prompt.h"
+#include "chat/chat_template.h"
+#include "chat/model_templates.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.pb.h"
@@ -597,8 +597,8 @@ v1::GenerateRequest ChatRequest(std::string content) {
 
 TEST(RequestBuilderTest, ChatWithoutATemplateIsAFailedPrecondition) {
   const auto tokenizer = ByteTokenizer();
-  const engine::ChatPromptEncoder encoder(tokenizer.get());
-  const engine::ModelChatTemplates none;
+  const chat::ChatPromptEncoder encoder(tokenizer.get());
+  const chat::ModelChatTemplates none;
   for (const ChatInput& chat : {ChatInput{}, ChatInput{&none, &encoder, {}}}) {
     auto built = BuildRequest(ChatRequest("hi"), Tenant(), *tokenizer, Model(),
                               kServerSeed, chat);
@@ -613,15 +613,15 @@ TEST(RequestBuilderTest, ChatWithoutATemplateIsAFailedPrecondition) {
 // A model with templates parsed from `main` (and `tool_use`).
 struct ChatModel {
   std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer();
-  engine::ChatPromptEncoder encoder{tokenizer.get()};
-  engine::ModelChatTemplates templates;
+  chat::ChatPromptEncoder encoder{tokenizer.get()};
+  chat::ModelChatTemplates templates;
 
   ChatModel(const std::string& main, const std::string& tool_use = "") {
-    auto parsed = engine::ChatTemplatesFromSource("test", main);
+    auto parsed = chat::ChatTemplatesFromSource("test", main);
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     if (parsed.ok()) templates = *std::move(parsed);
     if (!tool_use.empty()) {
-      auto t = engine::ChatTemplate::Parse(tool_use);
+      auto t = chat::ChatTemplate::Parse(tool_use);
       EXPECT_TRUE(t.ok()) << t.status();
       if (t.ok()) templates.tool_use = *std::move(t);
     }

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "engine/tokenizer/chat_output.h"
+#include "chat/output_parser.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_sink.h"
@@ -514,14 +514,14 @@ TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
 // What the client got over all writes: content, reasoning, tool calls.
 struct ChatSeen {
   std::string content, reasoning;
-  std::vector<engine::ChatToolCallDelta> calls;
+  std::vector<chat::ChatToolCallDelta> calls;
 };
 
 ChatSeen Concatenate(const std::vector<testing::FakeStreamWriter::Written>& w) {
   Outgoing all;
   for (const auto& written : w) {
     if (written.out.kind != Kind::kDelta) continue;
-    engine::ChatOutputDelta d;
+    chat::ChatOutputDelta d;
     d.content = written.out.text;
     d.reasoning = written.out.reasoning;
     d.tool_calls = written.out.tool_calls;
@@ -531,10 +531,10 @@ ChatSeen Concatenate(const std::vector<testing::FakeStreamWriter::Written>& w) {
 }
 
 TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
-  engine::ChatOutputFormat format;
+  chat::ChatOutputFormat format;
   format.reasoning_open = "<think>";
   format.reasoning_close = "</think>";
-  format.tool_calls = engine::ToolCallFormat::kHermes;
+  format.tool_calls = chat::ToolCallFormat::kHermes;
   const std::vector<std::string> pieces = {
       "<think>",
       "plan",
@@ -545,7 +545,7 @@ TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
       "_call>",
       " <tool"};
   // The oracle: the parser alone over the same text.
-  engine::ChatOutputParser parser(format, /*id_seed=*/5);
+  chat::ChatOutputParser parser(format, /*id_seed=*/5);
   Outgoing expected;
   for (const std::string& p : pieces)
     AppendChatDelta(parser.Push(p), &expected);
@@ -583,8 +583,8 @@ TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
 }
 
 TEST_F(StreamBufferStateTest, ChatOutputPrefixIsParsedFirst) {
-  engine::ChatOutputFormat format;
-  format.tool_calls = engine::ToolCallFormat::kHermes;
+  chat::ChatOutputFormat format;
+  format.tool_calls = chat::ToolCallFormat::kHermes;
   DeliveryOptions options;
   options.chat_output = format;
   options.chat_output_prefix = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";

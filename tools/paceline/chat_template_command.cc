@@ -19,8 +19,8 @@
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/gguf/gguf_file.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/chat_template.h"
+#include "chat/prompt.h"
+#include "chat/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/paceline/cli.h"
@@ -299,9 +299,9 @@ absl::Status Render(const Flags& f) {
   ASSIGN_OR_RETURN(const Json context,
                    BuildContext(f, in.tokenizer.get(), std::move(messages),
                                 std::move(tools)));
-  auto tmpl = engine::ChatTemplate::Parse(in.template_source);
+  auto tmpl = chat::ChatTemplate::Parse(in.template_source);
   if (!tmpl.ok()) return Prefixed(in.template_name, tmpl.status());
-  engine::ChatRenderOptions options;
+  chat::ChatRenderOptions options;
   options.now = f.now;
   if (!f.tokens) {
     absl::StatusOr<std::string> prompt = tmpl->Render(context, options);
@@ -309,9 +309,9 @@ absl::Status Render(const Flags& f) {
     std::cout << *prompt;
   } else {
     // As the server tokenizes: control tokens only where the template put
-    // them, BOS once (engine/tokenizer/chat_prompt.h).
-    const engine::ChatPromptEncoder encoder(in.tokenizer.get());
-    absl::StatusOr<engine::ChatPrompt> prompt =
+    // them, BOS once (chat/prompt.h).
+    const chat::ChatPromptEncoder encoder(in.tokenizer.get());
+    absl::StatusOr<chat::ChatPrompt> prompt =
         encoder.Render(*tmpl, context, options);
     if (!prompt.ok()) return Prefixed(in.template_name, prompt.status());
     std::cout << absl::StrJoin(prompt->tokens, " ") << "\n";
