@@ -33,8 +33,8 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
 #include "server/openai/openai_request.h"
-#include "server/request_builder.h"
-#include "server/tenant_policy.h"
+#include "server/frontend/request_builder.h"
+#include "server/frontend/tenant_policy.h"
 
 namespace {
 

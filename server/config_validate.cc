@@ -20,7 +20,7 @@
 #include "engine/backend.h"
 #include "engine/model/model_shapes.h"
 #include "server/config.h"
-#include "server/tenant_policy.h"
+#include "server/frontend/tenant_policy.h"
 
 namespace paceline::server {
 namespace {

@@ -33,7 +33,7 @@
 #include "metrics/exposer.h"
 #include "metrics/metrics.h"
 #include "scheduler/serving_loop.h"
-#include "server/auth.h"
+#include "server/frontend/auth.h"
 #include "server/daemon_flags.h"
 #include "server/delivery/pacer.h"
 #include "server/engine_factory.h"
@@ -42,8 +42,8 @@
 #include "server/metrics_adapter.h"
 #include "server/openai/openai_service.h"
 #include "server/sd_notify.h"
-#include "server/service.h"
-#include "server/tenant_policy.h"
+#include "server/grpc/grpc_service.h"
+#include "server/frontend/tenant_policy.h"
 
 namespace paceline::server {
 namespace {

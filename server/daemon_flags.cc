@@ -12,7 +12,7 @@
 #include "common/args.h"
 #include "common/status_macros.h"
 #include "server/config.h"
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 
 namespace paceline::server {
 

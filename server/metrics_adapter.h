@@ -22,8 +22,8 @@
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/serving_loop.h"
 #include "server/delivery/pacer.h"
-#include "server/intake_pool.h"
-#include "server/server_observers.h"
+#include "server/frontend/intake_pool.h"
+#include "server/frontend/server_observers.h"
 
 namespace paceline::server {
 

@@ -45,11 +45,20 @@ ALLOWED = {
     # service (the reactors implement its StreamWriter).
     "server/delivery": ["common", "scheduler", "engine/sampling",
                         "engine/tokenizer", "chat"],
+    # The transport-neutral core: keys, request building, submission.
+    "server/frontend": ["common", "engine", "engine/model", "engine/gguf",
+                        "engine/sampling", "engine/tokenizer", "kvpager",
+                        "scheduler", "chat", "server/delivery"],
+    # The gRPC adapter over the core (and the wire conversions).
+    "server/grpc": ["common", "engine", "engine/model", "engine/gguf",
+                    "engine/sampling", "engine/tokenizer", "scheduler",
+                    "chat", "server/frontend", "server/delivery"],
     # The HTTP server knows nothing of what it serves.
     "server/http": ["common"],
     # The OpenAI API: its pure part (bodies, responses) over delivery's
     # output, and the served part over the service and the HTTP server.
-    "server/openai": ["common", "server", "server/http", "server/delivery",
+    "server/openai": ["common", "server/frontend", "server/grpc",
+                      "server/http", "server/delivery",
                       "scheduler", "engine/tokenizer", "engine/sampling",
                       "chat"],
     # The composition root and, until the frontend core is its own folder
@@ -57,12 +66,13 @@ ALLOWED = {
     "server": ["common", "engine", "engine/model", "engine/gguf",
                "engine/sampling", "engine/tokenizer", "kvpager", "metrics",
                "scheduler", "chat", "server/delivery", "server/http",
-               "server/openai"],
+               "server/frontend", "server/grpc", "server/openai"],
     # The CLI: the engine and scheduler in process, the server's request
     # building, gRPC and HTTP clients.
     "tools/paceline": ["common", "engine", "engine/model", "engine/gguf",
                        "engine/sampling", "engine/tokenizer", "kvpager",
-                       "scheduler", "chat", "server"],
+                       "scheduler", "chat", "server", "server/frontend",
+                       "server/grpc"],
     # The TSan build's Abseil shim.
     "tools/sanitize": [],
     # Benchmarks and fuzz targets drive any module (and the test helpers)
@@ -72,7 +82,7 @@ ALLOWED = {
               "engine/cpu/kernels", "engine/cuda", "kvpager", "scheduler",
               "chat", "tests/testing"],
     "fuzz": ["common", "engine/gguf", "engine/model", "engine/tokenizer",
-             "chat", "server", "server/http", "server/openai", "tests/testing"],
+             "chat", "server", "server/frontend", "server/http", "server/openai", "tests/testing"],
 }
 # Folders whose sources follow no rule: the tests (and their helpers) may
 # include any module; generated and fetched code.

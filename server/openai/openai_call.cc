@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "scheduler/retry_hint.h"
-#include "server/answer_size.h"
+#include "server/frontend/answer_size.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"

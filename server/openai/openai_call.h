@@ -18,7 +18,7 @@
 //     until then, so bounded: a request whose estimate passes
 //     max_response_bytes is refused before it is submitted, and an answer
 //     that grows past it anyway fails (400) and cancels its choices
-//     (server/answer_size.h).
+//     (server/frontend/answer_size.h).
 // A reader too slow for the stream: max_unread_bytes counts every
 // choice's released, unwritten output together (one call, one budget).
 // The client going away (the exchange's on_close) cancels every choice
@@ -36,7 +36,7 @@
 #include "server/http/http_server.h"
 #include "server/openai/openai_request.h"
 #include "server/openai/openai_response.h"
-#include "server/service.h"
+#include "server/grpc/grpc_service.h"
 
 namespace paceline::server::openai {
 

@@ -3,7 +3,7 @@
 
 // OpenAI request bodies -> Paceline's v1::GenerateRequest, plus the
 // OpenAI-only options the HTTP transport needs (stream, n, ...). Pure: no
-// tokenizer, no tenant; BuildRequest (server/request_builder.h) still
+// tokenizer, no tenant; BuildRequest (server/frontend/request_builder.h) still
 // checks the result against the model and the tenant.
 //
 // Facts from OpenAI's API reference as the official Node client types it

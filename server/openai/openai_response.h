@@ -113,7 +113,7 @@ struct ResponseContext {
 
 // "stop", "length", "tool_calls" (a chat answer holding a complete tool
 // call that ended by itself: kStop, by EOS or a stop string; the rule of
-// MarkToolCallsFinish in server/proto_convert.cc), or for the error path
+// MarkToolCallsFinish in server/grpc/proto_convert.cc), or for the error path
 // "abort" (kCancelled) and "error" (kError).
 absl::string_view FinishReasonName(const scheduler::FinishInfo& finish,
                                    bool called_tools);

@@ -15,7 +15,7 @@
 //   POST /tokenize             {prompt, add_special_tokens} -> tokens
 //   POST /detokenize           {tokens} -> prompt (the text)
 // Everything but /health needs `Authorization: Bearer KEY` of a tenant
-// (the gRPC API's keys and digests, server/auth.h). A known path with
+// (the gRPC API's keys and digests, server/frontend/auth.h). A known path with
 // another method is 405 (with Allow), an unknown path 404; every error is
 // OpenAI's error JSON (openai_error.h). A request naming another model is
 // 404 model_not_found.
@@ -31,7 +31,7 @@
 
 #include "absl/strings/string_view.h"
 #include "server/http/http_server.h"
-#include "server/service.h"
+#include "server/grpc/grpc_service.h"
 
 namespace paceline::server::openai {
 

@@ -1,4 +1,5 @@
-#include "server/auth.h"
+#include "server/frontend/auth.h"
+#include "server/grpc/grpc_auth.h"
 
 #include <map>
 #include <string>
@@ -7,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 
 namespace paceline::server {
 namespace {
@@ -139,26 +140,26 @@ TEST(TenantAuthenticatorTest, MetadataWithOneAuthorizationEntry) {
   const std::string value = std::string("Bearer ") + kBobKey;
   const Metadata metadata = {{"user-agent", "grpc-c++/1.51"},
                              {"authorization", value}};
-  auto tenant = auth.AuthenticateMetadata(metadata);
+  auto tenant = AuthenticateMetadata(auth, metadata);
   ASSERT_TRUE(tenant.ok()) << tenant.status();
   EXPECT_EQ(*tenant, "bob");
 }
 
 TEST(TenantAuthenticatorTest, MetadataWithoutAuthorizationIsRejected) {
   const TenantAuthenticator auth = MakeAuthenticator();
-  ExpectUnauthenticated(auth.AuthenticateMetadata({}));
+  ExpectUnauthenticated(AuthenticateMetadata(auth, {}));
   ExpectUnauthenticated(
-      auth.AuthenticateMetadata({{"authorizatio", "Bearer x"}}));
+      AuthenticateMetadata(auth, {{"authorizatio", "Bearer x"}}));
 }
 
 TEST(TenantAuthenticatorTest, MetadataWithTwoAuthorizationEntriesIsRejected) {
   const TenantAuthenticator auth = MakeAuthenticator();
   const std::string alice = std::string("Bearer ") + kAliceKey;
   const std::string bob = std::string("Bearer ") + kBobKey;
-  ExpectUnauthenticated(auth.AuthenticateMetadata(
+  ExpectUnauthenticated(AuthenticateMetadata(auth, 
       {{"authorization", alice}, {"authorization", bob}}));
   // Even two copies of the same good value.
-  ExpectUnauthenticated(auth.AuthenticateMetadata(
+  ExpectUnauthenticated(AuthenticateMetadata(auth, 
       {{"authorization", alice}, {"authorization", alice}}));
 }
 

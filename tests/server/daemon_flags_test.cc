@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 #include "tests/testing/build_paths.h"
 #include "tests/testing/files.h"
 

@@ -2,7 +2,7 @@
 // the tenant with the least CPU time charged (by weight), a tenant's
 // backlog is bounded with a retry hint, and Stop runs what is queued.
 
-#include "server/intake_pool.h"
+#include "server/frontend/intake_pool.h"
 
 #include <atomic>
 #include <string>

@@ -26,7 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 #include "tests/server/storm_harness.h"
 #include "tests/testing/files.h"
 #include "tests/testing/http_post.h"

@@ -2,7 +2,7 @@
 // streamed, the unary answer (broken calls left out), and when the finish
 // reason becomes TOOL_CALLS.
 
-#include "server/proto_convert.h"
+#include "server/grpc/proto_convert.h"
 
 #include <string>
 #include <vector>

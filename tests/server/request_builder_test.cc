@@ -1,9 +1,9 @@
-// BuildRequest: every validation branch of server/request_builder.cc as a
+// BuildRequest: every validation branch of server/frontend/request_builder.cc as a
 // table row (the request's mutation, the tenant's and model's limits, the
 // status and the exact message a client sees), then the successful paths:
 // defaults, the tenant's caps, and every field carried into the spec.
 
-#include "server/request_builder.h"
+#include "server/frontend/request_builder.h"
 
 #include <cmath>
 #include <cstdint>

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "server/auth.h"
-#include "server/sha256.h"
+#include "server/frontend/auth.h"
+#include "server/frontend/sha256.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 

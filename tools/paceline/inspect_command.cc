@@ -15,7 +15,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "server/proto_convert.h"
+#include "server/grpc/proto_convert.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 #include "tools/paceline/json_reports.pb.h"

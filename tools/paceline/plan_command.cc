@@ -24,7 +24,7 @@
 #include "engine/model/model_shapes.h"
 #include "engine/model/weight_recipe.h"
 #include "paceline/v1/model.pb.h"
-#include "server/proto_convert.h"
+#include "server/grpc/proto_convert.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
 #include "tools/paceline/json_reports.pb.h"

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_CALL_START_H_
-#define PACELINE_SERVER_CALL_START_H_
+#ifndef PACELINE_SERVER_GRPC_CALL_START_H_
+#define PACELINE_SERVER_GRPC_CALL_START_H_
 
 // The start of a gRPC call whose admission (parse, tokenize) runs on the
 // intake pool, after the RPC's handler has returned the reactor: gRPC may
@@ -58,4 +58,4 @@ class CallStart {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_CALL_START_H_
+#endif  // PACELINE_SERVER_GRPC_CALL_START_H_

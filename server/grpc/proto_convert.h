@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_PROTO_CONVERT_H_
-#define PACELINE_SERVER_PROTO_CONVERT_H_
+#ifndef PACELINE_SERVER_GRPC_PROTO_CONVERT_H_
+#define PACELINE_SERVER_GRPC_PROTO_CONVERT_H_
 
 // Between the internal types (engine, scheduler, stream buffer) and the
 // wire messages of paceline/v1, and absl::Status -> grpc::Status.
@@ -62,4 +62,4 @@ void FillMemoryPlan(const engine::MemoryPlan& plan, v1::MemoryPlan* out);
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_PROTO_CONVERT_H_
+#endif  // PACELINE_SERVER_GRPC_PROTO_CONVERT_H_

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_INTAKE_POOL_H_
-#define PACELINE_SERVER_INTAKE_POOL_H_
+#ifndef PACELINE_SERVER_FRONTEND_INTAKE_POOL_H_
+#define PACELINE_SERVER_FRONTEND_INTAKE_POOL_H_
 
 // The CPU work a request costs before it can queue for the engine: parsing
 // what the transport did not, rendering a chat template, tokenizing (and
@@ -115,4 +115,4 @@ class IntakePool {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_INTAKE_POOL_H_
+#endif  // PACELINE_SERVER_FRONTEND_INTAKE_POOL_H_

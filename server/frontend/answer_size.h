@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_ANSWER_SIZE_H_
-#define PACELINE_SERVER_ANSWER_SIZE_H_
+#ifndef PACELINE_SERVER_FRONTEND_ANSWER_SIZE_H_
+#define PACELINE_SERVER_FRONTEND_ANSWER_SIZE_H_
 
 // The bound on an answer assembled whole in memory before it is sent (a
 // non-streamed OpenAI answer, gRPC's Complete): its size is estimated when
@@ -42,4 +42,4 @@ std::optional<std::string> AnswerOverLimit(int64_t choices,
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_ANSWER_SIZE_H_
+#endif  // PACELINE_SERVER_FRONTEND_ANSWER_SIZE_H_

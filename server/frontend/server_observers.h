@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_SERVER_OBSERVERS_H_
-#define PACELINE_SERVER_SERVER_OBSERVERS_H_
+#ifndef PACELINE_SERVER_FRONTEND_SERVER_OBSERVERS_H_
+#define PACELINE_SERVER_FRONTEND_SERVER_OBSERVERS_H_
 
 // What the server side reports for metrics, next to what the scheduler
 // reports through scheduler::SchedulerMetrics: delivery to clients
@@ -29,4 +29,4 @@ class RejectionObserver {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_SERVER_OBSERVERS_H_
+#endif  // PACELINE_SERVER_FRONTEND_SERVER_OBSERVERS_H_

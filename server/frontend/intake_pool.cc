@@ -1,4 +1,4 @@
-#include "server/intake_pool.h"
+#include "server/frontend/intake_pool.h"
 
 #include <time.h>
 

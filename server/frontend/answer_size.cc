@@ -1,4 +1,4 @@
-#include "server/answer_size.h"
+#include "server/frontend/answer_size.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_REQUEST_BUILDER_H_
-#define PACELINE_SERVER_REQUEST_BUILDER_H_
+#ifndef PACELINE_SERVER_FRONTEND_REQUEST_BUILDER_H_
+#define PACELINE_SERVER_FRONTEND_REQUEST_BUILDER_H_
 
 // GenerateRequest (the wire) -> scheduler::RequestSpec + delivery options,
 // with every field checked and the tenant's rules applied. Every error is
@@ -30,7 +30,7 @@
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/request.h"
 #include "server/delivery/stream_buffer.h"
-#include "server/tenant_policy.h"
+#include "server/frontend/tenant_policy.h"
 
 namespace paceline::server {
 
@@ -61,4 +61,4 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_REQUEST_BUILDER_H_
+#endif  // PACELINE_SERVER_FRONTEND_REQUEST_BUILDER_H_

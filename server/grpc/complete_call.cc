@@ -1,4 +1,4 @@
-#include "server/complete_call.h"
+#include "server/grpc/complete_call.h"
 
 #include <memory>
 #include <optional>
@@ -8,11 +8,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "server/answer_size.h"
+#include "server/frontend/answer_size.h"
 #include "server/delivery/pacer.h"
-#include "server/grpc_tsan.h"
-#include "server/proto_convert.h"
-#include "server/raw_rpc.h"
+#include "server/grpc/grpc_tsan.h"
+#include "server/grpc/proto_convert.h"
+#include "server/grpc/raw_rpc.h"
 
 namespace paceline::server {
 

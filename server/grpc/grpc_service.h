@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_SERVICE_H_
-#define PACELINE_SERVER_SERVICE_H_
+#ifndef PACELINE_SERVER_GRPC_GRPC_SERVICE_H_
+#define PACELINE_SERVER_GRPC_GRPC_SERVICE_H_
 
 // paceline.v1.Paceline over gRPC's callback API. RPC threads check the
 // key; the intake pool validates, tokenizes and submits to the serving
@@ -48,12 +48,12 @@
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "scheduler/clock.h"
 #include "scheduler/serving_loop.h"
-#include "server/auth.h"
+#include "server/frontend/auth.h"
 #include "server/delivery/pacer.h"
-#include "server/intake_pool.h"
-#include "server/request_builder.h"
-#include "server/server_observers.h"
-#include "server/tenant_policy.h"
+#include "server/frontend/intake_pool.h"
+#include "server/frontend/request_builder.h"
+#include "server/frontend/server_observers.h"
+#include "server/frontend/tenant_policy.h"
 
 namespace paceline::server {
 
@@ -298,4 +298,4 @@ class PacelineService final : public RawPacelineService {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_SERVICE_H_
+#endif  // PACELINE_SERVER_GRPC_GRPC_SERVICE_H_

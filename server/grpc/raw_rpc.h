@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_RAW_RPC_H_
-#define PACELINE_SERVER_RAW_RPC_H_
+#ifndef PACELINE_SERVER_GRPC_RAW_RPC_H_
+#define PACELINE_SERVER_GRPC_RAW_RPC_H_
 
 // paceline.v1.Paceline's RPCs are registered raw: gRPC hands the service
 // a request's bytes and takes its response's bytes, and these two turn
@@ -33,4 +33,4 @@ absl::Status SerializeMessage(const google::protobuf::MessageLite& message,
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_RAW_RPC_H_
+#endif  // PACELINE_SERVER_GRPC_RAW_RPC_H_

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_COMPLETE_CALL_H_
-#define PACELINE_SERVER_COMPLETE_CALL_H_
+#ifndef PACELINE_SERVER_GRPC_COMPLETE_CALL_H_
+#define PACELINE_SERVER_GRPC_COMPLETE_CALL_H_
 
 // One Complete call: collects the whole result, then answers once (its
 // response serialized: the method is raw, service.h).
@@ -26,8 +26,8 @@
 #include "grpcpp/support/status.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
-#include "server/call_start.h"
-#include "server/service.h"
+#include "server/grpc/call_start.h"
+#include "server/grpc/grpc_service.h"
 
 namespace paceline::server {
 
@@ -78,4 +78,4 @@ class CompleteCall final : public grpc::ServerUnaryReactor {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_COMPLETE_CALL_H_
+#endif  // PACELINE_SERVER_GRPC_COMPLETE_CALL_H_

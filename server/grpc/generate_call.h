@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_GENERATE_CALL_H_
-#define PACELINE_SERVER_GENERATE_CALL_H_
+#ifndef PACELINE_SERVER_GRPC_GENERATE_CALL_H_
+#define PACELINE_SERVER_GRPC_GENERATE_CALL_H_
 
 // One Generate stream: the gRPC write reactor, and the StreamWriter of the
 // stream's StreamBuffer. The buffer decides what to write and when; this
@@ -24,9 +24,9 @@
 #include "grpcpp/support/server_callback.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
-#include "server/call_start.h"
+#include "server/grpc/call_start.h"
 #include "server/delivery/stream_buffer.h"
-#include "server/service.h"
+#include "server/grpc/grpc_service.h"
 
 namespace paceline::server {
 
@@ -76,4 +76,4 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_GENERATE_CALL_H_
+#endif  // PACELINE_SERVER_GRPC_GENERATE_CALL_H_

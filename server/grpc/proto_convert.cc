@@ -1,4 +1,4 @@
-#include "server/proto_convert.h"
+#include "server/grpc/proto_convert.h"
 
 #include <algorithm>
 #include <optional>

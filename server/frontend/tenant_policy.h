@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_TENANT_POLICY_H_
-#define PACELINE_SERVER_TENANT_POLICY_H_
+#ifndef PACELINE_SERVER_FRONTEND_TENANT_POLICY_H_
+#define PACELINE_SERVER_FRONTEND_TENANT_POLICY_H_
 
 // A tenant's per-request rules, applied by the server before a request
 // reaches the scheduler (which enforces the queue-level limits: running,
@@ -49,4 +49,4 @@ inline std::optional<scheduler::PriorityClass> ParseMaxPriority(
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_TENANT_POLICY_H_
+#endif  // PACELINE_SERVER_FRONTEND_TENANT_POLICY_H_

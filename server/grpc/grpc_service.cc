@@ -1,4 +1,4 @@
-#include "server/service.h"
+#include "server/grpc/grpc_service.h"
 
 #include <random>
 #include <string>
@@ -9,10 +9,11 @@
 #include "common/echo.h"
 #include "common/status_macros.h"
 #include "engine/tokenizer/detokenizer.h"
-#include "server/complete_call.h"
-#include "server/generate_call.h"
-#include "server/proto_convert.h"
-#include "server/raw_rpc.h"
+#include "server/grpc/complete_call.h"
+#include "server/grpc/generate_call.h"
+#include "server/grpc/grpc_auth.h"
+#include "server/grpc/proto_convert.h"
+#include "server/grpc/raw_rpc.h"
 
 namespace paceline::server {
 namespace {
@@ -126,7 +127,7 @@ absl::StatusOr<const TenantPolicy*> PacelineService::TenantNamed(
 absl::StatusOr<const TenantPolicy*> PacelineService::Authenticate(
     grpc::CallbackServerContext* context) const {
   if (draining()) return Draining();
-  return TenantNamed(auth_->AuthenticateMetadata(context->client_metadata()));
+  return TenantNamed(AuthenticateMetadata(*auth_, context->client_metadata()));
 }
 
 absl::StatusOr<const TenantPolicy*> PacelineService::AuthenticateHeader(

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_AUTH_H_
-#define PACELINE_SERVER_AUTH_H_
+#ifndef PACELINE_SERVER_FRONTEND_AUTH_H_
+#define PACELINE_SERVER_FRONTEND_AUTH_H_
 
 // API-key authentication: which tenant sent a request.
 //
@@ -9,7 +9,6 @@
 // where a wrong key first differs nor which tenant a right key belongs to
 // shows in the time taken.
 
-#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,8 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "grpcpp/support/string_ref.h"
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 
 namespace paceline::server {
 
@@ -52,13 +50,6 @@ class TenantAuthenticator {
   absl::StatusOr<std::string> Authenticate(
       absl::string_view authorization) const;
 
-  // Authenticate on the `authorization` entry of a call's client metadata
-  // (grpc::ServerContext::client_metadata(); gRPC lowercases the keys).
-  // UNAUTHENTICATED when the entry is missing or appears more than once.
-  absl::StatusOr<std::string> AuthenticateMetadata(
-      const std::multimap<grpc::string_ref, grpc::string_ref>& client_metadata)
-      const;
-
   // The number of configured keys.
   size_t num_keys() const { return entries_.size(); }
 
@@ -76,4 +67,4 @@ class TenantAuthenticator {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_AUTH_H_
+#endif  // PACELINE_SERVER_FRONTEND_AUTH_H_

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_SHA256_H_
-#define PACELINE_SERVER_SHA256_H_
+#ifndef PACELINE_SERVER_FRONTEND_SHA256_H_
+#define PACELINE_SERVER_FRONTEND_SHA256_H_
 
 // SHA-256 (FIPS 180-4) through OpenSSL's libcrypto, for API-key digests.
 
@@ -20,4 +20,4 @@ std::string Sha256Hex(absl::string_view data);
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_SHA256_H_
+#endif  // PACELINE_SERVER_FRONTEND_SHA256_H_

@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "server/frontend/auth.h"
 
 #include <openssl/crypto.h>
 
@@ -124,22 +124,6 @@ absl::StatusOr<std::string> TenantAuthenticator::Authenticate(
   }
   if (match == 0) return absl::UnauthenticatedError("unknown API key");
   return entries_[match - 1].tenant;
-}
-
-absl::StatusOr<std::string> TenantAuthenticator::AuthenticateMetadata(
-    const std::multimap<grpc::string_ref, grpc::string_ref>& client_metadata)
-    const {
-  const auto [begin, end] =
-      client_metadata.equal_range(grpc::string_ref("authorization"));
-  if (begin == end) {
-    return absl::UnauthenticatedError("missing authorization metadata");
-  }
-  if (std::next(begin) != end) {
-    return absl::UnauthenticatedError(
-        "more than one authorization metadata entry");
-  }
-  return Authenticate(absl::string_view(begin->second.data(),
-                                        begin->second.size()));
 }
 
 }  // namespace paceline::server

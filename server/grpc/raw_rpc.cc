@@ -1,4 +1,4 @@
-#include "server/raw_rpc.h"
+#include "server/grpc/raw_rpc.h"
 
 #include <climits>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "server/sha256.h"
+#include "server/frontend/sha256.h"
 
 #include <openssl/evp.h>
 

@@ -1,5 +1,5 @@
-#ifndef PACELINE_SERVER_GRPC_TSAN_H_
-#define PACELINE_SERVER_GRPC_TSAN_H_
+#ifndef PACELINE_SERVER_GRPC_GRPC_TSAN_H_
+#define PACELINE_SERVER_GRPC_GRPC_TSAN_H_
 
 // What gRPC's core guarantees but ThreadSanitizer cannot see (Debian's gRPC
 // is not built with it): an operation a reactor starts (StartWrite, Finish)
@@ -34,4 +34,4 @@ inline void TakeBackFromGrpc(const void* reactor) {
 
 }  // namespace paceline::server
 
-#endif  // PACELINE_SERVER_GRPC_TSAN_H_
+#endif  // PACELINE_SERVER_GRPC_GRPC_TSAN_H_

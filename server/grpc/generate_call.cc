@@ -1,11 +1,11 @@
-#include "server/generate_call.h"
+#include "server/grpc/generate_call.h"
 
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "server/grpc_tsan.h"
-#include "server/proto_convert.h"
-#include "server/raw_rpc.h"
+#include "server/grpc/grpc_tsan.h"
+#include "server/grpc/proto_convert.h"
+#include "server/grpc/raw_rpc.h"
 
 namespace paceline::server {
 
