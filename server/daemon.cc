@@ -42,6 +42,7 @@
 #include "server/metrics_adapter.h"
 #include "server/openai/openai_service.h"
 #include "server/sd_notify.h"
+#include "server/frontend/frontend.h"
 #include "server/grpc/grpc_service.h"
 #include "server/frontend/tenant_policy.h"
 
@@ -203,7 +204,7 @@ class Daemon {
   int MakeEngine();
   int BuildService();
   int StartServers();
-  ServiceOptions ServiceOptionsFor(const std::string& model_id) const;
+  FrontendOptions FrontendOptionsFor(const std::string& model_id) const;
   int StartGrpc();
   int StartHttp();
   int StartMetricsExposer();
@@ -222,7 +223,8 @@ class Daemon {
   std::unique_ptr<MetricsAdapter> metrics_adapter_;
   std::unique_ptr<scheduler::ServingLoop> loop_;
   std::unique_ptr<Pacer> pacer_;
-  std::unique_ptr<PacelineService> service_;
+  std::unique_ptr<Frontend> frontend_;
+  std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<openai::OpenAiService> openai_;
@@ -290,25 +292,23 @@ int Daemon::MakeEngine() {
   return kExitOk;
 }
 
-ServiceOptions Daemon::ServiceOptionsFor(const std::string& model_id) const {
-  ServiceOptions o;
+FrontendOptions Daemon::FrontendOptionsFor(const std::string& model_id) const {
+  FrontendOptions o;
   o.tenants = Policies(config_);
-  o.model_id = model_id;
+  o.model.id = model_id;
+  o.model.backend = backend_.name;
+  o.model.memory_plan = backend_.plan;
+  o.model.kv_block_size = backend_.block_size;
+  o.model.kv_blocks = backend_.num_blocks;
+  o.model.chat_templates = &chat_templates_;
   o.rejections = metrics_adapter_.get();
   o.delivery = metrics_adapter_.get();
-  o.memory_plan = backend_.plan;
-  o.kv_block_size = backend_.block_size;
-  o.kv_blocks = backend_.num_blocks;
-  o.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
   o.max_unread_bytes = config_.max_unread_bytes();
   o.max_response_bytes = config_.max_response_bytes();
   o.max_call_lifetime = absl::Seconds(config_.max_stream_seconds());
-  o.max_message_bytes = config_.grpc().max_message_bytes();
   o.intake.threads = config_.intake().threads();
   o.intake.max_queued_per_tenant = config_.intake().max_queued_per_tenant();
   o.intake.observer = metrics_adapter_.get();
-  o.backend = backend_.name;
-  o.chat_templates = &chat_templates_;
   return o;
 }
 
@@ -340,9 +340,13 @@ int Daemon::BuildService() {
   scheduler::Clock* clock = scheduler::SystemClock::Get();
   pacer_ = std::make_unique<Pacer>(clock);
   metrics_adapter_->AttachSources(loop_.get(), pacer_.get());
-  service_ = std::make_unique<PacelineService>(
-      ServiceOptionsFor(model_id), &*auth_, &mc, tokenizer, loop_.get(),
-      pacer_.get(), clock);
+  frontend_ = std::make_unique<Frontend>(FrontendOptionsFor(model_id),
+                                         &*auth_, &mc, tokenizer, loop_.get(),
+                                         pacer_.get(), clock);
+  GrpcServiceOptions grpc_options;
+  grpc_options.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
+  grpc_options.max_message_bytes = config_.grpc().max_message_bytes();
+  service_ = std::make_unique<GrpcService>(grpc_options, frontend_.get());
   return kExitOk;
 }
 
@@ -410,7 +414,7 @@ int Daemon::StartHttp() {
   o.threads = h.threads();
   o.send_buffer_bytes = h.send_buffer_bytes();  // 0 when unset: the kernel's
   o.error_body = &openai::OpenAiService::ErrorBody;
-  openai_ = std::make_unique<openai::OpenAiService>(service_.get());
+  openai_ = std::make_unique<openai::OpenAiService>(frontend_.get());
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =
       http::HttpServer::Start(
           std::move(o),
@@ -467,7 +471,7 @@ int Daemon::StartServers() {
 }
 
 void Daemon::WaitForCallsToEnd(absl::Time deadline) {
-  while (service_->live_calls() > 0 && absl::Now() < deadline) {
+  while (frontend_->live_calls() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
 }
@@ -475,17 +479,17 @@ void Daemon::WaitForCallsToEnd(absl::Time deadline) {
 void Daemon::Drain(int sig, absl::Time start) {
   const absl::Duration drain_timeout =
       absl::Seconds(config_.drain_timeout_seconds());
-  service_->BeginDrain();
+  frontend_->BeginDrain();
   server_->GetHealthCheckService()->SetServingStatus(false);
   SdNotify("STOPPING=1").IgnoreError();
   Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    "; draining (timeout ", absl::FormatDuration(drain_timeout),
                    ")"));
   WaitForCallsToEnd(start + drain_timeout);
-  const int64_t cut = service_->live_calls();
+  const int64_t cut = frontend_->live_calls();
   if (cut > 0) {
     Log(absl::StrCat("drain timeout: aborting ", cut, " call(s)"));
-    service_->AbortAll(
+    frontend_->AbortAll(
         absl::AbortedError("the server shut down (drain timeout)"));
     // The cut calls write their last messages within half the margin; a
     // client that does not read them is not waited for.
@@ -496,10 +500,10 @@ void Daemon::Drain(int sig, absl::Time start) {
 void Daemon::ServeAndDrain() {
   MemoryTrimmer trimmer(kTrimPeriod, HeapOfThisProcess());
   const int sig = WaitForSignal([this, &trimmer] {
-    if (const int64_t cut = service_->AbortExpired(); cut > 0) {
+    if (const int64_t cut = frontend_->AbortExpired(); cut > 0) {
       Log(absl::StrCat("max_stream_seconds: cut ", cut, " call(s)"));
     }
-    trimmer.Tick(service_->live_calls() == 0, absl::Now());
+    trimmer.Tick(frontend_->live_calls() == 0, absl::Now());
   });
   const absl::Time start = absl::Now();
   Drain(sig, start);

@@ -56,13 +56,13 @@ ALLOWED = {
     # The HTTP server knows nothing of what it serves.
     "server/http": ["common"],
     # The OpenAI API: its pure part (bodies, responses) over delivery's
-    # output, and the served part over the service and the HTTP server.
-    "server/openai": ["common", "server/frontend", "server/grpc",
-                      "server/http", "server/delivery",
+    # output, and the served part over the frontend core and the HTTP
+    # server. Never the gRPC adapter.
+    "server/openai": ["common", "server/frontend", "server/http",
+                      "server/delivery",
                       "scheduler", "engine/tokenizer", "engine/sampling",
                       "chat"],
-    # The composition root and, until the frontend core is its own folder
-    # (issue 34), the gRPC service and the transport-neutral core.
+    # The composition root (the daemon) and its config.
     "server": ["common", "engine", "engine/model", "engine/gguf",
                "engine/sampling", "engine/tokenizer", "kvpager", "metrics",
                "scheduler", "chat", "server/delivery", "server/http",

@@ -1,124 +1,33 @@
 #include "server/grpc/complete_call.h"
 
-#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "server/frontend/answer_size.h"
-#include "server/delivery/pacer.h"
 #include "server/grpc/grpc_tsan.h"
 #include "server/grpc/proto_convert.h"
 #include "server/grpc/raw_rpc.h"
 
 namespace paceline::server {
 
-// The request's sink, and the pacer's target for the answer.
-class CompleteCall::Sink final : public scheduler::TokenSink,
-                                 public Deliverable,
-                                 public std::enable_shared_from_this<Sink> {
- public:
-  Sink(CompleteCall* call, Pacer* pacer, const DeliveryOptions& delivery)
-      : pacer_(pacer),
-        parser_(delivery.chat_output.has_value()
-                    ? std::make_unique<chat::ChatOutputParser>(
-                          *delivery.chat_output, delivery.tool_call_id_seed)
-                    : nullptr),
-        call_(call) {}
-
-  // --- TokenSink (engine thread): append, hand over at the finish ---
-  void OnAccepted(const scheduler::AcceptInfo& info) override {
-    absl::MutexLock lock(&mu_);
-    if (call_ == nullptr) return;
-    v1::Accepted* a = call_->response_.mutable_accepted();
-    a->set_request_id(info.id);
-    a->set_prompt_tokens(info.prompt_tokens);
-    a->set_cached_prompt_tokens(info.cached_prompt_tokens);
-  }
-  void OnTokens(const scheduler::TokenDelta& delta) override {
-    absl::MutexLock lock(&mu_);
-    if (call_ == nullptr) return;
-    v1::CompleteResponse* r = &call_->response_;
-    if (parser_ != nullptr) {
-      AppendChatDelta(parser_->Push(delta.text), &chat_);
-    } else {
-      r->mutable_text()->append(delta.text.data(), delta.text.size());
-    }
-    r->mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
-    for (const engine::SampleResult& s : delta.samples) {
-      AddLogprob(s, r->mutable_logprobs());
-    }
-  }
-  void OnFinished(const scheduler::FinishInfo& info) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (call_ == nullptr) return;
-      if (parser_ != nullptr) AppendChatDelta(parser_->Finish(), &chat_);
-      finish_ = info;
-    }
-    pacer_->Wake(shared_from_this());
-  }
-
-  // --- Deliverable (pacer thread): the answer ---
-  absl::Time Release(absl::Time /*now*/) override {
-    CompleteCall* call = nullptr;
-    grpc::Status status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (call_ == nullptr || !finish_.has_value()) {
-        return absl::InfiniteFuture();
-      }
-      call = std::exchange(call_, nullptr);
-      if (parser_ != nullptr) {
-        FillChatAnswer(chat_, &call->response_);
-        chat_.called_tools = parser_->saw_tool_calls();
-      }
-      status = call->Fill(*finish_, chat_.called_tools);
-    }
-    call->Answer(status);
-    return absl::InfiniteFuture();
-  }
-
-  // Ends the call with `status` unless it has ended (any thread but the
-  // engine's).
-  void Abort(const absl::Status& status) {
-    CompleteCall* call = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      if (call_ == nullptr) return;
-      call = std::exchange(call_, nullptr);
-    }
-    call->Answer(ToGrpcStatus(status, call->context_));
-  }
-
- private:
-  Pacer* const pacer_;
-  // Chat requests: the output parser and its split so far.
-  const std::unique_ptr<chat::ChatOutputParser> parser_;
-  absl::Mutex mu_;
-  Outgoing chat_ ABSL_GUARDED_BY(mu_);
-  CompleteCall* call_ ABSL_GUARDED_BY(mu_);  // null once handed over
-  std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
-};
-
-void CompleteCall::Start(absl::StatusOr<PacelineService::Admitted> admitted) {
+void CompleteCall::Start(absl::StatusOr<BuiltRequest> built) {
   if (start_.CancelledEarly()) {
-    admitted = absl::CancelledError("the client cancelled");
+    built = absl::CancelledError("the client cancelled");
   }
-  if (Submit(std::move(admitted)) && start_.MarkStarted()) CancelSubmitted();
+  if (Submit(std::move(built)) && start_.MarkStarted()) CancelSubmitted();
   Release();
 }
 
-bool CompleteCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
-  if (!admitted.ok()) {
-    Answer(ToGrpcStatus(admitted.status(), context_));
+bool CompleteCall::Submit(absl::StatusOr<BuiltRequest> built) {
+  if (!built.ok()) {
+    Answer(ToGrpcStatus(built.status(), context_));
     return false;
   }
-  if (const std::optional<std::string> over = AnswerOverLimit(
-          1, admitted->built.spec, service_->max_response_bytes())) {
+  if (const std::optional<std::string> over =
+          AnswerOverLimit(1, built->spec, frontend_->max_response_bytes())) {
     Answer(ToGrpcStatus(
         absl::InvalidArgumentError(absl::StrCat(
             "stopping.max_tokens: ", *over,
@@ -126,27 +35,20 @@ bool CompleteCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
         context_));
     return false;
   }
-  auto sink =
-      std::make_shared<Sink>(this, service_->pacer(), admitted->built.delivery);
-  admitted->built.spec.sink = sink;
-  admitted->built.spec.pace_tokens_per_s = 0;  // answered at once
-  // Held before the submission: the request may end (and Abort answer)
-  // as soon as the loop has it.
-  sink_ = sink;
-  absl::StatusOr<scheduler::RequestId> id =
-      service_->Submit(std::move(admitted->built.spec),
-                       [sink](const absl::Status& s) { sink->Abort(s); });
-  if (!id.ok()) {
-    sink->Abort(id.status());
+  chat_ = built->delivery.chat_output.has_value();
+  built->delivery.pace_tokens_per_s = 0;  // answered at once
+  stream_ = frontend_->OpenStream(*std::move(built), this, nullptr,
+                                  /*observed=*/false);
+  if (absl::Status submitted = frontend_->Submit(stream_); !submitted.ok()) {
+    stream_.buffer = nullptr;  // detached: nothing was written
+    Answer(ToGrpcStatus(submitted, context_));
     return false;
   }
-  id_ = *id;
   return true;
 }
 
 void CompleteCall::CancelSubmitted() {
-  service_->loop().Cancel(id_);
-  sink_->Abort(absl::CancelledError("the client cancelled"));
+  frontend_->Stop(stream_, absl::CancelledError("the client cancelled"));
 }
 
 void CompleteCall::OnCancel() {
@@ -160,19 +62,54 @@ void CompleteCall::OnDone() {
 
 void CompleteCall::Release() {
   if (!start_.Release()) return;
-  if (id_ != 0) service_->Unregister(id_);
+  if (stream_.buffer != nullptr) stream_.buffer->Detach();
+  if (stream_.id != 0) frontend_->Unregister(stream_.id);
   delete this;
 }
 
-grpc::Status CompleteCall::Fill(const scheduler::FinishInfo& info,
-                                bool called_tools) {
-  if (info.reason == scheduler::FinishReason::kError &&
-      !response_.has_accepted()) {
-    return ToGrpcStatus(info.status, context_);  // refused at intake
+void CompleteCall::Send(const Outgoing& out) {
+  switch (out.kind) {
+    case Outgoing::Kind::kAccepted: {
+      v1::Accepted* a = response_.mutable_accepted();
+      a->set_request_id(out.accepted.id);
+      a->set_prompt_tokens(out.accepted.prompt_tokens);
+      a->set_cached_prompt_tokens(out.accepted.cached_prompt_tokens);
+      break;
+    }
+    case Outgoing::Kind::kDelta:
+      Add(out);
+      break;
+    case Outgoing::Kind::kFinished:
+      Answer(Fill(out));  // the last message: no write to complete
+      return;
   }
-  FillFinished(info, service_->tokenizer(), absl::InfinitePast(),
+  stream_.buffer->OnWriteDone(true);
+}
+
+void CompleteCall::Add(const Outgoing& delta) {
+  if (chat_) {
+    AppendChatDelta(
+        chat::ChatOutputDelta{delta.text, delta.reasoning, delta.tool_calls,
+                              delta.broken_tool_calls},
+        &chat_output_);
+  } else {
+    response_.mutable_text()->append(delta.text);
+  }
+  response_.mutable_token_ids()->Add(delta.ids.begin(), delta.ids.end());
+  for (const engine::SampleResult& s : delta.samples) {
+    AddLogprob(s, response_.mutable_logprobs());
+  }
+}
+
+grpc::Status CompleteCall::Fill(const Outgoing& finished) {
+  // Cut short (the client's cancel, a drain): the status alone.
+  if (!finished.aborted.ok()) return ToGrpcStatus(finished.aborted, context_);
+  const scheduler::FinishInfo& info = finished.finish;
+  if (!finished.was_accepted) return ToGrpcStatus(info.status, context_);
+  if (chat_) FillChatAnswer(chat_output_, &response_);
+  FillFinished(info, frontend_->tokenizer(), absl::InfinitePast(),
                absl::InfinitePast(), response_.mutable_finished());
-  MarkToolCallsFinish(called_tools, response_.mutable_finished());
+  MarkToolCallsFinish(finished.called_tools, response_.mutable_finished());
   const bool bad =
       info.reason == scheduler::FinishReason::kError ||
       (info.reason == scheduler::FinishReason::kCancelled && !info.status.ok());

@@ -9,50 +9,37 @@
 
 namespace paceline::server {
 
-void GenerateCall::Start(absl::StatusOr<PacelineService::Admitted> admitted) {
+void GenerateCall::Start(absl::StatusOr<BuiltRequest> built) {
   if (start_.CancelledEarly()) {
-    admitted = absl::CancelledError("the client cancelled");
+    built = absl::CancelledError("the client cancelled");
   }
-  if (Submit(std::move(admitted)) && start_.MarkStarted()) CancelSubmitted();
+  if (Submit(std::move(built)) && start_.MarkStarted()) CancelSubmitted();
   Release();
 }
 
-bool GenerateCall::Submit(absl::StatusOr<PacelineService::Admitted> admitted) {
-  if (!admitted.ok()) {
-    FinishWith(ToGrpcStatus(admitted.status(), context_));
+bool GenerateCall::Submit(absl::StatusOr<BuiltRequest> built) {
+  if (!built.ok()) {
+    FinishWith(ToGrpcStatus(built.status(), context_));
     return false;
   }
-  admitted->built.delivery.max_delta_bytes = service_->max_delta_bytes();
-  admitted->built.delivery.max_unread_bytes = service_->max_unread_bytes();
-  buffer_ = std::make_shared<StreamBuffer>(
-      admitted->built.delivery, this, service_->clock(), service_->pacer(),
-      service_->delivery_observer(), admitted->tenant->name);
-  buffer_->SetCanceller([service = service_](scheduler::RequestId id) {
-    service->loop().Cancel(id);
-  });
-  admitted->built.spec.sink = buffer_;
-  absl::StatusOr<scheduler::RequestId> id = service_->Submit(
-      std::move(admitted->built.spec),
-      [buffer = buffer_](const absl::Status& s) { buffer->Abort(s); });
-  if (!id.ok()) {
-    buffer_->Detach();
-    buffer_ = nullptr;
-    FinishWith(ToGrpcStatus(id.status(), context_));
+  built->delivery.max_delta_bytes = max_delta_bytes_;
+  stream_ = frontend_->OpenStream(*std::move(built), this);
+  if (absl::Status submitted = frontend_->Submit(stream_); !submitted.ok()) {
+    stream_.buffer = nullptr;  // detached: nothing was written
+    FinishWith(ToGrpcStatus(submitted, context_));
     return false;
   }
-  id_ = *id;
   return true;
 }
 
 void GenerateCall::CancelSubmitted() {
-  service_->loop().Cancel(id_);
-  buffer_->Abort(absl::CancelledError("the client cancelled"));
+  frontend_->Stop(stream_, absl::CancelledError("the client cancelled"));
 }
 
 void GenerateCall::Release() {
   if (!start_.Release()) return;
-  if (buffer_ != nullptr) buffer_->Detach();
-  if (id_ != 0) service_->Unregister(id_);
+  if (stream_.buffer != nullptr) stream_.buffer->Detach();
+  if (stream_.id != 0) frontend_->Unregister(stream_.id);
   delete this;
 }
 
@@ -99,7 +86,7 @@ void GenerateCall::SendFinished(const Outgoing& out) {
     FinishWith(ToGrpcStatus(out.finish.status, context_));
     return;
   }
-  FillFinished(out.finish, service_->tokenizer(), out.first_delivered,
+  FillFinished(out.finish, frontend_->tokenizer(), out.first_delivered,
                out.last_delivered, response_.mutable_finished());
   MarkToolCallsFinish(out.called_tools, response_.mutable_finished());
   // A request that failed or was cut by shutdown ends with its status,
@@ -133,7 +120,7 @@ void GenerateCall::FinishWith(const grpc::Status& status) {
 
 void GenerateCall::OnWriteDone(bool ok) {
   TakeBackFromGrpc(this);
-  buffer_->OnWriteDone(ok);
+  stream_.buffer->OnWriteDone(ok);
 }
 
 void GenerateCall::OnCancel() {

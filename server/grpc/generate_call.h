@@ -7,7 +7,7 @@
 // raw: service.h), keeps one write in flight (gRPC's rule), and ends the
 // RPC with the Finished message.
 //
-// Start comes from the intake pool once the request is admitted (or
+// Start comes from the intake pool once the request is built (or
 // refused); call_start.h orders it against the reactions. OnWriteDone
 // hands the completion to the buffer (which may start the next write from
 // there); OnCancel cancels the request and cuts delivery; the last of
@@ -24,23 +24,27 @@
 #include "grpcpp/support/server_callback.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/token_sink.h"
-#include "server/grpc/call_start.h"
 #include "server/delivery/stream_buffer.h"
-#include "server/grpc/grpc_service.h"
+#include "server/frontend/frontend.h"
+#include "server/grpc/call_start.h"
 
 namespace paceline::server {
 
 class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public StreamWriter {
  public:
-  // `service` must outlive the call, which deletes itself (see above).
-  GenerateCall(PacelineService* service, grpc::CallbackServerContext* context)
-      : service_(service), context_(context) {}
+  // `frontend` must outlive the call, which deletes itself (see above).
+  // Each Delta carries at most `max_delta_bytes` of output.
+  GenerateCall(Frontend* frontend, int64_t max_delta_bytes,
+               grpc::CallbackServerContext* context)
+      : frontend_(frontend),
+        max_delta_bytes_(max_delta_bytes),
+        context_(context) {}
 
-  // Once: submits the admitted request, or finishes with the refusal.
-  void Start(absl::StatusOr<PacelineService::Admitted> admitted);
+  // Once: submits the built request, or finishes with the refusal.
+  void Start(absl::StatusOr<BuiltRequest> built);
   // Whether the client has cancelled already: the intake pool then skips
-  // the admission's work (Start still ends the call).
+  // the building (Start still ends the call).
   bool cancelled_early() { return start_.CancelledEarly(); }
 
   // Reactions.
@@ -50,7 +54,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
  private:
   // Start's work: true once submitted, false after finishing instead.
-  bool Submit(absl::StatusOr<PacelineService::Admitted> admitted);
+  bool Submit(absl::StatusOr<BuiltRequest> built);
   // Cancels the submitted request and cuts its delivery.
   void CancelSubmitted();
   // Start or OnDone is done with the call; the last deletes it.
@@ -65,12 +69,12 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // cannot be, after ending the RPC with INTERNAL instead.
   bool Serialize();
 
-  PacelineService* const service_;
+  Frontend* const frontend_;
+  const int64_t max_delta_bytes_;
   grpc::CallbackServerContext* const context_;
-  std::shared_ptr<StreamBuffer> buffer_;  // null when refused
-  scheduler::RequestId id_ = 0;           // 0 until submitted
-  v1::GenerateResponse response_;         // the next message, as built
-  grpc::ByteBuffer bytes_;                // the write in flight, serialized
+  Stream stream_;  // its buffer null when refused, its id 0 until submitted
+  v1::GenerateResponse response_;  // the next message, as built
+  grpc::ByteBuffer bytes_;         // the write in flight, serialized
   CallStart start_;
 };
 

@@ -3,12 +3,10 @@
 #include <iterator>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 
 namespace paceline::server {
 
-absl::StatusOr<std::string> AuthenticateMetadata(
-    const TenantAuthenticator& auth,
+absl::StatusOr<absl::string_view> AuthorizationMetadata(
     const std::multimap<grpc::string_ref, grpc::string_ref>& client_metadata) {
   const auto [begin, end] =
       client_metadata.equal_range(grpc::string_ref("authorization"));
@@ -19,8 +17,7 @@ absl::StatusOr<std::string> AuthenticateMetadata(
     return absl::UnauthenticatedError(
         "more than one authorization metadata entry");
   }
-  return auth.Authenticate(
-      absl::string_view(begin->second.data(), begin->second.size()));
+  return absl::string_view(begin->second.data(), begin->second.size());
 }
 
 }  // namespace paceline::server

@@ -52,14 +52,14 @@ class ChoiceWriter final : public StreamWriter {
 
 class Call final : public std::enable_shared_from_this<Call> {
  public:
-  Call(PacelineService* service, Api api, OpenAiRequest request,
+  Call(Frontend* frontend, Api api, OpenAiRequest request,
        std::shared_ptr<http::HttpExchange> exchange)
-      : service_(service),
+      : frontend_(frontend),
         request_(std::move(request)),
         exchange_(std::move(exchange)) {
-    context_.id = ResponseId(api, service->NextSeed());
+    context_.id = ResponseId(api, frontend->NextSeed());
     context_.created = absl::ToUnixSeconds(absl::Now());
-    context_.model = service->model_id();
+    context_.model = frontend->model().id;
     context_.api = api;
     context_.logprobs = request_.logprobs;
     context_.include_usage = request_.stream && request_.include_usage;
@@ -94,7 +94,8 @@ class Call final : public std::enable_shared_from_this<Call> {
   // prompt and given to the output parser (openai_tool_choice.h).
   absl::Status ForceToolCall(BuiltRequest* built) const;
   // Builds one prompt's choices; the refusal, if any.
-  absl::Status AddPrompt(const TenantPolicy* tenant, v1::GenerateRequest base,
+  absl::Status AddPrompt(const TenantPolicy* tenant,
+                         const v1::GenerateRequest& prompt,
                          std::vector<BuiltRequest>* built);
   // A non-streamed answer of every prompt's n choices, each like `spec`,
   // whose estimate passes max_response_bytes (answer_size.h): InvalidParam
@@ -128,7 +129,7 @@ class Call final : public std::enable_shared_from_this<Call> {
   // After the last byte: the ids are released, and so is the call.
   std::function<void(bool)> Release();
 
-  PacelineService* const service_;
+  Frontend* const frontend_;
   const OpenAiRequest request_;
   const std::shared_ptr<http::HttpExchange> exchange_;
   ResponseContext context_;
@@ -169,7 +170,7 @@ void Call::Start(const TenantPolicy* tenant) {
   for (size_t i = 0; i < built.size(); ++i) {
     const bool first = i % request_.n == 0;
     choices_.push_back(std::make_unique<Choice>(
-        this, static_cast<int>(i), &context_, &service_->tokenizer(), first));
+        this, static_cast<int>(i), &context_, &frontend_->tokenizer(), first));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -187,7 +188,7 @@ void Call::Start(const TenantPolicy* tenant) {
 
 absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
   if (request_.stream) return absl::OkStatus();
-  const int64_t limit = service_->max_response_bytes();
+  const int64_t limit = frontend_->max_response_bytes();
   const int64_t choices =
       static_cast<int64_t>(request_.prompts.size()) * request_.n;
   const std::optional<std::string> over = AnswerOverLimit(choices, spec, limit);
@@ -220,27 +221,28 @@ absl::Status Call::ForceToolCall(BuiltRequest* built) const {
   engine::EncodeOptions encode;
   encode.parse_special = true;  // our own markers: control tokens
   const std::vector<int32_t> ids =
-      service_->tokenizer().Encode(*prefix, encode);
+      frontend_->tokenizer().Encode(*prefix, encode);
   built->spec.prompt.insert(built->spec.prompt.end(), ids.begin(), ids.end());
   built->delivery.chat_output_prefix = *std::move(prefix);
   return absl::OkStatus();
 }
 
 absl::Status Call::AddPrompt(const TenantPolicy* tenant,
-                             v1::GenerateRequest base,
+                             const v1::GenerateRequest& prompt,
                              std::vector<BuiltRequest>* built) {
-  // Choice i samples with seed + i.
-  if (!base.sampling().has_seed()) {
-    base.mutable_sampling()->set_seed(service_->NextSeed());
+  absl::StatusOr<BuiltRequest> one = frontend_->Build(*tenant, prompt);
+  if (!one.ok()) {
+    // The one check of the model's name is the frontend's; OpenAI names it.
+    return absl::IsNotFound(one.status())
+               ? WithErrorCode(one.status(), "model_not_found")
+               : one.status();
   }
-  const uint64_t seed = base.sampling().seed();
-  absl::StatusOr<PacelineService::Admitted> admitted =
-      service_->AdmitAs(tenant, base);
-  if (!admitted.ok()) return admitted.status();
-  if (!request_.stream) admitted->built.delivery.pace_tokens_per_s = 0;
-  if (absl::Status st = ForceToolCall(&admitted->built); !st.ok()) return st;
+  if (!request_.stream) one->delivery.pace_tokens_per_s = 0;
+  if (absl::Status st = ForceToolCall(&*one); !st.ok()) return st;
+  // Choice i samples with seed + i (the request's seed, or the one drawn).
+  const uint64_t seed = one->spec.sampling.seed;
   for (int i = 0; i < request_.n; ++i) {
-    BuiltRequest choice = admitted->built;
+    BuiltRequest choice = *one;
     choice.spec.sampling.seed = seed + static_cast<uint64_t>(i);
     choice.delivery.tool_call_id_seed = seed + static_cast<uint64_t>(i);
     built->push_back(std::move(choice));
@@ -251,30 +253,21 @@ absl::Status Call::AddPrompt(const TenantPolicy* tenant,
 void Call::SubmitAll(std::vector<BuiltRequest> built) {
   const size_t n = static_cast<size_t>(request_.n);
   for (size_t first = 0; first < built.size(); first += n) {
-    std::vector<scheduler::RequestSpec> specs;
-    std::vector<PacelineService::AbortFn> aborts;
+    std::vector<Stream> streams;
     for (size_t i = first; i < first + n; ++i) {
       Choice& c = *choices_[i];
-      built[i].delivery.max_unread_bytes = service_->max_unread_bytes();
-      built[i].delivery.call_unread = unread_;  // the limit is the call's
-      c.buffer = std::make_shared<StreamBuffer>(
-          built[i].delivery, &c.writer, service_->clock(), service_->pacer(),
-          service_->delivery_observer(), built[i].spec.tenant);
-      c.buffer->SetCanceller([service = service_](scheduler::RequestId id) {
-        service->loop().Cancel(id);
-      });
-      built[i].spec.sink = c.buffer;
-      specs.push_back(std::move(built[i].spec));
-      aborts.push_back(
-          [buffer = c.buffer](const absl::Status& s) { buffer->Abort(s); });
+      streams.push_back(
+          frontend_->OpenStream(std::move(built[i]), &c.writer, unread_));
+      c.buffer = streams.back().buffer;  // before any Send can come
     }
-    absl::StatusOr<std::vector<scheduler::RequestId>> ids =
-        service_->SubmitGroup(std::move(specs), std::move(aborts), this);
-    if (ids.ok()) {
+    std::vector<Stream*> group;
+    for (Stream& stream : streams) group.push_back(&stream);
+    const absl::Status submitted = frontend_->Submit(group, this);
+    if (submitted.ok()) {
       absl::Status cancelled;
       {
         absl::MutexLock lock(&mu_);
-        for (size_t i = 0; i < n; ++i) choices_[first + i]->id = (*ids)[i];
+        for (size_t i = 0; i < n; ++i) choices_[first + i]->id = streams[i].id;
         cancelled = cancelled_;
       }
       // The client left (or the answer failed) while this group was being
@@ -284,7 +277,7 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
     }
     // A group no queue could ever admit whole (n over a limit) carries no
     // retry hint: retrying cannot help, so it is the request's fault.
-    absl::Status refusal = ids.status();
+    absl::Status refusal = submitted;
     if (refusal.code() == absl::StatusCode::kResourceExhausted &&
         !scheduler::RetryAfter(refusal).has_value()) {
       refusal = InvalidParam("n", refusal.message());
@@ -318,9 +311,11 @@ void Call::CancelAll(const absl::Status& status) {
       if (c->id != 0 && !c->finished) live.emplace_back(c->id, c->buffer);
     }
   }
-  for (const auto& [id, buffer] : live) {
-    service_->loop().Cancel(id);
-    buffer->Abort(status);
+  for (auto& [id, buffer] : live) {
+    Stream stream;
+    stream.buffer = std::move(buffer);
+    stream.id = id;
+    frontend_->Stop(stream, status);
   }
 }
 
@@ -333,7 +328,7 @@ std::function<void(bool)> Call::Release() {
         if (c->id != 0) ids.push_back(c->id);
       }
     }
-    for (scheduler::RequestId id : ids) service_->Unregister(id);
+    for (scheduler::RequestId id : ids) frontend_->Unregister(id);
     self_.reset();  // may delete this: last
   };
 }
@@ -388,7 +383,7 @@ std::string Call::DeltaLocked(Choice& c, const Outgoing& out,
     if (answered_) return "";
     c.builder.Add(out);
     held_bytes_ += EstimatedBytes(out);
-    const int64_t limit = service_->max_response_bytes();
+    const int64_t limit = frontend_->max_response_bytes();
     if (limit > 0 && held_bytes_ > limit) {
       *cancel = InvalidParam(
           "max_tokens", absl::StrCat("the answer grew past the server's "
@@ -470,10 +465,10 @@ bool Call::EndLocked(std::string tail) {
 
 }  // namespace
 
-void StartCompletionCall(PacelineService* service, const TenantPolicy* tenant,
+void StartCompletionCall(Frontend* frontend, const TenantPolicy* tenant,
                          Api api, OpenAiRequest request,
                          std::shared_ptr<http::HttpExchange> exchange) {
-  auto call = std::make_shared<Call>(service, api, std::move(request),
+  auto call = std::make_shared<Call>(frontend, api, std::move(request),
                                      std::move(exchange));
   call->Start(tenant);
 }

@@ -23,7 +23,7 @@
 // choice's released, unwritten output together (one call, one budget).
 // The client going away (the exchange's on_close) cancels every choice
 // within one engine step and cuts its delivery. Choice ids stay registered
-// with the service until the answer's last byte is written, so a drain
+// with the frontend until the answer's last byte is written, so a drain
 // waits for HTTP streams like gRPC ones.
 //
 // Threads: Send comes from the pacer thread (or from a write's
@@ -36,14 +36,14 @@
 #include "server/http/http_server.h"
 #include "server/openai/openai_request.h"
 #include "server/openai/openai_response.h"
-#include "server/grpc/grpc_service.h"
+#include "server/frontend/frontend.h"
 
 namespace paceline::server::openai {
 
 // Admits every choice of `request` for `tenant`, submits them and answers
-// `exchange`, now (a refusal) or as they finish. `service` must outlive
+// `exchange`, now (a refusal) or as they finish. `frontend` must outlive
 // the call (the daemon stops the HTTP server before it).
-void StartCompletionCall(PacelineService* service, const TenantPolicy* tenant,
+void StartCompletionCall(Frontend* frontend, const TenantPolicy* tenant,
                          Api api, OpenAiRequest request,
                          std::shared_ptr<http::HttpExchange> exchange);
 

@@ -5,10 +5,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/echo.h"
+#include "server/http/router.h"
 #include "server/openai/openai_call.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -17,47 +16,58 @@
 #include "server/openai/openai_response.h"
 
 namespace paceline::server::openai {
-namespace {
 
-constexpr char kModelsPrefix[] = "/v1/models/";
+struct OpenAiService::Route {
+  http::RoutePattern pattern;
+  bool needs_key;
+  Runs runs;
+  void (OpenAiService::*handler)(RouteCall&);
+};
 
-// The methods a known path allows; "" for an unknown path.
-absl::string_view AllowedMethod(absl::string_view path) {
-  if (path == "/health" || path == "/v1/models" ||
-      absl::StartsWith(path, kModelsPrefix)) {
-    return "GET";
-  }
-  if (path == "/v1/completions" || path == "/v1/chat/completions" ||
-      path == "/tokenize" || path == "/detokenize") {
-    return "POST";
-  }
-  return "";
+const std::vector<OpenAiService::Route>& OpenAiService::Routes() {
+  static const auto* const routes = new std::vector<Route>{
+      {{"GET", "/health"}, false, Runs::kNow, &OpenAiService::Health},
+      {{"GET", "/v1/models"}, true, Runs::kNow, &OpenAiService::Models},
+      {{"GET", "/v1/models/{id}"}, true, Runs::kNow, &OpenAiService::Models},
+      {{"POST", "/v1/completions"},
+       true,
+       Runs::kOnIntakeGeneration,
+       &OpenAiService::Completions},
+      {{"POST", "/v1/chat/completions"},
+       true,
+       Runs::kOnIntakeGeneration,
+       &OpenAiService::ChatCompletions},
+      {{"POST", "/tokenize"}, true, Runs::kOnIntake, &OpenAiService::Tokenize},
+      {{"POST", "/detokenize"},
+       true,
+       Runs::kOnIntake,
+       &OpenAiService::Detokenize},
+  };
+  return *routes;
 }
 
-absl::Status ModelNotFound(absl::string_view model, absl::string_view served) {
-  return WithErrorCode(
-      absl::NotFoundError(absl::StrCat("The model '", Echo(model),
-                                       "' does not exist; this server serves '",
-                                       served, "'")),
-      "model_not_found");
+namespace {
+
+// The frontend's one check of a model name, as OpenAI names its refusal.
+absl::Status CheckModel(const Frontend& frontend, absl::string_view model) {
+  absl::Status status = frontend.CheckModel(model);
+  if (status.ok()) return status;
+  return WithErrorCode(std::move(status), "model_not_found");
 }
 
 // A body field `model`, when given, must name the served model.
-absl::Status CheckBodyModel(const Json& body, const PacelineService& service) {
+absl::Status CheckBodyModel(const Json& body, const Frontend& frontend) {
   const Json* model = Find(body, "model");
   if (model == nullptr) return absl::OkStatus();
   absl::StatusOr<std::string> name = AsString(*model, "model");
   if (!name.ok()) return name.status();
-  if (!service.CheckModel(*name).ok()) {
-    return ModelNotFound(*name, service.model_id());
-  }
-  return absl::OkStatus();
+  return CheckModel(frontend, *name);
 }
 
 }  // namespace
 
-OpenAiService::OpenAiService(PacelineService* service)
-    : service_(service), created_(absl::ToUnixSeconds(absl::Now())) {}
+OpenAiService::OpenAiService(Frontend* frontend)
+    : frontend_(frontend), created_(absl::ToUnixSeconds(absl::Now())) {}
 
 std::pair<std::string, std::string> OpenAiService::ErrorBody(
     int status, absl::string_view message) {
@@ -68,79 +78,81 @@ std::pair<std::string, std::string> OpenAiService::ErrorBody(
 
 void OpenAiService::Handle(http::HttpRequest request,
                            std::shared_ptr<http::HttpExchange> exchange) {
-  const absl::string_view allowed = AllowedMethod(request.path);
-  if (allowed.empty()) {
+  const std::vector<Route>& routes = Routes();
+  std::vector<http::RoutePattern> patterns;
+  for (const Route& r : routes) patterns.push_back(r.pattern);
+  http::RouteMatch match =
+      http::MatchRoute(patterns, request.method, request.path);
+  if (match.route < 0 && match.allowed.empty()) {
     return RespondError(
         *exchange,
         WithErrorCode(absl::NotFoundError(absl::StrCat(
                           "no route ", request.method, " ", request.path)),
                       "unknown_route"));
   }
-  if (request.method != allowed) {
+  if (match.route < 0) {
     ErrorResponse error =
         ToErrorResponse(absl::InvalidArgumentError(absl::StrCat(
-            request.path, " takes ", allowed, ", not ", request.method)));
+            request.path, " takes ", match.allowed, ", not ", request.method)));
     return exchange->Respond(
-        405, {{"Content-Type", kJsonType}, {"Allow", std::string(allowed)}},
+        405, {{"Content-Type", kJsonType}, {"Allow", match.allowed}},
         std::move(error.body));
   }
-  if (request.path == "/health") return Health(*exchange);
-  absl::StatusOr<const TenantPolicy*> tenant =
-      service_->AuthenticateHeader(request.Header("authorization"));
-  if (!tenant.ok()) return RespondError(*exchange, tenant.status());
-  if (request.path == "/v1/models") return Models("", *exchange);
-  if (absl::StartsWith(request.path, kModelsPrefix)) {
-    return Models(
-        absl::string_view(request.path).substr(sizeof(kModelsPrefix) - 1),
-        *exchange);
+  const Route& route = routes[match.route];
+  RouteCall call{nullptr, std::move(request), std::move(match.param),
+                 std::move(exchange)};
+  if (route.needs_key) {
+    absl::StatusOr<const TenantPolicy*> tenant = frontend_->Authenticate(
+        absl::string_view(call.request.Header("authorization")));
+    if (!tenant.ok()) return RespondError(*call.exchange, tenant.status());
+    call.tenant = *tenant;
   }
-  // The rest is intake work (the body's JSON, a chat template, the
-  // tokenizer): the intake pool's, charged to the tenant.
-  const bool generation =
-      request.path != "/tokenize" && request.path != "/detokenize";
-  absl::Status posted = service_->RunIntake(
-      **tenant, generation,
-      [this, tenant = *tenant, request = std::move(request),
-       exchange]() mutable { Work(tenant, request, std::move(exchange)); });
-  if (!posted.ok()) RespondError(*exchange, posted);
+  if (route.runs == Runs::kNow) return (this->*route.handler)(call);
+  // Intake work (the body's JSON, a chat template, the tokenizer): the
+  // intake pool's, charged to the tenant.
+  const std::shared_ptr<http::HttpExchange> exchange_copy = call.exchange;
+  absl::Status posted = frontend_->RunOnIntake(
+      *call.tenant,
+      route.runs == Runs::kOnIntakeGeneration ? Frontend::Work::kGeneration
+                                              : Frontend::Work::kOther,
+      [this, handler = route.handler, call = std::move(call)]() mutable {
+        (this->*handler)(call);
+      });
+  if (!posted.ok()) RespondError(*exchange_copy, posted);
 }
 
-void OpenAiService::Work(const TenantPolicy* tenant,
-                         const http::HttpRequest& request,
-                         std::shared_ptr<http::HttpExchange> exchange) {
-  if (request.path == "/tokenize") return Tokenize(request, *exchange);
-  if (request.path == "/detokenize") return Detokenize(request, *exchange);
-  Generate(tenant, request, std::move(exchange));
-}
-
-void OpenAiService::Health(http::HttpExchange& exchange) const {
-  const bool draining = service_->draining();
-  exchange.Respond(
+void OpenAiService::Health(RouteCall& call) {
+  const bool draining = frontend_->draining();
+  call.exchange->Respond(
       draining ? 503 : 200, {{"Content-Type", kJsonType}},
       draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
 }
 
-void OpenAiService::Models(absl::string_view id,
-                           http::HttpExchange& exchange) const {
-  const std::string& served = service_->model_id();
+void OpenAiService::Models(RouteCall& call) {
+  http::HttpExchange& exchange = *call.exchange;
+  const std::string& served = frontend_->model().id;
   Json model = ModelJson(served, created_, "paceline");
   // Beside OpenAI's fields, what load generators read from peers: vLLM's
   // max_model_len and llama.cpp's meta (paceline bench draws synthetic
   // prompt ids below meta.n_vocab).
-  const int64_t context = service_->model_config().context_length;
+  const int64_t context = frontend_->model_config().context_length;
   model["max_model_len"] = context;
-  model["meta"] = {{"n_vocab", service_->tokenizer().vocab_size()},
+  model["meta"] = {{"n_vocab", frontend_->tokenizer().vocab_size()},
                    {"n_ctx_train", context}};
-  if (id.empty()) return RespondJson(exchange, ModelListJson({model}));
-  if (id != served) return RespondError(exchange, ModelNotFound(id, served));
+  if (call.param.empty()) {
+    return RespondJson(exchange, ModelListJson({model}));
+  }
+  if (absl::Status st = CheckModel(*frontend_, call.param); !st.ok()) {
+    return RespondError(exchange, st);
+  }
   RespondJson(exchange, model);
 }
 
-void OpenAiService::Tokenize(const http::HttpRequest& request,
-                             http::HttpExchange& exchange) const {
-  absl::StatusOr<Json> body = ParseBody(request.body);
+void OpenAiService::Tokenize(RouteCall& call) {
+  http::HttpExchange& exchange = *call.exchange;
+  absl::StatusOr<Json> body = ParseBody(call.request.body);
   if (!body.ok()) return RespondError(exchange, body.status());
-  if (absl::Status st = CheckBodyModel(*body, *service_); !st.ok()) {
+  if (absl::Status st = CheckBodyModel(*body, *frontend_); !st.ok()) {
     return RespondError(exchange, st);
   }
   const Json* prompt = Find(*body, "prompt");
@@ -156,17 +168,17 @@ void OpenAiService::Tokenize(const http::HttpRequest& request,
     if (!b.ok()) return RespondError(exchange, b.status());
     add_special = *b;
   }
-  const std::vector<int32_t> ids = service_->TokenizeText(*text, add_special);
+  const std::vector<int32_t> ids = frontend_->TokenizeText(*text, add_special);
   RespondJson(exchange,
-              TokenizeJson(ids, service_->model_config().context_length,
-                           &service_->tokenizer()));
+              TokenizeJson(ids, frontend_->model_config().context_length,
+                           &frontend_->tokenizer()));
 }
 
-void OpenAiService::Detokenize(const http::HttpRequest& request,
-                               http::HttpExchange& exchange) const {
-  absl::StatusOr<Json> body = ParseBody(request.body);
+void OpenAiService::Detokenize(RouteCall& call) {
+  http::HttpExchange& exchange = *call.exchange;
+  absl::StatusOr<Json> body = ParseBody(call.request.body);
   if (!body.ok()) return RespondError(exchange, body.status());
-  if (absl::Status st = CheckBodyModel(*body, *service_); !st.ok()) {
+  if (absl::Status st = CheckBodyModel(*body, *frontend_); !st.ok()) {
     return RespondError(exchange, st);
   }
   const Json* tokens = Find(*body, "tokens");
@@ -180,30 +192,31 @@ void OpenAiService::Detokenize(const http::HttpRequest& request,
   std::vector<int32_t> ids;
   for (size_t i = 0; i < tokens->size(); ++i) {
     absl::StatusOr<int64_t> id = AsInt((*tokens)[i], Index("tokens", i), 0,
-                                       service_->tokenizer().vocab_size() - 1);
+                                       frontend_->tokenizer().vocab_size() - 1);
     if (!id.ok()) return RespondError(exchange, id.status());
     ids.push_back(static_cast<int32_t>(*id));
   }
   absl::StatusOr<std::string> text =
-      service_->DetokenizeIds(ids, /*skip_special=*/true);
+      frontend_->DetokenizeIds(ids, /*skip_special=*/true);
   if (!text.ok()) return RespondError(exchange, text.status());
   RespondJson(exchange, DetokenizeJson(*text));
 }
 
-void OpenAiService::Generate(const TenantPolicy* tenant,
-                             const http::HttpRequest& request,
-                             std::shared_ptr<http::HttpExchange> exchange) {
-  const bool chat = request.path == "/v1/chat/completions";
+void OpenAiService::Completions(RouteCall& call) {
+  Generate(call, Api::kCompletion);
+}
+
+void OpenAiService::ChatCompletions(RouteCall& call) {
+  Generate(call, Api::kChat);
+}
+
+void OpenAiService::Generate(RouteCall& call, Api api) {
   absl::StatusOr<OpenAiRequest> parsed =
-      chat ? ParseChatCompletionRequest(request.body)
-           : ParseCompletionRequest(request.body);
-  if (!parsed.ok()) return RespondError(*exchange, parsed.status());
-  if (!parsed->model.empty() && !service_->CheckModel(parsed->model).ok()) {
-    return RespondError(*exchange,
-                        ModelNotFound(parsed->model, service_->model_id()));
-  }
-  StartCompletionCall(service_, tenant, chat ? Api::kChat : Api::kCompletion,
-                      *std::move(parsed), std::move(exchange));
+      api == Api::kChat ? ParseChatCompletionRequest(call.request.body)
+                        : ParseCompletionRequest(call.request.body);
+  if (!parsed.ok()) return RespondError(*call.exchange, parsed.status());
+  StartCompletionCall(frontend_, call.tenant, api, *std::move(parsed),
+                      std::move(call.exchange));
 }
 
 }  // namespace paceline::server::openai

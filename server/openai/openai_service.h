@@ -1,7 +1,8 @@
 #ifndef PACELINE_SERVER_OPENAI_OPENAI_SERVICE_H_
 #define PACELINE_SERVER_OPENAI_OPENAI_SERVICE_H_
 
-// The OpenAI-compatible HTTP API: routes, auth, and the answers that need
+// The OpenAI-compatible HTTP API, an adapter of the frontend core
+// (server/frontend/frontend.h): its route table, and the answers that need
 // no generation. Generation (completions, chat) is an OpenAiCall
 // (openai_call.h).
 //
@@ -22,23 +23,26 @@
 //
 // Thread-safe: Handle runs on the HTTP server's threads and never blocks:
 // it routes and checks the key; parsing a body, rendering a chat template
-// and tokenizing run on the service's intake pool (intake_pool.h), which
+// and tokenizing run on the frontend's intake pool (intake_pool.h), which
 // answers 429 with Retry-After when the tenant has too much waiting there.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "server/frontend/frontend.h"
 #include "server/http/http_server.h"
-#include "server/grpc/grpc_service.h"
+#include "server/openai/openai_response.h"
 
 namespace paceline::server::openai {
 
 class OpenAiService {
  public:
-  // `service` must outlive this and every call it starts.
-  explicit OpenAiService(PacelineService* service);
+  // `frontend` must outlive this and every call it starts.
+  explicit OpenAiService(Frontend* frontend);
 
   void Handle(http::HttpRequest request,
               std::shared_ptr<http::HttpExchange> exchange);
@@ -48,20 +52,33 @@ class OpenAiService {
   static std::pair<std::string, std::string> ErrorBody(
       int status, absl::string_view message);
 
- private:
-  // On the intake pool: the routes that parse a body.
-  void Work(const TenantPolicy* tenant, const http::HttpRequest& request,
-            std::shared_ptr<http::HttpExchange> exchange);
-  void Health(http::HttpExchange& exchange) const;
-  void Models(absl::string_view id, http::HttpExchange& exchange) const;
-  void Tokenize(const http::HttpRequest& request,
-                http::HttpExchange& exchange) const;
-  void Detokenize(const http::HttpRequest& request,
-                  http::HttpExchange& exchange) const;
-  void Generate(const TenantPolicy* tenant, const http::HttpRequest& request,
-                std::shared_ptr<http::HttpExchange> exchange);
+  // One routed request, as its handler gets it.
+  struct RouteCall {
+    const TenantPolicy* tenant = nullptr;  // null for a route without key
+    http::HttpRequest request;
+    std::string param;  // what the route's {name} matched
+    std::shared_ptr<http::HttpExchange> exchange;
+  };
 
-  PacelineService* const service_;
+ private:
+  // Where a route's handler runs: on the HTTP thread (it never blocks), or
+  // on the intake pool (it parses a body, renders, tokenizes), charged to
+  // the tenant as generation or as other work.
+  enum class Runs { kNow, kOnIntake, kOnIntakeGeneration };
+  struct Route;
+  // The route table (openai_service.cc).
+  static const std::vector<Route>& Routes();
+
+  // The handlers.
+  void Health(RouteCall& call);
+  void Models(RouteCall& call);
+  void Tokenize(RouteCall& call);
+  void Detokenize(RouteCall& call);
+  void Completions(RouteCall& call);
+  void ChatCompletions(RouteCall& call);
+  void Generate(RouteCall& call, Api api);
+
+  Frontend* const frontend_;
   const int64_t created_;  // the model's "created": when the server started
 };
 

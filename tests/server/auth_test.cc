@@ -15,6 +15,15 @@ namespace {
 
 using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
+// A call's key as the gRPC service reads it: the metadata entry, then
+// the authenticator.
+absl::StatusOr<std::string> AuthenticateMetadata(
+    const TenantAuthenticator& auth, const Metadata& metadata) {
+  absl::StatusOr<absl::string_view> value = AuthorizationMetadata(metadata);
+  if (!value.ok()) return value.status();
+  return auth.Authenticate(*value);
+}
+
 constexpr char kAliceKey[] = "pl-alice-secret";
 constexpr char kBobKey[] = "pl-bob-secret";
 
