@@ -29,7 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
-#include "tests/server/storm_harness.h"
+#include "tests/daemon/storm_harness.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/stories260k_oracle.h"
 

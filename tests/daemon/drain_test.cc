@@ -23,7 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
-#include "tests/server/storm_harness.h"
+#include "tests/daemon/storm_harness.h"
 #include "tests/testing/http_post.h"
 #include "tests/testing/wait_for.h"
 

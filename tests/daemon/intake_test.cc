@@ -27,7 +27,7 @@
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "server/frontend/sha256.h"
-#include "tests/server/storm_harness.h"
+#include "tests/daemon/storm_harness.h"
 #include "tests/testing/files.h"
 #include "tests/testing/http_post.h"
 #include "tests/testing/sanitizers.h"

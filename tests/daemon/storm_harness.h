@@ -1,5 +1,5 @@
-#ifndef PACELINE_TESTS_SERVER_STORM_HARNESS_H_
-#define PACELINE_TESTS_SERVER_STORM_HARNESS_H_
+#ifndef PACELINE_TESTS_DAEMON_STORM_HARNESS_H_
+#define PACELINE_TESTS_DAEMON_STORM_HARNESS_H_
 
 // What the storm, drain and soak tests share: a pacelined started on a
 // config of one tenant ("storm", key kKey) with gRPC and HTTP on ephemeral
@@ -366,4 +366,4 @@ class StormTest : public ::testing::Test {
 };
 }  // namespace paceline::server::storm
 
-#endif  // PACELINE_TESTS_SERVER_STORM_HARNESS_H_
+#endif  // PACELINE_TESTS_DAEMON_STORM_HARNESS_H_

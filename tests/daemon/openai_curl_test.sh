@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's curl examples against the real pacelined. Each example is a
-# fenced block of tests/server/openai_curl_examples.md after a comment
+# fenced block of tests/daemon/openai_curl_examples.md after a comment
 # `<!-- curl-test: NAME -->`; it runs as written, with URL and KEY set to
 # the daemon's HTTP address and its tenant's key, and Python (json, no
 # third-party module) checks what curl printed against the stories260K

@@ -32,7 +32,7 @@
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "server/frontend/answer_size.h"
 #include "server/frontend/sha256.h"
-#include "tests/server/storm_harness.h"
+#include "tests/daemon/storm_harness.h"
 #include "tests/testing/http_post.h"
 #include "tests/testing/wait_for.h"
 

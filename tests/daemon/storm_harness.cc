@@ -1,4 +1,4 @@
-#include "tests/server/storm_harness.h"
+#include "tests/daemon/storm_harness.h"
 
 #include <sys/resource.h>
 
