@@ -80,7 +80,7 @@ ALLOWED = {
     "bench": ["common", "engine", "engine/model", "engine/gguf",
               "engine/sampling", "engine/tokenizer", "engine/cpu",
               "engine/cpu/kernels", "engine/cuda", "kvpager", "scheduler",
-              "chat", "tests/testing"],
+              "chat", "server/delivery", "tests/testing"],
     "fuzz": ["common", "engine/gguf", "engine/model", "engine/tokenizer",
              "chat", "server", "server/frontend", "server/http", "server/openai", "tests/testing"],
 }
