@@ -93,9 +93,10 @@ void BM_EngineThreadStep(benchmark::State& state) {
     }
     spec.sampling.temperature = 0;
     spec.stop.max_tokens = kMinGenerated + static_cast<int32_t>(next_id % 256);
-    spec.stop.stop_strings = {"never!", "zz top"};
-    spec.control_token_text = true;
     DeliveryOptions delivery;
+    delivery.tokenizer = tokenizer.get();
+    delivery.stop.strings = {"never!", "zz top"};
+    delivery.control_token_text = true;
     delivery.chat_output = chat_format;
     auto stream = std::make_unique<Stream>();
     stream->buffer = std::make_shared<StreamBuffer>(delivery, &stream->writer,

@@ -93,7 +93,7 @@ void Build(const paceline::v1::GenerateRequest& request) {
   Check(built->spec.stop.max_tokens >= 1 &&
             built->spec.stop.max_tokens <= tenant.max_tokens_limit,
         "max_tokens within the tenant's limit");
-  Check(static_cast<int32_t>(built->spec.stop.stop_strings.size()) <=
+  Check(static_cast<int32_t>(built->delivery.stop.strings.size()) <=
             tenant.max_stop_strings,
         "stop strings within the tenant's bound");
 }

@@ -38,9 +38,7 @@ Request::Request(RequestId id, RequestSpec spec, int32_t tenant_index,
       num_prompt_tokens_(static_cast<int32_t>(spec_.prompt.size())),
       tokenizer_(tokenizer),
       tokens_(std::move(spec_.prompt)),
-      sampler_(std::move(sampler)),
-      detokenizer_(tokenizer,
-                   {.control_token_text = spec_.control_token_text}) {
+      sampler_(std::move(sampler)) {
   // Room for a typical generation; a long one grows the vector as usual.
   tokens_.reserve(tokens_.size() + std::min(spec_.stop.max_tokens, 512));
   usage_.prompt_tokens = num_prompt_tokens_;
@@ -134,72 +132,18 @@ std::optional<FinishReason> Request::AcceptSample(
                        spec_.stop.stop_token_ids.end(),
                        token) != spec_.stop.stop_token_ids.end()) {
     stop_token_ = token;
-    held_text_ += detokenizer_.Flush();
-    if (!held_text_.empty()) Deliver(-1, held_text_, nullptr);
-    held_text_.clear();
     return FinishReason::kStop;
   }
-
-  std::string& text = scratch_text_;
-  text.assign(held_text_);
-  text += detokenizer_.Push(token);
-  held_text_.clear();
-  if (!spec_.stop.stop_strings.empty()) {
-    const std::string* matched = nullptr;
-    const size_t at = FindStopString(text, &matched);
-    if (matched != nullptr) {
-      stop_string_ = *matched;
-      const size_t keep =
-          at + (spec_.stop.include_stop_str ? matched->size() : 0);
-      Deliver(token, absl::string_view(text).substr(0, keep), logprobs);
-      return FinishReason::kStop;
-    }
-  }
-  if (num_generated() >= spec_.stop.max_tokens) {
-    text += detokenizer_.Flush();
-    Deliver(token, text, logprobs);
-    return FinishReason::kLength;
-  }
-  const size_t hold = HoldBack(text);
-  held_text_.assign(text, text.size() - hold, hold);
-  Deliver(token, absl::string_view(text).substr(0, text.size() - hold),
-          logprobs);
+  Deliver(token, logprobs);
+  if (num_generated() >= spec_.stop.max_tokens) return FinishReason::kLength;
   return std::nullopt;
 }
 
-void Request::Deliver(int32_t token, absl::string_view text,
-                      const engine::SampleResult* sample) {
+void Request::Deliver(int32_t token, const engine::SampleResult* sample) {
   TokenDelta delta;
-  if (token >= 0) delta.ids = absl::MakeConstSpan(&token, 1);
-  delta.text = text;
+  delta.ids = absl::MakeConstSpan(&token, 1);
   if (sample != nullptr) delta.samples = absl::MakeConstSpan(sample, 1);
   spec_.sink->OnTokens(delta);
-}
-
-size_t Request::FindStopString(absl::string_view text,
-                               const std::string** matched) const {
-  size_t best = absl::string_view::npos;
-  for (const std::string& s : spec_.stop.stop_strings) {
-    const size_t at = text.find(s);
-    if (at < best) {
-      best = at;
-      *matched = &s;
-    }
-  }
-  return best;
-}
-
-size_t Request::HoldBack(absl::string_view text) const {
-  size_t hold = 0;
-  for (const std::string& s : spec_.stop.stop_strings) {
-    for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k) {
-      if (text.substr(text.size() - k) == absl::string_view(s).substr(0, k)) {
-        hold = k;
-        break;
-      }
-    }
-  }
-  return hold;
 }
 
 FinishInfo Request::Finish(FinishReason reason, absl::Status status,
@@ -216,6 +160,13 @@ FinishInfo Request::Finish(FinishReason reason, absl::Status status,
   info.timings = timings_;
   spec_.sink->OnFinished(info);
   return info;
+}
+
+FinishInfo Request::StopAtString(std::string stop_string, int32_t tokens,
+                                 absl::Time now) {
+  stop_string_ = std::move(stop_string);
+  usage_.completion_tokens = std::min(usage_.completion_tokens, tokens);
+  return Finish(FinishReason::kStop, absl::OkStatus(), now);
 }
 
 FinishInfo Request::Cancel(CancelReason reason, absl::Time now) {

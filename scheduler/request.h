@@ -20,8 +20,7 @@
 // members, its children, from submission until its fork point or their
 // fallback (scheduler.h); a held child is kWaiting and in no queue.
 //
-// Preemption keeps the tokens, the sampler, the detokenizer and the stop
-// state: on readmission the whole sequence (prompt + generated) is
+// Preemption keeps the tokens and the sampler: on readmission the whole sequence (prompt + generated) is
 // recomputed (mostly from the prefix cache), and the next token is sampled
 // from the same logits with the same RNG step (the sampler's counter-based
 // draw depends only on the number of tokens generated), so output is
@@ -30,14 +29,10 @@
 // Stop conditions, checked by AcceptSample right after each sample:
 //   1. EOS / end-of-generation (Tokenizer::IsEog) unless ignore_eos, or a
 //      stop token id: kStop; the token is not delivered.
-//   2. a stop string in the detokenized text (matched across token
-//      boundaries, earliest match wins): kStop; text up to the match is
-//      delivered (plus the string itself when include_stop_str); the token
-//      id is delivered.
-//   3. max_tokens generated: kLength.
-// Text that could be the start of a stop string is held back until a later
-// token rules the match out, or until the request ends (then it is
-// flushed).
+//   2. max_tokens generated: kLength.
+// The request's text is the delivery side's (engine/tokenizer/
+// text_output.h): a stop string it finds there ends the request one step
+// late (StopAtString), with usage counting the tokens it delivered.
 //
 // Thread-compatible: owned by the scheduler on the engine thread.
 
@@ -52,7 +47,6 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/sampling/sampler.h"
-#include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvpager/block_lease.h"
 #include "scheduler/token_sink.h"
@@ -81,9 +75,7 @@ absl::string_view CancelReasonName(CancelReason reason);
 struct StopConditions {
   int32_t max_tokens = 16;  // >= 1
   bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;    // ids in [0, vocab)
-  std::vector<std::string> stop_strings;  // each non-empty
-  bool include_stop_str = false;
+  std::vector<int32_t> stop_token_ids;  // ids in [0, vocab)
 };
 
 // What a submitter gives.
@@ -99,9 +91,6 @@ struct RequestSpec {
   // The prefix-cache salt; empty = the tenant name (no cross-tenant
   // sharing). Use a bounded set of values.
   std::string cache_salt;
-  // Deliver control tokens as their vocabulary text (chat requests, whose
-  // output parser looks for markers such as "[TOOL_CALLS]").
-  bool control_token_text = false;
   // Speculative decoding: up to this many n-gram draft tokens per step
   // (ngram_proposer.h), verified in the same step; 0..kMaxDraftTokens,
   // 0 = off. Output is what it would be without (scheduler.h).
@@ -212,9 +201,9 @@ class Request {
   // `n` more tokens computed (<= num_uncomputed()).
   void AddComputed(int32_t n) { num_computed_tokens_ += n; }
   // Records a sampled token (the request must be running with nothing
-  // uncomputed), applies the stop checks and delivers the output to the
-  // sink. Returns the finish reason when the request must now finish (the
-  // caller then calls Finish with it and an OK status).
+  // uncomputed), applies the stop checks and hands the id to the sink.
+  // Returns the finish reason when the request must now finish (the caller
+  // then calls Finish with it and an OK status).
   std::optional<FinishReason> AcceptSample(const engine::SampleResult& sample,
                                            absl::Time now);
   // -> kFinished: destroys the lease and tells the sink; returns what the
@@ -222,17 +211,14 @@ class Request {
   FinishInfo Finish(FinishReason reason, absl::Status status, absl::Time now);
   // Finish(kCancelled, CANCELLED for a client, UNAVAILABLE for shutdown).
   FinishInfo Cancel(CancelReason reason, absl::Time now);
+  // Finish(kStop) for a stop string the delivery side found in the text of
+  // the first `tokens` generated tokens: usage counts no more than those.
+  FinishInfo StopAtString(std::string stop_string, int32_t tokens,
+                          absl::Time now);
 
  private:
-  // Delivers `text` (and `token` unless < 0) to the sink.
-  void Deliver(int32_t token, absl::string_view text,
-               const engine::SampleResult* sample);
-  // The earliest stop-string match in `text`: its position, and the string
-  // in *matched.
-  size_t FindStopString(absl::string_view text,
-                        const std::string** matched) const;
-  // The longest suffix of `text` that is a proper prefix of a stop string.
-  size_t HoldBack(absl::string_view text) const;
+  // Hands `token` (and its sample, when asked for) to the sink.
+  void Deliver(int32_t token, const engine::SampleResult* sample);
 
   // Constant after construction.
   const RequestId id_;
@@ -249,10 +235,7 @@ class Request {
   int32_t lost_computed_tokens_ = 0;  // computed when last preempted
   kvpager::BlockLease lease_;
   engine::SequenceSampler sampler_;
-  engine::IncrementalDetokenizer detokenizer_;
   std::vector<int32_t> draft_;  // this step's draft tokens
-  std::string held_text_;       // text held back for a possible stop string
-  std::string scratch_text_;
   bool prompt_charged_ = false;
   bool reserved_ = false;  // of the tenant's tokens per minute
   CancelReason cancel_reason_ = CancelReason::kClient;

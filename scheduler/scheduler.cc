@@ -131,9 +131,6 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
           absl::StrCat("stop token id ", t, " is outside the vocabulary"));
     }
   }
-  for (const std::string& s : stop.stop_strings) {
-    if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
-  }
   if (spec.max_draft_tokens < 0 || spec.max_draft_tokens > kMaxDraftTokens) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_draft_tokens must be in [0, ", kMaxDraftTokens,
@@ -174,6 +171,20 @@ void Scheduler::ReportRejected(absl::string_view tenant,
 }
 
 absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
+  return End(id, [reason](Request& r, absl::Time now) {
+    return r.Cancel(reason, now);
+  });
+}
+
+absl::Status Scheduler::StopAtString(RequestId id, std::string stop_string,
+                                     int32_t tokens) {
+  return End(id, [&](Request& r, absl::Time now) {
+    return r.StopAtString(std::move(stop_string), tokens, now);
+  });
+}
+
+absl::Status Scheduler::End(
+    RequestId id, const std::function<FinishInfo(Request&, absl::Time)>& end) {
   if (in_step_) {
     return absl::FailedPreconditionError("Cancel between Schedule and Update");
   }
@@ -191,9 +202,9 @@ absl::Status Scheduler::Cancel(RequestId id, CancelReason reason) {
   }
   const bool running = r->state() == RequestState::kRunning;
   const absl::Time now = clock_->Now();
-  const FinishInfo info = r->Cancel(reason, now);
+  const FinishInfo info = end(*r, now);
   queues_->ReturnUnused(r, now);  // running, preempted or a reserved child
-  ++counters_.finished[static_cast<int>(FinishReason::kCancelled)];
+  ++counters_.finished[static_cast<int>(info.reason)];
   if (metrics_ != nullptr) metrics_->OnFinished(r->tenant(), info);
   if (held != nullptr) return absl::OkStatus();
   if (running) {

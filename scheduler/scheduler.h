@@ -45,6 +45,7 @@
 // must not be called between Schedule and the matching Update.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +142,11 @@ class Scheduler {
   absl::Status Cancel(RequestId id,
                       CancelReason reason = CancelReason::kClient);
   void CancelAll(CancelReason reason);
+  // Finishes a queued or running request as stopped by `stop_string`, which
+  // the delivery side found in the text of its first `tokens` generated
+  // tokens (Request::StopAtString). Errors as Cancel's.
+  absl::Status StopAtString(RequestId id, std::string stop_string,
+                            int32_t tokens);
 
   // Plans the next step (see the top). An empty plan means nothing to run.
   const StepPlan& Schedule();
@@ -267,6 +273,10 @@ class Scheduler {
   void ChargeGenerated();
   void FinishRunning(Request* r, FinishReason reason, absl::Status status,
                      absl::Time now);
+  // Cancel's and StopAtString's work: ends live request `id` as `end`
+  // finishes it.
+  absl::Status End(RequestId id,
+                   const std::function<FinishInfo(Request&, absl::Time)>& end);
   std::unique_ptr<Request> TakeRunning(Request* r);
 
   // Constant after construction.

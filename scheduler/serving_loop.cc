@@ -120,10 +120,27 @@ void ServingLoop::Cancel(RequestId id) {
   wake_.Signal();
 }
 
+void ServingLoop::StopAtString(RequestId id, std::string stop_string,
+                               int32_t tokens) {
+  absl::MutexLock lock(&mu_);
+  Command c;
+  c.kind = Command::kStopString;
+  c.id = id;
+  c.stop_string = std::move(stop_string);
+  c.tokens = tokens;
+  inbox_.push_back(std::move(c));
+  wake_.Signal();
+}
+
 void ServingLoop::Apply(std::vector<Command>* commands) {
   for (Command& c : *commands) {
     if (c.kind == Command::kCancel) {
       scheduler_->Cancel(c.id).IgnoreError();  // NotFound: it finished
+      continue;
+    }
+    if (c.kind == Command::kStopString) {
+      scheduler_->StopAtString(c.id, std::move(c.stop_string), c.tokens)
+          .IgnoreError();  // NotFound: it finished
       continue;
     }
     if (c.kind == Command::kRejected) {

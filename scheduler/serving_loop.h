@@ -129,6 +129,11 @@ class ServingLoop {
   // Thread-safe. Cancels the request on the engine thread before its next
   // step; a no-op if it has finished.
   void Cancel(RequestId id);
+  // Thread-safe. Ends the request as stopped by `stop_string` after its
+  // first `tokens` generated tokens (Scheduler::StopAtString) on the engine
+  // thread before its next step; a no-op if it has finished. The delivery
+  // side's call when it finds a stop string in the text.
+  void StopAtString(RequestId id, std::string stop_string, int32_t tokens);
 
   // Thread-safe: the load as of the engine thread's last publication.
   LoadSnapshot Load() const;
@@ -151,13 +156,16 @@ class ServingLoop {
 
  private:
   struct Command {
-    enum Kind { kSubmit, kCancel, kRejected } kind = kSubmit;
+    enum Kind { kSubmit, kCancel, kStopString, kRejected } kind = kSubmit;
     RequestId id = 0;  // kSubmit: the first member's; the others follow
     std::vector<RequestSpec> specs;  // kSubmit: a group (of one, by Submit)
     // kRejected: a refusal by Submit's own checks, reported to the metrics
     // from the engine thread.
     std::string tenant;
     absl::StatusCode code = absl::StatusCode::kOk;
+    // kStopString: the string, and the tokens its text took.
+    std::string stop_string;
+    int32_t tokens = 0;
   };
 
   ServingLoop(std::unique_ptr<engine::Engine> engine,

@@ -11,7 +11,6 @@ void CollectingSink::OnAccepted(const AcceptInfo& info) {
 void CollectingSink::OnTokens(const TokenDelta& delta) {
   absl::MutexLock lock(&mu_);
   tokens_.insert(tokens_.end(), delta.ids.begin(), delta.ids.end());
-  text_.append(delta.text.data(), delta.text.size());
   samples_.insert(samples_.end(), delta.samples.begin(), delta.samples.end());
   ++num_deltas_;
 }
@@ -50,11 +49,6 @@ AcceptInfo CollectingSink::accept_info() const {
 std::vector<int32_t> CollectingSink::tokens() const {
   absl::MutexLock lock(&mu_);
   return tokens_;
-}
-
-std::string CollectingSink::text() const {
-  absl::MutexLock lock(&mu_);
-  return text_;
 }
 
 int32_t CollectingSink::num_deltas() const {

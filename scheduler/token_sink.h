@@ -15,7 +15,7 @@
 // Threading: every call comes from the engine thread. A sink must never
 // block it: copy what it needs, hand it to another thread (a queue under a
 // short mutex, a wake of the delivery thread), and return; it never
-// writes to a client itself. Views passed in (ids, text, samples) are
+// writes to a client itself. Views passed in (ids, samples) are
 // valid only during the call. buffered_tokens() is read by the scheduler
 // every step under overload, so it must be cheap (an atomic load).
 //
@@ -38,14 +38,10 @@ namespace paceline::scheduler {
 
 // One step's output of a request.
 struct TokenDelta {
-  // Token ids delivered (one per step; empty when only text is flushed at
-  // the end).
+  // Token ids generated (one per step, or a step's accepted drafts). Their
+  // text is the delivery side's to make (engine/tokenizer/text_output.h):
+  // the engine thread never turns ids into text.
   absl::Span<const int32_t> ids;
-  // New UTF-8 text: complete characters only. Text that might begin a stop
-  // string is held back until it is known not to; a matched stop string
-  // and everything after it are not delivered (unless include_stop_str,
-  // then the stop string is).
-  absl::string_view text;
   // One per id when the request asked for logprobs, else empty.
   absl::Span<const engine::SampleResult> samples;
 };
@@ -80,7 +76,6 @@ class CollectingSink final : public TokenSink {
   // Precondition: accepted().
   AcceptInfo accept_info() const;
   std::vector<int32_t> tokens() const;
-  std::string text() const;
   // OnTokens calls so far.
   int32_t num_deltas() const;
   std::vector<engine::SampleResult> samples() const;
@@ -95,7 +90,6 @@ class CollectingSink final : public TokenSink {
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   AcceptInfo accept_info_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
-  std::string text_ ABSL_GUARDED_BY(mu_);
   int32_t num_deltas_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<engine::SampleResult> samples_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

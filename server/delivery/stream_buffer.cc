@@ -1,5 +1,6 @@
 #include "server/delivery/stream_buffer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,23 @@ void AppendChatDelta(chat::ChatOutputDelta delta, Outgoing* out) {
                                 delta.broken_tool_calls.begin(),
                                 delta.broken_tool_calls.end());
 }
+
+// The pacer's turn for the engine's ids (StreamBuffer::Process); never
+// rescheduled by the pacer, so it stays apart from the paced Release.
+class StreamBuffer::Processor final : public Deliverable {
+ public:
+  explicit Processor(std::weak_ptr<StreamBuffer> buffer)
+      : buffer_(std::move(buffer)) {}
+  absl::Time Release(absl::Time now) override {
+    if (std::shared_ptr<StreamBuffer> buffer = buffer_.lock()) {
+      buffer->Process(now);
+    }
+    return absl::InfiniteFuture();
+  }
+
+ private:
+  const std::weak_ptr<StreamBuffer> buffer_;
+};
 
 namespace {
 
@@ -84,14 +102,26 @@ StreamBuffer::StreamBuffer(const DeliveryOptions& options, StreamWriter* writer,
       queued_(clock->Now()),
       pace_(scheduler::TokenBucket::Pace(options.pace_tokens_per_s,
                                          options.burst_tokens, queued_)) {
-  if (parser_ != nullptr && !options.chat_output_prefix.empty()) {
+  {
     absl::MutexLock lock(&mu_);
-    Piece prefix;
-    prefix.chat = parser_->Push(options.chat_output_prefix);
-    prefix.ready = queued_;
-    pending_.push_back(std::move(prefix));
+    if (options.tokenizer != nullptr) {
+      text_.emplace(options.tokenizer, options.stop,
+                    options.control_token_text);
+    }
+    if (parser_ != nullptr && !options.chat_output_prefix.empty()) {
+      Piece prefix;
+      prefix.chat = parser_->Push(options.chat_output_prefix);
+      prefix.ready = queued_;
+      pending_.push_back(std::move(prefix));
+    }
   }
   if (observer_ != nullptr) observer_->OnStreamOpened();
+}
+
+void StreamBuffer::SetStringStopper(
+    std::function<void(scheduler::RequestId, std::string, int32_t)> stop) {
+  absl::MutexLock lock(&mu_);
+  stop_ = std::move(stop);
 }
 
 // --- Events ------------------------------------------------------------------
@@ -112,6 +142,7 @@ void StreamBuffer::OnAccepted(const scheduler::AcceptInfo& info) {
     accepted_ = info;
     was_accepted_ = true;
     if (open()) accepted_ready_ = true;
+    processor_ = std::make_shared<Processor>(weak_from_this());
     hand_over = Transition({Event::Kind::kOutput, now});
   }
   HandOver(hand_over);
@@ -122,12 +153,15 @@ void StreamBuffer::OnTokens(const scheduler::TokenDelta& delta) {
   Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
-    absl::Time due = absl::InfiniteFuture();
-    if (open()) {
-      AppendLocked(delta, now);
-      due = ReleaseLocked(now);
+    if (!open()) return;
+    for (size_t i = 0; i < delta.ids.size(); ++i) {
+      Raw raw{delta.ids[i], std::nullopt, now};
+      if (i < delta.samples.size()) raw.sample = delta.samples[i];
+      inbox_.push_back(std::move(raw));
     }
-    hand_over = Transition({Event::Kind::kOutput, now, due});
+    generated_ += static_cast<int32_t>(delta.ids.size());
+    AddPendingTokens(static_cast<int64_t>(delta.ids.size()));
+    hand_over = Transition({Event::Kind::kOutput, now});
   }
   HandOver(hand_over);
 }
@@ -137,16 +171,8 @@ void StreamBuffer::OnFinished(const scheduler::FinishInfo& info) {
   Effects hand_over;
   {
     absl::MutexLock lock(&mu_);
-    absl::Time due = absl::InfiniteFuture();
-    if (parser_ != nullptr && open()) {  // the parser's held-back tail
-      Piece tail;
-      tail.chat = parser_->Finish();
-      tail.ready = now;
-      if (!tail.chat.empty()) pending_.push_back(std::move(tail));
-      due = ReleaseLocked(now);
-    }
-    finish_ = info;
-    hand_over = Transition({Event::Kind::kOutput, now, due});
+    engine_finish_ = info;  // processed after the ids before it
+    hand_over = Transition({Event::Kind::kOutput, now});
   }
   HandOver(hand_over);
 }
@@ -194,11 +220,20 @@ StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
   switch (e.kind) {
     case Kind::kOutput:  // the engine side: a hand-over at most, no write
       CheckUnreadLocked(/*may_write=*/false, &fx);
-      if (open()) HandOffLocked(e.due, &fx);
+      if (open()) HandOffLocked(absl::InfiniteFuture(), &fx);
+      break;
+    case Kind::kProcess:  // the processor's turn (a Release is due later)
+      process_pending_ = false;
+      if (!open()) break;
+      ProcessAndReleaseLocked(e.now, &fx);
+      CheckUnreadLocked(/*may_write=*/true, &fx);
+      if (open() && state_ == State::kIdle) StartNextLocked(&fx);
       break;
     case Kind::kRelease:
       scheduled_ = false;  // this was the pending entry
+      woken_ = false;
       if (!open()) break;
+      ProcessLocked(e.now, &fx);
       fx.schedule = ReleaseLocked(e.now);
       CheckUnreadLocked(/*may_write=*/true, &fx);
       if (!open()) break;
@@ -207,6 +242,7 @@ StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
       break;
     case Kind::kWriteDone:
       if (state_ == State::kWriting) {
+        ProcessAndReleaseLocked(e.now, &fx);  // what came meanwhile
         DeliveredLocked(e.now, &fx);
         state_ = State::kIdle;
         StartNextLocked(&fx);
@@ -247,6 +283,20 @@ void StreamBuffer::Handle(const Event& event) {
   Apply(std::move(fx));
 }
 
+void StreamBuffer::Process(absl::Time now) {
+  Handle({Event::Kind::kProcess, now});
+}
+
+void StreamBuffer::StopRequest(scheduler::RequestId id, std::string stop,
+                               int32_t tokens) {
+  std::function<void(scheduler::RequestId, std::string, int32_t)> call;
+  {
+    absl::MutexLock lock(&mu_);
+    call = stop_;
+  }
+  if (call) call(id, std::move(stop), tokens);
+}
+
 void StreamBuffer::CancelRequest(scheduler::RequestId id) {
   std::function<void(scheduler::RequestId)> cancel;
   {
@@ -258,6 +308,7 @@ void StreamBuffer::CancelRequest(scheduler::RequestId id) {
 
 void StreamBuffer::HandOver(const Effects& fx) {
   if (fx.cancel != 0) CancelRequest(fx.cancel);
+  if (fx.process != nullptr) pacer_->Wake(fx.process);
   // The pacer thread calls Release, which starts the write: one hop, no
   // allocation (see pacer.h).
   if (fx.wake) {
@@ -268,6 +319,13 @@ void StreamBuffer::HandOver(const Effects& fx) {
 }
 
 void StreamBuffer::Apply(Effects fx) {
+  if (fx.schedule_here != absl::InfiniteFuture()) {
+    pacer_->Schedule(shared_from_this(), fx.schedule_here);
+  }
+  if (fx.stop.has_value()) {
+    auto& [id, string, tokens] = *fx.stop;
+    StopRequest(id, std::move(string), tokens);
+  }
   if (fx.cancel != 0) CancelRequest(fx.cancel);
   if (fx.delivered > 0 && observer_ != nullptr) {
     observer_->OnDelivered(tenant_, fx.first, fx.since, fx.delivered);
@@ -280,17 +338,43 @@ void StreamBuffer::Apply(Effects fx) {
 }
 
 void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
+  const bool to_process = !inbox_.empty() || engine_finish_.has_value();
+  if (to_process) {
+    // The pacer thread makes the text at once: stop strings are found one
+    // step late, not when a paced token falls due. A Release woken already
+    // does it; a Release scheduled later leaves it to the processor.
+    if (woken_ || process_pending_) return;
+    if (!scheduled_) {
+      fx->wake = true;
+      woken_ = true;
+      scheduled_ = true;
+    } else if (processor_ != nullptr) {
+      fx->process = processor_;
+      process_pending_ = true;
+    }
+    return;
+  }
   // A pending entry is due no later than anything that became ready: its
   // Release will see this too.
   if (scheduled_) return;
   if (state_ == State::kIdle && HasNextLocked()) {
     fx->wake = true;
+    woken_ = true;
   } else if (due != absl::InfiniteFuture()) {
     fx->schedule = due;
   } else {
     return;
   }
   scheduled_ = true;
+}
+
+void StreamBuffer::ProcessAndReleaseLocked(absl::Time now, Effects* fx) {
+  ProcessLocked(now, fx);
+  const absl::Time due = ReleaseLocked(now);
+  if (!scheduled_ && due != absl::InfiniteFuture()) {
+    fx->schedule_here = due;  // Apply adds the pacer's entry
+    scheduled_ = true;
+  }
 }
 
 bool StreamBuffer::HasNextLocked() const {
@@ -324,11 +408,15 @@ void StreamBuffer::FinishLocked(Effects* fx) {
   Outgoing out;
   out.kind = Outgoing::Kind::kFinished;
   out.was_accepted = was_accepted_;
-  if (finish_.has_value()) out.finish = *finish_;
+  if (finish_.has_value()) {
+    out.finish = *finish_;
+  } else if (engine_finish_.has_value()) {  // cut before it was processed
+    out.finish = *engine_finish_;
+  }
   if (!cut_.ok()) {
     // Delivery was cut short: the Finished says so, with the usage so far
     // (the engine's own figures when it had finished).
-    if (!finish_.has_value()) {
+    if (!finish_.has_value() && !engine_finish_.has_value()) {
       out.finish.usage.prompt_tokens = accepted_.prompt_tokens;
       out.finish.usage.cached_prompt_tokens = accepted_.cached_prompt_tokens;
       out.finish.usage.completion_tokens = generated_;
@@ -360,6 +448,7 @@ void StreamBuffer::DeliveredLocked(absl::Time now, Effects* fx) {
 
 void StreamBuffer::DropLocked() {
   dropped_ = true;
+  inbox_.clear();
   pending_.clear();
   DropPendingTokens();
   ready_.clear();
@@ -396,25 +485,56 @@ void StreamBuffer::CheckUnreadLocked(bool may_write, Effects* fx) {
 
 // --- Contents ----------------------------------------------------------------
 
-void StreamBuffer::AppendLocked(const scheduler::TokenDelta& delta,
-                                absl::Time now) {
-  const size_t n = delta.ids.size();
-  for (size_t i = 0; i < n; ++i) {
+void StreamBuffer::ProcessLocked(absl::Time now, Effects* fx) {
+  while (!inbox_.empty()) {
+    Raw raw = std::move(inbox_.front());
+    inbox_.pop_front();
+    if (text_.has_value() && text_->stopped()) {  // past the stop string
+      --generated_;
+      AddPendingTokens(-1);
+      continue;
+    }
     Piece piece;
-    piece.id = delta.ids[i];
-    if (i + 1 == n) SetTextLocked(delta.text, &piece);
-    if (i < delta.samples.size()) piece.sample = delta.samples[i];
-    piece.ready = now;
+    piece.id = raw.id;
+    piece.sample = std::move(raw.sample);
+    piece.ready = raw.ready;
+    SetTextLocked(text_.has_value() ? text_->Push(raw.id) : "", &piece);
     pending_.push_back(std::move(piece));
+    if (text_.has_value() && text_->stopped()) {
+      fx->stop.emplace(accepted_.id, text_->stop_string(), text_->tokens());
+    }
   }
-  if (n == 0 && !delta.text.empty()) {
-    Piece piece;
-    SetTextLocked(delta.text, &piece);
-    piece.ready = now;
-    pending_.push_back(std::move(piece));
+  if (!engine_finish_.has_value()) return;
+  // The end: the held-back text and the parser's tail, then Finished.
+  Piece tail;
+  tail.ready = now;
+  const std::string rest = text_.has_value() ? text_->Flush() : "";
+  if (parser_ != nullptr) {
+    tail.chat = parser_->Push(rest);
+    chat::ChatOutputDelta end = parser_->Finish();
+    if (!end.empty()) {
+      if (!tail.chat.empty()) pending_.push_back(std::move(tail));
+      tail = Piece();
+      tail.ready = now;
+      tail.chat = std::move(end);
+    }
+  } else {
+    tail.text = rest;
   }
-  generated_ += static_cast<int32_t>(n);
-  AddPendingTokens(static_cast<int64_t>(n));
+  if (!tail.text.empty() || !tail.chat.empty()) {
+    pending_.push_back(std::move(tail));
+  }
+  finish_ = *std::move(engine_finish_);
+  engine_finish_.reset();
+  if (text_.has_value() && text_->stopped()) {
+    // Ended at the stop string, however the engine ended meanwhile.
+    finish_->reason = scheduler::FinishReason::kStop;
+    finish_->status = absl::OkStatus();
+    finish_->stop_string = text_->stop_string();
+    finish_->stop_token = -1;
+    finish_->usage.completion_tokens =
+        std::min(finish_->usage.completion_tokens, text_->tokens());
+  }
 }
 
 absl::Time StreamBuffer::ReleaseLocked(absl::Time now) {

@@ -1,33 +1,42 @@
 #ifndef PACELINE_SERVER_DELIVERY_STREAM_BUFFER_H_
 #define PACELINE_SERVER_DELIVERY_STREAM_BUFFER_H_
 
-// One Generate stream between the engine and the client: the request's
-// TokenSink, a buffer of generated tokens, and the write side as a state
-// machine.
+// One stream between the engine and the client (a gRPC stream or unary
+// answer, one choice of an HTTP answer): the request's TokenSink, a buffer
+// of generated tokens, their text, and the write side as a state machine.
 //
-//   engine thread ─OnTokens─▶ pending ─(pace: due?)─▶ ready ─▶ one write
-//        │ hands over (Pacer::Wake/Schedule)   ▲                 │
-//        └──────────▶ pacer thread: Release ───┘            OnWriteDone
+//   engine thread ─OnTokens─▶ inbox ─(pacer: Process)─▶ pending
+//        ─(pace: due?)─▶ ready ─▶ one write ─▶ OnWriteDone
 //
-// One owner of client writes: the engine side (OnAccepted, OnTokens,
-// OnFinished) only appends under the lock and returns; it never calls the
-// writer. Tokens whose release time has come (unpaced, or within the
-// burst) move to `ready` at once. When something became ready and no
-// write is in flight, the stream is handed to the pacer (Pacer::Wake); a
-// paced token is scheduled at its due time (Pacer::Schedule). Writes then start
-// only on the delivery side: Release (the pacer thread), OnWriteDone (the
-// transport's completion), Abort (a cancel or a drain). Whenever a write may
-// start, everything ready goes out as one message, so a slow reader (whose
-// writes complete late) gets coalesced deltas and nothing else slows down.
-// Writes go in order: Accepted, Deltas, Finished — the last once generation has
-// finished and every token has been delivered, or at once when the stream
-// is cut (Abort, a failed write).
+// The engine side (OnAccepted, OnTokens, OnFinished) only appends ids
+// under the lock, hands the stream to the pacer thread (Pacer::Wake, once
+// per turn) and returns; it never makes text and never calls the writer.
+// On the pacer thread Process turns the inbox into text (engine/tokenizer/
+// text_output.h: detokenizing, stop strings) and, for chat requests
+// (DeliveryOptions::chat_output), into content, reasoning and tool-call
+// deltas (chat/output_parser.h), as vLLM v1's output processor does; the
+// engine's finish waits until its ids are processed, and the held-back text
+// and the parser's tail go out before Finished. A stop string found there
+// ends the stream at it and stops the request (SetStringStopper) one step
+// late: the ids generated meanwhile are dropped, and the Finished says
+// kStop with the string and the tokens delivered.
+//
+// Pieces whose release time has come (unpaced, or within the burst) move
+// to `ready`; a paced piece is scheduled at its due time (Pacer::Schedule).
+// Writes start only on the delivery side: Release and Process (the pacer
+// thread), OnWriteDone (the transport's completion), Abort (a cancel or a
+// drain). Whenever a write may start, everything ready goes out as one
+// message, so a slow reader (whose writes complete late) gets coalesced
+// deltas and nothing else slows down. Writes go in order: Accepted,
+// Deltas, Finished — the last once generation has finished and every
+// token has been delivered, or at once when the stream is cut (Abort, a
+// failed write).
 //
 // The write side (State), one transition per event (Transition):
 //
 //   kIdle    ──Output──────────────▶ kIdle (hand-over to the pacer at most)
-//   kIdle    ──Release, ready──────▶ kWriting (Accepted first, then Deltas)
-//   kIdle    ──Release, all done───▶ kDone (Finished)
+//   kIdle    ──Release/Process, ready──▶ kWriting (Accepted, then Deltas)
+//   kIdle    ──Release/Process, all done─▶ kDone (Finished)
 //   kIdle    ──Abort───────────────▶ kDone (Finished: the abort status)
 //   kWriting ──Output, Release─────▶ kWriting (ready grows, no write)
 //   kWriting ──WriteDone, ready────▶ kWriting (the next write)
@@ -39,15 +48,6 @@
 //   any but kDone ──Detach─────────▶ kDone (nothing written)
 //   kDone ignores everything. "all done": finished and every token written.
 //
-// Text arrives from the scheduler in whole UTF-8 characters (stop strings
-// already applied); a pending entry may carry text without a token (the
-// flush at the end), which goes out with the token before it.
-//
-// Chat requests (DeliveryOptions::chat_output set) split the text as it is
-// appended (engine thread) into content, reasoning and tool-call deltas
-// (chat/output_parser.h); the parser's held-back tail is flushed
-// as a text-only entry when generation finishes, before Finished.
-//
 // Thread-safe: the engine thread, the pacer thread and gRPC threads call in.
 
 #include <atomic>
@@ -57,6 +57,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,8 @@
 #include "absl/time/time.h"
 #include "engine/sampling/sampler.h"
 #include "chat/output_parser.h"
+#include "engine/tokenizer/text_output.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "scheduler/clock.h"
 #include "scheduler/token_bucket.h"
 #include "scheduler/token_sink.h"
@@ -128,6 +131,14 @@ class UnreadBytes {
 struct DeliveryOptions {
   double pace_tokens_per_s = 0;  // 0 = unpaced
   int32_t burst_tokens = 1;
+  // The request's text (engine/tokenizer/text_output.h), made here, off
+  // the engine thread: the tokenizer (must outlive the buffer; null: ids
+  // carry no text), the stop strings (a match ends the stream there and
+  // stops the request, StreamBuffer::SetStringStopper), and whether control
+  // tokens have their text (chat requests: the parser looks for markers).
+  const engine::Tokenizer* tokenizer = nullptr;
+  engine::StopStrings stop;
+  bool control_token_text = false;
   // Chat requests: how to split the output; tool-call ids derive from
   // tool_call_id_seed.
   std::optional<chat::ChatOutputFormat> chat_output;
@@ -195,8 +206,17 @@ class StreamBuffer final : public scheduler::TokenSink,
   // or the pacer thread, with no lock of the buffer held. Set before the
   // request is submitted.
   void SetCanceller(std::function<void(scheduler::RequestId)> cancel);
+  // How the buffer ends its own request at a stop string it found in the
+  // text: called once with the request id, the string and how many
+  // generated tokens its text took, from the pacer thread, with no lock of
+  // the buffer held (ServingLoop::StopAtString: the request ends one step
+  // late; the tokens generated meanwhile are never delivered). Set before
+  // the request is submitted.
+  void SetStringStopper(
+      std::function<void(scheduler::RequestId, std::string, int32_t)> stop);
 
-  // --- TokenSink (engine thread): append, maybe hand over, never write ---
+  // --- TokenSink (engine thread): append ids, hand over, nothing more:
+  // no text, no stop strings, no chat parsing, never a write ---
   void OnAccepted(const scheduler::AcceptInfo& info) override;
   void OnTokens(const scheduler::TokenDelta& delta) override;
   void OnFinished(const scheduler::FinishInfo& info) override;
@@ -227,6 +247,13 @@ class StreamBuffer final : public scheduler::TokenSink,
   scheduler::RequestId id() const;
 
  private:
+  class Processor;
+  // Ids as the engine handed them over, not yet turned into text.
+  struct Raw {
+    int32_t id;
+    std::optional<engine::SampleResult> sample;
+    absl::Time ready;
+  };
   struct Piece {
     int32_t id = -1;  // -1: text only
     std::string text;
@@ -237,7 +264,8 @@ class StreamBuffer final : public scheduler::TokenSink,
   // What changes the write side.
   struct Event {
     enum class Kind {
-      kOutput,       // the engine appended (Accepted, tokens, Finished)
+      kOutput,       // the engine side: Accepted, or a refusal's Finished
+      kProcess,      // the pacer thread's turn for the engine's ids
       kRelease,      // the pacer's due time came
       kWriteDone,    // the write in flight completed
       kWriteFailed,  // ... and the stream broke
@@ -257,8 +285,15 @@ class StreamBuffer final : public scheduler::TokenSink,
   struct Effects {
     std::optional<Outgoing> write;
     bool wake = false;                             // a pacer Release at once
+    std::shared_ptr<Deliverable> process;  // a pacer Process turn at once
+    // A pacer Release then, added by Apply (the delivery side's own
+    // scheduling; `schedule` is the engine side's, or Release's answer).
+    absl::Time schedule_here = absl::InfiniteFuture();
     absl::Time schedule = absl::InfiniteFuture();  // a pacer Release then
     scheduler::RequestId cancel = 0;  // the request to cancel (a cut)
+    // The request to stop at a stop string (its id, the string, tokens).
+    std::optional<std::tuple<scheduler::RequestId, std::string, int32_t>>
+        stop;
     int32_t delivered = 0;            // token ids that reached the client
     bool first = false;               // ... in its first such write
     absl::Duration since;             // ... this long after the previous one
@@ -276,8 +311,23 @@ class StreamBuffer final : public scheduler::TokenSink,
   void Apply(Effects fx) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls the canceller (SetCanceller) with `id`.
   void CancelRequest(scheduler::RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls the string stopper (SetStringStopper).
+  void StopRequest(scheduler::RequestId id, std::string stop, int32_t tokens)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Transition then Apply (Detach, OnWriteDone, Abort).
   void Handle(const Event& event) ABSL_LOCKS_EXCLUDED(mu_);
+  // The processor's turn (the pacer thread): the engine's ids become text,
+  // then as a Release.
+  void Process(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // The inbox into pending pieces: detokenized, stop strings, chat parsing;
+  // the engine's finish once the inbox is empty (the held-back text
+  // flushed first).
+  void ProcessLocked(absl::Time now, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ProcessLocked, then ReleaseLocked; a due paced piece gets a pacer entry
+  // unless one is pending.
+  void ProcessAndReleaseLocked(absl::Time now, Effects* fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Transition's parts (mu_ held) ---
   bool open() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -314,8 +364,6 @@ class StreamBuffer final : public scheduler::TokenSink,
   // A piece's share of EstimatedBytes.
   static int64_t PieceBytes(const Piece& piece);
   absl::Time ReleaseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AppendLocked(const scheduler::TokenDelta& delta, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The piece's text, or for a chat request its split.
   void SetTextLocked(absl::string_view text, Piece* piece)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -330,7 +378,7 @@ class StreamBuffer final : public scheduler::TokenSink,
   const int64_t max_unread_bytes_;  // DeliveryOptions::max_unread_bytes
   // DeliveryOptions::call_unread, or this stream's own.
   const std::shared_ptr<UnreadBytes> unread_;
-  // Chat requests: the output parser (engine thread, under mu_).
+  // Chat requests: the output parser (pacer thread, under mu_).
   const std::unique_ptr<chat::ChatOutputParser> parser_;
   scheduler::Clock* const clock_;
   Pacer* const pacer_;
@@ -357,6 +405,17 @@ class StreamBuffer final : public scheduler::TokenSink,
   std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
   int64_t ready_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the sum over ready_
   std::function<void(scheduler::RequestId)> cancel_ ABSL_GUARDED_BY(mu_);
+  std::function<void(scheduler::RequestId, std::string, int32_t)> stop_
+      ABSL_GUARDED_BY(mu_);
+  // The text (null without a tokenizer); pacer thread, under mu_.
+  std::optional<engine::TextOutput> text_ ABSL_GUARDED_BY(mu_);
+  // The engine's ids not yet processed, and its finish until they are.
+  std::deque<Raw> inbox_ ABSL_GUARDED_BY(mu_);
+  std::optional<scheduler::FinishInfo> engine_finish_ ABSL_GUARDED_BY(mu_);
+  // The pacer's Process turn: the target (made at OnAccepted), and whether
+  // it is pending.
+  std::shared_ptr<Processor> processor_ ABSL_GUARDED_BY(mu_);
+  bool process_pending_ ABSL_GUARDED_BY(mu_) = false;
   scheduler::AcceptInfo accepted_ ABSL_GUARDED_BY(mu_);
   bool was_accepted_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<scheduler::FinishInfo> finish_ ABSL_GUARDED_BY(mu_);
@@ -365,8 +424,10 @@ class StreamBuffer final : public scheduler::TokenSink,
   // The write in flight (kWriting, kFinishing): a Delta with this many ids?
   bool in_flight_delta_ ABSL_GUARDED_BY(mu_) = false;
   int32_t in_flight_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  // A pacer Release is pending (at most one entry per stream).
+  // A pacer Release is pending (at most one entry per stream), and whether
+  // it is a wake (at once) rather than a due time.
   bool scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time first_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_delivered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // When the last write with token ids completed (the observer's gaps).

@@ -103,6 +103,11 @@ Stream Frontend::OpenStream(BuiltRequest built, StreamWriter* writer,
       observed ? options_.delivery : nullptr, built.spec.tenant);
   stream.buffer->SetCanceller(
       [loop = loop_](scheduler::RequestId id) { loop->Cancel(id); });
+  stream.buffer->SetStringStopper(
+      [loop = loop_](scheduler::RequestId id, std::string stop,
+                     int32_t tokens) {
+        loop->StopAtString(id, std::move(stop), tokens);
+      });
   stream.spec = std::move(built.spec);
   stream.spec.sink = stream.buffer;
   return stream;

@@ -127,8 +127,8 @@ class Frontend {
   // The stream `built` is delivered through, writing to `writer` (which
   // must outlive the buffer until it is detached or has sent Finished):
   // the server's delivery limits applied, `call_unread` (when set) the
-  // budget of every stream of one call; a stop the buffer decides on
-  // cancels the request. `observed`: its writes are reported to the
+  // budget of every stream of one call; a cut the buffer decides on
+  // cancels the request, a stop string it finds stops it there. `observed`: its writes are reported to the
   // delivery observer (a stream's; not a unary answer's, which reaches the
   // client whole at the end).
   Stream OpenStream(BuiltRequest built, StreamWriter* writer,

@@ -227,9 +227,16 @@ absl::StatusOr<int32_t> MaxTokens(const v1::StoppingOptions& stop,
 // Stop strings (each non-empty) and stop token ids (each in the
 // vocabulary), within the tenant's bounds; counts are checked before
 // anything is copied.
+// The engine's stops (ids, max_tokens) and the text's (stop strings, which
+// delivery matches).
+struct Stopping {
+  scheduler::StopConditions engine;
+  engine::StopStrings text;
+};
+
 absl::Status AddStops(const v1::StoppingOptions& stop,
                       const TenantPolicy& tenant, const ModelLimits& model,
-                      scheduler::StopConditions* out) {
+                      Stopping* out) {
   if (stop.stop_size() > tenant.max_stop_strings) {
     return Invalid("stopping.stop",
                    absl::StrCat("has ", stop.stop_size(),
@@ -255,7 +262,7 @@ absl::Status AddStops(const v1::StoppingOptions& stop,
                                   tenant.max_stop_string_bytes,
                                   " (tenant max_stop_string_bytes)"));
     }
-    out->stop_strings.push_back(s);
+    out->text.strings.push_back(s);
   }
   for (int i = 0; i < stop.stop_token_ids_size(); ++i) {
     const int32_t id = stop.stop_token_ids(i);
@@ -264,18 +271,18 @@ absl::Status AddStops(const v1::StoppingOptions& stop,
           absl::StrCat("stopping.stop_token_ids[", i, "]"),
           absl::StrCat("must be in [0, ", model.vocab_size, "), got ", id));
     }
-    out->stop_token_ids.push_back(id);
+    out->engine.stop_token_ids.push_back(id);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<scheduler::StopConditions> BuildStopping(
-    const v1::StoppingOptions& stop, const TenantPolicy& tenant,
-    const ModelLimits& model) {
-  scheduler::StopConditions out;
-  ASSIGN_OR_RETURN(out.max_tokens, MaxTokens(stop, tenant, model));
-  out.ignore_eos = stop.ignore_eos();
-  out.include_stop_str = stop.include_stop_str();
+absl::StatusOr<Stopping> BuildStopping(const v1::StoppingOptions& stop,
+                                       const TenantPolicy& tenant,
+                                       const ModelLimits& model) {
+  Stopping out;
+  ASSIGN_OR_RETURN(out.engine.max_tokens, MaxTokens(stop, tenant, model));
+  out.engine.ignore_eos = stop.ignore_eos();
+  out.text.include = stop.include_stop_str();
   RETURN_IF_ERROR(AddStops(stop, tenant, model, &out));
   return out;
 }
@@ -368,14 +375,18 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
                    BuildPrompt(request, tenant, tokenizer, model, chat));
   spec.prompt = std::move(prompt.tokens);
   ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
-  ASSIGN_OR_RETURN(spec.stop, BuildStopping(request.stopping(), tenant, model));
+  ASSIGN_OR_RETURN(Stopping stopping,
+                   BuildStopping(request.stopping(), tenant, model));
+  spec.stop = std::move(stopping.engine);
   ASSIGN_OR_RETURN(spec.priority, BuildPriority(request.priority(), tenant));
   ASSIGN_OR_RETURN(out.delivery, BuildDelivery(request.delivery(), tenant));
+  out.delivery.tokenizer = &tokenizer;
+  out.delivery.stop = std::move(stopping.text);
   spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
   ASSIGN_OR_RETURN(spec.max_draft_tokens,
                    BuildSpeculation(request.speculation(), tenant));
   if (prompt.chat_output.has_value()) {  // markers reach the parser as text
-    spec.control_token_text = true;
+    out.delivery.control_token_text = true;
     out.delivery.chat_output = std::move(prompt.chat_output);
     out.delivery.tool_call_id_seed = spec.sampling.seed;
   }

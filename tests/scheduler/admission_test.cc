@@ -55,9 +55,9 @@ TEST(AdmissionTest, InfeasibleAndMalformedRequestsAreRejectedAtSubmission) {
   bad_sampling.sampling.top_p = 0;
   EXPECT_EQ(s.Submit(7, std::move(bad_sampling)).code(),
             absl::StatusCode::kInvalidArgument);
-  RequestSpec empty_stop = h.Spec({1}, 2);
-  empty_stop.stop.stop_strings = {""};
-  EXPECT_EQ(s.Submit(8, std::move(empty_stop)).code(),
+  RequestSpec bad_stop = h.Spec({1}, 2);
+  bad_stop.stop.stop_token_ids = {5000};  // outside the vocabulary
+  EXPECT_EQ(s.Submit(8, std::move(bad_stop)).code(),
             absl::StatusCode::kInvalidArgument);
   RequestSpec no_sink = h.Spec({1}, 2);
   no_sink.sink = nullptr;

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/offline_runner.h"
 #include "scheduler/serving_loop.h"
+#include "tests/testing/scheduler_test_util.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::scheduler {
@@ -119,7 +120,8 @@ TEST_F(StoriesGroupTest, GreedyEveryChoiceGivesLlamaCppTokens) {
     ASSERT_TRUE(run.sinks[i]->finished());
     EXPECT_EQ(run.sinks[i]->tokens(), ::paceline::testing::kGreedy64Ids)
         << "choice " << i;
-    EXPECT_EQ(run.sinks[i]->text(), ::paceline::testing::kGreedy64Text);
+    EXPECT_EQ(testing::TextOf(*model_.tokenizer, run.sinks[i]->tokens()),
+              ::paceline::testing::kGreedy64Text);
   }
   // The 5-token prompt's first 4 tokens are shared in one partial block:
   // the first two members to write past them copy it.
@@ -146,7 +148,8 @@ TEST_F(StoriesGroupTest, SampledChoiceIEqualsSeedPlusIAloneUnderPreemption) {
       ASSERT_TRUE(run.sinks[i]->finished());
       const OfflineResult alone = Alone(sampling, i, 48, where);
       EXPECT_EQ(run.sinks[i]->tokens(), alone.tokens) << "choice " << i;
-      EXPECT_EQ(run.sinks[i]->text(), alone.text) << "choice " << i;
+      EXPECT_EQ(testing::TextOf(*model_.tokenizer, run.sinks[i]->tokens()), alone.text)
+          << "choice " << i;
       EXPECT_EQ(run.sinks[i]->finish().reason, alone.finish.reason);
     }
     EXPECT_NE(run.sinks[0]->tokens(), run.sinks[1]->tokens());

@@ -88,7 +88,8 @@ std::vector<Outcome> RunAll(Harness& h, std::vector<RequestSpec> specs,
     if (s.sink->finished()) {
       EXPECT_TRUE(s.sink->finish().status.ok()) << s.sink->finish().status;
     }
-    out.push_back({s.sink->tokens(), s.sink->text(), s.sink->finish()});
+    out.push_back({s.sink->tokens(), TextOf(h.tokenizer(), s.sink->tokens()),
+                   s.sink->finish()});
   }
   const kvpager::PagerStats stats = h.scheduler().pager().Stats();
   EXPECT_EQ(stats.used_blocks, 0) << "a block outlived its request";
@@ -105,7 +106,7 @@ std::vector<RequestSpec> Mix(Harness& h, int32_t drafts, float temperature) {
     spec.sampling.temperature = temperature;
     spec.sampling.seed = 7 + static_cast<uint64_t>(i);
     spec.stop.ignore_eos = true;
-    if (i == 3) spec.stop.stop_strings = {"xyzwo"};
+    if (i == 3) spec.stop.stop_token_ids = {'w'};
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -256,16 +257,15 @@ TEST(SpeculationTest, AStopInsideTheAcceptedDraftsEndsThere) {
     return c[c.size() - 3];  // period 3
   };
   Harness h(std::move(engine), Options(64));
-  RequestSpec spec = h.Spec(Repeated("xyz", 2), 50);
+  RequestSpec spec = h.Spec(Repeated("xyz", 2), 7);
   spec.max_draft_tokens = 8;
   spec.stop.ignore_eos = true;
-  spec.stop.stop_strings = {"zxyzx"};
   const Submitted r = h.Submit(std::move(spec));
   h.RunUntilIdle();
-  EXPECT_EQ(r.sink->finish().reason, FinishReason::kStop);
-  EXPECT_EQ(r.sink->finish().stop_string, "zxyzx");
-  // Output x y z x y z x: "zxyzx" completes at the 7th token; the drafts
-  // after it were never delivered.
+  // Output x y z x y z x: max_tokens ends it at the 7th token, inside a
+  // step's accepted drafts; the drafts after it were never delivered.
+  EXPECT_EQ(r.sink->finish().reason, FinishReason::kLength);
+  EXPECT_EQ(r.sink->tokens().size(), 7u);
   EXPECT_EQ(r.sink->finish().usage.completion_tokens, 7);
   EXPECT_GT(r.sink->finish().usage.accepted_draft_tokens, 0);
   EXPECT_EQ(h.scheduler().pager().Stats().used_blocks, 0);

@@ -1,7 +1,9 @@
-// Stop conditions checked right after sampling: stop strings matched on
-// the detokenized text across token boundaries (held back until ruled out,
-// reported, delivered only when asked), EOS unless ignored, stop token ids,
-// max_tokens; UTF-8 split across byte tokens.
+// Stop conditions checked on the engine thread right after sampling: EOS
+// unless ignored, stop token ids, max_tokens; and a stop string the
+// delivery side found (StopAtString): the request ends one step late with
+// kStop, the string, and usage counting the tokens its text took. (Matching
+// stop strings on the text is TextOutput's: tests/engine/
+// text_output_test.cc.)
 
 #include <cstdint>
 #include <string>
@@ -32,7 +34,6 @@ FakeEngineOptions Scripted(std::vector<std::string> outputs) {
 }
 
 struct Output {
-  std::string text;
   std::vector<int32_t> tokens;
   FinishInfo finish;
   int32_t deltas = 0;
@@ -45,8 +46,7 @@ Output Generate(const std::string& output, StopConditions stop) {
   const Submitted s = h.Submit(std::move(spec));
   h.RunUntilIdle();
   EXPECT_TRUE(s.sink->finished());
-  return Output{s.sink->text(), s.sink->tokens(), s.sink->finish(),
-             s.sink->num_deltas()};
+  return Output{s.sink->tokens(), s.sink->finish(), s.sink->num_deltas()};
 }
 
 std::vector<int32_t> Bytes(const std::string& s) {
@@ -55,59 +55,43 @@ std::vector<int32_t> Bytes(const std::string& s) {
   return v;
 }
 
-TEST(StopConditionsTest, StopStringSplitAcrossTokensEndsTheSameStep) {
-  const Output r = Generate("hello world, more", Stop(50, {"o w"}));
-  EXPECT_EQ(r.finish.reason, FinishReason::kStop);
-  EXPECT_EQ(r.finish.stop_string, "o w");
-  EXPECT_EQ(r.text, "hell");
-  // "o", " ", "w" are delivered as ids; the step of "w" is the last.
-  EXPECT_EQ(r.tokens, Bytes("hello w"));
-  EXPECT_EQ(r.finish.usage.completion_tokens, 7);
-  EXPECT_EQ(r.deltas, 7);
+TEST(StopConditionsTest, EveryTokenIsHandedOverAsAnIdOnly) {
+  const Output r = Generate("hello", Stop(50));
+  EXPECT_EQ(r.finish.reason, FinishReason::kStop);  // EOS after "hello"
+  EXPECT_EQ(r.tokens, Bytes("hello"));
+  EXPECT_EQ(r.deltas, 5);
+  EXPECT_EQ(r.finish.usage.completion_tokens, 6);  // EOS counts
 }
 
-TEST(StopConditionsTest, IncludeStopStringDeliversIt) {
-  const Output r = Generate("hello world", Stop(50, {"o w"}, true));
-  EXPECT_EQ(r.text, "hello w");
-  EXPECT_EQ(r.finish.stop_string, "o w");
-}
-
-TEST(StopConditionsTest, HeldBackTextIsReleasedWhenTheMatchFails) {
-  // "wor" could start "work"; "l" rules it out. EOS then ends the request.
-  const Output r = Generate("a world", Stop(50, {"work"}));
-  EXPECT_EQ(r.finish.reason, FinishReason::kStop);
-  EXPECT_EQ(r.finish.stop_token, kEos);
+TEST(StopConditionsTest, MaxTokensEndsWithLength) {
+  const Output r = Generate("abcab", Stop(4));
+  EXPECT_EQ(r.finish.reason, FinishReason::kLength);
+  EXPECT_EQ(r.tokens, Bytes("abca"));
   EXPECT_EQ(r.finish.stop_string, "");
-  EXPECT_EQ(r.text, "a world");
-  EXPECT_EQ(r.tokens, Bytes("a world"));  // EOS is not delivered
-  EXPECT_EQ(r.finish.usage.completion_tokens, 8);
 }
 
-TEST(StopConditionsTest, EarliestOfSeveralStopStringsWins) {
-  const Output r = Generate("abcdef", Stop(50, {"def", "bc", "cdefg"}));
-  EXPECT_EQ(r.finish.stop_string, "bc");
-  EXPECT_EQ(r.text, "a");
-}
-
-TEST(StopConditionsTest, HeldTextIsFlushedAtMaxTokensAndAtEos) {
-  Output r = Generate("abcab", Stop(4, {"abd"}));
-  EXPECT_EQ(r.finish.reason, FinishReason::kLength);
-  EXPECT_EQ(r.text, "abca");
-  r = Generate("xab", Stop(10, {"abd"}));
-  EXPECT_EQ(r.finish.reason, FinishReason::kStop);
-  EXPECT_EQ(r.text, "xab");
-  EXPECT_EQ(r.deltas, 4);  // x, a, b, then the flush with no id
-}
-
-TEST(StopConditionsTest, Utf8SplitAcrossByteTokens) {
-  // "café!" — é is two bytes, two tokens: no text until both arrive.
-  Output r = Generate("caf\xc3\xa9!", Stop(50, {"\xc3\xa9"}));
-  EXPECT_EQ(r.finish.stop_string, "\xc3\xa9");
-  EXPECT_EQ(r.text, "caf");
-  EXPECT_EQ(r.tokens.size(), 5u);
-  r = Generate("caf\xc3\xa9", Stop(4));  // cut inside é
-  EXPECT_EQ(r.finish.reason, FinishReason::kLength);
-  EXPECT_EQ(r.text, "caf\xef\xbf\xbd");  // U+FFFD for the dangling byte
+TEST(StopConditionsTest, AStopStringFoundByDeliveryEndsTheRequestThere) {
+  Harness h(Scripted({"hello world, more and more"}), Opts(0, 4));
+  const Submitted s = h.Submit(TaggedPrompt(0, kPromptLength), 50);
+  for (int i = 0; i < 9; ++i) h.Step();  // "hello wor": a prefill + 8 decodes
+  ASSERT_FALSE(s.sink->finished());
+  // Delivery found "o w" in the text of the first 7 tokens ("hello w"),
+  // two steps later.
+  ASSERT_TRUE(h.scheduler().StopAtString(s.id, "o w", 7).ok());
+  ASSERT_TRUE(s.sink->finished());
+  const FinishInfo f = s.sink->finish();
+  EXPECT_EQ(f.reason, FinishReason::kStop);
+  EXPECT_TRUE(f.status.ok());
+  EXPECT_EQ(f.stop_string, "o w");
+  EXPECT_EQ(f.stop_token, -1);
+  EXPECT_EQ(f.usage.completion_tokens, 7);  // not the 9 generated
+  EXPECT_EQ(
+      h.scheduler().counters().finished[static_cast<int>(FinishReason::kStop)],
+      1);
+  // Its slot and blocks are free: a finished request is not live.
+  EXPECT_EQ(h.scheduler().StopAtString(s.id, "o w", 7).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(h.scheduler().num_running(), 0);
 }
 
 TEST(StopConditionsTest, EosUnlessIgnoredAndStopTokenIds) {
@@ -116,14 +100,12 @@ TEST(StopConditionsTest, EosUnlessIgnoredAndStopTokenIds) {
   Output r = Generate("ab", ignore);
   EXPECT_EQ(r.finish.reason, FinishReason::kLength);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{'a', 'b', kEos, kEos, kEos}));
-  EXPECT_EQ(r.text, "ab");  // EOS has no text
   StopConditions ids = Stop(10);
   ids.stop_token_ids = {'c'};
   r = Generate("abcd", ids);
   EXPECT_EQ(r.finish.reason, FinishReason::kStop);
   EXPECT_EQ(r.finish.stop_token, 'c');
   EXPECT_EQ(r.tokens, Bytes("ab"));
-  EXPECT_EQ(r.text, "ab");
 }
 
 TEST(StopConditionsTest, StoppedRequestFreesItsSlotForTheNextStep) {

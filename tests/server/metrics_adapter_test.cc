@@ -78,19 +78,19 @@ TEST(MetricsAdapterTest, AServingLoopRunIsCountedExactly) {
 
   auto submit = [&](const std::string& tenant, int32_t tag, int32_t n,
                     int32_t max_tokens,
-                    std::vector<std::string> stop_strings = {}) {
+                    std::vector<int32_t> stop_ids = {}) {
     scheduler::RequestSpec spec;
     spec.tenant = tenant;
     spec.prompt = TaggedPrompt(tag, n);
     spec.sampling.temperature = 0;
     spec.stop.max_tokens = max_tokens;
-    spec.stop.stop_strings = std::move(stop_strings);
+    spec.stop.stop_token_ids = std::move(stop_ids);
     spec.sink = std::make_shared<scheduler::CollectingSink>();
     return (*loop)->Submit(std::move(spec));
   };
   ASSERT_TRUE(submit("a", 0, 5, 10).ok());         // x x x EOS: eos, 4 tokens
   ASSERT_TRUE(submit("b", 1, 6, 3).ok());          // x x x: length, 3
-  ASSERT_TRUE(submit("b", 2, 4, 10, {"x"}).ok());  // x: stop string, 1
+  ASSERT_TRUE(submit("b", 2, 4, 10, {'x'}).ok());  // x: a stop id, 1
   const absl::StatusOr<scheduler::RequestId> refused = submit("z", 3, 4, 10);
   ASSERT_FALSE(refused.ok());
   const int64_t steps = (*loop)->RunUntilIdle();
@@ -265,11 +265,9 @@ TEST(MetricsAdapterTest, StreamBufferReportsDeliveries) {
     const int32_t two[] = {'b', 'c'};
     scheduler::TokenDelta delta;
     delta.ids = one;
-    delta.text = "a";
     buffer->OnTokens(delta);  // delivered at +10 ms: first, 10 ms
     pacer.RunDue();
     delta.ids = two;
-    delta.text = "bc";
     buffer->OnTokens(delta);  // delivered at +15 ms: 5 ms, then 0
     pacer.RunDue();
     scheduler::FinishInfo finish;

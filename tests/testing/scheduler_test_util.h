@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "scheduler/clock.h"
@@ -68,13 +69,18 @@ inline SchedulerOptions Opts(int32_t max_batched_tokens, int32_t max_running,
   return o;
 }
 
-inline StopConditions Stop(int32_t max_tokens,
-                           std::vector<std::string> stop_strings = {},
-                           bool include_stop_str = false) {
+// The text of `ids` (the engine hands over ids only; delivery makes text).
+inline std::string TextOf(const engine::Tokenizer& tokenizer,
+                          const std::vector<int32_t>& ids) {
+  engine::IncrementalDetokenizer detokenizer(&tokenizer);
+  std::string text;
+  for (int32_t id : ids) text += detokenizer.Push(id);
+  return text + detokenizer.Flush();
+}
+
+inline StopConditions Stop(int32_t max_tokens) {
   StopConditions s;
   s.max_tokens = max_tokens;
-  s.stop_strings = std::move(stop_strings);
-  s.include_stop_str = include_stop_str;
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "server/delivery/pacer.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "scheduler/clock.h"
 #include "server/delivery/stream_buffer.h"
 #include "tests/testing/fake_stream_writer.h"
+#include "tests/testing/text_vocab.h"
 
 namespace paceline::server {
 namespace {
@@ -26,16 +28,26 @@ using Kind = Outgoing::Kind;
 using FakeWriter = testing::FakeStreamWriter;
 using Written = FakeWriter::Written;
 
+// The ids these tests hand over and their text ("x" for the others).
+const std::map<int32_t, std::string> kTexts = {
+    {1, "a"},   {2, "b"},   {3, "b!"},  {10, "a"},  {11, "b"}, {100, "a"},
+    {101, "b"}, {102, "c"}, {103, "d"}, {104, "e"}, {105, "f"}};
+
 struct Stream {
   scheduler::ManualClock clock;
   Pacer pacer{&clock};
   FakeWriter writer{&clock};
+  std::unique_ptr<engine::Tokenizer> tokenizer =
+      testing::MakeTextVocab(kTexts);
   std::shared_ptr<StreamBuffer> buffer;
 
-  explicit Stream(double pace, int32_t burst = 1) {
+  explicit Stream(double pace, int32_t burst = 1,
+                  engine::StopStrings stop = {}) {
     DeliveryOptions options;
     options.pace_tokens_per_s = pace;
     options.burst_tokens = burst;
+    options.tokenizer = tokenizer.get();
+    options.stop = std::move(stop);
     buffer = std::make_shared<StreamBuffer>(options, &writer, &clock, &pacer);
     writer.Bind(buffer);
     scheduler::AcceptInfo info;
@@ -45,11 +57,11 @@ struct Stream {
     pacer.RunDue();
   }
 
-  void Token(int32_t id, const std::string& text) {
+  // The engine hands over `id` (whose text is kTexts's).
+  void Token(int32_t id) {
     const int32_t ids[] = {id};
     scheduler::TokenDelta delta;
     delta.ids = ids;
-    delta.text = text;
     buffer->OnTokens(delta);
     pacer.RunDue();
   }
@@ -175,9 +187,9 @@ TEST(PacerTest, StopDropsEntriesAndLaterSchedules) {
 
 TEST(StreamBufferTest, UnpacedTokensGoOutAsGeneratedInOrder) {
   Stream s(0);
-  s.Token(10, "a");
+  s.Token(10);
   s.clock.Advance(absl::Milliseconds(5));
-  s.Token(11, "b");
+  s.Token(11);
   s.Finish();
   ASSERT_EQ(s.writer.writes.size(), 4u);
   EXPECT_EQ(s.writer.writes[0].out.kind, Kind::kAccepted);
@@ -201,7 +213,7 @@ TEST(StreamBufferTest, UnpacedTokensGoOutAsGeneratedInOrder) {
 // every 50 ms, the last at 1.95 s, long after generation finished.
 TEST(StreamBufferTest, PacedStreamEmitsAtExactIntervals) {
   Stream s(20);
-  for (int i = 0; i < 40; ++i) s.Token(i, "x");
+  for (int i = 0; i < 40; ++i) s.Token(i);
   s.Finish();
   EXPECT_EQ(s.buffer->buffered_tokens(), 39);
   EXPECT_EQ(s.pacer.buffered_tokens(), 39);
@@ -224,7 +236,7 @@ TEST(StreamBufferTest, PacedStreamEmitsAtExactIntervals) {
 // The pacer wakes exactly at due times: no polling granularity enters.
 TEST(StreamBufferTest, PacerReportsTheNextDueTime) {
   Stream s(4, /*burst=*/2);
-  for (int i = 0; i < 4; ++i) s.Token(i, "y");
+  for (int i = 0; i < 4; ++i) s.Token(i);
   ASSERT_EQ(s.DeltaTimes().size(), 2u);  // the burst
   absl::Time next = s.pacer.RunDue();
   EXPECT_EQ(next, absl::UnixEpoch() + absl::Milliseconds(250));
@@ -241,7 +253,7 @@ TEST(StreamBufferTest, PacerReportsTheNextDueTime) {
 TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
   Stream s(0);
   s.writer.hold = true;  // writes hang until Complete
-  for (int i = 0; i < 5; ++i) s.Token(100 + i, std::string(1, 'a' + i));
+  for (int i = 0; i < 5; ++i) s.Token(100 + i);
   ASSERT_EQ(s.writer.writes.size(), 2u);  // Accepted, then token 100 hangs
   EXPECT_EQ(s.writer.writes[1].out.ids, std::vector<int32_t>{100});
   // Released but not delivered: a slow reader's tokens count as buffered
@@ -254,7 +266,7 @@ TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
   EXPECT_EQ(s.writer.writes[2].out.ids,
             (std::vector<int32_t>{101, 102, 103, 104}));
   EXPECT_EQ(s.writer.writes[2].out.text, "bcde");
-  s.Token(105, "f");
+  s.Token(105);
   s.Finish();
   EXPECT_EQ(s.writer.writes.size(), 3u);
   s.writer.hold = false;
@@ -266,16 +278,13 @@ TEST(StreamBufferTest, SlowReaderGetsCoalescedDeltas) {
   EXPECT_EQ(s.pacer.buffering_streams(), 0);
 }
 
-// Text without a token (the end-of-request flush) travels with the token
-// before it, even while that token waits for its pace.
+// Text without a token (the end-of-request flush: "!" held back as the
+// start of the stop string "!?") travels with the token before it, even
+// while that token waits for its pace.
 TEST(StreamBufferTest, TrailingTextRidesWithTheLastToken) {
-  Stream s(10);
-  s.Token(1, "a");
-  s.Token(2, "b");
-  scheduler::TokenDelta flush;
-  flush.text = "!";
-  s.buffer->OnTokens(flush);
-  s.pacer.RunDue();
+  Stream s(10, 1, {{"!?"}});
+  s.Token(1);  // "a"
+  s.Token(3);  // "b!": "b" now, "!" held
   s.Finish();
   s.RunUntil(absl::Milliseconds(200), absl::Milliseconds(10));
   const auto& w = s.writer.writes;
@@ -287,7 +296,7 @@ TEST(StreamBufferTest, TrailingTextRidesWithTheLastToken) {
 TEST(StreamBufferTest,
      AbortDropsBufferedTokensAndFinishesAfterTheWriteInFlight) {
   Stream s(10);
-  for (int i = 0; i < 10; ++i) s.Token(i, "z");
+  for (int i = 0; i < 10; ++i) s.Token(i);
   s.writer.hold = true;
   s.RunUntil(absl::Milliseconds(100),
              absl::Milliseconds(10));  // token 1 in flight
@@ -305,7 +314,7 @@ TEST(StreamBufferTest,
   EXPECT_EQ(fin.kind, Kind::kFinished);
   EXPECT_EQ(fin.aborted.code(), absl::StatusCode::kAborted);
   // Later engine output is ignored.
-  s.Token(99, "late");
+  s.Token(99);
   s.Finish();
   s.RunUntil(absl::Seconds(2), absl::Milliseconds(50));
   EXPECT_EQ(s.writer.writes.size(), before + 1);
@@ -314,7 +323,7 @@ TEST(StreamBufferTest,
 TEST(StreamBufferTest, BrokenWriteEndsTheStreamCancelled) {
   Stream s(0);
   s.writer.hold = true;
-  s.Token(1, "a");
+  s.Token(1);
   s.writer.Complete(false);  // the write of token 1 failed
   ASSERT_EQ(s.writer.writes.back().out.kind, Kind::kFinished);
   EXPECT_EQ(s.writer.writes.back().out.aborted.code(),

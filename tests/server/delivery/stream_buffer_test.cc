@@ -6,7 +6,9 @@
 
 #include "server/delivery/stream_buffer.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "server/delivery/delivery_observer.h"
 #include "server/delivery/pacer.h"
 #include "tests/testing/fake_stream_writer.h"
+#include "tests/testing/text_vocab.h"
 
 namespace paceline::server {
 namespace {
@@ -54,8 +57,19 @@ class StreamBufferStateTest : public ::testing::Test {
     options.burst_tokens = burst;
     options.max_delta_bytes = max_delta_bytes;
     options.max_unread_bytes = max_unread_bytes;
+    OpenWith(options);
+  }
+  // Every test's stream is opened here: over the test's vocabulary, its
+  // stop strings cut at by stopped_.
+  void OpenWith(DeliveryOptions options) {
+    tokenizer_ = testing::MakeTextVocab(vocab_);
+    options.tokenizer = tokenizer_.get();
     buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
                                              &pacer_, &observer_, "t");
+    buffer_->SetStringStopper(
+        [this](scheduler::RequestId id, std::string stop, int32_t tokens) {
+          stopped_.push_back({id, std::move(stop), tokens});
+        });
     buffer_->SetCanceller(
         [this](scheduler::RequestId id) { cancelled_.push_back(id); });
     writer_.Bind(buffer_);
@@ -81,11 +95,12 @@ class StreamBufferStateTest : public ::testing::Test {
     info.id = 7;
     buffer_->OnAccepted(info);
   }
+  // The engine hands over `id`, whose text (vocab_, before Open) is `text`.
   void Token(int32_t id, const std::string& text = "x") {
+    ASSERT_EQ(tokenizer_->TokenBytes(id), text) << "id " << id;
     const int32_t ids[] = {id};
     scheduler::TokenDelta delta;
     delta.ids = ids;
-    delta.text = text;
     buffer_->OnTokens(delta);
   }
   void Finish() {
@@ -101,6 +116,16 @@ class StreamBufferStateTest : public ::testing::Test {
   RecordingObserver observer_;
   std::shared_ptr<StreamBuffer> buffer_;
   std::vector<scheduler::RequestId> cancelled_;  // what the buffer cancelled
+  // The token texts the stream's ids spell ("x" for the others), set
+  // before Open.
+  std::map<int32_t, std::string> vocab_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  struct Stopped {
+    scheduler::RequestId id;
+    std::string stop;
+    int32_t tokens;
+  };
+  std::vector<Stopped> stopped_;  // what the buffer stopped at a string
 };
 
 // --- kIdle -------------------------------------------------------------------
@@ -130,9 +155,11 @@ TEST_F(StreamBufferStateTest, IdleOutputPacedTokenIsScheduledAtItsDueTime) {
   ASSERT_EQ(writer_.writes.size(), 2u);
   Token(2);
   EXPECT_EQ(buffer_->buffered_tokens(), 1);
-  EXPECT_EQ(pacer_.num_woken(), 0);
-  EXPECT_EQ(pacer_.num_scheduled(), 1);
+  // Its text is made at once (a wake), its release waits for its time.
+  EXPECT_EQ(pacer_.num_woken(), 1);
+  EXPECT_EQ(pacer_.num_scheduled(), 0);
   EXPECT_EQ(pacer_.RunDue(), absl::UnixEpoch() + absl::Milliseconds(100));
+  EXPECT_EQ(pacer_.num_scheduled(), 1);
   EXPECT_EQ(writer_.writes.size(), 2u);
   EXPECT_EQ(buffer_->state(), State::kIdle);
 }
@@ -222,16 +249,23 @@ TEST_F(StreamBufferStateTest, IdleWriteDoneWithoutAWriteIsIgnored) {
 
 // --- kWriting ----------------------------------------------------------------
 
-TEST_F(StreamBufferStateTest, WritingOutputCoalescesWithoutHandOver) {
+// Output that arrives during a write is made into text at once (one wake
+// for the burst: a stop string is found while a slow reader still reads)
+// and waits, ready, for the write in flight: the completion carries on.
+TEST_F(StreamBufferStateTest, WritingOutputIsMadeReadyButNotWritten) {
+  vocab_ = {{1, "a"}, {2, "b"}};
   OpenWriting();
   Token(1, "a");
   Token(2, "b");
   Finish();
-  EXPECT_EQ(pacer_.num_woken(), 0);  // the completion carries on
+  EXPECT_EQ(pacer_.num_woken(), 1);
+  pacer_.RunDue();
   EXPECT_EQ(pacer_.num_scheduled(), 0);
   EXPECT_EQ(writer_.writes.size(), 1u);
   EXPECT_EQ(buffer_->buffered_tokens(), 2);  // behind the write in flight
   EXPECT_EQ(buffer_->state(), State::kWriting);
+  writer_.Complete(true);
+  EXPECT_EQ(Last().text, "ab");
 }
 
 TEST_F(StreamBufferStateTest, WritingReleaseMovesTokensButDoesNotWrite) {
@@ -251,6 +285,7 @@ TEST_F(StreamBufferStateTest, WritingReleaseMovesTokensButDoesNotWrite) {
 }
 
 TEST_F(StreamBufferStateTest, WritingWriteDoneWithMoreReadyWritesNext) {
+  vocab_ = {{1, "a"}, {2, "b"}};
   OpenWriting();
   clock_.Advance(absl::Milliseconds(3));
   Token(1, "a");
@@ -273,6 +308,9 @@ TEST_F(StreamBufferStateTest, WritingWriteDoneWithMoreReadyWritesNext) {
 // them as Deltas of at most max_delta_bytes each (35 bytes a token with
 // its id: 5 per Delta of 200), all in order, none lost.
 TEST_F(StreamBufferStateTest, CoalescedDeltasStayWithinTheirByteLimit) {
+  for (int i = 0; i < 100; ++i) {
+    vocab_[i] = std::string(30, static_cast<char>('a' + i % 26));
+  }
   Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/200);
   writer_.hold = true;
   Accept();
@@ -305,6 +343,7 @@ TEST_F(StreamBufferStateTest, CoalescedDeltasStayWithinTheirByteLimit) {
 
 // One piece larger than the limit still goes out, alone.
 TEST_F(StreamBufferStateTest, APieceOverTheLimitGoesAlone) {
+  vocab_ = {{1, "ab"}, {2, std::string(40, 'z')}, {3, "cd"}};
   Open(0, 1, /*max_delta_bytes=*/16);
   writer_.hold = true;
   Accept();
@@ -375,6 +414,8 @@ TEST_F(StreamBufferStateTest, WritingDetachDropsTheRest) {
 // dropped, its request cancelled once, and the stream finishes with
 // RESOURCE_EXHAUSTED when the write in flight completes.
 TEST_F(StreamBufferStateTest, WritingUnreadPastTheLimitCutsTheStream) {
+  for (int i = 0; i < 7; ++i) vocab_[i] = std::string(10, 'a');
+  vocab_[7] = "more";
   Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
        /*max_unread_bytes=*/100);
   writer_.hold = true;
@@ -383,9 +424,11 @@ TEST_F(StreamBufferStateTest, WritingUnreadPastTheLimitCutsTheStream) {
   ASSERT_EQ(buffer_->state(), State::kWriting);
   // 15 bytes a token (10 of text, 5 of id): the 7th passes 100.
   for (int i = 0; i < 6; ++i) Token(i, std::string(10, 'a'));
+  pacer_.RunDue();  // the text made, ready behind the write in flight
   EXPECT_EQ(buffer_->state(), State::kWriting);
   EXPECT_TRUE(cancelled_.empty());
   Token(6, std::string(10, 'a'));
+  pacer_.RunDue();
   EXPECT_EQ(buffer_->state(), State::kFinishing);
   EXPECT_EQ(cancelled_, std::vector<scheduler::RequestId>{7});
   EXPECT_EQ(buffer_->buffered_tokens(), 0);
@@ -405,6 +448,7 @@ TEST_F(StreamBufferStateTest, WritingUnreadPastTheLimitCutsTheStream) {
 // however much it receives; paced tokens waiting for their time are not
 // unread either.
 TEST_F(StreamBufferStateTest, UnreadLimitSparesReadersThatKeepUp) {
+  for (int i = 0; i < 50; ++i) vocab_[i] = std::string(10, 'a');
   Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
        /*max_unread_bytes=*/100);
   Accept();
@@ -433,6 +477,7 @@ TEST_F(StreamBufferStateTest, UnreadLimitSparesReadersThatKeepUp) {
 // An idle stream whose backlog passes the limit in one engine-side append
 // is cut by the pacer's Release (the engine side never writes).
 TEST_F(StreamBufferStateTest, IdleUnreadPastTheLimitIsCutByTheRelease) {
+  vocab_ = {{1, std::string(200, 'z')}};
   Open(/*pace=*/0, /*burst=*/1, /*max_delta_bytes=*/0,
        /*max_unread_bytes=*/100);
   Accept();
@@ -508,6 +553,85 @@ TEST_F(StreamBufferStateTest, DoneIgnoresEveryEvent) {
   EXPECT_EQ(observer_.closed, 1);
 }
 
+// --- Stop strings ----------------------------------------------------------
+
+// The text is made on the pacer thread: a stop string found there ends the
+// stream at it and stops the request once, one step late; what the engine
+// generated meanwhile is dropped, and the Finished says kStop with the
+// string and the tokens delivered, however the engine ended.
+TEST_F(StreamBufferStateTest, AStopStringEndsTheStreamAndStopsTheRequestOnce) {
+  vocab_ = {{1, "he"}, {2, "llo"}, {3, " wo"}, {4, "rld"}};
+  DeliveryOptions options;
+  options.stop.strings = {"o w"};
+  OpenWith(options);
+  Accept();
+  pacer_.RunDue();
+  Token(1, "he");
+  Token(2, "llo");
+  pacer_.RunDue();
+  EXPECT_EQ(Last().ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(Last().text, "hell");  // "o" held: it may start "o w"
+  EXPECT_TRUE(stopped_.empty());
+  Token(3, " wo");
+  EXPECT_TRUE(stopped_.empty());  // the engine side makes no text
+  pacer_.RunDue();
+  ASSERT_EQ(stopped_.size(), 1u);
+  EXPECT_EQ(stopped_[0].id, 7u);
+  EXPECT_EQ(stopped_[0].stop, "o w");
+  EXPECT_EQ(stopped_[0].tokens, 3);
+  EXPECT_EQ(Last().ids, std::vector<int32_t>{3});
+  EXPECT_EQ(Last().text, "");  // nothing of the match
+  Token(4, "rld");  // generated before the stop took effect: dropped
+  scheduler::FinishInfo info;  // as the scheduler ends it (StopAtString)
+  info.reason = scheduler::FinishReason::kStop;
+  info.stop_string = "o w";
+  info.usage.completion_tokens = 3;
+  buffer_->OnFinished(info);
+  pacer_.RunDue();
+  ASSERT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().finish.reason, scheduler::FinishReason::kStop);
+  EXPECT_EQ(Last().finish.stop_string, "o w");
+  EXPECT_EQ(Last().finish.usage.completion_tokens, 3);
+  EXPECT_EQ(stopped_.size(), 1u);
+  EXPECT_EQ(buffer_->buffered_tokens(), 0);
+  for (const auto& w : writer_.writes) {
+    EXPECT_EQ(std::count(w.out.ids.begin(), w.out.ids.end(), 4), 0);
+  }
+}
+
+// The engine may end by itself (EOS, max_tokens) before the stop arrives:
+// the stream still ends at the string, with the usage it delivered.
+TEST_F(StreamBufferStateTest, AStopStringWinsOverTheEnginesOwnEnd) {
+  vocab_ = {{1, "ab"}, {2, "cd"}, {3, "ef"}};
+  DeliveryOptions options;
+  options.stop.strings = {"bc"};
+  options.stop.include = true;
+  OpenWith(options);
+  Accept();
+  Token(1, "ab");
+  Token(2, "cd");
+  Token(3, "ef");
+  scheduler::FinishInfo info;
+  info.reason = scheduler::FinishReason::kLength;
+  info.usage.completion_tokens = 3;
+  buffer_->OnFinished(info);  // all before the pacer's turn
+  pacer_.RunDue();
+  ASSERT_EQ(stopped_.size(), 1u);
+  EXPECT_EQ(stopped_[0].tokens, 2);
+  ASSERT_EQ(Last().kind, Kind::kFinished);
+  EXPECT_EQ(Last().finish.reason, scheduler::FinishReason::kStop);
+  EXPECT_EQ(Last().finish.stop_string, "bc");
+  EXPECT_EQ(Last().finish.usage.completion_tokens, 2);
+  std::string text;
+  std::vector<int32_t> ids;
+  for (const auto& w : writer_.writes) {
+    text += w.out.text;
+    ids.insert(ids.end(), w.out.ids.begin(), w.out.ids.end());
+  }
+  EXPECT_EQ(text, "abc");  // with the string (include)
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));
+}
+
 // --- Chat output
 // ---------------------------------------------------------------
 
@@ -555,11 +679,13 @@ TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
   for (bool coalesce : {false, true}) {
     SCOPED_TRACE(coalesce ? "coalesced" : "one write per token");
     writer_.writes.clear();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      vocab_[static_cast<int32_t>(i)] = pieces[i];
+    }
     DeliveryOptions options;
     options.chat_output = format;
     options.tool_call_id_seed = 5;
-    buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_,
-                                             &pacer_, &observer_, "t");
+    OpenWith(options);
     writer_.Bind(buffer_);
     Accept();
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -585,11 +711,11 @@ TEST_F(StreamBufferStateTest, ChatOutputIsSplitWhetherWritesCoalesceOrNot) {
 TEST_F(StreamBufferStateTest, ChatOutputPrefixIsParsedFirst) {
   chat::ChatOutputFormat format;
   format.tool_calls = chat::ToolCallFormat::kHermes;
+  vocab_ = {{1, "{\"x\": 1}}"}, {2, "\n</tool_call>"}};
   DeliveryOptions options;
   options.chat_output = format;
   options.chat_output_prefix = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";
-  buffer_ = std::make_shared<StreamBuffer>(options, &writer_, &clock_, &pacer_,
-                                           &observer_, "t");
+  OpenWith(options);
   writer_.Bind(buffer_);
   Accept();
   pacer_.RunDue();
@@ -612,6 +738,7 @@ TEST_F(StreamBufferStateTest, ChatOutputPrefixIsParsedFirst) {
 }
 
 TEST_F(StreamBufferStateTest, PlainRequestsKeepTheirTextWhole) {
+  vocab_ = {{1, "<think>a</think><tool_call>"}};
   OpenAccepted();
   Token(1, "<think>a</think><tool_call>");
   Finish();

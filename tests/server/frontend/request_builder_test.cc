@@ -341,8 +341,8 @@ TEST(RequestBuilderTest, DefaultsComeFromTheTenantAndTheServer) {
   EXPECT_EQ(spec.sampling.top_logprobs, 0);
   EXPECT_EQ(spec.stop.max_tokens, 20);
   EXPECT_FALSE(spec.stop.ignore_eos);
-  EXPECT_FALSE(spec.stop.include_stop_str);
-  EXPECT_TRUE(spec.stop.stop_strings.empty());
+  EXPECT_FALSE(built->delivery.stop.include);
+  EXPECT_TRUE(built->delivery.stop.strings.empty());
   EXPECT_TRUE(spec.stop.stop_token_ids.empty());
   EXPECT_EQ(spec.priority, scheduler::PriorityClass::kStandard);
   EXPECT_EQ(spec.pace_tokens_per_s, 12.5);
@@ -463,10 +463,11 @@ TEST(RequestBuilderTest, SamplingAndStoppingAreCarriedOver) {
   EXPECT_EQ(p.top_logprobs, 5);
   const scheduler::StopConditions& st = built->spec.stop;
   EXPECT_EQ(st.max_tokens, 8);
-  EXPECT_EQ(st.stop_strings, (std::vector<std::string>{"END", "\n\n"}));
+  EXPECT_EQ(built->delivery.stop.strings,
+            (std::vector<std::string>{"END", "\n\n"}));
   EXPECT_EQ(st.stop_token_ids, (std::vector<int32_t>{0, kVocab - 1}));
   EXPECT_TRUE(st.ignore_eos);
-  EXPECT_TRUE(st.include_stop_str);
+  EXPECT_TRUE(built->delivery.stop.include);
 }
 
 TEST(RequestBuilderTest, PrioritiesMapToClasses) {
