@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "engine/tokenizer/detokenizer.h"
 #include "scheduler/serving_loop.h"
 
 namespace paceline::scheduler {
@@ -65,12 +64,6 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
           absl::StrCat("request ", i, " did not finish"));
     }
     results[i].tokens = sinks[i]->tokens();
-    // The text, after the run: the engine thread never makes it.
-    engine::IncrementalDetokenizer detokenizer(&tokenizer);
-    for (int32_t id : results[i].tokens) {
-      results[i].text += detokenizer.Push(id);
-    }
-    results[i].text += detokenizer.Flush();
     results[i].finish = sinks[i]->finish();
   }
   if (stats != nullptr) {

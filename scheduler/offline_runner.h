@@ -35,7 +35,6 @@ struct OfflineRequest {
 
 struct OfflineResult {
   std::vector<int32_t> tokens;  // delivered ids (no EOS / stop token)
-  std::string text;             // the tokens' text
   FinishInfo finish;            // reason, usage, timings
 };
 

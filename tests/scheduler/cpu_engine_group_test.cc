@@ -148,8 +148,6 @@ TEST_F(StoriesGroupTest, SampledChoiceIEqualsSeedPlusIAloneUnderPreemption) {
       ASSERT_TRUE(run.sinks[i]->finished());
       const OfflineResult alone = Alone(sampling, i, 48, where);
       EXPECT_EQ(run.sinks[i]->tokens(), alone.tokens) << "choice " << i;
-      EXPECT_EQ(testing::TextOf(*model_.tokenizer, run.sinks[i]->tokens()), alone.text)
-          << "choice " << i;
       EXPECT_EQ(run.sinks[i]->finish().reason, alone.finish.reason);
     }
     EXPECT_NE(run.sinks[0]->tokens(), run.sinks[1]->tokens());

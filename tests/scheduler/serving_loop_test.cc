@@ -406,7 +406,6 @@ TEST(OfflineRunnerTest, RunsPromptsTogetherWithTheOutputsOfEachAlone) {
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ((*together)[i].tokens, alone[i]);
     EXPECT_EQ((*together)[i].finish.reason, FinishReason::kLength);
-    EXPECT_EQ((*together)[i].text.size(), alone[i].size());
   }
   EXPECT_GT(stats.preemptions, 0);
   EXPECT_EQ(stats.generated_tokens, 10 + 11 + 12 + 13 + 14);

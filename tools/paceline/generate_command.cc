@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "engine/backend.h"
 #include "engine/model_loader.h"
+#include "engine/tokenizer/detokenizer.h"
 #include "engine/sampling/sampler.h"
 #include "scheduler/offline_runner.h"
 #include "tools/paceline/cli.h"
@@ -228,7 +229,9 @@ absl::Status Generate(const GenerateFlags& f) {
     if (results.size() > 1) {
       std::cout << "--- [" << i + 1 << "] " << f.prompts[i] << "\n";
     }
-    std::cout << r.text << "\n";
+    engine::IncrementalDetokenizer text(&tokenizer);
+    for (int32_t id : r.tokens) std::cout << text.Push(id);
+    std::cout << text.Flush() << "\n";
     if (!r.finish.status.ok() &&
         r.finish.reason == scheduler::FinishReason::kError) {
       return absl::Status(
