@@ -14,46 +14,27 @@
 namespace paceline::server {
 
 void CompleteCall::Start(absl::StatusOr<BuiltRequest> built) {
-  if (start_.CancelledEarly()) {
-    built = absl::CancelledError("the client cancelled");
-  }
-  if (Submit(std::move(built)) && start_.MarkStarted()) CancelSubmitted();
+  Prepare(built);
+  const absl::Status started =
+      stream_.Start(std::move(built), this, /*observed=*/false);
+  if (!started.ok()) Answer(ToGrpcStatus(started, context_));
   Release();
 }
 
-bool CompleteCall::Submit(absl::StatusOr<BuiltRequest> built) {
-  if (!built.ok()) {
-    Answer(ToGrpcStatus(built.status(), context_));
-    return false;
-  }
+void CompleteCall::Prepare(absl::StatusOr<BuiltRequest>& built) {
+  if (!built.ok()) return;
   if (const std::optional<std::string> over =
           AnswerOverLimit(1, built->spec, frontend_->max_response_bytes())) {
-    Answer(ToGrpcStatus(
-        absl::InvalidArgumentError(absl::StrCat(
-            "stopping.max_tokens: ", *over,
-            ": lower max_tokens or top_logprobs, or call Generate")),
-        context_));
-    return false;
+    built = absl::InvalidArgumentError(
+        absl::StrCat("stopping.max_tokens: ", *over,
+                     ": lower max_tokens or top_logprobs, or call Generate"));
+    return;
   }
   chat_ = built->delivery.chat_output.has_value();
   built->delivery.pace_tokens_per_s = 0;  // answered at once
-  stream_ = frontend_->OpenStream(*std::move(built), this, nullptr,
-                                  /*observed=*/false);
-  if (absl::Status submitted = frontend_->Submit(stream_); !submitted.ok()) {
-    stream_.buffer = nullptr;  // detached: nothing was written
-    Answer(ToGrpcStatus(submitted, context_));
-    return false;
-  }
-  return true;
 }
 
-void CompleteCall::CancelSubmitted() {
-  frontend_->Stop(stream_, absl::CancelledError("the client cancelled"));
-}
-
-void CompleteCall::OnCancel() {
-  if (start_.OnCancel()) CancelSubmitted();
-}
+void CompleteCall::OnCancel() { stream_.OnCancel(); }
 
 void CompleteCall::OnDone() {
   TakeBackFromGrpc(this);
@@ -61,10 +42,7 @@ void CompleteCall::OnDone() {
 }
 
 void CompleteCall::Release() {
-  if (!start_.Release()) return;
-  if (stream_.buffer != nullptr) stream_.buffer->Detach();
-  if (stream_.id != 0) frontend_->Unregister(stream_.id);
-  delete this;
+  if (stream_.Release()) delete this;
 }
 
 void CompleteCall::Send(const Outgoing& out) {
@@ -83,7 +61,7 @@ void CompleteCall::Send(const Outgoing& out) {
       Answer(Fill(out));  // the last message: no write to complete
       return;
   }
-  stream_.buffer->OnWriteDone(true);
+  stream_.buffer().OnWriteDone(true);
 }
 
 void CompleteCall::Add(const Outgoing& delta) {

@@ -9,7 +9,7 @@
 // OnWriteDone / Abort), and every write completes at once.
 //
 // Start comes from the intake pool once the request is built (or
-// refused); call_start.h orders it against OnCancel and OnDone.
+// refused); call_stream.h orders it against OnCancel and OnDone.
 //
 // Threads: gRPC's (the reactions), the intake pool's (Start), the pacer's
 // (Send).
@@ -22,7 +22,7 @@
 #include "paceline/v1/paceline.pb.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/frontend/frontend.h"
-#include "server/grpc/call_start.h"
+#include "server/grpc/call_stream.h"
 
 namespace paceline::server {
 
@@ -34,23 +34,26 @@ class CompleteCall final : public grpc::ServerUnaryReactor,
   // until OnDone.
   CompleteCall(Frontend* frontend, grpc::CallbackServerContext* context,
                grpc::ByteBuffer* response)
-      : frontend_(frontend), context_(context), bytes_(response) {}
+      : frontend_(frontend),
+        context_(context),
+        bytes_(response),
+        stream_(frontend) {}
 
   // Once: submits the built request (unpaced: answered at once), or
   // finishes with the refusal.
   void Start(absl::StatusOr<BuiltRequest> built);
   // Whether the client has cancelled already: the intake pool then skips
   // the building (Start still ends the call).
-  bool cancelled_early() { return start_.CancelledEarly(); }
+  bool cancelled_early() { return stream_.CancelledEarly(); }
 
   // Reactions.
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  // Start's work: true once submitted, false after finishing instead.
-  bool Submit(absl::StatusOr<BuiltRequest> built);
-  void CancelSubmitted();
+  // Checks the answer's size and sets the stream unpaced; the refusal in
+  // `built`.
+  void Prepare(absl::StatusOr<BuiltRequest>& built);
   // Start or OnDone is done with the call; the last deletes it.
   void Release();
 
@@ -69,10 +72,9 @@ class CompleteCall final : public grpc::ServerUnaryReactor,
   grpc::CallbackServerContext* const context_;
   v1::CompleteResponse response_;  // filled by Send
   grpc::ByteBuffer* const bytes_;  // gRPC's, for response_ serialized
-  Stream stream_;      // its buffer null when refused, its id 0 until submitted
+  CallStream stream_;
   bool chat_ = false;  // a chat request: its output split into chat_output_
   Outgoing chat_output_;
-  CallStart start_;
 };
 
 }  // namespace paceline::server

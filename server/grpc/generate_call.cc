@@ -10,37 +10,15 @@
 namespace paceline::server {
 
 void GenerateCall::Start(absl::StatusOr<BuiltRequest> built) {
-  if (start_.CancelledEarly()) {
-    built = absl::CancelledError("the client cancelled");
-  }
-  if (Submit(std::move(built)) && start_.MarkStarted()) CancelSubmitted();
+  if (built.ok()) built->delivery.max_delta_bytes = max_delta_bytes_;
+  const absl::Status started =
+      stream_.Start(std::move(built), this, /*observed=*/true);
+  if (!started.ok()) FinishWith(ToGrpcStatus(started, context_));
   Release();
 }
 
-bool GenerateCall::Submit(absl::StatusOr<BuiltRequest> built) {
-  if (!built.ok()) {
-    FinishWith(ToGrpcStatus(built.status(), context_));
-    return false;
-  }
-  built->delivery.max_delta_bytes = max_delta_bytes_;
-  stream_ = frontend_->OpenStream(*std::move(built), this);
-  if (absl::Status submitted = frontend_->Submit(stream_); !submitted.ok()) {
-    stream_.buffer = nullptr;  // detached: nothing was written
-    FinishWith(ToGrpcStatus(submitted, context_));
-    return false;
-  }
-  return true;
-}
-
-void GenerateCall::CancelSubmitted() {
-  frontend_->Stop(stream_, absl::CancelledError("the client cancelled"));
-}
-
 void GenerateCall::Release() {
-  if (!start_.Release()) return;
-  if (stream_.buffer != nullptr) stream_.buffer->Detach();
-  if (stream_.id != 0) frontend_->Unregister(stream_.id);
-  delete this;
+  if (stream_.Release()) delete this;
 }
 
 void GenerateCall::Send(const Outgoing& out) {
@@ -120,12 +98,10 @@ void GenerateCall::FinishWith(const grpc::Status& status) {
 
 void GenerateCall::OnWriteDone(bool ok) {
   TakeBackFromGrpc(this);
-  stream_.buffer->OnWriteDone(ok);
+  stream_.buffer().OnWriteDone(ok);
 }
 
-void GenerateCall::OnCancel() {
-  if (start_.OnCancel()) CancelSubmitted();
-}
+void GenerateCall::OnCancel() { stream_.OnCancel(); }
 
 void GenerateCall::OnDone() {
   TakeBackFromGrpc(this);

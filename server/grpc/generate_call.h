@@ -8,7 +8,7 @@
 // RPC with the Finished message.
 //
 // Start comes from the intake pool once the request is built (or
-// refused); call_start.h orders it against the reactions. OnWriteDone
+// refused); call_stream.h orders it against the reactions. OnWriteDone
 // hands the completion to the buffer (which may start the next write from
 // there); OnCancel cancels the request and cuts delivery; the last of
 // OnDone and Start detaches the buffer and deletes the call.
@@ -26,7 +26,7 @@
 #include "scheduler/token_sink.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/frontend/frontend.h"
-#include "server/grpc/call_start.h"
+#include "server/grpc/call_stream.h"
 
 namespace paceline::server {
 
@@ -39,13 +39,14 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                grpc::CallbackServerContext* context)
       : frontend_(frontend),
         max_delta_bytes_(max_delta_bytes),
-        context_(context) {}
+        context_(context),
+        stream_(frontend) {}
 
   // Once: submits the built request, or finishes with the refusal.
   void Start(absl::StatusOr<BuiltRequest> built);
   // Whether the client has cancelled already: the intake pool then skips
   // the building (Start still ends the call).
-  bool cancelled_early() { return start_.CancelledEarly(); }
+  bool cancelled_early() { return stream_.CancelledEarly(); }
 
   // Reactions.
   void OnWriteDone(bool ok) override;
@@ -53,10 +54,6 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnDone() override;
 
  private:
-  // Start's work: true once submitted, false after finishing instead.
-  bool Submit(absl::StatusOr<BuiltRequest> built);
-  // Cancels the submitted request and cuts its delivery.
-  void CancelSubmitted();
   // Start or OnDone is done with the call; the last deletes it.
   void Release();
   // StreamWriter: one GenerateResponse, or the end of the RPC.
@@ -72,10 +69,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   Frontend* const frontend_;
   const int64_t max_delta_bytes_;
   grpc::CallbackServerContext* const context_;
-  Stream stream_;  // its buffer null when refused, its id 0 until submitted
+  CallStream stream_;
   v1::GenerateResponse response_;  // the next message, as built
   grpc::ByteBuffer bytes_;         // the write in flight, serialized
-  CallStart start_;
 };
 
 }  // namespace paceline::server
