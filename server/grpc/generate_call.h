@@ -4,7 +4,7 @@
 // One Generate stream: the gRPC write reactor, and the StreamWriter of the
 // stream's StreamBuffer. The buffer decides what to write and when; this
 // turns each Outgoing into a GenerateResponse, serialized (the method is
-// raw: service.h), keeps one write in flight (gRPC's rule), and ends the
+// raw: grpc_service.h), keeps one write in flight (gRPC's rule), and ends the
 // RPC with the Finished message.
 //
 // Start comes from the intake pool once the request is built (or
