@@ -1,7 +1,7 @@
 // Scheduler overhead per engine step: Schedule + Sample + Update (planning,
 // block growth, MarkComputed, greedy sampling, stop checks, the sink
-// handoff; text is delivery's: delivery_bench.cc) with N sequences running, over the fake engine, whose
-// Forward is not timed. Steady state of continuous batching: every
+// handoff; text is delivery's: delivery_bench.cc) with N sequences
+// running, over the fake engine, whose Forward is not timed. Steady state of continuous batching: every
 // sequence decodes one token a step; a finished one is replaced before the
 // next step (its prefill then rides along in that step). And tenant
 // isolation: tenant B's time to first token next to tenant A's 8k-token

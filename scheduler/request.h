@@ -20,8 +20,9 @@
 // members, its children, from submission until its fork point or their
 // fallback (scheduler.h); a held child is kWaiting and in no queue.
 //
-// Preemption keeps the tokens and the sampler: on readmission the whole sequence (prompt + generated) is
-// recomputed (mostly from the prefix cache), and the next token is sampled
+// Preemption keeps the tokens and the sampler: on readmission the whole
+// sequence (prompt + generated) is recomputed (mostly from the prefix
+// cache), and the next token is sampled
 // from the same logits with the same RNG step (the sampler's counter-based
 // draw depends only on the number of tokens generated), so output is
 // unchanged by preemption.

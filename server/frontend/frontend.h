@@ -128,9 +128,10 @@ class Frontend {
   // must outlive the buffer until it is detached or has sent Finished):
   // the server's delivery limits applied, `call_unread` (when set) the
   // budget of every stream of one call; a cut the buffer decides on
-  // cancels the request, a stop string it finds stops it there. `observed`: its writes are reported to the
-  // delivery observer (a stream's; not a unary answer's, which reaches the
-  // client whole at the end).
+  // cancels the request, a stop string it finds stops it there.
+  // `observed`: its writes are reported to the delivery observer (a
+  // stream's; not a unary answer's, which reaches the client whole at the
+  // end).
   Stream OpenStream(BuiltRequest built, StreamWriter* writer,
                     std::shared_ptr<UnreadBytes> call_unread = nullptr,
                     bool observed = true);

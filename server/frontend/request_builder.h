@@ -14,8 +14,8 @@
 //
 // Chat input: the model's template (its tool_use variant when the request
 // has tools and the model has one) renders the request
-// (chat/request_context.h), and chat::ChatPromptEncoder tokenizes it with control tokens only where
-// the template put them. A model without a template is FailedPrecondition
+// (chat/request_context.h), and chat::ChatPromptEncoder tokenizes it with
+// control tokens only where the template put them. A model without a template is FailedPrecondition
 // ("the model has no chat template; set model.chat_template_file or send
 // text"); a template that fails (its raise_exception, a limit) is
 // InvalidArgument "chat: " + the template's message.
