@@ -127,7 +127,7 @@ TEST(ChatTemplateOracleTest, MatchesJinja2OnEveryTemplateAndConversation) {
       std::string(kChatTemplateDir) + "/conversations.json", true);
   for (Conversation& c :
        LoadConversations(::paceline::testing::SourcePath(
-                             "tests/engine/data/chat_conversations.json"),
+                             "tests/chat/data/chat_conversations.json"),
                          false)) {
     conversations.push_back(std::move(c));
   }

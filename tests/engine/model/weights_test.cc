@@ -404,7 +404,7 @@ std::vector<float> DecodeAll(const WeightView& v) {
 
 // Each K type: every matrix is stored in it, and decodes close to the F32
 // dummy of the same seed (the same random numbers before quantization):
-// relative RMS error within tests/engine/quantize_k_test.cc's bounds for
+// relative RMS error within tests/engine/gguf/quantize_k_test.cc's bounds for
 // normal data, and the requested statistics.
 TEST(WeightsTest, DummyInEachKTypeDequantizesCloseToF32) {
   const ModelConfig c = KBlocks(/*tied=*/false);
