@@ -220,7 +220,7 @@ StreamBuffer::Effects StreamBuffer::Transition(const Event& e) {
   switch (e.kind) {
     case Kind::kOutput:  // the engine side: a hand-over at most, no write
       CheckUnreadLocked(/*may_write=*/false, &fx);
-      if (open()) HandOffLocked(absl::InfiniteFuture(), &fx);
+      if (open()) HandOffLocked(&fx);
       break;
     case Kind::kProcess:  // the processor's turn (a Release is due later)
       process_pending_ = false;
@@ -337,7 +337,7 @@ void StreamBuffer::Apply(Effects fx) {
   if (closed != nullptr) closed->OnStreamClosed();
 }
 
-void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
+void StreamBuffer::HandOffLocked(Effects* fx) {
   const bool to_process = !inbox_.empty() || engine_finish_.has_value();
   if (to_process) {
     // The pacer thread makes the text at once: stop strings are found one
@@ -356,15 +356,9 @@ void StreamBuffer::HandOffLocked(absl::Time due, Effects* fx) {
   }
   // A pending entry is due no later than anything that became ready: its
   // Release will see this too.
-  if (scheduled_) return;
-  if (state_ == State::kIdle && HasNextLocked()) {
-    fx->wake = true;
-    woken_ = true;
-  } else if (due != absl::InfiniteFuture()) {
-    fx->schedule = due;
-  } else {
-    return;
-  }
+  if (scheduled_ || state_ != State::kIdle || !HasNextLocked()) return;
+  fx->wake = true;
+  woken_ = true;
   scheduled_ = true;
 }
 

@@ -333,9 +333,11 @@ class StreamBuffer final : public scheduler::TokenSink,
   bool open() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == State::kIdle || state_ == State::kWriting;
   }
-  // Asks for a pacer Release: at once if idle with something to write,
-  // else at `due` (a paced token), unless one is pending already.
-  void HandOffLocked(absl::Time due, Effects* fx)
+  // The engine side's hand-over: the pacer's turn at once for ids to make
+  // into text (a Release, or the processor when a Release is scheduled
+  // later), or a Release at once when idle with something to write; never
+  // a second entry.
+  void HandOffLocked(Effects* fx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a write could start now (Accepted, a Delta, or Finished).
   bool HasNextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

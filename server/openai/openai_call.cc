@@ -256,8 +256,10 @@ void Call::SubmitAll(std::vector<BuiltRequest> built) {
     std::vector<Stream> streams;
     for (size_t i = first; i < first + n; ++i) {
       Choice& c = *choices_[i];
-      streams.push_back(
-          frontend_->OpenStream(std::move(built[i]), &c.writer, unread_));
+      // A non-streamed answer reaches the client whole at the end: its
+      // choices' instant writes are not deliveries to time.
+      streams.push_back(frontend_->OpenStream(std::move(built[i]), &c.writer,
+                                              unread_, request_.stream));
       c.buffer = streams.back().buffer;  // before any Send can come
     }
     std::vector<Stream*> group;
