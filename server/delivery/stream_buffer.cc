@@ -187,7 +187,7 @@ void StreamBuffer::OnWriteDone(bool ok) {
 }
 
 void StreamBuffer::Abort(absl::Status status) {
-  Handle({Event::Kind::kAbort, clock_->Now(), absl::InfiniteFuture(),
+  Handle({Event::Kind::kAbort, clock_->Now(),
           std::move(status)});
 }
 
@@ -309,13 +309,9 @@ void StreamBuffer::CancelRequest(scheduler::RequestId id) {
 void StreamBuffer::HandOver(const Effects& fx) {
   if (fx.cancel != 0) CancelRequest(fx.cancel);
   if (fx.process != nullptr) pacer_->Wake(fx.process);
-  // The pacer thread calls Release, which starts the write: one hop, no
-  // allocation (see pacer.h).
-  if (fx.wake) {
-    pacer_->Wake(shared_from_this());
-  } else if (fx.schedule != absl::InfiniteFuture()) {
-    pacer_->Schedule(shared_from_this(), fx.schedule);
-  }
+  // The pacer thread calls Release, which makes the text and starts the
+  // write: one hop, no allocation (see pacer.h).
+  if (fx.wake) pacer_->Wake(shared_from_this());
 }
 
 void StreamBuffer::Apply(Effects fx) {
@@ -499,24 +495,19 @@ void StreamBuffer::ProcessLocked(absl::Time now, Effects* fx) {
     }
   }
   if (!engine_finish_.has_value()) return;
-  // The end: the held-back text and the parser's tail, then Finished.
-  Piece tail;
-  tail.ready = now;
+  // The end: the held-back text, then the parser's tail, then Finished.
   const std::string rest = text_.has_value() ? text_->Flush() : "";
-  if (parser_ != nullptr) {
-    tail.chat = parser_->Push(rest);
-    chat::ChatOutputDelta end = parser_->Finish();
-    if (!end.empty()) {
-      if (!tail.chat.empty()) pending_.push_back(std::move(tail));
-      tail = Piece();
-      tail.ready = now;
-      tail.chat = std::move(end);
+  for (int part = 0; part < (parser_ != nullptr ? 2 : 1); ++part) {
+    Piece tail;
+    tail.ready = now;
+    if (part == 1) {
+      tail.chat = parser_->Finish();
+    } else {
+      SetTextLocked(rest, &tail);
     }
-  } else {
-    tail.text = rest;
-  }
-  if (!tail.text.empty() || !tail.chat.empty()) {
-    pending_.push_back(std::move(tail));
+    if (!tail.text.empty() || !tail.chat.empty()) {
+      pending_.push_back(std::move(tail));
+    }
   }
   finish_ = *std::move(engine_finish_);
   engine_finish_.reset();

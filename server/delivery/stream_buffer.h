@@ -272,13 +272,11 @@ class StreamBuffer final : public scheduler::TokenSink,
       kAbort,
       kDetach,
     };
-    Event(Kind kind, absl::Time now, absl::Time due = absl::InfiniteFuture(),
-          absl::Status status = absl::OkStatus())
-        : kind(kind), now(now), due(due), status(std::move(status)) {}
+    Event(Kind kind, absl::Time now, absl::Status status = absl::OkStatus())
+        : kind(kind), now(now), status(std::move(status)) {}
 
     Kind kind;
     absl::Time now;
-    absl::Time due;       // kOutput: when the next pending token falls due
     absl::Status status;  // kAbort
   };
   // What a transition asks for once mu_ is released.
@@ -286,10 +284,10 @@ class StreamBuffer final : public scheduler::TokenSink,
     std::optional<Outgoing> write;
     bool wake = false;                             // a pacer Release at once
     std::shared_ptr<Deliverable> process;  // a pacer Process turn at once
-    // A pacer Release then, added by Apply (the delivery side's own
-    // scheduling; `schedule` is the engine side's, or Release's answer).
+    // kRelease: when the pacer calls Release next (its answer).
+    absl::Time schedule = absl::InfiniteFuture();
+    // Elsewhere on the delivery side: a pacer Release then, added by Apply.
     absl::Time schedule_here = absl::InfiniteFuture();
-    absl::Time schedule = absl::InfiniteFuture();  // a pacer Release then
     scheduler::RequestId cancel = 0;  // the request to cancel (a cut)
     // The request to stop at a stop string (its id, the string, tokens).
     std::optional<std::tuple<scheduler::RequestId, std::string, int32_t>>

@@ -231,12 +231,7 @@ absl::Status Call::AddPrompt(const TenantPolicy* tenant,
                              const v1::GenerateRequest& prompt,
                              std::vector<BuiltRequest>* built) {
   absl::StatusOr<BuiltRequest> one = frontend_->Build(*tenant, prompt);
-  if (!one.ok()) {
-    // The one check of the model's name is the frontend's; OpenAI names it.
-    return absl::IsNotFound(one.status())
-               ? WithErrorCode(one.status(), "model_not_found")
-               : one.status();
-  }
+  if (!one.ok()) return FromCore(one.status());
   if (!request_.stream) one->delivery.pace_tokens_per_s = 0;
   if (absl::Status st = ForceToolCall(&*one); !st.ok()) return st;
   // Choice i samples with seed + i (the request's seed, or the one drawn).

@@ -71,6 +71,11 @@ absl::Status WithErrorCode(absl::Status status, absl::string_view code) {
   return status;
 }
 
+absl::Status FromCore(absl::Status status) {
+  if (!absl::IsNotFound(status)) return status;
+  return WithErrorCode(std::move(status), "model_not_found");
+}
+
 std::optional<std::string> ErrorCodeOf(const absl::Status& status) {
   return Payload(status, kCodeUrl);
 }

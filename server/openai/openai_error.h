@@ -54,6 +54,10 @@ std::optional<std::string> ParamOf(const absl::Status& status);
 // the code the mapping would pick. OK statuses are returned unchanged.
 absl::Status WithErrorCode(absl::Status status, absl::string_view code);
 
+// A refusal of the frontend core as OpenAI names it: NOT_FOUND (the core's
+// model-name check, the only one it makes) gets "model_not_found".
+absl::Status FromCore(absl::Status status);
+
 // The code WithErrorCode set; nullopt when none.
 std::optional<std::string> ErrorCodeOf(const absl::Status& status);
 

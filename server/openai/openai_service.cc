@@ -50,9 +50,7 @@ namespace {
 
 // The frontend's one check of a model name, as OpenAI names its refusal.
 absl::Status CheckModel(const Frontend& frontend, absl::string_view model) {
-  absl::Status status = frontend.CheckModel(model);
-  if (status.ok()) return status;
-  return WithErrorCode(std::move(status), "model_not_found");
+  return FromCore(frontend.CheckModel(model));
 }
 
 // A body field `model`, when given, must name the served model.
@@ -79,10 +77,14 @@ std::pair<std::string, std::string> OpenAiService::ErrorBody(
 void OpenAiService::Handle(http::HttpRequest request,
                            std::shared_ptr<http::HttpExchange> exchange) {
   const std::vector<Route>& routes = Routes();
-  std::vector<http::RoutePattern> patterns;
-  for (const Route& r : routes) patterns.push_back(r.pattern);
+  // The table's patterns, for MatchRoute: made once.
+  static const auto* const patterns = [&routes] {
+    auto* out = new std::vector<http::RoutePattern>;
+    for (const Route& r : routes) out->push_back(r.pattern);
+    return out;
+  }();
   http::RouteMatch match =
-      http::MatchRoute(patterns, request.method, request.path);
+      http::MatchRoute(*patterns, request.method, request.path);
   if (match.route < 0 && match.allowed.empty()) {
     return RespondError(
         *exchange,
