@@ -1,6 +1,8 @@
 #include "scheduler/step_sampler.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,12 +25,28 @@ absl::Span<const engine::RowSampling> StepSampler::EngineRows(
   if (!engine_samples_) return {};
   bool any = false;
   rows_.resize(static_cast<size_t>(plan.num_logit_rows));
+  // Sized before any row points into it, and only for a step with masks.
+  const size_t words = static_cast<size_t>(engine::MaskWords(vocab_size_));
+  const bool masked = std::any_of(
+      plan.scheduled.begin(), plan.scheduled.end(),
+      [](const ScheduledRequest& s) { return s.request->sampler().has_mask(); });
+  if (masked && masks_.size() < rows_.size() * words) {
+    masks_.resize(rows_.size() * words);
+  }
   for (const ScheduledRequest& s : plan.scheduled) {
     // A draft's rows are sampled in order, each after the last matched.
     if (s.logits_row < 0 || s.num_draft > 0 || !InEngine(*s.request)) {
       continue;
     }
-    rows_[s.logits_row] = s.request->sampler().EngineRow();
+    engine::SequenceSampler& sampler = s.request->sampler();
+    engine::RowSampling& row = rows_[s.logits_row];
+    row = sampler.EngineRow();
+    if (sampler.has_mask()) {
+      const absl::Span<uint32_t> allowed =
+          absl::MakeSpan(masks_).subspan(s.logits_row * words, words);
+      sampler.FillMask(allowed);
+      row.allowed = allowed.data();
+    }
     any = true;
   }
   if (!any) rows_.clear();
@@ -115,6 +133,12 @@ void StepSampler::SampleOnHost(engine::SequenceSampler& sampler,
 
 void StepSampler::TakeEngineToken(engine::SequenceSampler& sampler,
                                   int32_t token, SampledRow* row) const {
+  if (token == engine::kNoAllowedToken) {
+    row->status = absl::InternalError(
+        absl::StrCat("the token mask allows no token at step ", sampler.step(),
+                     " (sampled in the engine)"));
+    return;
+  }
   if (token < 0) {
     row->status = absl::InternalError(absl::StrCat(
         "logit of token ", engine::NonFiniteLogitId(token),
@@ -127,9 +151,14 @@ void StepSampler::TakeEngineToken(engine::SequenceSampler& sampler,
                      ", outside the vocabulary of ", vocab_size_));
     return;
   }
+  // In range (checked above); the mask refuses only a token the engine
+  // sampled against it.
   const absl::Status accepted = sampler.AcceptGenerated(token);
-  assert(accepted.ok());  // in range: checked above
-  (void)accepted;
+  if (!accepted.ok()) {
+    row->status = absl::InternalError(absl::StrCat(
+        "the engine sampled token ", token, ": ", accepted.message()));
+    return;
+  }
   row->status = absl::OkStatus();
   row->sample.token = token;
   row->sample.logprob = 0.0f;

@@ -13,7 +13,8 @@
 //
 // A row goes to the engine when engine sampling is on (EngineSampling) and
 // its request needs nothing the host alone has (SequenceSampler::
-// EngineCanSample: no penalties, no logprobs) and carries no draft: a
+// EngineCanSample: no penalties or bias, no logprobs; a token mask goes
+// along, filled here before the engine runs) and carries no draft: a
 // drafted request's rows are sampled here in order, each only when the
 // one before it matched its draft token (scheduler.cc, AddDrafts). Host rows
 // are sampled with the request's SequenceSampler; engine rows have their token
@@ -106,6 +107,8 @@ class StepSampler {
   const bool engine_samples_;
 
   std::vector<engine::RowSampling> rows_;  // (num_logit_rows) or empty
+  // (num_logit_rows, MaskWords(vocab)): the engine rows' token masks.
+  std::vector<uint32_t> masks_;
   engine::SamplerScratch scratch_;
   StepTokens tokens_;
 };

@@ -825,17 +825,48 @@ absl::Status CudaEngine::Forward(const ForwardBatch& batch,
   return absl::OkStatus();
 }
 
+absl::Status CudaEngine::UploadSampling(
+    absl::Span<const RowSampling> sampling) {
+  const size_t words = static_cast<size_t>(MaskWords(config().n_vocab));
+  const size_t mask_bytes = sampling.size() * words * sizeof(uint32_t);
+  const bool masked = std::any_of(
+      sampling.begin(), sampling.end(),
+      [](const RowSampling& r) { return r.in_engine && r.allowed != nullptr; });
+  if (masked && masks_host_.bytes() < mask_bytes) {
+    const size_t capacity = static_cast<size_t>(options_.max_tokens_per_step) *
+                            words * sizeof(uint32_t);
+    RETURN_IF_ERROR(masks_host_.Allocate(std::max(capacity, mask_bytes)));
+    RETURN_IF_ERROR(masks_device_.Allocate(masks_host_.bytes()));
+  }
+  RowSampling* staged = sampling_host_.as<RowSampling>();
+  size_t used = 0;  // masked rows staged
+  for (size_t j = 0; j < sampling.size(); ++j) {
+    staged[j] = sampling[j];
+    if (!sampling[j].in_engine || sampling[j].allowed == nullptr) continue;
+    std::copy_n(sampling[j].allowed, words,
+                masks_host_.as<uint32_t>() + used * words);
+    staged[j].allowed = masks_device_.as<uint32_t>() + used * words;
+    ++used;
+  }
+  if (used > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        masks_device_.get(), masks_host_.get(), used * words * sizeof(uint32_t),
+        cudaMemcpyHostToDevice, res_->stream));
+  }
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sampling_device_.get(), sampling_host_.get(),
+                      sampling.size() * sizeof(RowSampling),
+                      cudaMemcpyHostToDevice, res_->stream));
+  return absl::OkStatus();
+}
+
 absl::Status CudaEngine::ForwardAndSample(
     const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
     absl::Span<int32_t> tokens, absl::Span<float> logits) {
   RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
   RETURN_IF_ERROR(RunForward(batch, logits));
   const int64_t rows = logit_rows_;
-  std::copy(sampling.begin(), sampling.end(), sampling_host_.as<RowSampling>());
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sampling_device_.get(), sampling_host_.get(),
-                      static_cast<size_t>(rows) * sizeof(RowSampling),
-                      cudaMemcpyHostToDevice, res_->stream));
+  RETURN_IF_ERROR(UploadSampling(sampling));
   RETURN_IF_ERROR(ComputeLogits(rows, logits, sampling.data()));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(tokens_host_.get(), tokens_device_.get(),

@@ -237,6 +237,10 @@ class CudaEngine final : public Engine {
   // Every logit row to `logits`; or, with `sampling` (one entry per row,
   // already in sampling_device_), the in_engine rows sampled into
   // tokens_device_ and only the others' logits copied.
+  // Copies `sampling` into sampling_host_ with each row's mask staged in
+  // masks_host_ and pointed at its place in masks_device_, then uploads
+  // both.
+  absl::Status UploadSampling(absl::Span<const RowSampling> sampling);
   absl::Status ComputeLogits(int64_t rows, absl::Span<float> logits,
                              const RowSampling* sampling = nullptr);
   // y (n, ldy) float, columns [0, out_rows) = x (n, in_cols) T · W^T,
@@ -308,6 +312,10 @@ class CudaEngine final : public Engine {
   DeviceBuffer sampling_device_;
   PinnedBuffer tokens_host_;
   DeviceBuffer tokens_device_;
+  // The masked rows' token masks (token_mask.h), MaskWords(n_vocab) words a
+  // row, staged and uploaded per step; allocated at the first masked step.
+  PinnedBuffer masks_host_;
+  DeviceBuffer masks_device_;
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
   //   | logit_rows (Tk) | attention tiles (3 Tk) | block tables

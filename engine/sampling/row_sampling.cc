@@ -18,14 +18,20 @@ using sampling::Weight;
 
 // The row with its largest logit and temperature: every per-id quantity of
 // the rule, computed the way the CUDA kernel computes it.
+// A masked id has key 0, below every allowed id's (and below kFirstFloor),
+// and weight 0.
 struct Row {
   absl::Span<const float> z;
   float max = 0.0f;
   float temperature = 1.0f;
+  const uint32_t* allowed = nullptr;
 
   int32_t size() const { return static_cast<int32_t>(z.size()); }
-  uint64_t Key(int32_t id) const { return RankKey(z[id], id); }
-  float W(int32_t id) const { return Weight(z[id], max, temperature); }
+  bool Allows(int32_t id) const { return MaskAllows(allowed, id); }
+  uint64_t Key(int32_t id) const { return Allows(id) ? RankKey(z[id], id) : 0; }
+  float W(int32_t id) const {
+    return Allows(id) ? Weight(z[id], max, temperature) : 0.0f;
+  }
 };
 
 // The largest key K among the keys >= `floor` with sum of f (1, or the
@@ -59,17 +65,21 @@ uint64_t SelectKey(const Row& row, uint64_t floor, bool by_mass,
 int32_t SampleRow(absl::Span<const float> z, const RowSampling& s) {
   assert(!z.empty());
   const int32_t v = static_cast<int32_t>(z.size());
-  // 1–2: the first non-finite logit, and the largest (lowest id on ties).
-  int32_t argmax = 0;
+  // 1–2: the first non-finite logit, and the largest allowed (lowest id on
+  // ties).
+  int32_t argmax = -1;
   for (int32_t id = 0; id < v; ++id) {
     if (!sampling::IsFinite(z[id])) return -1 - id;
-    if (z[id] > z[argmax]) argmax = id;
+    if (MaskAllows(s.allowed, id) && (argmax < 0 || z[id] > z[argmax])) {
+      argmax = id;
+    }
   }
+  if (argmax < 0) return kNoAllowedToken;
   if (s.temperature == 0.0f) return argmax;
-  const Row row{z, z[argmax], s.temperature};
+  const Row row{z, z[argmax], s.temperature, s.allowed};
 
   // 4–5: survivors are the ids whose key is >= floor.
-  uint64_t floor = 0;
+  uint64_t floor = sampling::kFirstFloor;
   if (s.top_k > 0 && s.top_k < v) {
     floor = SelectKey(row, floor, /*by_mass=*/false, s.top_k);
   }

@@ -8,9 +8,12 @@
 // per row and reproduce bit for bit:
 //
 //   1. a non-finite logit: the result is -1 - (the first such id);
+//   then only the ids the mask allows (RowSampling::allowed, token_mask.h)
+//   are candidates: none is kNoAllowedToken;
 //   2. temperature 0: the largest logit, ties to the lowest id;
 //   3. each id's weight w = e^((z - max) / T), by WeightExp
-//      (row_sampling_math.h), and mass W = floor(w · 2^40);
+//      (row_sampling_math.h), and mass W = floor(w · 2^40); max is the
+//      largest allowed logit;
 //   4. top-k (0 < k < vocab): the k first-ranked ids (larger logit first,
 //      then lower id) survive;
 //   5. top-p (< 1): of those, the shortest rank prefix whose mass reaches
@@ -37,7 +40,7 @@
 namespace paceline::engine {
 
 // The token of `row` under the rule above; negative for a non-finite logit
-// (-1 - its id). `row` must not be empty.
+// (-1 - its id) or kNoAllowedToken. `row` must not be empty.
 int32_t SampleRow(absl::Span<const float> row, const RowSampling& sampling);
 
 // The id that SampleRow's negative result names.

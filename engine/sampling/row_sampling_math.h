@@ -4,7 +4,7 @@
 // What engine-side sampling (row_sampling.h) shares between the host
 // implementation and the CUDA kernel (cuda/kernels/sampling.cu), so both
 // compute the same bits from the same logits: the per-row parameters
-// (RowSampling), the weight of a logit,
+// (RowSampling), the token mask's bit layout, the weight of a logit,
 // its fixed-point mass, its rank key, and one level of the radix selection
 // over rank keys. Plain C++, marked __host__ __device__ under nvcc; every
 // float step is an IEEE operation or an explicit fmaf, which no compiler
@@ -33,7 +33,25 @@ struct RowSampling {
   float top_p = 1.0f;        // (0, 1]; 1 = off
   float min_p = 0.0f;        // [0, 1]; 0 = off
   double uniform = 0.0;      // [0, 1): SamplingUniform(seed, step)
+  // The token mask (token_mask.h): MaskWords(vocab) words, in the engine's
+  // memory (the CUDA engine uploads the host's words and points this at its
+  // copy); null = every token allowed.
+  const uint32_t* allowed = nullptr;
 };
+
+// The words of a token mask over `vocab` ids.
+PACELINE_HOST_DEVICE inline int64_t MaskWords(int64_t vocab) {
+  return (vocab + 31) / 32;
+}
+
+// Whether `allowed` (null = all) lets token `id` through.
+PACELINE_HOST_DEVICE inline bool MaskAllows(const uint32_t* allowed,
+                                            int32_t id) {
+  return allowed == nullptr || ((allowed[id >> 5] >> (id & 31)) & 1u) != 0;
+}
+
+// SampleRow's result when the mask allows no token (every logit finite).
+inline constexpr int32_t kNoAllowedToken = INT32_MIN;
 
 namespace sampling {
 
@@ -103,6 +121,10 @@ PACELINE_HOST_DEVICE inline uint64_t Mass(float weight) {
   constexpr float kScale = static_cast<float>(uint64_t{1} << kMassFractionBits);
   return static_cast<uint64_t>(weight * kScale);  // the product is exact
 }
+
+// The selection's first floor: below every allowed id's key (the smallest
+// is -FLT_MAX's, 2^55 and up), above a masked id's 0.
+inline constexpr uint64_t kFirstFloor = 1;
 
 // A key per id whose order is the sampler's rank order (larger logit
 // first, then lower id): the logit's bits made monotone (with -0 taken as

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -59,8 +61,9 @@ int32_t FirstNonFinite(const float* z, int32_t n) {
   return -1;
 }
 
-// The first index of the largest of the finite z[0, n), n > 0. Eight
-// independent running maxima, so the loop is not one long dependency chain.
+// The first index of the largest of z[0, n), n > 0, each finite or -inf
+// (masked) and not all -inf. Eight independent running maxima, so the loop
+// is not one long dependency chain.
 int32_t ArgMax(const float* z, int32_t n) {
   constexpr int32_t kLanes = 8;
   float lane[kLanes];
@@ -191,7 +194,8 @@ absl::Status NonFinite(absl::Span<const float> raw, const float* z,
                        int32_t token, uint64_t step) {
   if (std::isfinite(raw[token])) {
     return absl::InternalError(absl::StrFormat(
-        "logit of token %d is %g after penalties (raw %g) at step %d", token,
+        "logit of token %d is %g after penalties and bias (raw %g) at step %d",
+        token,
         z[token], raw[token], step));
   }
   return absl::InternalError(absl::StrFormat(
@@ -269,6 +273,34 @@ std::optional<SamplingParamError> CheckLogprobs(const SamplingParams& p,
   return std::nullopt;
 }
 
+// logit_bias: tokens in the vocabulary, once each; biases in range.
+std::optional<SamplingParamError> CheckLogitBias(const SamplingParams& p,
+                                                 int32_t vocab_size) {
+  std::vector<int32_t> seen;
+  seen.reserve(p.logit_bias.size());
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0 || token >= vocab_size) {
+      return Bad(SamplingField::kLogitBias,
+                 absl::StrFormat("names token %d, outside the vocabulary "
+                                 "[0, %d)",
+                                 token, vocab_size));
+    }
+    if (!(std::fabs(bias) <= kMaxLogitBias)) {
+      return Bad(SamplingField::kLogitBias,
+                 absl::StrFormat("for token %d must be in [-%g, %g], got %g",
+                                 token, kMaxLogitBias, kMaxLogitBias, bias));
+    }
+    seen.push_back(token);
+  }
+  std::sort(seen.begin(), seen.end());
+  const auto twice = std::adjacent_find(seen.begin(), seen.end());
+  if (twice != seen.end()) {
+    return Bad(SamplingField::kLogitBias,
+               absl::StrFormat("names token %d twice", *twice));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::string_view SamplingFieldName(SamplingField field) {
@@ -291,6 +323,8 @@ absl::string_view SamplingFieldName(SamplingField field) {
       return "frequency_penalty";
     case SamplingField::kTopLogprobs:
       return "top_logprobs";
+    case SamplingField::kLogitBias:
+      return "logit_bias";
   }
   return "unknown";
 }
@@ -303,7 +337,8 @@ std::optional<SamplingParamError> CheckSamplingParams(const SamplingParams& p,
   }
   if (auto error = CheckFilters(p)) return error;
   if (auto error = CheckPenalties(p)) return error;
-  return CheckLogprobs(p, vocab_size);
+  if (auto error = CheckLogprobs(p, vocab_size)) return error;
+  return CheckLogitBias(p, vocab_size);
 }
 
 absl::Status Validate(const SamplingParams& params, int32_t vocab_size) {
@@ -331,28 +366,21 @@ absl::StatusOr<SequenceSampler> SequenceSampler::Create(
     const SamplingParams& params, int32_t vocab_size,
     absl::Span<const int32_t> prompt) {
   RETURN_IF_ERROR(Validate(params, vocab_size));
-  SequenceSampler sampler(params, vocab_size);
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "prompt token %d is %d, outside the vocabulary [0, %d)", i, prompt[i],
           vocab_size));
     }
-    // Only the repetition penalty looks at prompt tokens.
-    if (params.repetition_penalty != 1.0f) {
-      sampler.counts_.try_emplace(prompt[i], 0);
-    }
   }
+  SequenceSampler sampler(params, vocab_size);
+  sampler.processors_ = MakeLogitsProcessors(params, prompt);
+  if (params.mask != nullptr) sampler.mask_ = params.mask->Clone();
   return sampler;
 }
 
-bool SequenceSampler::has_penalties() const {
-  return params_.repetition_penalty != 1.0f ||
-         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-}
-
 bool SequenceSampler::EngineCanSample() const {
-  return !has_penalties() && !params_.logprobs;
+  return processors_.empty() && !params_.logprobs;
 }
 
 RowSampling SequenceSampler::EngineRow() const {
@@ -366,25 +394,32 @@ RowSampling SequenceSampler::EngineRow() const {
   return row;
 }
 
-void SequenceSampler::ApplyPenalties(absl::Span<float> logits) const {
+void SequenceSampler::ApplyProcessors(absl::Span<float> logits) const {
   assert(logits.size() == static_cast<size_t>(vocab_size_));
-  const float repetition = params_.repetition_penalty;
-  // Each entry touches its own token, so the map's order does not matter.
-  for (const auto& [token, count] : counts_) {
-    float& logit = logits[token];
-    if (repetition != 1.0f) {
-      logit = logit > 0.0f ? logit / repetition : logit * repetition;
-    }
-    if (count > 0) {
-      logit -= params_.presence_penalty +
-               params_.frequency_penalty * static_cast<float>(count);
-    }
+  for (const std::unique_ptr<LogitsProcessor>& p : processors_) {
+    p->Apply(logits);
   }
 }
 
+bool SequenceSampler::ApplyMask(absl::Span<float> z, SamplerScratch* scratch) {
+  std::vector<uint32_t>& allowed = scratch->mask_;
+  allowed.resize(static_cast<size_t>(MaskWords(vocab_size_)));
+  mask_->Fill(absl::MakeSpan(allowed));
+  bool any = false;
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    if (MaskAllows(allowed.data(), id)) {
+      any = true;
+    } else {
+      z[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  return any;
+}
+
+// The mask has accepted `token` already (or has none).
 void SequenceSampler::Record(int32_t token) {
   ++step_;
-  if (has_penalties()) ++counts_[token];
+  for (std::unique_ptr<LogitsProcessor>& p : processors_) p->Accept(token);
 }
 
 absl::Status SequenceSampler::AcceptGenerated(int32_t token) {
@@ -392,6 +427,7 @@ absl::Status SequenceSampler::AcceptGenerated(int32_t token) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "token %d is outside the vocabulary [0, %d)", token, vocab_size_));
   }
+  if (mask_ != nullptr) RETURN_IF_ERROR(mask_->Accept(token));
   Record(token);
   return absl::OkStatus();
 }
@@ -404,19 +440,31 @@ absl::StatusOr<SampleResult> SequenceSampler::Sample(
                         logits.size(), vocab_size_));
   }
   const float* z = logits.data();
-  if (has_penalties()) {
+  if (!processors_.empty() || mask_ != nullptr) {
     scratch->logits_.assign(logits.begin(), logits.end());
-    ApplyPenalties(absl::MakeSpan(scratch->logits_));
+    ApplyProcessors(absl::MakeSpan(scratch->logits_));
     z = scratch->logits_.data();
   }
   const int32_t bad = FirstNonFinite(z, vocab_size_);
   if (bad >= 0) return NonFinite(logits, z, bad, step_);
+  if (mask_ != nullptr && !ApplyMask(absl::MakeSpan(scratch->logits_), scratch)) {
+    return absl::InternalError(absl::StrFormat(
+        "the token mask allows no token at step %d", step_));
+  }
   const int32_t argmax = ArgMax(z, vocab_size_);
 
   SampleResult result;
   result.token =
       params_.temperature == 0.0f ? argmax : Draw(z, z[argmax], scratch);
   if (params_.logprobs) FillLogprobs(logits, &result, scratch);
+  if (mask_ != nullptr) {
+    // A token the mask allowed: its state advances with it.
+    const absl::Status accepted = mask_->Accept(result.token);
+    if (!accepted.ok()) {
+      return absl::InternalError(absl::StrCat(
+          "the token mask refused the token it allowed: ", accepted.message()));
+    }
+  }
   Record(result.token);
   return result;
 }

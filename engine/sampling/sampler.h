@@ -1,19 +1,24 @@
 #ifndef PACELINE_ENGINE_SAMPLING_SAMPLER_H_
 #define PACELINE_ENGINE_SAMPLING_SAMPLER_H_
 
-// Turns one request's logits row into its next token.
+// Turns one request's logits row into its next token: the sampling chain.
 //
-// Order of operations on a row (each step is skipped when its parameter is
-// neutral):
-//   1. penalties (on a copy; the caller's row is never modified):
-//        repetition (CTRL): for every token in the prompt or generated so
-//          far, a positive logit is divided by repetition_penalty and a
-//          negative one multiplied by it;
+// The chain's links, in order, on a row (each is skipped when its parameter
+// is neutral):
+//   1. the rewriting links (logits_processor.h), on a copy (the caller's
+//      row is never modified):
+//        repetition penalty (CTRL): for every token in the prompt or
+//          generated so far, a positive logit is divided by
+//          repetition_penalty and a negative one multiplied by it;
 //        then presence / frequency (OpenAI): for every generated token,
-//          logit -= presence_penalty + frequency_penalty * count.
-//   2. non-finite check: a NaN or ±Inf logit (raw, or produced by a
-//      penalty) fails this request's step with InternalError naming the
-//      token; nothing else is affected.
+//          logit -= presence_penalty + frequency_penalty * count;
+//        then logit bias (OpenAI): logit += logit_bias[token].
+//   2. non-finite check: a NaN or ±Inf logit (raw, or produced by step 1)
+//      fails this request's step with InternalError naming the token;
+//      nothing else is affected.
+//   2b. the token mask (token_mask.h): a token it does not allow counts as
+//      -infinity from here on; a mask that allows nothing fails the step
+//      with InternalError.
 //   3. greedy when temperature == 0: the largest logit, ties to the lowest id.
 //   4. temperature: z / T.
 //   5. top-k: the k largest logits, ties to the lower ids.
@@ -41,16 +46,19 @@
 // requests with the same row.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "engine/sampling/logits_processor.h"
 #include "engine/sampling/row_sampling.h"
+#include "engine/sampling/token_mask.h"
 
 namespace paceline::engine {
 
@@ -61,6 +69,7 @@ inline constexpr float kMaxRepetitionPenalty = 10.0f;
 inline constexpr float kMinRepetitionPenalty = 1.0f / kMaxRepetitionPenalty;
 inline constexpr float kMaxPresencePenalty = 2.0f;   // OpenAI's range,
 inline constexpr float kMaxFrequencyPenalty = 2.0f;  // ± this value
+inline constexpr float kMaxLogitBias = 100.0f;       // OpenAI's range too
 
 struct SamplingParams {
   float temperature = 1.0f;  // >= 0; 0 = greedy
@@ -80,6 +89,12 @@ struct SamplingParams {
   // only with `logprobs`) for that many most likely alternatives.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // OpenAI's logit_bias: (token, bias) pairs, each token in the vocabulary
+  // at most once, bias in [-kMaxLogitBias, kMaxLogitBias]; empty = off.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // The token mask's prototype (token_mask.h); each sampler created with
+  // these parameters starts from its own Clone. Null = every token allowed.
+  std::shared_ptr<const TokenMask> mask;
 };
 
 // What CheckSamplingParams can find wrong: a SamplingParams field, or the
@@ -94,8 +109,9 @@ enum class SamplingField : int8_t {
   kPresencePenalty,
   kFrequencyPenalty,
   kTopLogprobs,
+  kLogitBias,
 };
-// The member's name: "temperature", "top_k", ..., "top_logprobs"; and
+// The member's name: "temperature", "top_k", ..., "logit_bias"; and
 // "vocab_size".
 absl::string_view SamplingFieldName(SamplingField field);
 
@@ -157,14 +173,15 @@ class SamplerScratch {
   std::vector<float> logits_;   // (vocab) the penalized row
   std::vector<int32_t> ids_;    // (<= vocab) candidate token ids
   std::vector<float> weights_;  // (vocab) by id: exp((z - max) / T)
+  std::vector<uint32_t> mask_;  // (MaskWords(vocab)) the token mask
 };
 
-// One request's sampling state: its parameters, token history (for the
-// penalties) and step counter. Thread-compatible; movable.
+// One request's sampling state: its parameters, its chain's links (each
+// with its own state) and step counter. Thread-compatible; movable.
 class SequenceSampler {
  public:
   // InvalidArgument when Validate fails or a prompt token is outside
-  // [0, vocab_size).
+  // [0, vocab_size). The mask, if any, is a Clone of params.mask.
   static absl::StatusOr<SequenceSampler> Create(
       const SamplingParams& params, int32_t vocab_size,
       absl::Span<const int32_t> prompt);
@@ -176,27 +193,34 @@ class SequenceSampler {
   // and records it as generated (step + 1). On error the sampler is
   // unchanged, so the request may be failed or the step retried:
   // InvalidArgument if logits.size() != vocab_size; InternalError on a
-  // non-finite logit. Allocates only for the returned top_logprobs, the
-  // penalty history's growth, and once to grow `scratch`.
+  // non-finite logit or a mask that allows nothing. Allocates only for the
+  // returned top_logprobs, the penalty history's growth, and once to grow
+  // `scratch`.
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits,
                                       SamplerScratch* scratch);
 
-  // Records a generated token without sampling (a sampler rebuilt after
-  // preemption replays the tokens generated before it; a forced token).
-  // InvalidArgument outside [0, vocab_size).
+  // Records a generated token without sampling (a token the engine
+  // sampled; a forced token). InvalidArgument outside [0, vocab_size) or
+  // where the mask does not allow it (the sampler then unchanged).
   absl::Status AcceptGenerated(int32_t token);
 
-  // Applies step 1 (penalties) in place to a vocab_size row, as Sample does
-  // to its copy. Exposed for tests and for other backends to check against.
-  void ApplyPenalties(absl::Span<float> logits) const;
+  // Applies step 1 (the rewriting links) in place to a vocab_size row, as
+  // Sample does to its copy. Exposed for tests and for other backends to
+  // check against.
+  void ApplyProcessors(absl::Span<float> logits) const;
 
-  // Whether the engine may sample this request's rows (row_sampling.h):
-  // no penalties and no logprobs, which need the host.
+  // Whether the engine may sample this request's rows (row_sampling.h): no
+  // rewriting link and no logprobs, which need the host. A mask may go.
   bool EngineCanSample() const;
   // The next step's row for the engine: the parameters and this step's
-  // uniform (SamplingUniform(seed, step())). Record the token it returns
-  // with AcceptGenerated.
+  // uniform (SamplingUniform(seed, step())), without a mask (see
+  // FillMask). Record the token it returns with AcceptGenerated.
   RowSampling EngineRow() const;
+
+  bool has_mask() const { return mask_ != nullptr; }
+  // Writes the next token's mask (MaskWords(vocab_size) words) when
+  // has_mask().
+  void FillMask(absl::Span<uint32_t> allowed) { mask_->Fill(allowed); }
 
   const SamplingParams& params() const { return params_; }
   // Tokens generated so far: the step the next Sample draws with.
@@ -205,7 +229,9 @@ class SequenceSampler {
  private:
   SequenceSampler(const SamplingParams& params, int32_t vocab_size);
 
-  bool has_penalties() const;
+  // Sets the tokens the mask does not allow to -infinity in `z`; false when
+  // it allows none.
+  bool ApplyMask(absl::Span<float> z, SamplerScratch* scratch);
   void Record(int32_t token);
   int32_t Draw(const float* z, float max, SamplerScratch* scratch) const;
   void FillLogprobs(absl::Span<const float> logits, SampleResult* result,
@@ -214,9 +240,8 @@ class SequenceSampler {
   SamplingParams params_;
   int32_t vocab_size_ = 0;
   uint64_t step_ = 0;
-  // Token -> times generated, for every token in the prompt or generated
-  // (prompt-only tokens map to 0). Kept only when a penalty is on.
-  absl::flat_hash_map<int32_t, int32_t> counts_;
+  std::vector<std::unique_ptr<LogitsProcessor>> processors_;  // step 1
+  std::unique_ptr<TokenMask> mask_;                           // step 2b
 };
 
 }  // namespace paceline::engine

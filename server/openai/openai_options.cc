@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
@@ -37,7 +38,33 @@ absl::Status Number(const Json& body, const char* key, absl::string_view range,
   return absl::OkStatus();
 }
 
+// OpenAI's logit_bias: {"<token id>": bias in [-100, 100], ...}. Whether
+// each id is in the vocabulary is the request builder's check.
+absl::Status LogitBias(const Json& body, v1::SamplingOptions* s) {
+  const Json* v = Find(body, "logit_bias");
+  if (v == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(ExpectObject(*v, "logit_bias"));
+  for (const auto& [key, value] : v->items()) {
+    int32_t token = 0;
+    if (!absl::SimpleAtoi(key, &token) || token < 0 ||
+        absl::StrCat(token) != key) {
+      return InvalidParam(
+          "logit_bias",
+          absl::StrCat("'logit_bias' keys must be token ids, got \"", key,
+                       "\""));
+    }
+    const std::string param = absl::StrCat("logit_bias.", key);
+    ASSIGN_OR_RETURN(const double bias, AsNumber(value, param));
+    if (!(std::fabs(bias) <= engine::kMaxLogitBias)) {
+      return OutOfRange(param, "in [-100, 100]", bias);
+    }
+    (*s->mutable_logit_bias())[token] = static_cast<float>(bias);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Sampling(const Json& body, v1::SamplingOptions* s) {
+  RETURN_IF_ERROR(LogitBias(body, s));
   RETURN_IF_ERROR(Number(
       body, "temperature", ">= 0", [](double x) { return x >= 0; },
       [s](float x) { s->set_temperature(x); }));
@@ -249,10 +276,6 @@ absl::Status Refused(const Json& body, const OpenAiRequest& out) {
   if (const Json* v = Find(body, "suffix")) {
     ASSIGN_OR_RETURN(const std::string suffix, AsString(*v, "suffix"));
     if (!suffix.empty()) return NotSupported("suffix", "'suffix'");
-  }
-  if (const Json* v = Find(body, "logit_bias")) {
-    RETURN_IF_ERROR(ExpectObject(*v, "logit_bias"));
-    if (!v->empty()) return NotSupported("logit_bias", "'logit_bias'");
   }
   if (const Json* v = Find(body, "response_format")) {
     RETURN_IF_ERROR(ExpectObject(*v, "response_format"));

@@ -42,8 +42,10 @@
 // Ranges checked here are Paceline's (SamplingOptions in paceline.proto),
 // which contain OpenAI's, so any request OpenAI accepts is accepted:
 // temperature >= 0, top_p in (0, 1], min_p in [0, 1], penalties in [-2, 2],
-// repetition_penalty > 0. Refused as not supported (400): `echo: true`,
-// `best_of` other than n, a non-empty `suffix` or `logit_bias`,
+// repetition_penalty > 0, `logit_bias` {"<token id>": -100..100} (ids
+// checked against the vocabulary when the request is built). Refused as
+// not supported (400): `echo: true`, `best_of` other than n, a non-empty
+// `suffix`,
 // `response_format` other than {"type": "text"}, non-text content parts,
 // non-function tools, allowed_tools tool_choice.
 //

@@ -248,6 +248,24 @@ describe('OpenAI Node SDK against pacelined', {skip: !HAVE_MODEL}, () => {
       for (const t of texts(a)) assert.ok(t.length > 0);
     });
 
+    test('logit_bias +100 forces a token; over 100 is a 400', async () => {
+      // 407 is a piece of the prompt (PROMPT_IDS); its text is whatever
+      // the forced answer's logprobs name, three times over.
+      const params = {model: MODEL_ID, prompt: PROMPT, max_tokens: 3,
+                      temperature: 0, logprobs: 0};
+      const forced = await client.completions.create(
+          {...params, logit_bias: {'407': 100}});
+      const tokens = forced.choices[0].logprobs.tokens;
+      assert.equal(tokens.length, 3);
+      assert.equal(new Set(tokens).size, 1, JSON.stringify(tokens));
+      assert.notEqual(forced.choices[0].text, greedy64Oracle().slice(
+          0, forced.choices[0].text.length));
+      const e = await rejectsWith(
+          client.completions.create({...params, logit_bias: {'407': 101}}),
+          sdk.BadRequestError, 400);
+      assert.equal(e.param, 'logit_bias.407');
+    });
+
     test('logprobs: 2 has the completions shape', async () => {
       const n = 8;
       const r = await client.completions.create({

@@ -1,8 +1,9 @@
 // Engine-side sampling on the device: one block of kThreads per logits row,
 // the rule of engine/row_sampling.h in passes over the row (which stays in
 // L2 between them):
-//   1. first non-finite id, largest logit and its lowest id (block reduce);
-//      greedy rows end here;
+//   1. first non-finite id, largest allowed logit (the token mask,
+//      RowSampling::allowed) and its lowest id (block reduce); greedy rows
+//      end here;
 //   2. top-k: radix selection of the k-th rank key by counts, a digit per
 //      pass (row_sampling_math.h, KeySelect; most rows finish in 2–4);
 //   3. top-p: the survivors' mass, then radix selection by mass;
@@ -58,17 +59,22 @@ struct Shared {
   int32_t token;
 };
 
-// The row as every thread sees it.
+// The row as every thread sees it. A masked id has key 0 (below every
+// floor) and weight 0, as on the host.
 struct Row {
   const float* z;
   int32_t v;
   float max;
   float temperature;
   float min_p;
+  const uint32_t* allowed;
 
-  __device__ uint64_t Key(int32_t id) const { return RankKey(z[id], id); }
+  __device__ bool Allows(int32_t id) const { return MaskAllows(allowed, id); }
+  __device__ uint64_t Key(int32_t id) const {
+    return Allows(id) ? RankKey(z[id], id) : 0;
+  }
   __device__ float W(int32_t id) const {
-    return Weight(z[id], max, temperature);
+    return Allows(id) ? Weight(z[id], max, temperature) : 0.0f;
   }
   // The draw's mass of `id` given the surviving keys (>= floor).
   __device__ uint64_t SurvivorMass(int32_t id, uint64_t floor) const {
@@ -116,8 +122,9 @@ __device__ void WarpArgMax(float* value, int32_t* id) {
 }
 
 // Pass 1 into sh.bad (INT_MAX when every logit is finite), sh.max and
-// sh.argmax.
-__device__ void ScanRow(const float* z, int32_t v, Shared& sh) {
+// sh.argmax (INT_MAX when the mask allows no id).
+__device__ void ScanRow(const float* z, int32_t v, const uint32_t* allowed,
+                        Shared& sh) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -128,7 +135,8 @@ __device__ void ScanRow(const float* z, int32_t v, Shared& sh) {
     const float x = z[id];
     if (!sampling::IsFinite(x)) {
       bad = min(bad, id);
-    } else if (x > best) {  // ids rise, so the first of equals stays
+    } else if (x > best && MaskAllows(allowed, id)) {
+      // ids rise, so the first of equals stays
       best = x;
       best_id = id;
     }
@@ -307,15 +315,17 @@ __global__ void __launch_bounds__(kThreads)
   if (!s.in_engine) return;
   const float* z = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int32_t v = static_cast<int32_t>(vocab);
-  ScanRow(z, v, sh);
-  if (sh.bad != INT_MAX || s.temperature == 0.0f) {
+  ScanRow(z, v, s.allowed, sh);
+  if (sh.bad != INT_MAX || sh.argmax == INT_MAX || s.temperature == 0.0f) {
     if (threadIdx.x == 0) {
-      tokens[blockIdx.x] = sh.bad != INT_MAX ? -1 - sh.bad : sh.argmax;
+      tokens[blockIdx.x] = sh.bad != INT_MAX      ? -1 - sh.bad
+                           : sh.argmax == INT_MAX ? kNoAllowedToken
+                                                  : sh.argmax;
     }
     return;
   }
-  const Row row{z, v, sh.max, s.temperature, s.min_p};
-  uint64_t floor = 0;
+  const Row row{z, v, sh.max, s.temperature, s.min_p, s.allowed};
+  uint64_t floor = sampling::kFirstFloor;
   if (s.top_k > 0 && s.top_k < v) {
     floor = SelectKey(row, floor, /*by_mass=*/false,
                       static_cast<double>(s.top_k), sh);

@@ -11,8 +11,9 @@ namespace paceline::engine::cuda {
 
 // Samples each logits row whose params[r].in_engine is set, by the rule of
 // engine/row_sampling.h, bit for bit as SampleRow computes it on the host:
-// tokens[r] = the token, or -1 - (the first non-finite logit's id). Rows
-// not in_engine are left alone. One thread block per row.
+// tokens[r] = the token, or -1 - (the first non-finite logit's id), or
+// kNoAllowedToken. Rows not in_engine are left alone. One thread block per
+// row. A row's mask (params[r].allowed), when set, is a device address.
 //   logits: (rows, vocab) float, device
 //   params: (rows) device
 //   tokens: (rows) int32, device

@@ -79,11 +79,13 @@ inline std::vector<int32_t> ContiguousBlocks(const Engine& engine,
 
 // Engine::ForwardAndSample against Forward on the same step: a batch of
 // three prompts (K/V in separate blocks), run by Forward, then again by
-// ForwardAndSample with row 0 greedy and row 1 sampled in the engine and
-// row 2 returned as logits. The engine must give SampleRow's token for
-// Forward's rows and row 2's logits bit for bit (the same step twice is
-// deterministic on every backend), and leave row 2's token alone; and it
-// must reject sampling spans that do not match the logit rows.
+// ForwardAndSample with row 0 greedy and row 1 sampled in the engine, each
+// under a token mask (row 0's bans its argmax; row 1's allows even ids),
+// and row 2 returned as logits. The engine must give SampleRow's token for
+// Forward's rows — for row 0 the best logit but one — and row 2's logits
+// bit for bit (the same step twice is deterministic on every backend), and
+// leave row 2's token alone; and it must reject sampling spans that do not
+// match the logit rows.
 inline void ExpectForwardAndSampleMatchesForward(Engine& engine) {
   const int64_t vocab = engine.config().n_vocab;
   const std::vector<std::vector<int32_t>> prompts = {
@@ -108,24 +110,36 @@ inline void ExpectForwardAndSampleMatchesForward(Engine& engine) {
   std::vector<float> want(3 * vocab);
   ASSERT_TRUE(engine.Forward(batch, absl::MakeSpan(want)).ok());
 
+  auto row = [&](const std::vector<float>& v, int64_t j) {
+    return absl::MakeConstSpan(v.data() + j * vocab, vocab);
+  };
+  const int32_t best = Argmax(row(want, 0));
+  int32_t second = best == 0 ? 1 : 0;
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (id != best && want[id] > want[second]) second = id;
+  }
+  std::vector<uint32_t> not_best(MaskWords(vocab), ~0u);
+  not_best[best / 32] &= ~(1u << (best % 32));
+  const std::vector<uint32_t> even(MaskWords(vocab), 0x55555555u);
+
   std::vector<RowSampling> sampling(3);
   sampling[0].in_engine = true;  // greedy
+  sampling[0].allowed = not_best.data();
   sampling[1].in_engine = true;
   sampling[1].temperature = 0.8f;
   sampling[1].top_k = 40;
   sampling[1].top_p = 0.9f;
   sampling[1].uniform = 0.37;
+  sampling[1].allowed = even.data();
   sampling[2].temperature = 1.0f;  // on the host
   std::vector<int32_t> tokens = {-7, -7, -7};
   std::vector<float> got(3 * vocab, -1.0f);
   const absl::Status s = engine.ForwardAndSample(
       batch, sampling, absl::MakeSpan(tokens), absl::MakeSpan(got));
   ASSERT_TRUE(s.ok()) << s;
-  auto row = [&](const std::vector<float>& v, int64_t j) {
-    return absl::MakeConstSpan(v.data() + j * vocab, vocab);
-  };
-  EXPECT_EQ(tokens[0], Argmax(row(want, 0)));
+  EXPECT_EQ(tokens[0], second);
   EXPECT_EQ(tokens[1], SampleRow(row(want, 1), sampling[1]));
+  EXPECT_EQ(tokens[1] % 2, 0);
   EXPECT_EQ(tokens[2], -7);
   EXPECT_TRUE(std::equal(want.begin() + 2 * vocab, want.end(),
                          got.begin() + 2 * vocab));

@@ -466,8 +466,9 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
 // The sampling kernel against the host's SampleRow: the same token for
 // every row, bit for bit (the rule's arithmetic is shared and its sums are
 // integers), over vocabularies from 1 to Qwen's, rows with ties and signed
-// zeros, non-finite rows, and every mix of filters; rows left on the host
-// keep their poisoned token.
+// zeros, non-finite rows, token masks (dense, sparse, allowing nothing),
+// and every mix of filters; rows left on the host keep their poisoned
+// token.
 class SamplingKernelTest : public testing::GpuTest {
  protected:
   std::vector<float> Row(int64_t vocab) {
@@ -517,15 +518,31 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
     const int64_t rows = testing::kEmulated ? 12 : vocab > 100000 ? 24 : 48;
     std::vector<float> logits;
     std::vector<RowSampling> params;
+    const int64_t words = MaskWords(vocab);
+    std::vector<uint32_t> masks(rows * words);
+    std::vector<bool> masked(rows);
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<float> z = Row(vocab);
       if (r % 11 == 5) z[rng_() % vocab] = r % 2 == 0 ? NAN : INFINITY;
       logits.insert(logits.end(), z.begin(), z.end());
       params.push_back(Params(vocab));
+      masked[r] = r % 3 == 1;
+      const uint32_t kind = rng_() % 8;
+      for (int64_t w = 0; w < words && masked[r]; ++w) {
+        masks[r * words + w] =
+            kind == 0 ? 0u : kind % 2 == 0 ? rng_() : rng_() & rng_() & rng_();
+      }
     }
-    DeviceBuffer d_logits, d_params, d_tokens;
+    DeviceBuffer d_logits, d_params, d_tokens, d_masks;
     ASSERT_TRUE(Upload(logits, &d_logits).ok());
-    ASSERT_TRUE(Upload(params, &d_params).ok());
+    ASSERT_TRUE(Upload(masks, &d_masks).ok());
+    std::vector<RowSampling> device_params = params;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!masked[r]) continue;
+      params[r].allowed = masks.data() + r * words;
+      device_params[r].allowed = d_masks.as<uint32_t>() + r * words;
+    }
+    ASSERT_TRUE(Upload(device_params, &d_params).ok());
     ASSERT_TRUE(Upload(std::vector<int32_t>(rows, kPoison), &d_tokens).ok());
     ASSERT_EQ(LaunchSampleRows(d_logits.as<float>(), rows, vocab,
                                d_params.as<RowSampling>(),
@@ -545,7 +562,8 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
               : kPoison;
       EXPECT_EQ(tokens[r], want)
           << "row " << r << ": T " << s.temperature << " top_k " << s.top_k
-          << " top_p " << s.top_p << " min_p " << s.min_p << " u " << s.uniform;
+          << " top_p " << s.top_p << " min_p " << s.min_p << " u " << s.uniform
+          << " masked " << masked[r];
     }
   }
 }

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,6 +21,7 @@
 #include "engine/sampling/row_sampling_math.h"
 #include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scripted_masks.h"
 
 namespace paceline::engine {
 namespace {
@@ -26,21 +29,29 @@ namespace {
 using sampling::Mass;
 using sampling::Weight;
 
-// The rule of row_sampling.h written the obvious way: sort by rank, cut
-// prefixes, draw in id order.
+// The rule of row_sampling.h written the obvious way: drop the ids the
+// mask does not allow, sort the rest by rank, cut prefixes, draw in id
+// order.
 int32_t SortedRule(const std::vector<float>& z, const RowSampling& s) {
   const int32_t v = static_cast<int32_t>(z.size());
   for (int32_t id = 0; id < v; ++id) {
     if (!std::isfinite(z[id])) return -1 - id;
   }
-  std::vector<int32_t> rank(v);
-  std::iota(rank.begin(), rank.end(), 0);
+  std::vector<int32_t> rank;
+  for (int32_t id = 0; id < v; ++id) {
+    const bool allowed =
+        s.allowed == nullptr || (s.allowed[id / 32] >> (id % 32)) & 1u;
+    if (allowed) rank.push_back(id);
+  }
+  if (rank.empty()) return kNoAllowedToken;
   std::stable_sort(rank.begin(), rank.end(),
                    [&](int32_t a, int32_t b) { return z[a] > z[b]; });
   const float max = z[rank[0]];
   if (s.temperature == 0.0f) return rank[0];
   size_t keep = rank.size();
-  if (s.top_k > 0 && s.top_k < v) keep = s.top_k;
+  if (s.top_k > 0 && s.top_k < v) {
+    keep = std::min(keep, static_cast<size_t>(s.top_k));
+  }
   if (s.top_p < 1.0f) {
     uint64_t kept = 0;
     for (size_t j = 0; j < keep; ++j) {
@@ -104,6 +115,18 @@ class Cases {
     return s;
   }
 
+  // A token mask for a third of the cases (else empty): dense, sparse, or
+  // (rarely) allowing nothing.
+  std::vector<uint32_t> Mask(int32_t vocab) {
+    if (rng_() % 3 != 0) return {};
+    std::vector<uint32_t> words((vocab + 31) / 32);
+    const uint32_t kind = rng_() % 40;
+    for (uint32_t& w : words) {
+      w = kind == 0 ? 0u : kind % 2 == 0 ? rng_() : rng_() & rng_() & rng_();
+    }
+    return words;
+  }
+
  private:
   std::mt19937 rng_;
 };
@@ -113,11 +136,13 @@ TEST(RowSamplingTest, MatchesTheSortedStatementOfTheRule) {
   for (int i = 0; i < 1500; ++i) {
     const int32_t vocab = 1 + static_cast<int32_t>(i % 300);
     const std::vector<float> z = cases.Row(vocab);
-    const RowSampling s = cases.Params(vocab);
+    RowSampling s = cases.Params(vocab);
+    const std::vector<uint32_t> mask = cases.Mask(vocab);
+    if (!mask.empty()) s.allowed = mask.data();
     ASSERT_EQ(SampleRow(z, s), SortedRule(z, s))
         << "case " << i << ": vocab " << vocab << " T " << s.temperature
         << " top_k " << s.top_k << " top_p " << s.top_p << " min_p " << s.min_p
-        << " u " << s.uniform;
+        << " u " << s.uniform << " masked " << !mask.empty();
   }
 }
 
@@ -187,8 +212,9 @@ TEST(RowSamplingTest, NonFiniteLogitNamesTheFirstOne) {
 }
 
 TEST(RowSamplingTest, AgreesWithTheHostSamplerAwayFromRoundingBoundaries) {
-  // Same rows, parameters and uniforms as SequenceSampler draws with: the
-  // rules differ only in how masses round, so disagreements are rare.
+  // Same rows, parameters, token masks and uniforms as SequenceSampler
+  // draws with: the rules differ only in how masses round, so
+  // disagreements are rare; a mask that allows nothing fails both.
   Cases cases(11);
   std::mt19937 rng(13);
   SamplerScratch scratch;
@@ -205,13 +231,27 @@ TEST(RowSamplingTest, AgreesWithTheHostSamplerAwayFromRoundingBoundaries) {
     p.top_p = row.top_p;
     p.min_p = row.min_p;
     p.seed = rng();
+    const std::vector<uint32_t> mask = cases.Mask(vocab);
+    if (!mask.empty()) {
+      p.mask = std::make_shared<testing::FixedMask>(mask);
+      row.allowed = mask.data();
+    }
     absl::StatusOr<SequenceSampler> host =
         SequenceSampler::Create(p, vocab, {});
     ASSERT_TRUE(host.ok()) << host.status();
     row.uniform = SamplingUniform(p.seed, host->step());
     absl::StatusOr<SampleResult> want = host->Sample(z, &scratch);
-    ASSERT_TRUE(want.ok()) << want.status();
     const int32_t got = SampleRow(z, row);
+    if (!want.ok()) {
+      EXPECT_EQ(got, kNoAllowedToken) << "case " << i;
+      EXPECT_NE(want.status().message().find("token mask allows no token"),
+                std::string::npos)
+          << want.status();
+      continue;
+    }
+    if (row.allowed != nullptr) {
+      ASSERT_TRUE(MaskAllows(row.allowed, want->token)) << "case " << i;
+    }
     if (row.temperature == 0.0f) {
       ASSERT_EQ(got, want->token) << "greedy case " << i;
     } else if (got != want->token) {

@@ -1,7 +1,8 @@
 // The sampler: each filter keeps exactly the set it promises (checked with
 // many draws under a fixed seed, so nothing here is flaky), temperature
 // sampling matches softmax(logits / T), penalties change logits exactly as
-// documented, draws depend only on (seed, step), and bad rows fail one step
+// documented, logit bias adds what it lists, a token mask keeps every draw
+// inside it, draws depend only on (seed, step), and bad rows fail one step
 // without harming the sampler.
 
 #include "engine/sampling/sampler.h"
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -24,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scripted_masks.h"
 
 namespace paceline::engine {
 namespace {
@@ -401,7 +404,7 @@ TEST(SamplerTest, PenaltiesAdjustLogitsExactly) {
   SequenceSampler s = Make(p, 5, /*prompt=*/{1, 2});
   for (int32_t t : {2, 3, 3}) ASSERT_TRUE(s.AcceptGenerated(t).ok());
   std::vector<float> row = {1, 2, -2, 3, 0.5f};
-  s.ApplyPenalties(absl::MakeSpan(row));
+  s.ApplyProcessors(absl::MakeSpan(row));
   EXPECT_EQ(row[0], 1.0f);    // never seen
   EXPECT_EQ(row[1], 1.0f);    // prompt only: 2 / 2, no presence/frequency
   EXPECT_EQ(row[2], -4.75f);  // -2 * 2 - 0.5 - 0.25 * 1
@@ -433,6 +436,87 @@ TEST(SamplerTest, PenaltiesChangeTheGreedyChoice) {
   EXPECT_EQ(Next(repetition, std::vector<float>{1.0f, 0.6f}, &scratch), 1);
   SequenceSampler negative = Make(p, 2, /*prompt=*/{0});
   EXPECT_EQ(Next(negative, std::vector<float>{-1.0f, -1.5f}, &scratch), 1);
+}
+
+TEST(SamplerTest, LogitBiasAddsToTheListedTokensAfterPenalties) {
+  SamplingParams p;
+  p.frequency_penalty = 1;
+  p.logit_bias = {{0, -100.0f}, {2, 3.5f}};
+  SequenceSampler s = Make(p, 4);
+  ASSERT_TRUE(s.AcceptGenerated(2).ok());
+  std::vector<float> row = {1, 2, 3, 4};
+  s.ApplyProcessors(absl::MakeSpan(row));
+  EXPECT_EQ(row, (std::vector<float>{-99, 2, 5.5f, 4}));  // 3 - 1 + 3.5
+
+  // -100 keeps a token out of greedy and sampled draws alike; +100 makes
+  // it the greedy choice. The engine does not take such rows.
+  SamplingParams ban;
+  ban.logit_bias = {{1, -100.0f}};
+  EXPECT_FALSE(Make(ban, 3).EngineCanSample());
+  EXPECT_EQ(Support(ban, {0.0f, 5.0f, 0.5f}, 300), (std::set<int32_t>{0, 2}));
+  ban.temperature = 0;
+  EXPECT_EQ(Draws(ban, {0.0f, 5.0f, 0.5f}, 1), (std::vector<int32_t>{2}));
+  SamplingParams force;
+  force.temperature = 0;
+  force.logit_bias = {{0, 100.0f}};
+  EXPECT_EQ(Draws(force, {0.0f, 50.0f, 0.5f}, 2),
+            (std::vector<int32_t>{0, 0}));
+}
+
+TEST(SamplerTest, TokenMaskKeepsDrawsToAllowedTokensAndFollowsThem) {
+  // Alternating parity from odd: greedy takes the best allowed logit.
+  SamplingParams p;
+  p.temperature = 0;
+  p.mask = std::make_shared<testing::ParityMask>(1);
+  SequenceSampler greedy = Make(p, 6);
+  EXPECT_TRUE(greedy.EngineCanSample());
+  EXPECT_TRUE(greedy.has_mask());
+  const std::vector<float> row = {9, 1, 2, 8, 3, 7};
+  EXPECT_EQ(Draws(p, row, 4), (std::vector<int32_t>{3, 0, 3, 0}));
+
+  // Sampled draws never leave the mask, at any temperature or filter.
+  for (float t : {0.5f, 1.0f, 4.0f}) {
+    SamplingParams q;
+    q.temperature = t;
+    q.top_k = 2;
+    q.min_p = 0.01f;
+    q.seed = 5;
+    q.mask = std::make_shared<testing::ParityMask>(0);
+    const std::vector<int32_t> tokens = Draws(q, row, 200);
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      ASSERT_EQ(tokens[k] % 2, static_cast<int32_t>(k % 2)) << "T " << t;
+    }
+  }
+
+  // Each sampler starts from its own clone of the prototype.
+  SequenceSampler a = Make(p, 6);
+  SequenceSampler b = Make(p, 6);
+  SamplerScratch scratch;
+  EXPECT_EQ(Next(a, row, &scratch), 3);
+  EXPECT_EQ(Next(b, row, &scratch), 3);
+
+  // A token the mask does not allow is refused, the state unchanged.
+  EXPECT_EQ(a.AcceptGenerated(1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.step(), 1u);
+  EXPECT_TRUE(a.AcceptGenerated(4).ok());
+  EXPECT_EQ(Next(a, row, &scratch), 3);
+}
+
+TEST(SamplerTest, MaskThatAllowsNothingFailsTheStepOnly) {
+  SamplingParams p;
+  p.mask = std::make_shared<testing::NothingMask>();
+  SequenceSampler s = Make(p, 4);
+  SamplerScratch scratch;
+  absl::StatusOr<SampleResult> r =
+      s.Sample(std::vector<float>{1, 2, 3, 4}, &scratch);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                "token mask allows no token at step 0"))
+      << r.status();
+  EXPECT_EQ(s.step(), 0u);
+  // A non-finite logit is still named first.
+  r = s.Sample(std::vector<float>{1, NAN, 3, 4}, &scratch);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "token 1")) << r.status();
 }
 
 TEST(SamplerTest, NonFiniteLogitFailsTheStepAndTheSamplerStaysUsable) {
@@ -618,6 +702,16 @@ TEST(SamplerTest, CheckSamplingParamsReturnsTheFieldAndReason) {
        [](SamplingParams& p) { p.frequency_penalty = -3; }},
       {SamplingField::kTopLogprobs, "top_logprobs",
        [](SamplingParams& p) { p.top_logprobs = 2; }},
+      {SamplingField::kLogitBias, "logit_bias",
+       [](SamplingParams& p) { p.logit_bias = {{100, 1.0f}}; }},
+      {SamplingField::kLogitBias, "logit_bias",
+       [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
+      {SamplingField::kLogitBias, "logit_bias",
+       [](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }},
+      {SamplingField::kLogitBias, "logit_bias",
+       [&](SamplingParams& p) { p.logit_bias = {{3, nan}}; }},
+      {SamplingField::kLogitBias, "logit_bias",
+       [](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {5, 0}, {3, 2}}; }},
   };
   for (const Case& c : cases) {
     SamplingParams p;

@@ -362,10 +362,39 @@ TEST(OpenAiRefused, NotSupportedNamesTheField) {
   CompletionError(CompletionBody(R"("best_of":3)"), "best_of");
   EXPECT_EQ(Completion(CompletionBody(R"("best_of":2,"n":2)")).n, 2);
   CompletionError(CompletionBody(R"("suffix":"tail")"), "suffix");
-  CompletionError(CompletionBody(R"("logit_bias":{"50256":-100})"),
-                  "logit_bias");
-  EXPECT_EQ(Completion(CompletionBody(R"("logit_bias":{})")).prompts.size(),
-            1u);
+}
+
+// OpenAI's logit_bias: token ids as keys, biases in [-100, 100], onto
+// every prompt's sampling; malformed entries name the field.
+TEST(OpenAiLogitBias, ParsedOntoEveryPrompt) {
+  const OpenAiRequest r = Completion(
+      R"({"prompt":["a","b"],"logit_bias":{"50256":-100,"7":2.5,"0":100}})");
+  ASSERT_EQ(r.prompts.size(), 2u);
+  for (const v1::GenerateRequest& g : r.prompts) {
+    const auto& bias = g.sampling().logit_bias();
+    ASSERT_EQ(bias.size(), 3u);
+    EXPECT_EQ(bias.at(50256), -100.0f);
+    EXPECT_EQ(bias.at(7), 2.5f);
+    EXPECT_EQ(bias.at(0), 100.0f);
+  }
+  const OpenAiRequest chat = Chat(ChatBody(R"("logit_bias":{"3":1})"));
+  ASSERT_EQ(chat.prompts.size(), 1u);
+  EXPECT_EQ(chat.prompts[0].sampling().logit_bias().at(3), 1.0f);
+  const OpenAiRequest none = Completion(CompletionBody(R"("logit_bias":{})"));
+  ASSERT_EQ(none.prompts.size(), 1u);
+  EXPECT_TRUE(none.prompts[0].sampling().logit_bias().empty());
+}
+
+TEST(OpenAiLogitBias, MalformedEntriesNameTheField) {
+  for (const char* bad : {R"("logit_bias":[1])", R"("logit_bias":{"x":1})",
+                          R"("logit_bias":{"-3":1})",
+                          R"("logit_bias":{"07":1})",
+                          R"("logit_bias":{"99999999999":1})"}) {
+    CompletionError(CompletionBody(bad), "logit_bias");
+  }
+  CompletionError(CompletionBody(R"("logit_bias":{"5":100.5})"),
+                  "logit_bias.5");
+  ChatError(ChatBody(R"("logit_bias":{"5":"high"})"), "logit_bias.5");
 }
 
 TEST(OpenAiRefused, ResponseFormatOtherThanText) {

@@ -1,0 +1,39 @@
+// The sampling chain's token mask on the CUDA engine (or its host
+// emulation) over stories260K: the scheduler hands each engine-sampled
+// row's mask with its RowSampling, the engine uploads it with the step, and
+// the sampling kernel keeps every draw inside it — with n-gram drafts, a
+// group of n = 4 and preemption (tests/testing/token_mask_scenario.h).
+
+#include <memory>
+
+#include "engine/cuda/cuda_engine.h"
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "scheduler/step_sampler.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/testing/stories260k_oracle.h"
+#include "tests/testing/token_mask_scenario.h"
+
+namespace paceline::engine::cuda {
+namespace {
+
+class CudaTokenMaskTest : public testing::GpuTest {};
+
+TEST_F(CudaTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
+  auto model = OpenModel(::paceline::testing::kStories260KPath);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto make_engine = [&](int32_t num_blocks) -> std::unique_ptr<Engine> {
+    CudaEngineOptions options;
+    options.block_size = 16;
+    options.num_blocks = num_blocks;
+    options.max_tokens_per_step = 64;
+    auto engine = CudaEngine::Create(model->weights, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  };
+  ::paceline::testing::ExpectMaskHolds(make_engine, *model->tokenizer,
+                                       scheduler::EngineSampling::kAuto);
+}
+
+}  // namespace
+}  // namespace paceline::engine::cuda

@@ -1,0 +1,153 @@
+#ifndef PACELINE_TESTS_TESTING_TOKEN_MASK_SCENARIO_H_
+#define PACELINE_TESTS_TESTING_TOKEN_MASK_SCENARIO_H_
+
+// The sampling chain's token mask held through the scheduler's hard cases,
+// over any engine that runs stories260K (the CPU engine, the CUDA engine
+// and its emulation): a scripted mask (scripted_masks.h) on n-gram drafts,
+// on a group of n = 4 forked from one prompt, and on requests preempted
+// and recomputed — with rows sampled on the host or in the engine. Header
+// only: the test binaries that use it link the scheduler.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "scheduler/offline_runner.h"
+#include "scheduler/serving_loop.h"
+#include "scheduler/step_sampler.h"
+#include "scheduler/token_sink.h"
+#include "tests/testing/scripted_masks.h"
+#include "tests/testing/stories260k_oracle.h"
+
+namespace paceline::testing {
+
+// An engine over stories260K with `num_blocks` KV blocks of 16 tokens.
+using EngineFactory =
+    std::function<std::unique_ptr<engine::Engine>(int32_t num_blocks)>;
+
+struct MaskedRun {
+  std::vector<std::vector<int32_t>> tokens;  // per member
+  std::vector<scheduler::FinishInfo> finish;
+  scheduler::SchedulerCounters counters;
+};
+
+// A group of n members of `sampling` (member i with seed + i) on "Once upon
+// a time", through a serving loop over `num_blocks` blocks.
+inline MaskedRun RunMaskedGroup(const EngineFactory& make_engine,
+                                const engine::Tokenizer& tokenizer,
+                                const engine::SamplingParams& sampling, int n,
+                                int32_t max_tokens, int32_t drafts,
+                                int32_t num_blocks,
+                                scheduler::EngineSampling where) {
+  scheduler::ServingLoopOptions options;
+  options.scheduler.max_batched_tokens = 16;
+  scheduler::TenantConfig tenant;
+  tenant.name = "offline";
+  options.scheduler.tenants = {tenant};
+  options.engine_sampling = where;
+  auto loop = scheduler::ServingLoop::Create(make_engine(num_blocks),
+                                             &tokenizer, options);
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  MaskedRun run;
+  if (!loop.ok()) return run;
+  std::vector<scheduler::RequestSpec> specs;
+  std::vector<std::shared_ptr<scheduler::CollectingSink>> sinks;
+  for (int i = 0; i < n; ++i) {
+    scheduler::RequestSpec spec;
+    spec.tenant = "offline";
+    spec.prompt = kOnceUponATimePrompt;
+    spec.sampling = sampling;
+    spec.sampling.seed = sampling.seed + static_cast<uint64_t>(i);
+    spec.stop.max_tokens = max_tokens;
+    spec.max_draft_tokens = drafts;
+    sinks.push_back(std::make_shared<scheduler::CollectingSink>());
+    spec.sink = sinks.back();
+    specs.push_back(std::move(spec));
+  }
+  const auto ids = (*loop)->SubmitGroup(std::move(specs));
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  (*loop)->RunUntilIdle();
+  for (const auto& sink : sinks) {
+    EXPECT_TRUE(sink->finished());
+    if (!sink->finished()) continue;
+    run.tokens.push_back(sink->tokens());
+    run.finish.push_back(sink->finish());
+  }
+  run.counters = (*loop)->scheduler().counters();
+  return run;
+}
+
+// Every member's tokens follow the mask's script, and no member failed.
+inline void ExpectFollowsParity(const MaskedRun& run, int32_t first_parity,
+                                bool alternate) {
+  for (size_t m = 0; m < run.tokens.size(); ++m) {
+    EXPECT_NE(run.finish[m].reason, scheduler::FinishReason::kError)
+        << "member " << m << ": " << run.finish[m].status;
+    for (size_t k = 0; k < run.tokens[m].size(); ++k) {
+      ASSERT_EQ(run.tokens[m][k] % 2,
+                ParityMask::ParityAt(static_cast<int64_t>(k), first_parity,
+                                     alternate))
+          << "member " << m << " token " << k << " is " << run.tokens[m][k];
+    }
+  }
+}
+
+// The scenario: (1) greedy under "even ids only" with drafts accepts
+// drafts and keeps every token even; (2) a sampled group of 4 under the
+// alternating mask, with drafts, in a pool too small for the group
+// (preemption), gives each member the tokens it gets alone without drafts
+// in a large pool, all following the script; (3) a mask that allows
+// nothing fails the request with the mask named, and frees its blocks.
+inline void ExpectMaskHolds(const EngineFactory& make_engine,
+                            const engine::Tokenizer& tokenizer,
+                            scheduler::EngineSampling where) {
+  engine::SamplingParams even;
+  even.temperature = 0;
+  even.mask = std::make_shared<ParityMask>(0, /*alternate=*/false);
+  const MaskedRun drafted =
+      RunMaskedGroup(make_engine, tokenizer, even, 1, 48, 4, 64, where);
+  ASSERT_EQ(drafted.tokens.size(), 1u);
+  ExpectFollowsParity(drafted, 0, false);
+  EXPECT_GT(drafted.finish[0].usage.accepted_draft_tokens, 0);
+
+  engine::SamplingParams sampled;
+  sampled.temperature = 0.9f;
+  sampled.top_p = 0.95f;
+  sampled.seed = 700;
+  sampled.mask = std::make_shared<ParityMask>(1);
+  // Each member needs 3 blocks (5 + 39 positions, + drafts); 6 hold two.
+  const MaskedRun group =
+      RunMaskedGroup(make_engine, tokenizer, sampled, 4, 40, 3, 6, where);
+  ASSERT_EQ(group.tokens.size(), 4u);
+  EXPECT_GT(group.counters.preemptions, 0);
+  ExpectFollowsParity(group, 1, true);
+  for (int i = 0; i < 4; ++i) {
+    engine::SamplingParams alone_params = sampled;
+    alone_params.seed = sampled.seed + static_cast<uint64_t>(i);
+    const MaskedRun alone = RunMaskedGroup(make_engine, tokenizer,
+                                           alone_params, 1, 40, 0, 64, where);
+    ASSERT_EQ(alone.tokens.size(), 1u);
+    EXPECT_EQ(group.tokens[i], alone.tokens[0]) << "member " << i;
+  }
+  EXPECT_NE(group.tokens[0], group.tokens[1]);
+
+  engine::SamplingParams nothing;
+  nothing.mask = std::make_shared<NothingMask>();
+  const MaskedRun failed =
+      RunMaskedGroup(make_engine, tokenizer, nothing, 1, 8, 0, 64, where);
+  ASSERT_EQ(failed.finish.size(), 1u);
+  EXPECT_EQ(failed.finish[0].reason, scheduler::FinishReason::kError);
+  EXPECT_NE(failed.finish[0].status.message().find("token mask allows no"),
+            std::string::npos)
+      << failed.finish[0].status;
+  EXPECT_TRUE(failed.tokens[0].empty());
+}
+
+}  // namespace paceline::testing
+
+#endif  // PACELINE_TESTS_TESTING_TOKEN_MASK_SCENARIO_H_
