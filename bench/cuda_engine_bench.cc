@@ -132,7 +132,7 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab) {
 double KvBytesPerToken(const CudaEngine& e) {
   const ModelConfig& c = e.config();
   return 2.0 * c.n_layers * c.n_kv_heads * c.head_dim *
-         DeviceDtypeBytes(e.dtype());
+         GgmlBlockBytes(e.dtype());
 }
 
 void SetRoofline(benchmark::State& state, double tokens_per_step,

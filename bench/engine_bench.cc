@@ -168,6 +168,7 @@ void RunDecode(benchmark::State& state,
   const bench::Peak& peak = IsFloatType(type) ? FmaPeak() : Int8Peak();
   const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
   CpuEngineOptions options;
+  options.kv_type = GgmlType::kF32;  // the cache these figures always used
   options.pack_weights = packed;
   options.num_blocks = static_cast<int32_t>(batch * blocks_per_seq);
   options.max_tokens_per_step =
@@ -262,6 +263,7 @@ void BM_DraftStep(benchmark::State& state) {
   if (weights == nullptr) return state.SkipWithError("weights");
   const int32_t tokens = static_cast<int32_t>(state.range(1));
   CpuEngineOptions options;
+  options.kv_type = GgmlType::kF32;  // the cache these figures always used
   options.num_blocks = (kContextEnd + 32) / 16;
   options.max_tokens_per_step = kContextStart;
   auto engine = CpuEngine::Create(weights, options);
@@ -414,6 +416,7 @@ void BM_Prefill(benchmark::State& state) {
   auto weights = Weights(state.range(0), state);
   if (weights == nullptr) return state.SkipWithError("weights");
   CpuEngineOptions options;
+  options.kv_type = GgmlType::kF32;  // the cache these figures always used
   options.pack_weights = state.range(1) != 0;
   options.num_blocks = kPrefill / 16;
   options.max_tokens_per_step = kPrefill;

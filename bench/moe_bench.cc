@@ -51,6 +51,7 @@ void BM_MoeDecode(benchmark::State& state) {
   if (weights == nullptr) return state.SkipWithError("weights");
   const int64_t blocks_per_seq = (kContextEnd + 15) / 16;
   CpuEngineOptions options;
+  options.kv_type = GgmlType::kF32;  // the cache these figures always used
   options.num_blocks = static_cast<int32_t>(batch * blocks_per_seq);
   options.max_tokens_per_step =
       static_cast<int32_t>(std::max<int64_t>(batch, kContextStart));

@@ -73,8 +73,8 @@ absl::Status MakeCpu(const BackendOptions& options,
                      Backend* out) {
   const ModelConfig& mc = weights->config();
   out->plan.weights_bytes = weights->MatMulBytes();  // every expert resident
-  const GgmlType kv_type = options.kv_type.value_or(GgmlType::kF16);
-  out->plan.kv_dtype = DtypeName(kv_type);
+  const GgmlType kv_type = options.kv_type.value_or(cpu::kDefaultKvType);
+  out->plan.kv_dtype = kv_type;
   const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
                                 cpu::KvCache::RowBytes(kv_type, mc.head_dim);
   cpu::CpuEngineOptions cpu_options;
@@ -105,33 +105,11 @@ absl::Status MakeCpu(const BackendOptions& options,
 }
 
 #if PACELINE_HAVE_CUDA
-// The CUDA engine's KV type for BackendOptions::kv_type: F32, F16, Q8_0,
-// and BF16 (which the engine takes beside BF16 weights only).
-absl::StatusOr<cuda::KvDtype> CudaKvDtype(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return cuda::KvDtype::kF32;
-    case GgmlType::kF16:
-      return cuda::KvDtype::kF16;
-    case GgmlType::kBF16:
-      return cuda::KvDtype::kBF16;
-    case GgmlType::kQ8_0:
-      return cuda::KvDtype::kQ8_0;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("KV cache dtype ", DtypeName(type),
-                       " is not supported by the CUDA backend: use f32, f16 "
-                       "or q8_0"));
-  }
-}
-
 absl::Status MakeCuda(const BackendOptions& options,
                       std::shared_ptr<const ModelWeights> weights,
                       Backend* out) {
   cuda::CudaEngineOptions cuda_options;
-  if (options.kv_type.has_value()) {
-    ASSIGN_OR_RETURN(cuda_options.kv_dtype, CudaKvDtype(*options.kv_type));
-  }
+  cuda_options.kv_dtype = options.kv_type;  // CheckKvDtype refuses others
   const cuda::CudaEngineFootprint f =
       cuda::CudaEngine::Footprint(*weights, cuda_options);
   // Before sizing the pool: a Q8_0 row of a head that is not whole blocks
@@ -142,7 +120,7 @@ absl::Status MakeCuda(const BackendOptions& options,
   const uint64_t reserved = f.weight_bytes + kCudaWorkspaceReserve;
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
-  out->plan.kv_dtype = absl::AsciiStrToLower(cuda::KvDtypeName(f.kv_dtype));
+  out->plan.kv_dtype = f.kv_dtype;
   ASSIGN_OR_RETURN(out->num_blocks,
                    SizePool(options, weights->config(), available,
                             f.kv_bytes_per_token, &out->plan));
@@ -196,8 +174,9 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
   std::string line = absl::StrFormat(
       "memory: weights %s, KV %d bytes per token (%s), %d blocks of %d tokens "
       "= %s",
-      Mib(b.plan.weights_bytes), b.plan.kv_bytes_per_token, b.plan.kv_dtype,
-      b.num_blocks, b.block_size, Mib(b.plan.kv_bytes));
+      Mib(b.plan.weights_bytes), b.plan.kv_bytes_per_token,
+      DtypeName(b.plan.kv_dtype), b.num_blocks, b.block_size,
+      Mib(b.plan.kv_bytes));
   if (options.kv_blocks <= 0) {
     absl::StrAppend(&line, " (", b.plan.sequences, " full-context sequences)");
   }
@@ -205,16 +184,6 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
 }
 
 }  // namespace
-
-absl::StatusOr<GgmlType> ParseBackendKvDtype(absl::string_view name) {
-  const absl::StatusOr<GgmlType> type = ParseKvDtype(name);
-  if (type.ok() && (*type == GgmlType::kF32 || *type == GgmlType::kF16 ||
-                    *type == GgmlType::kQ8_0)) {
-    return type;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("must be f32, f16 or q8_0, got '", name, "'"));
-}
 
 bool BuildHasCuda() { return PACELINE_HAVE_CUDA != 0; }
 

@@ -49,8 +49,9 @@ struct BackendOptions {
   // The KV cache's element type: kF32, kF16 or kQ8_0 on either backend
   // (Q8_0 needs a head size that is a multiple of 32), and on CUDA also
   // kBF16 for a model whose weights are BF16; anything else is
-  // InvalidArgument. Unset: F16 on the CPU (llama.cpp's default too), the
-  // device dtype on CUDA (CudaEngineFootprint: F32, F16 or BF16).
+  // InvalidArgument. Unset: CpuEngineOptions' default on the CPU
+  // (cpu::kDefaultKvType, F16), the device dtype on CUDA
+  // (CudaEngineFootprint: F32, F16 or BF16).
   std::optional<GgmlType> kv_type;
   int32_t max_tokens_per_step = 512;  // the engine's step limit
 
@@ -83,11 +84,6 @@ struct Backend {
 // own Create errors, unchanged.
 absl::StatusOr<Backend> MakeBackend(
     const BackendOptions& options, std::shared_ptr<const ModelWeights> weights);
-
-// A KV cache dtype the backends run (memory_plan.h's ParseKvDtype names,
-// less those no engine stores: f32, f16 or q8_0); InvalidArgument ("must
-// be f32, f16 or q8_0, got '...'") for anything else.
-absl::StatusOr<GgmlType> ParseBackendKvDtype(absl::string_view name);
 
 // Whether this build has the CUDA backend.
 bool BuildHasCuda();

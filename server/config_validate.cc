@@ -167,10 +167,12 @@ void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
                  absl::StrCat("must be in (0, 1], got ", f));
     }
   }
-  if (!kv.dtype().empty() && !engine::ParseBackendKvDtype(kv.dtype()).ok()) {
+  if (!kv.dtype().empty() && !engine::ParseKvDtype(kv.dtype()).ok()) {
     check.Fail("kv_cache.dtype",
-               absl::StrCat("must be \"f32\", \"f16\", \"q8_0\" or \"\" (the "
-                            "backend's), got \"", kv.dtype(), "\""));
+               absl::StrCat("must be \"f32\", \"f16\", \"q8_0\", \"bf16\" "
+                            "(CUDA, beside BF16 weights) or \"\" (the "
+                            "backend's), got \"",
+                            kv.dtype(), "\""));
   }
   if (kv.has_block_size()) {
     const int32_t b = kv.block_size();

@@ -8,9 +8,10 @@ engine::BackendOptions BackendOptionsFrom(const v1::ServerConfig& config) {
   o.backend_setting = "model.backend";
   o.threads = config.threads();
   o.block_size = config.kv_cache().block_size();
-  // Validated: "" (the backend's) or a ParseBackendKvDtype name.
+  // Validated: "" (the backend's) or a ParseKvDtype name (the backend
+  // refuses one it does not store).
   if (absl::StatusOr<engine::GgmlType> t =
-          engine::ParseBackendKvDtype(config.kv_cache().dtype());
+          engine::ParseKvDtype(config.kv_cache().dtype());
       t.ok()) {
     o.kv_type = *t;
   }

@@ -43,6 +43,9 @@
 
 namespace paceline::engine::cpu {
 
+// The CPU engine's KV cache type when none is asked for.
+inline constexpr GgmlType kDefaultKvType = GgmlType::kF16;
+
 struct CpuEngineOptions {
   int32_t block_size = 16;  // tokens per KV block, 1 .. 256
   // KV blocks in the pool; 0 = enough for one sequence of the model's full
@@ -50,11 +53,12 @@ struct CpuEngineOptions {
   // address space only.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
-  // The KV cache's element type (kv_cache.h): kF32; kF16 (half the bytes
-  // per token; F16 attention, kernels/attention.h); or kQ8_0 (ggml's
-  // 34-byte blocks of 32, head size a multiple of 32). Others are
-  // InvalidArgument.
-  GgmlType kv_type = GgmlType::kF32;
+  // The KV cache's element type (kv_cache.h): kF16, the default (llama.cpp's
+  // too; F16 attention, kernels/attention.h); kF32 (twice the bytes per
+  // token); or kQ8_0 (ggml's 34-byte blocks of 32, head size a multiple of
+  // 32). Others are InvalidArgument. BackendOptions' unset kv_type is this
+  // default.
+  GgmlType kv_type = kDefaultKvType;
   int num_threads = 0;  // 0 = one per hardware thread
   // Repack matrices that run faster in the kernels' own layout on this CPU
   // (MatMulPrefersPanels: with AVX-512, Q8_0, Q4_0, Q4_K and Q6_K (VNNI)

@@ -11,21 +11,15 @@ namespace paceline::engine::cpu {
 namespace {
 
 constexpr std::align_val_t kAlign{64};
-constexpr int64_t kQ8Block = 32;      // elements per Q8_0 block
-constexpr size_t kQ8BlockBytes = 34;  // F16 scale + 32 int8
+constexpr int64_t kQ8Block = GgmlBlockElems(GgmlType::kQ8_0);
 
 }  // namespace
 
 size_t KvCache::RowBytes(GgmlType dtype, int64_t head_dim) {
-  const size_t d = static_cast<size_t>(head_dim);
-  switch (dtype) {
-    case GgmlType::kF16:
-      return 2 * d;
-    case GgmlType::kQ8_0:
-      return d / kQ8Block * kQ8BlockBytes;
-    default:
-      return 4 * d;
-  }
+  // F32 for a type Create refuses.
+  const bool stored = dtype == GgmlType::kF16 || dtype == GgmlType::kQ8_0;
+  return static_cast<size_t>(
+      GgmlRowBytesOf(stored ? dtype : GgmlType::kF32, head_dim));
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(

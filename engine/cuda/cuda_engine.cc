@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -35,14 +36,8 @@ absl::Status BadBatch(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
 }
 
-bool SameType(GgmlType t, DeviceDtype d) {
-  return (t == GgmlType::kF32 && d == DeviceDtype::kF32) ||
-         (t == GgmlType::kF16 && d == DeviceDtype::kF16) ||
-         (t == GgmlType::kBF16 && d == DeviceDtype::kBF16);
-}
-
 // F32 when every matrix is F32, BF16 when every one is BF16, else F16.
-DeviceDtype ChooseDtype(const ModelWeights& w) {
+GgmlType ChooseDtype(const ModelWeights& w) {
   std::set<GgmlType> types = {w.token_embd().type, w.output().type};
   for (const LayerWeights& l : w.layers()) {
     for (const WeightView* v :
@@ -55,60 +50,31 @@ DeviceDtype ChooseDtype(const ModelWeights& w) {
     }
   }
   if (types.size() == 1 && *types.begin() == GgmlType::kF32) {
-    return DeviceDtype::kF32;
+    return GgmlType::kF32;
   }
   if (types.size() == 1 && *types.begin() == GgmlType::kBF16) {
-    return DeviceDtype::kBF16;
+    return GgmlType::kBF16;
   }
-  return DeviceDtype::kF16;
-}
-
-// The device type of a matrix stored as `t` in the file, if it has one.
-bool QuantOf(GgmlType t, QuantType* quant) {
-  switch (t) {
-    case GgmlType::kQ8_0:
-      *quant = QuantType::kQ8_0;
-      return true;
-    case GgmlType::kQ4_0:
-      *quant = QuantType::kQ4_0;
-      return true;
-    case GgmlType::kQ2_K:
-      *quant = QuantType::kQ2_K;
-      return true;
-    case GgmlType::kQ3_K:
-      *quant = QuantType::kQ3_K;
-      return true;
-    case GgmlType::kQ4_K:
-      *quant = QuantType::kQ4_K;
-      return true;
-    case GgmlType::kQ5_K:
-      *quant = QuantType::kQ5_K;
-      return true;
-    case GgmlType::kQ6_K:
-      *quant = QuantType::kQ6_K;
-      return true;
-    default:
-      return false;
-  }
+  return GgmlType::kF16;
 }
 
 // How one matrix is stored on the device: quantized as in the file when the
 // kernels take its type (and T is F16), else as T.
 struct Storage {
   bool quantized = false;
-  QuantType quant = QuantType::kQ8_0;
+  GgmlType quant = GgmlType::kQ8_0;
   bool operator==(const Storage& o) const {
     return quantized == o.quantized && (!quantized || quant == o.quant);
   }
 };
 
-Storage StorageOf(const WeightView& v, DeviceDtype dtype) {
+Storage StorageOf(const WeightView& v, GgmlType dtype) {
   Storage s;
   s.quantized =
-      dtype == DeviceDtype::kF16 && v.layout == WeightLayout::kRows &&
-      QuantOf(v.type, &s.quant) && v.cols % QuantBlockElems(s.quant) == 0 &&
-      static_cast<int64_t>(v.row_bytes) ==
-          v.cols / QuantBlockElems(s.quant) * QuantBlockBytes(s.quant);
+      dtype == GgmlType::kF16 && v.layout == WeightLayout::kRows &&
+      IsBlockMatMulType(v.type) && v.cols % GgmlBlockElems(v.type) == 0 &&
+      static_cast<int64_t>(v.row_bytes) == GgmlRowBytesOf(v.type, v.cols);
+  if (s.quantized) s.quant = v.type;
   return s;
 }
 
@@ -121,7 +87,7 @@ struct PartRun {
 };
 
 std::vector<PartRun> PartRuns(const std::vector<const WeightView*>& parts,
-                              DeviceDtype dtype) {
+                              GgmlType dtype) {
   std::vector<PartRun> runs;
   for (size_t i = 0; i < parts.size(); ++i) {
     const Storage s = StorageOf(*parts[i], dtype);
@@ -134,18 +100,18 @@ std::vector<PartRun> PartRuns(const std::vector<const WeightView*>& parts,
   return runs;
 }
 
-uint64_t RunBytes(const PartRun& run, int64_t cols, DeviceDtype dtype) {
+uint64_t RunBytes(const PartRun& run, int64_t cols, GgmlType dtype) {
   const uint64_t rows = static_cast<uint64_t>(run.rows);
   if (run.storage.quantized) {
-    const QuantType q = run.storage.quant;
-    return rows * (cols / QuantBlockElems(q)) * QuantBlockBytes(q);
+    const GgmlType q = run.storage.quant;
+    return rows * (cols / GgmlBlockElems(q)) * GgmlBlockBytes(q);
   }
-  return rows * cols * DeviceDtypeBytes(dtype);
+  return rows * cols * GgmlBlockBytes(dtype);
 }
 
 // Device bytes of a fused group as UploadGroup stores it.
 uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
-                    DeviceDtype dtype) {
+                    GgmlType dtype) {
   uint64_t bytes = 0;
   for (const PartRun& run : PartRuns(parts, dtype)) {
     bytes += RunBytes(run, parts[0]->cols, dtype);
@@ -156,37 +122,17 @@ uint64_t GroupBytes(const std::vector<const WeightView*>& parts,
 // How the token embedding is stored: in its file type when the kernels
 // take it and it is not also the output matrix (a tied head multiplies it
 // through cuBLAS, as T).
-Storage EmbeddingStorage(const ModelWeights& w, DeviceDtype dtype) {
+Storage EmbeddingStorage(const ModelWeights& w, GgmlType dtype) {
   if (w.output().data == w.token_embd().data) return Storage{};
   return StorageOf(w.token_embd(), dtype);
 }
 
-uint64_t EmbeddingBytes(const ModelWeights& w, DeviceDtype dtype) {
+uint64_t EmbeddingBytes(const ModelWeights& w, GgmlType dtype) {
   const WeightView& e = w.token_embd();
   if (EmbeddingStorage(w, dtype).quantized) {
     return static_cast<uint64_t>(e.rows) * e.row_bytes;
   }
-  return static_cast<uint64_t>(e.rows) * e.cols * DeviceDtypeBytes(dtype);
-}
-
-const char* QuantName(QuantType q) {
-  switch (q) {
-    case QuantType::kQ8_0:
-      return "Q8_0";
-    case QuantType::kQ4_0:
-      return "Q4_0";
-    case QuantType::kQ2_K:
-      return "Q2_K";
-    case QuantType::kQ3_K:
-      return "Q3_K";
-    case QuantType::kQ4_K:
-      return "Q4_K";
-    case QuantType::kQ5_K:
-      return "Q5_K";
-    case QuantType::kQ6_K:
-      return "Q6_K";
-  }
-  return "?";
+  return static_cast<uint64_t>(e.rows) * e.cols * GgmlBlockBytes(dtype);
 }
 
 // The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown; a MoE
@@ -209,16 +155,17 @@ std::vector<std::vector<const WeightView*>> LayerGroups(
   return groups;
 }
 
-cudaDataType_t CudaType(DeviceDtype d) {
+cudaDataType_t CudaType(GgmlType d) {
   switch (d) {
-    case DeviceDtype::kF32:
+    case GgmlType::kF32:
       return CUDA_R_32F;
-    case DeviceDtype::kF16:
+    case GgmlType::kF16:
       return CUDA_R_16F;
-    case DeviceDtype::kBF16:
+    case GgmlType::kBF16:
       return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;  // not a device dtype (ChooseDtype's three)
   }
-  return CUDA_R_32F;
 }
 
 // Step metadata sections (int32 offsets in units of Tk).
@@ -264,7 +211,7 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights,
   const ModelConfig& c = weights.config();
   CudaEngineFootprint f;
   f.dtype = ChooseDtype(weights);
-  f.kv_dtype = options.kv_dtype.value_or(KvDtypeOf(f.dtype));
+  f.kv_dtype = options.kv_dtype.value_or(f.dtype);
   for (const LayerWeights& l : weights.layers()) {
     for (const auto& group : LayerGroups(l)) {
       f.weight_bytes += GroupBytes(group, f.dtype);
@@ -275,23 +222,31 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights,
     f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
   }
   f.kv_bytes_per_token =
-      2 * KvRowBytes(f.kv_dtype, c.head_dim) * c.n_layers * c.n_kv_heads;
+      2 * GgmlRowBytesOf(f.kv_dtype, c.head_dim) * c.n_layers * c.n_kv_heads;
   return f;
 }
 
 absl::Status CudaEngine::CheckKvDtype(const ModelWeights& weights,
-                                      KvDtype kv_dtype) {
+                                      GgmlType kv_dtype) {
+  if (kv_dtype != GgmlType::kF32 && kv_dtype != GgmlType::kF16 &&
+      kv_dtype != GgmlType::kBF16 && kv_dtype != GgmlType::kQ8_0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache dtype ", absl::AsciiStrToLower(GgmlTypeName(kv_dtype)),
+        " is not supported by the CUDA backend: use f32, f16 or "
+        "q8_0"));
+  }
   const int64_t head_dim = weights.config().head_dim;
-  if (kv_dtype == KvDtype::kQ8_0 && head_dim % kKvQ8BlockElems != 0) {
+  const int64_t q8_block = GgmlBlockElems(GgmlType::kQ8_0);
+  if (kv_dtype == GgmlType::kQ8_0 && head_dim % q8_block != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache dtype q8_0 needs a head size that is a multiple of ",
-        kKvQ8BlockElems, "; this model's head_dim is ", head_dim, ": use f16"));
+        q8_block, "; this model's head_dim is ", head_dim, ": use f16"));
   }
-  const DeviceDtype dtype = ChooseDtype(weights);
-  if (kv_dtype == KvDtype::kBF16 && dtype != DeviceDtype::kBF16) {
+  const GgmlType dtype = ChooseDtype(weights);
+  if (kv_dtype == GgmlType::kBF16 && dtype != GgmlType::kBF16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache dtype bf16 needs BF16 weights; this model runs in ",
-        DeviceDtypeName(dtype), ": use f32, f16 or q8_0"));
+        GgmlTypeName(dtype), ": use f32, f16 or q8_0"));
   }
   return absl::OkStatus();
 }
@@ -341,8 +296,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "head size ", c.head_dim, " is over ", kMaxAttentionHeadDim));
   }
-  const DeviceDtype dtype = ChooseDtype(*weights);
-  const KvDtype kv_dtype = o.kv_dtype.value_or(KvDtypeOf(dtype));
+  const GgmlType dtype = ChooseDtype(*weights);
+  const GgmlType kv_dtype = o.kv_dtype.value_or(dtype);
   RETURN_IF_ERROR(CheckKvDtype(*weights, kv_dtype));
   o.kv_dtype = kv_dtype;
   std::unique_ptr<CudaEngine> engine(
@@ -352,8 +307,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
 }
 
 CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
-                       const CudaEngineOptions& options, DeviceDtype dtype,
-                       KvDtype kv_dtype)
+                       const CudaEngineOptions& options, GgmlType dtype,
+                       GgmlType kv_dtype)
     : weights_(std::move(weights)),
       options_(options),
       dtype_(dtype),
@@ -401,19 +356,19 @@ absl::Status CudaEngine::UploadFloats(const std::vector<float>& v,
 }
 
 absl::Status CudaEngine::UploadMatrix(const WeightView& w, void* dst) {
-  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t elem = GgmlBlockBytes(dtype_);
   const size_t row_out = static_cast<size_t>(w.cols) * elem;
-  if (SameType(w.type, dtype_) && w.row_bytes == row_out) {
+  if (w.type == dtype_ && w.row_bytes == row_out) {
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst, w.data, w.rows * w.row_bytes, cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
-  static std::set<std::pair<GgmlType, DeviceDtype>>* logged =
-      new std::set<std::pair<GgmlType, DeviceDtype>>;
+  static std::set<std::pair<GgmlType, GgmlType>>* logged =
+      new std::set<std::pair<GgmlType, GgmlType>>;
   if (logged->insert({w.type, dtype_}).second) {
     std::fprintf(stderr, "cuda engine: converting %s weights to %s at load\n",
                  std::string(GetGgmlTypeTraits(w.type).name).c_str(),
-                 DeviceDtypeName(dtype_));
+                 GgmlTypeName(dtype_));
   }
   // Converted in chunks of rows through a host staging buffer.
   const int64_t chunk_rows =
@@ -427,13 +382,13 @@ absl::Status CudaEngine::UploadMatrix(const WeightView& w, void* dst) {
       RETURN_IF_ERROR(DequantizeRow(w.type, src + (r0 + r) * w.row_bytes,
                                     row.data(), w.cols));
       uint8_t* out = staging.data() + r * row_out;
-      if (dtype_ == DeviceDtype::kF32) {
+      if (dtype_ == GgmlType::kF32) {
         std::memcpy(out, row.data(), row_out);
       } else {
         auto* o16 = reinterpret_cast<uint16_t*>(out);
         for (int64_t i = 0; i < w.cols; ++i) {
-          o16[i] = dtype_ == DeviceDtype::kF16 ? FloatToHalf(row[i])
-                                               : FloatToBFloat16(row[i]);
+          o16[i] = dtype_ == GgmlType::kF16 ? FloatToHalf(row[i])
+                                            : FloatToBFloat16(row[i]);
         }
       }
     }
@@ -528,7 +483,7 @@ absl::Status CudaEngine::UploadGroup(
         dst += bytes;
       } else {
         RETURN_IF_ERROR(UploadMatrix(p, dst));
-        dst += static_cast<size_t>(p.rows) * p.cols * DeviceDtypeBytes(dtype_);
+        dst += static_cast<size_t>(p.rows) * p.cols * GgmlBlockBytes(dtype_);
       }
     }
   }
@@ -539,7 +494,7 @@ void CudaEngine::LogWeightBytes() const {
   std::map<std::string, uint64_t> by_type;
   const auto add = [&by_type, this](const Matrix& m) {
     for (const MatrixPart& p : m.parts) {
-      by_type[p.quantized ? QuantName(p.quant) : DeviceDtypeName(dtype_)] +=
+      by_type[p.quantized ? GgmlTypeName(p.quant) : GgmlTypeName(dtype_)] +=
           p.data.bytes();
     }
   };
@@ -566,8 +521,8 @@ void CudaEngine::LogWeightBytes() const {
                     absl::StrFormat("%.2f", bytes / 1048576.0));
   }
   const uint64_t matrices = weight_bytes_ - token_embd_.bytes();
-  const char* embd = embd_quantized_ ? QuantName(embd_quant_)
-                                     : DeviceDtypeName(dtype_);
+  const char* embd =
+      embd_quantized_ ? GgmlTypeName(embd_quant_) : GgmlTypeName(dtype_);
   std::fprintf(stderr,
                "cuda engine: weights on the device %.2f MiB: matrices %.2f "
                "MiB (%s; %.2f MiB in the model's types), embedding %.2f MiB "
@@ -607,7 +562,7 @@ uint64_t CudaEngine::MatMulBytesPerToken() const {
 absl::Status CudaEngine::AllocateWorkspace() {
   const ModelConfig& c = config();
   const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
-  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t elem = GgmlBlockBytes(dtype_);
   const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
   const size_t kv_dim = static_cast<size_t>(c.n_kv_heads * c.head_dim);
   const size_t embd = static_cast<size_t>(c.n_embd);
@@ -667,7 +622,7 @@ absl::Status CudaEngine::AllocateWorkspace() {
 size_t CudaEngine::KvBlockBytes() const {
   const ModelConfig& c = config();
   return size_t{2} * c.n_kv_heads * options_.block_size *
-         KvRowBytes(kv_dtype_, c.head_dim);
+         GgmlRowBytesOf(kv_dtype_, c.head_dim);
 }
 
 void* CudaEngine::KvLayer(int64_t layer) const {

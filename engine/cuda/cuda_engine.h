@@ -5,8 +5,9 @@
 // forward pass (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3) on one
 // device, with the KV block pool in device memory.
 //
-// Per step, with n = the step's tokens (T = the model's DeviceDtype, KV =
-// the cache's KvDtype: CudaEngineOptions::kv_dtype, T unless asked):
+// Per step, with n = the step's tokens (T = the device dtype: F32, F16 or
+// BF16, from the weights; KV = the cache's type: CudaEngineOptions::
+// kv_dtype, T unless asked):
 //   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
 //   per layer:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
@@ -74,10 +75,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/cuda/kernels/device_dtype.h"
-#include "engine/cuda/kernels/kv_dtype.h"
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
+#include "engine/gguf/ggml_type_layout.h"
 #include "engine/model/weights.h"
 
 namespace paceline::engine::cuda {
@@ -88,10 +88,10 @@ struct CudaEngineOptions {
   // KV blocks in the pool; 0 = enough for one sequence of the model's full
   // context. Allocated (device memory) at creation.
   int32_t num_blocks = 0;
-  // The KV cache's element type (kv_dtype.h); unset = the device dtype.
-  // F32, F16 and Q8_0 go with any device dtype (Q8_0 needs a head size that
-  // is a multiple of 32), BF16 only with BF16 weights: CheckKvDtype.
-  std::optional<KvDtype> kv_dtype;
+  // The KV cache's element type (kernels/kv_dtype.cuh); unset = the device
+  // dtype. F32, F16 and Q8_0 go with any device dtype (Q8_0 needs a head size
+  // that is a multiple of 32), BF16 only with BF16 weights: CheckKvDtype.
+  std::optional<GgmlType> kv_dtype;
   int32_t max_tokens_per_step = 512;  // 1 .. 65535
   // Replay steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs:
   // one graph per (tokens, logit rows, attention split plan), captured the
@@ -103,8 +103,8 @@ struct CudaEngineOptions {
 // What an engine for given weights holds on the device, known before it is
 // created: for sizing the KV pool (num_blocks) from the free device memory.
 struct CudaEngineFootprint {
-  DeviceDtype dtype = DeviceDtype::kF16;  // weights and activations
-  KvDtype kv_dtype = KvDtype::kF16;       // the KV cache
+  GgmlType dtype = GgmlType::kF16;        // weights and activations
+  GgmlType kv_dtype = GgmlType::kF16;     // the KV cache
   uint64_t weight_bytes = 0;              // every uploaded matrix
   uint64_t kv_bytes_per_token = 0;        // K and V rows, all layers
 };
@@ -119,7 +119,7 @@ class CudaEngine final : public Engine {
   // model's K/V cannot be kept as `kv_dtype`: Q8_0 with a head size that is
   // not a multiple of 32, or BF16 beside non-BF16 weights.
   static absl::Status CheckKvDtype(const ModelWeights& weights,
-                                   KvDtype kv_dtype);
+                                   GgmlType kv_dtype);
   // Free and total memory of `device` now (cudaMemGetInfo).
   static absl::Status DeviceMemory(int device, uint64_t* free_bytes,
                                    uint64_t* total_bytes);
@@ -143,8 +143,8 @@ class CudaEngine final : public Engine {
   int32_t max_tokens_per_step() const override {
     return options_.max_tokens_per_step;
   }
-  DeviceDtype dtype() const { return dtype_; }
-  KvDtype kv_dtype() const { return kv_dtype_; }
+  GgmlType dtype() const { return dtype_; }
+  GgmlType kv_dtype() const { return kv_dtype_; }
   // Device bytes of the uploaded weights and of the KV pool.
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t kv_pool_bytes() const { return kv_pool_.bytes(); }
@@ -170,7 +170,7 @@ class CudaEngine final : public Engine {
   struct MatrixPart {
     DeviceBuffer data;
     bool quantized = false;
-    QuantType quant = QuantType::kQ8_0;
+    GgmlType quant = GgmlType::kQ8_0;
     int64_t row_begin = 0;
     int64_t rows = 0;
   };
@@ -201,8 +201,8 @@ class CudaEngine final : public Engine {
   static constexpr int64_t kMaxGraphTokens = 256;
 
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
-             const CudaEngineOptions& options, DeviceDtype dtype,
-             KvDtype kv_dtype);
+             const CudaEngineOptions& options, GgmlType dtype,
+             GgmlType kv_dtype);
 
   absl::Status Init();
   absl::Status UploadWeights();
@@ -262,13 +262,13 @@ class CudaEngine final : public Engine {
   // Constant after construction.
   const std::shared_ptr<const ModelWeights> weights_;
   const CudaEngineOptions options_;
-  const DeviceDtype dtype_;
-  const KvDtype kv_dtype_;
+  const GgmlType dtype_;
+  const GgmlType kv_dtype_;
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
   DeviceBuffer token_embd_;  // (n_vocab, n_embd) T or embd_quant_
   bool embd_quantized_ = false;
-  QuantType embd_quant_ = QuantType::kQ8_0;
+  GgmlType embd_quant_ = GgmlType::kQ8_0;
   Matrix output_;             // (n_vocab, n_embd); empty when tied
   bool output_tied_ = false;  // the output matrix is token_embd_
   DeviceBuffer output_norm_;  // (n_embd) float
@@ -276,7 +276,7 @@ class CudaEngine final : public Engine {
   double rope_mscale_ = 1.0;  // RopeTable::mscale
   uint64_t weight_bytes_ = 0;
   // (n_layers, num_blocks, 2, n_kv_heads, block_size) rows of
-  // KvRowBytes(kv_dtype_, head_dim) bytes
+  // GgmlRowBytesOf(kv_dtype_, head_dim) bytes
   DeviceBuffer kv_pool_;
 
   // Step workspace, Tk = max_tokens_per_step; q_dim = n_heads * head_dim,

@@ -42,7 +42,7 @@ absl::Status CudaEngine::AllocateMoeWorkspace() {
   const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
   const size_t k = static_cast<size_t>(c.n_expert_used);
   const size_t rows = t * k;
-  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t elem = GgmlBlockBytes(dtype_);
   const size_t embd = static_cast<size_t>(c.n_embd);
   const size_t ff = static_cast<size_t>(c.n_ff_exp);
   RETURN_IF_ERROR(router_logits_.Allocate(t * c.n_expert * sizeof(float)));
@@ -92,7 +92,7 @@ absl::Status CudaEngine::RunMoe(int64_t layer, int64_t n) {
   const int64_t tk = options_.max_tokens_per_step;
   const int64_t embd = c.n_embd;
   const int64_t ff = c.n_ff_exp;
-  const size_t elem = DeviceDtypeBytes(dtype_);
+  const size_t elem = GgmlBlockBytes(dtype_);
   cudaStream_t stream = this->stream();
   int32_t* experts = moe_route_.as<int32_t>();
   float* weights = reinterpret_cast<float*>(experts + tk * k);

@@ -384,56 +384,55 @@ struct TypeEntry {
   RowFn dequantize;  // null when DequantizeRow is Unimplemented
 };
 
-constexpr TypeEntry Entry(GgmlType type, absl::string_view name,
-                          int64_t block_size, int64_t type_size, RowFn fn) {
-  return {{type, name, block_size, type_size, /*can_dequantize=*/true}, fn};
+// Name and layout from ggml_type_layout.h, the one place they are written.
+constexpr TypeEntry Entry(GgmlType type, RowFn fn) {
+  const GgmlLayout l = GgmlTypeLayout(type);
+  return {{type, l.name, l.elems, l.bytes, /*can_dequantize=*/fn != nullptr},
+          fn};
 }
 
-constexpr TypeEntry Unsupported(GgmlType type, absl::string_view name,
-                                int64_t block_size, int64_t type_size) {
-  return {{type, name, block_size, type_size, /*can_dequantize=*/false},
-          nullptr};
-}
+constexpr TypeEntry Unsupported(GgmlType type) { return Entry(type, nullptr); }
 
-template <int64_t kElems, int64_t kBytes, BlockFn kBlock>
-constexpr TypeEntry Blocked(GgmlType type, absl::string_view name) {
-  return Entry(type, name, kElems, kBytes, &RowBlocks<kElems, kBytes, kBlock>);
+template <GgmlType kType, BlockFn kBlock>
+constexpr TypeEntry Blocked() {
+  return Entry(
+      kType, &RowBlocks<GgmlBlockElems(kType), GgmlBlockBytes(kType), kBlock>);
 }
 
 constexpr TypeEntry kEntries[] = {
-    Entry(GgmlType::kF32, "F32", 1, 4, &RowF32),
-    Entry(GgmlType::kF16, "F16", 1, 2, &RowF16),
-    Blocked<32, 18, &BlockQ4_0>(GgmlType::kQ4_0, "Q4_0"),
-    Blocked<32, 20, &BlockQ4_1>(GgmlType::kQ4_1, "Q4_1"),
-    Blocked<32, 22, &BlockQ5_0>(GgmlType::kQ5_0, "Q5_0"),
-    Blocked<32, 24, &BlockQ5_1>(GgmlType::kQ5_1, "Q5_1"),
-    Blocked<32, 34, &BlockQ8_0>(GgmlType::kQ8_0, "Q8_0"),
-    Blocked<32, 36, &BlockQ8_1>(GgmlType::kQ8_1, "Q8_1"),
-    Blocked<256, 84, &BlockQ2_K>(GgmlType::kQ2_K, "Q2_K"),
-    Blocked<256, 110, &BlockQ3_K>(GgmlType::kQ3_K, "Q3_K"),
-    Blocked<256, 144, &BlockQ4_K>(GgmlType::kQ4_K, "Q4_K"),
-    Blocked<256, 176, &BlockQ5_K>(GgmlType::kQ5_K, "Q5_K"),
-    Blocked<256, 210, &BlockQ6_K>(GgmlType::kQ6_K, "Q6_K"),
-    Blocked<256, 292, &BlockQ8_K>(GgmlType::kQ8_K, "Q8_K"),
+    Entry(GgmlType::kF32, &RowF32),
+    Entry(GgmlType::kF16, &RowF16),
+    Blocked<GgmlType::kQ4_0, &BlockQ4_0>(),
+    Blocked<GgmlType::kQ4_1, &BlockQ4_1>(),
+    Blocked<GgmlType::kQ5_0, &BlockQ5_0>(),
+    Blocked<GgmlType::kQ5_1, &BlockQ5_1>(),
+    Blocked<GgmlType::kQ8_0, &BlockQ8_0>(),
+    Blocked<GgmlType::kQ8_1, &BlockQ8_1>(),
+    Blocked<GgmlType::kQ2_K, &BlockQ2_K>(),
+    Blocked<GgmlType::kQ3_K, &BlockQ3_K>(),
+    Blocked<GgmlType::kQ4_K, &BlockQ4_K>(),
+    Blocked<GgmlType::kQ5_K, &BlockQ5_K>(),
+    Blocked<GgmlType::kQ6_K, &BlockQ6_K>(),
+    Blocked<GgmlType::kQ8_K, &BlockQ8_K>(),
     // The grid-based i-quants need ggml's codebooks; not supported (yet).
-    Unsupported(GgmlType::kIQ2_XXS, "IQ2_XXS", 256, 66),
-    Unsupported(GgmlType::kIQ2_XS, "IQ2_XS", 256, 74),
-    Unsupported(GgmlType::kIQ3_XXS, "IQ3_XXS", 256, 98),
-    Unsupported(GgmlType::kIQ1_S, "IQ1_S", 256, 50),
-    Blocked<32, 18, &BlockIQ4_NL>(GgmlType::kIQ4_NL, "IQ4_NL"),
-    Unsupported(GgmlType::kIQ3_S, "IQ3_S", 256, 110),
-    Unsupported(GgmlType::kIQ2_S, "IQ2_S", 256, 82),
-    Blocked<256, 136, &BlockIQ4_XS>(GgmlType::kIQ4_XS, "IQ4_XS"),
-    Entry(GgmlType::kI8, "I8", 1, 1, &RowCast<int8_t>),
-    Entry(GgmlType::kI16, "I16", 1, 2, &RowCast<int16_t>),
-    Entry(GgmlType::kI32, "I32", 1, 4, &RowCast<int32_t>),
-    Entry(GgmlType::kI64, "I64", 1, 8, &RowCast<int64_t>),
-    Entry(GgmlType::kF64, "F64", 1, 8, &RowCast<double>),
-    Unsupported(GgmlType::kIQ1_M, "IQ1_M", 256, 56),
-    Entry(GgmlType::kBF16, "BF16", 1, 2, &RowBF16),
-    Blocked<256, 54, &BlockTQ1_0>(GgmlType::kTQ1_0, "TQ1_0"),
-    Blocked<256, 66, &BlockTQ2_0>(GgmlType::kTQ2_0, "TQ2_0"),
-    Blocked<32, 17, &BlockMXFP4>(GgmlType::kMXFP4, "MXFP4"),
+    Unsupported(GgmlType::kIQ2_XXS),
+    Unsupported(GgmlType::kIQ2_XS),
+    Unsupported(GgmlType::kIQ3_XXS),
+    Unsupported(GgmlType::kIQ1_S),
+    Blocked<GgmlType::kIQ4_NL, &BlockIQ4_NL>(),
+    Unsupported(GgmlType::kIQ3_S),
+    Unsupported(GgmlType::kIQ2_S),
+    Blocked<GgmlType::kIQ4_XS, &BlockIQ4_XS>(),
+    Entry(GgmlType::kI8, &RowCast<int8_t>),
+    Entry(GgmlType::kI16, &RowCast<int16_t>),
+    Entry(GgmlType::kI32, &RowCast<int32_t>),
+    Entry(GgmlType::kI64, &RowCast<int64_t>),
+    Entry(GgmlType::kF64, &RowCast<double>),
+    Unsupported(GgmlType::kIQ1_M),
+    Entry(GgmlType::kBF16, &RowBF16),
+    Blocked<GgmlType::kTQ1_0, &BlockTQ1_0>(),
+    Blocked<GgmlType::kTQ2_0, &BlockTQ2_0>(),
+    Blocked<GgmlType::kMXFP4, &BlockMXFP4>(),
 };
 
 constexpr uint32_t kIdLimit = 40;  // one past the largest id in the enum

@@ -1,8 +1,9 @@
 #ifndef PACELINE_ENGINE_GGUF_GGML_TYPE_H_
 #define PACELINE_ENGINE_GGUF_GGML_TYPE_H_
 
-// The ggml tensor element types that GGUF files use: their ids, block
-// layouts and byte sizes, and dequantization of a row to float.
+// The ggml tensor element types that GGUF files use (ggml_type_layout.h:
+// ids, names and block layouts): their traits, checked byte sizes, and
+// dequantization of a row to float.
 //
 // Every type id published by ggml is known here (so any GGUF parses and its
 // sizes are checked); dequantization exists for a subset (see
@@ -13,44 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/gguf/ggml_type_layout.h"  // GgmlType, layouts
 
 namespace paceline::engine {
-
-// Values are ggml's on-disk ids; gaps are ids ggml has retired.
-enum class GgmlType : uint32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,
-  kQ4_1 = 3,
-  kQ5_0 = 6,
-  kQ5_1 = 7,
-  kQ8_0 = 8,
-  kQ8_1 = 9,
-  kQ2_K = 10,
-  kQ3_K = 11,
-  kQ4_K = 12,
-  kQ5_K = 13,
-  kQ6_K = 14,
-  kQ8_K = 15,
-  kIQ2_XXS = 16,
-  kIQ2_XS = 17,
-  kIQ3_XXS = 18,
-  kIQ1_S = 19,
-  kIQ4_NL = 20,
-  kIQ3_S = 21,
-  kIQ2_S = 22,
-  kIQ4_XS = 23,
-  kI8 = 24,
-  kI16 = 25,
-  kI32 = 26,
-  kI64 = 27,
-  kF64 = 28,
-  kIQ1_M = 29,
-  kBF16 = 30,
-  kTQ1_0 = 34,
-  kTQ2_0 = 35,
-  kMXFP4 = 39,
-};
 
 struct GgmlTypeTraits {
   GgmlType type;

@@ -226,7 +226,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
   }
   plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) * 8 /
                                  static_cast<double>(plan.parameters);
-  plan.kv_dtype = DtypeName(request.kv_type);
+  plan.kv_dtype = request.kv_type;
   ASSIGN_OR_RETURN(plan.kv_bytes_per_token,
                    KvBytesPerToken(config, request.kv_type));
   plan.context = request.context;

@@ -97,7 +97,7 @@ struct MemoryPlan {
   double weights_bits_per_weight = 0;  // weights_bytes × 8 / parameters
   // Weight bytes one decode step at batch 1 reads (see the top).
   uint64_t weights_read_bytes_per_token = 0;
-  std::string kv_dtype;  // "f32", "f16", "bf16" (CUDA) or "q8_0"
+  GgmlType kv_dtype = GgmlType::kF16;  // F32, F16, BF16 (CUDA) or Q8_0
   uint64_t kv_bytes_per_token = 0;
   int64_t context = 0;
   int64_t sequences = 0;

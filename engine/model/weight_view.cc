@@ -3,21 +3,8 @@
 namespace paceline::engine {
 
 bool IsMatMulWeightType(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  return type == GgmlType::kF32 || type == GgmlType::kF16 ||
+         type == GgmlType::kBF16 || IsBlockMatMulType(type);
 }
 
 }  // namespace paceline::engine

@@ -152,7 +152,7 @@ void FillModelInfo(const engine::ModelConfig& config,
 void FillMemoryPlan(const engine::MemoryPlan& plan, v1::MemoryPlan* out) {
   out->set_weights_dtype(plan.weights_dtype);
   out->set_weights_bytes(plan.weights_bytes);
-  out->set_kv_dtype(plan.kv_dtype);
+  out->set_kv_dtype(engine::DtypeName(plan.kv_dtype));
   out->set_kv_bytes_per_token(plan.kv_bytes_per_token);
   out->set_context(plan.context);
   out->set_sequences(plan.sequences);

@@ -46,7 +46,7 @@ TEST(BackendTest, ExplicitCpu) {
   EXPECT_EQ(b->engine->block_size(), 16);
   EXPECT_EQ(b->engine->num_blocks(), 4 * kBlocksPerSequence);
   EXPECT_EQ(b->num_blocks, 4 * kBlocksPerSequence);
-  EXPECT_EQ(b->plan.kv_dtype, "f16");
+  EXPECT_EQ(b->plan.kv_dtype, GgmlType::kF16);
   EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken);
   EXPECT_EQ(b->plan.context, 256);
   EXPECT_EQ(b->plan.sequences, 4);
@@ -71,7 +71,7 @@ TEST(BackendTest, F32CacheHoldsHalfTheTokens) {
   o.max_running = 16;
   absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->plan.kv_dtype, "f32");
+  EXPECT_EQ(b->plan.kv_dtype, GgmlType::kF32);
   EXPECT_EQ(b->plan.kv_bytes_per_token, kCpuKvPerToken * 2);
   EXPECT_EQ(b->plan.sequences, 2);
   EXPECT_EQ(b->engine->num_blocks(), 2 * kBlocksPerSequence);
@@ -95,11 +95,27 @@ TEST(BackendTest, Q8CacheCountsItsBlockBytes) {
   o.max_running = 16;
   absl::StatusOr<Backend> b = MakeBackend(o, m->weights);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->plan.kv_dtype, "q8_0");
+  EXPECT_EQ(b->plan.kv_dtype, GgmlType::kQ8_0);
   EXPECT_EQ(b->plan.kv_bytes_per_token, kQ8PerToken);
   EXPECT_EQ(b->plan.sequences, 7);  // floor(2 x 4 / 1.0625)
   EXPECT_EQ(b->engine->num_blocks(), o.kv_memory_bytes / (16 * kQ8PerToken));
   EXPECT_NE(b->log_lines[1].find("q8_0"), std::string::npos) << b->log_lines[1];
+}
+
+// The one KV parser takes bf16 (the CUDA engine stores it beside BF16
+// weights); the CPU engine refuses it when the backend is made, naming it.
+TEST(BackendTest, CpuRefusesABf16Cache) {
+  absl::StatusOr<LoadedModel> m = OpenModel("dummy:stories42m:q8_0");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BackendOptions o = Cpu();
+  o.kv_type = GgmlType::kBF16;
+  o.kv_blocks = 4;
+  absl::StatusOr<Backend> b = MakeBackend(o, m->weights);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("KV cache dtype BF16 is not supported"),
+            std::string::npos)
+      << b.status();
 }
 
 // Q8_0 blocks hold 32 elements: stories15m's heads of 48 cannot be stored

@@ -216,7 +216,7 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
        "flag --block-size: field kv_cache.block_size: must be a power of two"},
       {{"--kv-dtype", "q4_0"},
        "flag --kv-dtype: field kv_cache.dtype: must be \"f32\", \"f16\", "
-       "\"q8_0\""},
+       "\"q8_0\", \"bf16\""},
       {{"--max-batched-tokens", "-5"},
        "flag --max-batched-tokens: field scheduler.max_batched_tokens"},
       {{"--drain-timeout", "soon"}, "--drain-timeout wants a whole number"},

@@ -124,7 +124,7 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
     f.backend = *v;
   }
   if (auto v = args.Get("kv-dtype")) {
-    absl::StatusOr<engine::GgmlType> t = engine::ParseBackendKvDtype(*v);
+    absl::StatusOr<engine::GgmlType> t = engine::ParseKvDtype(*v);
     if (!t.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--kv-dtype ", t.status().message()));

@@ -262,7 +262,7 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   if (c.is_moe()) {
     t.Bytes("weights read per token", plan.weights_read_bytes_per_token);
   }
-  t.Bytes(absl::StrCat("KV per token (", plan.kv_dtype, ")"),
+  t.Bytes(absl::StrCat("KV per token (", engine::DtypeName(plan.kv_dtype), ")"),
           plan.kv_bytes_per_token);
   t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
                        Sequences(plan.sequences), ")"),

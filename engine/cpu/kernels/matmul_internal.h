@@ -36,9 +36,12 @@
 namespace paceline::engine::cpu::internal {
 
 // Elements per int8 block: Q8_0, Q4_0 and the quantized activations.
-inline constexpr int64_t kQBlock = 32;
-inline constexpr int64_t kQ8_0BlockBytes = 34;  // f16 d | int8 qs[32]
-inline constexpr int64_t kQ4_0BlockBytes = 18;  // f16 d | uint8 qs[16]
+inline constexpr int64_t kQBlock = GgmlBlockElems(GgmlType::kQ8_0);
+// f16 d | int8 qs[32]
+inline constexpr int64_t kQ8_0BlockBytes = GgmlBlockBytes(GgmlType::kQ8_0);
+// f16 d | uint8 qs[16]
+inline constexpr int64_t kQ4_0BlockBytes = GgmlBlockBytes(GgmlType::kQ4_0);
+static_assert(GgmlBlockElems(GgmlType::kQ4_0) == kQBlock);
 
 // Activations quantized per token and block of 32:
 // x[t, c] ~= q[t, c] * d[t, c / 32], with d = max|x| / 127 over the block

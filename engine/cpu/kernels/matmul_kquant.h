@@ -35,22 +35,12 @@
 
 namespace paceline::engine::cpu::internal {
 
-inline constexpr int64_t kKBlock = 256;  // elements per super-block
-inline constexpr int64_t kKGroup = 16;   // elements per activation sum
+// Elements per super-block (every K-quant's).
+inline constexpr int64_t kKBlock = GgmlBlockElems(GgmlType::kQ4_K);
+inline constexpr int64_t kKGroup = 16;  // elements per activation sum
 
 inline constexpr int64_t KBlockBytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ2_K:
-      return 84;
-    case GgmlType::kQ3_K:
-      return 110;
-    case GgmlType::kQ4_K:
-      return 144;
-    case GgmlType::kQ5_K:
-      return 176;
-    default:
-      return 210;  // Q6_K
-  }
+  return GgmlBlockBytes(type);
 }
 
 // Whether B (the dmin term) exists for `type`.

@@ -2,13 +2,13 @@
 #define PACELINE_ENGINE_CUDA_KERNELS_DTYPE_CUH_
 
 // Device-side helpers shared by the kernels: float conversions of the
-// DeviceDtype element types, warp/block reductions, and a dispatch macro
-// from DeviceDtype to a C++ type. Included by .cu files only.
+// GgmlType element types, warp/block reductions, and a dispatch macro
+// from GgmlType to a C++ type. Included by .cu files only.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -64,21 +64,24 @@ __device__ __forceinline__ A BlockSum(A v, A* scratch) {
 
 }  // namespace paceline::engine::cuda
 
-// Runs the statements with `T` bound to the C++ type of `dtype`.
-#define PACELINE_DISPATCH_DTYPE(dtype, T, ...)           \
-  switch (dtype) {                                       \
-    case ::paceline::engine::cuda::DeviceDtype::kF32: {  \
-      using T = float;                                   \
-      __VA_ARGS__;                                       \
-    } break;                                             \
-    case ::paceline::engine::cuda::DeviceDtype::kF16: {  \
-      using T = __half;                                  \
-      __VA_ARGS__;                                       \
-    } break;                                             \
-    case ::paceline::engine::cuda::DeviceDtype::kBF16: { \
-      using T = __nv_bfloat16;                           \
-      __VA_ARGS__;                                       \
-    } break;                                             \
+// Runs the statements with `T` bound to the C++ type of `dtype`; returns
+// cudaErrorInvalidValue from the enclosing launcher for any other type.
+#define PACELINE_DISPATCH_DTYPE(dtype, T, ...)  \
+  switch (dtype) {                              \
+    case ::paceline::engine::GgmlType::kF32: {  \
+      using T = float;                          \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case ::paceline::engine::GgmlType::kF16: {  \
+      using T = __half;                         \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case ::paceline::engine::GgmlType::kBF16: { \
+      using T = __nv_bfloat16;                  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    default:                                    \
+      return cudaErrorInvalidValue;             \
   }
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_DTYPE_CUH_

@@ -20,7 +20,7 @@ __global__ void EmbeddingKernel(const T* table,         // (n_vocab, dim)
 
 }  // namespace
 
-cudaError_t LaunchEmbedding(DeviceDtype dtype, const void* table,
+cudaError_t LaunchEmbedding(GgmlType dtype, const void* table,
                             const int32_t* tokens, int64_t n_tokens,
                             int64_t dim, float* out, cudaStream_t stream) {
   if (n_tokens <= 0) return cudaSuccess;

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -14,7 +14,7 @@ namespace paceline::engine::cuda {
 //   table:  (n_vocab, dim) of `dtype`
 //   tokens: (n_tokens) int32
 //   out:    (n_tokens, dim) float
-cudaError_t LaunchEmbedding(DeviceDtype dtype, const void* table,
+cudaError_t LaunchEmbedding(GgmlType dtype, const void* table,
                             const int32_t* tokens, int64_t n_tokens,
                             int64_t dim, float* out, cudaStream_t stream);
 

@@ -106,7 +106,7 @@ cudaError_t LaunchMoeRoute(const float* logits, int64_t n_tokens,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchMoeGather(DeviceDtype dtype, const void* x,
+cudaError_t LaunchMoeGather(GgmlType dtype, const void* x,
                             const int32_t* row_token, int64_t rows, int64_t dim,
                             void* out, cudaStream_t stream) {
   if (rows * dim <= 0) return cudaSuccess;

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -29,7 +29,7 @@ cudaError_t LaunchMoeRoute(const float* logits, int64_t n_tokens,
 //   x:         (n_tokens, dim) of `dtype`
 //   row_token: (rows) int32
 //   out:       (rows, dim) of `dtype`
-cudaError_t LaunchMoeGather(DeviceDtype dtype, const void* x,
+cudaError_t LaunchMoeGather(GgmlType dtype, const void* x,
                             const int32_t* row_token, int64_t rows, int64_t dim,
                             void* out, cudaStream_t stream);
 

@@ -394,14 +394,15 @@ int PagedAttentionSplits(const PagedAttentionParams& p) {
   return PlanPagedAttention(p).splits;
 }
 
-cudaError_t LaunchPagedAttention(DeviceDtype dtype, KvDtype kv_dtype,
+cudaError_t LaunchPagedAttention(GgmlType dtype, GgmlType kv_dtype,
                                  const PagedAttentionParams& p,
                                  cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxAttentionHeadDim || p.n_tokens > 65535 ||
       p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 ||
       p.max_context <= 0 ||
-      (kv_dtype == KvDtype::kQ8_0 && p.head_dim % kKvQ8BlockElems != 0)) {
+      (kv_dtype == GgmlType::kQ8_0 &&
+       p.head_dim % GgmlBlockElems(GgmlType::kQ8_0) != 0)) {
     return cudaErrorInvalidValue;
   }
   const PagedAttentionPlan plan = PlanPagedAttention(p);

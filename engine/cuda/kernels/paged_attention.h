@@ -5,8 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
-#include "engine/cuda/kernels/kv_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -20,7 +19,7 @@ namespace paceline::engine::cuda {
 //
 //   out = sum_p softmax_p(scale * q · K[p]) V[p]
 //
-// K/V are read as floats (kv_dtype.h: a Q8_0 element is d * q, rounded
+// K/V are read as floats (kv_dtype.cuh: a Q8_0 element is d * q, rounded
 // once), so every cache type takes the same float path. Two kernels, both
 // with an online softmax in float:
 //  - per token: one CUDA block per (head, token, split); its warps take
@@ -48,7 +47,7 @@ struct PagedAttentionParams {
   const int32_t* table_offsets = nullptr;  // (n_tokens) into block_tables
   const int32_t* block_tables = nullptr;   // (sum of table lengths)
   // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size)
-  // rows of KvRowBytes(kv_dtype, head_dim) bytes (kv_dtype.h).
+  // rows of GgmlRowBytesOf(kv_dtype, head_dim) bytes (kv_dtype.cuh).
   const void* kv_layer = nullptr;
   void* out = nullptr;  // (n_tokens, n_heads, head_dim) of `dtype`
   // The largest positions[t] + 1 of the step (host-side knowledge).
@@ -88,7 +87,7 @@ int PagedAttentionSplits(const PagedAttentionParams& p);
 // `dtype`: the output's element type; `kv_dtype`: the cache's (BF16 only
 // with a BF16 `dtype`; Q8_0 with head_dim a multiple of 32), else
 // cudaErrorInvalidValue.
-cudaError_t LaunchPagedAttention(DeviceDtype dtype, KvDtype kv_dtype,
+cudaError_t LaunchPagedAttention(GgmlType dtype, GgmlType kv_dtype,
                                  const PagedAttentionParams& p,
                                  cudaStream_t stream);
 

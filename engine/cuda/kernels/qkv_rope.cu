@@ -74,11 +74,12 @@ __global__ void QkvRopeKernel(QkvRopeParams p, uint8_t* kv_layer) {
 
 }  // namespace
 
-cudaError_t LaunchQkvRope(KvDtype kv_dtype, const QkvRopeParams& p,
+cudaError_t LaunchQkvRope(GgmlType kv_dtype, const QkvRopeParams& p,
                           cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxQkvHeadDim || p.n_tokens > 65535 ||
-      (kv_dtype == KvDtype::kQ8_0 && p.head_dim % kKvQ8BlockElems != 0)) {
+      (kv_dtype == GgmlType::kQ8_0 &&
+       p.head_dim % GgmlBlockElems(GgmlType::kQ8_0) != 0)) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(p.n_heads + 2 * p.n_kv_heads),

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/kv_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -19,7 +19,7 @@ namespace paceline::engine::cuda {
 //      pairs (x[2i], x[2i+1]) or, with neox, (x[i], x[i + rope_dim/2]);
 //      dims from rope_dim on pass through,
 // then Q is written back in place and K, V go (encoded as `kv_dtype`,
-// kv_dtype.h) into the token's paged slot. q_dim = n_heads * head_dim,
+// kv_dtype.cuh) into the token's paged slot. q_dim = n_heads * head_dim,
 // kv_dim = n_kv_heads * head_dim; head_dim <= kMaxQkvHeadDim (and a
 // multiple of 32 for Q8_0).
 struct QkvRopeParams {
@@ -42,7 +42,7 @@ struct QkvRopeParams {
   int64_t block_size = 16;
   float* qkv = nullptr;  // (n_tokens, q_dim + 2 kv_dim): Q | K | V
   // This layer's blocks: (num_blocks, 2 (K, V), n_kv_heads, block_size)
-  // rows of KvRowBytes(kv_dtype, head_dim) bytes.
+  // rows of GgmlRowBytesOf(kv_dtype, head_dim) bytes.
   void* kv_layer = nullptr;
 };
 
@@ -50,7 +50,7 @@ inline constexpr int64_t kMaxQkvHeadDim = 512;
 
 // cudaErrorInvalidValue for a head_dim over kMaxQkvHeadDim, more than 65535
 // tokens, or Q8_0 with head_dim % 32 != 0.
-cudaError_t LaunchQkvRope(KvDtype kv_dtype, const QkvRopeParams& p,
+cudaError_t LaunchQkvRope(GgmlType kv_dtype, const QkvRopeParams& p,
                           cudaStream_t stream);
 
 }  // namespace paceline::engine::cuda

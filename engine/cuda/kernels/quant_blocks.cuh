@@ -17,35 +17,12 @@
 
 namespace paceline::engine::cuda {
 
-template <QuantType kQ>
-struct QuantTraits;
-template <>
-struct QuantTraits<QuantType::kQ8_0> {
-  static constexpr int kElems = 32, kBytes = 34;
-};
-template <>
-struct QuantTraits<QuantType::kQ4_0> {
-  static constexpr int kElems = 32, kBytes = 18;
-};
-template <>
-struct QuantTraits<QuantType::kQ2_K> {
-  static constexpr int kElems = 256, kBytes = 84;
-};
-template <>
-struct QuantTraits<QuantType::kQ3_K> {
-  static constexpr int kElems = 256, kBytes = 110;
-};
-template <>
-struct QuantTraits<QuantType::kQ4_K> {
-  static constexpr int kElems = 256, kBytes = 144;
-};
-template <>
-struct QuantTraits<QuantType::kQ5_K> {
-  static constexpr int kElems = 256, kBytes = 176;
-};
-template <>
-struct QuantTraits<QuantType::kQ6_K> {
-  static constexpr int kElems = 256, kBytes = 210;
+// A quantized type's block, from ggml_type_layout.h.
+template <GgmlType kQ>
+struct QuantTraits {
+  static_assert(IsBlockMatMulType(kQ));
+  static constexpr int kElems = static_cast<int>(GgmlBlockElems(kQ));
+  static constexpr int kBytes = static_cast<int>(GgmlBlockBytes(kQ));
 };
 
 __device__ __forceinline__ float LoadHalfAt(const uint8_t* p) {
@@ -77,27 +54,27 @@ __device__ __forceinline__ int Q3KScaleAt(const uint8_t* s, int g) {
 // need: w[l] * returned is element 32c + l. The 32-element types return
 // their block scale (so a dot product multiplies once per block); the
 // K-quants return 1 with the values complete.
-template <QuantType kQ>
+template <GgmlType kQ>
 __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
                                            float (&w)[32]) {
   constexpr int kChunks = QuantTraits<kQ>::kElems / 32;
   const uint8_t* b = row + (c / kChunks) * QuantTraits<kQ>::kBytes;
   const int j = static_cast<int>(c % kChunks);  // chunk within the block
   const int h = j / 4, k = j % 4;  // K-quants: half and quarter of a half
-  if constexpr (kQ == QuantType::kQ8_0) {
+  if constexpr (kQ == GgmlType::kQ8_0) {
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       w[l] = static_cast<float>(static_cast<int8_t>(b[2 + l]));
     }
     return LoadHalfAt(b);
-  } else if constexpr (kQ == QuantType::kQ4_0) {
+  } else if constexpr (kQ == GgmlType::kQ4_0) {
 #pragma unroll
     for (int l = 0; l < 16; ++l) {
       w[l] = static_cast<float>((b[2 + l] & 0x0f) - 8);
       w[l + 16] = static_cast<float>((b[2 + l] >> 4) - 8);
     }
     return LoadHalfAt(b);
-  } else if constexpr (kQ == QuantType::kQ2_K) {
+  } else if constexpr (kQ == GgmlType::kQ2_K) {
     // scales[16] | qs[64] | d | dmin; 2 bits at 2k of qs[32h + l].
     const float d = LoadHalfAt(b + 80), dmin = LoadHalfAt(b + 82);
 #pragma unroll
@@ -111,7 +88,7 @@ __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
         w[l] = __fmul_rn(dl, static_cast<float>(q)) - ml;
       }
     }
-  } else if constexpr (kQ == QuantType::kQ3_K) {
+  } else if constexpr (kQ == GgmlType::kQ3_K) {
     // hmask[32] | qs[64] | scales[12] | d; a clear hmask bit subtracts 4.
     const float d = LoadHalfAt(b + 108);
 #pragma unroll
@@ -125,9 +102,9 @@ __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
         w[l] = __fmul_rn(dl, static_cast<float>(q));
       }
     }
-  } else if constexpr (kQ == QuantType::kQ4_K || kQ == QuantType::kQ5_K) {
+  } else if constexpr (kQ == GgmlType::kQ4_K || kQ == GgmlType::kQ5_K) {
     // d | dmin | scales[12] | (Q5_K: qh[32]) | qs[128].
-    constexpr int kQs = kQ == QuantType::kQ5_K ? 48 : 16;
+    constexpr int kQs = kQ == GgmlType::kQ5_K ? 48 : 16;
     int scale, min;
     K4ScaleMinAt(b + 4, j, &scale, &min);
     const float dl = __fmul_rn(LoadHalfAt(b), static_cast<float>(scale));
@@ -137,11 +114,11 @@ __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       int q = (qs[l] >> shift) & 0xF;
-      if constexpr (kQ == QuantType::kQ5_K) q |= ((b[16 + l] >> j) & 1) << 4;
+      if constexpr (kQ == GgmlType::kQ5_K) q |= ((b[16 + l] >> j) & 1) << 4;
       w[l] = __fmul_rn(dl, static_cast<float>(q)) - ml;
     }
   } else {
-    static_assert(kQ == QuantType::kQ6_K);
+    static_assert(kQ == GgmlType::kQ6_K);
     // ql[128] | qh[64] | int8 scales[16] | d.
     const float d = LoadHalfAt(b + 208);
     const uint8_t* lo = b + 64 * h + 32 * (k % 2);

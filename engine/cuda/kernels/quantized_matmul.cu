@@ -8,37 +8,40 @@
 #include "engine/cuda/kernels/quant_blocks.cuh"
 #include "engine/cuda/kernels/quantized_matmul.h"
 
-// Runs the statements with `kQ` bound to `q` as a constant.
-#define PACELINE_DISPATCH_QUANT(q, kQ, ...)      \
-  switch (q) {                                   \
-    case QuantType::kQ8_0: {                     \
-      constexpr QuantType kQ = QuantType::kQ8_0; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ4_0: {                     \
-      constexpr QuantType kQ = QuantType::kQ4_0; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ2_K: {                     \
-      constexpr QuantType kQ = QuantType::kQ2_K; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ3_K: {                     \
-      constexpr QuantType kQ = QuantType::kQ3_K; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ4_K: {                     \
-      constexpr QuantType kQ = QuantType::kQ4_K; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ5_K: {                     \
-      constexpr QuantType kQ = QuantType::kQ5_K; \
-      __VA_ARGS__;                               \
-    } break;                                     \
-    case QuantType::kQ6_K: {                     \
-      constexpr QuantType kQ = QuantType::kQ6_K; \
-      __VA_ARGS__;                               \
-    } break;                                     \
+// Runs the statements with `kQ` bound to `q` as a constant: every type of
+// kBlockMatMulTypes; cudaErrorInvalidValue for any other.
+#define PACELINE_DISPATCH_QUANT(q, kQ, ...)    \
+  switch (q) {                                 \
+    case GgmlType::kQ8_0: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ8_0; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ4_0: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ4_0; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ2_K: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ2_K; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ3_K: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ3_K; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ4_K: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ4_K; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ5_K: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ5_K; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    case GgmlType::kQ6_K: {                    \
+      constexpr GgmlType kQ = GgmlType::kQ6_K; \
+      __VA_ARGS__;                             \
+    } break;                                   \
+    default:                                   \
+      return cudaErrorInvalidValue;            \
   }
 
 namespace paceline::engine::cuda {
@@ -46,12 +49,12 @@ namespace {
 
 constexpr int kWarps = 4;  // rows per CUDA block
 
-template <QuantType kQ>
+template <GgmlType kQ>
 constexpr int64_t RowBytes(int64_t cols) {
   return cols / QuantTraits<kQ>::kElems * QuantTraits<kQ>::kBytes;
 }
 
-template <QuantType kQ, typename T, int kN>
+template <GgmlType kQ, typename T, int kN>
 __global__ void __launch_bounds__(kWarps * 32)
     QuantizedGemvKernel(const uint8_t* w,  // (rows, cols) blocks
                         int64_t rows, int64_t cols,
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // One thread per chunk of 32 elements; a row's chunks are contiguous in
 // `out` too, so chunk c of the matrix is out[32c, 32c + 32).
-template <QuantType kQ, typename T>
+template <GgmlType kQ, typename T>
 __global__ void DequantizeKernel(const uint8_t* w, int64_t chunks_per_row,
                                  int64_t n_chunks, T* out) {
   const int64_t row_bytes = RowBytes<kQ>(chunks_per_row * 32);
@@ -116,7 +119,7 @@ __global__ void DequantizeKernel(const uint8_t* w, int64_t chunks_per_row,
 }
 
 // One CUDA block per token, one thread per chunk of its row.
-template <QuantType kQ>
+template <GgmlType kQ>
 __global__ void QuantizedEmbeddingKernel(
     const uint8_t* table,   // (n_vocab, dim)
     const int32_t* tokens,  // (n_tokens)
@@ -133,7 +136,7 @@ __global__ void QuantizedEmbeddingKernel(
   }
 }
 
-template <QuantType kQ, typename T>
+template <GgmlType kQ, typename T>
 void Gemv(const void* w, int64_t rows, int64_t cols, const void* x, int64_t n,
           float beta, float* y, int64_t ldy, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
@@ -157,12 +160,12 @@ void Gemv(const void* w, int64_t rows, int64_t cols, const void* x, int64_t n,
 
 }  // namespace
 
-cudaError_t LaunchQuantizedGemv(QuantType q, const void* w, int64_t rows,
-                                int64_t cols, DeviceDtype x_dtype,
-                                const void* x, int64_t n_tokens, float beta,
-                                float* y, int64_t ldy, cudaStream_t stream) {
+cudaError_t LaunchQuantizedGemv(GgmlType q, const void* w, int64_t rows,
+                                int64_t cols, GgmlType x_dtype, const void* x,
+                                int64_t n_tokens, float beta, float* y,
+                                int64_t ldy, cudaStream_t stream) {
   if (rows <= 0 || n_tokens <= 0) return cudaSuccess;
-  if (cols % QuantBlockElems(q) != 0 || n_tokens > kMaxGemvTokens ||
+  if (cols % GgmlBlockElems(q) != 0 || n_tokens > kMaxGemvTokens ||
       ldy < rows) {
     return cudaErrorInvalidValue;
   }
@@ -174,10 +177,10 @@ cudaError_t LaunchQuantizedGemv(QuantType q, const void* w, int64_t rows,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
-                             int64_t cols, DeviceDtype out_dtype, void* out,
+cudaError_t LaunchDequantize(GgmlType q, const void* w, int64_t rows,
+                             int64_t cols, GgmlType out_dtype, void* out,
                              cudaStream_t stream) {
-  if (cols % QuantBlockElems(q) != 0) return cudaErrorInvalidValue;
+  if (cols % GgmlBlockElems(q) != 0) return cudaErrorInvalidValue;
   const int64_t per_row = cols / 32;
   const int64_t total = rows * per_row;
   if (total <= 0) return cudaSuccess;
@@ -194,11 +197,11 @@ cudaError_t LaunchDequantize(QuantType q, const void* w, int64_t rows,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchQuantizedEmbedding(QuantType q, const void* table,
+cudaError_t LaunchQuantizedEmbedding(GgmlType q, const void* table,
                                      const int32_t* tokens, int64_t n_tokens,
                                      int64_t dim, float* out,
                                      cudaStream_t stream) {
-  if (dim % QuantBlockElems(q) != 0) return cudaErrorInvalidValue;
+  if (dim % GgmlBlockElems(q) != 0) return cudaErrorInvalidValue;
   if (n_tokens <= 0) return cudaSuccess;
   const auto* tb = static_cast<const uint8_t*>(table);
   PACELINE_DISPATCH_QUANT(q, kQ,

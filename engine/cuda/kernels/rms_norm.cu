@@ -41,7 +41,7 @@ __global__ void RmsNormKernel(float* x,               // (rows, dim)
 
 }  // namespace
 
-cudaError_t LaunchRmsNorm(DeviceDtype dtype, float* x, const float* residual,
+cudaError_t LaunchRmsNorm(GgmlType dtype, float* x, const float* residual,
                           const int32_t* rows, int64_t n_rows, int64_t dim,
                           const float* w, float eps, void* out,
                           cudaStream_t stream) {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -21,7 +21,7 @@ namespace paceline::engine::cuda {
 //   rows:     (n_rows) int32, or null
 //   w:        (dim) float
 //   out:      (n_rows, dim) of `dtype`; must not alias x
-cudaError_t LaunchRmsNorm(DeviceDtype dtype, float* x, const float* residual,
+cudaError_t LaunchRmsNorm(GgmlType dtype, float* x, const float* residual,
                           const int32_t* rows, int64_t n_rows, int64_t dim,
                           const float* w, float eps, void* out,
                           cudaStream_t stream);

@@ -23,9 +23,8 @@ __global__ void SwiGluKernel(const float* gate_up,  // (n_tokens, 2 * n_ff)
 
 }  // namespace
 
-cudaError_t LaunchSwiGlu(DeviceDtype dtype, const float* gate_up,
-                         int64_t n_tokens, int64_t n_ff, void* out,
-                         cudaStream_t stream) {
+cudaError_t LaunchSwiGlu(GgmlType dtype, const float* gate_up, int64_t n_tokens,
+                         int64_t n_ff, void* out, cudaStream_t stream) {
   const int64_t total = n_tokens * n_ff;
   if (total <= 0) return cudaSuccess;
   constexpr int kThreads = 256;

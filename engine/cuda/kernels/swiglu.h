@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/cuda/kernels/device_dtype.h"
+#include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
 
@@ -14,9 +14,8 @@ namespace paceline::engine::cuda {
 // columns first) into the down projection's input type.
 //   gate_up: (n_tokens, 2 * n_ff) float
 //   out:     (n_tokens, n_ff) of `dtype`
-cudaError_t LaunchSwiGlu(DeviceDtype dtype, const float* gate_up,
-                         int64_t n_tokens, int64_t n_ff, void* out,
-                         cudaStream_t stream);
+cudaError_t LaunchSwiGlu(GgmlType dtype, const float* gate_up, int64_t n_tokens,
+                         int64_t n_ff, void* out, cudaStream_t stream);
 
 }  // namespace paceline::engine::cuda
 

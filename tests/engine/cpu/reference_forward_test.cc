@@ -215,6 +215,8 @@ TEST_P(ReferenceForwardTest, LogitsMatchNaiveForward) {
   const std::vector<Vec> ref = ReferenceForward(*shared, tokens);
 
   CpuEngineOptions options;
+
+  options.kv_type = GgmlType::kF32;  // the naive forward's exact K/V
   options.block_size = 4;  // several blocks even for 21 positions
   options.num_blocks = 16;
   options.max_tokens_per_step = 32;

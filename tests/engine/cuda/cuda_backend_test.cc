@@ -55,10 +55,10 @@ TEST_F(CudaBackendTest, TakesF32F16AndQ8Caches) {
     GgmlType type;
     const char* name;
     uint64_t row_bytes;
-    cuda::KvDtype kv;
-  } cases[] = {{GgmlType::kF32, "f32", 64 * 4, cuda::KvDtype::kF32},
-               {GgmlType::kF16, "f16", 64 * 2, cuda::KvDtype::kF16},
-               {GgmlType::kQ8_0, "q8_0", 64 / 32 * 34, cuda::KvDtype::kQ8_0}};
+    GgmlType kv;
+  } cases[] = {{GgmlType::kF32, "f32", 64 * 4, GgmlType::kF32},
+               {GgmlType::kF16, "f16", 64 * 2, GgmlType::kF16},
+               {GgmlType::kQ8_0, "q8_0", 64 / 32 * 34, GgmlType::kQ8_0}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     BackendOptions o = Cuda();
@@ -69,7 +69,7 @@ TEST_F(CudaBackendTest, TakesF32F16AndQ8Caches) {
     absl::StatusOr<Backend> b = MakeBackend(o, Stories42m());
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ(b->name, "cuda");
-    EXPECT_EQ(b->plan.kv_dtype, c.name);
+    EXPECT_EQ(DtypeName(b->plan.kv_dtype), c.name);
     EXPECT_EQ(b->plan.kv_bytes_per_token, per_token);
     const int64_t blocks = static_cast<int64_t>(std::min<uint64_t>(
         o.kv_memory_bytes / (16 * per_token), 16 * kBlocksPerSequence));
@@ -92,7 +92,7 @@ TEST_F(CudaBackendTest, UnsetKeepsTheDeviceDtype) {
   o.kv_blocks = 4;
   absl::StatusOr<Backend> b = MakeBackend(o, Stories42m());
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->plan.kv_dtype, "f16");  // Q8_0 weights run in F16
+  EXPECT_EQ(b->plan.kv_dtype, GgmlType::kF16);  // Q8_0 weights run in F16
   EXPECT_EQ(b->plan.kv_bytes_per_token, kRows * 64 * 2);
 }
 

@@ -67,33 +67,33 @@ TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
   const uint64_t embedding = shape->n_vocab * shape->n_embd;
   const struct {
     GgmlType type;
-    DeviceDtype dtype;
-  } cases[] = {{GgmlType::kF32, DeviceDtype::kF32},
-               {GgmlType::kF16, DeviceDtype::kF16},
-               {GgmlType::kBF16, DeviceDtype::kBF16},
-               {GgmlType::kQ8_0, DeviceDtype::kF16},
-               {GgmlType::kQ4_0, DeviceDtype::kF16}};
+    GgmlType dtype;
+  } cases[] = {{GgmlType::kF32, GgmlType::kF32},
+               {GgmlType::kF16, GgmlType::kF16},
+               {GgmlType::kBF16, GgmlType::kBF16},
+               {GgmlType::kQ8_0, GgmlType::kF16},
+               {GgmlType::kQ4_0, GgmlType::kF16}};
   for (const auto& c : cases) {
     auto weights = ModelWeights::Dummy(*shape, c.type, 1);
     ASSERT_TRUE(weights.ok()) << weights.status();
     const CudaEngineFootprint f = CudaEngine::Footprint(**weights);
     EXPECT_EQ(f.dtype, c.dtype) << GetGgmlTypeTraits(c.type).name;
-    const uint64_t elem = DeviceDtypeBytes(c.dtype);
+    const uint64_t elem = GgmlBlockBytes(c.dtype);
     // Q8_0 and Q4_0 matrices stay quantized; the embedding is T.
     const uint64_t matrix_bytes = c.type == GgmlType::kQ8_0 ? matrices / 32 * 34
                                   : c.type == GgmlType::kQ4_0
                                       ? matrices / 32 * 18
                                       : matrices * elem;
     EXPECT_EQ(f.weight_bytes, matrix_bytes + embedding * elem);
-    EXPECT_EQ(f.kv_dtype, KvDtypeOf(c.dtype));
+    EXPECT_EQ(f.kv_dtype, c.dtype);
     EXPECT_EQ(f.kv_bytes_per_token, 2 * elem * kv_dim);
     // Another KV type changes the KV bytes only: Q8_0 34 bytes per 32.
     CudaEngineOptions q8;
-    q8.kv_dtype = KvDtype::kQ8_0;
+    q8.kv_dtype = GgmlType::kQ8_0;
     const CudaEngineFootprint fq = CudaEngine::Footprint(**weights, q8);
     EXPECT_EQ(fq.dtype, c.dtype);
     EXPECT_EQ(fq.weight_bytes, f.weight_bytes);
-    EXPECT_EQ(fq.kv_dtype, KvDtype::kQ8_0);
+    EXPECT_EQ(fq.kv_dtype, GgmlType::kQ8_0);
     EXPECT_EQ(fq.kv_bytes_per_token, 2 * kv_dim / 32 * 34);
   }
 }
@@ -108,8 +108,9 @@ TEST_F(CudaStoriesTest, Greedy64TokensMatchCpuAndLlamaCpp) {
   options.max_tokens_per_step = 256;
   auto gpu = CudaEngine::Create(model->weights, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF32);
+  EXPECT_EQ((*gpu)->dtype(), GgmlType::kF32);
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
   cpu_options.num_blocks = 64;
   cpu_options.num_threads = 2;
   auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);
@@ -163,12 +164,12 @@ struct ModelCase {
   int64_t n_expert = 0;
   // A KV cache type for both engines; unset: each engine's default (CUDA
   // the device dtype, the CPU F32).
-  std::optional<KvDtype> kv = std::nullopt;
+  std::optional<GgmlType> kv = std::nullopt;
 };
 
 void PrintTo(const ModelCase& mc, std::ostream* os) {
   *os << mc.shape << " " << GetGgmlTypeTraits(mc.type).name;
-  if (mc.kv.has_value()) *os << " KV " << KvDtypeName(*mc.kv);
+  if (mc.kv.has_value()) *os << " KV " << GgmlTypeName(*mc.kv);
 }
 
 // The oracle's qwen3moe files (../shared/oracle: 8 experts, 2 used):
@@ -193,6 +194,7 @@ TEST_F(CudaMoeFileTest, OracleQwen3MoeFilesMatchCpu) {
     auto gpu = CudaEngine::Create(model->weights, options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     cpu::CpuEngineOptions cpu_options;
+    cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
     cpu_options.num_blocks = 8;
     cpu_options.max_tokens_per_step = 16;
     cpu_options.num_threads = 2;
@@ -237,6 +239,7 @@ TEST_P(CudaModelTest, MatchesCpuOverChunkedPrefillDecodeAndCopies) {
   auto direct = CudaEngine::Create(shared, options);
   ASSERT_TRUE(direct.ok()) << direct.status();
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
   cpu_options.num_blocks = kBlocks;
   cpu_options.block_size = kBlockSize;
   cpu_options.max_tokens_per_step = 128;
@@ -346,15 +349,15 @@ INSTANTIATE_TEST_SUITE_P(
         // rows too. Both engines quantize K/V that differ by rounding, so a
         // Q8_0 level flips now and then (measured up to 9e-4), and the CPU's
         // F16 attention rounds q and weights (3e-4).
-        ModelCase{"qwen3-0.6b", GgmlType::kF32, 5e-3, 0, KvDtype::kQ8_0},
-        ModelCase{"stories15m", GgmlType::kF32, 2e-3, 0, KvDtype::kF16},
-        ModelCase{"qwen2-0.5b", GgmlType::kF16, 2e-2, 0, KvDtype::kF32},
-        ModelCase{"llama-1b", GgmlType::kBF16, 5e-2, 0, KvDtype::kQ8_0}),
+        ModelCase{"qwen3-0.6b", GgmlType::kF32, 5e-3, 0, GgmlType::kQ8_0},
+        ModelCase{"stories15m", GgmlType::kF32, 2e-3, 0, GgmlType::kF16},
+        ModelCase{"qwen2-0.5b", GgmlType::kF16, 2e-2, 0, GgmlType::kF32},
+        ModelCase{"llama-1b", GgmlType::kBF16, 5e-2, 0, GgmlType::kQ8_0}),
     [](const auto& info) {
       std::string name = std::string(info.param.shape) + "_" +
                          std::string(GetGgmlTypeTraits(info.param.type).name);
       if (info.param.kv.has_value()) {
-        name += std::string("_kv_") + KvDtypeName(*info.param.kv);
+        name += std::string("_kv_") + GgmlTypeName(*info.param.kv);
       }
       for (char& ch : name) {
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -385,13 +388,14 @@ TEST_P(CudaKQuantFileTest, MatchesCpuOnDequantizedWeights) {
   options.max_tokens_per_step = 32;
   auto gpu = CudaEngine::Create(quantized->weights, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
+  EXPECT_EQ((*gpu)->dtype(), GgmlType::kF16);
   // Every matrix in its file type: as many bytes as the file's tensors;
   // Footprint knows it before the upload.
   EXPECT_EQ((*gpu)->MatMulBytesPerToken(), quantized->file_matrix_bytes);
   EXPECT_EQ((*gpu)->weight_bytes(),
             CudaEngine::Footprint(*quantized->weights).weight_bytes);
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
   cpu_options.num_blocks = 8;
   cpu_options.max_tokens_per_step = 32;
   cpu_options.num_threads = 2;
@@ -456,6 +460,7 @@ TEST_F(CudaLongStepTest, SplitContextsAndChunkedLogitsMatchCpu) {
   auto gpu = CudaEngine::Create(shared, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
   cpu_options.num_blocks = kBlocks;
   cpu_options.max_tokens_per_step = 1024;
   cpu_options.num_threads = 2;
@@ -564,7 +569,7 @@ TEST_F(CudaStoriesTest, MalformedBatchIsInvalidArgument) {
   options.num_blocks = 4;
   auto gpu = CudaEngine::Create(shared, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->dtype(), DeviceDtype::kF16);
+  EXPECT_EQ((*gpu)->dtype(), GgmlType::kF16);
   EXPECT_EQ((*gpu)->weight_bytes(),
             CudaEngine::Footprint(*shared).weight_bytes);
   const std::vector<int32_t> table = {0, 1};

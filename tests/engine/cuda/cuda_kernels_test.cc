@@ -42,10 +42,10 @@ using testing::RoundAll;
 using testing::Upload;
 
 class KernelTest : public testing::GpuTest,
-                   public ::testing::WithParamInterface<DeviceDtype> {
+                   public ::testing::WithParamInterface<GgmlType> {
  protected:
-  DeviceDtype dtype() const { return GetParam(); }
-  size_t elem() const { return DeviceDtypeBytes(GetParam()); }
+  GgmlType dtype() const { return GetParam(); }
+  size_t elem() const { return GgmlBlockBytes(GetParam()); }
 };
 
 TEST_P(KernelTest, EmbeddingGathersRows) {
@@ -65,7 +65,7 @@ TEST_P(KernelTest, EmbeddingGathersRows) {
     ref.insert(ref.end(), table.begin() + t * kDim,
                table.begin() + (t + 1) * kDim);
   }
-  ExpectClose(Download(DeviceDtype::kF32, d_out, kTokens * kDim), ref, 0, 0,
+  ExpectClose(Download(GgmlType::kF32, d_out, kTokens * kDim), ref, 0, 0,
               "embedding");
 }
 
@@ -110,7 +110,7 @@ TEST_P(KernelTest, RmsNormWithResidualAndRowGather) {
         const int64_t s = gather ? rows[r] : r;
         std::copy_n(&sum[s * kDim], kDim, &want_x[s * kDim]);
       }
-      ExpectClose(Download(DeviceDtype::kF32, d_x, kRows * kDim), want_x, 0, 0,
+      ExpectClose(Download(GgmlType::kF32, d_x, kRows * kDim), want_x, 0, 0,
                   "rms norm residual");
     }
   }
@@ -180,8 +180,8 @@ TEST_F(MoeKernelTest, RouteMatchesCpuRouting) {
   const std::vector<uint8_t> got_e =
       DownloadBytes(d_experts, kTokens * kK * sizeof(int32_t));
   EXPECT_EQ(std::memcmp(got_e.data(), want_e.data(), got_e.size()), 0);
-  ExpectClose(Download(DeviceDtype::kF32, d_weights, kTokens * kK), want_w,
-              1e-7, 1e-6, "routing weights");
+  ExpectClose(Download(GgmlType::kF32, d_weights, kTokens * kK), want_w, 1e-7,
+              1e-6, "routing weights");
 }
 
 TEST_F(MoeKernelTest, CombineAddsTheWeightedRowsInRankOrder) {
@@ -211,7 +211,7 @@ TEST_F(MoeKernelTest, CombineAddsTheWeightedRowsInRankOrder) {
       ref[t * kDim + d] += static_cast<float>(acc);
     }
   }
-  ExpectClose(Download(DeviceDtype::kF32, d_x, kTokens * kDim), ref, 1e-6, 1e-5,
+  ExpectClose(Download(GgmlType::kF32, d_x, kTokens * kDim), ref, 1e-6, 1e-5,
               "combine");
 }
 
@@ -306,7 +306,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
     p.block_size = kBlockSize;
     p.qkv = d_qkv.as<float>();
     p.kv_layer = d_cache.get();
-    ASSERT_EQ(LaunchQkvRope(KvDtypeOf(dtype()), p, nullptr), cudaSuccess);
+    ASSERT_EQ(LaunchQkvRope(dtype(), p, nullptr), cudaSuccess);
 
     // The CPU engine's sequence of ops (cpu_engine.cc RunLayer).
     std::vector<float> q(kTokens * q_dim), k(kTokens * kv_dim),
@@ -335,7 +335,7 @@ TEST_P(KernelTest, QkvRopeMatchesCpuOpsAndWritesPagedSlots) {
                    sin.data());
 
     const std::vector<float> got_qkv =
-        Download(DeviceDtype::kF32, d_qkv, kTokens * width);
+        Download(GgmlType::kF32, d_qkv, kTokens * width);
     std::vector<float> got_q, ref_k_cache, got_k_cache, ref_v_cache,
         got_v_cache;
     for (int64_t t = 0; t < kTokens; ++t) {
@@ -456,8 +456,7 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
     if (splits > 0) {
       EXPECT_EQ(PagedAttentionSplits(p), splits);
     }
-    ASSERT_EQ(LaunchPagedAttention(dtype(), KvDtypeOf(dtype()), p, nullptr),
-              cudaSuccess);
+    ASSERT_EQ(LaunchPagedAttention(dtype(), dtype(), p, nullptr), cudaSuccess);
     ExpectClose(Download(dtype(), d_out, n * kHeads * kHeadDim), ref, 1e-5,
                 std::max(1e-4, DefaultRtol(dtype())), "attention");
   }
@@ -569,10 +568,10 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
-                         ::testing::Values(DeviceDtype::kF32, DeviceDtype::kF16,
-                                           DeviceDtype::kBF16),
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                           GgmlType::kBF16),
                          [](const auto& info) {
-                           return std::string(DeviceDtypeName(info.param));
+                           return std::string(GgmlTypeName(info.param));
                          });
 
 }  // namespace

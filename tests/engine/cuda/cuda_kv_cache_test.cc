@@ -1,4 +1,4 @@
-// The CUDA engine's KV cache element types (kernels/kv_dtype.h) against
+// The CUDA engine's KV cache element types (kernels/kv_dtype.cuh) against
 // the CPU engine's cache (engine/cpu/kv_cache.h):
 //  - the K/V write (LaunchQkvRope) produces the very bytes KvCache::WriteRow
 //    does for the same floats, F32, F16 and Q8_0 (with scale edge cases:
@@ -31,10 +31,10 @@
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/cuda_engine.h"
-#include "engine/cuda/kernels/kv_dtype.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/gguf/ggml_type.h"
+#include "engine/gguf/ggml_type_layout.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/engine_test_util.h"
@@ -54,7 +54,7 @@ using testing::Poisoned;
 using testing::Upload;
 using testing::UploadBytes;
 
-std::unique_ptr<cpu::KvCache> MakeCpuCache(KvDtype k, int64_t kv_heads,
+std::unique_ptr<cpu::KvCache> MakeCpuCache(GgmlType k, int64_t kv_heads,
                                            int64_t head_dim, int64_t blocks,
                                            int64_t block_size) {
   cpu::KvCacheShape shape;
@@ -71,16 +71,16 @@ std::unique_ptr<cpu::KvCache> MakeCpuCache(KvDtype k, int64_t kv_heads,
 
 // One layer's pool, (blocks, 2, kv_heads, block_size) rows: the CPU cache
 // and the CUDA pool share the layout, so a row is at the same offset.
-size_t RowOffset(KvDtype k, int64_t kv_heads, int64_t head_dim,
+size_t RowOffset(GgmlType k, int64_t kv_heads, int64_t head_dim,
                  int64_t block_size, int64_t block, int64_t which,
                  int64_t kv_head, int64_t slot) {
   return static_cast<size_t>(
              ((block * 2 + which) * kv_heads + kv_head) * block_size + slot) *
-         KvRowBytes(k, head_dim);
+         GgmlRowBytesOf(k, head_dim);
 }
 
 class KvWriteTest : public testing::GpuTest,
-                    public ::testing::WithParamInterface<KvDtype> {};
+                    public ::testing::WithParamInterface<GgmlType> {};
 
 // Overwrites a head's row (noise.size() floats) with a quantizer edge
 // case, built from `noise` where it needs values.
@@ -106,7 +106,7 @@ void MakeEdgeRow(int kind, const std::vector<float>& noise, float* row) {
 }
 
 TEST_P(KvWriteTest, QkvRopeWritesTheCpuCachesBytes) {
-  const KvDtype kv = GetParam();
+  const GgmlType kv = GetParam();
   // 32: one Q8_0 block, warps 1 of 2 idle; 96: three blocks of a 128-thread
   // launch; 128: four.
   for (int64_t hd : {32, 96, 128}) {
@@ -131,7 +131,7 @@ TEST_P(KvWriteTest, QkvRopeWritesTheCpuCachesBytes) {
       slots[t] = perm[t];
     }
     const size_t pool_bytes =
-        kBlocks * 2 * kKvHeads * kBlockSize * KvRowBytes(kv, hd);
+        kBlocks * 2 * kKvHeads * kBlockSize * GgmlRowBytesOf(kv, hd);
     DeviceBuffer d_qkv, d_pos, d_slots, d_freq, d_cache;
     ASSERT_TRUE(Upload(qkv, &d_qkv).ok());
     ASSERT_TRUE(Upload(positions, &d_pos).ok());
@@ -158,7 +158,7 @@ TEST_P(KvWriteTest, QkvRopeWritesTheCpuCachesBytes) {
     std::unique_ptr<cpu::KvCache> cache =
         MakeCpuCache(kv, kKvHeads, hd, kBlocks, kBlockSize);
     ASSERT_NE(cache, nullptr);
-    const size_t row_bytes = KvRowBytes(kv, hd);
+    const size_t row_bytes = GgmlRowBytesOf(kv, hd);
     ASSERT_EQ(row_bytes, cpu::KvCache::RowBytes(CpuKvType(kv), hd));
     int mismatched_rows = 0;
     for (int64_t t = 0; t < kTokens; ++t) {
@@ -193,30 +193,30 @@ TEST_F(KvLaunchTest, RefusesQ8RowsOfPartBlocksAndMixedBf16) {
   QkvRopeParams p;
   p.n_tokens = 1;
   p.head_dim = 48;
-  EXPECT_EQ(LaunchQkvRope(KvDtype::kQ8_0, p, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchQkvRope(GgmlType::kQ8_0, p, nullptr), cudaErrorInvalidValue);
   PagedAttentionParams a;
   a.n_tokens = 1;
   a.n_heads = a.n_kv_heads = 1;
   a.head_dim = 48;
   a.max_context = 1;
-  EXPECT_EQ(LaunchPagedAttention(DeviceDtype::kF16, KvDtype::kQ8_0, a, nullptr),
+  EXPECT_EQ(LaunchPagedAttention(GgmlType::kF16, GgmlType::kQ8_0, a, nullptr),
             cudaErrorInvalidValue);
   a.head_dim = 64;
-  EXPECT_EQ(LaunchPagedAttention(DeviceDtype::kF16, KvDtype::kBF16, a, nullptr),
+  EXPECT_EQ(LaunchPagedAttention(GgmlType::kF16, GgmlType::kBF16, a, nullptr),
             cudaErrorInvalidValue);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, KvWriteTest,
-                         ::testing::Values(KvDtype::kF32, KvDtype::kF16,
-                                           KvDtype::kQ8_0),
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                           GgmlType::kQ8_0),
                          [](const auto& info) {
-                           return std::string(KvDtypeName(info.param));
+                           return std::string(GgmlTypeName(info.param));
                          });
 
 // (output type, cache type)
 class KvAttentionTest
     : public testing::GpuTest,
-      public ::testing::WithParamInterface<std::tuple<DeviceDtype, KvDtype>> {};
+      public ::testing::WithParamInterface<std::tuple<GgmlType, GgmlType>> {};
 
 // Random K/V encoded by the CPU cache of the type (the bytes the engines
 // write), uploaded as they are; the reference is the CPU's F32 attention
@@ -229,10 +229,10 @@ TEST_P(KvAttentionTest, MatchesF32AttentionOverTheStoredValues) {
   std::unique_ptr<cpu::KvCache> stored =
       MakeCpuCache(kv, kKvHeads, kHeadDim, kBlocks, kBlockSize);
   std::unique_ptr<cpu::KvCache> widened =
-      MakeCpuCache(KvDtype::kF32, kKvHeads, kHeadDim, kBlocks, kBlockSize);
+      MakeCpuCache(GgmlType::kF32, kKvHeads, kHeadDim, kBlocks, kBlockSize);
   ASSERT_NE(stored, nullptr);
   ASSERT_NE(widened, nullptr);
-  const size_t row_bytes = KvRowBytes(kv, kHeadDim);
+  const size_t row_bytes = GgmlRowBytesOf(kv, kHeadDim);
   for (int64_t b = 0; b < kBlocks; ++b) {
     for (int64_t which = 0; which < 2; ++which) {
       for (int64_t h = 0; h < kKvHeads; ++h) {
@@ -294,7 +294,7 @@ TEST_P(KvAttentionTest, MatchesF32AttentionOverTheStoredValues) {
     SCOPED_TRACE(splits);
     DeviceBuffer d_out;
     ASSERT_TRUE(
-        Poisoned(n * kHeads * kHeadDim * DeviceDtypeBytes(out_dtype), &d_out)
+        Poisoned(n * kHeads * kHeadDim * GgmlBlockBytes(out_dtype), &d_out)
             .ok());
     PagedAttentionParams p;
     p.n_tokens = n;
@@ -324,15 +324,15 @@ TEST_P(KvAttentionTest, MatchesF32AttentionOverTheStoredValues) {
 
 INSTANTIATE_TEST_SUITE_P(
     Pairs, KvAttentionTest,
-    ::testing::Values(std::tuple{DeviceDtype::kF32, KvDtype::kF16},
-                      std::tuple{DeviceDtype::kF32, KvDtype::kQ8_0},
-                      std::tuple{DeviceDtype::kF16, KvDtype::kQ8_0},
-                      std::tuple{DeviceDtype::kF16, KvDtype::kF32},
-                      std::tuple{DeviceDtype::kBF16, KvDtype::kF16},
-                      std::tuple{DeviceDtype::kBF16, KvDtype::kQ8_0}),
+    ::testing::Values(std::tuple{GgmlType::kF32, GgmlType::kF16},
+                      std::tuple{GgmlType::kF32, GgmlType::kQ8_0},
+                      std::tuple{GgmlType::kF16, GgmlType::kQ8_0},
+                      std::tuple{GgmlType::kF16, GgmlType::kF32},
+                      std::tuple{GgmlType::kBF16, GgmlType::kF16},
+                      std::tuple{GgmlType::kBF16, GgmlType::kQ8_0}),
     [](const auto& info) {
-      return std::string(DeviceDtypeName(std::get<0>(info.param))) + "_" +
-             KvDtypeName(std::get<1>(info.param));
+      return std::string(GgmlTypeName(std::get<0>(info.param))) + "_" +
+             GgmlTypeName(std::get<1>(info.param));
     });
 
 // The engines side by side, each with the same KV type.
@@ -367,7 +367,7 @@ struct EnginePair {
 
 // Both engines over `weights` with a `kv` cache of `blocks` blocks.
 absl::StatusOr<EnginePair> MakeEngines(
-    std::shared_ptr<const ModelWeights> weights, KvDtype kv, int32_t blocks) {
+    std::shared_ptr<const ModelWeights> weights, GgmlType kv, int32_t blocks) {
   EnginePair e;
   CudaEngineOptions options;
   options.num_blocks = blocks;
@@ -395,13 +395,13 @@ class CudaKvEngineTest : public testing::GpuTest {};
 TEST_F(CudaKvEngineTest, Stories260KF16CacheMatchesTheCpuEngines) {
   auto model = OpenModel(::paceline::testing::kStories260KPath);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto engines = MakeEngines(model->weights, KvDtype::kF16, 8);
+  auto engines = MakeEngines(model->weights, GgmlType::kF16, 8);
   ASSERT_TRUE(engines.ok()) << engines.status();
   CudaEngine& gpu = *engines->gpu;
-  EXPECT_EQ(gpu.dtype(), DeviceDtype::kF32);
-  EXPECT_EQ(gpu.kv_dtype(), KvDtype::kF16);
+  EXPECT_EQ(gpu.dtype(), GgmlType::kF32);
+  EXPECT_EQ(gpu.kv_dtype(), GgmlType::kF16);
   CudaEngineOptions f16;
-  f16.kv_dtype = KvDtype::kF16;
+  f16.kv_dtype = GgmlType::kF16;
   const CudaEngineFootprint f = CudaEngine::Footprint(*model->weights, f16);
   EXPECT_EQ(f.kv_bytes_per_token, 2u * 5 * 4 * 8 * 2);  // K|V, layers, heads
   EXPECT_EQ(gpu.kv_pool_bytes(), 8 * 16 * f.kv_bytes_per_token);
@@ -430,20 +430,20 @@ TEST_F(CudaKvEngineTest, Q8CacheNeedsAHeadSizeOfWholeBlocks) {
   ASSERT_TRUE(model.ok()) << model.status();
   CudaEngineOptions options;
   options.num_blocks = 4;
-  options.kv_dtype = KvDtype::kQ8_0;
+  options.kv_dtype = GgmlType::kQ8_0;
   auto gpu = CudaEngine::Create(model->weights, options);
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(gpu.status().message().find("head_dim is 8"), std::string::npos)
       << gpu.status();
-  EXPECT_EQ(CudaEngine::CheckKvDtype(*model->weights, KvDtype::kBF16).code(),
+  EXPECT_EQ(CudaEngine::CheckKvDtype(*model->weights, GgmlType::kBF16).code(),
             absl::StatusCode::kInvalidArgument);  // F32 weights
-  EXPECT_TRUE(CudaEngine::CheckKvDtype(*model->weights, KvDtype::kF16).ok());
+  EXPECT_TRUE(CudaEngine::CheckKvDtype(*model->weights, GgmlType::kF16).ok());
 }
 
 struct OracleKvCase {
   const char* file;  // ../shared/oracle/models/FILE.gguf
-  KvDtype kv;
+  GgmlType kv;
   // On max |logit diff| / logit std. Measured on the emulation: F32
   // weights with Q8_0 3e-6 (both engines quantize the same floats), with
   // F16 6e-4 (the CPU's F16 attention); F16 weights 1.4e-3 with F32 and
@@ -455,7 +455,7 @@ struct OracleKvCase {
 };
 
 void PrintTo(const OracleKvCase& c, std::ostream* os) {
-  *os << c.file << " " << KvDtypeName(c.kv);
+  *os << c.file << " " << GgmlTypeName(c.kv);
 }
 
 class CudaKvOracleTest : public testing::GpuTest,
@@ -484,22 +484,22 @@ TEST_P(CudaKvOracleTest, GreedyMatchesTheCpuEngineWithTheSameCache) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->tokens, want->tokens);
   const double rel = WorstRelDiff(*got, *want);
-  std::cout << c.file << " " << KvDtypeName(c.kv)
+  std::cout << c.file << " " << GgmlTypeName(c.kv)
             << " cache: max |logit diff| / logit std " << rel << "\n";
   EXPECT_LE(rel, c.tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Files, CudaKvOracleTest,
-    ::testing::Values(OracleKvCase{"llama-base-f32", KvDtype::kQ8_0, 5e-3},
-                      OracleKvCase{"llama-base-f32", KvDtype::kF16, 5e-3},
-                      OracleKvCase{"qwen3-base-f32", KvDtype::kQ8_0, 5e-3},
-                      OracleKvCase{"qwen2-base-f32", KvDtype::kF16, 5e-3},
-                      OracleKvCase{"llama-base-f16", KvDtype::kQ8_0, 2e-2},
-                      OracleKvCase{"llama-base-f16", KvDtype::kF32, 1e-2}),
+    ::testing::Values(OracleKvCase{"llama-base-f32", GgmlType::kQ8_0, 5e-3},
+                      OracleKvCase{"llama-base-f32", GgmlType::kF16, 5e-3},
+                      OracleKvCase{"qwen3-base-f32", GgmlType::kQ8_0, 5e-3},
+                      OracleKvCase{"qwen2-base-f32", GgmlType::kF16, 5e-3},
+                      OracleKvCase{"llama-base-f16", GgmlType::kQ8_0, 2e-2},
+                      OracleKvCase{"llama-base-f16", GgmlType::kF32, 1e-2}),
     [](const auto& info) {
       std::string s =
-          std::string(info.param.file) + "_" + KvDtypeName(info.param.kv);
+          std::string(info.param.file) + "_" + GgmlTypeName(info.param.kv);
       for (char& ch : s) {
         if (ch == '-') ch = '_';
       }

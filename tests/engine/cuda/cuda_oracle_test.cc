@@ -50,7 +50,7 @@ TEST_P(CudaOracleTest, AgreesWithLlamaCpp) {
     // K-quants: no matrix widened on the device.
     EXPECT_EQ((*engine)->MatMulBytesPerToken(), weights->file_matrix_bytes);
   } else if (!quantized) {
-    EXPECT_EQ((*engine)->dtype(), DeviceDtype::kF32);
+    EXPECT_EQ((*engine)->dtype(), GgmlType::kF32);
   }
   ::paceline::testing::OracleRunOptions run;
   if (testing::kEmulated) {  // ~3 s of CPU per decode step of a K file

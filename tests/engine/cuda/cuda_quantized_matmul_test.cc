@@ -31,27 +31,27 @@ using testing::Upload;
 
 struct TypeCase {
   GgmlType file_type;
-  QuantType quant;
+  GgmlType quant;
 };
 
 constexpr TypeCase kTypes[] = {
-    {GgmlType::kQ8_0, QuantType::kQ8_0}, {GgmlType::kQ4_0, QuantType::kQ4_0},
-    {GgmlType::kQ2_K, QuantType::kQ2_K}, {GgmlType::kQ3_K, QuantType::kQ3_K},
-    {GgmlType::kQ4_K, QuantType::kQ4_K}, {GgmlType::kQ5_K, QuantType::kQ5_K},
-    {GgmlType::kQ6_K, QuantType::kQ6_K}};
+    {GgmlType::kQ8_0, GgmlType::kQ8_0}, {GgmlType::kQ4_0, GgmlType::kQ4_0},
+    {GgmlType::kQ2_K, GgmlType::kQ2_K}, {GgmlType::kQ3_K, GgmlType::kQ3_K},
+    {GgmlType::kQ4_K, GgmlType::kQ4_K}, {GgmlType::kQ5_K, GgmlType::kQ5_K},
+    {GgmlType::kQ6_K, GgmlType::kQ6_K}};
 
 // Byte offsets of a K-quant block's f16 factors (d, and dmin where the type
 // has one), from ggml_type.cc's layouts.
-std::vector<int> HalfFields(QuantType q) {
+std::vector<int> HalfFields(GgmlType q) {
   switch (q) {
-    case QuantType::kQ2_K:
+    case GgmlType::kQ2_K:
       return {80, 82};
-    case QuantType::kQ3_K:
+    case GgmlType::kQ3_K:
       return {108};
-    case QuantType::kQ4_K:
-    case QuantType::kQ5_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
       return {0, 2};
-    case QuantType::kQ6_K:
+    case GgmlType::kQ6_K:
       return {208};
     default:
       return {};
@@ -59,15 +59,15 @@ std::vector<int> HalfFields(QuantType q) {
 }
 
 class QuantizedMatmulTest : public testing::GpuTest,
-                            public ::testing::WithParamInterface<DeviceDtype> {
+                            public ::testing::WithParamInterface<GgmlType> {
  protected:
-  DeviceDtype dtype() const { return GetParam(); }
+  GgmlType dtype() const { return GetParam(); }
 
   // (rows, cols) of `t` as bytes; *w gets the values DequantizeRow reads.
   std::vector<uint8_t> RandomMatrix(const TypeCase& t, int64_t rows,
                                     int64_t cols, std::vector<float>* w) {
     const int64_t row_bytes =
-        cols / QuantBlockElems(t.quant) * QuantBlockBytes(t.quant);
+        cols / GgmlBlockElems(t.quant) * GgmlBlockBytes(t.quant);
     EXPECT_EQ(static_cast<size_t>(row_bytes),
               GetGgmlTypeTraits(t.file_type).type_size * cols /
                   GetGgmlTypeTraits(t.file_type).block_size);
@@ -83,7 +83,7 @@ class QuantizedMatmulTest : public testing::GpuTest,
     } else {
       for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng_());
       std::uniform_real_distribution<float> factor(-0.05f, 0.05f);
-      for (size_t b = 0; b < bytes.size(); b += QuantBlockBytes(t.quant)) {
+      for (size_t b = 0; b < bytes.size(); b += GgmlBlockBytes(t.quant)) {
         for (int off : halves) {
           const uint16_t h = FloatToHalf(factor(rng_));
           std::memcpy(&bytes[b + off], &h, sizeof(h));
@@ -107,7 +107,7 @@ TEST_P(QuantizedMatmulTest, DequantizeEqualsDequantizeRow) {
     std::vector<float> w;
     DeviceBuffer d_w, d_dense;
     ASSERT_TRUE(Upload(RandomMatrix(t, kRows, kCols, &w), &d_w).ok());
-    const size_t elem = DeviceDtypeBytes(dtype());
+    const size_t elem = GgmlBlockBytes(dtype());
     ASSERT_TRUE(Poisoned(kRows * kCols * elem, &d_dense).ok());
     ASSERT_EQ(LaunchDequantize(t.quant, d_w.get(), kRows, kCols, dtype(),
                                d_dense.get(), nullptr),
@@ -116,7 +116,7 @@ TEST_P(QuantizedMatmulTest, DequantizeEqualsDequantizeRow) {
     ExpectClose(Download(dtype(), d_dense, kRows * kCols), RoundAll(dtype(), w),
                 0, 0, "dequantized");
     // Rows must be whole blocks.
-    const int64_t block = QuantBlockElems(t.quant);
+    const int64_t block = GgmlBlockElems(t.quant);
     for (int64_t cols : {block / 2, block + 16}) {
       EXPECT_EQ(LaunchDequantize(t.quant, d_w.get(), kRows, cols, dtype(),
                                  d_dense.get(), nullptr),
@@ -166,8 +166,7 @@ TEST_P(QuantizedMatmulTest, GemvMatchesDequantizeRowDotProducts) {
         // Float sums of 1,280 terms: within 1e-5 of the sum of their
         // magnitudes (float rounding gives ~1e-6); one wrong weight of
         // ~0.1 moves a sum by far more. Columns past kRows stay y0's.
-        const std::vector<float> got =
-            Download(DeviceDtype::kF32, d_y, n * kLdy);
+        const std::vector<float> got = Download(GgmlType::kF32, d_y, n * kLdy);
         for (int64_t i = 0; i < n * kLdy; ++i) {
           if (i % kLdy >= kRows) {
             ASSERT_EQ(got[i], y0[i]) << "column " << i % kLdy;
@@ -193,7 +192,7 @@ TEST_P(QuantizedMatmulTest, GemvMatchesDequantizeRowDotProducts) {
 
 // Rows gathered by token id, as DequantizeRow reads them (float, exact).
 TEST_P(QuantizedMatmulTest, EmbeddingGathersDequantizedRows) {
-  if (dtype() != DeviceDtype::kF32) GTEST_SKIP() << "no activation type";
+  if (dtype() != GgmlType::kF32) GTEST_SKIP() << "no activation type";
   constexpr int64_t kVocab = 29, kDim = 256 * 2, kTokens = 11;
   for (const TypeCase& t : kTypes) {
     SCOPED_TRACE(GetGgmlTypeTraits(t.file_type).name);
@@ -214,7 +213,7 @@ TEST_P(QuantizedMatmulTest, EmbeddingGathersDequantizedRows) {
       std::copy(w.begin() + tokens[i] * kDim,
                 w.begin() + (tokens[i] + 1) * kDim, want.begin() + i * kDim);
     }
-    ExpectClose(Download(DeviceDtype::kF32, d_out, kTokens * kDim), want, 0, 0,
+    ExpectClose(Download(GgmlType::kF32, d_out, kTokens * kDim), want, 0, 0,
                 "embedding");
     EXPECT_EQ(
         LaunchQuantizedEmbedding(t.quant, d_table.get(), d_tokens.as<int32_t>(),
@@ -224,10 +223,10 @@ TEST_P(QuantizedMatmulTest, EmbeddingGathersDequantizedRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantizedMatmulTest,
-                         ::testing::Values(DeviceDtype::kF32, DeviceDtype::kF16,
-                                           DeviceDtype::kBF16),
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                           GgmlType::kBF16),
                          [](const auto& info) {
-                           return std::string(DeviceDtypeName(info.param));
+                           return std::string(GgmlTypeName(info.param));
                          });
 
 }  // namespace

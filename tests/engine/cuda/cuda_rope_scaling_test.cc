@@ -41,6 +41,7 @@ TEST_P(CudaRopeScalingTest, MatchesCpuOverPrefillAndDecode) {
   auto gpu = CudaEngine::Create(model->weights, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_type = GgmlType::kF32;  // the reference's cache
   cpu_options.num_blocks = 16;
   cpu_options.num_threads = 2;
   auto cpu_engine = cpu::CpuEngine::Create(model->weights, cpu_options);

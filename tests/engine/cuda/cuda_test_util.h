@@ -25,10 +25,9 @@
 #include "engine/cuda/cuda_device.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/cuda/kernels/device_dtype.h"
-#include "engine/cuda/kernels/kv_dtype.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/gguf/ggml_type.h"
+#include "engine/gguf/ggml_type_layout.h"
 #include "engine/gguf/quantize.h"
 #include "gtest/gtest.h"
 
@@ -79,13 +78,12 @@ inline AttentionLayout LayOutAttention(
   return l;
 }
 
-// Test names and messages print the type's name.
-inline void PrintTo(DeviceDtype d, std::ostream* os) {
-  *os << DeviceDtypeName(d);
-}
-inline void PrintTo(KvDtype k, std::ostream* os) { *os << KvDtypeName(k); }
-
 }  // namespace paceline::engine::cuda
+
+namespace paceline::engine {
+// Test names and messages print the type's name.
+inline void PrintTo(GgmlType t, std::ostream* os) { *os << GgmlTypeName(t); }
+}  // namespace paceline::engine
 
 namespace paceline::engine::cuda::testing {
 
@@ -128,64 +126,59 @@ class GpuTest : public ::testing::Test {
   std::mt19937 rng_;
 };
 
-// The CPU engine's cache type (cpu::KvCacheShape::dtype) for a KV type
-// both engines store: F32, F16 or Q8_0.
-inline GgmlType CpuKvType(KvDtype k) {
-  switch (k) {
-    case KvDtype::kF32:
-      return GgmlType::kF32;
-    case KvDtype::kF16:
-      return GgmlType::kF16;
-    case KvDtype::kQ8_0:
-      return GgmlType::kQ8_0;
-    case KvDtype::kBF16:
-      break;
+// A KV type both engines store (F32, F16 or Q8_0), as the CPU engine's
+// cache type (cpu::KvCacheShape::dtype).
+inline GgmlType CpuKvType(GgmlType k) {
+  if (k == GgmlType::kF32 || k == GgmlType::kF16 || k == GgmlType::kQ8_0) {
+    return k;
   }
-  ADD_FAILURE() << "the CPU engine has no " << KvDtypeName(k) << " cache";
+  ADD_FAILURE() << "the CPU engine has no " << GgmlTypeName(k) << " cache";
   return GgmlType::kF32;
 }
 
 // The value of x stored as `d` and read back.
-inline float RoundTo(DeviceDtype d, float x) {
+inline float RoundTo(GgmlType d, float x) {
   switch (d) {
-    case DeviceDtype::kF32:
+    case GgmlType::kF32:
       return x;
-    case DeviceDtype::kF16:
+    case GgmlType::kF16:
       return HalfToFloat(FloatToHalf(x));
-    case DeviceDtype::kBF16:
+    case GgmlType::kBF16:
       return BFloat16ToFloat(FloatToBFloat16(x));
+    default:
+      ADD_FAILURE() << GgmlTypeName(d) << " is not a device dtype";
+      return x;
   }
-  return x;
 }
 
-inline std::vector<float> RoundAll(DeviceDtype d, std::vector<float> v) {
+inline std::vector<float> RoundAll(GgmlType d, std::vector<float> v) {
   for (float& x : v) x = RoundTo(d, x);
   return v;
 }
 
-inline std::vector<uint8_t> Encode(DeviceDtype d, const std::vector<float>& v) {
-  std::vector<uint8_t> bytes(v.size() * DeviceDtypeBytes(d));
-  if (d == DeviceDtype::kF32) {
+inline std::vector<uint8_t> Encode(GgmlType d, const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * GgmlBlockBytes(d));
+  if (d == GgmlType::kF32) {
     std::memcpy(bytes.data(), v.data(), bytes.size());
     return bytes;
   }
   auto* out = reinterpret_cast<uint16_t*>(bytes.data());
   for (size_t i = 0; i < v.size(); ++i) {
-    out[i] = d == DeviceDtype::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+    out[i] = d == GgmlType::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
   }
   return bytes;
 }
 
-inline std::vector<float> Decode(DeviceDtype d,
+inline std::vector<float> Decode(GgmlType d,
                                  const std::vector<uint8_t>& bytes) {
-  std::vector<float> v(bytes.size() / DeviceDtypeBytes(d));
-  if (d == DeviceDtype::kF32) {
+  std::vector<float> v(bytes.size() / GgmlBlockBytes(d));
+  if (d == GgmlType::kF32) {
     std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;
   }
   const auto* in = reinterpret_cast<const uint16_t*>(bytes.data());
   for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = d == DeviceDtype::kF16 ? HalfToFloat(in[i]) : BFloat16ToFloat(in[i]);
+    v[i] = d == GgmlType::kF16 ? HalfToFloat(in[i]) : BFloat16ToFloat(in[i]);
   }
   return v;
 }
@@ -219,14 +212,14 @@ inline std::vector<uint8_t> DownloadBytes(const DeviceBuffer& b, size_t bytes) {
   return v;
 }
 
-inline std::vector<float> Download(DeviceDtype d, const DeviceBuffer& b,
+inline std::vector<float> Download(GgmlType d, const DeviceBuffer& b,
                                    size_t n) {
-  return Decode(d, DownloadBytes(b, n * DeviceDtypeBytes(d)));
+  return Decode(d, DownloadBytes(b, n * GgmlBlockBytes(d)));
 }
 
 // Tolerances by element type of the compared output.
-inline double DefaultRtol(DeviceDtype d) {
-  return d == DeviceDtype::kF32 ? 1e-5 : (d == DeviceDtype::kF16 ? 2e-3 : 1e-2);
+inline double DefaultRtol(GgmlType d) {
+  return d == GgmlType::kF32 ? 1e-5 : (d == GgmlType::kF16 ? 2e-3 : 1e-2);
 }
 
 // Every element within atol + rtol·|ref|; reports the worst one.

@@ -131,7 +131,7 @@ TEST(PlanMemoryTest, KvBytesPerToken) {
     const MemoryPlan plan = Plan(*c, r);
     EXPECT_EQ(plan.kv_bytes_per_token, k.expected) << k.shape;
     EXPECT_EQ(plan.kv_bytes, k.expected * 300) << k.shape;
-    EXPECT_EQ(plan.kv_dtype, DtypeName(k.kv));
+    EXPECT_EQ(plan.kv_dtype, k.kv);
   }
 }
 
