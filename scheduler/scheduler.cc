@@ -97,6 +97,8 @@ absl::Status Scheduler::set_max_batched_tokens(int32_t tokens) {
 }
 
 Scheduler::~Scheduler() {
+  // A scheduler whose Create failed holds no queues and no request.
+  if (queues_ == nullptr) return;
   in_step_ = false;
   CancelAll(CancelReason::kShutdown);
 }

@@ -57,6 +57,8 @@ void ServingLoop::Stop(StopMode mode) {
 }
 
 void ServingLoop::Shutdown() {
+  // A loop whose Create failed has no scheduler and took no submission.
+  if (scheduler_ == nullptr) return;
   // Submissions that never reached the scheduler are accepted, then
   // cancelled with the rest, so every sink hears how its request ended.
   {

@@ -17,34 +17,14 @@
 #include "scheduler/offline_runner.h"
 #include "scheduler/serving_loop.h"
 #include "tests/testing/scheduler_test_util.h"
+#include "tests/scheduler/stories_cpu_engine.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::scheduler {
 namespace {
 
-class StoriesGroupTest : public ::testing::Test {
+class StoriesGroupTest : public testing::StoriesCpuTest<> {
  protected:
-  void SetUp() override {
-    if (!::paceline::testing::HaveStories260K()) {
-      GTEST_SKIP() << "no test model at "
-                   << ::paceline::testing::kStories260KPath;
-    }
-    auto model = engine::OpenModel(::paceline::testing::kStories260KPath);
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = *std::move(model);
-  }
-
-  std::unique_ptr<engine::Engine> MakeEngine(int32_t num_blocks) {
-    engine::cpu::CpuEngineOptions options;
-    options.block_size = 16;
-    options.num_blocks = num_blocks;
-    options.max_tokens_per_step = 64;
-    options.num_threads = 1;
-    auto engine = engine::cpu::CpuEngine::Create(model_.weights, options);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    return engine.ok() ? *std::move(engine) : nullptr;
-  }
-
   // Member i of the group: `sampling` with seed + i.
   RequestSpec Member(const engine::SamplingParams& sampling, int32_t i,
                      int32_t max_tokens) {
@@ -108,7 +88,6 @@ class StoriesGroupTest : public ::testing::Test {
     return result.ok() ? (*result)[0] : OfflineResult();
   }
 
-  engine::LoadedModel model_;
 };
 
 TEST_F(StoriesGroupTest, GreedyEveryChoiceGivesLlamaCppTokens) {

@@ -152,6 +152,17 @@ struct Loop {
 // running with blocks held, then idle with the blocks back (the prefix
 // cache may keep some as cached). AcceptInfo names the prompt and the
 // cached prefix a repeat of the same prompt finds.
+// A scheduler that cannot be made (no tenant) fails Create with its error;
+// the half-made loop is destroyed without touching it.
+TEST(ServingLoopTest, CreateReturnsTheSchedulersError) {
+  std::unique_ptr<engine::Tokenizer> tokenizer = ByteTokenizer(2048);
+  ServingLoopOptions options;  // no tenants
+  auto created = ServingLoop::Create(std::make_unique<FakeEngine>(Engine()),
+                                     tokenizer.get(), options);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument)
+      << created.status();
+}
+
 TEST(ServingLoopTest, LoadSnapshotAndAcceptInfoFollowTheRequests) {
   Loop l(LoopOpts(64, 8));
   LoadSnapshot load = l.loop->Load();
