@@ -27,9 +27,10 @@ absl::Span<const engine::RowSampling> StepSampler::EngineRows(
   rows_.resize(static_cast<size_t>(plan.num_logit_rows));
   // Sized before any row points into it, and only for a step with masks.
   const size_t words = static_cast<size_t>(engine::MaskWords(vocab_size_));
-  const bool masked = std::any_of(
-      plan.scheduled.begin(), plan.scheduled.end(),
-      [](const ScheduledRequest& s) { return s.request->sampler().has_mask(); });
+  const bool masked = std::any_of(plan.scheduled.begin(), plan.scheduled.end(),
+                                  [](const ScheduledRequest& s) {
+                                    return s.request->sampler().has_mask();
+                                  });
   if (masked && masks_.size() < rows_.size() * words) {
     masks_.resize(rows_.size() * words);
   }

@@ -804,14 +804,14 @@ absl::Status CudaEngine::UploadSampling(
     ++used;
   }
   if (used > 0) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        masks_device_.get(), masks_host_.get(), used * words * sizeof(uint32_t),
-        cudaMemcpyHostToDevice, res_->stream));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(masks_device_.get(), masks_host_.get(),
+                                         used * words * sizeof(uint32_t),
+                                         cudaMemcpyHostToDevice, res_->stream));
   }
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sampling_device_.get(), sampling_host_.get(),
-                      sampling.size() * sizeof(RowSampling),
-                      cudaMemcpyHostToDevice, res_->stream));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_device_.get(),
+                                       sampling_host_.get(),
+                                       sampling.size() * sizeof(RowSampling),
+                                       cudaMemcpyHostToDevice, res_->stream));
   return absl::OkStatus();
 }
 

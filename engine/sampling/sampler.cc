@@ -195,8 +195,7 @@ absl::Status NonFinite(absl::Span<const float> raw, const float* z,
   if (std::isfinite(raw[token])) {
     return absl::InternalError(absl::StrFormat(
         "logit of token %d is %g after penalties and bias (raw %g) at step %d",
-        token,
-        z[token], raw[token], step));
+        token, z[token], raw[token], step));
   }
   return absl::InternalError(absl::StrFormat(
       "logit of token %d is %g at step %d", token, raw[token], step));
@@ -447,9 +446,10 @@ absl::StatusOr<SampleResult> SequenceSampler::Sample(
   }
   const int32_t bad = FirstNonFinite(z, vocab_size_);
   if (bad >= 0) return NonFinite(logits, z, bad, step_);
-  if (mask_ != nullptr && !ApplyMask(absl::MakeSpan(scratch->logits_), scratch)) {
-    return absl::InternalError(absl::StrFormat(
-        "the token mask allows no token at step %d", step_));
+  if (mask_ != nullptr &&
+      !ApplyMask(absl::MakeSpan(scratch->logits_), scratch)) {
+    return absl::InternalError(
+        absl::StrFormat("the token mask allows no token at step %d", step_));
   }
   const int32_t argmax = ArgMax(z, vocab_size_);
 

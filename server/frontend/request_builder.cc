@@ -178,9 +178,7 @@ engine::SamplingParams SamplingFrom(const v1::GenerateRequest& request,
   if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
   if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
   p.seed = s.has_seed() ? s.seed() : seed;
-  // In id order, so the same request builds the same chain.
   p.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
-  std::sort(p.logit_bias.begin(), p.logit_bias.end());
   p.logprobs = request.logprobs().enabled();
   p.top_logprobs = request.logprobs().top_n();
   return p;

@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "scheduler/offline_runner.h"
 #include "scheduler/serving_loop.h"
-#include "tests/testing/scheduler_test_util.h"
 #include "tests/scheduler/stories_cpu_engine.h"
+#include "tests/testing/scheduler_test_util.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::scheduler {
@@ -87,7 +87,6 @@ class StoriesGroupTest : public testing::StoriesCpuTest<> {
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? (*result)[0] : OfflineResult();
   }
-
 };
 
 TEST_F(StoriesGroupTest, GreedyEveryChoiceGivesLlamaCppTokens) {

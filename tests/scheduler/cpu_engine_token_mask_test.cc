@@ -23,12 +23,14 @@ TEST_P(StoriesTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
       GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Where, StoriesTokenMaskTest,
-    ::testing::Values(EngineSampling::kNever, EngineSampling::kAlways),
-    [](const auto& info) {
-      return info.param == EngineSampling::kNever ? "Host" : "Engine";
-    });
+INSTANTIATE_TEST_SUITE_P(Where, StoriesTokenMaskTest,
+                         ::testing::Values(EngineSampling::kNever,
+                                           EngineSampling::kAlways),
+                         [](const auto& info) {
+                           return info.param == EngineSampling::kNever
+                                      ? "Host"
+                                      : "Engine";
+                         });
 
 }  // namespace
 }  // namespace paceline::scheduler

@@ -36,9 +36,9 @@ class ParityMask final : public engine::TokenMask {
 
   absl::Status Accept(int32_t token) override {
     if (token % 2 != Parity()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", token, " at position ", accepted_, " is not of parity ",
-          Parity()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token ", token, " at position ", accepted_,
+                       " is not of parity ", Parity()));
     }
     ++accepted_;
     return absl::OkStatus();

@@ -129,8 +129,8 @@ inline void ExpectMaskHolds(const EngineFactory& make_engine,
   for (int i = 0; i < 4; ++i) {
     engine::SamplingParams alone_params = sampled;
     alone_params.seed = sampled.seed + static_cast<uint64_t>(i);
-    const MaskedRun alone = RunMaskedGroup(make_engine, tokenizer,
-                                           alone_params, 1, 40, 0, 64, where);
+    const MaskedRun alone = RunMaskedGroup(make_engine, tokenizer, alone_params,
+                                           1, 40, 0, 64, where);
     ASSERT_EQ(alone.tokens.size(), 1u);
     EXPECT_EQ(group.tokens[i], alone.tokens[0]) << "member " << i;
   }

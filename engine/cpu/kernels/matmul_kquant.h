@@ -39,10 +39,6 @@ namespace paceline::engine::cpu::internal {
 inline constexpr int64_t kKBlock = GgmlBlockElems(GgmlType::kQ4_K);
 inline constexpr int64_t kKGroup = 16;  // elements per activation sum
 
-inline constexpr int64_t KBlockBytes(GgmlType type) {
-  return GgmlBlockBytes(type);
-}
-
 // Whether B (the dmin term) exists for `type`.
 inline constexpr bool KHasMin(GgmlType type) {
   return type == GgmlType::kQ2_K || type == GgmlType::kQ4_K ||
@@ -74,7 +70,7 @@ inline void K4ScaleMin(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
-// Scales of the super-block at `b` (KBlockBytes(type) bytes); portable.
+// Scales of the super-block at `b` (GgmlBlockBytes(type) bytes); portable.
 void DecodeKScales(GgmlType type, const uint8_t* b, KScales* s);
 
 // The 256 unsigned weights u of the super-block at `b`; portable.

@@ -85,7 +85,7 @@ inline __m256i ChunkScales(__m256i sc16, int i) {
 template <GgmlType WT, int R, int T>
 void KTile(const TileArgs& a) {
   const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
-  constexpr int64_t bb = KBlockBytes(WT);
+  constexpr int64_t bb = GgmlBlockBytes(WT);
   float acc[R][T] = {};
   for (int64_t sb = a.k0 / kKBlock; sb < a.k1 / kKBlock; ++sb) {
 #pragma GCC unroll 2

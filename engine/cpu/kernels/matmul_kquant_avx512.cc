@@ -155,7 +155,7 @@ inline __m256i FoldRows(const __m512i (&v)[kRows]) {
 template <GgmlType WT, int R, int T>
 void KTile(const TileArgs& a) {
   const int8_t* x = static_cast<const int8_t*>(a.x);  // (T, x_stride)
-  constexpr int64_t bb = KBlockBytes(WT);
+  constexpr int64_t bb = GgmlBlockBytes(WT);
   __m256 acc[T];  // lane r: y[t, r]
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();

@@ -27,7 +27,7 @@ template <GgmlType WT>
 void RowsKQuant(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   const int64_t cols = task.cols;
   const int64_t nb = cols / kKBlock;
-  const int64_t bb = KBlockBytes(WT);
+  const int64_t bb = GgmlBlockBytes(WT);
   uint8_t u[kKBlock];  // one super-block's unsigned weights
   KScales s;
   for (int64_t r = row_begin; r < row_end; ++r) {

@@ -53,7 +53,7 @@ int64_t KPanelOffset(GgmlType type, int64_t b, int64_t i, int64_t lane) {
 // 4-byte quads, then Q6_K's 2-byte d.
 void CopyKRow(GgmlType type, int64_t cols, int64_t lane, bool pack,
               const uint8_t* from, uint8_t* to) {
-  const int64_t bb = internal::KBlockBytes(type);
+  const int64_t bb = GgmlBlockBytes(type);
   for (int64_t b = 0; b < cols / internal::kKBlock; ++b) {
     for (int64_t i = 0; i < bb; i += 4) {
       const int64_t n = std::min<int64_t>(4, bb - i);

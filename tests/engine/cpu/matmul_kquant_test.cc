@@ -54,7 +54,7 @@ uint16_t RandomHalf(std::mt19937& rng, int e0, int e1) {
 std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t cols,
                                    size_t row_bytes, std::mt19937& rng) {
   std::vector<uint8_t> w(rows * row_bytes, 0xEE);
-  const int64_t bb = internal::KBlockBytes(type);
+  const int64_t bb = GgmlBlockBytes(type);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < cols / 256; ++b) {
       uint8_t* p = w.data() + r * row_bytes + b * bb;

@@ -528,8 +528,9 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
       masked[r] = r % 3 == 1;
       const uint32_t kind = rng_() % 8;
       for (int64_t w = 0; w < words && masked[r]; ++w) {
-        masks[r * words + w] =
-            kind == 0 ? 0u : kind % 2 == 0 ? rng_() : rng_() & rng_() & rng_();
+        masks[r * words + w] = kind == 0       ? 0u
+                               : kind % 2 == 0 ? rng_()
+                                               : rng_() & rng_() & rng_();
       }
     }
     DeviceBuffer d_logits, d_params, d_tokens, d_masks;

@@ -459,8 +459,7 @@ TEST(SamplerTest, LogitBiasAddsToTheListedTokensAfterPenalties) {
   SamplingParams force;
   force.temperature = 0;
   force.logit_bias = {{0, 100.0f}};
-  EXPECT_EQ(Draws(force, {0.0f, 50.0f, 0.5f}, 2),
-            (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(Draws(force, {0.0f, 50.0f, 0.5f}, 2), (std::vector<int32_t>{0, 0}));
 }
 
 TEST(SamplerTest, TokenMaskKeepsDrawsToAllowedTokensAndFollowsThem) {
@@ -703,15 +702,25 @@ TEST(SamplerTest, CheckSamplingParamsReturnsTheFieldAndReason) {
       {SamplingField::kTopLogprobs, "top_logprobs",
        [](SamplingParams& p) { p.top_logprobs = 2; }},
       {SamplingField::kLogitBias, "logit_bias",
-       [](SamplingParams& p) { p.logit_bias = {{100, 1.0f}}; }},
+       [](SamplingParams& p) {
+         p.logit_bias = {{100, 1.0f}};
+       }},
       {SamplingField::kLogitBias, "logit_bias",
-       [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
+       [](SamplingParams& p) {
+         p.logit_bias = {{-1, 1.0f}};
+       }},
       {SamplingField::kLogitBias, "logit_bias",
-       [](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }},
+       [](SamplingParams& p) {
+         p.logit_bias = {{3, 100.5f}};
+       }},
       {SamplingField::kLogitBias, "logit_bias",
-       [&](SamplingParams& p) { p.logit_bias = {{3, nan}}; }},
+       [&](SamplingParams& p) {
+         p.logit_bias = {{3, nan}};
+       }},
       {SamplingField::kLogitBias, "logit_bias",
-       [](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {5, 0}, {3, 2}}; }},
+       [](SamplingParams& p) {
+         p.logit_bias = {{3, 1.0f}, {5, 0}, {3, 2}};
+       }},
   };
   for (const Case& c : cases) {
     SamplingParams p;

@@ -386,10 +386,10 @@ TEST(OpenAiLogitBias, ParsedOntoEveryPrompt) {
 }
 
 TEST(OpenAiLogitBias, MalformedEntriesNameTheField) {
-  for (const char* bad : {R"("logit_bias":[1])", R"("logit_bias":{"x":1})",
-                          R"("logit_bias":{"-3":1})",
-                          R"("logit_bias":{"07":1})",
-                          R"("logit_bias":{"99999999999":1})"}) {
+  for (const char* bad :
+       {R"("logit_bias":[1])", R"("logit_bias":{"x":1})",
+        R"("logit_bias":{"-3":1})", R"("logit_bias":{"07":1})",
+        R"("logit_bias":{"99999999999":1})"}) {
     CompletionError(CompletionBody(bad), "logit_bias");
   }
   CompletionError(CompletionBody(R"("logit_bias":{"5":100.5})"),
