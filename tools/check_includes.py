@@ -20,6 +20,11 @@ ALLOWED = {
     "engine/model": ["common", "engine/gguf"],
     "engine/tokenizer": ["common", "engine/gguf", "engine/model"],
     "engine/sampling": ["common"],
+    # The grammar engine: the chain's token-mask interface, the tokenizer's
+    # token bytes (and its encoder, for forced continuations).
+    "engine/sampling/grammar": ["common", "engine/sampling",
+                                "engine/tokenizer", "engine/gguf",
+                                "engine/model"],
     # The interface names the row rule's parameters (ForwardAndSample).
     "engine": ["common", "engine/model", "engine/gguf", "engine/sampling",
                "engine/tokenizer", "kvpager",
