@@ -1,0 +1,82 @@
+#ifndef PACELINE_ENGINE_SAMPLING_GRAMMAR_MASK_TABLES_H_
+#define PACELINE_ENGINE_SAMPLING_GRAMMAR_MASK_TABLES_H_
+
+// Token masks of one compiled grammar over one vocabulary.
+//
+// Design (XGrammar's split of a mask into a stack-independent part and a
+// rest, computed lazily). The mask of a configuration is the union over its
+// stacks (pda.h); a stack's mask is decided by its top frame (R, s) except
+// for tokens that finish R partway and go on in the frames below. So for
+// each top frame the tables keep, computed on first use by one walk of the
+// vocabulary trie from (R, s) with the frames below cut off:
+//   - accepted: the tokens readable without ever returning from R's frame
+//     (calls made on the way are followed; they are R's business);
+//   - exit_at_root: R may return before the token's first byte, so every
+//     token the frames below allow is allowed too (asked of them in turn);
+//   - tails: for each token that can only go on by returning from R after
+//     k >= 1 of its bytes, the token's remaining bytes, gathered in a small
+//     trie of their own.
+// A stack's mask is then accepted | (exit_at_root ? mask of the stack
+// below : 0) | the tails the stack below can read — a walk over the tail
+// trie (a few hundred nodes for a JSON string) rather than over the
+// vocabulary. The first use of a state pays one walk over the vocabulary
+// trie, pruned where the state refuses a byte; a state inside a string
+// pays for the whole trie once.
+//
+// Thread-safety: Fill may run concurrently from any thread (the tables are
+// filled under a mutex, computed outside it).
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "engine/sampling/grammar/compile.h"
+#include "engine/sampling/grammar/pda.h"
+#include "engine/sampling/grammar/token_trie.h"
+
+namespace paceline::engine::grammar {
+
+class MaskTables {
+ public:
+  MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
+             std::shared_ptr<const TokenTrie> vocab);
+  ~MaskTables();
+  MaskTables(const MaskTables&) = delete;
+  MaskTables& operator=(const MaskTables&) = delete;
+
+  // ORs into `allowed` (MaskWords(vocab_size) words) every token with
+  // non-empty bytes that some stack of `stacks` can read in full. End of
+  // generation is the caller's (CanFinish).
+  void Fill(const std::vector<Stack>& stacks, absl::Span<uint32_t> allowed);
+
+  const CompiledGrammar& grammar() const { return *grammar_; }
+  const std::shared_ptr<const CompiledGrammar>& grammar_shared() const {
+    return grammar_;
+  }
+  const TokenTrie& vocab() const { return *vocab_; }
+  // States whose tables exist, and their heap bytes.
+  int64_t num_entries() const;
+  int64_t memory_bytes() const;
+
+  struct Entry;  // one top frame's tables (mask_tables.cc)
+
+ private:
+  const Entry& Get(const Frame& top);
+  void FillStack(const Stack& stack, absl::Span<uint32_t> allowed);
+
+  const std::shared_ptr<const CompiledGrammar> grammar_;
+  const std::shared_ptr<const TokenTrie> vocab_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<const Entry>> entries_
+      ABSL_GUARDED_BY(mu_);
+  int64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace paceline::engine::grammar
+
+#endif  // PACELINE_ENGINE_SAMPLING_GRAMMAR_MASK_TABLES_H_

@@ -1,0 +1,196 @@
+// MaskTables (mask_tables.h) and GrammarMask against brute force: at every
+// step of random walks through real grammars, over GPT-2's 50,257-token
+// vocabulary, the mask must allow exactly the tokens whose bytes a fresh
+// Matcher accepts (and end of generation exactly where it can finish).
+
+#include "engine/sampling/grammar/mask_tables.h"
+
+#include <cctype>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/sampling/grammar/compile.h"
+#include "engine/sampling/grammar/grammar.h"
+#include "engine/sampling/grammar/grammar_mask.h"
+#include "engine/sampling/grammar/matcher.h"
+#include "engine/sampling/grammar/token_trie.h"
+#include "engine/sampling/row_sampling_math.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
+
+namespace paceline::engine::grammar {
+namespace {
+
+std::shared_ptr<const TokenTrie> Gpt2Vocab() {
+  static std::shared_ptr<const TokenTrie> vocab = [] {
+    auto file = GgufFile::Open(
+        paceline::testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf"));
+    EXPECT_TRUE(file.ok()) << file.status();
+    auto tok = Tokenizer::FromGguf(**file);
+    EXPECT_TRUE(tok.ok()) << tok.status();
+    return TokenTrie::FromTokenizer(**tok);
+  }();
+  return vocab;
+}
+
+// Any JSON value, written as a grammar by hand (RFC 8259), whitespace
+// limited to one optional space after ',' and ':'.
+Grammar JsonGrammar() {
+  Grammar g;
+  RuleId value = g.AddRule("value");
+  RuleId object = g.AddRule("object");
+  RuleId array = g.AddRule("array");
+  RuleId string = g.AddRule("string");
+  RuleId number = g.AddRule("number");
+  ExprId sp = g.Optional(g.Literal(" "));
+  ExprId hex = g.Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
+  ExprId escape = g.Seq(
+      {g.Literal("\\"), g.Alt({g.Bytes({{'"', '"'},
+                                        {'\\', '\\'},
+                                        {'/', '/'},
+                                        {'b', 'b'},
+                                        {'f', 'f'},
+                                        {'n', 'n'},
+                                        {'r', 'r'},
+                                        {'t', 't'}}),
+                               g.Seq({g.Literal("u"), g.Repeat(hex, 4, 4)})})});
+  ExprId plain = g.NotCodepoints({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}});
+  g.SetRule(string, g.Seq({g.Literal("\""), g.Star(g.Alt({plain, escape})),
+                           g.Literal("\"")}));
+  ExprId digits = g.Plus(g.Bytes({{'0', '9'}}));
+  g.SetRule(
+      number,
+      g.Seq({g.Optional(g.Literal("-")),
+             g.Alt({g.Literal("0"), g.Seq({g.Bytes({{'1', '9'}}),
+                                           g.Star(g.Bytes({{'0', '9'}}))})}),
+             g.Optional(g.Seq({g.Literal("."), digits})),
+             g.Optional(g.Seq({g.Bytes({{'e', 'e'}, {'E', 'E'}}),
+                               g.Optional(g.Bytes({{'+', '+'}, {'-', '-'}})),
+                               digits}))}));
+  ExprId member = g.Seq({g.Ref(string), g.Literal(":"), sp, g.Ref(value)});
+  g.SetRule(object,
+            g.Seq({g.Literal("{"),
+                   g.Optional(g.Seq(
+                       {member, g.Star(g.Seq({g.Literal(","), sp, member}))})),
+                   g.Literal("}")}));
+  g.SetRule(
+      array,
+      g.Seq({g.Literal("["),
+             g.Optional(g.Seq({g.Ref(value), g.Star(g.Seq({g.Literal(","), sp,
+                                                           g.Ref(value)}))})),
+             g.Literal("]")}));
+  g.SetRule(value,
+            g.Alt({g.Ref(object), g.Ref(array), g.Ref(string), g.Ref(number),
+                   g.Literal("true"), g.Literal("false"), g.Literal("null")}));
+  g.set_root(value);
+  return g;
+}
+
+// An ambiguous grammar whose two readings diverge late:
+// root ::= x "!" | y "?", x ::= [a-z ]+, y ::= [a-m ]+ "z"*.
+Grammar AmbiguousGrammar() {
+  Grammar g;
+  RuleId root = g.AddRule("root");
+  RuleId x = g.AddRule("x");
+  RuleId y = g.AddRule("y");
+  g.SetRule(x, g.Plus(g.Bytes({{'a', 'z'}, {' ', ' '}})));
+  g.SetRule(y, g.Seq({g.Plus(g.Bytes({{'a', 'm'}, {' ', ' '}})),
+                      g.Star(g.Literal("z"))}));
+  g.SetRule(root, g.Alt({g.Seq({g.Ref(x), g.Literal("!")}),
+                         g.Seq({g.Ref(y), g.Literal("?")})}));
+  g.set_root(root);
+  return g;
+}
+
+// The brute-force statement of the mask.
+std::vector<uint32_t> BruteForce(const Matcher& m, const TokenTrie& vocab) {
+  std::vector<uint32_t> bits(MaskWords(vocab.vocab_size()), 0);
+  for (int32_t id = 0; id < vocab.vocab_size(); ++id) {
+    if (vocab.bytes(id).empty()) continue;
+    Matcher copy = m;
+    if (copy.AcceptBytes(vocab.bytes(id))) bits[id >> 5] |= 1u << (id & 31);
+  }
+  if (m.CanFinish()) {
+    for (int32_t id : vocab.eog_ids()) bits[id >> 5] |= 1u << (id & 31);
+  }
+  return bits;
+}
+
+void RandomWalks(const Grammar& g, int walks, int steps, uint32_t seed) {
+  auto compiled = Compile(g);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto vocab = Gpt2Vocab();
+  auto tables = std::make_shared<MaskTables>(*compiled, vocab);
+  std::mt19937 rng(seed);
+  for (int w = 0; w < walks; ++w) {
+    GrammarMask mask(tables);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<uint32_t> bits(MaskWords(vocab->vocab_size()));
+      mask.Fill(absl::MakeSpan(bits));
+      ASSERT_EQ(bits, BruteForce(mask.matcher(), *vocab))
+          << "walk " << w << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab->vocab_size(); ++id) {
+        if (MaskAllows(bits.data(), id)) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      // Half the picks among tokens with punctuation, so walks leave
+      // strings and numbers and nest.
+      std::vector<int32_t> punct;
+      for (int32_t id : allowed) {
+        for (char c : vocab->bytes(id)) {
+          if (std::ispunct(static_cast<unsigned char>(c))) {
+            punct.push_back(id);
+            break;
+          }
+        }
+      }
+      const std::vector<int32_t>& from =
+          !punct.empty() && rng() % 2 == 0 ? punct : allowed;
+      int32_t pick = from[rng() % from.size()];
+      ASSERT_TRUE(mask.Accept(pick).ok());
+      if (mask.ended()) break;
+    }
+  }
+}
+
+TEST(MaskTablesTest, JsonMatchesBruteForce) {
+  RandomWalks(JsonGrammar(), 6, 40, 1);
+}
+
+TEST(MaskTablesTest, AmbiguousGrammarMatchesBruteForce) {
+  RandomWalks(AmbiguousGrammar(), 4, 20, 2);
+}
+
+TEST(MaskTablesTest, RefusedTokensFailAccept) {
+  auto compiled = Compile(JsonGrammar());
+  ASSERT_TRUE(compiled.ok());
+  auto vocab = Gpt2Vocab();
+  GrammarMask mask(std::make_shared<MaskTables>(*compiled, vocab));
+  const int32_t eog = vocab->eog_ids()[0];
+  EXPECT_FALSE(mask.Accept(eog).ok());  // nothing yet: cannot end
+  // Find the token "[" and "]".
+  int32_t open = -1;
+  int32_t close = -1;
+  for (int32_t id = 0; id < vocab->vocab_size(); ++id) {
+    if (vocab->bytes(id) == "[") open = id;
+    if (vocab->bytes(id) == "]") close = id;
+  }
+  ASSERT_GE(open, 0);
+  ASSERT_GE(close, 0);
+  EXPECT_FALSE(mask.Accept(close).ok());
+  ASSERT_TRUE(mask.Accept(open).ok());
+  ASSERT_TRUE(mask.Accept(close).ok());
+  EXPECT_TRUE(mask.Accept(eog).ok());
+  EXPECT_TRUE(mask.ended());
+  std::vector<uint32_t> bits(MaskWords(vocab->vocab_size()), 1);
+  mask.Fill(absl::MakeSpan(bits));
+  for (uint32_t w : bits) EXPECT_EQ(w, 0u);
+}
+
+}  // namespace
+}  // namespace paceline::engine::grammar
