@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -71,12 +72,9 @@ class NfaBuilder {
         Edge(from, {to, e.rule});
         return;
       case ExprKind::kAlt:
-        for (ExprId c : e.children) {
-          // A private entry keeps one alternative's loops out of the others.
-          int32_t entry = NewState();
-          Epsilon(from, entry);
-          Connect(c, entry, to);
-        }
+        // Loops always run through fresh states (ConnectRepeat), so the
+        // alternatives can share both ends.
+        for (ExprId c : e.children) Connect(c, from, to);
         return;
       case ExprKind::kSeq: {
         int32_t at = from;
@@ -95,8 +93,7 @@ class NfaBuilder {
 
   void ConnectRepeat(const Expr& e, int32_t from, int32_t to) {
     ExprId item = e.children[0];
-    int32_t at = NewState();
-    Epsilon(from, at);
+    int32_t at = from;
     for (int32_t i = 0; i < e.min && !overflow_; ++i) {
       int32_t next = NewState();
       Connect(item, at, next);
@@ -313,6 +310,13 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
     }
   }
   RETURN_IF_ERROR(internal::Trim(&compiled->rules_, compiled->root_));
+  for (RuleDfa& dfa : compiled->rules_) {
+    if (dfa.calls.empty()) {
+      dfa.fingerprint = absl::HashOf(dfa.start, dfa.num_classes, dfa.byte_class,
+                                     dfa.next, dfa.flags) |
+                        1;
+    }
+  }
   for (const RuleDfa& dfa : compiled->rules_) {
     compiled->num_states_ += dfa.num_states();
     compiled->memory_bytes_ += static_cast<int64_t>(

@@ -59,6 +59,10 @@ struct RuleDfa {
   static constexpr uint8_t kFinalOnly = 4;  // accepting, nothing leaves
 
   std::string name;
+  // A hash of the automaton when the rule calls nothing (its token masks
+  // then depend on it alone and may be shared across grammars,
+  // mask_tables.h); 0 otherwise.
+  uint64_t fingerprint = 0;
   int32_t start = 0;
   int32_t num_classes = 1;
   std::array<uint8_t, 256> byte_class{};  // byte -> class

@@ -110,6 +110,26 @@ const J* FindById(const J& s, const std::string& name, int depth = 0) {
   return nullptr;
 }
 
+// Whether a subschema below the root declares its own $id (a new base for
+// the references inside it).
+bool HasEmbeddedId(const J& s, int depth = 0) {
+  if (depth > 64 || !(s.is_object() || s.is_array())) return false;
+  if (depth > 0 && s.is_object() && s.contains("$id")) return true;
+  for (const J& child : s) {
+    if (HasEmbeddedId(child, depth + 1)) return true;
+  }
+  return false;
+}
+
+// The meta-schemas of the drafts this compiler reads.
+bool KnownMetaSchema(const std::string& uri) {
+  return uri.find("://json-schema.org/") != std::string::npos &&
+         (uri.find("/draft-0") != std::string::npos ||
+          uri.find("/draft/2019-09/schema") != std::string::npos ||
+          uri.find("/draft/2020-12/schema") != std::string::npos ||
+          uri.find("json-schema.org/schema") != std::string::npos);
+}
+
 std::vector<std::string> TypesOf(const J& s) {
   std::vector<std::string> out;
   if (s.is_object() && s.contains("type")) {
@@ -183,6 +203,12 @@ absl::StatusOr<const J*> SchemaCompiler::Resolve(const std::string& ref,
   if (local == "#" || local.empty()) return &root_;
   if (local.rfind("#/", 0) == 0) {
     if (const J* at = Pointer(root_, PercentDecode(local.substr(1)))) return at;
+    if (HasEmbeddedId(root_)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "'$ref' at ", where, ": '", ref,
+          "' is not a pointer into the root document (references relative "
+          "to an embedded $id are not supported)"));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat("'$ref' at ", where, ": '", ref, "' names nothing"));
   }
@@ -580,6 +606,13 @@ absl::StatusOr<ExprId> SchemaCompiler::Typed(const J& schema,
 
 absl::StatusOr<Grammar> JsonSchemaToGrammar(
     const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+  if (schema.is_object() && schema.contains("$schema") &&
+      (!schema["$schema"].is_string() ||
+       !internal::KnownMetaSchema(schema["$schema"].get<std::string>()))) {
+    return absl::UnimplementedError(
+        "'$schema' names a meta-schema other than a JSON Schema draft's "
+        "(custom vocabularies are not supported)");
+  }
   Grammar g;
   internal::SchemaCompiler compiler(&g, schema, options);
   ASSIGN_OR_RETURN(ExprId body, compiler.Schema(schema, "#", 0));

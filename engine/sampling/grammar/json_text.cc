@@ -65,21 +65,21 @@ struct CpTrie {
   std::map<uint32_t, std::unique_ptr<CpTrie>> children;
 };
 
-ExprId Except(Grammar* g, const CpTrie& node) {
+// The rest of a string (closing quote included) from a trie node.
+ExprId Except(Grammar* g, const CpTrie& node, ExprId rest) {
   std::vector<ExprId> alts;
   std::vector<CodepointRange> others;
   uint32_t next = 0;
   for (const auto& [cp, child] : node.children) {
     if (cp > next) others.push_back({next, cp - 1});
     next = cp + 1;
-    alts.push_back(g->Seq({JsonChar(g, {{cp, cp}}), Except(g, *child)}));
+    alts.push_back(g->Seq({JsonChar(g, {{cp, cp}}), Except(g, *child, rest)}));
   }
   if (next <= kMaxCodepoint) others.push_back({next, kMaxCodepoint});
   if (!others.empty()) {
-    alts.push_back(
-        g->Seq({JsonChar(g, std::move(others)), g->Star(AnyJsonChar(g))}));
+    alts.push_back(g->Seq({JsonChar(g, std::move(others)), rest}));
   }
-  if (!node.terminal) alts.push_back(g->Empty());
+  if (!node.terminal) alts.push_back(g->Literal("\""));
   return g->Alt(std::move(alts));
 }
 
@@ -101,16 +101,34 @@ ExprId JsonChar(Grammar* g, std::vector<CodepointRange> ranges) {
     if (lo <= r.hi) plain.push_back({lo, r.hi});
   }
   if (!plain.empty()) alts.push_back(g->Codepoints(std::move(plain)));
-  if (Contains(ranges, '"')) alts.push_back(g->Literal("\\\""));
-  if (Contains(ranges, '\\')) alts.push_back(g->Literal("\\\\"));
+  // Escaped: one '\', then a letter or u00XX.
+  std::vector<ByteRange> letters;
+  if (Contains(ranges, '"')) letters.push_back({'"', '"'});
+  if (Contains(ranges, '\\')) letters.push_back({'\\', '\\'});
+  std::vector<ExprId> hex;
+  int controls = 0;
+  for (uint32_t cp = 0; cp < 0x20; ++cp) controls += Contains(ranges, cp);
   for (uint32_t cp = 0; cp < 0x20; ++cp) {
     if (!Contains(ranges, cp)) continue;
     if (char e = ShortEscape(cp)) {
-      alts.push_back(g->Literal(std::string("\\") + e));
-    } else {
-      alts.push_back(g->Seq(
-          {g->Literal(absl::StrCat("\\u00", cp >> 4)), HexDigit(g, cp & 15)}));
+      letters.push_back({static_cast<uint8_t>(e), static_cast<uint8_t>(e)});
     }
+    if (controls < 0x20 && ShortEscape(cp) == 0) {
+      hex.push_back(g->Seq(
+          {g->Literal(absl::StrCat("u00", cp >> 4)), HexDigit(g, cp & 15)}));
+    }
+  }
+  if (controls == 0x20) {
+    // Every control: \u00 and any two hex digits 00-1F (the five with a
+    // short escape may be written either way).
+    hex.push_back(g->Seq({g->Literal("u00"), g->Bytes({{'0', '1'}}),
+                          g->Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}})}));
+  }
+  std::vector<ExprId> escaped;
+  if (!letters.empty()) escaped.push_back(g->Bytes(std::move(letters)));
+  escaped.insert(escaped.end(), hex.begin(), hex.end());
+  if (!escaped.empty()) {
+    alts.push_back(g->Seq({g->Literal("\\"), g->Alt(std::move(escaped))}));
   }
   return g->Alt(std::move(alts));
 }
@@ -129,7 +147,12 @@ ExprId JsonStringOfLength(Grammar* g, int32_t min, int32_t max) {
                  g->Literal("\"")});
 }
 
-ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts) {
+ExprId JsonStringRest(Grammar* g) {
+  return g->Seq({g->Star(AnyJsonChar(g)), g->Literal("\"")});
+}
+
+ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
+                        ExprId rest) {
   CpTrie root;
   for (const std::string& t : texts) {
     CpTrie* node = &root;
@@ -140,7 +163,7 @@ ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts) {
     }
     node->terminal = true;
   }
-  return g->Seq({g->Literal("\""), Except(g, root), g->Literal("\"")});
+  return g->Seq({g->Literal("\""), Except(g, root, rest)});
 }
 
 }  // namespace paceline::engine::grammar

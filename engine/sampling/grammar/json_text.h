@@ -8,7 +8,8 @@
 // Strings are written one way per character (so "a key not in this list"
 // is exact): a character is itself, except '"' and '\' (written \" and
 // \\), the controls with a short escape (\b \f \n \r \t), and the other
-// controls below U+0020 (written \u00XX, hex digits in either case). That
+// controls below U+0020 (written \u00XX, hex digits in either case; any
+// control may be written that way when a class holds all of them). That
 // is what JSON writers produce (nlohmann's dump, Python's json.dumps with
 // ensure_ascii off); \/ and \u escapes of other characters are not
 // generated and not accepted. A length counts characters (code points).
@@ -31,8 +32,14 @@ ExprId AnyJsonChar(Grammar* g);
 ExprId JsonStringLiteral(Grammar* g, absl::string_view text);
 // A JSON string of min..max characters (max kUnbounded: no limit).
 ExprId JsonStringOfLength(Grammar* g, int32_t min, int32_t max);
+// The rest of a JSON string: any characters, then the closing quote.
+ExprId JsonStringRest(Grammar* g);
 // The JSON string of any text except the listed ones (UTF-8 texts).
-ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts);
+// `rest` matches JsonStringRest's language (a reference to a shared rule
+// keeps the grammar small: it follows every place the text leaves the
+// list).
+ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
+                        ExprId rest);
 
 // A bound of a numeric range, as the decimal text of the schema's number
 // ("-12.5", "3", "1e3"...). Absent: unbounded.

@@ -4,12 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "engine/sampling/row_sampling_math.h"
 
 namespace paceline::engine::grammar {
 
-struct MaskTables::Entry {
+struct SharedEntries::Entry {
   // The accepted tokens: a bitmask when many, a list when few.
   std::vector<uint32_t> dense;
   std::vector<int32_t> sparse;
@@ -49,8 +50,8 @@ class EntryBuilder {
         levels_(trie.max_depth() + 2),
         bits_(MaskWords(trie.vocab_size()), 0) {}
 
-  std::unique_ptr<MaskTables::Entry> Build(const Frame& top) {
-    auto entry = std::make_unique<MaskTables::Entry>();
+  std::shared_ptr<MaskTables::Entry> Build(const Frame& top) {
+    auto entry = std::make_shared<MaskTables::Entry>();
     Stack base;
     base.push_back(top);
     entry->exit_at_root = CanFinish(g_, base);
@@ -233,9 +234,41 @@ uint64_t Key(const Frame& f) {
 
 }  // namespace
 
+std::shared_ptr<const SharedEntries::Entry> SharedEntries::Find(
+    uint64_t key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+void SharedEntries::Insert(uint64_t key, std::shared_ptr<const Entry> entry) {
+  absl::MutexLock lock(&mu_);
+  const int64_t bytes = entry->memory_bytes();
+  if (!entries_.try_emplace(key, std::move(entry)).second) return;
+  order_.push_back(key);
+  memory_bytes_ += bytes;
+  while (memory_bytes_ > budget_bytes_ && oldest_ < order_.size()) {
+    auto it = entries_.find(order_[oldest_++]);
+    memory_bytes_ -= it->second->memory_bytes();
+    entries_.erase(it);
+  }
+  if (oldest_ > order_.size() / 2) {
+    order_.erase(order_.begin(), order_.begin() + oldest_);
+    oldest_ = 0;
+  }
+}
+
+int64_t SharedEntries::memory_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return memory_bytes_;
+}
+
 MaskTables::MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
-                       std::shared_ptr<const TokenTrie> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+                       std::shared_ptr<const TokenTrie> vocab,
+                       std::shared_ptr<SharedEntries> shared)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      shared_(std::move(shared)) {}
 
 MaskTables::~MaskTables() = default;
 
@@ -246,8 +279,16 @@ const MaskTables::Entry& MaskTables::Get(const Frame& top) {
     auto it = entries_.find(key);
     if (it != entries_.end()) return *it->second;
   }
-  std::unique_ptr<const Entry> built =
-      EntryBuilder(*grammar_, *vocab_).Build(top);
+  const uint64_t fingerprint = grammar_->rule(top.rule).fingerprint;
+  const uint64_t shared_key =
+      absl::HashOf(fingerprint, top.state, vocab_.get());
+  std::shared_ptr<const Entry> built;
+  if (shared_ != nullptr && fingerprint != 0) built = shared_->Find(shared_key);
+  if (built == nullptr) {
+    built = EntryBuilder(*grammar_, *vocab_).Build(top);
+    if (shared_ != nullptr && fingerprint != 0)
+      shared_->Insert(shared_key, built);
+  }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = entries_.try_emplace(key, std::move(built));
   if (inserted) memory_bytes_ += it->second->memory_bytes();

@@ -40,10 +40,37 @@
 
 namespace paceline::engine::grammar {
 
+// Entries of rules that call nothing depend only on the rule's automaton,
+// so grammars over one vocabulary share them (a JSON string, a number, a
+// pattern used by many schemas): this cache holds them, keyed by the
+// rule's fingerprint (compile.h) and the state, up to a memory budget
+// (oldest dropped first). One per vocabulary; thread-safe.
+class SharedEntries {
+ public:
+  explicit SharedEntries(int64_t budget_bytes = int64_t{256} << 20)
+      : budget_bytes_(budget_bytes) {}
+
+  struct Entry;
+  std::shared_ptr<const Entry> Find(uint64_t key) const;
+  void Insert(uint64_t key, std::shared_ptr<const Entry> entry);
+  int64_t memory_bytes() const;
+
+ private:
+  const int64_t budget_bytes_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> order_ ABSL_GUARDED_BY(mu_);  // insertion order
+  size_t oldest_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class MaskTables {
  public:
+  // `shared` may be null (no sharing across grammars).
   MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
-             std::shared_ptr<const TokenTrie> vocab);
+             std::shared_ptr<const TokenTrie> vocab,
+             std::shared_ptr<SharedEntries> shared = nullptr);
   ~MaskTables();
   MaskTables(const MaskTables&) = delete;
   MaskTables& operator=(const MaskTables&) = delete;
@@ -62,7 +89,7 @@ class MaskTables {
   int64_t num_entries() const;
   int64_t memory_bytes() const;
 
-  struct Entry;  // one top frame's tables (mask_tables.cc)
+  using Entry = SharedEntries::Entry;  // one top frame's tables
 
  private:
   const Entry& Get(const Frame& top);
@@ -70,9 +97,10 @@ class MaskTables {
 
   const std::shared_ptr<const CompiledGrammar> grammar_;
   const std::shared_ptr<const TokenTrie> vocab_;
+  const std::shared_ptr<SharedEntries> shared_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<const Entry>> entries_
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_
       ABSL_GUARDED_BY(mu_);
   int64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
