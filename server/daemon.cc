@@ -25,6 +25,8 @@
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/backend.h"
+#include "engine/sampling/grammar/grammar_cache.h"
+#include "engine/sampling/grammar/token_trie.h"
 #include "engine/model_loader.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -221,6 +223,7 @@ class Daemon {
   std::optional<TenantAuthenticator> auth_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<MetricsAdapter> metrics_adapter_;
+  std::unique_ptr<engine::grammar::GrammarCache> grammars_;
   std::unique_ptr<scheduler::ServingLoop> loop_;
   std::unique_ptr<Pacer> pacer_;
   std::unique_ptr<Frontend> frontend_;
@@ -301,6 +304,7 @@ FrontendOptions Daemon::FrontendOptionsFor(const std::string& model_id) const {
   o.model.kv_block_size = backend_.block_size;
   o.model.kv_blocks = backend_.num_blocks;
   o.model.chat_templates = &chat_templates_;
+  o.model.grammars = grammars_.get();
   o.rejections = metrics_adapter_.get();
   o.delivery = metrics_adapter_.get();
   o.max_unread_bytes = config_.max_unread_bytes();
@@ -340,6 +344,9 @@ int Daemon::BuildService() {
   scheduler::Clock* clock = scheduler::SystemClock::Get();
   pacer_ = std::make_unique<Pacer>(clock);
   metrics_adapter_->AttachSources(loop_.get(), pacer_.get());
+  // Structured output: the vocabulary's bytes in a trie, for token masks.
+  grammars_ = std::make_unique<engine::grammar::GrammarCache>(
+      engine::grammar::TokenTrie::FromTokenizer(*tokenizer));
   frontend_ = std::make_unique<Frontend>(FrontendOptionsFor(model_id),
                                          &*auth_, &mc, tokenizer, loop_.get(),
                                          pacer_.get(), clock);

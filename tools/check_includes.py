@@ -52,7 +52,7 @@ ALLOWED = {
                         "engine/tokenizer", "chat"],
     # The transport-neutral core: keys, request building, submission.
     "server/frontend": ["common", "engine", "engine/model", "engine/gguf",
-                        "engine/sampling", "engine/tokenizer", "kvpager",
+                        "engine/sampling", "engine/sampling/grammar", "engine/tokenizer", "kvpager",
                         "scheduler", "chat", "server/delivery"],
     # The gRPC adapter over the core (and the wire conversions).
     "server/grpc": ["common", "engine", "engine/model", "engine/gguf",
@@ -69,13 +69,14 @@ ALLOWED = {
                       "chat"],
     # The composition root (the daemon) and its config.
     "server": ["common", "engine", "engine/model", "engine/gguf",
-               "engine/sampling", "engine/tokenizer", "kvpager", "metrics",
+               "engine/sampling", "engine/sampling/grammar", "engine/tokenizer", "kvpager", "metrics",
                "scheduler", "chat", "server/delivery", "server/http",
                "server/frontend", "server/grpc", "server/openai"],
     # The CLI: the engine and scheduler in process, the server's request
     # building, gRPC and HTTP clients.
     "tools/paceline": ["common", "engine", "engine/model", "engine/gguf",
-                       "engine/sampling", "engine/tokenizer", "kvpager",
+                       "engine/sampling", "engine/sampling/grammar",
+                       "engine/tokenizer", "kvpager",
                        "scheduler", "chat", "server", "server/frontend",
                        "server/grpc"],
     # The TSan build's Abseil shim.

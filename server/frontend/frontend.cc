@@ -87,7 +87,8 @@ absl::StatusOr<BuiltRequest> Frontend::Build(
   const uint64_t seed =
       request.sampling().has_seed() ? request.sampling().seed() : NextSeed();
   absl::StatusOr<BuiltRequest> built =
-      BuildRequest(request, tenant, *tokenizer_, limits, seed, chat);
+      BuildRequest(request, tenant, *tokenizer_, limits, seed, chat,
+                   options_.model.grammars);
   if (!built.ok()) return Rejected(tenant.name, built.status());
   return built;
 }

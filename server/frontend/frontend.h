@@ -64,6 +64,8 @@ struct ServedModel {
   int64_t kv_blocks = 0;
   // The model's chat templates (null: none; chat requests are refused).
   const chat::ModelChatTemplates* chat_templates = nullptr;
+  // Its compiled constraints (null: structured output is refused).
+  engine::grammar::GrammarCache* grammars = nullptr;
 };
 
 struct FrontendOptions {

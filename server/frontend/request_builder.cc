@@ -184,10 +184,81 @@ engine::SamplingParams SamplingFrom(const v1::GenerateRequest& request,
   return p;
 }
 
+// sampling.constraint as the grammar engine's Constraint.
+absl::StatusOr<engine::grammar::Constraint> ConstraintFrom(
+    const v1::Constraint& c) {
+  using Kind = engine::grammar::Constraint::Kind;
+  engine::grammar::Constraint out;
+  out.flexible_whitespace = c.flexible_whitespace();
+  switch (c.kind_case()) {
+    case v1::Constraint::kJsonSchema:
+      out.kind = Kind::kJsonSchema;
+      out.text = c.json_schema();
+      break;
+    case v1::Constraint::kJsonObject:
+      if (!c.json_object()) {
+        return Invalid("sampling.constraint.json_object", "must be true");
+      }
+      out.kind = Kind::kJsonObject;
+      break;
+    case v1::Constraint::kRegex:
+      out.kind = Kind::kRegex;
+      out.text = c.regex();
+      break;
+    case v1::Constraint::kChoice:
+      out.kind = Kind::kChoice;
+      out.choices.assign(c.choice().values().begin(), c.choice().values().end());
+      if (out.choices.empty()) {
+        return Invalid("sampling.constraint.choice", "needs at least one value");
+      }
+      break;
+    case v1::Constraint::kGrammar:
+      out.kind = Kind::kGbnf;
+      out.text = c.grammar();
+      break;
+    case v1::Constraint::KIND_NOT_SET:
+      return Invalid("sampling.constraint",
+                     "set one of json_schema, json_object, regex, choice, "
+                     "grammar");
+  }
+  return out;
+}
+
+// The constraint's mask prototype, compiled (or cached) for the tenant.
+absl::Status AddConstraint(const v1::GenerateRequest& request,
+                           const TenantPolicy& tenant,
+                           engine::grammar::GrammarCache* grammars,
+                           engine::SamplingParams* p) {
+  if (!request.sampling().has_constraint()) return absl::OkStatus();
+  if (grammars == nullptr) {
+    return absl::FailedPreconditionError(
+        "sampling.constraint: structured output is not available for this "
+        "model");
+  }
+  if (request.stopping().ignore_eos()) {
+    return Invalid("stopping.ignore_eos",
+                   "cannot be set with sampling.constraint (the constraint "
+                   "ends the output)");
+  }
+  ASSIGN_OR_RETURN(engine::grammar::Constraint c,
+                   ConstraintFrom(request.sampling().constraint()));
+  absl::StatusOr<std::shared_ptr<const engine::TokenMask>> mask =
+      grammars->Mask(c, tenant.name);
+  if (!mask.ok()) {
+    return Invalid(absl::StrCat("sampling.constraint.",
+                                engine::grammar::ConstraintKindName(c.kind)),
+                   std::string(mask.status().message()));
+  }
+  p->mask = *std::move(mask);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<engine::SamplingParams> BuildSampling(
-    const v1::GenerateRequest& request, const ModelLimits& model,
-    uint64_t seed) {
+    const v1::GenerateRequest& request, const TenantPolicy& tenant,
+    const ModelLimits& model, uint64_t seed,
+    engine::grammar::GrammarCache* grammars) {
   engine::SamplingParams p = SamplingFrom(request, seed);
+  RETURN_IF_ERROR(AddConstraint(request, tenant, grammars, &p));
   if (p.top_logprobs != 0 && !p.logprobs) {
     return Invalid("logprobs.top_n", "needs logprobs.enabled");
   }
@@ -362,12 +433,10 @@ absl::StatusOr<int32_t> BuildSpeculation(const v1::SpeculationOptions& s,
 
 }  // namespace
 
-absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
-                                          const TenantPolicy& tenant,
-                                          const engine::Tokenizer& tokenizer,
-                                          const ModelLimits& model,
-                                          uint64_t seed,
-                                          const ChatInput& chat) {
+absl::StatusOr<BuiltRequest> BuildRequest(
+    const v1::GenerateRequest& request, const TenantPolicy& tenant,
+    const engine::Tokenizer& tokenizer, const ModelLimits& model, uint64_t seed,
+    const ChatInput& chat, engine::grammar::GrammarCache* grammars) {
   BuiltRequest out;
   scheduler::RequestSpec& spec = out.spec;
   spec.tenant = tenant.name;
@@ -375,7 +444,8 @@ absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
   ASSIGN_OR_RETURN(Prompt prompt,
                    BuildPrompt(request, tenant, tokenizer, model, chat));
   spec.prompt = std::move(prompt.tokens);
-  ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, model, seed));
+  ASSIGN_OR_RETURN(spec.sampling,
+                   BuildSampling(request, tenant, model, seed, grammars));
   ASSIGN_OR_RETURN(Stopping stopping,
                    BuildStopping(request.stopping(), tenant, model));
   spec.stop = std::move(stopping.engine);

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "chat/prompt.h"
 #include "chat/model_templates.h"
+#include "engine/sampling/grammar/grammar_cache.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
 #include "scheduler/request.h"
@@ -52,12 +53,16 @@ struct ChatInput {
 };
 
 // `seed` is used when the request names none (the server's random pick).
-absl::StatusOr<BuiltRequest> BuildRequest(const v1::GenerateRequest& request,
-                                          const TenantPolicy& tenant,
-                                          const engine::Tokenizer& tokenizer,
-                                          const ModelLimits& model,
-                                          uint64_t seed,
-                                          const ChatInput& chat = {});
+// `grammars` compiles sampling.constraint (structured output) for the
+// request's tenant; null: a request with a constraint is
+// FailedPrecondition. A constraint that does not compile (a bad schema, a
+// keyword not supported, past the compile limits) is InvalidArgument
+// naming sampling.constraint.<kind> with the compiler's message.
+absl::StatusOr<BuiltRequest> BuildRequest(
+    const v1::GenerateRequest& request, const TenantPolicy& tenant,
+    const engine::Tokenizer& tokenizer, const ModelLimits& model, uint64_t seed,
+    const ChatInput& chat = {},
+    engine::grammar::GrammarCache* grammars = nullptr);
 
 }  // namespace paceline::server
 

@@ -11,6 +11,7 @@
 #include "engine/sampling/sampler.h"
 #include "scheduler/request.h"
 #include "server/openai/openai_error.h"
+#include "server/openai/openai_response_format.h"
 
 namespace paceline::server::openai {
 namespace {
@@ -277,15 +278,6 @@ absl::Status Refused(const Json& body, const OpenAiRequest& out) {
     ASSIGN_OR_RETURN(const std::string suffix, AsString(*v, "suffix"));
     if (!suffix.empty()) return NotSupported("suffix", "'suffix'");
   }
-  if (const Json* v = Find(body, "response_format")) {
-    RETURN_IF_ERROR(ExpectObject(*v, "response_format"));
-    const Json* type = Find(*v, "type");
-    if (type == nullptr || !type->is_string() ||
-        type->get<std::string>() != "text") {
-      return NotSupported("response_format",
-                          "'response_format' other than {\"type\": \"text\"}");
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -296,6 +288,7 @@ absl::Status ParseSharedOptions(const Json& body, Endpoint endpoint,
   RETURN_IF_ERROR(Transport(body, out));
   RETURN_IF_ERROR(Refused(body, *out));
   RETURN_IF_ERROR(Sampling(body, base->mutable_sampling()));
+  RETURN_IF_ERROR(ParseResponseFormat(body, base->mutable_sampling()));
   RETURN_IF_ERROR(Stopping(body, endpoint, base->mutable_stopping()));
   RETURN_IF_ERROR(endpoint == Endpoint::kCompletions
                       ? CompletionLogprobs(body, out)

@@ -403,7 +403,8 @@ class ApiTest(DaemonTestCase):
                 "max_tokens": 2}),
             400, "invalid_request_error", param="messages[0].role")
 
-    def test_json_response_format_is_not_supported(self):
+    def test_unknown_response_format_type_is_400(self):
+        # The JSON formats are served (structured_output_test.py).
         for path, base in (
                 ("/v1/completions", {"prompt": PROMPT}),
                 ("/v1/chat/completions",
@@ -411,10 +412,10 @@ class ApiTest(DaemonTestCase):
             with self.subTest(path=path):
                 error = self.assert_error(
                     self.post(path, {**base, "max_tokens": 2,
-                                     "response_format": {
-                                         "type": "json_object"}}),
-                    400, "invalid_request_error", param="response_format")
-                self.assertIn("not supported", error["message"])
+                                     "response_format": {"type": "xml"}}),
+                    400, "invalid_request_error",
+                    param="response_format.type")
+                self.assertIn("json_schema", error["message"])
 
     # --- Transport limits ----------------------------------------------------
 

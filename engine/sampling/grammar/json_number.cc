@@ -282,17 +282,13 @@ class Builder {
     // The least integer above the bound, the greatest below.
     std::string least = lo.int_digits;
     if (!lo.frac.empty() || lx) least = Increment(least);
-    ExprId zero_fraction =
-        g_->Optional(g_->Seq({Lit('.'), g_->Plus(Lit('0'))}));
-    if (hi == nullptr) {
-      return g_->Seq({IntRange(least, nullptr), zero_fraction});
-    }
+    if (hi == nullptr) return IntRange(least, nullptr);
     std::string most = hi->int_digits;
     if (hx && hi->frac.empty()) {
       if (most == "0") return g_->Nothing();
       most = Decrement(most);
     }
-    return g_->Seq({IntRange(least, &most), zero_fraction});
+    return IntRange(least, &most);
   }
 
  private:
@@ -304,9 +300,7 @@ ExprId UnboundedNumber(Grammar* g, bool integer) {
   ExprId int_part = g->Alt(
       {g->Literal("0"), g->Seq({g->Bytes({{'1', '9'}}), g->Star(digit)})});
   if (integer) {
-    return g->Seq(
-        {g->Optional(g->Literal("-")), int_part,
-         g->Optional(g->Seq({g->Literal("."), g->Plus(g->Literal("0"))}))});
+    return g->Seq({g->Optional(g->Literal("-")), int_part});
   }
   return g->Seq(
       {g->Optional(g->Literal("-")), int_part,

@@ -382,7 +382,8 @@ absl::StatusOr<ExprId> SchemaCompiler::Enum(const J& rest, const J& values,
 }
 
 // The texts of instances equal to `v` under JSON Schema's equality: numbers
-// by value (1 and 1.0 alike), objects in any key order (up to
+// by value (an integral one written as an integer, whatever its spelling in
+// the schema: 1.0 as 1), objects in any key order (up to
 // max_any_order_properties keys, else in v's order), the allowed whitespace.
 ExprId SchemaCompiler::ValueLiteral(const J& v) {
   if (v.is_string()) return JsonStringLiteral(g_, v.get<std::string>());
@@ -396,9 +397,7 @@ ExprId SchemaCompiler::ValueLiteral(const J& v) {
             ? std::to_string(v.get<uint64_t>())
             : std::to_string(v.is_number_integer() ? v.get<int64_t>()
                                                    : static_cast<int64_t>(d));
-    return g_->Seq({g_->Literal(digits == "-0" ? "0" : digits),
-                    g_->Optional(g_->Seq(
-                        {g_->Literal("."), g_->Plus(g_->Literal("0"))}))});
+    return g_->Literal(digits == "-0" ? "0" : digits);
   }
   if (v.is_array()) {
     std::vector<ExprId> items = {Open('[')};

@@ -368,10 +368,7 @@ absl::StatusOr<ExprId> SchemaCompiler::Number(const J& s, bool integer,
               (hi.exclusive && v >= hi_value)) {
             continue;
           }
-          alts.push_back(
-              g_->Seq({g_->Literal(absl::StrCat(static_cast<int64_t>(v))),
-                       g_->Optional(g_->Seq(
-                           {g_->Literal("."), g_->Plus(g_->Literal("0"))}))}));
+          alts.push_back(g_->Literal(absl::StrCat(static_cast<int64_t>(v))));
         }
         return g_->Alt(std::move(alts));
       } else {

@@ -50,10 +50,11 @@ struct NumberBound {
 };
 
 // JSON numbers in [lo, hi] (each bound optional, inclusive or exclusive).
-// `integer`: only integral values (written without a fraction or with a
-// zero one, e.g. 3 or 3.0). Unbounded numbers may carry an exponent;
-// bounded ones are written without one. InvalidArgument when a bound is
-// not a number; an empty range is the empty language (Nothing).
+// `integer`: only integral values, written as integers (3, not 3.0: a
+// valid spelling JSON Schema accepts, but not one this engine generates).
+// Unbounded numbers may carry an exponent; bounded ones are written without
+// one. InvalidArgument when a bound is not a number; an empty range is the
+// empty language (Nothing).
 absl::StatusOr<ExprId> JsonNumberRange(Grammar* g, const NumberBound& lo,
                                        const NumberBound& hi, bool integer);
 

@@ -1,5 +1,5 @@
-// BuildRequest: every validation branch of server/frontend/request_builder.cc as a
-// table row (the request's mutation, the tenant's and model's limits, the
+// BuildRequest: every validation branch of server/frontend/request_builder.cc
+// as a table row (the request's mutation, the tenant's and model's limits, the
 // status and the exact message a client sees), then the successful paths:
 // defaults, the tenant's caps, and every field carried into the spec.
 
@@ -19,10 +19,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
-#include "engine/tokenizer/byte_level.h"
-#include "chat/prompt.h"
 #include "chat/chat_template.h"
 #include "chat/model_templates.h"
+#include "chat/prompt.h"
+#include "engine/sampling/grammar/grammar_cache.h"
+#include "engine/sampling/grammar/token_trie.h"
+#include "engine/sampling/row_sampling_math.h"
+#include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.pb.h"
@@ -287,12 +290,12 @@ TEST(RequestBuilderTest, TextOverThePromptLimitIsRefusedByItsSize) {
   request.set_text(std::string(5 * per_token + 1, 'a'));
   absl::StatusOr<BuiltRequest> built = Build(request, tenant, Model(), &*bytes);
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(built.status().message(),
-            absl::StrCat("input has ", 5 * per_token + 1,
-                         " bytes, more than the limit of 5 tokens can hold (at "
-                         "most ",
-                         per_token,
-                         " bytes per token) (tenant max_prompt_tokens)"));
+  EXPECT_EQ(
+      built.status().message(),
+      absl::StrCat("input has ", 5 * per_token + 1,
+                   " bytes, more than the limit of 5 tokens can hold (at "
+                   "most ",
+                   per_token, " bytes per token) (tenant max_prompt_tokens)"));
   request.set_text(std::string(5 * per_token, 'a'));
   built = Build(request, tenant, Model(), &*bytes);
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
@@ -681,6 +684,60 @@ TEST(RequestBuilderTest, ChatTemplateErrorsAreInvalidArgument) {
   built = model.Build(bad);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().message(), "chat.messages[0].role is empty");
+}
+
+}  // namespace
+}  // namespace paceline::server
+
+namespace paceline::server {
+namespace {
+
+// sampling.constraint: compiled through the model's grammar cache into the
+// sampler's mask prototype, or refused naming the constraint.
+TEST(RequestBuilderConstraintTest, CompiledRefusedOrUnavailable) {
+  static const std::unique_ptr<engine::Tokenizer> bytes = ByteTokenizer();
+  engine::grammar::GrammarCache grammars(
+      engine::grammar::TokenTrie::FromTokenizer(*bytes));
+  v1::GenerateRequest r = Valid();
+  r.mutable_sampling()->mutable_constraint()->set_json_schema(
+      R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  auto built =
+      BuildRequest(r, Tenant(), *bytes, Model(), kServerSeed, {}, &grammars);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_NE(built->spec.sampling.mask, nullptr);
+  // The mask allows exactly '{' (byte token 123) first.
+  std::vector<uint32_t> allowed(engine::MaskWords(kVocab));
+  built->spec.sampling.mask->Clone()->Fill(absl::MakeSpan(allowed));
+  for (int32_t id = 0; id < kVocab; ++id) {
+    EXPECT_EQ(engine::MaskAllows(allowed.data(), id), id == '{') << id;
+  }
+
+  // No cache: structured output is not available.
+  auto unavailable = BuildRequest(r, Tenant(), *bytes, Model(), kServerSeed);
+  EXPECT_EQ(unavailable.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  const std::pair<std::string, std::string> refused[] = {
+      {R"({"type":"array","contains":{}})", "'contains'"},
+      {R"({"type":)", "not valid JSON"},
+  };
+  for (const auto& [schema, says] : refused) {
+    r.mutable_sampling()->mutable_constraint()->set_json_schema(schema);
+    auto bad =
+        BuildRequest(r, Tenant(), *bytes, Model(), kServerSeed, {}, &grammars);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("sampling.constraint.json_schema"),
+              std::string::npos)
+        << bad.status();
+    EXPECT_NE(bad.status().message().find(says), std::string::npos)
+        << bad.status();
+  }
+  r.mutable_sampling()->mutable_constraint()->set_regex("a+");
+  r.mutable_stopping()->set_ignore_eos(true);
+  EXPECT_EQ(
+      BuildRequest(r, Tenant(), *bytes, Model(), kServerSeed, {}, &grammars)
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -397,22 +397,77 @@ TEST(OpenAiLogitBias, MalformedEntriesNameTheField) {
   ChatError(ChatBody(R"("logit_bias":{"5":"high"})"), "logit_bias.5");
 }
 
-TEST(OpenAiRefused, ResponseFormatOtherThanText) {
-  EXPECT_EQ(
-      Chat(ChatBody(R"("response_format":{"type":"text"})")).prompts.size(),
-      1u);
-  for (const char* format :
-       {R"({"type":"json_object"})",
-        R"({"type":"json_schema","json_schema":{"name":"x"}})", R"({})",
-        R"("text")"}) {
-    const std::string body =
-        ChatBody(absl::StrCat(R"("response_format":)", format));
-    absl::StatusOr<OpenAiRequest> r = ParseChatCompletionRequest(body);
-    ExpectParamError(r, "response_format", body);
+TEST(OpenAiResponseFormat, EachApiSetsTheConstraint) {
+  EXPECT_FALSE(Chat(ChatBody(R"("response_format":{"type":"text"})"))
+                   .prompts[0]
+                   .sampling()
+                   .has_constraint());
+  const v1::Constraint object =
+      Chat(ChatBody(R"("response_format":{"type":"json_object"})"))
+          .prompts[0]
+          .sampling()
+          .constraint();
+  EXPECT_TRUE(object.json_object());
+  const v1::Constraint schema =
+      Chat(ChatBody(R"("response_format":{"type":"json_schema",)"
+                    R"("json_schema":{"name":"x","strict":true,)"
+                    R"("schema":{"type":"integer"}}})"))
+          .prompts[0]
+          .sampling()
+          .constraint();
+  EXPECT_EQ(nlohmann::json::parse(schema.json_schema()),
+            nlohmann::json::parse(R"({"type":"integer"})"));
+  // vLLM's and llama.cpp's spellings.
+  EXPECT_EQ(Completion(CompletionBody(R"("structured_outputs":{"regex":"a+"})"))
+                .prompts[0]
+                .sampling()
+                .constraint()
+                .regex(),
+            "a+");
+  const v1::Constraint choice =
+      Completion(CompletionBody(R"("guided_choice":["a","b"])"))
+          .prompts[0]
+          .sampling()
+          .constraint();
+  ASSERT_EQ(choice.choice().values_size(), 2);
+  EXPECT_EQ(choice.choice().values(1), "b");
+  EXPECT_EQ(Completion(CompletionBody(R"("grammar":"root ::= \"x\"")"))
+                .prompts[0]
+                .sampling()
+                .constraint()
+                .grammar(),
+            "root ::= \"x\"");
+  EXPECT_EQ(nlohmann::json::parse(
+                Completion(CompletionBody(R"("json_schema":{"const":1})"))
+                    .prompts[0]
+                    .sampling()
+                    .constraint()
+                    .json_schema()),
+            nlohmann::json::parse(R"({"const":1})"));
+}
+
+TEST(OpenAiResponseFormat, MalformedOrConflictingIsAParamError) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("response_format":{"type":"xml"})", "response_format.type"},
+      {R"("response_format":{})", "response_format.type"},
+      {R"("response_format":"text")", "response_format"},
+      {R"("response_format":{"type":"json_schema"})",
+       "response_format.json_schema"},
+      {R"("response_format":{"type":"json_schema","json_schema":{}})",
+       "response_format.json_schema.name"},
+      {R"("response_format":{"type":"json_schema","json_schema":)"
+       R"({"name":"x","schema":3}})",
+       "response_format.json_schema.schema"},
+      {R"("structured_outputs":{})", "structured_outputs"},
+      {R"("structured_outputs":{"regex":"a","choice":["b"]})",
+       "structured_outputs"},
+      {R"("guided_choice":[])", "guided_choice"},
+      {R"("response_format":{"type":"json_object"},"grammar":"x")", "grammar"},
+  };
+  for (const auto& [fields, param] : cases) {
+    const std::string body = ChatBody(fields);
+    ExpectParamError(ParseChatCompletionRequest(body), param, body);
   }
-  absl::StatusOr<OpenAiRequest> r = ParseChatCompletionRequest(
-      ChatBody(R"("response_format":{"type":"json_object"})"));
-  EXPECT_NE(r.status().message().find("not supported"), std::string::npos);
 }
 
 // --- Paceline's own fields -----------------------------------------------

@@ -80,7 +80,28 @@ constexpr absl::string_view kLeapSecondUtc =
 constexpr absl::string_view kLooseIpLiteral =
     "the engine checks a URI's IP literal loosely";
 
+// json_text.h: an integral value is written as an integer (1, not 1.0),
+// in enum/const as for type integer.
+constexpr absl::string_view kIntegerSpelling =
+    "the engine writes integral numbers without a fraction";
+
 constexpr Excused kExcused[] = {
+    {"type.json", "integer type matches integers",
+     "a float with zero fractional part is an integer", kIntegerSpelling},
+    {"const.json", "const with 0 does not match other zero-like types",
+     "float zero is valid", kIntegerSpelling},
+    {"const.json", "const with 1 does not match true", "float one is valid",
+     kIntegerSpelling},
+    {"const.json", "const with -2.0 matches integer and float types",
+     "float -2.0 is valid", kIntegerSpelling},
+    {"enum.json", "enum with 0 does not match false", "float zero is valid",
+     kIntegerSpelling},
+    {"enum.json", "enum with [0] does not match [false]", "[0.0] is valid",
+     kIntegerSpelling},
+    {"enum.json", "enum with 1 does not match true", "float one is valid",
+     kIntegerSpelling},
+    {"enum.json", "enum with [1] does not match [true]", "[1.0] is valid",
+     kIntegerSpelling},
     {"optional/format/uri.json", "validation of URIs",
      "leading zero in an embedded IPv4 address is invalid", kLooseIpLiteral},
     {"format.json", "date-time format",

@@ -1,0 +1,29 @@
+#ifndef PACELINE_SERVER_OPENAI_OPENAI_RESPONSE_FORMAT_H_
+#define PACELINE_SERVER_OPENAI_OPENAI_RESPONSE_FORMAT_H_
+
+// Structured output as the OpenAI-compatible APIs ask for it, into
+// v1::SamplingOptions.constraint:
+//   - OpenAI's `response_format`: {"type": "text"} (no constraint),
+//     {"type": "json_object"} (any JSON object), {"type": "json_schema",
+//     "json_schema": {"name", "schema", "strict", "description"}};
+//   - vLLM's `structured_outputs`: {"json": schema (object or JSON text),
+//     "regex", "choice", "grammar", "json_object"}, and its older
+//     `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar`;
+//   - llama.cpp's `json_schema` (an object) and `grammar` (GBNF text).
+// At most one of them may constrain a request (InvalidParam otherwise), so
+// clients written for any of the three servers work unchanged.
+
+#include "absl/status/status.h"
+#include "paceline/v1/paceline.pb.h"
+#include "server/openai/openai_json.h"
+
+namespace paceline::server::openai {
+
+// Reads the fields above from `body` into `constraint` (left unset when
+// none constrains). Errors name the field as OpenAI's `param`.
+absl::Status ParseResponseFormat(const Json& body,
+                                 v1::SamplingOptions* sampling);
+
+}  // namespace paceline::server::openai
+
+#endif  // PACELINE_SERVER_OPENAI_OPENAI_RESPONSE_FORMAT_H_
