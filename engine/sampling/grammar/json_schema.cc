@@ -182,7 +182,7 @@ SchemaCompiler::SchemaCompiler(Grammar* g, const J& root,
 }
 
 RuleId SchemaCompiler::NewRule(const std::string& name) {
-  return g_->AddRule(absl::StrCat(name, "-", next_rule_++));
+  return g_->AddRule(absl::StrCat(name, "-", g_->num_rules()));
 }
 
 absl::StatusOr<const J*> SchemaCompiler::Resolve(const std::string& ref,
@@ -603,8 +603,9 @@ absl::StatusOr<ExprId> SchemaCompiler::Typed(const J& schema,
 
 }  // namespace internal
 
-absl::StatusOr<Grammar> JsonSchemaToGrammar(
-    const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+absl::StatusOr<ExprId> AddJsonSchema(Grammar* g,
+                                     const nlohmann::ordered_json& schema,
+                                     const JsonSchemaOptions& options) {
   if (schema.is_object() && schema.contains("$schema") &&
       (!schema["$schema"].is_string() ||
        !internal::KnownMetaSchema(schema["$schema"].get<std::string>()))) {
@@ -612,9 +613,14 @@ absl::StatusOr<Grammar> JsonSchemaToGrammar(
         "'$schema' names a meta-schema other than a JSON Schema draft's "
         "(custom vocabularies are not supported)");
   }
+  internal::SchemaCompiler compiler(g, schema, options);
+  return compiler.Schema(schema, "#", 0);
+}
+
+absl::StatusOr<Grammar> JsonSchemaToGrammar(
+    const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
   Grammar g;
-  internal::SchemaCompiler compiler(&g, schema, options);
-  ASSIGN_OR_RETURN(ExprId body, compiler.Schema(schema, "#", 0));
+  ASSIGN_OR_RETURN(ExprId body, AddJsonSchema(&g, schema, options));
   const RuleId root = g.AddRule("root");
   g.SetRule(root, body);
   g.set_root(root);

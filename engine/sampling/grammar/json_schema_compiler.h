@@ -85,7 +85,6 @@ class SchemaCompiler {
   const JsonSchemaOptions options_;
   absl::flat_hash_map<const J*, RuleId> ref_rules_;
   absl::flat_hash_map<std::string, ExprId> cache_;
-  int32_t next_rule_ = 0;
   // Draft 7 and older: keywords beside a $ref are ignored.
   bool legacy_refs_ = false;
 };
