@@ -25,12 +25,13 @@ absl::Status CheckSamplingRows(const ForwardBatch& batch, size_t sampling,
   return absl::OkStatus();
 }
 
-absl::Status Engine::ForwardAndSample(const ForwardBatch& batch,
-                                      absl::Span<const RowSampling> sampling,
-                                      absl::Span<int32_t> tokens,
-                                      absl::Span<float> logits) {
+absl::Status Engine::ForwardAndSample(
+    const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
+    absl::Span<int32_t> tokens, absl::Span<float> logits,
+    const std::function<void()>& before_sampling) {
   RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
   RETURN_IF_ERROR(Forward(batch, logits));
+  if (before_sampling) before_sampling();
   const int32_t rows = NumLogitRows(batch);
   const size_t vocab = static_cast<size_t>(config().n_vocab);
   for (int32_t j = 0; j < rows; ++j) {

@@ -31,6 +31,7 @@
 // threads inside a call.
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -72,10 +73,13 @@ class Engine {
   // non-finite logit, NonFiniteLogitId) and logits row j is left
   // unspecified; for any other row, logits row j is written as by Forward
   // and tokens[j] is left alone. `logits` is sized as for Forward.
-  virtual absl::Status ForwardAndSample(const ForwardBatch& batch,
-                                        absl::Span<const RowSampling> sampling,
-                                        absl::Span<int32_t> tokens,
-                                        absl::Span<float> logits);
+  // `before_sampling`, when set, is called once after the forward pass and
+  // before any RowSampling::allowed is read (the token masks are filled on
+  // other threads meanwhile, scheduler/mask_fill_pool.h).
+  virtual absl::Status ForwardAndSample(
+      const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
+      absl::Span<int32_t> tokens, absl::Span<float> logits,
+      const std::function<void()>& before_sampling = {});
 
   // Runs the pager's copy-on-write copies (kvpager/block_table.h: every
   // layer's K and V of block src into block dst), in order (a later copy

@@ -59,6 +59,9 @@ struct ServingLoopOptions {
   SchedulerMetrics* metrics = nullptr;  // optional; must outlive the loop
   // Where the step's logits rows are sampled (step_sampler.h).
   EngineSampling engine_sampling = EngineSampling::kAuto;
+  // Threads filling token masks while the forward pass runs (structured
+  // output, mask_fill_pool.h); 0: the engine thread fills them after it.
+  int mask_threads = 1;
 };
 
 // What the engine thread last published about its load (after each step
@@ -169,7 +172,7 @@ class ServingLoop {
   };
 
   ServingLoop(std::unique_ptr<engine::Engine> engine,
-              EngineSampling engine_sampling, Clock* clock,
+              EngineSampling engine_sampling, int mask_threads, Clock* clock,
               SchedulerMetrics* metrics, const SchedulerOptions& scheduler);
 
   void ThreadMain();

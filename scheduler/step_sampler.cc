@@ -3,17 +3,20 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace paceline::scheduler {
 
-StepSampler::StepSampler(const engine::Engine& engine, EngineSampling mode)
+StepSampler::StepSampler(const engine::Engine& engine, EngineSampling mode,
+                         int mask_threads)
     : vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
       engine_samples_(
           mode == EngineSampling::kAlways ||
-          (mode == EngineSampling::kAuto && engine.samples_on_device())) {}
+          (mode == EngineSampling::kAuto && engine.samples_on_device())),
+      pool_(mask_threads) {}
 
 bool StepSampler::InEngine(Request& request) const {
   return engine_samples_ && request.sampler().EngineCanSample();
@@ -22,7 +25,10 @@ bool StepSampler::InEngine(Request& request) const {
 absl::Span<const engine::RowSampling> StepSampler::EngineRows(
     const StepPlan& plan) {
   rows_.clear();
-  if (!engine_samples_) return {};
+  if (!engine_samples_) {
+    StartMasks(plan);
+    return {};
+  }
   bool any = false;
   rows_.resize(static_cast<size_t>(plan.num_logit_rows));
   // Sized before any row points into it, and only for a step with masks.
@@ -43,15 +49,31 @@ absl::Span<const engine::RowSampling> StepSampler::EngineRows(
     engine::RowSampling& row = rows_[s.logits_row];
     row = sampler.EngineRow();
     if (sampler.has_mask()) {
-      const absl::Span<uint32_t> allowed =
-          absl::MakeSpan(masks_).subspan(s.logits_row * words, words);
-      sampler.FillMask(allowed);
-      row.allowed = allowed.data();
+      row.allowed = masks_.data() + s.logits_row * words;  // StartMasks
     }
     any = true;
   }
   if (!any) rows_.clear();
+  StartMasks(plan);
   return rows_;
+}
+
+void StepSampler::StartMasks(const StepPlan& plan) {
+  const size_t words = static_cast<size_t>(engine::MaskWords(vocab_size_));
+  std::vector<std::function<void()>> jobs;
+  for (const ScheduledRequest& s : plan.scheduled) {
+    engine::SequenceSampler& sampler = s.request->sampler();
+    if (s.logits_row < 0 || !sampler.has_mask()) continue;
+    const size_t j = static_cast<size_t>(s.logits_row);
+    if (!rows_.empty() && rows_[j].in_engine) {
+      const absl::Span<uint32_t> allowed =
+          absl::MakeSpan(masks_).subspan(j * words, words);
+      jobs.push_back([&sampler, allowed] { sampler.FillMask(allowed); });
+    } else {
+      jobs.push_back([&sampler] { sampler.PrefillMask(); });
+    }
+  }
+  pool_.Start(std::move(jobs));
 }
 
 absl::Status StepSampler::CheckOutput(
@@ -73,6 +95,7 @@ absl::Status StepSampler::CheckOutput(
 
 const StepTokens& StepSampler::Sample(
     const StepPlan& plan, const absl::StatusOr<EngineOutput>& output) {
+  pool_.Wait();  // the masks EngineRows started
   tokens_.status = CheckOutput(plan, output);
   if (!tokens_.status.ok()) {
     tokens_.rows.clear();

@@ -6,10 +6,18 @@
 // which rows the engine samples.
 //
 //   rows = sampler.EngineRows(plan);   // before the engine runs: empty, or
-//                                      // one RowSampling per logits row
+//                                      // one RowSampling per logits row;
+//                                      // starts filling the token masks
 //   engine: rows.empty() ? Forward(plan.batch, logits)
-//                        : ForwardAndSample(plan.batch, rows, tokens, logits)
+//                        : ForwardAndSample(plan.batch, rows, tokens, logits,
+//                                           [&] { sampler.AwaitMasks(); })
 //   tokens = sampler.Sample(plan, EngineOutput{logits, tokens});
+//
+// Token masks (structured output) are filled on a MaskFillPool while the
+// engine runs the forward pass: an engine row's into this sampler's buffer
+// (RowSampling::allowed points there; the engine awaits them before it
+// samples), a host row's into its SequenceSampler (PrefillMask). Sample
+// awaits them before it samples.
 //
 // A row goes to the engine when engine sampling is on (EngineSampling) and
 // its request needs nothing the host alone has (SequenceSampler::
@@ -34,6 +42,7 @@
 #include "engine/engine.h"
 #include "engine/sampling/row_sampling.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/mask_fill_pool.h"
 #include "scheduler/step.h"
 
 namespace paceline::scheduler {
@@ -62,8 +71,11 @@ struct EngineOutput {
 
 class StepSampler {
  public:
-  // Reads the engine's vocabulary and whether it samples on its device.
-  StepSampler(const engine::Engine& engine, EngineSampling mode);
+  // Reads the engine's vocabulary and whether it samples on its device;
+  // `mask_threads` workers fill token masks (0: the engine thread does,
+  // once the forward pass is done).
+  StepSampler(const engine::Engine& engine, EngineSampling mode,
+              int mask_threads = 0);
 
   StepSampler(const StepSampler&) = delete;
   StepSampler& operator=(const StepSampler&) = delete;
@@ -75,6 +87,9 @@ class StepSampler {
   // the rows it samples — or empty when it samples none (then run Forward).
   // Valid until the next call.
   absl::Span<const engine::RowSampling> EngineRows(const StepPlan& plan);
+
+  // Returns once the masks EngineRows started are filled.
+  void AwaitMasks() { pool_.Wait(); }
 
   // Samples `plan`'s rows from `output` and returns them (valid until the
   // next call). Precondition: `output` is the engine's result for the
@@ -94,6 +109,8 @@ class StepSampler {
   bool InEngine(Request& request) const;
   absl::Status CheckOutput(const StepPlan& plan,
                            const absl::StatusOr<EngineOutput>& output) const;
+  // Starts filling the masks of `plan`'s masked rows.
+  void StartMasks(const StepPlan& plan);
   // A drafted request's rows (scheduler.cc, AddDrafts), on the host.
   void SampleDraftRows(const ScheduledRequest& s,
                        absl::Span<const float> logits);
@@ -106,6 +123,7 @@ class StepSampler {
   const int32_t vocab_size_;
   const bool engine_samples_;
 
+  MaskFillPool pool_;
   std::vector<engine::RowSampling> rows_;  // (num_logit_rows) or empty
   // (num_logit_rows, MaskWords(vocab)): the engine rows' token masks.
   std::vector<uint32_t> masks_;

@@ -817,9 +817,12 @@ absl::Status CudaEngine::UploadSampling(
 
 absl::Status CudaEngine::ForwardAndSample(
     const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
-    absl::Span<int32_t> tokens, absl::Span<float> logits) {
+    absl::Span<int32_t> tokens, absl::Span<float> logits,
+    const std::function<void()>& before_sampling) {
   RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
   RETURN_IF_ERROR(RunForward(batch, logits));
+  // The forward pass is queued on the stream; the masks finish meanwhile.
+  if (before_sampling) before_sampling();
   const int64_t rows = logit_rows_;
   RETURN_IF_ERROR(UploadSampling(sampling));
   RETURN_IF_ERROR(ComputeLogits(rows, logits, sampling.data()));

@@ -67,6 +67,7 @@
 // calling thread in every call.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -158,10 +159,10 @@ class CudaEngine final : public Engine {
   // (kernels/sampling.h); only their token ids and the other rows' logits
   // are copied back.
   bool samples_on_device() const override { return true; }
-  absl::Status ForwardAndSample(const ForwardBatch& batch,
-                                absl::Span<const RowSampling> sampling,
-                                absl::Span<int32_t> tokens,
-                                absl::Span<float> logits) override;
+  absl::Status ForwardAndSample(
+      const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
+      absl::Span<int32_t> tokens, absl::Span<float> logits,
+      const std::function<void()>& before_sampling = {}) override;
   absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
 
  private:

@@ -400,10 +400,28 @@ void SequenceSampler::ApplyProcessors(absl::Span<float> logits) const {
   }
 }
 
+void SequenceSampler::FillMask(absl::Span<uint32_t> allowed) {
+  if (prefilled_valid_) {
+    std::copy(prefilled_.begin(), prefilled_.end(), allowed.begin());
+    return;
+  }
+  mask_->Fill(allowed);
+}
+
+void SequenceSampler::PrefillMask() {
+  if (mask_ == nullptr || prefilled_valid_) return;
+  prefilled_.resize(static_cast<size_t>(MaskWords(vocab_size_)));
+  mask_->Fill(absl::MakeSpan(prefilled_));
+  prefilled_valid_ = true;
+}
+
 bool SequenceSampler::ApplyMask(absl::Span<float> z, SamplerScratch* scratch) {
-  std::vector<uint32_t>& allowed = scratch->mask_;
-  allowed.resize(static_cast<size_t>(MaskWords(vocab_size_)));
-  mask_->Fill(absl::MakeSpan(allowed));
+  std::vector<uint32_t>& allowed =
+      prefilled_valid_ ? prefilled_ : scratch->mask_;
+  if (!prefilled_valid_) {
+    allowed.resize(static_cast<size_t>(MaskWords(vocab_size_)));
+    mask_->Fill(absl::MakeSpan(allowed));
+  }
   bool any = false;
   for (int32_t id = 0; id < vocab_size_; ++id) {
     if (MaskAllows(allowed.data(), id)) {
@@ -426,7 +444,10 @@ absl::Status SequenceSampler::AcceptGenerated(int32_t token) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "token %d is outside the vocabulary [0, %d)", token, vocab_size_));
   }
-  if (mask_ != nullptr) RETURN_IF_ERROR(mask_->Accept(token));
+  if (mask_ != nullptr) {
+    RETURN_IF_ERROR(mask_->Accept(token));
+    prefilled_valid_ = false;
+  }
   Record(token);
   return absl::OkStatus();
 }
@@ -464,6 +485,7 @@ absl::StatusOr<SampleResult> SequenceSampler::Sample(
       return absl::InternalError(absl::StrCat(
           "the token mask refused the token it allowed: ", accepted.message()));
     }
+    prefilled_valid_ = false;
   }
   Record(result.token);
   return result;

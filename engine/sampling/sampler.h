@@ -219,8 +219,14 @@ class SequenceSampler {
 
   bool has_mask() const { return mask_ != nullptr; }
   // Writes the next token's mask (MaskWords(vocab_size) words) when
-  // has_mask().
-  void FillMask(absl::Span<uint32_t> allowed) { mask_->Fill(allowed); }
+  // has_mask(): the prefilled one if there is one.
+  void FillMask(absl::Span<uint32_t> allowed);
+  // Fills the next token's mask into this sampler's own buffer, where the
+  // next Sample or FillMask finds it (until the mask moves past a token):
+  // so a step's masks can be filled on other threads while the forward
+  // pass runs. Like every method, never concurrent with another call on
+  // this sampler. A no-op without a mask.
+  void PrefillMask();
 
   const SamplingParams& params() const { return params_; }
   // Tokens generated so far: the step the next Sample draws with.
@@ -242,6 +248,8 @@ class SequenceSampler {
   uint64_t step_ = 0;
   std::vector<std::unique_ptr<LogitsProcessor>> processors_;  // step 1
   std::unique_ptr<TokenMask> mask_;                           // step 2b
+  std::vector<uint32_t> prefilled_;  // (MaskWords(vocab)) see PrefillMask
+  bool prefilled_valid_ = false;     // for the mask's current state
 };
 
 }  // namespace paceline::engine
