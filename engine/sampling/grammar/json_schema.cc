@@ -582,7 +582,11 @@ absl::StatusOr<ExprId> SchemaCompiler::Typed(const J& schema,
       std::vector<std::string> kept;
       const std::vector<std::string> banned = TypesOf(n);
       for (const std::string& t : types) {
-        if (HasType(banned, t)) continue;
+        // An integer is a number: banning numbers bans integers too.
+        if (HasType(banned, t) ||
+            (t == "integer" && HasType(banned, "number"))) {
+          continue;
+        }
         if (t == "number" && HasType(banned, "integer")) {
           return absl::UnimplementedError(absl::StrCat(
               "'not' at ", where, ": non-integer numbers are not supported"));

@@ -50,6 +50,14 @@ absl::StatusOr<Grammar> JsonSchemaToGrammar(
 absl::StatusOr<Grammar> JsonSchemaToGrammar(
     absl::string_view schema_text, const JsonSchemaOptions& options = {});
 
+// The schema's language as an expression of `g` (its rules added to `g`),
+// for grammars that embed JSON values (tool calls). On an error `g` may
+// hold rules without a body: compile the schema alone first where the
+// caller goes on after an error. max_grammar_exprs is the caller's check.
+absl::StatusOr<ExprId> AddJsonSchema(Grammar* g,
+                                     const nlohmann::ordered_json& schema,
+                                     const JsonSchemaOptions& options = {});
+
 }  // namespace paceline::engine::grammar
 
 #endif  // PACELINE_ENGINE_SAMPLING_GRAMMAR_JSON_SCHEMA_H_

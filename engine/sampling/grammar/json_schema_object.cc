@@ -143,8 +143,8 @@ absl::StatusOr<ExprId> SchemaCompiler::Object(const J& s,
           value,
           SchemaRef(additional, where + "/additionalProperties", depth + 1));
     }
-    extra =
-        g_->Seq({JsonStringExcept(g_, keys, StringRest()), Sep(':'), value});
+    extra = g_->Seq({JsonStringExcept(g_, keys, StringRest(), NonAsciiRest()),
+                     Sep(':'), value});
   }
   std::vector<bool> must(members.size());
   for (size_t i = 0; i < members.size(); ++i) must[i] = members[i].required;
@@ -159,6 +159,7 @@ ExprId SchemaCompiler::MembersInOrder(const std::vector<ExprId>& written,
                                       const std::vector<bool>& required,
                                       ExprId extra) {
   const bool has_extra = g_->expr(extra).kind != ExprKind::kNothing;
+  if (has_extra) extra = AsRule("extra", extra);
   // T_n .. T_0 (see the top of the file).
   const size_t n = written.size();
   std::vector<ExprId> tails(n + 1);
@@ -190,9 +191,20 @@ ExprId SchemaCompiler::MembersAnyOrder(const std::vector<ExprId>& written,
                                        const std::vector<bool>& required,
                                        ExprId extra) {
   const bool has_extra = g_->expr(extra).kind != ExprKind::kNothing;
+  if (has_extra) extra = AsRule("extra", extra);
   const uint32_t n = static_cast<uint32_t>(written.size());
   uint32_t must = 0;
   for (uint32_t i = 0; i < n; ++i) must |= required[i] ? 1u << i : 0;
+  // Each member once, as a rule: the 2^n sets then hold calls, not copies
+  // of every key.
+  std::vector<ExprId> member(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (g_->expr(written[i]).kind == ExprKind::kNothing) {
+      member[i] = written[i];
+      continue;
+    }
+    member[i] = AsRule("member", written[i]);
+  }
   std::vector<RuleId> after(1u << n, -1);
   // Subsets from the full one down, so each rule's successors exist.
   for (uint32_t set = (1u << n); set-- > 0;) {
@@ -203,7 +215,7 @@ ExprId SchemaCompiler::MembersAnyOrder(const std::vector<ExprId>& written,
     for (uint32_t i = 0; i < n; ++i) {
       if (set & (1u << i)) continue;
       alts.push_back(
-          g_->Seq({Sep(','), written[i], g_->Ref(after[set | (1u << i)])}));
+          g_->Seq({Sep(','), member[i], g_->Ref(after[set | (1u << i)])}));
     }
     if (has_extra)
       alts.push_back(g_->Seq({Sep(','), extra, g_->Ref(after[set])}));
@@ -212,11 +224,17 @@ ExprId SchemaCompiler::MembersAnyOrder(const std::vector<ExprId>& written,
   }
   std::vector<ExprId> heads;
   for (uint32_t i = 0; i < n; ++i) {
-    heads.push_back(g_->Seq({written[i], g_->Ref(after[1u << i])}));
+    heads.push_back(g_->Seq({member[i], g_->Ref(after[1u << i])}));
   }
   if (has_extra) heads.push_back(g_->Seq({extra, g_->Ref(after[0])}));
   if (must == 0) heads.push_back(g_->Empty());
   return g_->Alt(std::move(heads));
+}
+
+ExprId SchemaCompiler::AsRule(const std::string& name, ExprId body) {
+  const RuleId rule = NewRule(name);
+  g_->SetRule(rule, body);
+  return g_->Ref(rule);
 }
 
 absl::StatusOr<bool> SchemaCompiler::PropertyCountsHold(

@@ -66,16 +66,28 @@ struct CpTrie {
 };
 
 // The rest of a string (closing quote included) from a trie node.
-ExprId Except(Grammar* g, const CpTrie& node, ExprId rest) {
+ExprId Except(Grammar* g, const CpTrie& node, ExprId rest,
+              ExprId non_ascii_rest) {
   std::vector<ExprId> alts;
   std::vector<CodepointRange> others;
   uint32_t next = 0;
   for (const auto& [cp, child] : node.children) {
     if (cp > next) others.push_back({next, cp - 1});
     next = cp + 1;
-    alts.push_back(g->Seq({JsonChar(g, {{cp, cp}}), Except(g, *child, rest)}));
+    alts.push_back(g->Seq(
+        {JsonChar(g, {{cp, cp}}), Except(g, *child, rest, non_ascii_rest)}));
   }
   if (next <= kMaxCodepoint) others.push_back({next, kMaxCodepoint});
+  // Every non-ASCII character among the others: one shared rule.
+  if (!others.empty() && others.back().lo <= 0x80 &&
+      others.back().hi == kMaxCodepoint) {
+    alts.push_back(non_ascii_rest);
+    if (others.back().lo == 0x80) {
+      others.pop_back();
+    } else {
+      others.back().hi = 0x7F;
+    }
+  }
   if (!others.empty()) {
     alts.push_back(g->Seq({JsonChar(g, std::move(others)), rest}));
   }
@@ -151,8 +163,12 @@ ExprId JsonStringRest(Grammar* g) {
   return g->Seq({g->Star(AnyJsonChar(g)), g->Literal("\"")});
 }
 
+ExprId JsonNonAsciiRest(Grammar* g, ExprId rest) {
+  return g->Seq({JsonChar(g, {{0x80, kMaxCodepoint}}), rest});
+}
+
 ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
-                        ExprId rest) {
+                        ExprId rest, ExprId non_ascii_rest) {
   CpTrie root;
   for (const std::string& t : texts) {
     CpTrie* node = &root;
@@ -163,7 +179,7 @@ ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
     }
     node->terminal = true;
   }
-  return g->Seq({g->Literal("\""), Except(g, root, rest)});
+  return g->Seq({g->Literal("\""), Except(g, root, rest, non_ascii_rest)});
 }
 
 }  // namespace paceline::engine::grammar
