@@ -72,12 +72,11 @@ class SchemaCompiler {
   // Shared pieces.
   ExprId AnyValue();
   ExprId AnyString();
-  ExprId StringRest();    // characters, then the closing quote
-  ExprId NonAsciiRest();  // a non-ASCII character, then StringRest
-  ExprId Ws();            // between JSON tokens
-  ExprId Sep(char c);     // ',' or ':' with the allowed whitespace
-  ExprId Open(char c);    // '{' or '[' and the whitespace after
-  ExprId Close(char c);   // the whitespace before, then '}' or ']'
+  ExprId StringRest();   // characters, then the closing quote
+  ExprId Ws();           // between JSON tokens
+  ExprId Sep(char c);    // ',' or ':' with the allowed whitespace
+  ExprId Open(char c);   // '{' or '[' and the whitespace after
+  ExprId Close(char c);  // the whitespace before, then '}' or ']'
   ExprId Cached(const std::string& key, ExprId (*make)(SchemaCompiler*));
   RuleId NewRule(const std::string& name);
   // A reference to a new rule whose body is `body`: copies of the reference

@@ -143,8 +143,8 @@ absl::StatusOr<ExprId> SchemaCompiler::Object(const J& s,
           value,
           SchemaRef(additional, where + "/additionalProperties", depth + 1));
     }
-    extra = g_->Seq({JsonStringExcept(g_, keys, StringRest(), NonAsciiRest()),
-                     Sep(':'), value});
+    extra =
+        g_->Seq({JsonStringExcept(g_, keys, StringRest()), Sep(':'), value});
   }
   std::vector<bool> must(members.size());
   for (size_t i = 0; i < members.size(); ++i) must[i] = members[i].required;

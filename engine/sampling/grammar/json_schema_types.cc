@@ -187,14 +187,6 @@ ExprId SchemaCompiler::StringRest() {
   });
 }
 
-ExprId SchemaCompiler::NonAsciiRest() {
-  return Cached("non-ascii-rest", [](SchemaCompiler* self) {
-    const RuleId rule = self->NewRule("non-ascii-rest");
-    self->g_->SetRule(rule, JsonNonAsciiRest(self->g_, self->StringRest()));
-    return self->g_->Ref(rule);
-  });
-}
-
 ExprId SchemaCompiler::AnyValue() {
   return Cached("value", [](SchemaCompiler* self) {
     Grammar* g = self->g_;

@@ -65,33 +65,31 @@ struct CpTrie {
   std::map<uint32_t, std::unique_ptr<CpTrie>> children;
 };
 
-// The rest of a string (closing quote included) from a trie node.
-ExprId Except(Grammar* g, const CpTrie& node, ExprId rest,
-              ExprId non_ascii_rest) {
+// The key's characters, down the trie, until one leaves it: every way out
+// ends in the same place (the caller puts the rest of the string there, so
+// all of them meet in one automaton state).
+ExprId Diverge(Grammar* g, const CpTrie& node) {
   std::vector<ExprId> alts;
   std::vector<CodepointRange> others;
   uint32_t next = 0;
   for (const auto& [cp, child] : node.children) {
     if (cp > next) others.push_back({next, cp - 1});
     next = cp + 1;
-    alts.push_back(g->Seq(
-        {JsonChar(g, {{cp, cp}}), Except(g, *child, rest, non_ascii_rest)}));
+    alts.push_back(g->Seq({JsonChar(g, {{cp, cp}}), Diverge(g, *child)}));
   }
   if (next <= kMaxCodepoint) others.push_back({next, kMaxCodepoint});
-  // Every non-ASCII character among the others: one shared rule.
-  if (!others.empty() && others.back().lo <= 0x80 &&
-      others.back().hi == kMaxCodepoint) {
-    alts.push_back(non_ascii_rest);
-    if (others.back().lo == 0x80) {
-      others.pop_back();
-    } else {
-      others.back().hi = 0x7F;
-    }
-  }
-  if (!others.empty()) {
-    alts.push_back(g->Seq({JsonChar(g, std::move(others)), rest}));
-  }
+  if (!others.empty()) alts.push_back(JsonChar(g, std::move(others)));
+  return g->Alt(std::move(alts));
+}
+
+// The strings that end (closing quote) on the trie at a node that is not
+// a listed text: proper prefixes of the texts, and the empty string.
+ExprId EndOnTrie(Grammar* g, const CpTrie& node) {
+  std::vector<ExprId> alts;
   if (!node.terminal) alts.push_back(g->Literal("\""));
+  for (const auto& [cp, child] : node.children) {
+    alts.push_back(g->Seq({JsonChar(g, {{cp, cp}}), EndOnTrie(g, *child)}));
+  }
   return g->Alt(std::move(alts));
 }
 
@@ -163,12 +161,8 @@ ExprId JsonStringRest(Grammar* g) {
   return g->Seq({g->Star(AnyJsonChar(g)), g->Literal("\"")});
 }
 
-ExprId JsonNonAsciiRest(Grammar* g, ExprId rest) {
-  return g->Seq({JsonChar(g, {{0x80, kMaxCodepoint}}), rest});
-}
-
 ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
-                        ExprId rest, ExprId non_ascii_rest) {
+                        ExprId rest) {
   CpTrie root;
   for (const std::string& t : texts) {
     CpTrie* node = &root;
@@ -179,7 +173,8 @@ ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
     }
     node->terminal = true;
   }
-  return g->Seq({g->Literal("\""), Except(g, root, rest, non_ascii_rest)});
+  return g->Seq({g->Literal("\""), g->Alt({g->Seq({Diverge(g, root), rest}),
+                                           EndOnTrie(g, root)})});
 }
 
 }  // namespace paceline::engine::grammar

@@ -38,11 +38,8 @@ ExprId JsonStringRest(Grammar* g);
 // `rest` matches JsonStringRest's language (a reference to a shared rule
 // keeps the grammar small: it follows every place the text leaves the
 // list).
-// `non_ascii_rest` matches JsonNonAsciiRest's (any non-ASCII character,
-// then the rest): also shared, as most keys are ASCII.
-ExprId JsonNonAsciiRest(Grammar* g, ExprId rest);
 ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
-                        ExprId rest, ExprId non_ascii_rest);
+                        ExprId rest);
 
 // A bound of a numeric range, as the decimal text of the schema's number
 // ("-12.5", "3", "1e3"...). Absent: unbounded.

@@ -40,14 +40,62 @@ inline bool Simple(const RuleDfa& d, int32_t s) {
   return !d.accepting(s) && !d.has_calls(s);
 }
 
+}  // namespace
+
+// What a walk found below one first byte: the tokens accepted and the
+// tails, from a state reached with that byte. Entries of different states
+// that reach the same state with the same byte (a key left at any node of
+// a list, a string's body from its start) share it.
+struct Subtree {
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<std::string, int32_t>> tails;
+  int64_t bytes() const {
+    int64_t n = static_cast<int64_t>(tokens.size() * 4);
+    for (const auto& t : tails) n += static_cast<int64_t>(t.first.size() + 8);
+    return n;
+  }
+};
+
+class SubtreeCache {
+ public:
+  std::shared_ptr<const Subtree> Find(uint64_t key) {
+    absl::MutexLock lock(&mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  void Insert(uint64_t key, std::shared_ptr<const Subtree> s) {
+    absl::MutexLock lock(&mu_);
+    const int64_t b = s->bytes();
+    if (map_.try_emplace(key, std::move(s)).second) bytes_ += b;
+  }
+  int64_t bytes() {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Subtree>> map_
+      ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+namespace {
+
+// Subtrees smaller than this are walked again rather than cached.
+constexpr uint32_t kMinCachedSubtree = 256;
+
 // The walk that builds one Entry (see mask_tables.h): the vocabulary trie
 // from one top frame, its frames below cut off.
 class EntryBuilder {
  public:
-  EntryBuilder(const CompiledGrammar& g, const TokenTrie& trie)
+  EntryBuilder(const CompiledGrammar& g, const TokenTrie& trie,
+               SubtreeCache* subtrees)
       : g_(g),
         trie_(trie),
+        subtrees_(subtrees),
         levels_(trie.max_depth() + 2),
+        scan_(trie.max_depth() + 2),
         bits_(MaskWords(trie.vocab_size()), 0) {}
 
   std::shared_ptr<MaskTables::Entry> Build(const Frame& top) {
@@ -67,13 +115,15 @@ class EntryBuilder {
   }
 
  private:
+  void AcceptToken(int32_t id) {
+    if (recording_ != nullptr) recording_->tokens.push_back(id);
+    uint32_t& w = bits_[id >> 5];
+    const uint32_t bit = 1u << (id & 31);
+    count_ += (w & bit) == 0;
+    w |= bit;
+  }
   void Accept(int32_t node) {
-    for (int32_t id : trie_.tokens(node)) {
-      uint32_t& w = bits_[id >> 5];
-      const uint32_t bit = 1u << (id & 31);
-      count_ += (w & bit) == 0;
-      w |= bit;
-    }
+    for (int32_t id : trie_.tokens(node)) AcceptToken(id);
   }
 
   // Every token below `node` fails inside the frame; those that passed a
@@ -84,39 +134,98 @@ class EntryBuilder {
     for (int32_t id : trie_.subtree_tokens(node)) {
       absl::string_view bytes = trie_.bytes(id);
       for (int32_t at : exits_) {
-        tails_[std::string(bytes.substr(at))].push_back(id);
+        AddTail(std::string(bytes.substr(at)), id);
       }
     }
   }
 
-  // One stack whose top state only moves by bytes: a table lookup per node.
+  void AddTail(std::string tail, int32_t id) {
+    if (recording_ != nullptr) recording_->tails.emplace_back(tail, id);
+    tails_[std::move(tail)].push_back(id);
+  }
+
+  // The root's child `c` (a first byte), reached in state `t` of rule
+  // `rule`: from the cache, or walked by `walk` and cached when big.
+  template <typename Walk>
+  void FirstByte(uint32_t c, RuleId rule, int32_t t, Walk walk) {
+    const uint32_t size = trie_.end(c) - c;
+    if (size < kMinCachedSubtree || subtrees_ == nullptr) {
+      walk();
+      return;
+    }
+    const uint64_t key = absl::HashOf(rule, t, c);
+    if (std::shared_ptr<const Subtree> hit = subtrees_->Find(key)) {
+      for (int32_t id : hit->tokens) AcceptToken(id);
+      for (const auto& [tail, id] : hit->tails) AddTail(tail, id);
+      return;
+    }
+    auto recorded = std::make_shared<Subtree>();
+    recording_ = recorded.get();
+    walk();
+    recording_ = nullptr;
+    subtrees_->Insert(key, std::move(recorded));
+  }
+
+  // One stack whose top state only moves by bytes: a table lookup per node,
+  // in one forward scan of the subtree's preorder array (scan_[k] holds
+  // the state after the path's first k bytes, so a node reads its
+  // parent's at its depth - 1).
   void WalkSimple(int32_t node, const RuleDfa& d, int32_t state,
                   const Stack& stack) {
-    const uint32_t end = trie_.end(node);
-    const int32_t depth = trie_.depth(node);
-    for (uint32_t c = node + 1; c < end; c = trie_.end(c)) {
-      const int32_t t = d.Next(state, trie_.byte(c));
+    const TokenTrie::Node* nodes = trie_.nodes();
+    const uint32_t* begin = trie_.token_begin();
+    const int32_t* slots = trie_.token_slots();
+    const uint32_t end = nodes[node].end;
+    scan_[nodes[node].depth] = state;
+    for (uint32_t c = node + 1; c < end;) {
+      const TokenTrie::Node& n = nodes[c];
+      const int32_t t = d.Next(scan_[n.depth - 1], n.byte);
+      if (node == 0 && t != RuleDfa::kDead && recording_ == nullptr &&
+          n.end - c >= kMinCachedSubtree) {
+        // A first byte: its subtree walked once for every state that
+        // reaches `t` with it.
+        FirstByte(c, stack.back().rule, t, [&] {
+          for (uint32_t k = begin[c]; k < begin[c + 1]; ++k) {
+            AcceptToken(slots[k]);
+          }
+          if (Simple(d, t)) {
+            WalkSimple(c, d, t, stack);
+          } else {
+            Below(c, t, stack);
+          }
+        });
+        c = n.end;
+        continue;
+      }
       if (t == RuleDfa::kDead) {
         Fail(c);
+        c = n.end;
         continue;
       }
-      Accept(c);
-      if (trie_.end(c) == c + 1) continue;
+      for (uint32_t k = begin[c]; k < begin[c + 1]; ++k) AcceptToken(slots[k]);
       if (Simple(d, t)) {
-        WalkSimple(c, d, t, stack);
+        scan_[n.depth] = t;
+        ++c;
         continue;
       }
-      std::vector<Stack>& next = levels_[depth + 1];
-      next.clear();
-      Stack moved = stack;
-      moved.back().state = t;
-      while (moved.size() > 1 &&
-             g_.rule(moved.back().rule).final_only(moved.back().state)) {
-        moved.pop_back();
-      }
-      next.push_back(std::move(moved));
-      Continue(c);
+      if (n.end != c + 1) Below(c, t, stack);
+      c = n.end;
     }
+  }
+
+  // Walks below node `c`, reached in the non-simple state `t` with the
+  // frames of `stack` (its top moved to `t`).
+  void Below(uint32_t c, int32_t t, const Stack& stack) {
+    std::vector<Stack>& next = levels_[trie_.depth(c)];
+    next.clear();
+    Stack moved = stack;
+    moved.back().state = t;
+    while (moved.size() > 1 &&
+           g_.rule(moved.back().rule).final_only(moved.back().state)) {
+      moved.pop_back();
+    }
+    next.push_back(std::move(moved));
+    Continue(c);
   }
 
   // Any set of stacks.
@@ -181,7 +290,10 @@ class EntryBuilder {
 
   const CompiledGrammar& g_;
   const TokenTrie& trie_;
+  SubtreeCache* const subtrees_;  // null: no sharing
+  Subtree* recording_ = nullptr;  // what FirstByte's walk finds goes here too
   std::vector<std::vector<Stack>> levels_;  // [depth]: stacks there
+  std::vector<int32_t> scan_;               // [depth]: WalkSimple's states
   std::vector<int32_t> exits_;  // depths on the path where the base returns
   absl::flat_hash_map<std::string, std::vector<int32_t>> tails_;
   std::vector<uint32_t> bits_;
@@ -268,7 +380,8 @@ MaskTables::MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
                        std::shared_ptr<SharedEntries> shared)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
-      shared_(std::move(shared)) {}
+      shared_(std::move(shared)),
+      subtrees_(std::make_unique<SubtreeCache>()) {}
 
 MaskTables::~MaskTables() = default;
 
@@ -285,7 +398,7 @@ const MaskTables::Entry& MaskTables::Get(const Frame& top) {
   std::shared_ptr<const Entry> built;
   if (shared_ != nullptr && fingerprint != 0) built = shared_->Find(shared_key);
   if (built == nullptr) {
-    built = EntryBuilder(*grammar_, *vocab_).Build(top);
+    built = EntryBuilder(*grammar_, *vocab_, subtrees_.get()).Build(top);
     if (shared_ != nullptr && fingerprint != 0)
       shared_->Insert(shared_key, built);
   }
@@ -319,8 +432,9 @@ int64_t MaskTables::num_entries() const {
 }
 
 int64_t MaskTables::memory_bytes() const {
+  const int64_t subtrees = subtrees_->bytes();
   absl::MutexLock lock(&mu_);
-  return memory_bytes_;
+  return memory_bytes_ + subtrees;
 }
 
 }  // namespace paceline::engine::grammar

@@ -65,6 +65,8 @@ class SharedEntries {
   int64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+class SubtreeCache;
+
 class MaskTables {
  public:
   // `shared` may be null (no sharing across grammars).
@@ -98,6 +100,9 @@ class MaskTables {
   const std::shared_ptr<const CompiledGrammar> grammar_;
   const std::shared_ptr<const TokenTrie> vocab_;
   const std::shared_ptr<SharedEntries> shared_;
+  // Walks below a first byte, shared between the entries of states that
+  // reach the same state with it (mask_tables.cc).
+  const std::unique_ptr<SubtreeCache> subtrees_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_

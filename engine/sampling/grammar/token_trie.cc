@@ -23,9 +23,7 @@ std::shared_ptr<const TokenTrie> TokenTrie::Create(
     return t->bytes_[a] < t->bytes_[b];
   });
   std::vector<int32_t> path = {0};  // node of each prefix length
-  t->byte_.push_back(0);
-  t->depth_.push_back(0);
-  t->token_begin_.push_back(0);
+  t->nodes_.push_back({0, 0, 0});
   std::vector<int32_t> owner;  // [token slot]: its node
   absl::string_view prev;
   for (int32_t id : order) {
@@ -37,22 +35,23 @@ std::shared_ptr<const TokenTrie> TokenTrie::Create(
     }
     path.resize(common + 1);
     for (size_t d = common; d < b.size(); ++d) {
-      path.push_back(static_cast<int32_t>(t->byte_.size()));
-      t->byte_.push_back(static_cast<uint8_t>(b[d]));
-      t->depth_.push_back(static_cast<uint16_t>(d + 1));
+      path.push_back(static_cast<int32_t>(t->nodes_.size()));
+      t->nodes_.push_back(
+          {0, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(b[d])});
     }
     owner.push_back(path.back());
     t->tokens_.push_back(id);
     t->max_depth_ = std::max(t->max_depth_, static_cast<int32_t>(b.size()));
     prev = b;
   }
-  const int32_t n = static_cast<int32_t>(t->byte_.size());
+  const int32_t n = static_cast<int32_t>(t->nodes_.size());
   // Subtree ends: a node's subtree runs until the next node no deeper.
-  t->end_.assign(n, n);
+  for (auto& node : t->nodes_) node.end = static_cast<uint32_t>(n);
   std::vector<int32_t> open;
   for (int32_t i = 0; i < n; ++i) {
-    while (!open.empty() && t->depth_[open.back()] >= t->depth_[i]) {
-      t->end_[open.back()] = i;
+    while (!open.empty() &&
+           t->nodes_[open.back()].depth >= t->nodes_[i].depth) {
+      t->nodes_[open.back()].end = static_cast<uint32_t>(i);
       open.pop_back();
     }
     open.push_back(i);

@@ -40,10 +40,20 @@ class TokenTrie {
   absl::string_view bytes(int32_t id) const { return bytes_[id]; }
   absl::Span<const int32_t> eog_ids() const { return eog_ids_; }
 
-  int32_t num_nodes() const { return static_cast<int32_t>(end_.size()); }
-  uint32_t end(int32_t node) const { return end_[node]; }
-  uint8_t byte(int32_t node) const { return byte_[node]; }
-  int32_t depth(int32_t node) const { return depth_[node]; }
+  // A node's fields together, for scans over the preorder array.
+  struct Node {
+    uint32_t end;    // one past its subtree
+    uint16_t depth;  // its path's length
+    uint8_t byte;    // the path's last byte (0 for the root)
+  };
+  const Node* nodes() const { return nodes_.data(); }
+  const uint32_t* token_begin() const { return token_begin_.data(); }
+  const int32_t* token_slots() const { return tokens_.data(); }
+
+  int32_t num_nodes() const { return static_cast<int32_t>(nodes_.size()); }
+  uint32_t end(int32_t node) const { return nodes_[node].end; }
+  uint8_t byte(int32_t node) const { return nodes_[node].byte; }
+  int32_t depth(int32_t node) const { return nodes_[node].depth; }
   // The tokens spelled exactly by node's path.
   absl::Span<const int32_t> tokens(int32_t node) const {
     return absl::MakeConstSpan(tokens_.data() + token_begin_[node],
@@ -51,8 +61,9 @@ class TokenTrie {
   }
   // Every token in node's subtree (the node's own first).
   absl::Span<const int32_t> subtree_tokens(int32_t node) const {
-    return absl::MakeConstSpan(tokens_.data() + token_begin_[node],
-                               token_begin_[end_[node]] - token_begin_[node]);
+    return absl::MakeConstSpan(
+        tokens_.data() + token_begin_[node],
+        token_begin_[nodes_[node].end] - token_begin_[node]);
   }
   int32_t max_depth() const { return max_depth_; }
 
@@ -61,9 +72,7 @@ class TokenTrie {
 
   std::vector<std::string> bytes_;
   std::vector<int32_t> eog_ids_;
-  std::vector<uint32_t> end_;          // [node]
-  std::vector<uint8_t> byte_;          // [node]: the byte into it
-  std::vector<uint16_t> depth_;        // [node]
+  std::vector<Node> nodes_;
   std::vector<uint32_t> token_begin_;  // [node], [num_nodes]: into tokens_
   std::vector<int32_t> tokens_;
   int32_t max_depth_ = 0;

@@ -15,6 +15,7 @@
 #include "engine/sampling/grammar/compile.h"
 #include "engine/sampling/grammar/grammar.h"
 #include "engine/sampling/grammar/grammar_mask.h"
+#include "engine/sampling/grammar/json_schema.h"
 #include "engine/sampling/grammar/matcher.h"
 #include "engine/sampling/grammar/token_trie.h"
 #include "engine/sampling/row_sampling_math.h"
@@ -164,6 +165,48 @@ TEST(MaskTablesTest, JsonMatchesBruteForce) {
 
 TEST(MaskTablesTest, AmbiguousGrammarMatchesBruteForce) {
   RandomWalks(AmbiguousGrammar(), 4, 20, 2);
+}
+
+// A schema whose objects take other keys (a key outside a list: the
+// entries of the list's trie share their walks below a first byte).
+TEST(MaskTablesTest, JsonSchemaWithOtherKeysMatchesBruteForce) {
+  auto g = JsonSchemaToGrammar(absl::string_view(R"({
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 6},
+                   "names": {"type": "array", "items": {"type": "integer"}},
+                   "nap": {"enum": [1, "one", null]}},
+    "required": ["name"],
+    "additionalProperties": {"type": "boolean"}})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  RandomWalks(*g, 6, 30, 3);
+}
+
+// Two states read the same letters into different states (one ends with
+// '.', the other with '!'): walks below a first byte are shared only
+// between states that reach the same state with it.
+TEST(MaskTablesTest, SharedWalksBelowAByteKeepTheirState) {
+  Grammar g;
+  RuleId root = g.AddRule("root");
+  ExprId letters = g.Star(g.Bytes({{'a', 'z'}}));
+  g.SetRule(root, g.Alt({g.Seq({g.Literal("x"), letters, g.Literal(".")}),
+                         g.Seq({g.Literal("y"), letters, g.Literal("!")})}));
+  g.set_root(root);
+  auto compiled = Compile(g);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto vocab = Gpt2Vocab();
+  auto tables = std::make_shared<MaskTables>(*compiled, vocab);
+  std::vector<uint32_t> bits(MaskWords(vocab->vocab_size()));
+  for (const char* start : {"x", "y", "x"}) {
+    GrammarMask mask(tables);
+    int32_t id = -1;
+    for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
+      if (vocab->bytes(t) == start) id = t;
+    }
+    ASSERT_GE(id, 0);
+    ASSERT_TRUE(mask.Accept(id).ok());
+    mask.Fill(absl::MakeSpan(bits));
+    EXPECT_EQ(bits, BruteForce(mask.matcher(), *vocab)) << start;
+  }
 }
 
 TEST(MaskTablesTest, RefusedTokensFailAccept) {
