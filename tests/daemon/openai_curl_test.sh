@@ -120,6 +120,14 @@ elif mode == "chat-stream":
     text = "".join(c["choices"][0]["delta"].get("content") or ""
                    for c in chunks)
     assert text, out
+elif mode == "json-schema":
+    j = json.loads(out)
+    assert j["choices"][0]["finish_reason"] == "stop", j
+    pet = json.loads(j["choices"][0]["text"])
+    assert set(pet) == {"name", "kind", "age"}, pet
+    assert isinstance(pet["name"], str) and len(pet["name"]) <= 10, pet
+    assert pet["kind"] in ("cat", "dog", "bird"), pet
+    assert type(pet["age"]) is int and 0 <= pet["age"] <= 30, pet
 elif mode == "wrong-key":
     body, status = out.rstrip("\n").rsplit("\n", 1)
     assert status == "401", out
@@ -128,7 +136,8 @@ else:
     raise SystemExit("unknown example " + mode)
 '
 
-for name in models completion completion-stream chat chat-stream wrong-key; do
+for name in models completion completion-stream chat chat-stream json-schema \
+    wrong-key; do
   code="$(example "$name")"
   [[ -n "$code" ]] || fail "no example '$name' in $examples"
   echo "--- $name"
