@@ -88,7 +88,9 @@ ALLOWED = {
               "engine/cpu/kernels", "engine/cuda", "kvpager", "scheduler",
               "chat", "server/delivery", "tests/testing"],
     "fuzz": ["common", "engine/gguf", "engine/model", "engine/tokenizer",
-             "chat", "server", "server/frontend", "server/http", "server/openai", "tests/testing"],
+             "engine/sampling", "engine/sampling/grammar", "chat", "server",
+             "server/frontend", "server/http", "server/openai",
+             "tests/testing"],
 }
 # Folders whose sources follow no rule: the tests (and their helpers) may
 # include any module; generated and fetched code.

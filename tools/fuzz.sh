@@ -9,9 +9,11 @@
 # tokenizer (encode and decode over every ../shared/vocab vocabulary,
 # fuzz/tokenizer_fuzzer.cc), request (OpenAI bodies and GenerateRequest
 # bytes built into scheduler requests, fuzz/request_fuzzer.cc), http (raw
-# bytes to the HTTP server, fuzz/http_fuzzer.cc) or http_framing (a raw
+# bytes to the HTTP server, fuzz/http_fuzzer.cc), http_framing (a raw
 # request's framing checks against Beast's parser,
-# fuzz/http_framing_fuzzer.cc);
+# fuzz/http_framing_fuzzer.cc) or grammar (a JSON Schema, regex, GBNF
+# grammar or choice list compiled and walked by a token mask checked
+# against the matcher, fuzz/grammar_fuzzer.cc);
 # without it every target runs for SECONDS (default 300), as many at once as
 # there are cores (PACELINE_FUZZ_JOBS to change).
 # `tools/fuzz.sh SECONDS` (a number first) is that too.
@@ -28,7 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf chat_template tokenizer request http http_framing)
+targets=(gguf chat_template tokenizer request http http_framing grammar)
 if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
   case "$1" in
     gguf | gguf_fuzzer) targets=(gguf) ;;
@@ -37,8 +39,9 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ && "$1" != -* ]]; then
     request | request_fuzzer) targets=(request) ;;
     http | http_fuzzer) targets=(http) ;;
     http_framing | http_framing_fuzzer) targets=(http_framing) ;;
+    grammar | grammar_fuzzer) targets=(grammar) ;;
     *)
-      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer, request, http or http_framing)" >&2
+      echo "fuzz.sh: unknown target '$1' (gguf, chat_template, tokenizer, request, http, http_framing or grammar)" >&2
       exit 2
       ;;
   esac
@@ -123,6 +126,10 @@ run() {
       seed "$corpus" fuzz/seeds/http fuzz/regressions/http
       flags=(-max_len=8192)
       ;;
+    grammar)
+      seed "$corpus" fuzz/seeds/grammar fuzz/regressions/grammar
+      flags=(-dict=fuzz/grammar.dict -max_len=4096)
+      ;;
   esac
   echo "fuzz.sh: $target for $seconds s"
   "$build_dir/fuzz/${target}_fuzzer" \
@@ -140,7 +147,7 @@ if ((${#targets[@]} == 1)); then
   exit
 fi
 # Several targets: as many at once as there are cores (or
-# PACELINE_FUZZ_JOBS; tools/test.sh should run all six at once, so CI's
+# PACELINE_FUZZ_JOBS; tools/test.sh should run all seven at once, so CI's
 # minute each costs one minute), each logging to $build_dir/fuzz-TARGET.log;
 # the final stats of each are printed, and the log's end for one that failed.
 jobs_max="${PACELINE_FUZZ_JOBS:-$(nproc)}"

@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "chat/request_context.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
-#include "chat/request_context.h"
+#include "server/frontend/tool_call_constraint.h"
 
 namespace paceline::server {
 namespace {
@@ -216,17 +217,22 @@ absl::StatusOr<engine::grammar::Constraint> ConstraintFrom(
       out.kind = Kind::kGbnf;
       out.text = c.grammar();
       break;
+    case v1::Constraint::kToolCalls:  // BuildToolCallMask's
     case v1::Constraint::KIND_NOT_SET:
       return Invalid("sampling.constraint",
                      "set one of json_schema, json_object, regex, choice, "
-                     "grammar");
+                     "grammar, tool_calls");
   }
   return out;
 }
 
 // The constraint's mask prototype, compiled (or cached) for the tenant.
+// Tool calls take the vocabulary's marker tokens and the chat output's
+// format (tool_call_constraint.h).
 absl::Status AddConstraint(const v1::GenerateRequest& request,
                            const TenantPolicy& tenant,
+                           const engine::Tokenizer& tokenizer,
+                           const Prompt& prompt,
                            engine::grammar::GrammarCache* grammars,
                            engine::SamplingParams* p) {
   if (!request.sampling().has_constraint()) return absl::OkStatus();
@@ -239,6 +245,12 @@ absl::Status AddConstraint(const v1::GenerateRequest& request,
     return Invalid("stopping.ignore_eos",
                    "cannot be set with sampling.constraint (the constraint "
                    "ends the output)");
+  }
+  if (request.sampling().constraint().has_tool_calls()) {
+    ASSIGN_OR_RETURN(p->mask, BuildToolCallMask(request.sampling().constraint(),
+                                                prompt.chat_output, tokenizer,
+                                                tenant, *grammars));
+    return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(engine::grammar::Constraint c,
                    ConstraintFrom(request.sampling().constraint()));
@@ -255,10 +267,12 @@ absl::Status AddConstraint(const v1::GenerateRequest& request,
 
 absl::StatusOr<engine::SamplingParams> BuildSampling(
     const v1::GenerateRequest& request, const TenantPolicy& tenant,
-    const ModelLimits& model, uint64_t seed,
+    const engine::Tokenizer& tokenizer, const ModelLimits& model,
+    const Prompt& prompt, uint64_t seed,
     engine::grammar::GrammarCache* grammars) {
   engine::SamplingParams p = SamplingFrom(request, seed);
-  RETURN_IF_ERROR(AddConstraint(request, tenant, grammars, &p));
+  RETURN_IF_ERROR(
+      AddConstraint(request, tenant, tokenizer, prompt, grammars, &p));
   if (p.top_logprobs != 0 && !p.logprobs) {
     return Invalid("logprobs.top_n", "needs logprobs.enabled");
   }
@@ -443,9 +457,9 @@ absl::StatusOr<BuiltRequest> BuildRequest(
   spec.cache_salt = tenant.cache_salt;  // request.cache_salt is ignored
   ASSIGN_OR_RETURN(Prompt prompt,
                    BuildPrompt(request, tenant, tokenizer, model, chat));
+  ASSIGN_OR_RETURN(spec.sampling, BuildSampling(request, tenant, tokenizer,
+                                                model, prompt, seed, grammars));
   spec.prompt = std::move(prompt.tokens);
-  ASSIGN_OR_RETURN(spec.sampling,
-                   BuildSampling(request, tenant, model, seed, grammars));
   ASSIGN_OR_RETURN(Stopping stopping,
                    BuildStopping(request.stopping(), tenant, model));
   spec.stop = std::move(stopping.engine);

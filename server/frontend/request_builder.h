@@ -57,7 +57,9 @@ struct ChatInput {
 // request's tenant; null: a request with a constraint is
 // FailedPrecondition. A constraint that does not compile (a bad schema, a
 // keyword not supported, past the compile limits) is InvalidArgument
-// naming sampling.constraint.<kind> with the compiler's message.
+// naming sampling.constraint.<kind> with the compiler's message. Tool calls
+// (sampling.constraint.tool_calls) take their syntax from the chat
+// template when they name none (tool_call_constraint.h).
 absl::StatusOr<BuiltRequest> BuildRequest(
     const v1::GenerateRequest& request, const TenantPolicy& tenant,
     const engine::Tokenizer& tokenizer, const ModelLimits& model, uint64_t seed,

@@ -90,6 +90,10 @@ class Call final : public std::enable_shared_from_this<Call> {
     std::string finish_reason;
   };
 
+  // tool_choice required / named on a chat template without a call
+  // format: refused naming tool_choice, before the request's constraint
+  // (which needs the format) is built.
+  absl::Status CheckToolChoice() const;
   // tool_choice required / named: the call's opening appended to the
   // prompt and given to the output parser (openai_tool_choice.h).
   absl::Status ForceToolCall(BuiltRequest* built) const;
@@ -154,6 +158,10 @@ class Call final : public std::enable_shared_from_this<Call> {
 void ChoiceWriter::Send(const Outgoing& out) { call_->OnSend(index_, out); }
 
 void Call::Start(const TenantPolicy* tenant) {
+  if (absl::Status st = CheckToolChoice(); !st.ok()) {
+    RespondError(*exchange_, st);
+    return;
+  }
   std::vector<BuiltRequest> built;
   for (const v1::GenerateRequest& prompt : request_.prompts) {
     absl::Status st = AddPrompt(tenant, prompt, &built);
@@ -207,6 +215,14 @@ absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
                       absl::StrCat(*over,
                                    ": lower max_tokens, n, the prompts or "
                                    "logprobs, or set stream: true"));
+}
+
+absl::Status Call::CheckToolChoice() const {
+  const chat::ModelChatTemplates* templates = frontend_->model().chat_templates;
+  if (templates == nullptr) return absl::OkStatus();  // Build refuses chat
+  return ToolCallPrefix(templates->output.tool_calls, request_.tool_choice,
+                        request_.tool_choice_name)
+      .status();
 }
 
 absl::Status Call::ForceToolCall(BuiltRequest* built) const {

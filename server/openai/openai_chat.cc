@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -11,6 +12,7 @@
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_options.h"
 #include "server/openai/openai_request.h"
+#include "server/openai/openai_tool_choice.h"
 
 namespace paceline::server::openai {
 namespace {
@@ -164,9 +166,10 @@ absl::Status Messages(const Json& body, v1::Chat* chat) {
   return absl::OkStatus();
 }
 
-// {type: "function", function: {name, description?, parameters?}};
-// parameters (a JSON Schema object) are kept as JSON text.
-absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out) {
+// {type: "function", function: {name, description?, parameters?,
+// strict?}}; parameters (a JSON Schema object) are kept as JSON text.
+absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out,
+                  bool* strict) {
   RETURN_IF_ERROR(ExpectObject(tool, param));
   RETURN_IF_ERROR(RequiredString(tool, "type", param, out->mutable_type()));
   if (out->type() != "function") {
@@ -187,15 +190,24 @@ absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out) {
     RETURN_IF_ERROR(ExpectObject(*schema, Member(fparam, "parameters")));
     f->set_parameters(Dump(*schema));
   }
+  *strict = false;
+  if (const Json* v = Find(*function, "strict")) {
+    ASSIGN_OR_RETURN(*strict, AsBool(*v, Member(fparam, "strict")));
+  }
   return absl::OkStatus();
 }
 
-absl::Status Tools(const Json& body, v1::Chat* chat) {
+// The tools, and whether each is strict.
+absl::Status Tools(const Json& body, v1::Chat* chat,
+                   std::vector<bool>* strict) {
   const Json* tools = Find(body, "tools");
   if (tools == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
   for (size_t i = 0; i < tools->size(); ++i) {
-    RETURN_IF_ERROR(Tool((*tools)[i], Index("tools", i), chat->add_tools()));
+    bool one = false;
+    RETURN_IF_ERROR(
+        Tool((*tools)[i], Index("tools", i), chat->add_tools(), &one));
+    strict->push_back(one);
   }
   return absl::OkStatus();
 }
@@ -278,8 +290,14 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(
   RETURN_IF_ERROR(ParseSharedOptions(json, Endpoint::kChat, &out, &request));
   v1::Chat* chat = request.mutable_chat();
   RETURN_IF_ERROR(Messages(json, chat));
-  RETURN_IF_ERROR(Tools(json, chat));
+  std::vector<bool> strict;
+  RETURN_IF_ERROR(Tools(json, chat, &strict));
   RETURN_IF_ERROR(ToolChoiceOption(json, chat, &out));
+  bool parallel = true;  // OpenAI's default
+  if (const Json* v = Find(json, "parallel_tool_calls")) {
+    ASSIGN_OR_RETURN(parallel, AsBool(*v, "parallel_tool_calls"));
+  }
+  RETURN_IF_ERROR(ConstrainToolCalls(strict, parallel, out, &request));
   RETURN_IF_ERROR(TemplateOptions(json, chat));
   out.prompts.push_back(std::move(request));
   return out;

@@ -20,6 +20,9 @@
 //  - `tool_choice`: "none" | "auto" | "required" | {type "function",
 //    function {name}} (also "allowed_tools" and custom tools, refused here
 //    as not supported). "none" is the default without tools, "auto" with.
+//    A tool's `function.strict` (bool) asks that its arguments always
+//    match its parameters; `parallel_tool_calls` (bool, default true)
+//    allows more than one call (openai_tool_choice.h: both enforced).
 //  - `max_tokens` is deprecated in chat in favour of
 //    `max_completion_tokens`; when both are sent the latter wins (vLLM's
 //    rule too). Completions has `max_tokens` only.

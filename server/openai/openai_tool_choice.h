@@ -1,12 +1,13 @@
 #ifndef PACELINE_SERVER_OPENAI_OPENAI_TOOL_CHOICE_H_
 #define PACELINE_SERVER_OPENAI_OPENAI_TOOL_CHOICE_H_
 
-// tool_choice "required" and a named function, without structured output:
-// the assistant's turn is begun for the model with the opening of a tool
-// call in the model's own format (an "assistant prefill"), so the output
-// can only continue that call. Named: the call's name is written too, so
-// the model writes only the arguments; required: only the opening marker,
-// and the model picks the name.
+// tool_choice "required" and a named function, and strict tools.
+//
+// The call is begun for the model: the assistant's turn gets the opening of
+// a tool call in the model's own format (an "assistant prefill"), so the
+// output can only continue that call. Named: the call's name is written
+// too, so the model writes only the arguments; required: only the opening
+// marker, and the model picks the name.
 //
 //   hermes        <tool_call>\n{"name": "NAME", "arguments":
 //   llama3        {"name": "NAME", "parameters":
@@ -16,13 +17,22 @@
 // The prefix is appended to the rendered prompt (its markers as control
 // tokens where the vocabulary has them) and fed to the output parser
 // first (DeliveryOptions::chat_output_prefix), so the call is announced
-// with its name at once. Nothing constrains the arguments: a model that
-// writes no valid JSON object there ends with a broken call (its text comes
-// back as content), as chat_output.h describes. Stronger guarantees need
-// grammar-constrained decoding (structured output), which Paceline does not
-// have yet.
+// with its name at once.
+//
+// And the rest is enforced (structured output): the request carries a
+// tool-call constraint (paceline.proto ToolCalls, the grammar in
+// engine/sampling/grammar/tool_call_grammar.h), so the model writes a
+// tool's name, arguments valid under that tool's parameters (a JSON
+// object), and the format's closing, then ends; the parsed call always has
+// valid JSON arguments. tool_choice "auto" with a strict tool
+// (tools[i].function.strict: OpenAI's "arguments always match the
+// schema") gets the same constraint lazily: free text until the model
+// opens a call, then the call's grammar. A strict tool's schema the server
+// cannot enforce is a 400; a non-strict tool's arguments are then any JSON
+// object.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -37,6 +47,18 @@ namespace paceline::server::openai {
 absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                                            ToolChoice choice,
                                            absl::string_view name);
+
+// Sets request->sampling.constraint.tool_calls (its format left to the
+// chat template) for `parsed`'s tool_choice over the chat's tools:
+// required and named always (named: that tool alone), auto when a tool is
+// strict (`strict[i]`: tools[i].function.strict); `parallel` is
+// parallel_tool_calls. Required and named replace a response_format (the
+// answer is a call, which has no content for it to shape); auto with
+// strict tools and a response_format is InvalidParam "response_format":
+// one request holds one constraint.
+absl::Status ConstrainToolCalls(const std::vector<bool>& strict, bool parallel,
+                                const OpenAiRequest& parsed,
+                                v1::GenerateRequest* request);
 
 }  // namespace paceline::server::openai
 

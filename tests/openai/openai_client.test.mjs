@@ -33,7 +33,14 @@ const TEMPLATE =
     path.join(SHARED, 'chat_templates', 'Qwen-Qwen2.5-7B-Instruct.jinja');
 const MODULES = process.env.PACELINE_NODE_MODULES ?? '';
 
-const HAVE_MODEL = fs.existsSync(MODEL) && fs.existsSync(TEMPLATE);
+// A template whose tools section leaves stories260K's 512 positions room
+// for a call (Qwen 2.5's takes about 440 with one tool): Mistral Nemo's,
+// the `[TOOL_CALLS][{...}]` syntax.
+const CALLS_TEMPLATE = path.join(
+    SHARED, 'chat_templates', 'mistralai-Mistral-Nemo-Instruct-2407.jinja');
+
+const HAVE_MODEL = fs.existsSync(MODEL) && fs.existsSync(TEMPLATE) &&
+    fs.existsSync(CALLS_TEMPLATE);
 if (!HAVE_MODEL) console.log(`PACELINE_SKIP: no ${MODEL} or ${TEMPLATE}`);
 
 // The SDK from the build tree (an ES import cannot use NODE_PATH).
@@ -79,9 +86,9 @@ function configText() {
       tenant('retry', 'tokens_per_minute: 120 max_queued: 1');
 }
 
-async function startDaemon(extraArgs = []) {
+async function startDaemon(extraArgs = [], template = TEMPLATE) {
   const daemon = new Daemon(PACELINED, [
-    '--model', MODEL, '--chat-template-file', TEMPLATE,
+    '--model', MODEL, '--chat-template-file', template,
     '--tenant', `alice:${KEYS.alice}`, '--tenant', `bob:${KEYS.bob}`,
     ...extraArgs,
   ]);
@@ -632,5 +639,48 @@ describe('draining', {skip: !HAVE_MODEL}, () => {
     controller.abort();
     const exit = await daemon.waitExit(WAIT_MS);
     assert.deepEqual(exit, {code: 0, signal: null}, daemon.stderr);
+  });
+});
+
+// tool_choice "required" with a strict tool is enforced (the call's grammar
+// around the tool's schema): whatever stories260K samples at temperature 1,
+// the answer is a call whose arguments JSON.parse gives back, every time.
+describe('tool_choice required with a strict tool', {skip: !HAVE_MODEL}, () => {
+  let daemon, client;
+
+  before(async () => {
+    const {OpenAI} = loadSdk();
+    daemon = await startDaemon([], CALLS_TEMPLATE);
+    client = new OpenAI(
+        {baseURL: daemon.baseURL, apiKey: KEYS.alice, maxRetries: 0});
+  });
+
+  after(async () => {
+    if (daemon) await daemon.kill();
+  });
+
+  test('the arguments always parse and match the schema', async () => {
+    const tools = [{type: 'function', function: {
+      name: 'get_weather', strict: true, parameters: {
+        type: 'object', additionalProperties: false,
+        required: ['city', 'unit'],
+        properties: {city: {type: 'string', maxLength: 6},
+                     unit: {type: 'string', enum: ['c', 'f']}}}}}];
+    for (let seed = 1; seed <= 20; ++seed) {
+      const r = await client.chat.completions.create({
+        model: MODEL_ID, messages: [{role: 'user', content: 'Hi'}], tools,
+        tool_choice: 'required', parallel_tool_calls: false,
+        max_tokens: 120, temperature: 1, seed,
+      });
+      const choice = r.choices[0];
+      assert.equal(choice.finish_reason, 'tool_calls', `seed ${seed}`);
+      assert.equal(choice.message.tool_calls.length, 1, `seed ${seed}`);
+      const call = choice.message.tool_calls[0];
+      assert.equal(call.function.name, 'get_weather');
+      const args = JSON.parse(call.function.arguments);
+      assert.deepEqual(Object.keys(args).sort(), ['city', 'unit']);
+      assert.ok(['c', 'f'].includes(args.unit), call.function.arguments);
+      assert.ok([...args.city].length <= 6, call.function.arguments);
+    }
   });
 });

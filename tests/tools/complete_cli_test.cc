@@ -1,6 +1,7 @@
 // The real `paceline complete` binary against the real pacelined on
 // stories260K: the oracle continuation, unary and streamed, a paced stream
-// that takes its time, and a wrong key. They skip when ../shared/models is
+// that takes its time, a wrong key, and structured output (--json-schema,
+// --choice, a refused keyword). They skip when ../shared/models is
 // absent. (tests/tools/complete_command_test.cc covers the flags and the
 // output format against a scripted service.)
 
@@ -14,12 +15,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
+#include "tests/testing/person_schema.h"
 #include "tests/testing/stories260k_oracle.h"
 
 namespace paceline::testing {
 namespace {
 
+using ::testing::AnyOf;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -112,6 +117,50 @@ TEST_F(CompleteCliTest, WrongKeyIsUnauthenticated) {
     EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
     EXPECT_THAT(r.out, IsEmpty());
   }
+}
+
+// Sampling freely (temperature 1) inside the schema, unary and streamed:
+// every answer is valid, and ends on its own.
+TEST_F(CompleteCliTest, JsonSchemaAnswersAreValid) {
+  const std::string schema = WriteFile("person.json", kPersonSchema);
+  for (const char* seed : {"1", "2", "3"}) {
+    for (const bool stream : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("seed ", seed, stream ? " stream" : ""));
+      std::vector<std::string> args = {
+          "--api-key", kKey, "--max-tokens",  "200", "--temperature", "1",
+          "--seed",    seed, "--json-schema", schema};
+      if (stream) args.push_back("--stream");
+      const CommandResult r = Complete(args);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      ASSERT_FALSE(r.out.empty());
+      EXPECT_EQ(PersonViolation(r.out.substr(0, r.out.size() - 1)), "")
+          << r.out;
+      EXPECT_THAT(r.err, StartsWith("finish: eos;"));
+    }
+  }
+}
+
+TEST_F(CompleteCliTest, ChoiceAnswersAreOneOfTheChoices) {
+  for (const char* seed : {"1", "2", "3"}) {
+    SCOPED_TRACE(seed);
+    const CommandResult r =
+        Complete({"--api-key", kKey, "--temperature", "1", "--seed", seed,
+                  "--choice", "yes,no,not\\, sure"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, AnyOf(Eq("yes\n"), Eq("no\n"), Eq("not, sure\n")));
+    EXPECT_THAT(r.err, StartsWith("finish: eos;"));
+  }
+}
+
+TEST_F(CompleteCliTest, RefusedKeywordIsInvalidArgument) {
+  const CommandResult r = Complete(
+      {"--api-key", kKey, "--json-schema",
+       WriteFile("unique.json", R"({"type": "array", "uniqueItems": true})")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("paceline complete: error: INVALID_ARGUMENT: "
+                                "sampling.constraint.json_schema"));
+  EXPECT_THAT(r.err, HasSubstr("uniqueItems"));
+  EXPECT_THAT(r.out, IsEmpty());
 }
 
 }  // namespace

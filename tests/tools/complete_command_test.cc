@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "paceline/v1/paceline.grpc.pb.h"
+#include "tests/testing/files.h"
 #include "tests/testing/paceline_cli.h"
 
 namespace paceline::testing {
@@ -297,6 +298,45 @@ TEST_F(CompleteCommandTest, UnsetFlagsStayUnset) {
   EXPECT_FALSE(req.has_stopping());
   EXPECT_FALSE(req.has_delivery());
   EXPECT_EQ(req.priority(), pb::PRIORITY_UNSPECIFIED);
+}
+
+TEST_F(CompleteCommandTest, ConstraintFlagsFillTheRequest) {
+  const std::string schema = WriteFile("schema.json", R"({"type": "object"})");
+  CommandResult r =
+      Complete({"--api-key", kKey, "--prompt", "Hello", "--json-schema", schema,
+                "--flexible-whitespace"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pb::Constraint c = service_.last_request().sampling().constraint();
+  EXPECT_EQ(c.json_schema(), R"({"type": "object"})");
+  EXPECT_TRUE(c.flexible_whitespace());
+  EXPECT_FALSE(service_.last_request().sampling().has_temperature());
+
+  r = Complete({"--api-key", kKey, "--prompt", "Hello", "--choice",
+                "a\\,b,c\\\\", "--choice", "d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  c = service_.last_request().sampling().constraint();
+  EXPECT_THAT(c.choice().values(), ::testing::ElementsAre("a,b", "c\\", "d"));
+  EXPECT_FALSE(c.flexible_whitespace());
+
+  r = Complete({"--api-key", kKey, "--prompt", "Hello", "--grammar",
+                WriteFile("g.gbnf", "root ::= \"x\"\n")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(service_.last_request().sampling().constraint().grammar(),
+            "root ::= \"x\"\n");
+
+  r = Complete({"--api-key", kKey, "--prompt", "Hello", "--regex", "[0-9]+"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(service_.last_request().sampling().constraint().regex(), "[0-9]+");
+}
+
+TEST(CompleteCommandUsageTest, TwoConstraintsAreAUsageError) {
+  const CommandResult r = RunPaceline(
+      {"complete", "--server", "127.0.0.1:1", "--api-key", kKey, "--prompt",
+       "hi", "--choice", "a", "--json-schema", "x.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("paceline complete: --json-schema and "
+                                "--choice cannot be combined"));
+  EXPECT_THAT(r.err, HasSubstr("usage: paceline complete"));
 }
 
 TEST_F(CompleteCommandTest, WrongKeyIsUnauthenticated) {

@@ -16,15 +16,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "chat/chat_template.h"
+#include "chat/prompt.h"
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "engine/gguf/gguf_file.h"
-#include "chat/prompt.h"
-#include "chat/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/json_parse.h"
 
 namespace paceline::tools {
 namespace {
@@ -115,48 +116,6 @@ absl::StatusOr<Flags> ReadFlags(const ParsedArgs& args) {
     }
   }
   return f;
-}
-
-// Records the first syntax error of a SAX parse (nlohmann's DOM parse in
-// its non-throwing form says only that the text is not JSON).
-class SyntaxErrorSax final : public nlohmann::json_sax<Json> {
- public:
-  const std::string& error() const { return error_; }
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
-    const std::string what = ex.what();
-    const size_t tag_end = what.find("] ");
-    error_ = tag_end == std::string::npos ? what : what.substr(tag_end + 2);
-    return false;
-  }
-
- private:
-  std::string error_ = "not JSON";
-};
-
-// `text` as JSON; InvalidArgument "WHERE: parse error at line L, column C:
-// WHAT" when it is not.
-absl::StatusOr<Json> ParseJson(const std::string& text,
-                               absl::string_view where) {
-  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!value.is_discarded()) return value;
-  SyntaxErrorSax sax;
-  Json::sax_parse(text, &sax);
-  return absl::InvalidArgumentError(absl::StrCat(where, ": ", sax.error()));
 }
 
 // The --messages file as template variables: an array is `messages`; an

@@ -19,6 +19,7 @@ int RunHealth(std::span<const std::string> args);
 int RunBench(std::span<const std::string> args);
 int RunChat(std::span<const std::string> args);
 int RunChatTemplate(std::span<const std::string> args);
+int RunGrammar(std::span<const std::string> args);
 
 }  // namespace paceline::tools
 

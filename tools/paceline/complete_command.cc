@@ -1,6 +1,8 @@
 // `paceline complete --server ADDR --prompt TEXT`: asks a running pacelined
 // for a continuation, over Complete (the whole text at once) or, with
-// --stream, over Generate (deltas written as they are delivered).
+// --stream, over Generate (deltas written as they are delivered). A
+// constraint flag (constraint_flags.h) becomes SamplingOptions.constraint;
+// the daemon compiles it.
 
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include "paceline/v1/paceline.grpc.pb.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/constraint_flags.h"
 #include "tools/paceline/grpc_client.h"
 
 namespace paceline::tools {
@@ -36,6 +39,8 @@ constexpr char kUsage[] =
     "         [--seed S] [--pace TPS] [--burst N]\n"
     "         [--priority interactive|standard|batch] [--stop STR...]\n"
     "         [--stream] [--timeout SECONDS] [--tls-ca FILE]\n"
+    "         [--json-schema FILE | --grammar FILE | --regex PATTERN |\n"
+    "          --choice A,B,C] [--flexible-whitespace]\n"
     "\n"
     "Asks the pacelined at ADDR for a continuation of TEXT and prints it to\n"
     "stdout, followed by a newline. Without --stream the Complete call\n"
@@ -48,6 +53,10 @@ constexpr char kUsage[] =
     "G and D are the seconds from the request's acceptance to the end of\n"
     "generation and to the last delivered delta. A failed call prints\n"
     "`paceline complete: error: CODE: MESSAGE` and exits 1.\n"
+    "A constraint flag (one at most) sends SamplingOptions.constraint: the\n"
+    "server compiles it for the model (a refusal is INVALID_ARGUMENT naming\n"
+    "the keyword; `paceline grammar` explains it) and the output belongs to\n"
+    "its language, unless max_tokens cuts it first (finish: length).\n"
     "\n"
     "  --server ADDR      host:port of pacelined\n"
     "  --api-key KEY      the tenant's API key (default: $PACELINE_API_KEY)\n"
@@ -65,12 +74,19 @@ constexpr char kUsage[] =
     "  --timeout SECONDS  deadline for the whole call (default: none)\n"
     "  --tls-ca FILE      use TLS, trusting the PEM certificates in FILE\n";
 
+std::string Usage() { return absl::StrCat(kUsage, kConstraintFlagsHelp); }
+
 constexpr FlagDef kFlags[] = {
-    {"server", true},     {"api-key", true},     {"prompt", true},
-    {"max-tokens", true}, {"temperature", true}, {"top-k", true},
-    {"top-p", true},      {"seed", true},        {"pace", true},
-    {"burst", true},      {"priority", true},    {"stop", true},
-    {"stream", false},    {"timeout", true},     {"tls-ca", true},
+    {"server", true},      {"api-key", true},
+    {"prompt", true},      {"max-tokens", true},
+    {"temperature", true}, {"top-k", true},
+    {"top-p", true},       {"seed", true},
+    {"pace", true},        {"burst", true},
+    {"priority", true},    {"stop", true},
+    {"stream", false},     {"timeout", true},
+    {"tls-ca", true},      kJsonSchemaFlag,
+    kGrammarFlag,          kRegexFlag,
+    kChoiceFlag,           kFlexibleWhitespaceFlag,
 };
 
 struct CompleteFlags {
@@ -137,6 +153,12 @@ absl::Status ReadRequestFlags(const ParsedArgs& args, pb::GenerateRequest& r) {
   if (args.Has("temperature") || args.Has("top-k") || args.Has("top-p") ||
       args.Has("seed")) {
     RETURN_IF_ERROR(ReadSamplingFlags(args, *r.mutable_sampling()));
+  }
+  ASSIGN_OR_RETURN(const std::optional<engine::grammar::Constraint> constraint,
+                   ReadConstraintFlags(args));
+  if (constraint.has_value()) {
+    *r.mutable_sampling()->mutable_constraint() =
+        ConstraintToProto(*constraint);
   }
   ASSIGN_OR_RETURN(const std::optional<double> pace,
                    GetNumberFlag(args, "pace", kNonNegative));
@@ -294,15 +316,15 @@ absl::Status Complete(const CompleteFlags& f) {
 int RunComplete(std::span<const std::string> args) {
   auto parsed = ParseArgs(args, kFlags);
   if (!parsed.ok()) {
-    return UsageError("complete", kUsage, parsed.status().message());
+    return UsageError("complete", Usage(), parsed.status().message());
   }
   if (parsed->help()) {
-    std::cout << kUsage;
+    std::cout << Usage();
     return kExitOk;
   }
   auto flags = ReadFlags(*parsed);
   if (!flags.ok()) {
-    return UsageError("complete", kUsage, flags.status().message());
+    return UsageError("complete", Usage(), flags.status().message());
   }
   if (absl::Status s = Complete(*flags); !s.ok()) {
     return Failure("complete", s);

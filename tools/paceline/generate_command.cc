@@ -1,6 +1,7 @@
 // `paceline generate --model MODEL --prompt TEXT [--prompt TEXT ...]`: runs
 // the prompts together through the serving loop (scheduler + the CPU or CUDA
-// engine, engine/backend.h) and prints each continuation.
+// engine, engine/backend.h) and prints each continuation, constrained to a
+// language when a constraint flag (constraint_flags.h) asks.
 
 #include <algorithm>
 #include <climits>
@@ -21,11 +22,16 @@
 #include "common/status_macros.h"
 #include "engine/backend.h"
 #include "engine/model_loader.h"
-#include "engine/tokenizer/detokenizer.h"
+#include "engine/sampling/grammar/grammar_cache.h"
+#include "engine/sampling/grammar/mask_tables.h"
+#include "engine/sampling/grammar/matcher.h"
+#include "engine/sampling/grammar/token_trie.h"
 #include "engine/sampling/sampler.h"
+#include "engine/tokenizer/detokenizer.h"
 #include "scheduler/offline_runner.h"
 #include "tools/paceline/cli.h"
 #include "tools/paceline/commands.h"
+#include "tools/paceline/constraint_flags.h"
 
 namespace paceline::tools {
 namespace {
@@ -35,6 +41,8 @@ constexpr char kUsage[] =
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
     "         [--kv-dtype f32|f16|q8_0] [--max-draft-tokens N]\n"
+    "         [--json-schema FILE | --grammar FILE | --regex PATTERN |\n"
+    "          --choice A,B,C] [--flexible-whitespace]\n"
     "\n"
     "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
@@ -48,6 +56,12 @@ constexpr char kUsage[] =
     "X is prompt tokens over the time from the first admission to the last\n"
     "first token; Y is generated tokens after each first one over the time\n"
     "from the first first-token to the last finish.\n"
+    "With a constraint flag (one at most) each continuation belongs to its\n"
+    "language, as with the daemon's SamplingOptions.constraint: the model\n"
+    "samples only among the tokens the language allows, and ends where it\n"
+    "may end. One that reaches N tokens first is cut there, said on stderr.\n"
+    "A constraint that does not compile fails before generating (`paceline\n"
+    "grammar` explains it).\n"
     "\n"
     "  --model MODEL      a GGUF file, or dummy:SHAPE[:DTYPE] for random\n"
     "                     weights of a named shape with a byte-level "
@@ -70,11 +84,25 @@ constexpr char kUsage[] =
     "                     off). Adds a line on stderr: drafts, accepted,\n"
     "                     engine steps\n";
 
+std::string Usage() { return absl::StrCat(kUsage, kConstraintFlagsHelp); }
+
 constexpr FlagDef kFlags[] = {
-    {"model", true},       {"prompt", true},  {"max-tokens", true},
-    {"temperature", true}, {"top-k", true},   {"top-p", true},
-    {"seed", true},        {"threads", true}, {"backend", true},
-    {"kv-dtype", true},    {"max-draft-tokens", true},
+    {"model", true},
+    {"prompt", true},
+    {"max-tokens", true},
+    {"temperature", true},
+    {"top-k", true},
+    {"top-p", true},
+    {"seed", true},
+    {"threads", true},
+    {"backend", true},
+    {"kv-dtype", true},
+    {"max-draft-tokens", true},
+    kJsonSchemaFlag,
+    kGrammarFlag,
+    kRegexFlag,
+    kChoiceFlag,
+    kFlexibleWhitespaceFlag,
 };
 
 constexpr int32_t kPrefillChunk = 512;
@@ -88,6 +116,7 @@ struct GenerateFlags {
   std::string backend;  // "", "cpu" or "cuda"
   std::optional<engine::GgmlType> kv_type;
   engine::SamplingParams sampling;
+  std::optional<engine::grammar::Constraint> constraint;
 };
 
 absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
@@ -143,6 +172,7 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   ASSIGN_OR_RETURN(const std::optional<uint64_t> seed,
                    GetUint64Flag(args, "seed"));
   f.sampling.seed = seed.value_or(f.sampling.seed);
+  ASSIGN_OR_RETURN(f.constraint, ReadConstraintFlags(args));
   // The vocabulary is not known yet; no flag here depends on it.
   RETURN_IF_ERROR(engine::Validate(f.sampling, INT32_MAX));
   return f;
@@ -173,10 +203,49 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
   return std::move(backend.engine);
 }
 
+// The constraint compiled over the model's vocabulary, as the daemon's
+// request builder does: the token-mask prototype every request clones, and
+// the tables behind it (to tell a cut output from a complete one).
+struct CompiledConstraint {
+  std::shared_ptr<const engine::TokenMask> mask;  // null: no constraint
+  std::shared_ptr<engine::grammar::MaskTables> tables;
+};
+
+// The error is the compiler's, after the flag.
+absl::StatusOr<CompiledConstraint> CompileConstraint(
+    const GenerateFlags& f, const engine::Tokenizer& tokenizer) {
+  if (!f.constraint.has_value()) return CompiledConstraint{};
+  engine::grammar::GrammarCache grammars(
+      engine::grammar::TokenTrie::FromTokenizer(tokenizer));
+  CompiledConstraint out;
+  absl::StatusOr<std::shared_ptr<const engine::TokenMask>> mask =
+      grammars.Mask(*f.constraint, "offline");
+  if (!mask.ok()) {
+    return absl::Status(mask.status().code(),
+                        absl::StrCat(ConstraintFlagName(f.constraint->kind),
+                                     ": ", mask.status().message()));
+  }
+  out.mask = *std::move(mask);
+  ASSIGN_OR_RETURN(out.tables, grammars.Tables(*f.constraint, "offline"));
+  return out;
+}
+
+// Whether `tokens` spell a whole text of the constraint's language.
+bool SpellsWholeText(const engine::grammar::MaskTables& tables,
+                     absl::Span<const int32_t> tokens) {
+  engine::grammar::Matcher matcher(tables.grammar_shared());
+  for (int32_t id : tokens) {
+    if (!matcher.AcceptBytes(tables.vocab().bytes(id))) return false;
+  }
+  return matcher.CanFinish();
+}
+
 absl::Status Generate(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(engine::LoadedModel model, engine::OpenModel(f.model));
   const engine::ModelConfig& config = model.weights->config();
   const engine::Tokenizer& tokenizer = *model.tokenizer;
+  ASSIGN_OR_RETURN(const CompiledConstraint constraint,
+                   CompileConstraint(f, tokenizer));
 
   std::vector<scheduler::OfflineRequest> requests;
   int64_t prompt_tokens = 0;
@@ -197,6 +266,7 @@ absl::Status Generate(const GenerateFlags& f) {
     scheduler::OfflineRequest r;
     r.prompt = std::move(prompt);
     r.sampling = f.sampling;
+    r.sampling.mask = constraint.mask;
     r.max_draft_tokens = f.max_draft_tokens;
     // The last generated token is never fed back: the context holds
     // prompt + max_tokens - 1 positions.
@@ -232,6 +302,13 @@ absl::Status Generate(const GenerateFlags& f) {
     engine::IncrementalDetokenizer text(&tokenizer);
     for (int32_t id : r.tokens) std::cout << text.Push(id);
     std::cout << text.Flush() << "\n";
+    if (constraint.tables != nullptr &&
+        r.finish.reason == scheduler::FinishReason::kLength &&
+        !SpellsWholeText(*constraint.tables, r.tokens)) {
+      std::cerr << "paceline generate: prompt " << i + 1 << ": cut at "
+                << r.tokens.size()
+                << " tokens, before the constraint's language ends\n";
+    }
     if (!r.finish.status.ok() &&
         r.finish.reason == scheduler::FinishReason::kError) {
       return absl::Status(
@@ -278,15 +355,15 @@ absl::Status Generate(const GenerateFlags& f) {
 int RunGenerate(std::span<const std::string> args) {
   auto parsed = ParseArgs(args, kFlags);
   if (!parsed.ok()) {
-    return UsageError("generate", kUsage, parsed.status().message());
+    return UsageError("generate", Usage(), parsed.status().message());
   }
   if (parsed->help()) {
-    std::cout << kUsage;
+    std::cout << Usage();
     return kExitOk;
   }
   auto flags = ReadFlags(*parsed);
   if (!flags.ok())
-    return UsageError("generate", kUsage, flags.status().message());
+    return UsageError("generate", Usage(), flags.status().message());
   if (absl::Status s = Generate(*flags); !s.ok()) {
     return Failure("generate", s);
   }

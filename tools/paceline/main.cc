@@ -34,6 +34,8 @@ constexpr Command kCommands[] = {
      RunHashKey},
     {"chat-template", "render a conversation with a chat template",
      RunChatTemplate},
+    {"grammar", "compile a structured-output constraint and check texts",
+     RunGrammar},
 };
 
 void PrintUsage(std::ostream& out) {

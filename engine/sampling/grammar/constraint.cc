@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "engine/sampling/grammar/gbnf.h"
 #include "engine/sampling/grammar/regex.h"
+#include "engine/sampling/grammar/tool_call_grammar.h"
 #include "nlohmann/json.hpp"
 
 namespace paceline::engine::grammar {
@@ -22,6 +23,8 @@ const char* ConstraintKindName(Constraint::Kind kind) {
       return "choice";
     case Constraint::Kind::kGbnf:
       return "grammar";
+    case Constraint::Kind::kToolCalls:
+      return "tool_calls";
   }
   return "unknown";
 }
@@ -39,6 +42,8 @@ absl::StatusOr<Grammar> ConstraintGrammar(const Constraint& c,
                                  json);
     case Constraint::Kind::kGbnf:
       return ParseGbnf(c.text);
+    case Constraint::Kind::kToolCalls:
+      return ToolCallGrammar(c.text, json);
     case Constraint::Kind::kRegex:
     case Constraint::Kind::kChoice: {
       Grammar g;

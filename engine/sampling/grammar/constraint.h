@@ -20,6 +20,7 @@ struct Constraint {
     kRegex,       // text: an ECMAScript pattern the whole output matches
     kChoice,      // choices: one of them, exactly
     kGbnf,        // text: a GBNF grammar (rule "root")
+    kToolCalls,   // text: ToolCallSpecText (tool_call_grammar.h)
   };
   Kind kind = Kind::kJsonObject;
   std::string text;
@@ -27,7 +28,7 @@ struct Constraint {
   bool flexible_whitespace = false;  // JSON kinds only
 };
 
-// "json_schema", "json_object", "regex", "choice", "grammar".
+// "json_schema", "json_object", "regex", "choice", "grammar", "tool_calls".
 const char* ConstraintKindName(Constraint::Kind kind);
 
 // The grammar of `c`. `json` supplies the JSON options (the whitespace

@@ -691,6 +691,94 @@ TEST(OpenAiChat, ToolChoiceErrors) {
       "tool_choice.type");
 }
 
+// tool_choice required / named and strict tools under auto constrain the
+// calls (sampling.constraint.tool_calls; the format is the template's).
+TEST(OpenAiChat, ToolChoiceConstrainsTheCalls) {
+  OpenAiRequest required =
+      Chat(ChatBody(absl::StrCat(kTools, R"(,"tool_choice":"required")")));
+  const v1::SamplingOptions& s = required.prompts[0].sampling();
+  ASSERT_TRUE(s.constraint().has_tool_calls());
+  const v1::ToolCalls& calls = s.constraint().tool_calls();
+  EXPECT_EQ(calls.mode(), v1::ToolCalls::MODE_REQUIRED);
+  EXPECT_EQ(calls.format(), "");
+  EXPECT_TRUE(calls.parallel());  // OpenAI's default
+  ASSERT_EQ(calls.tools_size(), 2);
+  EXPECT_EQ(calls.tools(0).name(), "get_weather");
+  EXPECT_EQ(calls.tools(0).parameters(),
+            required.prompts[0].chat().tools(0).function().parameters());
+  EXPECT_FALSE(calls.tools(0).strict());
+  EXPECT_EQ(calls.tools(1).name(), "now");
+  EXPECT_EQ(calls.tools(1).parameters(), "");
+
+  OpenAiRequest named = Chat(ChatBody(absl::StrCat(
+      kTools, R"(,"tool_choice":{"type":"function","function":{"name":"now"}})",
+      R"(,"parallel_tool_calls":true)")));
+  const v1::ToolCalls& one =
+      named.prompts[0].sampling().constraint().tool_calls();
+  EXPECT_EQ(one.mode(), v1::ToolCalls::MODE_NAMED);
+  ASSERT_EQ(one.tools_size(), 1);
+  EXPECT_EQ(one.tools(0).name(), "now");
+  EXPECT_FALSE(one.parallel());
+
+  OpenAiRequest serial = Chat(ChatBody(absl::StrCat(
+      kTools, R"(,"tool_choice":"required","parallel_tool_calls":false)")));
+  EXPECT_FALSE(
+      serial.prompts[0].sampling().constraint().tool_calls().parallel());
+  // Auto (and none) without strict tools: free text, as before.
+  for (const char* choice :
+       {"", R"(,"tool_choice":"auto")", R"(,"tool_choice":"none")"}) {
+    OpenAiRequest r = Chat(ChatBody(absl::StrCat(kTools, choice)));
+    EXPECT_FALSE(r.prompts[0].sampling().has_constraint()) << choice;
+  }
+  ChatError(ChatBody(absl::StrCat(kTools, R"(,"parallel_tool_calls":1)")),
+            "parallel_tool_calls");
+}
+
+constexpr char kStrictTools[] =
+    R"("tools":[{"type":"function","function":{"name":"get_weather",
+      "strict":true,"parameters":{"type":"object","properties":
+      {"city":{"type":"string"}},"required":["city"],
+      "additionalProperties":false}}},
+      {"type":"function","function":{"name":"now","strict":false}}])";
+
+TEST(OpenAiChat, StrictToolsUnderAutoAreHeldLazily) {
+  for (const char* choice : {"", R"(,"tool_choice":"auto")"}) {
+    OpenAiRequest r = Chat(ChatBody(absl::StrCat(kStrictTools, choice)));
+    const v1::Constraint& c = r.prompts[0].sampling().constraint();
+    ASSERT_TRUE(c.has_tool_calls()) << choice;
+    EXPECT_EQ(c.tool_calls().mode(), v1::ToolCalls::MODE_AUTO);
+    ASSERT_EQ(c.tool_calls().tools_size(), 2);
+    EXPECT_TRUE(c.tool_calls().tools(0).strict());
+    EXPECT_FALSE(c.tool_calls().tools(1).strict());
+  }
+  // "none" drops the tools, strict or not.
+  EXPECT_FALSE(
+      Chat(ChatBody(absl::StrCat(kStrictTools, R"(,"tool_choice":"none")")))
+          .prompts[0]
+          .sampling()
+          .has_constraint());
+  ChatError(ChatBody(R"("tools":[{"type":"function","function":{"name":"f",)"
+                     R"("strict":"yes"}}])"),
+            "tools[0].function.strict");
+}
+
+TEST(OpenAiChat, ToolConstraintsAndResponseFormat) {
+  const std::string format = R"(,"response_format":{"type":"json_object"})";
+  // A forced call has no content for the format to shape: the call's
+  // constraint replaces it.
+  OpenAiRequest r = Chat(
+      ChatBody(absl::StrCat(kTools, R"(,"tool_choice":"required")", format)));
+  EXPECT_TRUE(r.prompts[0].sampling().constraint().has_tool_calls());
+  // Strict tools under auto and a format would need both at once.
+  ChatError(ChatBody(absl::StrCat(kStrictTools, format)), "response_format");
+  // Non-strict tools leave the format alone.
+  EXPECT_TRUE(Chat(ChatBody(absl::StrCat(kTools, format)))
+                  .prompts[0]
+                  .sampling()
+                  .constraint()
+                  .json_object());
+}
+
 TEST(OpenAiChat, TemplateKwargsAreJsonText) {
   OpenAiRequest r =
       Chat(ChatBody(R"("chat_template_kwargs":{"enable_thinking":false,"n":3,)"

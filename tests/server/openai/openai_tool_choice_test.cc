@@ -5,10 +5,14 @@
 
 #include "server/openai/openai_tool_choice.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "chat/output_parser.h"
+#include "engine/sampling/grammar/compile.h"
+#include "engine/sampling/grammar/matcher.h"
+#include "engine/sampling/grammar/tool_call_grammar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/openai/openai_error.h"
@@ -136,6 +140,44 @@ TEST(ToolCallPrefixTest, ATemplateWithoutACallFormatIsRefusedNamingToolChoice) {
   ASSERT_FALSE(prefix.ok());
   EXPECT_EQ(prefix.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParamOf(prefix.status()).value_or(""), "tool_choice");
+}
+
+// The prefix and the constraint's grammar agree: what the grammar accepts
+// after each format's prefix is the call the parser reads, and a model
+// that wanders off (the prose above) is refused by the grammar.
+bool GrammarAccepts(ToolCallFormat format, ToolChoice choice,
+                    const std::string& rest) {
+  namespace gr = engine::grammar;
+  gr::ToolCallSpec spec;
+  spec.syntax =
+      gr::ParseToolCallSyntax(chat::ToolCallFormatName(format)).value();
+  spec.mode = choice == ToolChoice::kNamed ? gr::ToolCallMode::kNamed
+                                           : gr::ToolCallMode::kRequired;
+  spec.tools = {
+      {"get_weather", R"({"properties": {"city": {"type": "string"}}})", true}};
+  absl::StatusOr<gr::Grammar> g =
+      gr::ToolCallGrammar(gr::ToolCallSpecText(spec));
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return false;
+  absl::StatusOr<std::shared_ptr<const gr::CompiledGrammar>> c =
+      gr::Compile(*g);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return false;
+  gr::Matcher m(*c);
+  return m.AcceptBytes(rest) && m.CanFinish();
+}
+
+TEST(ToolCallPrefixTest, TheConstraintContinuesThePrefix) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(std::string(chat::ToolCallFormatName(c.format)));
+    EXPECT_TRUE(GrammarAccepts(c.format, ToolChoice::kNamed, c.rest_named));
+    EXPECT_TRUE(
+        GrammarAccepts(c.format, ToolChoice::kRequired, c.rest_required));
+    EXPECT_FALSE(
+        GrammarAccepts(c.format, ToolChoice::kNamed, "They went to the park."));
+    EXPECT_FALSE(GrammarAccepts(c.format, ToolChoice::kRequired,
+                                "They went to the park."));
+  }
 }
 
 }  // namespace
