@@ -11,10 +11,9 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
     const ServingLoopOptions& options) {
   if (engine == nullptr) return absl::InvalidArgumentError("no engine");
   Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
-  std::unique_ptr<ServingLoop> loop(
-      new ServingLoop(std::move(engine), options.engine_sampling,
-                      options.mask_threads, clock, options.metrics,
-                      options.scheduler));
+  std::unique_ptr<ServingLoop> loop(new ServingLoop(
+      std::move(engine), options.engine_sampling, options.mask_threads, clock,
+      options.metrics, options.scheduler));
   ASSIGN_OR_RETURN(loop->scheduler_,
                    Scheduler::Create(options.scheduler, *loop->engine_,
                                      tokenizer, clock, options.metrics));
@@ -24,8 +23,7 @@ absl::StatusOr<std::unique_ptr<ServingLoop>> ServingLoop::Create(
 
 ServingLoop::ServingLoop(std::unique_ptr<engine::Engine> engine,
                          EngineSampling engine_sampling, int mask_threads,
-                         Clock* clock,
-                         SchedulerMetrics* metrics,
+                         Clock* clock, SchedulerMetrics* metrics,
                          const SchedulerOptions& scheduler)
     : engine_(std::move(engine)),
       clock_(clock),
@@ -256,9 +254,9 @@ absl::StatusOr<EngineOutput> ServingLoop::Forward(const StepPlan& plan) {
     return EngineOutput{logits, {}};
   }
   tokens_.assign(rows.size(), -1);
-  RETURN_IF_ERROR(engine_->ForwardAndSample(
-      plan.batch, rows, absl::MakeSpan(tokens_), logits,
-      [this] { sampler_.AwaitMasks(); }));
+  RETURN_IF_ERROR(engine_->ForwardAndSample(plan.batch, rows,
+                                            absl::MakeSpan(tokens_), logits,
+                                            [this] { sampler_.AwaitMasks(); }));
   return EngineOutput{logits, tokens_};
 }
 

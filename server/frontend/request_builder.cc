@@ -208,9 +208,11 @@ absl::StatusOr<engine::grammar::Constraint> ConstraintFrom(
       break;
     case v1::Constraint::kChoice:
       out.kind = Kind::kChoice;
-      out.choices.assign(c.choice().values().begin(), c.choice().values().end());
+      out.choices.assign(c.choice().values().begin(),
+                         c.choice().values().end());
       if (out.choices.empty()) {
-        return Invalid("sampling.constraint.choice", "needs at least one value");
+        return Invalid("sampling.constraint.choice",
+                       "needs at least one value");
       }
       break;
     case v1::Constraint::kGrammar:

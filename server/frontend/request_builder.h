@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "chat/prompt.h"
 #include "chat/model_templates.h"
+#include "chat/prompt.h"
 #include "engine/sampling/grammar/grammar_cache.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
