@@ -3,6 +3,7 @@
 // library): what a peer receives, keep-alive reuse, usage and its absence,
 // events split and coalesced, 429 answers, bad keys and flags.
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -213,6 +214,53 @@ TEST_F(BenchOpenAiCliTest, ModelPromptsFileAndNoModelList) {
   std::filesystem::remove(prompts);
 }
 
+// --extra-body reaches every request (warm-up included); --outputs has a
+// line per request with its text and finish reason.
+TEST_F(BenchOpenAiCliTest, ExtraBodyAndOutputs) {
+  Start({"--tokens-per-chunk", "2"});
+  const std::string extra =
+      WriteFile("bench_openai_extra.json",
+                R"({"json_schema": {"type": "object"}, "ignore_eos": false})");
+  const std::string outputs = TempPath("bench_openai_outputs.jsonl");
+  Json run = BenchRun({"--api-key", kKey, "--requests", "3", "--warmup", "1",
+                       "--max-tokens", "5", "--extra-body", extra, "--outputs",
+                       outputs});
+  EXPECT_EQ(run["all"]["ok"], 3);
+  const std::vector<Json> posts = Requests("POST");
+  ASSERT_EQ(posts.size(), 4u);
+  for (const Json& p : posts) {
+    EXPECT_EQ(p["body"]["json_schema"], Json({{"type", "object"}}));
+    EXPECT_EQ(p["body"]["ignore_eos"], false);
+    EXPECT_EQ(p["body"]["max_tokens"], 5);
+  }
+  std::vector<Json> lines;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(outputs), '\n', absl::SkipEmpty())) {
+    lines.push_back(ParseJson(std::string(line)));
+  }
+  ASSERT_EQ(lines.size(), 4u);
+  int warmup = 0;
+  std::vector<int> indexes;
+  for (const Json& l : lines) {
+    SCOPED_TRACE(l.dump());
+    EXPECT_EQ(l["ok"], true);
+    EXPECT_EQ(l["text"], "xxxxx");  // chunks of 2, 2 and 1
+    EXPECT_EQ(l["finish_reason"], "length");
+    EXPECT_EQ(l["completion_tokens"], 5);
+    if (l["salt"] == 1) {
+      ++warmup;
+    } else {
+      EXPECT_EQ(l["salt"], 2);
+      indexes.push_back(l["index"].get<int>());
+    }
+  }
+  EXPECT_EQ(warmup, 1);
+  std::sort(indexes.begin(), indexes.end());
+  EXPECT_EQ(indexes, std::vector<int>({0, 1, 2}));
+  std::filesystem::remove(extra);
+  std::filesystem::remove(outputs);
+}
+
 TEST_F(BenchOpenAiCliTest, BadKeyStopsAtTheModelList) {
   Start({});
   const CommandResult r = Bench({"--api-key", "wrong", "--requests", "1"});
@@ -268,6 +316,8 @@ TEST_F(BenchOpenAiCliTest, HttpsTrustsTheGivenCa) {
 }
 
 TEST(BenchOpenAiFlagsTest, UsageErrors) {
+  const std::string extra = WriteFile("bench_flags_extra.json", "{}");
+  const std::string not_object = WriteFile("bench_flags_list.json", "[1, 2]");
   const std::vector<std::vector<std::string>> bad = {
       {"bench", "--api", "openai", "--api-key", "k"},
       {"bench", "--api", "openai", "--url", "ftp://h:1"},
@@ -277,11 +327,19 @@ TEST(BenchOpenAiFlagsTest, UsageErrors) {
       {"bench", "--server", "h:1", "--api-key", "k", "--model", "m"},
       {"bench", "--api", "rest", "--url", "http://h:1"},
       {"bench", "--api", "openai", "--url", "http://h:1", "--vocab-size", "2"},
+      {"bench", "--server", "h:1", "--api-key", "k", "--outputs", "o.jsonl"},
+      {"bench", "--server", "h:1", "--api-key", "k", "--extra-body", extra},
+      {"bench", "--api", "openai", "--url", "http://h:1", "--extra-body",
+       not_object},
+      {"bench", "--api", "openai", "--url", "http://h:1", "--extra-body",
+       "/nonexistent/extra.json"},
   };
   for (const auto& args : bad) {
     const CommandResult r = RunPaceline(args);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ") << ": " << r.err;
   }
+  std::filesystem::remove(extra);
+  std::filesystem::remove(not_object);
 }
 
 }  // namespace

@@ -94,6 +94,37 @@ TEST(CompletionBodyTest, TextPrompt) {
   EXPECT_EQ(got->prompts[0].stopping().max_tokens(), 5);
 }
 
+// --extra-body: its members go in last, replacing the bench's own, and
+// Paceline reads llama.cpp's json_schema out of a completions body.
+TEST(CompletionBodyTest, ExtraBodyIsMergedLast) {
+  const std::string extra =
+      R"({"json_schema": {"type": "object", "properties": )"
+      R"({"ok": {"type": "boolean"}}, "required": ["ok"]},)"
+      R"( "ignore_eos": false, "n_probs": 0})";
+  ASSERT_TRUE(CheckExtraBody(extra).ok());
+  const std::string text = CompletionBody(IdsRequest(), "m", extra);
+  const Json body = Parse(text);
+  EXPECT_EQ(body["ignore_eos"], false);
+  EXPECT_EQ(body["n_probs"], 0);
+  EXPECT_EQ(body["json_schema"]["required"], Json::array({"ok"}));
+  EXPECT_EQ(body["max_tokens"], 24);  // the rest as without it
+  auto got = server::openai::ParseCompletionRequest(text);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const v1::GenerateRequest& r = got->prompts[0];
+  EXPECT_FALSE(r.stopping().ignore_eos());
+  ASSERT_TRUE(r.sampling().has_constraint());
+  EXPECT_TRUE(absl::StrContains(r.sampling().constraint().json_schema(),
+                                "\"boolean\""));
+}
+
+TEST(CompletionBodyTest, ExtraBodyMustBeAnObject) {
+  for (const char* bad : {"", "[1]", "\"x\"", "{\"a\":", "null"}) {
+    EXPECT_EQ(CheckExtraBody(bad).code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_TRUE(CheckExtraBody("{}").ok());
+}
+
 TEST(ParseStreamChunkTest, PublishedShapes) {
   // OpenAI's API reference, the completions streaming object.
   auto openai = ParseStreamChunk(
@@ -257,6 +288,32 @@ TEST_F(CompletionStreamTest, ErrorChunkAndUnfinishedStream) {
   CompletionStream junk;
   EXPECT_FALSE(junk.Feed("data: not json\n\n", At(1)));
   EXPECT_TRUE(absl::StrContains(junk.error(), "not a JSON object"));
+}
+
+// --outputs: the whole text and the last finish_reason, one line each.
+TEST_F(CompletionStreamTest, TextAndFinishReasonMakeTheOutputLine) {
+  ASSERT_TRUE(Feed(Text("{\\\"a\\\"") + Text(": 1}"), 10));
+  ASSERT_TRUE(
+      Feed("data: {\"choices\":[{\"index\":0,\"text\":\"\","
+           "\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+           20));
+  EXPECT_EQ(stream_.text(), "{\"a\": 1}");
+  EXPECT_EQ(stream_.finish_reason(), "stop");
+  stream_.Fill(At(0), 1, &rec_);
+  const Json line =
+      Parse(OutputLine(2, 7, rec_, stream_.text(), stream_.finish_reason()));
+  EXPECT_EQ(line, Json({{"salt", 2},
+                        {"index", 7},
+                        {"ok", true},
+                        {"finish_reason", "stop"},
+                        {"completion_tokens", 2},
+                        {"text", "{\"a\": 1}"}}));
+  RequestRecord failed;
+  failed.error = "HTTP 400";
+  const Json bad = Parse(OutputLine(1, 0, failed, "\xff", ""));
+  EXPECT_EQ(bad["ok"], false);
+  EXPECT_EQ(bad["error"], "HTTP 400");
+  EXPECT_EQ(bad["text"], "\xEF\xBF\xBD");  // invalid UTF-8 replaced
 }
 
 TEST(ParseBenchUrlTest, Forms) {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -55,8 +56,9 @@ using bench::Workload;
 constexpr char kUsage[] =
     "usage: paceline bench (--server ADDR |\n"
     "                       --api openai --url http[s]://HOST:PORT\n"
-    "                       [--model NAME] [--vocab-size N]) [--tls-ca "
-    "FILE]\n"
+    "                       [--model NAME] [--vocab-size N]\n"
+    "                       [--extra-body FILE.json] [--outputs FILE.jsonl])\n"
+    "         [--tls-ca FILE]\n"
     "         [--api-key KEY | --tenant NAME:KEY[:SHARE[:PRIORITY]]...]\n"
     "         [--concurrency N[,N...] | --per-tenant-concurrency N[,N...] |\n"
     "          --rate R[,R...] [--burstiness B]]\n"
@@ -119,6 +121,17 @@ constexpr char kUsage[] =
     "  --model NAME          openai: the `model` sent (default: the first id\n"
     "                        of GET /v1/models)\n"
     "  --vocab-size N        openai: synthetic prompt ids are below N\n"
+    "  --extra-body FILE.json  openai: a JSON object whose members are put\n"
+    "                        into every request body, replacing the bench's\n"
+    "                        own of the same name, e.g. {\"json_schema\":\n"
+    "                        {...}, \"ignore_eos\": false} for structured\n"
+    "                        output\n"
+    "  --outputs FILE.jsonl  openai: write one line per request sent\n"
+    "                        (warm-up included): {\"salt\": 1 for the\n"
+    "                        warm-up, 2 + k for the k-th level, \"index\",\n"
+    "                        \"ok\", \"finish_reason\", \"completion_tokens\",\n"
+    "                        \"text\" (the whole completion), \"error\" when\n"
+    "                        not ok}, in the order they finish\n"
     "  --api-key KEY         one tenant's key (default: $PACELINE_API_KEY;\n"
     "                        openai: optional)\n"
     "  --tenant NAME:KEY[:SHARE[:PRIORITY]]  a tenant, its share of the\n"
@@ -177,6 +190,7 @@ constexpr FlagDef kFlags[] = {
     {"api", true},           {"url", true},         {"model", true},
     {"vocab-size", true},    {"per-tenant-concurrency", true},
     {"max-draft-tokens", true},
+    {"extra-body", true},    {"outputs", true},
 };
 
 // "1,4,8": positive numbers; whole ones when `whole`.
@@ -261,8 +275,21 @@ absl::StatusOr<std::vector<FilePrompt>> ReadPrompts(const std::string& path) {
   return prompts;
 }
 
-// --api and where to: --server and --tls-ca (gRPC), or --url, --model
-// and --vocab-size (OpenAI).
+// --extra-body's file: its text, once it is known to hold a JSON object.
+absl::StatusOr<std::string> ReadExtraBody(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (absl::Status s = bench::CheckExtraBody(text); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--extra-body ", path, " ", s.message()));
+  }
+  return text;
+}
+
+// --api and where to: --server and --tls-ca (gRPC), or --url, --model,
+// --vocab-size, --extra-body and --outputs (OpenAI).
 absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
   const std::string api = args.Get("api").value_or("grpc");
   if (api != "grpc" && api != "openai") {
@@ -271,7 +298,8 @@ absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
   }
   f.api = api == "grpc" ? bench::Api::kGrpc : bench::Api::kOpenAi;
   const bool grpc = f.api == bench::Api::kGrpc;
-  for (const char* flag : {"url", "model", "vocab-size"}) {
+  for (const char* flag :
+       {"url", "model", "vocab-size", "extra-body", "outputs"}) {
     if (grpc && args.Has(flag)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, " goes with --api openai"));
@@ -299,6 +327,10 @@ absl::Status ReadServerFlags(const ParsedArgs& args, BenchFlags& f) {
   }
   f.model = args.Get("model").value_or("");
   ASSIGN_OR_RETURN(f.vocab_size, GetIntFlag(args, "vocab-size", {.min = 4}));
+  if (auto v = args.Get("extra-body")) {
+    ASSIGN_OR_RETURN(f.extra_body, ReadExtraBody(*v));
+  }
+  f.outputs = args.Get("outputs").value_or("");
   return absl::OkStatus();
 }
 
@@ -438,6 +470,7 @@ absl::StatusOr<BenchFlags> ReadFlags(const ParsedArgs& args) {
 // What the runs are sent with and to, and what the report echoes.
 struct Target {
   std::unique_ptr<pb::Paceline::Stub> stub;  // gRPC; before `sender`
+  std::unique_ptr<std::ofstream> outputs;    // --outputs; before `sender`
   std::unique_ptr<bench::Sender> sender;
   std::string label;  // the server, as the report names it
   std::string model;
@@ -482,7 +515,15 @@ absl::StatusOr<Target> OpenAiTarget(const BenchFlags& f) {
   t.vocab_size =
       f.vocab_size.value_or(served_vocab.value_or(bench::kPortableVocabSize));
   t.label = url.ToString();
-  t.sender = std::make_unique<bench::OpenAiSender>(url, t.model, f);
+  if (!f.outputs.empty()) {
+    t.outputs = std::make_unique<std::ofstream>(f.outputs);
+    if (!*t.outputs) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write --outputs ", f.outputs));
+    }
+  }
+  t.sender =
+      std::make_unique<bench::OpenAiSender>(url, t.model, f, t.outputs.get());
   return t;
 }
 
@@ -549,6 +590,10 @@ absl::Status Bench(const BenchFlags& f) {
   std::cout << (f.json ? bench::FormatJson(setup, runs)
                        : bench::FormatTable(setup, runs))
             << std::flush;
+  if (target.outputs && !target.outputs->flush()) {
+    return absl::DataLossError(
+        absl::StrCat("writing --outputs ", f.outputs, " failed"));
+  }
   if (!f.plot_dir.empty()) {
     std::string note;
     RETURN_IF_ERROR(bench::WritePlots(f.plot_dir, setup, runs, &note));

@@ -308,6 +308,8 @@ Planned Workload::Make(uint64_t salt, int64_t i,
   std::seed_seq seq(words.begin(), words.end());
   std::mt19937_64 rng(seq);
   Planned p;
+  p.salt = salt;
+  p.index = i;
   p.tenant = std::discrete_distribution<int>(tenant_weights_.begin(),
                                              tenant_weights_.end())(rng);
   if (tenant) p.tenant = *tenant;

@@ -43,6 +43,10 @@ struct BenchFlags {
   std::string url;                    // OpenAI: http://HOST:PORT[/PREFIX]
   std::string model;                  // OpenAI: "" = /v1/models's first
   std::optional<int64_t> vocab_size;  // OpenAI: ids of synthetic prompts
+  // OpenAI: a JSON object's text whose members are merged into every
+  // request body (--extra-body; "" = none).
+  std::string extra_body;
+  std::string outputs;  // OpenAI: --outputs FILE.jsonl ("" = none)
   std::vector<Tenant> tenants;
   bool open_loop = false;
   // Closed loop with `level` streams of each tenant in flight (each
@@ -73,6 +77,8 @@ struct BenchFlags {
 struct Planned {
   int tenant = 0;
   pb::GenerateRequest request;
+  uint64_t salt = 0;  // Workload::Make's arguments
+  int64_t index = 0;
 };
 
 // The requests of a benchmark. Request `i` of stream `salt` depends only

@@ -56,8 +56,11 @@ absl::StatusOr<ServedModel> FetchServedModel(const HttpUrl& url,
 }
 
 OpenAiSender::OpenAiSender(HttpUrl url, std::string model,
-                           const BenchFlags& flags)
-    : url_(std::move(url)), model_(std::move(model)), flags_(flags) {}
+                           const BenchFlags& flags, std::ostream* outputs)
+    : url_(std::move(url)),
+      model_(std::move(model)),
+      flags_(flags),
+      outputs_(outputs) {}
 
 std::unique_ptr<HttpConnection> OpenAiSender::Take() {
   absl::MutexLock lock(&mu_);
@@ -74,6 +77,15 @@ void OpenAiSender::Give(std::unique_ptr<HttpConnection> c) {
   idle_.push_back(std::move(c));
 }
 
+void OpenAiSender::WriteOutput(const Planned& p, const RequestRecord& rec,
+                               const CompletionStream& stream) {
+  if (outputs_ == nullptr) return;
+  const std::string line =
+      OutputLine(p.salt, p.index, rec, stream.text(), stream.finish_reason());
+  absl::MutexLock lock(&outputs_mu_);
+  *outputs_ << line << '\n';
+}
+
 RequestRecord OpenAiSender::Send(const Planned& p, Clock::time_point origin) {
   RequestRecord rec;
   rec.tenant = p.tenant;
@@ -82,7 +94,7 @@ RequestRecord OpenAiSender::Send(const Planned& p, Clock::time_point origin) {
   request.target = "/v1/completions";
   request.headers = Auth(flags_.tenants[p.tenant].key);
   request.headers.emplace_back("accept", "text/event-stream");
-  request.body = CompletionBody(p.request, model_);
+  request.body = CompletionBody(p.request, model_, flags_.extra_body);
   std::unique_ptr<HttpConnection> c = Take();
   CompletionStream stream;
   const Clock::time_point sent = Clock::now();
@@ -97,6 +109,7 @@ RequestRecord OpenAiSender::Send(const Planned& p, Clock::time_point origin) {
   if (!r.ok()) {
     // A broken stream says why better than the connection it closed.
     rec.error = stream.error().empty() ? r.status().ToString() : stream.error();
+    WriteOutput(p, rec, stream);
     return rec;
   }
   if (r->status != 200) {
@@ -105,6 +118,7 @@ RequestRecord OpenAiSender::Send(const Planned& p, Clock::time_point origin) {
   } else {
     stream.Fill(sent, p.request.token_ids().ids_size(), &rec);
   }
+  WriteOutput(p, rec, stream);
   Give(std::move(c));
   return rec;
 }

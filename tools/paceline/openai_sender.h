@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,12 @@ absl::StatusOr<ServedModel> FetchServedModel(const HttpUrl& url,
 
 class OpenAiSender : public Sender {
  public:
-  // Sends to `url` for `model` with the flags' tenants, --tls-ca and
-  // --timeout;
-  // `flags` must outlive it.
-  OpenAiSender(HttpUrl url, std::string model, const BenchFlags& flags);
+  // Sends to `url` for `model` with the flags' tenants, --tls-ca,
+  // --timeout and --extra-body (checked by the caller), writing each
+  // request's OutputLine to `outputs` when not null. `flags` and `outputs`
+  // must outlive it.
+  OpenAiSender(HttpUrl url, std::string model, const BenchFlags& flags,
+               std::ostream* outputs = nullptr);
 
   // A non-2xx answer is a failed record with HttpErrorText's line (a 429
   // included: it is counted, with the server's retry hint, not retried,
@@ -57,6 +60,8 @@ class OpenAiSender : public Sender {
   std::unique_ptr<HttpConnection> Take();
   // Keeps `c` for the next request when it is still open.
   void Give(std::unique_ptr<HttpConnection> c);
+  void WriteOutput(const Planned& p, const RequestRecord& rec,
+                   const CompletionStream& stream);
 
   const HttpUrl url_;
   const std::string model_;
@@ -64,6 +69,9 @@ class OpenAiSender : public Sender {
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<HttpConnection>> idle_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex outputs_mu_;  // one line at a time
+  std::ostream* const outputs_ ABSL_PT_GUARDED_BY(outputs_mu_);
 };
 
 }  // namespace paceline::tools::bench

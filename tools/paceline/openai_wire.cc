@@ -61,10 +61,24 @@ double FloatAsDouble(float f) {
   return d;
 }
 
+Json ParseObject(absl::string_view text) {
+  return Json::parse(text.begin(), text.end(), nullptr,
+                     /*allow_exceptions=*/false);
+}
+
 }  // namespace
 
+absl::Status CheckExtraBody(absl::string_view text) {
+  const Json j = ParseObject(text);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("is not a JSON object");
+  }
+  return absl::OkStatus();
+}
+
 std::string CompletionBody(const v1::GenerateRequest& request,
-                           absl::string_view model) {
+                           absl::string_view model,
+                           absl::string_view extra_body) {
   Json body = Json::object();
   body["model"] = std::string(model);
   if (request.has_token_ids()) {
@@ -102,6 +116,10 @@ std::string CompletionBody(const v1::GenerateRequest& request,
     default:
       break;
   }
+  if (!extra_body.empty()) {
+    const Json extra = ParseObject(extra_body);
+    if (extra.is_object()) body.update(extra);
+  }
   return Dump(body);
 }
 
@@ -125,6 +143,7 @@ absl::StatusOr<StreamChunk> ParseStreamChunk(absl::string_view data) {
   if (const Json* choices = Member(j, "choices");
       choices != nullptr && choices->is_array() && !choices->empty()) {
     chunk.text = StringMember(choices->front(), "text");
+    chunk.finish_reason = StringMember(choices->front(), "finish_reason");
   }
   if (const Json* usage = Member(j, "usage"); usage != nullptr) {
     chunk.prompt_tokens = IntMember(*usage, "prompt_tokens");
@@ -173,6 +192,19 @@ absl::StatusOr<ServedModel> FirstServedModel(absl::string_view models_body) {
   return model;
 }
 
+std::string OutputLine(uint64_t salt, int64_t index, const RequestRecord& rec,
+                       absl::string_view text,
+                       absl::string_view finish_reason) {
+  Json line = {{"salt", salt},
+               {"index", index},
+               {"ok", rec.ok},
+               {"finish_reason", std::string(finish_reason)},
+               {"completion_tokens", rec.completion_tokens},
+               {"text", std::string(text)}};
+  if (!rec.ok) line["error"] = rec.error;
+  return Dump(line);
+}
+
 bool CompletionStream::Feed(absl::string_view piece, Clock::time_point now) {
   if (!error_.empty()) return false;
   events_.clear();
@@ -203,6 +235,8 @@ void CompletionStream::Event(const SseEvent& event, Clock::time_point now) {
     case StreamChunk::Kind::kData:
       break;
   }
+  if (!chunk->finish_reason.empty()) finish_reason_ = chunk->finish_reason;
+  text_ += chunk->text;
   if (chunk->completion_tokens) {
     prompt_tokens_ = chunk->prompt_tokens;
     completion_tokens_ = chunk->completion_tokens;

@@ -31,9 +31,16 @@ namespace paceline::tools::bench {
 // llama-server accept), else its text. The seed is written as the signed
 // 64-bit integer with the same bits (OpenAI's seed is an int64; Paceline
 // reads a negative seed back to the same bits). Invalid UTF-8 in a text
-// prompt is replaced with U+FFFD.
+// prompt is replaced with U+FFFD. `extra_body`, a JSON object's text (see
+// CheckExtraBody; "" = none), is merged in last: each of its members
+// replaces the one of that name (e.g. {"json_schema": {...}, "ignore_eos":
+// false}).
 std::string CompletionBody(const v1::GenerateRequest& request,
-                           absl::string_view model);
+                           absl::string_view model,
+                           absl::string_view extra_body = "");
+
+// InvalidArgument unless `text` is a JSON object (what --extra-body wants).
+absl::Status CheckExtraBody(absl::string_view text);
 
 // One `data:` payload of a completions event stream.
 struct StreamChunk {
@@ -43,7 +50,8 @@ struct StreamChunk {
     kError,  // {"error": {...}}: the server gave up mid-stream
   };
   Kind kind = Kind::kData;
-  std::string text;  // choices[0].text; "" when absent
+  std::string text;           // choices[0].text; "" when absent
+  std::string finish_reason;  // choices[0].finish_reason; "" when null
   // `usage`, when the chunk carries one (the include_usage chunk).
   std::optional<int64_t> prompt_tokens, completion_tokens;
   std::string error;  // kError: "TYPE: MESSAGE" (or the raw object)
@@ -71,6 +79,12 @@ struct ServedModel {
 };
 absl::StatusOr<ServedModel> FirstServedModel(absl::string_view models_body);
 
+// One line of --outputs (no newline): {"salt", "index" (the planned
+// request's), "ok", "finish_reason", "completion_tokens", "text"}, and
+// "error" when !ok. Invalid UTF-8 in the text is replaced with U+FFFD.
+std::string OutputLine(uint64_t salt, int64_t index, const RequestRecord& rec,
+                       absl::string_view text, absl::string_view finish_reason);
+
 // The receiving side of one completions stream: fed the body's pieces
 // with the time each arrived, it keeps what the record needs. A chunk
 // "with text" is one whose choices[0].text is non-empty; the last usage
@@ -88,6 +102,9 @@ class CompletionStream {
   // When [DONE] came; nullopt before.
   std::optional<Clock::time_point> done_at() const { return done_at_; }
   const std::string& error() const { return error_; }
+  // The text of every chunk so far, and the last finish_reason given.
+  const std::string& text() const { return text_; }
+  const std::string& finish_reason() const { return finish_reason_; }
 
   // Fills `rec` for a stream sent at `sent` whose prompt was `prompt_ids`
   // token ids (0 for a text prompt): ok only when [DONE] came and nothing
@@ -112,6 +129,7 @@ class CompletionStream {
   std::optional<Clock::time_point> first_, last_;  // text chunks
   std::vector<double> gaps_;                       // seconds
   int32_t chunks_ = 0;                             // with text
+  std::string text_, finish_reason_;
   std::optional<int64_t> prompt_tokens_, completion_tokens_;
 };
 
