@@ -72,7 +72,6 @@ class SchemaCompiler {
   // Shared pieces.
   ExprId AnyValue();
   ExprId AnyString();
-  ExprId StringRest();   // characters, then the closing quote
   ExprId Ws();           // between JSON tokens
   ExprId Sep(char c);    // ',' or ':' with the allowed whitespace
   ExprId Open(char c);   // '{' or '[' and the whitespace after

@@ -143,8 +143,12 @@ absl::StatusOr<ExprId> SchemaCompiler::Object(const J& s,
           value,
           SchemaRef(additional, where + "/additionalProperties", depth + 1));
     }
-    extra =
-        g_->Seq({JsonStringExcept(g_, keys, StringRest()), Sep(':'), value});
+    // The key is a rule of its own that calls nothing, so its token masks
+    // depend on the list alone (mask_tables.h derives them from a plain
+    // string's).
+    const ExprId key =
+        AsRule("key", JsonStringExcept(g_, keys, JsonStringRest(g_)));
+    extra = g_->Seq({key, Sep(':'), value});
   }
   std::vector<bool> must(members.size());
   for (size_t i = 0; i < members.size(); ++i) must[i] = members[i].required;

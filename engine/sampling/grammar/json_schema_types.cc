@@ -179,14 +179,6 @@ ExprId SchemaCompiler::AnyString() {
   });
 }
 
-ExprId SchemaCompiler::StringRest() {
-  return Cached("string-rest", [](SchemaCompiler* self) {
-    const RuleId rule = self->NewRule("string-rest");
-    self->g_->SetRule(rule, JsonStringRest(self->g_));
-    return self->g_->Ref(rule);
-  });
-}
-
 ExprId SchemaCompiler::AnyValue() {
   return Cached("value", [](SchemaCompiler* self) {
     Grammar* g = self->g_;

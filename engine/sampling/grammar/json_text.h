@@ -35,9 +35,9 @@ ExprId JsonStringOfLength(Grammar* g, int32_t min, int32_t max);
 // The rest of a JSON string: any characters, then the closing quote.
 ExprId JsonStringRest(Grammar* g);
 // The JSON string of any text except the listed ones (UTF-8 texts).
-// `rest` matches JsonStringRest's language (a reference to a shared rule
-// keeps the grammar small: it follows every place the text leaves the
-// list).
+// `rest` matches JsonStringRest's language: JsonStringRest itself (the
+// rule then calls nothing) or a reference to a shared rule; it follows
+// every place the text leaves the list, once.
 ExprId JsonStringExcept(Grammar* g, const std::vector<std::string>& texts,
                         ExprId rest);
 

@@ -1,5 +1,6 @@
 #include "engine/sampling/grammar/mask_tables.h"
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,22 +11,33 @@
 
 namespace paceline::engine::grammar {
 
+// Tokens that go on after their state's rule returned partway: their
+// remaining bytes in a trie; tail i stands for the tokens
+// tokens[begin[i] .. begin[i + 1]).
+struct TailSet {
+  std::shared_ptr<const TokenTrie> trie;
+  std::vector<uint32_t> begin;
+  std::vector<int32_t> tokens;
+  int64_t memory_bytes() const {
+    return static_cast<int64_t>(begin.size() * 4 + tokens.size() * 4) +
+           trie->num_nodes() * 12;
+  }
+};
+
 struct SharedEntries::Entry {
   // The accepted tokens: a bitmask when many, a list when few.
   std::vector<uint32_t> dense;
   std::vector<int32_t> sparse;
   bool exit_at_root = false;
-  // The tails: a trie over the remaining bytes; tail i stands for the
-  // tokens tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
-  std::shared_ptr<const TokenTrie> tails;
-  std::vector<uint32_t> tail_begin;
-  std::vector<int32_t> tail_tokens;
+  // The tails: its own, and a derived entry's base's but for the tokens
+  // whose first byte is in base_skip (bit b of word b / 64).
+  std::shared_ptr<const TailSet> tails;
+  std::shared_ptr<const TailSet> base_tails;
+  std::array<uint64_t, 4> base_skip{};
 
   int64_t memory_bytes() const {
-    int64_t n =
-        static_cast<int64_t>(dense.size() * 4 + sparse.size() * 4 +
-                             tail_begin.size() * 4 + tail_tokens.size() * 4);
-    if (tails) n += tails->num_nodes() * 12;
+    int64_t n = static_cast<int64_t>(dense.size() * 4 + sparse.size() * 4);
+    if (tails) n += tails->memory_bytes();
     return n;
   }
 };
@@ -34,6 +46,13 @@ namespace {
 
 inline void SetBit(absl::Span<uint32_t> bits, int32_t id) {
   bits[id >> 5] |= 1u << (id & 31);
+}
+
+// Without -mpopcnt, __builtin_popcount is a library call.
+inline int PopCount(uint32_t w) {
+  w = w - ((w >> 1) & 0x55555555u);
+  w = (w & 0x33333333u) + ((w >> 2) & 0x33333333u);
+  return static_cast<int>((((w + (w >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
 }
 
 inline bool Simple(const RuleDfa& d, int32_t s) {
@@ -85,15 +104,141 @@ namespace {
 // Subtrees smaller than this are walked again rather than cached.
 constexpr uint32_t kMinCachedSubtree = 256;
 
+// Where a byte leads in a rule that calls nothing, up to isomorphism of
+// the automaton reachable from there: a hash of its canonical form (states
+// numbered as a breadth-first search in byte order meets them, each
+// state's flags and its transitions as maximal byte runs, so the rule's
+// byte classes do not matter). Two independent 64-bit hashes. Futures of
+// more than kMaxFutureStates states are not computed (unknown).
+struct Future {
+  uint64_t a = 0;
+  uint64_t b = 0;
+  bool known = true;
+  bool dead() const { return known && a == 0 && b == 0; }
+  friend bool operator==(const Future& x, const Future& y) {
+    return x.known && y.known && x.a == y.a && x.b == y.b;
+  }
+  friend bool operator!=(const Future& x, const Future& y) { return !(x == y); }
+};
+
+constexpr size_t kMaxFutureStates = 64;
+
+class FutureHasher {
+ public:
+  explicit FutureHasher(const RuleDfa& d) : d_(d), ids_(d.num_states(), -1) {
+    for (int b = 0; b < 256; ++b) {
+      if (b == 0 || d.byte_class[b] != d.byte_class[b - 1]) {
+        runs_.push_back({static_cast<uint8_t>(b), d.byte_class[b]});
+      }
+    }
+  }
+
+  Future Of(int32_t state) {
+    if (state == RuleDfa::kDead) return Future{};
+    auto [it, inserted] = memo_.try_emplace(state);
+    if (inserted) it->second = Compute(state);
+    return it->second;
+  }
+
+ private:
+  Future Compute(int32_t start) {
+    Future unknown;
+    unknown.known = false;
+    for (int32_t s : order_) ids_[s] = -1;
+    order_.clear();
+    code_.clear();
+    ids_[start] = 0;
+    order_.push_back(start);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      const int32_t s = order_[i];
+      if (d_.has_calls(s)) return unknown;
+      const int32_t* row =
+          d_.next.data() + static_cast<size_t>(s) * d_.num_classes;
+      code_.push_back(0x80000000u | (d_.flags[s] & 7u));
+      int64_t prev = -2;
+      for (const auto& [byte, cls] : runs_) {
+        const int32_t n = row[cls];
+        int64_t id = -1;
+        if (n != RuleDfa::kDead) {
+          if (ids_[n] < 0) {
+            if (order_.size() >= kMaxFutureStates) return unknown;
+            ids_[n] = static_cast<int32_t>(order_.size());
+            order_.push_back(n);
+          }
+          id = ids_[n];
+        }
+        if (id == prev) continue;
+        prev = id;
+        code_.push_back(byte);
+        code_.push_back(static_cast<uint32_t>(id + 1));
+      }
+    }
+    Future f;
+    f.a = absl::HashOf(absl::MakeConstSpan(code_)) | 1;
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (uint32_t w : code_) {
+      for (int k = 0; k < 4; ++k) {
+        h = (h ^ ((w >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+      }
+    }
+    f.b = h;
+    return f;
+  }
+
+  const RuleDfa& d_;
+  std::vector<std::pair<uint8_t, uint8_t>> runs_;  // (first byte, class)
+  absl::flat_hash_map<int32_t, Future> memo_;
+  std::vector<int32_t> ids_;    // [state]: its number in order_, or -1
+  std::vector<int32_t> order_;  // the states met, in canonical order
+  std::vector<uint32_t> code_;
+};
+
+// A state's futures after each first byte (indexed by byte; the root's
+// children only) and the one that covers the most tokens.
+struct Signature {
+  std::array<Future, 256> after;
+  Future majority;
+};
+
+}  // namespace
+
+// Entries others are derived from, keyed by their majority future (and
+// the vocabulary): the first dense entry of a state with that majority.
+class EntryBases {
+ public:
+  struct Base {
+    Signature sig;
+    std::shared_ptr<const SharedEntries::Entry> entry;
+  };
+  std::shared_ptr<const Base> Find(uint64_t key) {
+    absl::MutexLock lock(&mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  void Insert(uint64_t key, std::shared_ptr<const Base> base) {
+    absl::MutexLock lock(&mu_);
+    if (map_.size() < kMaxBases) map_.try_emplace(key, std::move(base));
+  }
+
+ private:
+  static constexpr size_t kMaxBases = 256;
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Base>> map_
+      ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
 // The walk that builds one Entry (see mask_tables.h): the vocabulary trie
 // from one top frame, its frames below cut off.
 class EntryBuilder {
  public:
   EntryBuilder(const CompiledGrammar& g, const TokenTrie& trie,
-               SubtreeCache* subtrees)
+               SubtreeCache* subtrees, EntryBases* bases)
       : g_(g),
         trie_(trie),
         subtrees_(subtrees),
+        bases_(bases),
         levels_(trie.max_depth() + 2),
         scan_(trie.max_depth() + 2),
         bits_(MaskWords(trie.vocab_size()), 0) {}
@@ -104,6 +249,10 @@ class EntryBuilder {
     base.push_back(top);
     entry->exit_at_root = CanFinish(g_, base);
     const RuleDfa& d = g_.rule(top.rule);
+    if (Simple(d, top.state) && d.fingerprint != 0 && bases_ != nullptr) {
+      BuildFromBase(d, top.state, base, entry.get());
+      return entry;
+    }
     if (Simple(d, top.state)) {
       WalkSimple(0, d, top.state, base);
     } else {
@@ -115,12 +264,100 @@ class EntryBuilder {
   }
 
  private:
+  // A Simple state of a rule that calls nothing: derived from a base entry
+  // (mask_tables.h) when one agrees on most first bytes, else walked and
+  // offered as a base.
+  void BuildFromBase(const RuleDfa& d, int32_t state, const Stack& base_stack,
+                     MaskTables::Entry* entry) {
+    Signature sig = SignatureOf(d, state);
+    const uint64_t key = absl::HashOf(sig.majority.a, sig.majority.b, &trie_);
+    std::shared_ptr<const EntryBases::Base> base;
+    if (sig.majority.known && !sig.majority.dead()) base = bases_->Find(key);
+    if (base != nullptr && base->entry->base_tails == nullptr &&
+        Derive(d, state, base_stack, sig, *base, entry)) {
+      Finish(entry);
+      return;
+    }
+    WalkSimple(0, d, state, base_stack);
+    Finish(entry);
+    if (base == nullptr && sig.majority.known && !sig.majority.dead() &&
+        !entry->dense.empty()) {
+      auto made = std::make_shared<EntryBases::Base>();
+      made->sig = sig;
+      // A copy: `entry` is the caller's, not yet shared.
+      made->entry = std::make_shared<const MaskTables::Entry>(*entry);
+      bases_->Insert(key, std::move(made));
+    }
+  }
+
+  Signature SignatureOf(const RuleDfa& d, int32_t state) {
+    Signature sig;
+    FutureHasher hasher(d);
+    absl::flat_hash_map<uint64_t, int64_t> weight;  // future -> tokens
+    const TokenTrie::Node* nodes = trie_.nodes();
+    const uint32_t* begin = trie_.token_begin();
+    for (uint32_t c = 1; c < nodes[0].end; c = nodes[c].end) {
+      const uint8_t byte = nodes[c].byte;
+      Future f = hasher.Of(d.Next(state, byte));
+      sig.after[byte] = f;
+      if (!f.known || f.dead()) continue;
+      weight[f.a ^ (f.b * 31)] += begin[nodes[c].end] - begin[c];
+    }
+    int64_t best = 0;
+    for (uint32_t c = 1; c < nodes[0].end; c = nodes[c].end) {
+      const Future& f = sig.after[nodes[c].byte];
+      if (!f.known || f.dead()) continue;
+      const int64_t w = weight[f.a ^ (f.b * 31)];
+      if (w > best) {
+        best = w;
+        sig.majority = f;
+      }
+    }
+    if (best == 0) sig.majority.known = false;
+    return sig;
+  }
+
+  // The base's bits and tails less the first bytes whose futures differ,
+  // which are walked. False (nothing done) when those cover more than half
+  // the vocabulary.
+  bool Derive(const RuleDfa& d, int32_t state, const Stack& base_stack,
+              const Signature& sig, const EntryBases::Base& base,
+              MaskTables::Entry* entry) {
+    const TokenTrie::Node* nodes = trie_.nodes();
+    const uint32_t* begin = trie_.token_begin();
+    std::array<bool, 256> differs{};
+    int64_t walked = 0;
+    for (uint32_t c = 1; c < nodes[0].end; c = nodes[c].end) {
+      const uint8_t byte = nodes[c].byte;
+      if (sig.after[byte] == base.sig.after[byte]) continue;
+      differs[byte] = true;
+      walked += begin[nodes[c].end] - begin[c];
+    }
+    if (walked * 2 > begin[nodes[0].end]) return false;
+    const MaskTables::Entry& from = *base.entry;
+    bits_ = from.dense;
+    const int32_t* slots = trie_.token_slots();
+    for (uint32_t c = 1; c < nodes[0].end; c = nodes[c].end) {
+      if (!differs[nodes[c].byte] || base.sig.after[nodes[c].byte].dead()) {
+        continue;
+      }
+      for (uint32_t k = begin[c]; k < begin[nodes[c].end]; ++k) {
+        bits_[slots[k] >> 5] &= ~(1u << (slots[k] & 31));
+      }
+    }
+    entry->base_tails = from.tails;
+    for (int b = 0; b < 256; ++b) {
+      if (differs[b]) entry->base_skip[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    root_filter_ = &differs;
+    WalkSimple(0, d, state, base_stack);
+    root_filter_ = nullptr;
+    return true;
+  }
+
   void AcceptToken(int32_t id) {
     if (recording_ != nullptr) recording_->tokens.push_back(id);
-    uint32_t& w = bits_[id >> 5];
-    const uint32_t bit = 1u << (id & 31);
-    count_ += (w & bit) == 0;
-    w |= bit;
+    bits_[id >> 5] |= 1u << (id & 31);
   }
   void Accept(int32_t node) {
     for (int32_t id : trie_.tokens(node)) AcceptToken(id);
@@ -179,6 +416,10 @@ class EntryBuilder {
     scan_[nodes[node].depth] = state;
     for (uint32_t c = node + 1; c < end;) {
       const TokenTrie::Node& n = nodes[c];
+      if (root_filter_ != nullptr && n.depth == 1 && !(*root_filter_)[n.byte]) {
+        c = n.end;
+        continue;
+      }
       const int32_t t = d.Next(scan_[n.depth - 1], n.byte);
       if (node == 0 && t != RuleDfa::kDead && recording_ == nullptr &&
           n.end - c >= kMinCachedSubtree) {
@@ -268,7 +509,9 @@ class EntryBuilder {
 
   void Finish(MaskTables::Entry* e) {
     const size_t words = bits_.size();
-    if (static_cast<size_t>(count_) < words) {
+    size_t count = 0;
+    for (uint32_t w : bits_) count += PopCount(w);
+    if (count < words) {
       for (size_t w = 0; w < words; ++w) {
         for (uint32_t b = bits_[w]; b != 0; b &= b - 1) {
           e->sparse.push_back(static_cast<int32_t>(w * 32) + __builtin_ctz(b));
@@ -278,34 +521,45 @@ class EntryBuilder {
       e->dense = std::move(bits_);
     }
     if (tails_.empty()) return;
+    auto set = std::make_shared<TailSet>();
     std::vector<std::string> strings;
-    e->tail_begin.push_back(0);
+    set->begin.push_back(0);
     for (auto& [tail, ids] : tails_) {
       strings.push_back(tail);
-      e->tail_tokens.insert(e->tail_tokens.end(), ids.begin(), ids.end());
-      e->tail_begin.push_back(static_cast<uint32_t>(e->tail_tokens.size()));
+      set->tokens.insert(set->tokens.end(), ids.begin(), ids.end());
+      set->begin.push_back(static_cast<uint32_t>(set->tokens.size()));
     }
-    e->tails = TokenTrie::Create(std::move(strings), {});
+    set->trie = TokenTrie::Create(std::move(strings), {});
+    e->tails = std::move(set);
   }
 
   const CompiledGrammar& g_;
   const TokenTrie& trie_;
   SubtreeCache* const subtrees_;  // null: no sharing
+  EntryBases* const bases_;       // null: nothing derived
   Subtree* recording_ = nullptr;  // what FirstByte's walk finds goes here too
+  // When set, the root's children whose byte is false are skipped.
+  const std::array<bool, 256>* root_filter_ = nullptr;
   std::vector<std::vector<Stack>> levels_;  // [depth]: stacks there
   std::vector<int32_t> scan_;               // [depth]: WalkSimple's states
   std::vector<int32_t> exits_;  // depths on the path where the base returns
   absl::flat_hash_map<std::string, std::vector<int32_t>> tails_;
   std::vector<uint32_t> bits_;
-  int64_t count_ = 0;
 };
 
-// ORs into `allowed` the tokens of `e`'s tails that `below` can read.
+// ORs into `allowed` the tokens of a tail set that `below` can read, but
+// those whose first byte is in `skip`.
 class TailWalker {
  public:
-  TailWalker(const CompiledGrammar& g, const MaskTables::Entry& e,
+  TailWalker(const CompiledGrammar& g, const TokenTrie& vocab,
+             const TailSet& set, const std::array<uint64_t, 4>& skip,
              absl::Span<uint32_t> allowed)
-      : g_(g), e_(e), trie_(*e.tails), allowed_(allowed) {
+      : g_(g),
+        vocab_(vocab),
+        set_(set),
+        trie_(*set.trie),
+        skip_(skip),
+        allowed_(allowed) {
     levels_.resize(trie_.max_depth() + 2);
   }
 
@@ -323,9 +577,11 @@ class TailWalker {
       StepAll(g_, levels_[depth], trie_.byte(c), &next);
       if (next.empty()) continue;
       for (int32_t tail : trie_.tokens(c)) {
-        for (uint32_t i = e_.tail_begin[tail]; i < e_.tail_begin[tail + 1];
-             ++i) {
-          SetBit(allowed_, e_.tail_tokens[i]);
+        for (uint32_t i = set_.begin[tail]; i < set_.begin[tail + 1]; ++i) {
+          const int32_t id = set_.tokens[i];
+          const uint8_t first = static_cast<uint8_t>(vocab_.bytes(id)[0]);
+          if (skip_[first >> 6] >> (first & 63) & 1) continue;
+          SetBit(allowed_, id);
         }
       }
       Walk(c);
@@ -333,8 +589,10 @@ class TailWalker {
   }
 
   const CompiledGrammar& g_;
-  const MaskTables::Entry& e_;
+  const TokenTrie& vocab_;
+  const TailSet& set_;
   const TokenTrie& trie_;
+  const std::array<uint64_t, 4> skip_;
   absl::Span<uint32_t> allowed_;
   std::vector<std::vector<Stack>> levels_;
 };
@@ -375,13 +633,20 @@ int64_t SharedEntries::memory_bytes() const {
   return memory_bytes_;
 }
 
+SharedEntries::SharedEntries(int64_t budget_bytes)
+    : budget_bytes_(budget_bytes), bases_(std::make_unique<EntryBases>()) {}
+
+SharedEntries::~SharedEntries() = default;
+
 MaskTables::MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
                        std::shared_ptr<const TokenTrie> vocab,
                        std::shared_ptr<SharedEntries> shared)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       shared_(std::move(shared)),
-      subtrees_(std::make_unique<SubtreeCache>()) {}
+      subtrees_(std::make_unique<SubtreeCache>()),
+      own_bases_(shared_ == nullptr ? std::make_unique<EntryBases>() : nullptr),
+      bases_(shared_ != nullptr ? shared_->bases() : own_bases_.get()) {}
 
 MaskTables::~MaskTables() = default;
 
@@ -398,7 +663,8 @@ const MaskTables::Entry& MaskTables::Get(const Frame& top) {
   std::shared_ptr<const Entry> built;
   if (shared_ != nullptr && fingerprint != 0) built = shared_->Find(shared_key);
   if (built == nullptr) {
-    built = EntryBuilder(*grammar_, *vocab_, subtrees_.get()).Build(top);
+    built =
+        EntryBuilder(*grammar_, *vocab_, subtrees_.get(), bases_).Build(top);
     if (shared_ != nullptr && fingerprint != 0)
       shared_->Insert(shared_key, built);
   }
@@ -418,7 +684,13 @@ void MaskTables::FillStack(const Stack& stack, absl::Span<uint32_t> allowed) {
   Stack below = stack;
   below.pop_back();
   if (e.exit_at_root) FillStack(below, allowed);
-  if (e.tails) TailWalker(*grammar_, e, allowed).Run(below);
+  if (e.tails) {
+    TailWalker(*grammar_, *vocab_, *e.tails, {}, allowed).Run(below);
+  }
+  if (e.base_tails) {
+    TailWalker(*grammar_, *vocab_, *e.base_tails, e.base_skip, allowed)
+        .Run(below);
+  }
 }
 
 void MaskTables::Fill(const std::vector<Stack>& stacks,

@@ -23,6 +23,15 @@
 // trie, pruned where the state refuses a byte; a state inside a string
 // pays for the whole trie once.
 //
+// Derived entries. In a rule that calls nothing, the part of a state's
+// entry below a first byte depends only on where that byte leads: on the
+// automaton reachable from there (its "future", hashed up to isomorphism
+// when small). States that agree on most first bytes' futures (a key left
+// at any node of a property list's trie, against a plain string's body)
+// therefore have nearly the same entry: such an entry starts as a word
+// copy of a base entry whose bytes lead to the same futures, and only the
+// first bytes that differ are cleared and walked again.
+//
 // Thread-safety: Fill may run concurrently from any thread (the tables are
 // filled under a mutex, computed outside it).
 
@@ -45,18 +54,26 @@ namespace paceline::engine::grammar {
 // pattern used by many schemas): this cache holds them, keyed by the
 // rule's fingerprint (compile.h) and the state, up to a memory budget
 // (oldest dropped first). One per vocabulary; thread-safe.
+class EntryBases;
+
 class SharedEntries {
  public:
-  explicit SharedEntries(int64_t budget_bytes = int64_t{256} << 20)
-      : budget_bytes_(budget_bytes) {}
+  explicit SharedEntries(int64_t budget_bytes = int64_t{256} << 20);
+  ~SharedEntries();
+  SharedEntries(const SharedEntries&) = delete;
+  SharedEntries& operator=(const SharedEntries&) = delete;
 
   struct Entry;
   std::shared_ptr<const Entry> Find(uint64_t key) const;
   void Insert(uint64_t key, std::shared_ptr<const Entry> entry);
   int64_t memory_bytes() const;
+  // Entries that others are derived from (mask_tables.cc), for every
+  // grammar over this vocabulary.
+  EntryBases* bases() const { return bases_.get(); }
 
  private:
   const int64_t budget_bytes_;
+  const std::unique_ptr<EntryBases> bases_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_
       ABSL_GUARDED_BY(mu_);
@@ -103,6 +120,9 @@ class MaskTables {
   // Walks below a first byte, shared between the entries of states that
   // reach the same state with it (mask_tables.cc).
   const std::unique_ptr<SubtreeCache> subtrees_;
+  // The bases of derived entries: shared_'s, else this grammar's own.
+  const std::unique_ptr<EntryBases> own_bases_;
+  EntryBases* const bases_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_

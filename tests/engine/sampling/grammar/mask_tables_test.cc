@@ -17,6 +17,7 @@
 #include "engine/sampling/grammar/grammar_mask.h"
 #include "engine/sampling/grammar/json_schema.h"
 #include "engine/sampling/grammar/matcher.h"
+#include "engine/sampling/grammar/regex.h"
 #include "engine/sampling/grammar/token_trie.h"
 #include "engine/sampling/row_sampling_math.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -207,6 +208,86 @@ TEST(MaskTablesTest, SharedWalksBelowAByteKeepTheirState) {
     mask.Fill(absl::MakeSpan(bits));
     EXPECT_EQ(bits, BruteForce(mask.matcher(), *vocab)) << start;
   }
+}
+
+// The mask after every byte prefix of each of `texts` (from `from` bytes
+// on), filled by `tables`, against brute force.
+void CheckPrefixes(const std::shared_ptr<MaskTables>& tables,
+                   const std::vector<std::string>& texts, size_t from) {
+  const TokenTrie& vocab = tables->vocab();
+  for (const std::string& text : texts) {
+    for (size_t n = from; n <= text.size(); ++n) {
+      Matcher m(tables->grammar_shared());
+      ASSERT_TRUE(m.AcceptBytes(text.substr(0, n))) << text.substr(0, n);
+      std::vector<uint32_t> bits(MaskWords(vocab.vocab_size()), 0);
+      tables->Fill(m.stacks(), absl::MakeSpan(bits));
+      if (m.CanFinish()) {
+        for (int32_t id : vocab.eog_ids()) bits[id >> 5] |= 1u << (id & 31);
+      }
+      ASSERT_EQ(bits, BruteForce(m, vocab))
+          << "after `" << text.substr(0, n) << "`";
+    }
+  }
+}
+
+std::shared_ptr<const CompiledGrammar> CompileSchema(absl::string_view schema) {
+  auto g = JsonSchemaToGrammar(schema);
+  EXPECT_TRUE(g.ok()) << g.status();
+  auto compiled = Compile(*g);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  return *compiled;
+}
+
+// Keys outside a property list: the entries of the list's trie nodes are
+// derived from one another's (mask_tables.h), also across grammars
+// sharing their entries. Keys with common prefixes, multi-byte characters
+// and escapes; every byte prefix, inside characters too.
+TEST(MaskTablesTest, KeysOutsideAListMatchBruteForce) {
+  auto shared = std::make_shared<SharedEntries>();
+  auto first = std::make_shared<MaskTables>(CompileSchema(R"({
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"},
+                   "abc": {"type": "integer"}, "n\u00e4m\u00e9": {},
+                   "\u65e5\u672c": {}, "q\"t": {}, "tab\t": {}},
+    "additionalProperties": {"type": "integer"}})"),
+                                            Gpt2Vocab(), shared);
+  CheckPrefixes(
+      first,
+      {"{\"ab\":1,\"abd\":2,\"ac", "{\"n\xC3\xA4m\xC3\xA9\":1,\"n\xC3\xA4x",
+       "{\"\xE6\x97\xA5\xE6\x9C\xAC\":1,\"\xE6\x97\xA5\xE6\x9D",
+       "{\"q\\\"t\":1,\"q\\\"u", "{\"tab\\t\":1,\"tab\\n"},
+      2);
+  // Another list, over the same shared entries: its entries derive from
+  // bases the first grammar made.
+  auto second = std::make_shared<MaskTables>(CompileSchema(R"({
+    "type": "object",
+    "properties": {"abd": {"type": "integer"}, "b": {"type": "string"}},
+    "additionalProperties": true})"),
+                                             Gpt2Vocab(), shared);
+  CheckPrefixes(second, {"{\"abd\":1,\"abe\":2,\"b\":\"x\",\"ba"}, 2);
+  // Without shared entries: the grammar's own bases.
+  auto own = std::make_shared<MaskTables>(CompileSchema(R"({
+    "type": "object", "properties": {"id": {}, "idx": {}}})"),
+                                          Gpt2Vocab());
+  CheckPrefixes(own, {"{\"idy\":1,\"id\":2,\"i"}, 2);
+}
+
+// A derived entry walks again the first bytes whose futures differ from
+// its base's, whole subtrees (small ones included): after a first
+// character the search below may no longer start with "ab".
+TEST(MaskTablesTest, DerivedEntriesWalkTheBytesThatDiffer) {
+  Grammar g;
+  RegexOptions options;
+  options.search = true;
+  auto body = AddRegex(&g, "(^ab|cd)e+$|x", options);
+  ASSERT_TRUE(body.ok()) << body.status();
+  const RuleId root = g.AddRule("root");
+  g.SetRule(root, *body);
+  g.set_root(root);
+  auto compiled = Compile(g);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto tables = std::make_shared<MaskTables>(*compiled, Gpt2Vocab());
+  CheckPrefixes(tables, {"zab", "abx", "cde", "xcdee"}, 0);
 }
 
 TEST(MaskTablesTest, RefusedTokensFailAccept) {
