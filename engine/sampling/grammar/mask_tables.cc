@@ -1,5 +1,6 @@
 #include "engine/sampling/grammar/mask_tables.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <utility>
@@ -7,6 +8,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
+#include "engine/sampling/grammar/counted_strings.h"
 #include "engine/sampling/row_sampling_math.h"
 
 namespace paceline::engine::grammar {
@@ -53,6 +55,37 @@ inline int PopCount(uint32_t w) {
   w = w - ((w >> 1) & 0x55555555u);
   w = (w & 0x33333333u) + ((w >> 2) & 0x33333333u);
   return static_cast<int>((((w + (w >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+}
+
+// A bitmask of accepted tokens into `e`: kept when many, listed when few.
+void SetAccepted(std::vector<uint32_t> bits, SharedEntries::Entry* e) {
+  size_t count = 0;
+  for (uint32_t w : bits) count += PopCount(w);
+  if (count < bits.size()) {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint32_t b = bits[w]; b != 0; b &= b - 1) {
+        e->sparse.push_back(static_cast<int32_t>(w * 32) + __builtin_ctz(b));
+      }
+    }
+  } else {
+    e->dense = std::move(bits);
+  }
+}
+
+using Tails = absl::flat_hash_map<std::string, std::vector<int32_t>>;
+
+std::shared_ptr<const TailSet> MakeTailSet(const Tails& tails) {
+  if (tails.empty()) return nullptr;
+  auto set = std::make_shared<TailSet>();
+  std::vector<std::string> strings;
+  set->begin.push_back(0);
+  for (const auto& [tail, ids] : tails) {
+    strings.push_back(tail);
+    set->tokens.insert(set->tokens.end(), ids.begin(), ids.end());
+    set->begin.push_back(static_cast<uint32_t>(set->tokens.size()));
+  }
+  set->trie = TokenTrie::Create(std::move(strings), {});
+  return set;
 }
 
 inline bool Simple(const RuleDfa& d, int32_t s) {
@@ -508,29 +541,8 @@ class EntryBuilder {
   }
 
   void Finish(MaskTables::Entry* e) {
-    const size_t words = bits_.size();
-    size_t count = 0;
-    for (uint32_t w : bits_) count += PopCount(w);
-    if (count < words) {
-      for (size_t w = 0; w < words; ++w) {
-        for (uint32_t b = bits_[w]; b != 0; b &= b - 1) {
-          e->sparse.push_back(static_cast<int32_t>(w * 32) + __builtin_ctz(b));
-        }
-      }
-    } else {
-      e->dense = std::move(bits_);
-    }
-    if (tails_.empty()) return;
-    auto set = std::make_shared<TailSet>();
-    std::vector<std::string> strings;
-    set->begin.push_back(0);
-    for (auto& [tail, ids] : tails_) {
-      strings.push_back(tail);
-      set->tokens.insert(set->tokens.end(), ids.begin(), ids.end());
-      set->begin.push_back(static_cast<uint32_t>(set->tokens.size()));
-    }
-    set->trie = TokenTrie::Create(std::move(strings), {});
-    e->tails = std::move(set);
+    SetAccepted(std::move(bits_), e);
+    e->tails = MakeTailSet(tails_);
   }
 
   const CompiledGrammar& g_;
@@ -543,7 +555,7 @@ class EntryBuilder {
   std::vector<std::vector<Stack>> levels_;  // [depth]: stacks there
   std::vector<int32_t> scan_;               // [depth]: WalkSimple's states
   std::vector<int32_t> exits_;  // depths on the path where the base returns
-  absl::flat_hash_map<std::string, std::vector<int32_t>> tails_;
+  Tails tails_;
   std::vector<uint32_t> bits_;
 };
 
@@ -638,6 +650,13 @@ SharedEntries::SharedEntries(int64_t budget_bytes)
 
 SharedEntries::~SharedEntries() = default;
 
+std::shared_ptr<const CountedStrings> SharedEntries::counted_strings(
+    const TokenTrie& vocab) {
+  absl::MutexLock lock(&counted_mu_);
+  if (counted_ == nullptr) counted_ = std::make_shared<CountedStrings>(vocab);
+  return counted_;
+}
+
 MaskTables::MaskTables(std::shared_ptr<const CompiledGrammar> grammar,
                        std::shared_ptr<const TokenTrie> vocab,
                        std::shared_ptr<SharedEntries> shared)
@@ -662,6 +681,12 @@ const MaskTables::Entry& MaskTables::Get(const Frame& top) {
       absl::HashOf(fingerprint, top.state, vocab_.get());
   std::shared_ptr<const Entry> built;
   if (shared_ != nullptr && fingerprint != 0) built = shared_->Find(shared_key);
+  if (built == nullptr && fingerprint != 0) {
+    built = CountedEntry(top);
+    if (built != nullptr && shared_ != nullptr) {
+      shared_->Insert(shared_key, built);
+    }
+  }
   if (built == nullptr) {
     built =
         EntryBuilder(*grammar_, *vocab_, subtrees_.get(), bases_).Build(top);
@@ -672,6 +697,69 @@ const MaskTables::Entry& MaskTables::Get(const Frame& top) {
   auto [it, inserted] = entries_.try_emplace(key, std::move(built));
   if (inserted) memory_bytes_ += it->second->memory_bytes();
   return *it->second;
+}
+
+std::shared_ptr<const MaskTables::Entry> MaskTables::CountedEntry(
+    const Frame& top) {
+  std::shared_ptr<const CountedStrings> strings;
+  std::shared_ptr<const CountedRule> rule;
+  bool asked = false;
+  {
+    absl::MutexLock lock(&mu_);
+    strings = counted_strings_;
+    auto it = counted_rules_.find(top.rule);
+    if (it != counted_rules_.end()) {
+      asked = true;
+      rule = it->second;
+    }
+  }
+  if (strings == nullptr) {
+    strings = shared_ != nullptr ? shared_->counted_strings(*vocab_)
+                                 : std::make_shared<CountedStrings>(*vocab_);
+    absl::MutexLock lock(&mu_);
+    if (counted_strings_ == nullptr) counted_strings_ = strings;
+    strings = counted_strings_;
+  }
+  if (!asked) {
+    rule = strings->Recognize(grammar_->rule(top.rule));
+    absl::MutexLock lock(&mu_);
+    counted_rules_.try_emplace(top.rule, rule);
+  }
+  if (rule == nullptr || rule->count[top.state] < 0) return nullptr;
+  const int64_t read = rule->count[top.state];
+  const int64_t m = std::max<int64_t>(rule->min - read, 0);
+  const int64_t r = rule->max == CountedRule::kUnbounded
+                        ? CountedRule::kUnbounded
+                        : rule->max - read;
+  const uint64_t tails_key = strings->FillKey(m, r);
+  std::shared_ptr<const TailSet> tails;
+  bool have_tails = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = counted_tails_.find(tails_key);
+    if (it != counted_tails_.end()) {
+      have_tails = true;
+      tails = it->second;
+    }
+  }
+  std::vector<uint32_t> bits(MaskWords(vocab_->vocab_size()), 0);
+  Tails found;
+  strings->Fill(m, r, absl::MakeSpan(bits),
+                [&](absl::string_view tail, int32_t id) {
+                  if (!have_tails) found[std::string(tail)].push_back(id);
+                });
+  if (!have_tails) {
+    tails = MakeTailSet(found);
+    absl::MutexLock lock(&mu_);
+    counted_tails_.try_emplace(tails_key, tails);
+  }
+  auto entry = std::make_shared<Entry>();
+  Stack alone;
+  alone.push_back(top);
+  entry->exit_at_root = CanFinish(*grammar_, alone);
+  SetAccepted(std::move(bits), entry.get());
+  entry->tails = std::move(tails);
+  return entry;
 }
 
 void MaskTables::FillStack(const Stack& stack, absl::Span<uint32_t> allowed) {

@@ -54,7 +54,10 @@ namespace paceline::engine::grammar {
 // pattern used by many schemas): this cache holds them, keyed by the
 // rule's fingerprint (compile.h) and the state, up to a memory budget
 // (oldest dropped first). One per vocabulary; thread-safe.
+class CountedStrings;
+struct CountedRule;
 class EntryBases;
+struct TailSet;
 
 class SharedEntries {
  public:
@@ -70,12 +73,24 @@ class SharedEntries {
   // Entries that others are derived from (mask_tables.cc), for every
   // grammar over this vocabulary.
   EntryBases* bases() const { return bases_.get(); }
+  // The vocabulary read as JSON string content (counted_strings.h), made
+  // on first use; `vocab` is this one's vocabulary.
+  std::shared_ptr<const CountedStrings> counted_strings(const TokenTrie& vocab);
 
  private:
   const int64_t budget_bytes_;
   const std::unique_ptr<EntryBases> bases_;
+  absl::Mutex counted_mu_;
+  std::shared_ptr<const CountedStrings> counted_ ABSL_GUARDED_BY(counted_mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_
+      ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const CountedStrings> counted_strings_ ABSL_GUARDED_BY(mu_);
+  // [rule]: what Recognize said (null: not a counted string), once asked.
+  absl::flat_hash_map<RuleId, std::shared_ptr<const CountedRule>> counted_rules_
+      ABSL_GUARDED_BY(mu_);
+  // Counted strings' tails, by CountedStrings::FillKey.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const TailSet>> counted_tails_
       ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> order_ ABSL_GUARDED_BY(mu_);  // insertion order
   size_t oldest_ ABSL_GUARDED_BY(mu_) = 0;
@@ -112,6 +127,9 @@ class MaskTables {
 
  private:
   const Entry& Get(const Frame& top);
+  // The entry of a counted string's state at a character boundary
+  // (counted_strings.h); null for any other state.
+  std::shared_ptr<const Entry> CountedEntry(const Frame& top);
   void FillStack(const Stack& stack, absl::Span<uint32_t> allowed);
 
   const std::shared_ptr<const CompiledGrammar> grammar_;
@@ -126,6 +144,13 @@ class MaskTables {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Entry>> entries_
+      ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const CountedStrings> counted_strings_ ABSL_GUARDED_BY(mu_);
+  // [rule]: what Recognize said (null: not a counted string), once asked.
+  absl::flat_hash_map<RuleId, std::shared_ptr<const CountedRule>> counted_rules_
+      ABSL_GUARDED_BY(mu_);
+  // Counted strings' tails, by CountedStrings::FillKey.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const TailSet>> counted_tails_
       ABSL_GUARDED_BY(mu_);
   int64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

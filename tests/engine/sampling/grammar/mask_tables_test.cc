@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/sampling/grammar/compile.h"
+#include "engine/sampling/grammar/counted_strings.h"
 #include "engine/sampling/grammar/grammar.h"
 #include "engine/sampling/grammar/grammar_mask.h"
 #include "engine/sampling/grammar/json_schema.h"
@@ -211,23 +213,28 @@ TEST(MaskTablesTest, SharedWalksBelowAByteKeepTheirState) {
 }
 
 // The mask after every byte prefix of each of `texts` (from `from` bytes
-// on), filled by `tables`, against brute force.
-void CheckPrefixes(const std::shared_ptr<MaskTables>& tables,
-                   const std::vector<std::string>& texts, size_t from) {
+// on, up to the first the grammar refuses), filled by `tables`, against
+// brute force. Returns how many texts were read whole.
+int CheckPrefixes(const std::shared_ptr<MaskTables>& tables,
+                  const std::vector<std::string>& texts, size_t from) {
   const TokenTrie& vocab = tables->vocab();
+  int whole = 0;
   for (const std::string& text : texts) {
     for (size_t n = from; n <= text.size(); ++n) {
       Matcher m(tables->grammar_shared());
-      ASSERT_TRUE(m.AcceptBytes(text.substr(0, n))) << text.substr(0, n);
+      if (!m.AcceptBytes(text.substr(0, n))) break;
+      whole += n == text.size();
       std::vector<uint32_t> bits(MaskWords(vocab.vocab_size()), 0);
       tables->Fill(m.stacks(), absl::MakeSpan(bits));
       if (m.CanFinish()) {
         for (int32_t id : vocab.eog_ids()) bits[id >> 5] |= 1u << (id & 31);
       }
-      ASSERT_EQ(bits, BruteForce(m, vocab))
+      EXPECT_EQ(bits, BruteForce(m, vocab))
           << "after `" << text.substr(0, n) << "`";
+      if (::testing::Test::HasFailure()) return whole;
     }
   }
+  return whole;
 }
 
 std::shared_ptr<const CompiledGrammar> CompileSchema(absl::string_view schema) {
@@ -251,12 +258,14 @@ TEST(MaskTablesTest, KeysOutsideAListMatchBruteForce) {
                    "\u65e5\u672c": {}, "q\"t": {}, "tab\t": {}},
     "additionalProperties": {"type": "integer"}})"),
                                             Gpt2Vocab(), shared);
-  CheckPrefixes(
-      first,
-      {"{\"ab\":1,\"abd\":2,\"ac", "{\"n\xC3\xA4m\xC3\xA9\":1,\"n\xC3\xA4x",
-       "{\"\xE6\x97\xA5\xE6\x9C\xAC\":1,\"\xE6\x97\xA5\xE6\x9D",
-       "{\"q\\\"t\":1,\"q\\\"u", "{\"tab\\t\":1,\"tab\\n"},
-      2);
+  EXPECT_EQ(
+      CheckPrefixes(
+          first,
+          {"{\"ab\":1,\"abd\":2,\"ac", "{\"n\xC3\xA4m\xC3\xA9\":1,\"n\xC3\xA4x",
+           "{\"\xE6\x97\xA5\xE6\x9C\xAC\":1,\"\xE6\x97\xA5\xE6\x9D",
+           "{\"q\\\"t\":1,\"q\\\"u", "{\"tab\\t\":1,\"tab\\n"},
+          2),
+      5);
   // Another list, over the same shared entries: its entries derive from
   // bases the first grammar made.
   auto second = std::make_shared<MaskTables>(CompileSchema(R"({
@@ -264,12 +273,13 @@ TEST(MaskTablesTest, KeysOutsideAListMatchBruteForce) {
     "properties": {"abd": {"type": "integer"}, "b": {"type": "string"}},
     "additionalProperties": true})"),
                                              Gpt2Vocab(), shared);
-  CheckPrefixes(second, {"{\"abd\":1,\"abe\":2,\"b\":\"x\",\"ba"}, 2);
+  EXPECT_EQ(CheckPrefixes(second, {"{\"abd\":1,\"abe\":2,\"b\":\"x\",\"ba"}, 2),
+            1);
   // Without shared entries: the grammar's own bases.
   auto own = std::make_shared<MaskTables>(CompileSchema(R"({
     "type": "object", "properties": {"id": {}, "idx": {}}})"),
                                           Gpt2Vocab());
-  CheckPrefixes(own, {"{\"idy\":1,\"id\":2,\"i"}, 2);
+  EXPECT_EQ(CheckPrefixes(own, {"{\"idy\":1,\"id\":2,\"i"}, 2), 1);
 }
 
 // A derived entry walks again the first bytes whose futures differ from
@@ -287,7 +297,76 @@ TEST(MaskTablesTest, DerivedEntriesWalkTheBytesThatDiffer) {
   auto compiled = Compile(g);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   auto tables = std::make_shared<MaskTables>(*compiled, Gpt2Vocab());
-  CheckPrefixes(tables, {"zab", "abx", "cde", "xcdee"}, 0);
+  EXPECT_EQ(CheckPrefixes(tables, {"zab", "abx", "cde", "xcdee"}, 0), 4);
+}
+
+// Counted strings: each position's entry comes from the vocabulary read
+// once as string content (counted_strings.h). Bounds near and far from
+// each end, multi-byte characters, escapes, tokens going on after the
+// closing quote; every byte prefix.
+TEST(MaskTablesTest, CountedStringsMatchBruteForce) {
+  auto shared = std::make_shared<SharedEntries>();
+  // The bounds, and how many of the texts below they take whole.
+  const std::vector<std::pair<const char*, int>> cases = {
+      {R"("minLength": 2, "maxLength": 5)", 2},
+      {R"("maxLength": 1)", 1},
+      {R"("minLength": 3, "maxLength": 40)", 3},
+      {R"("minLength": 4)", 2},
+      {R"("minLength": 1, "maxLength": 1)", 1}};
+  for (const auto& [bounds, whole] : cases) {
+    auto tables = std::make_shared<MaskTables>(
+        CompileSchema(absl::StrCat(R"({"type": "object", "properties": {
+          "s": {"type": "string", )",
+                                   bounds, R"(}}, "required": ["s"]})")),
+        Gpt2Vocab(), shared);
+    EXPECT_EQ(CheckPrefixes(
+                  tables,
+                  {"{\"s\":\"a\"}",
+                   "{\"s\":\"\xC3\xA9"
+                   "b\\n\\u001f\"}",
+                   "{\"s\":\"\xE6\x97\xA5x\\\"\"}", "{\"s\":\"abcdefghijklmno"},
+                  5),
+              whole)
+        << bounds;
+  }
+  // Without shared entries, and a string at the root.
+  auto own = std::make_shared<MaskTables>(
+      CompileSchema(R"({"type": "string", "minLength": 2, "maxLength": 3})"),
+      Gpt2Vocab());
+  EXPECT_EQ(CheckPrefixes(own, {"\"\xF0\x9F\x98\x80\\t\"", "\"abc\""}, 0), 2);
+}
+
+// Recognize proves a rule a counted string only when it is one.
+TEST(CountedStringsTest, RecognizesCountedStringsOnly) {
+  auto vocab = Gpt2Vocab();
+  CountedStrings strings(*vocab);
+  struct Case {
+    const char* schema;
+    bool counted;
+    int64_t min;
+    int64_t max;
+  };
+  for (const Case& c : {
+           Case{R"({"type": "string", "minLength": 2, "maxLength": 7})", true,
+                2, 7},
+           Case{R"({"type": "string", "minLength": 3})", true, 3,
+                CountedRule::kUnbounded},
+           Case{R"({"type": "string"})", true, 0, CountedRule::kUnbounded},
+           Case{R"({"type": "string", "pattern": "^[a-z]{2,5}$"})", false, 0,
+                0},
+           Case{R"({"enum": ["ab", "abc"]})", false, 0, 0},
+       }) {
+    auto compiled = CompileSchema(c.schema);
+    std::shared_ptr<const CountedRule> found;
+    for (RuleId r = 0; r < compiled->num_rules(); ++r) {
+      if (compiled->rule(r).fingerprint == 0) continue;
+      if (auto rule = strings.Recognize(compiled->rule(r))) found = rule;
+    }
+    ASSERT_EQ(found != nullptr, c.counted) << c.schema;
+    if (found == nullptr) continue;
+    EXPECT_EQ(found->min, c.min) << c.schema;
+    EXPECT_EQ(found->max, c.max) << c.schema;
+  }
 }
 
 TEST(MaskTablesTest, RefusedTokensFailAccept) {
