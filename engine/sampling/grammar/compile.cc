@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "common/status_macros.h"
 
 namespace paceline::engine::grammar {
@@ -132,10 +134,10 @@ class Determinizer {
     MakeClasses();
     std::vector<int32_t> start = {0};
     Closure(&start);
-    Intern(std::move(start));
+    Intern(start);
     std::vector<std::vector<int32_t>> by_class(dfa_.num_classes);
     absl::flat_hash_map<RuleId, std::vector<int32_t>> by_call;
-    for (size_t s = 0; s < sets_.size(); ++s) {
+    for (size_t s = 0; s < num_sets(); ++s) {
       if (--*states_left < 0) {
         return absl::ResourceExhaustedError(
             "the grammar's automata need too many states");
@@ -146,7 +148,8 @@ class Determinizer {
       }
       for (auto& v : by_class) v.clear();
       by_call.clear();
-      for (int32_t n : sets_[s]) {
+      // (Set(s) stays valid: nothing is interned in this loop.)
+      for (int32_t n : Set(static_cast<int32_t>(s))) {
         for (const NfaEdge& e : nfa_[n]) {
           if (e.rule == kByteEdge) {
             for (int c = dfa_.byte_class[e.lo]; c <= dfa_.byte_class[e.hi];
@@ -158,15 +161,31 @@ class Determinizer {
           }
         }
       }
+      // Classes often move to the same NFA states (every plain character
+      // of a string): each distinct list is closed and interned once.
+      done_.clear();
       for (int32_t c = 0; c < dfa_.num_classes; ++c) {
-        if (by_class[c].empty()) continue;
-        Closure(&by_class[c]);
-        dfa_.next[s * dfa_.num_classes + c] = Intern(std::move(by_class[c]));
+        std::vector<int32_t>& targets = by_class[c];
+        if (targets.empty()) continue;
+        int32_t id = -1;
+        for (const auto& [earlier, earlier_id] : done_) {
+          if (by_class[earlier] == targets) {
+            id = earlier_id;
+            break;
+          }
+        }
+        if (id < 0) {
+          closed_ = targets;
+          Closure(&closed_);
+          id = Intern(closed_);
+          done_.push_back({c, id});
+        }
+        dfa_.next[s * dfa_.num_classes + c] = id;
       }
       std::vector<Call> calls;
       for (auto& [rule, targets] : by_call) {
         Closure(&targets);
-        calls.push_back({rule, Intern(std::move(targets))});
+        calls.push_back({rule, Intern(targets)});
       }
       std::sort(calls.begin(), calls.end(),
                 [](const Call& a, const Call& b) { return a.rule < b.rule; });
@@ -200,7 +219,8 @@ class Determinizer {
   void Closure(std::vector<int32_t>* set) {
     if (seen_.size() < nfa_.size()) seen_.assign(nfa_.size(), 0);
     ++epoch_;
-    std::vector<int32_t> todo;
+    std::vector<int32_t>& todo = todo_;
+    todo.clear();
     for (int32_t n : *set) {
       if (seen_[n] != epoch_) {
         seen_[n] = epoch_;
@@ -222,25 +242,33 @@ class Determinizer {
     std::sort(set->begin(), set->end());
   }
 
-  int32_t Intern(std::vector<int32_t> set) {
-    auto [it, inserted] =
-        ids_.try_emplace(set, static_cast<int32_t>(sets_.size()));
-    if (inserted) {
-      sets_.push_back(std::move(set));
-      calls_.emplace_back();
-      dfa_.next.resize(sets_.size() * dfa_.num_classes, RuleDfa::kDead);
-    }
-    return it->second;
+  int32_t Intern(const std::vector<int32_t>& set) {
+    auto it = ids_.find(absl::MakeConstSpan(set));
+    if (it != ids_.end()) return *it;
+    const int32_t id = static_cast<int32_t>(num_sets());
+    arena_.insert(arena_.end(), set.begin(), set.end());
+    offsets_.push_back(static_cast<uint32_t>(arena_.size()));
+    ids_.insert(id);
+    calls_.emplace_back();
+    dfa_.next.resize(num_sets() * dfa_.num_classes, RuleDfa::kDead);
+    return id;
+  }
+
+  size_t num_sets() const { return offsets_.size() - 1; }
+  absl::Span<const int32_t> Set(int32_t id) const {
+    return absl::MakeConstSpan(arena_.data() + offsets_[id],
+                               offsets_[id + 1] - offsets_[id]);
   }
 
   void Finish() {
-    const int32_t n = static_cast<int32_t>(sets_.size());
+    const int32_t n = static_cast<int32_t>(num_sets());
     dfa_.start = 0;
     dfa_.flags.assign(n, 0);
     dfa_.call_begin.assign(n + 1, 0);
     for (int32_t s = 0; s < n; ++s) {
       // The NFA's accepting state is 1.
-      if (std::binary_search(sets_[s].begin(), sets_[s].end(), 1)) {
+      const absl::Span<const int32_t> set = Set(s);
+      if (std::binary_search(set.begin(), set.end(), 1)) {
         dfa_.flags[s] |= RuleDfa::kAccepting;
       }
       dfa_.call_begin[s] = static_cast<int32_t>(dfa_.calls.size());
@@ -251,11 +279,40 @@ class Determinizer {
 
   const std::vector<std::vector<NfaEdge>>& nfa_;
   RuleDfa& dfa_;
-  std::vector<std::vector<int32_t>> sets_;
+  // The DFA states' NFA sets, one after another: set i is
+  // arena_[offsets_[i] .. offsets_[i + 1]).
+  std::vector<int32_t> arena_;
+  std::vector<uint32_t> offsets_ = {0};
   std::vector<std::vector<Call>> calls_;
-  absl::flat_hash_map<std::vector<int32_t>, int32_t> ids_;
+  // The ids of the sets, found by their contents.
+  struct SetHash {
+    using is_transparent = void;
+    const Determinizer* d;
+    size_t operator()(absl::Span<const int32_t> set) const {
+      return absl::HashOf(set);
+    }
+    size_t operator()(int32_t id) const { return (*this)(d->Set(id)); }
+  };
+  struct SetEq {
+    using is_transparent = void;
+    const Determinizer* d;
+    absl::Span<const int32_t> Get(absl::Span<const int32_t> set) const {
+      return set;
+    }
+    absl::Span<const int32_t> Get(int32_t id) const { return d->Set(id); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Get(a) == Get(b);
+    }
+  };
+  absl::flat_hash_set<int32_t, SetHash, SetEq> ids_{0, SetHash{this},
+                                                    SetEq{this}};
   std::vector<uint32_t> seen_;
   uint32_t epoch_ = 0;
+  // Scratch space, kept between states.
+  std::vector<int32_t> todo_;
+  std::vector<int32_t> closed_;
+  std::vector<std::pair<int32_t, int32_t>> done_;  // (class, DFA state)
 };
 
 std::vector<bool> ReachableRules(const Grammar& g) {

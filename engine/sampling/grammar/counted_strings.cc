@@ -1,10 +1,10 @@
 #include "engine/sampling/grammar/counted_strings.h"
 
 #include <algorithm>
-#include <tuple>
+#include <map>
+#include <set>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "engine/sampling/grammar/grammar.h"
 #include "engine/sampling/row_sampling_math.h"
@@ -46,12 +46,44 @@ bool Boundary(const RuleDfa& d, int32_t s) {
   return q != RuleDfa::kDead && d.accepting(q);
 }
 
+// [state]: the least state equivalent to it (Moore's refinement; the
+// model is a few dozen states).
+std::vector<int32_t> Representatives(const RuleDfa& d) {
+  const int32_t n = d.num_states();
+  std::vector<int32_t> cls(n);
+  for (int32_t s = 0; s < n; ++s) cls[s] = d.flags[s] & 7;
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::map<std::vector<int32_t>, int32_t> ids;
+    std::vector<int32_t> next(n);
+    for (int32_t s = 0; s < n; ++s) {
+      std::vector<int32_t> key = {cls[s]};
+      for (int b = 0; b < 256; ++b) {
+        const int32_t t = d.Next(s, static_cast<uint8_t>(b));
+        key.push_back(t == RuleDfa::kDead ? -1 : cls[t]);
+      }
+      next[s] = ids.try_emplace(std::move(key), ids.size()).first->second;
+    }
+    // Refinement only splits classes: it is done when none split.
+    changed = ids.size() != std::set<int32_t>(cls.begin(), cls.end()).size();
+    cls = std::move(next);
+  }
+  std::vector<int32_t> least(n, -1);
+  std::vector<int32_t> rep(n);
+  for (int32_t s = 0; s < n; ++s) {
+    if (least[cls[s]] < 0) least[cls[s]] = s;
+    rep[s] = least[cls[s]];
+  }
+  return rep;
+}
+
 }  // namespace
 
 CountedStrings::CountedStrings(const TokenTrie& vocab)
     : vocab_(vocab), model_(Model()) {
   if (model_ == nullptr) return;
   const RuleDfa& d = model_->rule(model_->root());
+  representative_ = Representatives(d);
   Read(0, d.Next(d.start, '"'), 0);
   max_need_ = static_cast<int64_t>(by_need_.size()) - 1;
   if (max_need_ < 0) max_need_ = 0;
@@ -100,6 +132,21 @@ uint64_t CountedStrings::FillKey(int64_t m, int64_t r) const {
 std::shared_ptr<const CountedRule> CountedStrings::Recognize(
     const RuleDfa& rule) const {
   if (model_ == nullptr) return nullptr;
+  if (rule.fingerprint != 0) {
+    absl::MutexLock lock(&mu_);
+    auto it = recognized_.find(rule.fingerprint);
+    if (it != recognized_.end()) return it->second;
+  }
+  std::shared_ptr<const CountedRule> found = Prove(rule);
+  if (rule.fingerprint != 0) {
+    absl::MutexLock lock(&mu_);
+    recognized_.try_emplace(rule.fingerprint, found);
+  }
+  return found;
+}
+
+std::shared_ptr<const CountedRule> CountedStrings::Prove(
+    const RuleDfa& rule) const {
   const RuleDfa& d = model_->rule(model_->root());
   constexpr int32_t kDead = RuleDfa::kDead;
   // The bounds, read along "a"s: the first count the quote may close, the
@@ -126,7 +173,10 @@ std::shared_ptr<const CountedRule> CountedStrings::Recognize(
   counted->count.assign(rule.num_states(), -1);
 
   // The product with the model and a counter (clamped at min when there
-  // is no bound, where more characters change nothing).
+  // is no bound, where more characters change nothing). Each rule state
+  // is paired with one (model state, count); a second pairing refuses the
+  // rule (sound, if perhaps too strict for an automaton with equivalent
+  // states).
   std::vector<uint8_t> runs;  // bytes where either automaton's class changes
   for (int b = 0; b < 256; ++b) {
     if (b == 0 || rule.byte_class[b] != rule.byte_class[b - 1] ||
@@ -134,27 +184,29 @@ std::shared_ptr<const CountedRule> CountedStrings::Recognize(
       runs.push_back(static_cast<uint8_t>(b));
     }
   }
-  using Triple = std::tuple<int32_t, int32_t, int64_t>;  // rule, model, count
-  absl::flat_hash_set<Triple> visited;
-  std::vector<Triple> queue = {{rule.start, d.start, 0}};
-  visited.insert(queue[0]);
+  std::vector<int32_t> model(rule.num_states(), -1);  // [rule state]
+  std::vector<int64_t> chars(rule.num_states(), -1);  // [rule state]
+  const int32_t start = representative_[d.start];
+  std::vector<int32_t> queue = {rule.start};
+  model[rule.start] = start;
+  chars[rule.start] = 0;
   for (size_t i = 0; i < queue.size(); ++i) {
-    const auto [s, b, c] = queue[i];
+    const int32_t s = queue[i];
+    const int32_t b = model[s];
+    const int64_t c = chars[s];
     if (rule.has_calls(s) || (rule.flags[s] & 7) != (d.flags[b] & 7)) {
       return nullptr;
     }
-    if (b != d.start && Boundary(d, b)) {
-      if (counted->count[s] >= 0 && counted->count[s] != c) return nullptr;
-      counted->count[s] = c;
-    }
+    if (b != start && Boundary(d, b)) counted->count[s] = c;
     for (uint8_t x : runs) {
       const int32_t ns = rule.Next(s, x);
       const int32_t nb = d.Next(b, x);
       bool alive = nb != kDead;
       int64_t nc = c;
-      if (alive && b != d.start) {
-        if (d.accepting(nb)) {
+      if (alive && b != start) {
+        if (d.accepting(nb)) {  // closed: the count no longer matters
           alive = c >= min && c <= max;
+          nc = 0;
         } else {
           alive = c < max;
           if (Boundary(d, nb)) nc = bounded ? c + 1 : std::min(c + 1, min);
@@ -162,14 +214,14 @@ std::shared_ptr<const CountedRule> CountedStrings::Recognize(
       }
       if (alive != (ns != kDead)) return nullptr;
       if (!alive) continue;
-      const Triple next = {ns, nb, nc};
-      if (visited.insert(next).second) queue.push_back(next);
-    }
-  }
-  // A state met both at a boundary and inside a character is not one.
-  for (const auto& [s, b, c] : visited) {
-    if (counted->count[s] >= 0 && !(b != d.start && Boundary(d, b))) {
-      return nullptr;
+      const int32_t rb = representative_[nb];
+      if (model[ns] < 0) {
+        model[ns] = rb;
+        chars[ns] = nc;
+        queue.push_back(ns);
+      } else if (model[ns] != rb || chars[ns] != nc) {
+        return nullptr;
+      }
     }
   }
   return counted;

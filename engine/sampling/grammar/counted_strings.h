@@ -24,7 +24,7 @@
 // character as json_text.h does; were the two to differ, no rule would be
 // proven and masks would be walked as before.
 //
-// Thread-safety: immutable after construction.
+// Thread-safety: safe to share; Recognize locks its memo.
 
 #include <cstdint>
 #include <limits>
@@ -32,7 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "engine/sampling/grammar/compile.h"
 #include "engine/sampling/grammar/token_trie.h"
@@ -58,7 +61,7 @@ class CountedStrings {
   CountedStrings& operator=(const CountedStrings&) = delete;
 
   // Null unless `rule` (a rule that calls nothing) is proven a counted
-  // JSON string.
+  // JSON string. The answers are kept by the rule's fingerprint.
   std::shared_ptr<const CountedRule> Recognize(const RuleDfa& rule) const;
 
   // At a boundary with at least m and at most r characters to go (r may
@@ -92,14 +95,20 @@ class CountedStrings {
   };
 
   void Read(int32_t node, int32_t state, int64_t chars);
+  std::shared_ptr<const CountedRule> Prove(const RuleDfa& rule) const;
 
   const TokenTrie& vocab_;
   std::shared_ptr<const CompiledGrammar> model_;  // one rule: the string
-  std::vector<std::vector<int32_t>> by_need_;     // [need]: token ids
-  std::vector<std::vector<uint32_t>> within_;     // [r]: needing at most r
+  std::vector<int32_t> representative_;  // [model state]: its class's least
+  std::vector<std::vector<int32_t>> by_need_;  // [need]: token ids
+  std::vector<std::vector<uint32_t>> within_;  // [r]: needing at most r
   int64_t max_need_ = 0;
   int64_t max_chars_ = 0;  // the most characters before a closing quote
   std::vector<Closing> closings_;
+
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_map<uint64_t, std::shared_ptr<const CountedRule>>
+      recognized_ ABSL_GUARDED_BY(mu_);  // by fingerprint
 };
 
 }  // namespace paceline::engine::grammar

@@ -65,7 +65,10 @@ class Liveness {
     for (int32_t s = 0; s < d.num_states(); ++s) {
       for (int32_t c = 0; c < d.num_classes; ++c) {
         int32_t t = d.next[static_cast<size_t>(s) * d.num_classes + c];
-        if (t != RuleDfa::kDead) byte_preds_[r][t].push_back(s);
+        if (t == RuleDfa::kDead) continue;
+        // Classes leading to the same state from s: s listed once.
+        std::vector<int32_t>& preds = byte_preds_[r][t];
+        if (preds.empty() || preds.back() != s) preds.push_back(s);
       }
       for (const Call* c = d.calls_begin(s); c != d.calls_end(s); ++c) {
         // Indexed by the return state (for its liveness) and by the callee
