@@ -179,6 +179,11 @@ Metrics::Impl::Impl(MetricsOptions opts)
                "Speculative decoding: draft tokens accepted as the "
                "request's own (of finished requests).")
            ->Add({});
+  forced_tokens =
+      &counter("paceline_forced_tokens_total",
+               "Structured output's fast-forward: tokens the constraint "
+               "forced, appended without sampling (of finished requests).")
+           ->Add({});
 
   // --- Load -----------------------------------------------------------------
   num_running = &gauge("paceline_num_requests_running",
@@ -328,6 +333,13 @@ void Metrics::SpeculativeTokens(int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
   impl_->spec_draft_tokens->Increment(static_cast<double>(drafted));
   impl_->spec_accepted_tokens->Increment(static_cast<double>(accepted));
+}
+
+void Metrics::ForcedTokens(absl::string_view tenant, int64_t forced) {
+  if (forced <= 0) return;
+  impl_->Tenant(tenant).generation_tokens->Increment(
+      static_cast<double>(forced));
+  impl_->forced_tokens->Increment(static_cast<double>(forced));
 }
 
 void Metrics::Rejected(absl::string_view tenant, absl::StatusCode code) {

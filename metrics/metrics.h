@@ -101,6 +101,10 @@ class Metrics {
   // A finished request's speculative decoding: paceline_spec_decode_
   // draft_tokens_total and _accepted_tokens_total.
   void SpeculativeTokens(int64_t drafted, int64_t accepted);
+  // A finished request's fast-forward: its forced tokens count in
+  // paceline_generation_tokens_total (they were generated without a
+  // sample of their own) and paceline_forced_tokens_total.
+  void ForcedTokens(absl::string_view tenant, int64_t forced);
   // paceline_rejections_total.
   void Rejected(absl::string_view tenant, absl::StatusCode code);
 

@@ -79,6 +79,7 @@ struct Metrics::Impl {
   prometheus::Counter* preemptions = nullptr;
   prometheus::Counter* spec_draft_tokens = nullptr;
   prometheus::Counter* spec_accepted_tokens = nullptr;
+  prometheus::Counter* forced_tokens = nullptr;
   prometheus::Gauge* pacer_buffered = nullptr;
   prometheus::Gauge* pacer_streams = nullptr;
   prometheus::Gauge* num_running = nullptr;

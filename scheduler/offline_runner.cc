@@ -43,6 +43,7 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
     spec.sampling = requests[i].sampling;
     spec.stop = std::move(requests[i].stop);
     spec.max_draft_tokens = requests[i].max_draft_tokens;
+    spec.max_forced_tokens = requests[i].max_forced_tokens;
     sinks.push_back(std::make_shared<CollectingSink>());
     spec.sink = sinks.back();
     if (absl::Status s = loop->scheduler().CheckRequest(spec); !s.ok()) {
@@ -51,7 +52,8 @@ absl::StatusOr<std::vector<OfflineResult>> RunOffline(
     }
     specs.push_back(std::move(spec));
   }
-  for (RequestSpec& spec : specs) RETURN_IF_ERROR(loop->Submit(std::move(spec)).status());
+  for (RequestSpec& spec : specs)
+    RETURN_IF_ERROR(loop->Submit(std::move(spec)).status());
 
   const absl::Time start = absl::Now();
   const int64_t steps = loop->RunUntilIdle();

@@ -29,8 +29,9 @@ namespace paceline::scheduler {
 struct OfflineRequest {
   std::vector<int32_t> prompt;  // non-empty
   engine::SamplingParams sampling;
-  StopConditions stop;          // max_tokens >= 1
-  int32_t max_draft_tokens = 0;  // speculative decoding (request.h)
+  StopConditions stop;            // max_tokens >= 1
+  int32_t max_draft_tokens = 0;   // speculative decoding (request.h)
+  int32_t max_forced_tokens = 0;  // fast-forward (request.h)
 };
 
 struct OfflineResult {
@@ -51,7 +52,7 @@ struct OfflineStats {
   int64_t prompt_tokens = 0;     // summed over requests
   int64_t generated_tokens = 0;  // summed completion tokens
   int64_t preemptions = 0;
-  absl::Duration elapsed;        // from the first step to the last
+  absl::Duration elapsed;  // from the first step to the last
 };
 
 // KV blocks for every request to run at once without preemption: the sum

@@ -119,14 +119,20 @@ void Request::Preempt() {
 
 std::optional<FinishReason> Request::AcceptSample(
     const engine::SampleResult& sample, absl::Time now) {
-  const int32_t token = sample.token;
-  tokens_.push_back(token);
-  ++usage_.completion_tokens;
   if (timings_.first_token == absl::InfinitePast()) timings_.first_token = now;
   last_token_ = now;
-  const engine::SampleResult* logprobs =
-      spec_.sampling.logprobs ? &sample : nullptr;
+  return Append(sample.token, spec_.sampling.logprobs ? &sample : nullptr);
+}
 
+std::optional<FinishReason> Request::AcceptForced(int32_t token) {
+  ++usage_.forced_tokens;
+  return Append(token, nullptr);
+}
+
+std::optional<FinishReason> Request::Append(
+    int32_t token, const engine::SampleResult* logprobs) {
+  tokens_.push_back(token);
+  ++usage_.completion_tokens;
   const bool eog = !spec_.stop.ignore_eos && tokenizer_->IsEog(token);
   if (eog || std::find(spec_.stop.stop_token_ids.begin(),
                        spec_.stop.stop_token_ids.end(),

@@ -67,6 +67,8 @@ enum class RequestState : int8_t { kWaiting, kRunning, kFinished };
 
 // The most draft tokens a request may ask for per step.
 inline constexpr int32_t kMaxDraftTokens = 16;
+// The most tokens one fast-forward appends (RequestSpec::max_forced_tokens).
+inline constexpr int32_t kMaxForcedTokens = 32;
 
 // Why a cancelled request was cancelled (queue-skip counters by reason).
 enum class CancelReason : int8_t { kClient, kShutdown };
@@ -96,6 +98,12 @@ struct RequestSpec {
   // (ngram_proposer.h), verified in the same step; 0..kMaxDraftTokens,
   // 0 = off. Output is what it would be without (scheduler.h).
   int32_t max_draft_tokens = 0;
+  // Fast-forward (token_mask.h, ForcedTokens): after each sampled token,
+  // up to this many tokens the token mask forces are appended without
+  // sampling and computed in the next step, as a prompt's are;
+  // 0..kMaxForcedTokens, 0 = off. They carry no logprobs: leave it off
+  // when the request asks for them.
+  int32_t max_forced_tokens = 0;
   std::shared_ptr<TokenSink> sink;  // required
 };
 
@@ -123,6 +131,7 @@ class Request {
   }
   const StopConditions& stop() const { return spec_.stop; }
   int32_t max_draft_tokens() const { return spec_.max_draft_tokens; }
+  int32_t max_forced_tokens() const { return spec_.max_forced_tokens; }
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
 
   // --- State ------------------------------------------------------------
@@ -207,6 +216,10 @@ class Request {
   // then calls Finish with it and an OK status).
   std::optional<FinishReason> AcceptSample(const engine::SampleResult& sample,
                                            absl::Time now);
+  // Records a token the token mask forced after the last sampled one
+  // (fast-forward), with the same stop checks and no logprobs; it is
+  // computed in a later step, as a prompt token is.
+  std::optional<FinishReason> AcceptForced(int32_t token);
   // -> kFinished: destroys the lease and tells the sink; returns what the
   // sink was told. Precondition: not finished yet.
   FinishInfo Finish(FinishReason reason, absl::Status status, absl::Time now);
@@ -218,6 +231,9 @@ class Request {
                           absl::Time now);
 
  private:
+  // Appends a generated token, applies the stop checks, delivers it.
+  std::optional<FinishReason> Append(int32_t token,
+                                     const engine::SampleResult* logprobs);
   // Hands `token` (and its sample, when asked for) to the sink.
   void Deliver(int32_t token, const engine::SampleResult* sample);
 

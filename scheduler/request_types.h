@@ -40,6 +40,9 @@ struct Usage {
   // token, produced without a step of its own).
   int32_t draft_tokens = 0;
   int32_t accepted_draft_tokens = 0;
+  // Fast-forward: tokens the token mask forced, appended without sampling
+  // (each also a completion token).
+  int32_t forced_tokens = 0;
 };
 
 // InfinitePast() for a moment that never came.

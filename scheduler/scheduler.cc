@@ -138,6 +138,11 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
         absl::StrCat("max_draft_tokens must be in [0, ", kMaxDraftTokens,
                      "], got ", spec.max_draft_tokens));
   }
+  if (spec.max_forced_tokens < 0 || spec.max_forced_tokens > kMaxForcedTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_forced_tokens must be in [0, ", kMaxForcedTokens,
+                     "], got ", spec.max_forced_tokens));
+  }
   if (!(spec.pace_tokens_per_s >= 0) ||
       !std::isfinite(spec.pace_tokens_per_s)) {
     return absl::InvalidArgumentError("pace must be a number >= 0");
@@ -632,6 +637,8 @@ void Scheduler::AddDrafts(int32_t* budget) {
                                   r->stop().max_tokens - r->num_generated() - 1,
                                   DraftRoom(*r)});
     ProposeNgramDraft(r->tokens(), max, &draft_);
+    // A draft token the token mask refuses could never be accepted.
+    draft_.resize(static_cast<size_t>(r->sampler().AllowedPrefix(draft_)));
     const int32_t n = static_cast<int32_t>(draft_.size());
     if (n == 0) continue;
     const absl::Status appended =
@@ -709,6 +716,7 @@ void Scheduler::Update(const StepTokens& tokens) {
     }
     if (s.num_draft > 0) {
       TakeDraftedTokens(r, s, tokens, now);
+      FastForward(r, now);
       continue;
     }
     r->AddComputed(s.num_tokens);
@@ -723,7 +731,10 @@ void Scheduler::Update(const StepTokens& tokens) {
         r->num_computed_tokens() == r->lease().num_tokens()) {
       ForkChildren(r, now);
     }
-    if (s.logits_row >= 0) TakeToken(r, tokens.rows[s.logits_row], now);
+    if (s.logits_row >= 0) {
+      TakeToken(r, tokens.rows[s.logits_row], now);
+      FastForward(r, now);
+    }
   }
   ChargeGenerated();
   std::erase_if(running_, [](const std::unique_ptr<Request>& r) {
@@ -777,6 +788,30 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
   // Computed <= the lease's tokens, and marked no further: cannot fail.
   assert(truncated.ok());
   (void)truncated;
+}
+
+// Fast-forward: after a running request's sampled token, the tokens its
+// token mask forces (within max_tokens) are appended as generated and
+// delivered at once; the next step computes them with the sampled one, as
+// a prompt chunk, and samples after the last. The sampler records each,
+// so its mask and step counter move past them.
+void Scheduler::FastForward(Request* r, absl::Time now) {
+  if (r->state() != RequestState::kRunning || r->max_forced_tokens() == 0) {
+    return;
+  }
+  const int32_t room = r->stop().max_tokens - r->num_generated();
+  forced_.clear();
+  r->sampler().ForcedTokens(std::min(r->max_forced_tokens(), room), &forced_);
+  for (const int32_t token : forced_) {
+    // Forced, so allowed: a refusal would be the mask's bug; stop there.
+    if (!r->sampler().AcceptGenerated(token).ok()) return;
+    ++generated_[r->tenant_index()];
+    const std::optional<FinishReason> done = r->AcceptForced(token);
+    if (done.has_value()) {
+      FinishRunning(r, *done, absl::OkStatus(), now);
+      return;
+    }
+  }
 }
 
 // Generated tokens are charged to fair share once per tenant per step (the

@@ -268,6 +268,8 @@ class Scheduler {
   void TakeToken(Request* r, const SampledRow& row, absl::Time now);
   // A drafted request's rows: its sampled tokens while they match the
   // draft, then its lease truncated to what is computed.
+  // Appends the tokens r's token mask forces after its last (fast-forward).
+  void FastForward(Request* r, absl::Time now);
   void TakeDraftedTokens(Request* r, const ScheduledRequest& s,
                          const StepTokens& tokens, absl::Time now);
   void ChargeGenerated();
@@ -321,6 +323,7 @@ class Scheduler {
   absl::InlinedVector<bool, 8> skipped_;   // AdmitWaiting's, by tenant
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   std::vector<int32_t> draft_;      // AddDrafts' scratch
+  std::vector<int32_t> forced_;     // FastForward's scratch
   SchedulerCounters counters_;
 };
 

@@ -107,6 +107,7 @@ void MetricsAdapter::OnFinished(absl::string_view tenant,
   }
   metrics_->SpeculativeTokens(info.usage.draft_tokens,
                               info.usage.accepted_draft_tokens);
+  metrics_->ForcedTokens(tenant, info.usage.forced_tokens);
 }
 
 void MetricsAdapter::OnStreamOpened() { metrics_->StreamOpened(); }

@@ -233,10 +233,10 @@ std::optional<SamplingParamError> CheckFilters(const SamplingParams& p) {
 std::optional<SamplingParamError> CheckPenalties(const SamplingParams& p) {
   if (!(p.repetition_penalty >= kMinRepetitionPenalty &&
         p.repetition_penalty <= kMaxRepetitionPenalty)) {
-    return Bad(SamplingField::kRepetitionPenalty,
-               absl::StrFormat("must be in [%g, %g], got %g",
-                               kMinRepetitionPenalty, kMaxRepetitionPenalty,
-                               p.repetition_penalty));
+    return Bad(
+        SamplingField::kRepetitionPenalty,
+        absl::StrFormat("must be in [%g, %g], got %g", kMinRepetitionPenalty,
+                        kMaxRepetitionPenalty, p.repetition_penalty));
   }
   if (!(std::fabs(p.presence_penalty) <= kMaxPresencePenalty)) {
     return Bad(
@@ -437,6 +437,16 @@ bool SequenceSampler::ApplyMask(absl::Span<float> z, SamplerScratch* scratch) {
 void SequenceSampler::Record(int32_t token) {
   ++step_;
   for (std::unique_ptr<LogitsProcessor>& p : processors_) p->Accept(token);
+}
+
+void SequenceSampler::ForcedTokens(int32_t max,
+                                   std::vector<int32_t>* out) const {
+  if (mask_ != nullptr) mask_->ForcedTokens(max, out);
+}
+
+int32_t SequenceSampler::AllowedPrefix(absl::Span<const int32_t> tokens) const {
+  if (mask_ == nullptr) return static_cast<int32_t>(tokens.size());
+  return engine::AllowedPrefix(*mask_, tokens);
 }
 
 absl::Status SequenceSampler::AcceptGenerated(int32_t token) {

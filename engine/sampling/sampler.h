@@ -76,8 +76,8 @@ struct SamplingParams {
   int32_t top_k = 0;         // >= 0; 0 = off; >= vocab size is also off
   float top_p = 1.0f;        // (0, 1]; 1 = off
   float min_p = 0.0f;        // [0, 1]; 0 = off
-  // [kMinRepetitionPenalty, kMaxRepetitionPenalty]; 1 = off. Applies to prompt and generated
-  // tokens (vLLM's and CTRL's convention; no window).
+  // [kMinRepetitionPenalty, kMaxRepetitionPenalty]; 1 = off. Applies to prompt
+  // and generated tokens (vLLM's and CTRL's convention; no window).
   float repetition_penalty = 1.0f;
   // [-2, 2]; 0 = off. Apply to generated tokens only (OpenAI's convention).
   float presence_penalty = 0.0f;
@@ -227,6 +227,13 @@ class SequenceSampler {
   // pass runs. Like every method, never concurrent with another call on
   // this sampler. A no-op without a mask.
   void PrefillMask();
+  // Fast-forward: up to `max` tokens the mask forces next (token_mask.h),
+  // appended to `out`; none without a mask. Record each with
+  // AcceptGenerated.
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) const;
+  // How many of `tokens`, from the first, the mask allows in turn from
+  // here (all of them without a mask): where a draft is cut.
+  int32_t AllowedPrefix(absl::Span<const int32_t> tokens) const;
 
   const SamplingParams& params() const { return params_; }
   // Tokens generated so far: the step the next Sample draws with.

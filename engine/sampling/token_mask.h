@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -45,7 +46,30 @@ class TokenMask {
 
   // An independent mask in the same state.
   virtual std::unique_ptr<TokenMask> Clone() const = 0;
+
+  // Fast-forward: the tokens that must come next, whatever is sampled,
+  // where exactly one continuation is allowed — up to `max` of them,
+  // appended to `out` (the state unchanged; Accept each to move past
+  // them). None by default.
+  virtual void ForcedTokens(int32_t max, std::vector<int32_t>* out) const {
+    (void)max;
+    (void)out;
+  }
 };
+
+// How many of `tokens`, from the first, `mask` allows in turn (a
+// speculative draft is cut there).
+inline int32_t AllowedPrefix(const TokenMask& mask,
+                             absl::Span<const int32_t> tokens) {
+  if (tokens.empty()) return 0;
+  const std::unique_ptr<TokenMask> probe = mask.Clone();
+  int32_t n = 0;
+  for (const int32_t token : tokens) {
+    if (!probe->Accept(token).ok()) break;
+    ++n;
+  }
+  return n;
+}
 
 }  // namespace paceline::engine
 

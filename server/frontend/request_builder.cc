@@ -78,7 +78,7 @@ absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
   ASSIGN_OR_RETURN(
       const nlohmann::ordered_json context,
       chat::BuildChatContext(chat, tokenizer.TokenText(tokenizer.bos_id()),
-                       tokenizer.TokenText(tokenizer.eos_id())));
+                             tokenizer.TokenText(tokenizer.eos_id())));
   chat::ChatRenderOptions options;
   options.now = input.now;
   absl::StatusOr<chat::ChatPrompt> prompt =
@@ -90,8 +90,7 @@ absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
   if (prompt->tokens.empty()) return Invalid("chat", "renders to no tokens");
   chat::ChatOutputFormat format = input.templates->output;
   if (chat.tools_size() == 0) format.tool_calls = chat::ToolCallFormat::kNone;
-  format.starts_in_reasoning =
-      chat::PromptOpensReasoning(prompt->text, format);
+  format.starts_in_reasoning = chat::PromptOpensReasoning(prompt->text, format);
   return Prompt{std::move(prompt->tokens), std::move(format)};
 }
 
@@ -134,19 +133,18 @@ absl::StatusOr<Prompt> BuildPrompt(const v1::GenerateRequest& request,
   if (request.input_case() == v1::GenerateRequest::kText &&
       request.text().size() > max_text_bytes) {
     return Invalid(
-        "input",
-        absl::StrCat("has ", request.text().size(),
-                     " bytes, more than the limit of ", max_prompt,
-                     " tokens can hold (at most ", tokenizer.max_token_bytes(),
-                     " bytes per token)",
-                     LimitSource(tenant_limit, "max_prompt_tokens")));
+        "input", absl::StrCat("has ", request.text().size(),
+                              " bytes, more than the limit of ", max_prompt,
+                              " tokens can hold (at most ",
+                              tokenizer.max_token_bytes(), " bytes per token)",
+                              LimitSource(tenant_limit, "max_prompt_tokens")));
   }
   if (request.input_case() == v1::GenerateRequest::kTokenIds &&
       request.token_ids().ids_size() > max_prompt) {
-    return Invalid("input",
-                   absl::StrCat("has ", request.token_ids().ids_size(),
-                                " tokens, over the limit of ", max_prompt,
-                                LimitSource(tenant_limit, "max_prompt_tokens")));
+    return Invalid(
+        "input", absl::StrCat("has ", request.token_ids().ids_size(),
+                              " tokens, over the limit of ", max_prompt,
+                              LimitSource(tenant_limit, "max_prompt_tokens")));
   }
   ASSIGN_OR_RETURN(Prompt prompt, ReadInput(request, tokenizer, model, chat));
   if (static_cast<int64_t>(prompt.tokens.size()) > max_prompt) {
@@ -263,7 +261,9 @@ absl::Status AddConstraint(const v1::GenerateRequest& request,
                                 engine::grammar::ConstraintKindName(c.kind)),
                    std::string(mask.status().message()));
   }
-  p->mask = *std::move(mask);
+  // The answer is constrained, not a reasoning model's thinking.
+  p->mask = AfterReasoning(*std::move(mask), prompt.chat_output, tokenizer,
+                           *grammars);
   return absl::OkStatus();
 }
 
@@ -326,18 +326,17 @@ absl::Status AddStops(const v1::StoppingOptions& stop,
                       const TenantPolicy& tenant, const ModelLimits& model,
                       Stopping* out) {
   if (stop.stop_size() > tenant.max_stop_strings) {
-    return Invalid("stopping.stop",
-                   absl::StrCat("has ", stop.stop_size(),
-                                " strings, over the limit of ",
-                                tenant.max_stop_strings,
-                                " (tenant max_stop_strings)"));
+    return Invalid(
+        "stopping.stop",
+        absl::StrCat("has ", stop.stop_size(), " strings, over the limit of ",
+                     tenant.max_stop_strings, " (tenant max_stop_strings)"));
   }
   if (stop.stop_token_ids_size() > tenant.max_stop_token_ids) {
-    return Invalid("stopping.stop_token_ids",
-                   absl::StrCat("has ", stop.stop_token_ids_size(),
-                                " ids, over the limit of ",
-                                tenant.max_stop_token_ids,
-                                " (tenant max_stop_token_ids)"));
+    return Invalid(
+        "stopping.stop_token_ids",
+        absl::StrCat("has ", stop.stop_token_ids_size(),
+                     " ids, over the limit of ", tenant.max_stop_token_ids,
+                     " (tenant max_stop_token_ids)"));
   }
   for (int i = 0; i < stop.stop_size(); ++i) {
     const std::string& s = stop.stop(i);
@@ -345,10 +344,11 @@ absl::Status AddStops(const v1::StoppingOptions& stop,
       return Invalid(absl::StrCat("stopping.stop[", i, "]"), "is empty");
     }
     if (s.size() > static_cast<size_t>(tenant.max_stop_string_bytes)) {
-      return Invalid(absl::StrCat("stopping.stop[", i, "]"),
-                     absl::StrCat("has ", s.size(), " bytes, over the limit of ",
-                                  tenant.max_stop_string_bytes,
-                                  " (tenant max_stop_string_bytes)"));
+      return Invalid(
+          absl::StrCat("stopping.stop[", i, "]"),
+          absl::StrCat("has ", s.size(), " bytes, over the limit of ",
+                       tenant.max_stop_string_bytes,
+                       " (tenant max_stop_string_bytes)"));
     }
     out->text.strings.push_back(s);
   }
@@ -407,11 +407,10 @@ absl::StatusOr<double> Pace(const v1::DeliveryOptions& d,
                      absl::StrCat("must be >= 0, got ", pace));
     }
     if (pace > 0 && pace < tenant.min_pace) {
-      return Invalid("delivery.pace_tokens_per_s",
-                     absl::StrCat("must be 0 (unpaced) or at least ",
-                                  tenant.min_pace,
-                                  " (tenant min_pace_tokens_per_s), got ",
-                                  pace));
+      return Invalid(
+          "delivery.pace_tokens_per_s",
+          absl::StrCat("must be 0 (unpaced) or at least ", tenant.min_pace,
+                       " (tenant min_pace_tokens_per_s), got ", pace));
     }
   }
   if (tenant.max_pace > 0 && (pace == 0 || pace > tenant.max_pace)) {
@@ -447,6 +446,16 @@ absl::StatusOr<int32_t> BuildSpeculation(const v1::SpeculationOptions& s,
   return s.max_draft_tokens();
 }
 
+// Fast-forward for a constrained request unless it is off or logprobs
+// are asked for (forced tokens have none).
+int32_t ForcedTokens(const v1::GenerateRequest& request,
+                     const engine::SamplingParams& sampling) {
+  const v1::SamplingOptions& s = request.sampling();
+  const bool on = sampling.mask != nullptr && !sampling.logprobs &&
+                  (!s.has_fast_forward() || s.fast_forward());
+  return on ? scheduler::kMaxForcedTokens : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<BuiltRequest> BuildRequest(
@@ -472,6 +481,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(
   spec.pace_tokens_per_s = out.delivery.pace_tokens_per_s;
   ASSIGN_OR_RETURN(spec.max_draft_tokens,
                    BuildSpeculation(request.speculation(), tenant));
+  spec.max_forced_tokens = ForcedTokens(request, spec.sampling);
   if (prompt.chat_output.has_value()) {  // markers reach the parser as text
     out.delivery.control_token_text = true;
     out.delivery.chat_output = std::move(prompt.chat_output);

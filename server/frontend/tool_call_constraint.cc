@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/sampling/grammar/reasoning_gate.h"
 #include "engine/sampling/grammar/tool_call_grammar.h"
 #include "engine/sampling/grammar/tool_call_mask.h"
 
@@ -57,18 +58,6 @@ gr::ToolCallSpec Spec(const v1::ToolCalls& calls, gr::ToolCallSyntax syntax) {
   return spec;
 }
 
-// Control tokens (no bytes) among `texts`, each with its text.
-std::vector<std::pair<int32_t, std::string>> ControlTokens(
-    const engine::Tokenizer& tokenizer, const std::vector<std::string>& texts) {
-  std::vector<std::pair<int32_t, std::string>> out;
-  for (const std::string& text : texts) {
-    if (text.empty()) continue;
-    const int32_t id = tokenizer.TokenId(text);
-    if (id >= 0 && tokenizer.TokenBytes(id).empty()) out.emplace_back(id, text);
-  }
-  return out;
-}
-
 gr::ToolCallMaskOptions MaskOptions(
     const gr::ToolCallSpec& spec,
     const std::optional<chat::ChatOutputFormat>& chat_output,
@@ -89,6 +78,34 @@ gr::ToolCallMaskOptions MaskOptions(
 }
 
 }  // namespace
+
+std::vector<std::pair<int32_t, std::string>> ControlTokens(
+    const engine::Tokenizer& tokenizer, const std::vector<std::string>& texts) {
+  std::vector<std::pair<int32_t, std::string>> out;
+  for (const std::string& text : texts) {
+    if (text.empty()) continue;
+    const int32_t id = tokenizer.TokenId(text);
+    if (id >= 0 && tokenizer.TokenBytes(id).empty()) out.emplace_back(id, text);
+  }
+  return out;
+}
+
+std::shared_ptr<const engine::TokenMask> AfterReasoning(
+    std::shared_ptr<const engine::TokenMask> mask,
+    const std::optional<chat::ChatOutputFormat>& chat_output,
+    const engine::Tokenizer& tokenizer, const gr::GrammarCache& grammars) {
+  if (mask == nullptr || !chat_output.has_value() ||
+      chat_output->reasoning_close.empty()) {
+    return mask;
+  }
+  gr::ReasoningMarkers m;
+  m.open = chat_output->reasoning_open;
+  m.close = chat_output->reasoning_close;
+  m.starts_in_reasoning = chat_output->starts_in_reasoning;
+  m.tokens = ControlTokens(tokenizer, {m.open, m.close});
+  return std::make_shared<gr::ReasoningGate>(grammars.vocab_shared(),
+                                             std::move(m), mask->Clone());
+}
 
 absl::StatusOr<std::shared_ptr<const engine::TokenMask>> BuildToolCallMask(
     const v1::Constraint& constraint,

@@ -10,6 +10,9 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "chat/output_parser.h"
@@ -34,6 +37,20 @@ absl::StatusOr<std::shared_ptr<const engine::TokenMask>> BuildToolCallMask(
     const std::optional<chat::ChatOutputFormat>& chat_output,
     const engine::Tokenizer& tokenizer, const TenantPolicy& tenant,
     engine::grammar::GrammarCache& grammars);
+
+// Control tokens (no bytes of their own) among `texts`, each with its
+// text: markers the output parser reads as text.
+std::vector<std::pair<int32_t, std::string>> ControlTokens(
+    const engine::Tokenizer& tokenizer, const std::vector<std::string>& texts);
+
+// A constraint for the answer of a reasoning model: `mask` behind the
+// chat template's reasoning block (reasoning_gate.h), or `mask` itself
+// when the input is not chat or the template has no reasoning markers.
+std::shared_ptr<const engine::TokenMask> AfterReasoning(
+    std::shared_ptr<const engine::TokenMask> mask,
+    const std::optional<chat::ChatOutputFormat>& chat_output,
+    const engine::Tokenizer& tokenizer,
+    const engine::grammar::GrammarCache& grammars);
 
 }  // namespace paceline::server
 

@@ -103,6 +103,7 @@ void FillFinished(const scheduler::FinishInfo& finish,
   usage->set_preemptions(finish.usage.preemptions);
   usage->set_draft_tokens(finish.usage.draft_tokens);
   usage->set_accepted_draft_tokens(finish.usage.accepted_draft_tokens);
+  usage->set_forced_tokens(finish.usage.forced_tokens);
   v1::Timings* t = out->mutable_timings();
   const auto set = [](absl::Time time, auto mutable_field) {
     if (time != absl::InfinitePast() && time != absl::InfiniteFuture()) {

@@ -103,6 +103,11 @@ absl::Status Sampling(const Json& body, v1::SamplingOptions* s) {
       s->set_seed(static_cast<uint64_t>(seed));
     }
   }
+  // Paceline's extension: structured output's fast-forward (default on).
+  if (const Json* v = Find(body, "fast_forward")) {
+    ASSIGN_OR_RETURN(const bool on, AsBool(*v, "fast_forward"));
+    s->set_fast_forward(on);
+  }
   return absl::OkStatus();
 }
 

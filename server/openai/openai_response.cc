@@ -123,6 +123,7 @@ void UsageCounter::Add(const scheduler::Usage& usage,
   completion_ += usage.completion_tokens;
   drafted_ += usage.draft_tokens;
   accepted_ += usage.accepted_draft_tokens;
+  forced_ += usage.forced_tokens;
   if (first_choice_of_prompt) {
     prompt_ += usage.prompt_tokens;
     cached_ += usage.cached_prompt_tokens;
@@ -131,12 +132,13 @@ void UsageCounter::Add(const scheduler::Usage& usage,
 
 Json UsageCounter::ToJson() const {
   Json out = UsageJson(prompt_, completion_, cached_);
+  Json details = Json::object();
   if (drafted_ > 0) {
-    Json details = Json::object();
     details["accepted_prediction_tokens"] = accepted_;
     details["rejected_prediction_tokens"] = drafted_ - accepted_;
-    out["completion_tokens_details"] = std::move(details);
   }
+  if (forced_ > 0) details["forced_tokens"] = forced_;
+  if (!details.empty()) out["completion_tokens_details"] = std::move(details);
   return out;
 }
 

@@ -130,7 +130,9 @@ Json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
 // prompt share it. With speculative decoding, completion_tokens_details
 // says how many draft tokens were accepted and rejected, under the names
 // OpenAI uses for predicted outputs (accepted_prediction_tokens,
-// rejected_prediction_tokens); absent when no draft ran.
+// rejected_prediction_tokens); absent when no draft ran. Fast-forward's
+// forced tokens (part of completion_tokens) are there too as
+// forced_tokens, Paceline's name, when a constraint forced any.
 class UsageCounter {
  public:
   // `first_choice_of_prompt`: count this choice's prompt tokens.
@@ -143,6 +145,7 @@ class UsageCounter {
   int64_t cached_ = 0;
   int64_t drafted_ = 0;
   int64_t accepted_ = 0;
+  int64_t forced_ = 0;
 };
 
 // Turns sampled tokens into either API's logprobs, tracking the
@@ -202,7 +205,7 @@ class ChoiceBuilder {
   std::string text_;
   std::string reasoning_;
   std::vector<chat::ChatToolCallDelta> calls_;  // merged, by first sight
-  std::vector<int> broken_;                       // call indices
+  std::vector<int> broken_;                     // call indices
   LogprobsBuilder logprobs_builder_;
   Json logprobs_;  // null until a sample arrives
 };

@@ -89,6 +89,7 @@ TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
       {"paceline_preemptions_total", "counter"},
       {"paceline_spec_decode_draft_tokens_total", "counter"},
       {"paceline_spec_decode_accepted_tokens_total", "counter"},
+      {"paceline_forced_tokens_total", "counter"},
       {"paceline_engine_step_duration_seconds", "histogram"},
       {"paceline_engine_step_tokens", "histogram"},
       {"paceline_engine_busy_seconds_total", "counter"},
@@ -181,6 +182,19 @@ TEST(MetricsTest, IntakeCpuIsChargedPerTenant) {
   EXPECT_EQ(e.Get("paceline_intake_wait_seconds_count{model=\"m\"}"), 3);
   EXPECT_DOUBLE_EQ(e.Get("paceline_intake_wait_seconds_sum{model=\"m\"}"),
                    0.011);
+}
+
+// Forced tokens are generated tokens too, counted when their request
+// finishes; their own counter has them alone.
+TEST(MetricsTest, ForcedTokensCountAsGenerated) {
+  Metrics metrics(Options());
+  metrics.NextToken("bob", absl::Milliseconds(2));
+  metrics.ForcedTokens("bob", 5);
+  metrics.ForcedTokens("bob", 0);
+  const Exposition e = Scrape(metrics);
+  EXPECT_EQ(
+      e.Get("paceline_generation_tokens_total{model=\"m\",tenant=\"bob\"}"), 6);
+  EXPECT_EQ(e.Get("paceline_forced_tokens_total{model=\"m\"}"), 5);
 }
 
 TEST(MetricsTest, TokensAndLatencies) {

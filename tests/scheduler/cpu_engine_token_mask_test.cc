@@ -23,6 +23,12 @@ TEST_P(StoriesTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
       GetParam());
 }
 
+TEST_P(StoriesTokenMaskTest, FastForwardKeepsOutputInFewerSteps) {
+  ::paceline::testing::ExpectFastForwardKeepsOutput(
+      [this](int32_t blocks) { return MakeEngine(blocks); }, *model_.tokenizer,
+      GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Where, StoriesTokenMaskTest,
                          ::testing::Values(EngineSampling::kNever,
                                            EngineSampling::kAlways),

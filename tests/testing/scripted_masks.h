@@ -83,6 +83,61 @@ class FixedMask final : public engine::TokenMask {
   std::vector<uint32_t> words_;
 };
 
+// After each free token t, `run` forced tokens follow: the j-th (j from 1)
+// is Forced(t, j), the only token allowed there, and ForcedTokens names
+// the ones still to come. Free positions allow every token but the
+// end-of-generation ids below 3 (stories260K's). So a run with fast-forward
+// must generate exactly what it generates without: each forced position
+// is a one-token mask either way.
+class ForcingMask final : public engine::TokenMask {
+ public:
+  explicit ForcingMask(int32_t run, int32_t vocab_size)
+      : run_(run), vocab_size_(vocab_size) {}
+
+  static int32_t Forced(int32_t free_token, int32_t j, int32_t vocab_size) {
+    return 3 + (free_token * 7 + j * 13) % (vocab_size - 3);
+  }
+
+  void Fill(absl::Span<uint32_t> allowed) override {
+    if (next_ > 0) {
+      for (uint32_t& word : allowed) word = 0;
+      const int32_t id = Forced(free_, next_, vocab_size_);
+      allowed[id >> 5] |= 1u << (id & 31);
+      return;
+    }
+    for (uint32_t& word : allowed) word = ~0u;
+    allowed[0] &= ~7u;
+  }
+  absl::Status Accept(int32_t token) override {
+    if (next_ > 0) {
+      if (token != Forced(free_, next_, vocab_size_)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token ", token, " is not the forced one"));
+      }
+      next_ = next_ == run_ ? 0 : next_ + 1;
+      return absl::OkStatus();
+    }
+    if (token < 3) return absl::InvalidArgumentError("end of generation");
+    free_ = token;
+    next_ = run_ > 0 ? 1 : 0;
+    return absl::OkStatus();
+  }
+  std::unique_ptr<engine::TokenMask> Clone() const override {
+    return std::make_unique<ForcingMask>(*this);
+  }
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) const override {
+    for (int32_t j = next_; j > 0 && j <= run_ && max > 0; ++j, --max) {
+      out->push_back(Forced(free_, j, vocab_size_));
+    }
+  }
+
+ private:
+  int32_t run_;
+  int32_t vocab_size_;
+  int32_t free_ = 0;  // the last free token
+  int32_t next_ = 0;  // the forced position to come, 1..run; 0: free
+};
+
 // Allows nothing: a request under it fails its first step.
 class NothingMask final : public engine::TokenMask {
  public:

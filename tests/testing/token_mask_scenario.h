@@ -43,7 +43,8 @@ inline MaskedRun RunMaskedGroup(const EngineFactory& make_engine,
                                 const engine::SamplingParams& sampling, int n,
                                 int32_t max_tokens, int32_t drafts,
                                 int32_t num_blocks,
-                                scheduler::EngineSampling where) {
+                                scheduler::EngineSampling where,
+                                int32_t forced = 0) {
   scheduler::ServingLoopOptions options;
   options.scheduler.max_batched_tokens = 16;
   scheduler::TenantConfig tenant;
@@ -65,6 +66,7 @@ inline MaskedRun RunMaskedGroup(const EngineFactory& make_engine,
     spec.sampling.seed = sampling.seed + static_cast<uint64_t>(i);
     spec.stop.max_tokens = max_tokens;
     spec.max_draft_tokens = drafts;
+    spec.max_forced_tokens = forced;
     sinks.push_back(std::make_shared<scheduler::CollectingSink>());
     spec.sink = sinks.back();
     specs.push_back(std::move(spec));
@@ -146,6 +148,54 @@ inline void ExpectMaskHolds(const EngineFactory& make_engine,
             std::string::npos)
       << failed.finish[0].status;
   EXPECT_TRUE(failed.tokens[0].empty());
+}
+
+// Fast-forward changes what the engine computes, not what is generated:
+// under a mask that forces 3 tokens after each free one, a sampled group
+// of 4 with fast-forward, drafts and preemption gives each member the
+// tokens it gets alone without any of them, in fewer steps alone; usage
+// counts the forced tokens among the completion tokens.
+inline void ExpectFastForwardKeepsOutput(const EngineFactory& make_engine,
+                                         const engine::Tokenizer& tokenizer,
+                                         scheduler::EngineSampling where) {
+  const int32_t vocab = static_cast<int32_t>(tokenizer.vocab_size());
+  engine::SamplingParams sampled;
+  sampled.temperature = 0.9f;
+  sampled.seed = 900;
+  sampled.mask = std::make_shared<ForcingMask>(3, vocab);
+  constexpr int32_t kMaxTokens = 38;
+  const MaskedRun group = RunMaskedGroup(make_engine, tokenizer, sampled, 4,
+                                         kMaxTokens, 3, 6, where, 32);
+  ASSERT_EQ(group.tokens.size(), 4u);
+  EXPECT_GT(group.counters.preemptions, 0);
+  for (int i = 0; i < 4; ++i) {
+    engine::SamplingParams alone_params = sampled;
+    alone_params.seed = sampled.seed + static_cast<uint64_t>(i);
+    const MaskedRun slow = RunMaskedGroup(make_engine, tokenizer, alone_params,
+                                          1, kMaxTokens, 0, 64, where, 0);
+    const MaskedRun fast = RunMaskedGroup(make_engine, tokenizer, alone_params,
+                                          1, kMaxTokens, 0, 64, where, 32);
+    ASSERT_EQ(slow.tokens.size(), 1u);
+    ASSERT_EQ(fast.tokens.size(), 1u);
+    EXPECT_EQ(group.tokens[i], slow.tokens[0]) << "member " << i;
+    EXPECT_EQ(fast.tokens[0], slow.tokens[0]) << "member " << i;
+    // 38 tokens: free at 0, 4, ..., 36 (10), the other 28 forced.
+    ASSERT_EQ(slow.tokens[0].size(), static_cast<size_t>(kMaxTokens));
+    for (size_t k = 1; k < slow.tokens[0].size(); ++k) {
+      const size_t free_at = k - k % 4;
+      if (k % 4 == 0) continue;
+      EXPECT_EQ(slow.tokens[0][k],
+                ForcingMask::Forced(slow.tokens[0][free_at],
+                                    static_cast<int32_t>(k % 4), vocab))
+          << "token " << k;
+    }
+    EXPECT_EQ(slow.finish[0].usage.forced_tokens, 0);
+    EXPECT_EQ(fast.finish[0].usage.forced_tokens, 28);
+    EXPECT_EQ(group.finish[i].usage.forced_tokens, 28);
+    EXPECT_EQ(fast.finish[0].usage.completion_tokens, kMaxTokens);
+    // One step per free token (and the prompt's), not one per token.
+    EXPECT_LT(fast.counters.steps, slow.counters.steps / 2);
+  }
 }
 
 }  // namespace paceline::testing

@@ -42,7 +42,7 @@ constexpr char kUsage[] =
     "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
     "         [--kv-dtype f32|f16|q8_0] [--max-draft-tokens N]\n"
     "         [--json-schema FILE | --grammar FILE | --regex PATTERN |\n"
-    "          --choice A,B,C] [--flexible-whitespace]\n"
+    "          --choice A,B,C] [--flexible-whitespace] [--no-fast-forward]\n"
     "\n"
     "Generates a continuation of each TEXT and prints only the\n"
     "continuation to stdout. Several --prompt run together through the\n"
@@ -61,7 +61,9 @@ constexpr char kUsage[] =
     "samples only among the tokens the language allows, and ends where it\n"
     "may end. One that reaches N tokens first is cut there, said on stderr.\n"
     "A constraint that does not compile fails before generating (`paceline\n"
-    "grammar` explains it).\n"
+    "grammar` explains it). Where the language allows one continuation only,\n"
+    "its tokens are appended without sampling (fast-forward, as the daemon\n"
+    "does; --no-fast-forward samples them); a line on stderr counts them.\n"
     "\n"
     "  --model MODEL      a GGUF file, or dummy:SHAPE[:DTYPE] for random\n"
     "                     weights of a named shape with a byte-level "
@@ -98,6 +100,7 @@ constexpr FlagDef kFlags[] = {
     {"backend", true},
     {"kv-dtype", true},
     {"max-draft-tokens", true},
+    {"no-fast-forward", false},
     kJsonSchemaFlag,
     kGrammarFlag,
     kRegexFlag,
@@ -112,6 +115,7 @@ struct GenerateFlags {
   std::vector<std::string> prompts;
   int64_t max_tokens = 128;
   int32_t max_draft_tokens = 0;
+  bool fast_forward = true;
   int threads = 0;
   std::string backend;  // "", "cpu" or "cuda"
   std::optional<engine::GgmlType> kv_type;
@@ -137,11 +141,11 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_tokens,
                    GetIntFlag(args, "max-tokens", {.min = 0}));
   f.max_tokens = max_tokens.value_or(f.max_tokens);
-  ASSIGN_OR_RETURN(
-      const std::optional<int32_t> drafts,
-      GetInt32Flag(args, "max-draft-tokens",
-                   {.min = 0, .max = scheduler::kMaxDraftTokens}));
+  ASSIGN_OR_RETURN(const std::optional<int32_t> drafts,
+                   GetInt32Flag(args, "max-draft-tokens",
+                                {.min = 0, .max = scheduler::kMaxDraftTokens}));
   f.max_draft_tokens = drafts.value_or(0);
+  f.fast_forward = !args.Has("no-fast-forward");
   ASSIGN_OR_RETURN(const std::optional<int64_t> threads,
                    GetIntFlag(args, "threads", {.min = 0, .max = 1024}));
   f.threads = static_cast<int>(threads.value_or(f.threads));
@@ -268,6 +272,9 @@ absl::Status Generate(const GenerateFlags& f) {
     r.sampling = f.sampling;
     r.sampling.mask = constraint.mask;
     r.max_draft_tokens = f.max_draft_tokens;
+    if (constraint.mask != nullptr && f.fast_forward) {
+      r.max_forced_tokens = scheduler::kMaxForcedTokens;
+    }
     // The last generated token is never fed back: the context holds
     // prompt + max_tokens - 1 positions.
     r.stop.max_tokens = static_cast<int32_t>(
@@ -284,9 +291,9 @@ absl::Status Generate(const GenerateFlags& f) {
     // scheduler.speculation_max_step_tokens) holds them back.
     scheduler::OfflineOptions options;
     options.speculation_max_step_tokens = kPrefillChunk;
-    ASSIGN_OR_RETURN(results, scheduler::RunOffline(std::move(eng), tokenizer,
-                                                    std::move(requests),
-                                                    options, &stats));
+    ASSIGN_OR_RETURN(
+        results, scheduler::RunOffline(std::move(eng), tokenizer,
+                                       std::move(requests), options, &stats));
   }
 
   absl::Time first_admitted = absl::InfiniteFuture();
@@ -335,6 +342,15 @@ absl::Status Generate(const GenerateFlags& f) {
         "steps\n",
         drafted, accepted, drafted > 0 ? 100.0 * accepted / drafted : 0.0,
         stats.steps);
+  }
+  if (constraint.mask != nullptr) {
+    int64_t forced = 0;
+    for (const scheduler::OfflineResult& r : results) {
+      forced += r.finish.usage.forced_tokens;
+    }
+    std::cerr << absl::StrFormat(
+        "fast-forward: %d tokens forced%s; %d engine steps\n", forced,
+        f.fast_forward ? "" : " (off)", stats.steps);
   }
   const auto seconds = [](absl::Time from, absl::Time to) {
     return from < to && to != absl::InfiniteFuture() &&

@@ -65,6 +65,9 @@ class GrammarCache {
 
   GrammarCacheStats stats() const;
   const TokenTrie& vocab() const { return *vocab_; }
+  const std::shared_ptr<const TokenTrie>& vocab_shared() const {
+    return vocab_;
+  }
 
  private:
   struct Entry {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/sampling/grammar/fast_forward.h"
 
 namespace paceline::engine::grammar {
 
@@ -45,6 +46,11 @@ absl::Status GrammarMask::Accept(int32_t token) {
 
 std::unique_ptr<TokenMask> GrammarMask::Clone() const {
   return std::make_unique<GrammarMask>(*this);
+}
+
+void GrammarMask::ForcedTokens(int32_t max, std::vector<int32_t>* out) const {
+  if (ended_ || max <= 0) return;
+  SpellForced(tables_->vocab(), ForcedBytes(matcher_), max, out);
 }
 
 }  // namespace paceline::engine::grammar

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -27,6 +28,8 @@ class GrammarMask : public TokenMask {
   void Fill(absl::Span<uint32_t> allowed) override;
   absl::Status Accept(int32_t token) override;
   std::unique_ptr<TokenMask> Clone() const override;
+  // The bytes the grammar forces (fast_forward.h), spelled in tokens.
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) const override;
 
   const Matcher& matcher() const { return matcher_; }
   bool ended() const { return ended_; }

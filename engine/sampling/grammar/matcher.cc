@@ -42,4 +42,20 @@ std::bitset<256> Matcher::NextBytes() const {
   return out;
 }
 
+int Matcher::OnlyNextByte() const {
+  int only = -1;
+  std::vector<Stack> next;
+  for (int b = 0; b < 256; ++b) {
+    next.clear();
+    for (const Stack& s : stacks_) {
+      Step(*grammar_, s, static_cast<uint8_t>(b), &next);
+      if (!next.empty()) break;
+    }
+    if (next.empty()) continue;
+    if (only >= 0) return -1;
+    only = b;
+  }
+  return only;
+}
+
 }  // namespace paceline::engine::grammar

@@ -36,6 +36,8 @@ class Matcher {
 
   // The bytes that may come next.
   std::bitset<256> NextBytes() const;
+  // The one byte that may come next, or -1 where none or several may.
+  int OnlyNextByte() const;
 
   const std::vector<Stack>& stacks() const { return stacks_; }
   const CompiledGrammar& grammar() const { return *grammar_; }

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/sampling/grammar/fast_forward.h"
 
 namespace paceline::engine::grammar {
 
@@ -239,6 +240,16 @@ absl::Status ToolCallMask::AcceptFree(absl::string_view text) {
   }
   free_ = std::move(t);
   return absl::OkStatus();
+}
+
+void ToolCallMask::ForcedTokens(int32_t max, std::vector<int32_t>* out) const {
+  if (!in_call_ || ended_ || max <= 0) return;
+  std::string bytes = ForcedBytes(matcher_);
+  for (const auto& [id, text] : shared_->marker_text) {
+    const size_t at = bytes.find(text);
+    if (at != std::string::npos) bytes.resize(at);
+  }
+  SpellForced(shared_->tables->vocab(), bytes, max, out);
 }
 
 std::unique_ptr<TokenMask> ToolCallMask::Clone() const {

@@ -69,6 +69,9 @@ class ToolCallMask : public TokenMask {
   void Fill(absl::Span<uint32_t> allowed) override;
   absl::Status Accept(int32_t token) override;
   std::unique_ptr<TokenMask> Clone() const override;
+  // Inside a call: the bytes the grammar forces up to the first marker's
+  // text (a marker token is the model's to write); none in free text.
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) const override;
 
   // A call has been opened (always, without triggers).
   bool in_call() const { return in_call_; }

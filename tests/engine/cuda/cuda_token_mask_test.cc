@@ -35,5 +35,23 @@ TEST_F(CudaTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
                                        scheduler::EngineSampling::kAuto);
 }
 
+// Fast-forward's forced tokens computed as a chunk on the device give the
+// K/V of one token a step: the output is the same, in fewer steps.
+TEST_F(CudaTokenMaskTest, FastForwardKeepsOutputInFewerSteps) {
+  auto model = OpenModel(::paceline::testing::kStories260KPath);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto make_engine = [&](int32_t num_blocks) -> std::unique_ptr<Engine> {
+    CudaEngineOptions options;
+    options.block_size = 16;
+    options.num_blocks = num_blocks;
+    options.max_tokens_per_step = 64;
+    auto engine = CudaEngine::Create(model->weights, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  };
+  ::paceline::testing::ExpectFastForwardKeepsOutput(
+      make_engine, *model->tokenizer, scheduler::EngineSampling::kAuto);
+}
+
 }  // namespace
 }  // namespace paceline::engine::cuda
