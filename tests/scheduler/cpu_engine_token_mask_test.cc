@@ -29,6 +29,12 @@ TEST_P(StoriesTokenMaskTest, FastForwardKeepsOutputInFewerSteps) {
       GetParam());
 }
 
+TEST_P(StoriesTokenMaskTest, DraftsAreCutAtTheMasksFirstRefusal) {
+  ::paceline::testing::ExpectDraftsCutByTheMask(
+      [this](int32_t blocks) { return MakeEngine(blocks); }, *model_.tokenizer,
+      GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Where, StoriesTokenMaskTest,
                          ::testing::Values(EngineSampling::kNever,
                                            EngineSampling::kAlways),

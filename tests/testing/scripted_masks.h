@@ -138,6 +138,50 @@ class ForcingMask final : public engine::TokenMask {
   int32_t next_ = 0;  // the forced position to come, 1..run; 0: free
 };
 
+// No three tokens in a row twice, the prompt's included (and no
+// end-of-generation id below 3). An n-gram draft continues an earlier
+// occurrence of the last two or more tokens with what followed them
+// there, so its first token always repeats a trigram: refused.
+class NoRepeatTrigramMask final : public engine::TokenMask {
+ public:
+  explicit NoRepeatTrigramMask(std::vector<int32_t> prompt)
+      : history_(std::move(prompt)) {}
+
+  void Fill(absl::Span<uint32_t> allowed) override {
+    for (uint32_t& word : allowed) word = ~0u;
+    allowed[0] &= ~7u;
+    for (int32_t id : Refused()) allowed[id >> 5] &= ~(1u << (id & 31));
+  }
+  absl::Status Accept(int32_t token) override {
+    const std::vector<int32_t> refused = Refused();
+    if (token < 3 ||
+        std::find(refused.begin(), refused.end(), token) != refused.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("token ", token));
+    }
+    history_.push_back(token);
+    return absl::OkStatus();
+  }
+  std::unique_ptr<engine::TokenMask> Clone() const override {
+    return std::make_unique<NoRepeatTrigramMask>(*this);
+  }
+
+ private:
+  // The tokens that would repeat a trigram next.
+  std::vector<int32_t> Refused() const {
+    std::vector<int32_t> out;
+    const size_t n = history_.size();
+    for (size_t i = 2; n >= 2 && i < n; ++i) {
+      if (history_[i - 2] == history_[n - 2] &&
+          history_[i - 1] == history_[n - 1]) {
+        out.push_back(history_[i]);
+      }
+    }
+    return out;
+  }
+
+  std::vector<int32_t> history_;
+};
+
 // Allows nothing: a request under it fails its first step.
 class NothingMask final : public engine::TokenMask {
  public:

@@ -150,6 +150,38 @@ inline void ExpectMaskHolds(const EngineFactory& make_engine,
   EXPECT_TRUE(failed.tokens[0].empty());
 }
 
+// A draft is cut at the first token the mask refuses: under a mask that
+// allows no trigram twice, n-gram drafts (continuations of an earlier
+// occurrence of the last tokens) are never run, while the same request
+// without it drafts; the output follows the mask.
+inline void ExpectDraftsCutByTheMask(const EngineFactory& make_engine,
+                                     const engine::Tokenizer& tokenizer,
+                                     scheduler::EngineSampling where) {
+  engine::SamplingParams greedy;
+  greedy.temperature = 0;
+  const MaskedRun free =
+      RunMaskedGroup(make_engine, tokenizer, greedy, 1, 64, 4, 64, where);
+  ASSERT_EQ(free.finish.size(), 1u);
+  EXPECT_GT(free.finish[0].usage.draft_tokens, 0);
+  greedy.mask = std::make_shared<NoRepeatTrigramMask>(kOnceUponATimePrompt);
+  const MaskedRun masked =
+      RunMaskedGroup(make_engine, tokenizer, greedy, 1, 64, 4, 64, where);
+  ASSERT_EQ(masked.finish.size(), 1u);
+  EXPECT_NE(masked.finish[0].reason, scheduler::FinishReason::kError)
+      << masked.finish[0].status;
+  EXPECT_EQ(masked.tokens[0].size(), 64u);
+  EXPECT_EQ(masked.finish[0].usage.draft_tokens, 0);
+  std::vector<int32_t> all = kOnceUponATimePrompt;
+  all.insert(all.end(), masked.tokens[0].begin(), masked.tokens[0].end());
+  for (size_t i = 2; i < all.size(); ++i) {
+    for (size_t j = 2; j < i; ++j) {
+      EXPECT_FALSE(all[j - 2] == all[i - 2] && all[j - 1] == all[i - 1] &&
+                   all[j] == all[i])
+          << "trigram at " << i << " repeats the one at " << j;
+    }
+  }
+}
+
 // Fast-forward changes what the engine computes, not what is generated:
 // under a mask that forces 3 tokens after each free one, a sampled group
 // of 4 with fast-forward, drafts and preemption gives each member the
