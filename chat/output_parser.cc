@@ -137,6 +137,14 @@ bool PromptOpensReasoning(absl::string_view rendered_prompt,
   return absl::EndsWith(prompt, format.reasoning_open);
 }
 
+bool PromptClosesReasoning(absl::string_view rendered_prompt,
+                           const ChatOutputFormat& format) {
+  if (!HasReasoning(format)) return false;
+  absl::string_view prompt = rendered_prompt;
+  prompt.remove_suffix(TrailingSpaces(prompt));
+  return absl::EndsWith(prompt, format.reasoning_close);
+}
+
 ChatOutputParser::ChatOutputParser(ChatOutputFormat format, uint64_t id_seed)
     : ChatOutputParser(format,
                        SeededIds(id_seed, !IsMistral(format.tool_calls))) {}

@@ -96,6 +96,11 @@ struct ChatOutputFormat {
   // The prompt ended by opening the reasoning block (DeepSeek-R1, QwQ): the
   // output starts inside it. See PromptOpensReasoning.
   bool starts_in_reasoning = false;
+  // The prompt ended by closing it (a template that writes an empty block
+  // when thinking is off, Qwen3's `<think>\n\n</think>`): the answer comes
+  // at once. The parser does not read it; structured output starts there.
+  // See PromptClosesReasoning.
+  bool prompt_closed_reasoning = false;
   // The server should use kNone for a request without tools.
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
 };
@@ -115,6 +120,10 @@ ChatOutputFormat DetectChatOutputFormat(absl::string_view template_source);
 // with the open marker, trailing whitespace ignored.
 bool PromptOpensReasoning(absl::string_view rendered_prompt,
                           const ChatOutputFormat& format);
+// True when `format` has reasoning markers and the rendered prompt ends
+// with the close marker, trailing whitespace ignored.
+bool PromptClosesReasoning(absl::string_view rendered_prompt,
+                           const ChatOutputFormat& format);
 
 struct ChatToolCallDelta {
   int index = 0;          // 0, 1, ... in the order calls are announced

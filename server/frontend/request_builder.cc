@@ -91,6 +91,8 @@ absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
   chat::ChatOutputFormat format = input.templates->output;
   if (chat.tools_size() == 0) format.tool_calls = chat::ToolCallFormat::kNone;
   format.starts_in_reasoning = chat::PromptOpensReasoning(prompt->text, format);
+  format.prompt_closed_reasoning =
+      chat::PromptClosesReasoning(prompt->text, format);
   return Prompt{std::move(prompt->tokens), std::move(format)};
 }
 

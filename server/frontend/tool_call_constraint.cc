@@ -95,8 +95,9 @@ std::shared_ptr<const engine::TokenMask> AfterReasoning(
     const std::optional<chat::ChatOutputFormat>& chat_output,
     const engine::Tokenizer& tokenizer, const gr::GrammarCache& grammars) {
   if (mask == nullptr || !chat_output.has_value() ||
-      chat_output->reasoning_close.empty()) {
-    return mask;
+      chat_output->reasoning_close.empty() ||
+      chat_output->prompt_closed_reasoning) {
+    return mask;  // no block, or the template closed it: the answer now
   }
   gr::ReasoningMarkers m;
   m.open = chat_output->reasoning_open;

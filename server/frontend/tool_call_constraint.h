@@ -45,7 +45,8 @@ std::vector<std::pair<int32_t, std::string>> ControlTokens(
 
 // A constraint for the answer of a reasoning model: `mask` behind the
 // chat template's reasoning block (reasoning_gate.h), or `mask` itself
-// when the input is not chat or the template has no reasoning markers.
+// when the input is not chat, the template has no reasoning markers, or
+// the prompt closed the block (thinking off: the answer comes at once).
 std::shared_ptr<const engine::TokenMask> AfterReasoning(
     std::shared_ptr<const engine::TokenMask> mask,
     const std::optional<chat::ChatOutputFormat>& chat_output,

@@ -106,6 +106,7 @@ TEST(ChatOutputFormatTest, PromptOpensReasoningOnRenderedPrompts) {
     std::string file;
     json variables;
     bool opens;
+    bool closes = false;  // an empty block: thinking off
   };
   const std::vector<Case> cases = {
       {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", json::object(), true},
@@ -113,11 +114,12 @@ TEST(ChatOutputFormatTest, PromptOpensReasoningOnRenderedPrompts) {
       {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
        {{"enable_thinking", true}},
        true},
-      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", json::object(), false},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", json::object(), false,
+       true},
       {"Qwen-QwQ-32B.jinja", {{"enable_thinking", true}}, true},
-      {"Qwen-QwQ-32B.jinja", {{"enable_thinking", false}}, false},
+      {"Qwen-QwQ-32B.jinja", {{"enable_thinking", false}}, false, true},
       {"Qwen-Qwen3-0.6B.jinja", json::object(), false},
-      {"Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}, false},
+      {"Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}, false, true},
       {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", json::object(), false},
   };
   const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
@@ -134,11 +136,17 @@ TEST(ChatOutputFormatTest, PromptOpensReasoningOnRenderedPrompts) {
         PromptOpensReasoning(answers[i]["text"].get<std::string>(), format),
         cases[i].opens)
         << cases[i].file << " " << cases[i].variables.dump();
+    EXPECT_EQ(
+        PromptClosesReasoning(answers[i]["text"].get<std::string>(), format),
+        cases[i].closes)
+        << cases[i].file << " " << cases[i].variables.dump();
   }
   ChatOutputFormat think = Format(ToolCallFormat::kNone, true);
   EXPECT_TRUE(PromptOpensReasoning("x<think> \n", think));
   EXPECT_FALSE(PromptOpensReasoning("<think>x", think));
   EXPECT_FALSE(PromptOpensReasoning("x<think>\n", ChatOutputFormat()));
+  EXPECT_TRUE(PromptClosesReasoning("<think>\n\n</think>\n\n", think));
+  EXPECT_FALSE(PromptClosesReasoning("</think>x", think));
 }
 
 // The oracle for the call formats: what a template renders for an

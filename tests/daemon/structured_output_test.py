@@ -17,7 +17,7 @@ import unittest
 
 import jsonschema
 
-from openai_http_test import DaemonTestCase, PROMPT
+from openai_http_test import DaemonTestCase, PROMPT, SHARED_DIR
 
 # Small enough that stories260K, sampling freely, ends within max_tokens.
 PERSON = {
@@ -174,6 +174,64 @@ class StructuredOutputTest(DaemonTestCase):
                 self.assertEqual(status, 400, answer)
                 self.assertEqual(answer["error"]["type"],
                                  "invalid_request_error")
+
+
+class ReasoningStructuredOutputTest(DaemonTestCase):
+    """A reasoning template (QwQ with enable_thinking: the prompt opens
+    <think>; without it, the template closes the block at once): the constraint
+    holds for the answer after the reasoning block, never for the
+    thinking. stories260K never writes </think>, so every answer here is
+    thinking cut by max_tokens: free text, the very tokens the same seed
+    gives without any constraint (the gate only refuses end of turn
+    there)."""
+
+    EXTRA_ARGS = ("--chat-template-file",
+                  str(SHARED_DIR / "chat_templates" / "Qwen-QwQ-32B.jinja"))
+
+    def chat(self, extra, seed):
+        body = {"messages": [{"role": "user", "content": PROMPT}],
+                "max_tokens": 24, "temperature": 1.0, "seed": seed,
+                "chat_template_kwargs": {"enable_thinking": True}}
+        body.update(extra)
+        status, _, answer = self.post("/v1/chat/completions", body)
+        self.assertEqual(status, 200, answer)
+        return answer["choices"][0]
+
+    def test_thinking_is_free_and_the_answer_waits(self):
+        fmt = {"type": "json_schema",
+               "json_schema": {"name": "person", "schema": PERSON}}
+        compared = 0
+        for seed in range(1, 7):
+            with self.subTest(seed=seed):
+                held = self.chat({"response_format": fmt}, seed)
+                free = self.chat({}, seed)
+                self.assertEqual(held["finish_reason"], "length", held)
+                thinking = held["message"].get("reasoning_content") or ""
+                self.assertTrue(thinking.strip(), held)
+                self.assertFalse((held["message"].get("content") or "")
+                                 .strip(), held)
+                free_thinking = free["message"].get("reasoning_content") or ""
+                if free["finish_reason"] == "length":
+                    self.assertEqual(thinking, free_thinking)
+                    compared += 1
+                else:  # the free one ended its turn: the same until then
+                    self.assertTrue(thinking.startswith(free_thinking))
+        self.assertGreater(compared, 0)
+
+    def test_without_thinking_the_answer_comes_at_once(self):
+        # The template closes an empty block in the prompt: no reasoning
+        # is left to wait for.
+        fmt = {"type": "json_schema",
+               "json_schema": {"name": "person", "schema": PERSON}}
+        for seed in range(1, 5):
+            with self.subTest(seed=seed):
+                answer = self.chat({"response_format": fmt,
+                                    "max_tokens": 200,
+                                    "chat_template_kwargs":
+                                        {"enable_thinking": False}}, seed)
+                self.assertEqual(answer["finish_reason"], "stop", answer)
+                jsonschema.validate(
+                    json.loads(answer["message"]["content"]), PERSON)
 
 
 if __name__ == "__main__":

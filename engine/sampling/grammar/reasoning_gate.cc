@@ -103,7 +103,8 @@ ReasoningGate::ReasoningGate(const ReasoningGate& other)
       inner_(other.inner_->Clone()),
       region_(other.region_),
       pending_(other.pending_),
-      tail_(other.tail_) {}
+      tail_(other.tail_),
+      space_(other.space_) {}
 
 std::unique_ptr<TokenMask> ReasoningGate::Clone() const {
   return std::make_unique<ReasoningGate>(*this);
@@ -126,7 +127,7 @@ void ReasoningGate::FillStart(absl::Span<uint32_t> allowed) {
   const std::string& open = shared_->markers.open;
   if (pending_.empty()) {
     inner_->Fill(allowed);
-    for (int32_t id : shared_->whitespace) Set(allowed, id);
+    AllowSpace(allowed);
   } else {
     std::fill(allowed.begin(), allowed.end(), 0u);
   }
@@ -153,7 +154,21 @@ void ReasoningGate::FillReasoning(absl::Span<uint32_t> allowed) const {
 
 void ReasoningGate::FillGap(absl::Span<uint32_t> allowed) {
   inner_->Fill(allowed);
-  for (int32_t id : shared_->whitespace) Set(allowed, id);
+  AllowSpace(allowed);
+}
+
+void ReasoningGate::AllowSpace(absl::Span<uint32_t> allowed) const {
+  for (int32_t id : shared_->whitespace) {
+    if (space_ + shared_->vocab->bytes(id).size() <= kMaxLeadingSpace) {
+      Set(allowed, id);
+    }
+  }
+}
+
+bool ReasoningGate::TakeSpace(absl::string_view text) {
+  if (!AllSpace(text) || space_ + text.size() > kMaxLeadingSpace) return false;
+  space_ += text.size();
+  return true;
 }
 
 absl::Status ReasoningGate::Accept(int32_t token) {
@@ -166,7 +181,7 @@ absl::Status ReasoningGate::Accept(int32_t token) {
     case Region::kReasoning:
       return AcceptReasoning(token);
     case Region::kGap:
-      if (AllSpace(TextOf(*shared_, token))) return absl::OkStatus();
+      if (TakeSpace(TextOf(*shared_, token))) return absl::OkStatus();
       break;
     case Region::kContent:
       break;
@@ -179,7 +194,7 @@ absl::Status ReasoningGate::Accept(int32_t token) {
 absl::Status ReasoningGate::AcceptStart(int32_t token) {
   const absl::string_view text = TextOf(*shared_, token);
   const std::string& open = shared_->markers.open;
-  if (pending_.empty() && AllSpace(text)) return absl::OkStatus();
+  if (pending_.empty() && TakeSpace(text)) return absl::OkStatus();
   const std::string read = absl::StrCat(pending_, text);
   if (!text.empty() && absl::StartsWith(open, read)) {
     pending_ = read;
@@ -208,6 +223,7 @@ absl::Status ReasoningGate::AcceptReasoning(int32_t token) {
       return Refused(token, "(it goes on past the reasoning's close)");
     }
     tail_.clear();
+    space_ = 0;
     region_ = Region::kGap;
     return absl::OkStatus();
   }

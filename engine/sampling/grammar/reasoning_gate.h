@@ -17,6 +17,10 @@
 //              content's, and the inner mask reads whole tokens);
 //   gap        after the close marker: whitespace tokens (the parser trims
 //              them) or the inner mask's tokens;
+// Whitespace before the answer (start and gap) is bounded, as the JSON
+// grammar bounds its gaps: past kMaxLeadingSpace bytes only the answer's
+// tokens (or, in start, the open marker) are allowed, so a model that
+// likes blank lines cannot idle there until max_tokens.
 //   content    the inner mask alone, fast-forward included.
 //
 // End of generation is allowed only in content, where the inner mask
@@ -25,6 +29,7 @@
 // read as their text. Thread-compatible, like every TokenMask; clones share
 // the immutable part.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/sampling/grammar/token_trie.h"
 #include "engine/sampling/token_mask.h"
@@ -45,6 +51,8 @@ struct ReasoningMarkers {
   std::vector<std::pair<int32_t, std::string>> tokens;
   bool starts_in_reasoning = false;  // the prompt opened the block
 };
+
+inline constexpr size_t kMaxLeadingSpace = 16;
 
 class ReasoningGate : public TokenMask {
  public:
@@ -68,12 +76,16 @@ class ReasoningGate : public TokenMask {
   void FillGap(absl::Span<uint32_t> allowed);
   absl::Status AcceptStart(int32_t token);
   absl::Status AcceptReasoning(int32_t token);
+  // Whitespace tokens that fit under kMaxLeadingSpace; reads one.
+  void AllowSpace(absl::Span<uint32_t> allowed) const;
+  bool TakeSpace(absl::string_view text);
 
   std::shared_ptr<const Shared> shared_;
   std::unique_ptr<TokenMask> inner_;
   Region region_;
   std::string pending_;  // kStart: the open marker's bytes read so far
   std::string tail_;     // kReasoning: the last bytes, up to the close's
+  size_t space_ = 0;     // kStart, kGap: whitespace bytes read
 };
 
 }  // namespace paceline::engine::grammar

@@ -161,6 +161,21 @@ TEST(ReasoningGateTest, ACloseThatRunsOnIntoTheAnswerIsRefused) {
   EXPECT_EQ(gate.region(), ReasoningGate::Region::kContent);
 }
 
+TEST(ReasoningGateTest, WhitespaceBeforeTheAnswerIsBounded) {
+  ReasoningGate gate = Gate(/*control_tokens=*/true, /*starts=*/true);
+  Feed(gate, {kClose});
+  // 16 bytes of blank lines, then only the answer.
+  Feed(gate, std::vector<int32_t>(kMaxLeadingSpace / 2, kBlankLine));
+  EXPECT_FALSE(Allows(gate, kBlankLine));
+  EXPECT_FALSE(Allows(gate, ' '));
+  EXPECT_TRUE(Allows(gate, '{'));
+  ReasoningGate start = Gate(/*control_tokens=*/true, /*starts=*/false);
+  Feed(start, std::vector<int32_t>(kMaxLeadingSpace, ' '));
+  EXPECT_FALSE(Allows(start, ' '));
+  EXPECT_TRUE(Allows(start, kOpen));
+  EXPECT_TRUE(Allows(start, '{'));
+}
+
 TEST(ReasoningGateTest, FastForwardOnlyInTheAnswer) {
   ReasoningGate gate = Gate(/*control_tokens=*/true, /*starts=*/true);
   std::vector<int32_t> forced;
