@@ -49,16 +49,17 @@
 
 namespace paceline::engine::grammar {
 
-// Entries of rules that call nothing depend only on the rule's automaton,
-// so grammars over one vocabulary share them (a JSON string, a number, a
-// pattern used by many schemas): this cache holds them, keyed by the
-// rule's fingerprint (compile.h) and the state, up to a memory budget
-// (oldest dropped first). One per vocabulary; thread-safe.
 class CountedStrings;
 struct CountedRule;
 class EntryBases;
 struct TailSet;
 
+// Entries of rules that call nothing depend only on the rule's automaton,
+// so grammars over one vocabulary share them (a JSON string, a number, a
+// pattern used by many schemas): this cache holds them, keyed by the
+// rule's fingerprint (compile.h) and the state, up to a memory budget
+// (oldest dropped first; the bases and the counted-string table below,
+// a few MB at most, are outside it). One per vocabulary; thread-safe.
 class SharedEntries {
  public:
   explicit SharedEntries(int64_t budget_bytes = int64_t{256} << 20);
