@@ -10,7 +10,9 @@
 # against the schema with python3-jsonschema. Prints, per server, the
 # median aggregate output tok/s of each mode, the ratio constrained /
 # unconstrained, how many constrained outputs validate, and their finish
-# reasons.
+# reasons. Paceline runs a third mode, the schema with fast-forward off
+# (`"fast_forward": false`), so what fast-forward saves is measured in the
+# same rounds.
 #
 # Both modes sample at temperature 1 from the whole distribution (top_k 0,
 # top_p 1, min_p 0: llama-server's default top-k 40 and min-p 0.05 are
@@ -77,6 +79,9 @@ schema = json.load(open(os.path.join(out, "schema.json")))
 json.dump(sampling, open(os.path.join(out, "plain.body.json"), "w"))
 json.dump(dict(sampling, json_schema=schema, ignore_eos=False),
           open(os.path.join(out, "schema.body.json"), "w"))
+json.dump(dict(sampling, json_schema=schema, ignore_eos=False,
+               fast_forward=False),
+          open(os.path.join(out, "noff.body.json"), "w"))
 PY
 
 start() {  # server -> pid (waits for /health)
@@ -99,14 +104,15 @@ start() {  # server -> pid (waits for /health)
 
 for ((r = 0; r < rounds; ++r)); do
   order=("${servers[@]}")
-  modes=(plain schema)
+  modes=(plain schema noff)
   if ((r % 2 == 1)); then
     order=($(printf '%s\n' "${servers[@]}" | tac))
-    modes=(schema plain)
+    modes=(noff schema plain)
   fi
   for server in "${order[@]}"; do
     todo=()
     for mode in "${modes[@]}"; do
+      [[ $mode == noff && $server != paceline ]] && continue
       [[ -s "$out/$server.$mode.$r.json" ]] || todo+=("$mode")
     done
     ((${#todo[@]})) || continue  # done by an earlier, cut-short run
@@ -168,7 +174,7 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
             c["failed"] += 1
             continue
         tokens[(server, mode)].append(o["completion_tokens"])
-        if mode != "schema":
+        if mode == "plain":
             continue
         try:
             validator.validate(json.loads(o["text"]))
@@ -192,6 +198,16 @@ for server in sorted({k[0] for k in tput}):
           f"{med(con) / med(plain):.2f} | {med(reqs[(server, 'schema')]):.2f} | "
           f"{c['valid']} / {c['requests']} | "
           f"{med(tokens[(server, 'schema')]):.0f} | {finish}")
+nf = tput[("paceline", "noff")]
+if nf:
+    con = tput[("paceline", "schema")]
+    c = outs[("paceline", "noff")]
+    print(f"paceline, fast-forward off | {len(nf)} | constrained "
+          f"{med(nf):.0f} [{min(nf):.0f}-{max(nf):.0f}] tok/s, ratio to "
+          f"unconstrained {med(nf) / med(tput[('paceline', 'plain')]):.2f}; "
+          f"fast-forward on / off {med(con) / med(nf):.2f}; "
+          f"{c['valid']} / {c['requests']} valid; "
+          f"{med(tokens[('paceline', 'noff')]):.0f} tokens/output")
 for server, (text, why) in first_bad.items():
     print(f"{server}: first invalid output {text[:200]!r}: {why}")
 PY
