@@ -129,20 +129,28 @@ ChatOutputFormat DetectChatOutputFormat(absl::string_view source) {
   return format;
 }
 
-bool PromptOpensReasoning(absl::string_view rendered_prompt,
-                          const ChatOutputFormat& format) {
+namespace {
+
+// `format` has reasoning and the prompt ends with `marker`, trailing
+// whitespace ignored.
+bool PromptEndsWith(absl::string_view rendered_prompt,
+                    const ChatOutputFormat& format, absl::string_view marker) {
   if (!HasReasoning(format)) return false;
   absl::string_view prompt = rendered_prompt;
   prompt.remove_suffix(TrailingSpaces(prompt));
-  return absl::EndsWith(prompt, format.reasoning_open);
+  return absl::EndsWith(prompt, marker);
+}
+
+}  // namespace
+
+bool PromptOpensReasoning(absl::string_view rendered_prompt,
+                          const ChatOutputFormat& format) {
+  return PromptEndsWith(rendered_prompt, format, format.reasoning_open);
 }
 
 bool PromptClosesReasoning(absl::string_view rendered_prompt,
                            const ChatOutputFormat& format) {
-  if (!HasReasoning(format)) return false;
-  absl::string_view prompt = rendered_prompt;
-  prompt.remove_suffix(TrailingSpaces(prompt));
-  return absl::EndsWith(prompt, format.reasoning_close);
+  return PromptEndsWith(rendered_prompt, format, format.reasoning_close);
 }
 
 ChatOutputParser::ChatOutputParser(ChatOutputFormat format, uint64_t id_seed)

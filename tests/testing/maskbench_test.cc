@@ -12,36 +12,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/gguf/gguf_file.h"
 #include "engine/sampling/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/build_paths.h"
+#include "tests/testing/gpt2_vocab.h"
 
 namespace paceline::testing {
 namespace {
 
 using engine::grammar::Grammar;
 using OrderedJson = nlohmann::ordered_json;
-
-struct Gpt2 {
-  std::unique_ptr<engine::Tokenizer> tokenizer;
-  std::shared_ptr<const engine::grammar::TokenTrie> trie;
-};
-
-const Gpt2& Vocab() {
-  static const Gpt2* vocab = [] {
-    auto file =
-        engine::GgufFile::Open(SharedPath("vocab/ggml-vocab-gpt-2.gguf"));
-    EXPECT_TRUE(file.ok()) << file.status();
-    auto tokenizer = engine::Tokenizer::FromGguf(**file);
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-    auto* v = new Gpt2{*std::move(tokenizer), nullptr};
-    v->trie = engine::grammar::TokenTrie::FromTokenizer(*v->tokenizer);
-    return v;
-  }();
-  return *vocab;
-}
 
 // The front end under test: {"type": "integer"} (no sign, no leading
 // zeros), {"enum": [...]} (the values as written compactly), and an error
@@ -82,7 +63,7 @@ OrderedJson Entry(absl::string_view name, absl::string_view schema,
 SchemaResult RunSchema(const OrderedJson& entry,
                        const MaskBenchOptions& options,
                        std::vector<float>* tbm_us) {
-  return RunMaskBenchSchema(entry, *Vocab().tokenizer, Vocab().trie, options,
+  return RunMaskBenchSchema(entry, Gpt2Tokenizer(), Gpt2Trie(), options,
                             tbm_us);
 }
 
@@ -104,8 +85,7 @@ TEST(MaskBenchTest, ASchemaPassesWhenEveryVerdictIsRight) {
   EXPECT_GT(r.ttfm_us, 0);
   // A valid instance takes a mask per token and one for its end; each
   // invalid one here stops at its first token.
-  const int64_t long_tokens =
-      Vocab().tokenizer->Encode("12345678", false).size();
+  const int64_t long_tokens = Gpt2Tokenizer().Encode("12345678", false).size();
   EXPECT_EQ(r.tokens, long_tokens + 1);
   EXPECT_EQ(tbm.size(), (long_tokens + 1) + 2 + 3);
 }
@@ -196,7 +176,7 @@ constexpr char kFile[] =
 TEST(MaskBenchTest, RunsEveryKthSchemaUpToTheLimit) {
   MaskBenchOptions options = Options();
   options.sample_every = 2;
-  auto report = RunMaskBench(kFile, *Vocab().tokenizer, Vocab().trie, options);
+  auto report = RunMaskBench(kFile, Gpt2Tokenizer(), Gpt2Trie(), options);
   ASSERT_TRUE(report.ok()) << report.status();
   std::vector<std::string> names;
   for (const SchemaResult& r : report->schemas) names.push_back(r.name);
@@ -212,7 +192,7 @@ TEST(MaskBenchTest, RunsEveryKthSchemaUpToTheLimit) {
 
   options.sample_every = 1;
   options.limit = 2;
-  report = RunMaskBench(kFile, *Vocab().tokenizer, Vocab().trie, options);
+  report = RunMaskBench(kFile, Gpt2Tokenizer(), Gpt2Trie(), options);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->schemas.size(), 2u);
   EXPECT_EQ(report->compile_errors(), 1);
@@ -223,16 +203,14 @@ TEST(MaskBenchTest, ABrokenLineIsAnError) {
   for (absl::string_view line :
        {"{\"name\":\"x\"", R"({"name":"x","tests":[]})",
         R"({"schema":{},"tests":[{"data":1}]})"}) {
-    auto report =
-        RunMaskBench(line, *Vocab().tokenizer, Vocab().trie, Options());
+    auto report = RunMaskBench(line, Gpt2Tokenizer(), Gpt2Trie(), Options());
     EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument)
         << line;
   }
 }
 
 TEST(MaskBenchTest, ReportsTheTableTheErrorsAndTheNames) {
-  auto report =
-      RunMaskBench(kFile, *Vocab().tokenizer, Vocab().trie, Options());
+  auto report = RunMaskBench(kFile, Gpt2Tokenizer(), Gpt2Trie(), Options());
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string md = MaskBenchMarkdown(*report);
   for (absl::string_view row :

@@ -28,17 +28,19 @@ bool Matcher::AcceptBytes(absl::string_view bytes) {
 
 bool Matcher::IsComplete() const { return NextBytes().none(); }
 
+bool Matcher::Allows(uint8_t byte, std::vector<Stack>* scratch) const {
+  for (const Stack& s : stacks_) {
+    scratch->clear();
+    Step(*grammar_, s, byte, scratch);
+    if (!scratch->empty()) return true;
+  }
+  return false;
+}
+
 std::bitset<256> Matcher::NextBytes() const {
   std::bitset<256> out;
   std::vector<Stack> next;
-  for (int b = 0; b < 256; ++b) {
-    next.clear();
-    for (const Stack& s : stacks_) {
-      Step(*grammar_, s, static_cast<uint8_t>(b), &next);
-      if (!next.empty()) break;
-    }
-    out[b] = !next.empty();
-  }
+  for (int b = 0; b < 256; ++b) out[b] = Allows(static_cast<uint8_t>(b), &next);
   return out;
 }
 
@@ -46,12 +48,7 @@ int Matcher::OnlyNextByte() const {
   int only = -1;
   std::vector<Stack> next;
   for (int b = 0; b < 256; ++b) {
-    next.clear();
-    for (const Stack& s : stacks_) {
-      Step(*grammar_, s, static_cast<uint8_t>(b), &next);
-      if (!next.empty()) break;
-    }
-    if (next.empty()) continue;
+    if (!Allows(static_cast<uint8_t>(b), &next)) continue;
     if (only >= 0) return -1;
     only = b;
   }

@@ -46,6 +46,9 @@ class Matcher {
   }
 
  private:
+  // Some stack can read `byte` (`scratch`: reused storage).
+  bool Allows(uint8_t byte, std::vector<Stack>* scratch) const;
+
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::vector<Stack> stacks_;
   std::vector<Stack> scratch_;

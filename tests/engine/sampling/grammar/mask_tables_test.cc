@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/gguf/gguf_file.h"
 #include "engine/sampling/grammar/compile.h"
 #include "engine/sampling/grammar/counted_strings.h"
 #include "engine/sampling/grammar/grammar.h"
@@ -24,21 +23,13 @@
 #include "engine/sampling/row_sampling_math.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
-#include "tests/testing/build_paths.h"
+#include "tests/testing/gpt2_vocab.h"
 
 namespace paceline::engine::grammar {
 namespace {
 
 std::shared_ptr<const TokenTrie> Gpt2Vocab() {
-  static std::shared_ptr<const TokenTrie> vocab = [] {
-    auto file = GgufFile::Open(
-        paceline::testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf"));
-    EXPECT_TRUE(file.ok()) << file.status();
-    auto tok = Tokenizer::FromGguf(**file);
-    EXPECT_TRUE(tok.ok()) << tok.status();
-    return TokenTrie::FromTokenizer(**tok);
-  }();
-  return vocab;
+  return paceline::testing::Gpt2Trie();
 }
 
 // Any JSON value, written as a grammar by hand (RFC 8259), whitespace
