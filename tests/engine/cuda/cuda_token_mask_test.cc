@@ -19,19 +19,25 @@ namespace {
 
 class CudaTokenMaskTest : public testing::GpuTest {};
 
-TEST_F(CudaTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
-  auto model = OpenModel(::paceline::testing::kStories260KPath);
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto make_engine = [&](int32_t num_blocks) -> std::unique_ptr<Engine> {
+// CUDA engines over `weights`, each with the blocks asked for.
+::paceline::testing::EngineFactory Engines(
+    std::shared_ptr<const ModelWeights> weights) {
+  return [weights](int32_t num_blocks) -> std::unique_ptr<Engine> {
     CudaEngineOptions options;
     options.block_size = 16;
     options.num_blocks = num_blocks;
     options.max_tokens_per_step = 64;
-    auto engine = CudaEngine::Create(model->weights, options);
+    auto engine = CudaEngine::Create(weights, options);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? *std::move(engine) : nullptr;
   };
-  ::paceline::testing::ExpectMaskHolds(make_engine, *model->tokenizer,
+}
+
+TEST_F(CudaTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
+  auto model = OpenModel(::paceline::testing::kStories260KPath);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ::paceline::testing::ExpectMaskHolds(Engines(model->weights),
+                                       *model->tokenizer,
                                        scheduler::EngineSampling::kAuto);
 }
 
@@ -40,17 +46,9 @@ TEST_F(CudaTokenMaskTest, ScriptedMaskHoldsWithDraftsGroupsPreemption) {
 TEST_F(CudaTokenMaskTest, FastForwardKeepsOutputInFewerSteps) {
   auto model = OpenModel(::paceline::testing::kStories260KPath);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto make_engine = [&](int32_t num_blocks) -> std::unique_ptr<Engine> {
-    CudaEngineOptions options;
-    options.block_size = 16;
-    options.num_blocks = num_blocks;
-    options.max_tokens_per_step = 64;
-    auto engine = CudaEngine::Create(model->weights, options);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    return engine.ok() ? *std::move(engine) : nullptr;
-  };
   ::paceline::testing::ExpectFastForwardKeepsOutput(
-      make_engine, *model->tokenizer, scheduler::EngineSampling::kAuto);
+      Engines(model->weights), *model->tokenizer,
+      scheduler::EngineSampling::kAuto);
 }
 
 }  // namespace
