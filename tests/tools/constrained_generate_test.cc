@@ -69,6 +69,48 @@ TEST_F(ConstrainedGenerateTest, JsonSchemaOutputsAreValid) {
   }
 }
 
+// Fast-forward (on by default) forces tokens and saves engine steps; off,
+// none are forced; the outputs are valid either way.
+TEST_F(ConstrainedGenerateTest, FastForwardIsCountedAndCanBeTurnedOff) {
+  const std::string schema = WriteFile("person.json", kPersonSchema);
+  std::vector<std::string> args = {"generate",
+                                   "--model",
+                                   kStories260KPath,
+                                   "--max-tokens",
+                                   "200",
+                                   "--threads",
+                                   "2",
+                                   "--json-schema",
+                                   schema,
+                                   "--temperature",
+                                   "1",
+                                   "--seed",
+                                   "4",
+                                   "--prompt",
+                                   "The cat"};
+  const std::regex line(
+      "fast-forward: (\\d+) tokens forced( \\(off\\))?; "
+      "(\\d+) engine steps");
+  int steps[2] = {0, 0};
+  for (int off = 0; off < 2; ++off) {
+    if (off == 1) args.push_back("--no-fast-forward");
+    const CommandResult r = RunPaceline(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, line)) << r.err;
+    if (off == 1) {
+      EXPECT_EQ(m[1], "0");
+      EXPECT_TRUE(m[2].matched);
+    } else {
+      EXPECT_GT(std::stoi(m[1]), 0);
+    }
+    steps[off] = std::stoi(m[3]);
+    const std::string text = r.out.substr(0, r.out.find('\n'));
+    EXPECT_EQ(PersonViolation(text), "") << text;
+  }
+  EXPECT_LT(steps[0], steps[1]);
+}
+
 TEST_F(ConstrainedGenerateTest, FlexibleWhitespaceOutputsAreValid) {
   const std::string schema = WriteFile("person.json", kPersonSchema);
   for (const std::string& text :
