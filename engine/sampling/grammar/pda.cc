@@ -20,10 +20,12 @@ bool Add(Stack s, std::vector<Stack>* out) {
   return true;
 }
 
-}  // namespace
-
-bool Step(const CompiledGrammar& g, const Stack& stack, uint8_t byte,
-          std::vector<Stack>* out) {
+// Step below a stack, counting the calls and returns followed against
+// `budget` (an ambiguous grammar has exponentially many such paths).
+bool StepWithin(const CompiledGrammar& g, const Stack& stack, uint8_t byte,
+                std::vector<Stack>* out, size_t* budget) {
+  if (*budget == 0) return false;
+  --*budget;
   const Frame top = stack.back();
   const RuleDfa& d = g.rule(top.rule);
   bool ok = true;
@@ -47,14 +49,22 @@ bool Step(const CompiledGrammar& g, const Stack& stack, uint8_t byte,
       next.back().state = c->ret;
       next.push_back(callee);
     }
-    ok &= Step(g, next, byte, out);
+    ok &= StepWithin(g, next, byte, out, budget);
   }
   if (d.accepting(top.state) && stack.size() > 1) {
     Stack below = stack;
     below.pop_back();
-    ok &= Step(g, below, byte, out);
+    ok &= StepWithin(g, below, byte, out, budget);
   }
   return ok;
+}
+
+}  // namespace
+
+bool Step(const CompiledGrammar& g, const Stack& stack, uint8_t byte,
+          std::vector<Stack>* out) {
+  size_t budget = kMaxStepPaths;
+  return StepWithin(g, stack, byte, out, &budget);
 }
 
 bool StepAll(const CompiledGrammar& g, const std::vector<Stack>& in,
