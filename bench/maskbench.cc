@@ -15,7 +15,6 @@
 #include "tests/testing/maskbench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -40,53 +39,10 @@ int Usage() {
 using paceline::testing::MaskBenchOptions;
 using paceline::testing::MaskBenchReport;
 
-// RunMaskBench's loop, one schema at a time, naming the slow ones.
-MaskBenchReport RunNamingSlow(
-    absl::string_view jsonl, const paceline::engine::Tokenizer& tokenizer,
-    std::shared_ptr<const paceline::engine::grammar::TokenTrie> vocab,
-    const MaskBenchOptions& options, float slow_us) {
-  const auto start = std::chrono::steady_clock::now();
-  MaskBenchReport report;
-  report.sample_every = std::max(options.sample_every, 1);
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(jsonl, '\n', absl::SkipWhitespace());
-  report.lines = static_cast<int64_t>(lines.size());
-  for (size_t i = 0; i < lines.size(); i += report.sample_every) {
-    if (options.limit >= 0 &&
-        static_cast<int64_t>(report.schemas.size()) >= options.limit) {
-      break;
-    }
-    const auto entry = nlohmann::ordered_json::parse(lines[i], nullptr, false);
-    std::vector<float> tbm;
-    auto result = paceline::testing::RunMaskBenchSchema(entry, tokenizer, vocab,
-                                                        options, &tbm);
-    const int64_t over = std::count_if(tbm.begin(), tbm.end(),
-                                       [&](float t) { return t > slow_us; });
-    const float worst =
-        tbm.empty() ? 0 : *std::max_element(tbm.begin(), tbm.end());
-    if (over > 0 || result.ttfm_us > 50'000) {
-      std::fprintf(stderr,
-                   "slow: line %zu ttfm %.0f over %lld of %zu max %.0f %s\n", i,
-                   result.ttfm_us, static_cast<long long>(over), tbm.size(),
-                   worst, result.name.c_str());
-    }
-    report.tbm_us.insert(report.tbm_us.end(), tbm.begin(), tbm.end());
-    report.instances += result.instances;
-    report.tokens += result.tokens;
-    if (result.compile.ok()) report.ttfm_us.push_back(result.ttfm_us);
-    report.schemas.push_back(std::move(result));
-  }
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  return report;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   MaskBenchOptions options;
-  int64_t slow_us = 0;
   options.to_grammar = paceline::testing::MaskBenchJsonSchema();
   options.progress_every = 100;
   // As the daemon does (one per model): entries of call-free rules shared.
@@ -110,7 +66,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--cold") {  // --cold 1: nothing shared
       if (n != 0) options.shared = nullptr;
     } else if (flag == "--slow") {
-      slow_us = n;
+      options.slow_us = static_cast<float>(n);
     } else if (flag == "--progress") {
       options.progress_every = static_cast<int32_t>(n);
     } else {
@@ -130,11 +86,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "maskbench: %s\n", file.status().ToString().c_str());
     return 1;
   }
-  absl::StatusOr<MaskBenchReport> report =
-      slow_us > 0 ? RunNamingSlow(*file, *vocab->tokenizer, vocab->trie,
-                                  options, static_cast<float>(slow_us))
-                  : paceline::testing::RunMaskBench(*file, *vocab->tokenizer,
-                                                    vocab->trie, options);
+  absl::StatusOr<MaskBenchReport> report = paceline::testing::RunMaskBench(
+      *file, *vocab->tokenizer, vocab->trie, options);
   if (!report.ok()) {
     std::fprintf(stderr, "maskbench: %s\n", report.status().ToString().c_str());
     return 1;

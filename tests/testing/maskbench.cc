@@ -305,6 +305,25 @@ SchemaResult RunMaskBenchSchema(
   return result;
 }
 
+namespace {
+
+// Names schema line `i` on stderr when a mask of `tbm` took over
+// `slow_us` or its first mask over 50 ms.
+void ReportSlow(size_t i, const SchemaResult& result,
+                absl::Span<const float> tbm, float slow_us) {
+  const int64_t over = std::count_if(tbm.begin(), tbm.end(),
+                                     [&](float t) { return t > slow_us; });
+  const float worst =
+      tbm.empty() ? 0 : *std::max_element(tbm.begin(), tbm.end());
+  if (over == 0 && result.ttfm_us <= 50'000) return;
+  std::fprintf(stderr,
+               "slow: line %zu ttfm %.0f over %lld of %zu max %.0f %s\n", i,
+               result.ttfm_us, static_cast<long long>(over), tbm.size(), worst,
+               result.name.c_str());
+}
+
+}  // namespace
+
 absl::StatusOr<MaskBenchReport> RunMaskBench(
     absl::string_view jsonl, const engine::Tokenizer& tokenizer,
     std::shared_ptr<const engine::grammar::TokenTrie> vocab,
@@ -327,8 +346,13 @@ absl::StatusOr<MaskBenchReport> RunMaskBench(
           "line ", i + 1,
           " is not an object with a schema and tests {valid, data}"));
     }
+    const size_t before = report.tbm_us.size();
     SchemaResult result =
         RunMaskBenchSchema(entry, tokenizer, vocab, options, &report.tbm_us);
+    if (options.slow_us > 0) {
+      ReportSlow(i, result, absl::MakeConstSpan(report.tbm_us).subspan(before),
+                 options.slow_us);
+    }
     report.instances += result.instances;
     report.tokens += result.tokens;
     if (result.compile.ok()) report.ttfm_us.push_back(result.ttfm_us);

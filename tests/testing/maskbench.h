@@ -59,6 +59,9 @@ struct MaskBenchOptions {
   // rules that call nothing (a JSON string, a number) are computed once for
   // the run. Null: none shared, every schema starts cold.
   std::shared_ptr<engine::grammar::SharedEntries> shared;
+  // > 0: a line on stderr naming each schema with a mask slower than this
+  // many µs or a first mask over 50 ms (bench/maskbench --slow).
+  float slow_us = 0;
 };
 
 // What happened to one schema.
