@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/openai/openai_chat_fields.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_options.h"
@@ -16,34 +17,6 @@
 
 namespace paceline::server::openai {
 namespace {
-
-absl::Status NotSupported(absl::string_view param, absl::string_view what) {
-  return InvalidParam(
-      param, absl::StrCat("'", param, "': ", what, " is not supported"));
-}
-
-// Reads obj[key] as a string into *out when present.
-absl::Status OptionalString(const Json& obj, const char* key,
-                            absl::string_view param, std::string* out) {
-  const Json* v = Find(obj, key);
-  if (v == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(*out, AsString(*v, Member(param, key)));
-  return absl::OkStatus();
-}
-
-absl::Status RequiredString(const Json& obj, const char* key,
-                            absl::string_view param, std::string* out) {
-  const std::string field = Member(param, key);
-  const Json* v = Find(obj, key);
-  if (v == nullptr) {
-    return InvalidParam(field, absl::StrCat("'", field, "' is required"));
-  }
-  ASSIGN_OR_RETURN(*out, AsString(*v, field));
-  if (out->empty()) {
-    return InvalidParam(field, absl::StrCat("'", field, "' is empty"));
-  }
-  return absl::OkStatus();
-}
 
 // content: string | [{type: "text", text}] | null.
 absl::Status Content(const Json& message, absl::string_view param,
@@ -125,11 +98,11 @@ absl::Status Message(const Json& message, absl::string_view param,
   if (std::find(std::begin(kRoles), std::end(kRoles), out->role()) ==
       std::end(kRoles)) {
     const std::string role_param = Member(param, "role");
-    return InvalidParam(
-        role_param,
-        absl::StrCat("'", role_param, "' must be one of system, developer, "
-                     "user, assistant, tool, function; got \"",
-                     out->role(), "\""));
+    return InvalidParam(role_param,
+                        absl::StrCat("'", role_param,
+                                     "' must be one of system, developer, "
+                                     "user, assistant, tool, function; got \"",
+                                     out->role(), "\""));
   }
   RETURN_IF_ERROR(Content(message, param, out));
   RETURN_IF_ERROR(OptionalString(message, "name", param, out->mutable_name()));
@@ -244,40 +217,7 @@ absl::Status ToolChoiceOption(const Json& body, v1::Chat* chat,
   const Json* choice = Find(body, "tool_choice");
   if (choice == nullptr) return absl::OkStatus();
   if (choice->is_object()) return NamedChoice(*choice, *chat, out);
-  ASSIGN_OR_RETURN(const std::string mode, AsString(*choice, "tool_choice"));
-  if (mode == "auto") {
-    out->tool_choice = ToolChoice::kAuto;
-  } else if (mode == "none") {
-    out->tool_choice = ToolChoice::kNone;
-    chat->clear_tools();  // the template renders as if none were sent
-  } else if (mode == "required") {
-    if (chat->tools().empty()) {
-      return InvalidParam("tool_choice",
-                          "'tool_choice' \"required\" needs 'tools'");
-    }
-    out->tool_choice = ToolChoice::kRequired;
-  } else {
-    return InvalidParam(
-        "tool_choice", absl::StrCat("'tool_choice' must be \"none\", \"auto\", "
-                                    "\"required\" or a named function, got \"",
-                                    mode, "\""));
-  }
-  return absl::OkStatus();
-}
-
-// chat_template_kwargs: each value as JSON text; add_generation_prompt.
-absl::Status TemplateOptions(const Json& body, v1::Chat* chat) {
-  if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
-    RETURN_IF_ERROR(ExpectObject(*kwargs, "chat_template_kwargs"));
-    for (const auto& [key, value] : kwargs->items()) {
-      (*chat->mutable_template_kwargs())[key] = Dump(value);
-    }
-  }
-  if (const Json* v = Find(body, "add_generation_prompt")) {
-    ASSIGN_OR_RETURN(const bool add, AsBool(*v, "add_generation_prompt"));
-    chat->set_add_generation_prompt(add);
-  }
-  return absl::OkStatus();
+  return ToolChoiceMode(*choice, chat, out);
 }
 
 }  // namespace
@@ -293,10 +233,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(
   std::vector<bool> strict;
   RETURN_IF_ERROR(Tools(json, chat, &strict));
   RETURN_IF_ERROR(ToolChoiceOption(json, chat, &out));
-  bool parallel = true;  // OpenAI's default
-  if (const Json* v = Find(json, "parallel_tool_calls")) {
-    ASSIGN_OR_RETURN(parallel, AsBool(*v, "parallel_tool_calls"));
-  }
+  ASSIGN_OR_RETURN(const bool parallel, ParallelToolCalls(json));
   RETURN_IF_ERROR(ConstrainToolCalls(strict, parallel, out, &request));
   RETURN_IF_ERROR(TemplateOptions(json, chat));
   out.prompts.push_back(std::move(request));

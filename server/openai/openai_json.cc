@@ -1,6 +1,8 @@
 #include "server/openai/openai_json.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "chat/bounded_json.h"
@@ -24,8 +26,7 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
   chat::JsonBudget budget(kMaxBodyValues);
   std::string where;
   absl::StatusOr<Json> json =
-      chat::ParseBoundedJson(body, "the request body", limits, &budget,
-                               &where);
+      chat::ParseBoundedJson(body, "the request body", limits, &budget, &where);
   if (!json.ok()) {
     // A limit names the value that passed it as the param.
     if (!where.empty()) return InvalidParam(where, json.status().message());
@@ -111,6 +112,32 @@ absl::StatusOr<int64_t> AsInt(const Json& v, absl::string_view param,
                                             ", got ", Dump(v)));
   }
   return x;
+}
+
+absl::Status OptionalString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::string> text = AsString(*v, Member(param, key));
+  if (!text.ok()) return text.status();
+  *out = *std::move(text);
+  return absl::OkStatus();
+}
+
+absl::Status RequiredString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out) {
+  const std::string field = Member(param, key);
+  const Json* v = Find(obj, key);
+  if (v == nullptr) {
+    return InvalidParam(field, absl::StrCat("'", field, "' is required"));
+  }
+  absl::StatusOr<std::string> text = AsString(*v, field);
+  if (!text.ok()) return text.status();
+  if (text->empty()) {
+    return InvalidParam(field, absl::StrCat("'", field, "' is empty"));
+  }
+  *out = *std::move(text);
+  return absl::OkStatus();
 }
 
 absl::Status ExpectObject(const Json& v, absl::string_view param) {

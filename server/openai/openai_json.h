@@ -47,6 +47,13 @@ absl::StatusOr<double> AsNumber(const Json& v, absl::string_view param);
 // is InvalidParam naming the range.
 absl::StatusOr<int64_t> AsInt(const Json& v, absl::string_view param,
                               int64_t lo, int64_t hi);
+// obj[key] as a string into *out when present (left as is when absent).
+absl::Status OptionalString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out);
+// obj[key] as a non-empty string; absent or "" is InvalidParam
+// ("'param.key' is required" / "is empty").
+absl::Status RequiredString(const Json& obj, const char* key,
+                            absl::string_view param, std::string* out);
 // An object / an array: just the type check.
 absl::Status ExpectObject(const Json& v, absl::string_view param);
 absl::Status ExpectArray(const Json& v, absl::string_view param);

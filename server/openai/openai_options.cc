@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -141,10 +142,16 @@ absl::Status Stop(const Json& v, v1::StoppingOptions* stop) {
 
 absl::Status Stopping(const Json& body, Endpoint endpoint,
                       v1::StoppingOptions* stop) {
-  // Chat: max_completion_tokens wins over the deprecated max_tokens.
-  const char* keys[] = {"max_completion_tokens", "max_tokens"};
+  // Chat: max_completion_tokens wins over the deprecated max_tokens; the
+  // Responses API has max_output_tokens alone.
+  std::vector<const char*> keys;
+  if (endpoint == Endpoint::kResponses) {
+    keys = {"max_output_tokens"};
+  } else {
+    if (endpoint == Endpoint::kChat) keys.push_back("max_completion_tokens");
+    keys.push_back("max_tokens");
+  }
   for (const char* key : keys) {
-    if (endpoint == Endpoint::kCompletions && key == keys[0]) continue;
     const Json* v = Find(body, key);
     if (v == nullptr) continue;
     ASSIGN_OR_RETURN(const int64_t max, AsInt(*v, key, 1, kInt32Max));
@@ -238,7 +245,22 @@ absl::Status Speculation(const Json& body, v1::GenerateRequest* base) {
   return absl::OkStatus();
 }
 
-absl::Status Transport(const Json& body, OpenAiRequest* out) {
+// The Responses API's logprobs come as `top_logprobs` on output_text,
+// which Paceline does not write: refused rather than dropped.
+absl::Status ResponsesLogprobs(const Json& body) {
+  if (const Json* v = Find(body, "top_logprobs")) {
+    ASSIGN_OR_RETURN(const int64_t n, AsInt(*v, "top_logprobs", 0, 20));
+    if (n > 0) {
+      return InvalidParam("top_logprobs",
+                          "'top_logprobs' is not supported by Paceline's "
+                          "Responses API; use /v1/chat/completions");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Transport(const Json& body, Endpoint endpoint,
+                       OpenAiRequest* out) {
   if (const Json* v = Find(body, "model")) {
     ASSIGN_OR_RETURN(out->model, AsString(*v, "model"));
   }
@@ -252,12 +274,17 @@ absl::Status Transport(const Json& body, OpenAiRequest* out) {
                           "'stream_options' is only allowed when 'stream' is "
                           "true");
     }
-    if (const Json* u = Find(*v, "include_usage")) {
+    if (endpoint == Endpoint::kResponses) {
+      // {include_obfuscation}: padding against length side channels on
+      // OpenAI's network; nothing to do here.
+    } else if (const Json* u = Find(*v, "include_usage")) {
       ASSIGN_OR_RETURN(out->include_usage,
                        AsBool(*u, "stream_options.include_usage"));
     }
   }
-  if (const Json* v = Find(body, "n")) {
+  const Json* n_field =
+      endpoint == Endpoint::kResponses ? nullptr : Find(body, "n");
+  if (const Json* v = n_field) {
     ASSIGN_OR_RETURN(const int64_t n, AsInt(*v, "n", 1, kMaxChoices));
     out->n = static_cast<int>(n);
   }
@@ -290,20 +317,40 @@ absl::Status Refused(const Json& body, const OpenAiRequest& out) {
 
 absl::Status ParseSharedOptions(const Json& body, Endpoint endpoint,
                                 OpenAiRequest* out, v1::GenerateRequest* base) {
-  RETURN_IF_ERROR(Transport(body, out));
+  RETURN_IF_ERROR(Transport(body, endpoint, out));
   RETURN_IF_ERROR(Refused(body, *out));
   RETURN_IF_ERROR(Sampling(body, base->mutable_sampling()));
-  RETURN_IF_ERROR(ParseResponseFormat(body, base->mutable_sampling()));
+  RETURN_IF_ERROR(ParseResponseFormat(body, base->mutable_sampling(),
+                                      endpoint == Endpoint::kResponses
+                                          ? FormatField::kTextFormat
+                                          : FormatField::kResponseFormat));
   RETURN_IF_ERROR(Stopping(body, endpoint, base->mutable_stopping()));
-  RETURN_IF_ERROR(endpoint == Endpoint::kCompletions
-                      ? CompletionLogprobs(body, out)
-                      : ChatLogprobs(body, out));
+  switch (endpoint) {
+    case Endpoint::kCompletions:
+      RETURN_IF_ERROR(CompletionLogprobs(body, out));
+      break;
+    case Endpoint::kChat:
+      RETURN_IF_ERROR(ChatLogprobs(body, out));
+      break;
+    case Endpoint::kResponses:
+      RETURN_IF_ERROR(ResponsesLogprobs(body));
+      break;
+  }
   base->mutable_logprobs()->set_enabled(out->logprobs);
   base->mutable_logprobs()->set_top_n(out->top_logprobs);
   RETURN_IF_ERROR(Delivery(body, base));
   RETURN_IF_ERROR(Speculation(body, base));
   base->set_model(out->model);
   return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const Json& body, v1::SamplingOptions* sampling) {
+  return Sampling(body, sampling);
+}
+
+absl::Status ParsePacelineOptions(const Json& body, v1::GenerateRequest* base) {
+  RETURN_IF_ERROR(Delivery(body, base));
+  return Speculation(body, base);
 }
 
 }  // namespace paceline::server::openai

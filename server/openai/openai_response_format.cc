@@ -41,16 +41,40 @@ absl::Status Choices(const Json& v, absl::string_view param,
   return absl::OkStatus();
 }
 
-// OpenAI's response_format.
-absl::Status OpenAiFormat(const Json& v, v1::Constraint* c, bool* set) {
-  RETURN_IF_ERROR(ExpectObject(v, "response_format"));
+// A json_schema format's {name, schema, strict, description}, at `param`.
+absl::Status JsonSchemaFormat(const Json& js, absl::string_view param,
+                              v1::Constraint* c) {
+  RETURN_IF_ERROR(ExpectObject(js, param));
+  const std::string name = Member(param, "name");
+  const Json* n = Find(js, "name");
+  if (n == nullptr) {
+    return InvalidParam(name, absl::StrCat("'", name, "' is required"));
+  }
+  RETURN_IF_ERROR(AsString(*n, name).status());
+  if (const Json* strict = Find(js, "strict")) {
+    RETURN_IF_ERROR(AsBool(*strict, Member(param, "strict")).status());
+  }
+  const Json* schema = Find(js, "schema");
+  std::string text = "{}";  // no schema: any JSON value
+  if (schema != nullptr) {
+    ASSIGN_OR_RETURN(text, SchemaText(*schema, Member(param, "schema")));
+  }
+  c->set_json_schema(text);
+  return absl::OkStatus();
+}
+
+// OpenAI's format object at `param`: chat's response_format (the schema
+// nested in `json_schema`) or the Responses API's text.format (flattened).
+absl::Status OpenAiFormat(const Json& v, absl::string_view param,
+                          FormatField field, v1::Constraint* c, bool* set) {
+  RETURN_IF_ERROR(ExpectObject(v, param));
+  const std::string type_param = Member(param, "type");
   const Json* type = Find(v, "type");
   if (type == nullptr) {
-    return InvalidParam("response_format.type",
-                        "'response_format.type' is required");
+    return InvalidParam(type_param,
+                        absl::StrCat("'", type_param, "' is required"));
   }
-  ASSIGN_OR_RETURN(const std::string t,
-                   AsString(*type, "response_format.type"));
+  ASSIGN_OR_RETURN(const std::string t, AsString(*type, type_param));
   if (t == "text") return absl::OkStatus();
   if (t == "json_object") {
     c->set_json_object(true);
@@ -58,35 +82,23 @@ absl::Status OpenAiFormat(const Json& v, v1::Constraint* c, bool* set) {
     return absl::OkStatus();
   }
   if (t != "json_schema") {
-    return InvalidParam(
-        "response_format.type",
-        absl::StrCat("'response_format.type' must be \"text\", "
-                     "\"json_object\" or \"json_schema\", got \"",
-                     t, "\""));
+    return InvalidParam(type_param,
+                        absl::StrCat("'", type_param,
+                                     "' must be \"text\", \"json_object\" or "
+                                     "\"json_schema\", got \"",
+                                     t, "\""));
   }
-  const Json* js = Find(v, "json_schema");
-  if (js == nullptr) {
-    return InvalidParam("response_format.json_schema",
-                        "'response_format.json_schema' is required");
+  if (field == FormatField::kTextFormat) {
+    RETURN_IF_ERROR(JsonSchemaFormat(v, param, c));
+  } else {
+    const std::string js_param = Member(param, "json_schema");
+    const Json* js = Find(v, "json_schema");
+    if (js == nullptr) {
+      return InvalidParam(js_param,
+                          absl::StrCat("'", js_param, "' is required"));
+    }
+    RETURN_IF_ERROR(JsonSchemaFormat(*js, js_param, c));
   }
-  RETURN_IF_ERROR(ExpectObject(*js, "response_format.json_schema"));
-  const Json* name = Find(*js, "name");
-  if (name == nullptr) {
-    return InvalidParam("response_format.json_schema.name",
-                        "'response_format.json_schema.name' is required");
-  }
-  RETURN_IF_ERROR(AsString(*name, "response_format.json_schema.name").status());
-  if (const Json* strict = Find(*js, "strict")) {
-    RETURN_IF_ERROR(
-        AsBool(*strict, "response_format.json_schema.strict").status());
-  }
-  const Json* schema = Find(*js, "schema");
-  std::string text = "{}";  // no schema: any JSON value
-  if (schema != nullptr) {
-    ASSIGN_OR_RETURN(text,
-                     SchemaText(*schema, "response_format.json_schema.schema"));
-  }
-  c->set_json_schema(text);
   *set = true;
   return absl::OkStatus();
 }
@@ -135,13 +147,23 @@ absl::Status VllmFormat(const Json& v, v1::Constraint* c) {
 }  // namespace
 
 absl::Status ParseResponseFormat(const Json& body,
-                                 v1::SamplingOptions* sampling) {
+                                 v1::SamplingOptions* sampling,
+                                 FormatField field) {
   std::vector<const char*> sources;
   v1::Constraint c;
-  if (const Json* v = Find(body, "response_format")) {
-    bool set = false;
-    RETURN_IF_ERROR(OpenAiFormat(*v, &c, &set));
-    if (set) sources.push_back("response_format");
+  if (field == FormatField::kResponseFormat) {
+    if (const Json* v = Find(body, "response_format")) {
+      bool set = false;
+      RETURN_IF_ERROR(OpenAiFormat(*v, "response_format", field, &c, &set));
+      if (set) sources.push_back("response_format");
+    }
+  } else if (const Json* text = Find(body, "text")) {
+    RETURN_IF_ERROR(ExpectObject(*text, "text"));
+    if (const Json* v = Find(*text, "format")) {
+      bool set = false;
+      RETURN_IF_ERROR(OpenAiFormat(*v, "text.format", field, &c, &set));
+      if (set) sources.push_back("text.format");
+    }
   }
   if (const Json* v = Find(body, "structured_outputs")) {
     RETURN_IF_ERROR(VllmFormat(*v, &c));

@@ -6,6 +6,11 @@
 //   - OpenAI's `response_format`: {"type": "text"} (no constraint),
 //     {"type": "json_object"} (any JSON object), {"type": "json_schema",
 //     "json_schema": {"name", "schema", "strict", "description"}};
+//     or, in the Responses API, `text.format` with the same types and the
+//     json_schema fields beside `type` ({"type": "json_schema", "name",
+//     "schema", "strict", "description"}: openai-node
+//     src/resources/responses/responses.ts ResponseTextConfig,
+//     ResponseFormatTextJSONSchemaConfig);
 //   - vLLM's `structured_outputs`: {"json": schema (object or JSON text),
 //     "regex", "choice", "grammar", "json_object"}, and its older
 //     `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar`;
@@ -19,10 +24,15 @@
 
 namespace paceline::server::openai {
 
+// Where the body holds OpenAI's format: chat's `response_format` or the
+// Responses API's `text.format` (the other one is then not read).
+enum class FormatField { kResponseFormat, kTextFormat };
+
 // Reads the fields above from `body` into `constraint` (left unset when
 // none constrains). Errors name the field as OpenAI's `param`.
-absl::Status ParseResponseFormat(const Json& body,
-                                 v1::SamplingOptions* sampling);
+absl::Status ParseResponseFormat(
+    const Json& body, v1::SamplingOptions* sampling,
+    FormatField field = FormatField::kResponseFormat);
 
 }  // namespace paceline::server::openai
 

@@ -1,0 +1,60 @@
+#include "server/openai/openai_chat_fields.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/openai/openai_error.h"
+
+namespace paceline::server::openai {
+
+absl::Status NotSupported(absl::string_view param, absl::string_view what) {
+  return InvalidParam(
+      param, absl::StrCat("'", param, "': ", what, " is not supported"));
+}
+
+absl::Status ToolChoiceMode(const Json& choice, v1::Chat* chat,
+                            OpenAiRequest* out) {
+  if (!choice.is_string()) return AsString(choice, "tool_choice").status();
+  const std::string& mode = choice.get_ref<const std::string&>();
+  if (mode == "auto") {
+    out->tool_choice = ToolChoice::kAuto;
+  } else if (mode == "none") {
+    out->tool_choice = ToolChoice::kNone;
+    chat->clear_tools();
+  } else if (mode == "required") {
+    if (chat->tools().empty()) {
+      return InvalidParam("tool_choice",
+                          "'tool_choice' \"required\" needs 'tools'");
+    }
+    out->tool_choice = ToolChoice::kRequired;
+  } else {
+    return InvalidParam(
+        "tool_choice", absl::StrCat("'tool_choice' must be \"none\", \"auto\", "
+                                    "\"required\" or a named function, got \"",
+                                    mode, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ParallelToolCalls(const Json& body) {
+  const Json* v = Find(body, "parallel_tool_calls");
+  if (v == nullptr) return true;
+  return AsBool(*v, "parallel_tool_calls");
+}
+
+absl::Status TemplateOptions(const Json& body, v1::Chat* chat) {
+  if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
+    RETURN_IF_ERROR(ExpectObject(*kwargs, "chat_template_kwargs"));
+    for (const auto& [key, value] : kwargs->items()) {
+      (*chat->mutable_template_kwargs())[key] = Dump(value);
+    }
+  }
+  if (const Json* v = Find(body, "add_generation_prompt")) {
+    ASSIGN_OR_RETURN(const bool add, AsBool(*v, "add_generation_prompt"));
+    chat->set_add_generation_prompt(add);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace paceline::server::openai
