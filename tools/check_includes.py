@@ -67,11 +67,18 @@ ALLOWED = {
                       "server/delivery",
                       "scheduler", "engine/tokenizer", "engine/sampling",
                       "chat"],
+    # Anthropic's Messages API: the OpenAI adapter's shared core (its JSON
+    # readers, the generation call, the route table), never the reverse.
+    "server/anthropic": ["common", "server/frontend", "server/http",
+                         "server/delivery",
+                         "scheduler", "engine/tokenizer", "engine/sampling",
+                         "chat", "server/openai"],
     # The composition root (the daemon) and its config.
     "server": ["common", "engine", "engine/model", "engine/gguf",
                "engine/sampling", "engine/sampling/grammar", "engine/tokenizer", "kvpager", "metrics",
                "scheduler", "chat", "server/delivery", "server/http",
-               "server/frontend", "server/grpc", "server/openai"],
+               "server/frontend", "server/grpc", "server/openai",
+               "server/anthropic"],
     # The CLI: the engine and scheduler in process, the server's request
     # building, gRPC and HTTP clients.
     "tools/paceline": ["common", "engine", "engine/model", "engine/gguf",
