@@ -149,15 +149,15 @@ ToolCallScanner::Step ToolCallScanner::FeedKeyState(char c) {
     return key_.size() > kMaxKeyBytes ? Step::kError : Step::kMore;
   }
   bool* seen = nullptr;
-  if (key_ == "name") {
+  if (key_ == "name" || key_ == "tool_name") {
     field_ = Field::kName;
     seen = &has_name_;
   } else if (key_ == "arguments" || key_ == "parameters") {
     field_ = Field::kArguments;
     seen = &has_arguments_;
-  } else if (key_ == "id" || key_ == "type") {
+  } else if (key_ == "id" || key_ == "tool_call_id" || key_ == "type") {
     field_ = Field::kOther;
-    seen = key_ == "id" ? &has_id_ : &has_type_;
+    seen = key_ == "type" ? &has_type_ : &has_id_;
   } else {
     return Step::kError;
   }

@@ -48,7 +48,7 @@ class JsonValueScanner {
 
 // A tool call: either a whole call object `{"name": ..., "arguments": {...}}`
 // or, `arguments_only`, just the arguments object (Mistral's `[ARGS]`).
-// Accepted keys and what makes a call complete: chat_output.h.
+// Accepted keys and what makes a call complete: output_parser.h.
 class ToolCallScanner {
  public:
   enum class Step {

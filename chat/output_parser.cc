@@ -86,39 +86,35 @@ bool HasReasoning(const ChatOutputFormat& format) {
 
 }  // namespace
 
-absl::string_view ToolCallFormatName(ToolCallFormat format) {
-  switch (format) {
-    case ToolCallFormat::kNone:
-      return "none";
-    case ToolCallFormat::kHermes:
-      return "hermes";
-    case ToolCallFormat::kLlama3:
-      return "llama3";
-    case ToolCallFormat::kMistral:
-      return "mistral";
-    case ToolCallFormat::kMistralArgs:
-      return "mistral_args";
-  }
-  return "none";
-}
-
 ChatOutputFormat DetectChatOutputFormat(absl::string_view source) {
   ChatOutputFormat format;
-  if (absl::StrContains(source, "<think>") ||
-      absl::StrContains(source, "</think>")) {
-    format.reasoning_open = "<think>";
-    format.reasoning_close = "</think>";
-  } else if (absl::StrContains(source, "[THINK]")) {
-    format.reasoning_open = "[THINK]";
-    format.reasoning_close = "[/THINK]";
+  // {marker in the source, open, close}.
+  static constexpr absl::string_view kReasoning[][3] = {
+      {"<seed:think>", "<seed:think>", "</seed:think>"},
+      {"<mm:think>", "<mm:think>", "</mm:think>"},
+      {"<|START_THINKING|>", "<|START_THINKING|>", "<|END_THINKING|>"},
+      {"<think{}>", "<think:opensource>", "</think:opensource>"},  // Hunyuan
+      {"<think>", "<think>", "</think>"},
+      {"</think>", "<think>", "</think>"},
+      {"[THINK]", "[THINK]", "[/THINK]"},
+  };
+  for (const auto& markers : kReasoning) {
+    if (absl::StrContains(source, markers[0])) {
+      format.reasoning_open = std::string(markers[1]);
+      format.reasoning_close = std::string(markers[2]);
+      break;
+    }
   }
+  format.tool_calls = DetectToolSyntax(source);
+  if (format.tool_calls == ToolCallFormat::kHarmony) {
+    format.reasoning_open.clear();  // the analysis channel
+    format.reasoning_close.clear();
+  }
+  if (format.tool_calls != ToolCallFormat::kNone) return format;
   if (absl::StrContains(source, kToolCalls)) {
     format.tool_calls = absl::StrContains(source, kArgs)
                             ? ToolCallFormat::kMistralArgs
                             : ToolCallFormat::kMistral;
-  } else if (absl::StrContains(source, "<function=") ||
-             absl::StrContains(source, "<arg_key>")) {
-    format.tool_calls = ToolCallFormat::kNone;
   } else if (absl::StrContains(source, kHermesOpen)) {
     format.tool_calls = ToolCallFormat::kHermes;
   } else if (absl::StrContains(source, kPythonTag) ||
@@ -153,13 +149,27 @@ bool PromptClosesReasoning(absl::string_view rendered_prompt,
   return PromptEndsWith(rendered_prompt, format, format.reasoning_close);
 }
 
+bool PromptOpensToolCalls(absl::string_view rendered_prompt,
+                          const ChatOutputFormat& format) {
+  const ToolSyntax* syntax = FindToolSyntax(format.tool_calls);
+  if (syntax == nullptr || syntax->content_name.empty()) return false;
+  return absl::EndsWith(rendered_prompt, syntax->section_open);
+}
+
 ChatOutputParser::ChatOutputParser(ChatOutputFormat format, uint64_t id_seed)
     : ChatOutputParser(format,
                        SeededIds(id_seed, !IsMistral(format.tool_calls))) {}
 
 ChatOutputParser::ChatOutputParser(ChatOutputFormat format, IdGenerator ids)
-    : format_(std::move(format)), ids_(std::move(ids)) {
+    : format_(std::move(format)),
+      ids_(std::move(ids)),
+      syntax_(FindToolSyntax(format_.tool_calls)) {
   if (!HasReasoning(format_)) state_ = State::kContent;
+  if (format_.tool_calls == ToolCallFormat::kHarmony) state_ = State::kHarmony;
+  if (format_.starts_in_tool_calls && syntax_ != nullptr) {
+    markup_.Begin(syntax_, format_.parameter_types.get());
+    state_ = State::kMarkup;
+  }
 }
 
 ChatOutputDelta ChatOutputParser::Push(absl::string_view text) {
@@ -195,6 +205,10 @@ bool ChatOutputParser::Step(bool final) {
     case State::kMistralName:
     case State::kMistralId:
       return StepMistralHeader(final);
+    case State::kMarkup:
+      return StepMarkup(final);
+    case State::kHarmony:
+      return StepHarmony(final);
   }
   return false;
 }
@@ -241,11 +255,7 @@ bool ChatOutputParser::StepText(bool final) {
     content_started_ = true;
   }
   absl::string_view marker =
-      reasoning                                       ? format_.reasoning_close
-      : format_.tool_calls == ToolCallFormat::kHermes ? kHermesOpen
-      : format_.tool_calls == ToolCallFormat::kLlama3 ? kPythonTag
-      : IsMistral(format_.tool_calls)                 ? kToolCalls
-                                                      : "";
+      reasoning ? absl::string_view(format_.reasoning_close) : CallMarker();
   size_t pos = marker.empty() ? std::string::npos
                               : absl::string_view(buffer_).find(marker);
   if (pos == std::string::npos) {
@@ -268,7 +278,10 @@ bool ChatOutputParser::StepText(bool final) {
   }
   raw_ = std::exchange(space_, "");
   ConsumeRaw(marker.size());
-  if (format_.tool_calls == ToolCallFormat::kHermes) {
+  if (syntax_ != nullptr) {
+    markup_.Begin(syntax_, format_.parameter_types.get());
+    state_ = State::kMarkup;
+  } else if (format_.tool_calls == ToolCallFormat::kHermes) {
     BeginCall(State::kHermesClose, /*arguments_only=*/false);
   } else if (format_.tool_calls == ToolCallFormat::kLlama3) {
     BeginCall(State::kLlamaNext, /*arguments_only=*/false);
@@ -401,6 +414,21 @@ bool ChatOutputParser::StepMistralHeader(bool final) {
   return true;
 }
 
+absl::string_view ChatOutputParser::CallMarker() const {
+  if (syntax_ != nullptr) return syntax_->section_open;
+  switch (format_.tool_calls) {
+    case ToolCallFormat::kHermes:
+      return kHermesOpen;
+    case ToolCallFormat::kLlama3:
+      return kPythonTag;
+    case ToolCallFormat::kMistral:
+    case ToolCallFormat::kMistralArgs:
+      return kToolCalls;
+    default:
+      return "";
+  }
+}
+
 void ChatOutputParser::EmitText(absl::string_view text, bool even_space_alone) {
   if (text.empty()) return;
   std::string& channel =
@@ -437,13 +465,13 @@ void ChatOutputParser::Announce(const std::string& name, std::string id) {
   delta.index = call_index_;
   delta.id = id.empty() ? ids_() : std::move(id);
   delta.name = name;
-  delta.arguments = scanner_.TakeArguments();
+  delta.arguments = TakeArguments();
   out_.tool_calls.push_back(std::move(delta));
 }
 
 void ChatOutputParser::FlushArguments() {
   if (!announced_) return;
-  std::string arguments = scanner_.TakeArguments();
+  std::string arguments = TakeArguments();
   if (arguments.empty()) return;
   if (out_.tool_calls.empty() || out_.tool_calls.back().index != call_index_) {
     out_.tool_calls.push_back({call_index_, "", "", ""});

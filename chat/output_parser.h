@@ -19,14 +19,21 @@
 //   neither side and is dropped; every other byte of content and reasoning
 //   is passed through as the model wrote it. With ToolCallFormat::kNone and
 //   no reasoning markers the content is the output, byte for byte.
-// - Tool calls (the formats are described at ToolCallFormat): the first
+// - Tool calls (the formats are described at ToolCallFormat, in
+//   chat/tool_formats/tool_call_format.h): the first
 //   delta of call `index` carries its id and name (and any argument text
 //   already seen); later deltas append argument text as it arrives. The
 //   arguments are the JSON object exactly as the model wrote it, from `{` to
 //   the matching `}`, whitespace inside kept. A call is complete when its
 //   object closes and checks as JSON (the name a non-empty string, the
 //   arguments an object, every other value valid JSON; top-level keys only
-//   "name", "arguments" or "parameters" (one of the two), "id", "type").
+//   "name" or "tool_name", "arguments" or "parameters" (one of each),
+//   "id", "tool_call_id", "type").
+//   The formats that write a call's arguments as XML parameters (and
+//   gpt-oss, whose call is a message) differ: the arguments are a JSON
+//   object text the parser builds from the parameters
+//   (tool_formats/parameter_value.h), sent a parameter at a time, and a
+//   call is complete at its closing marker.
 //   A call object without arguments gets "{}". What follows a complete
 //   call (Hermes' `</tool_call>`, Llama's `;`, Mistral's `,`/`]`) is looked
 //   for, but its absence does not undo the call: other text there is
@@ -55,39 +62,19 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "chat/call_scanner.h"
+#include "chat/tool_formats/harmony_reader.h"
+#include "chat/tool_formats/markup_reader.h"
+#include "chat/tool_formats/parameter_value.h"
+#include "chat/tool_formats/tool_call_format.h"
+#include "chat/tool_formats/tool_syntax.h"
 
 namespace paceline::chat {
-
-enum class ToolCallFormat {
-  kNone,  // no tool calls: everything outside reasoning is content
-  // Hermes, Qwen 2.5/3, QwQ: `<tool_call>\n{"name": ..., "arguments": {...}}
-  // \n</tool_call>`, one block per call.
-  kHermes,
-  // Llama 3.1/3.2/3.3: a JSON object `{"name": ..., "parameters": {...}}`
-  // ("arguments" accepted too) as the start of the output, or after
-  // `<|python_tag|>` anywhere; further calls after `;`. Llama's builtin
-  // python-style calls (`<|python_tag|>brave_search.call(...)`) are not
-  // JSON and so come out as content.
-  kLlama3,
-  // Mistral Nemo and the v3 tokenizers: `[TOOL_CALLS]` and a JSON array of
-  // `{"name": ..., "arguments": {...}}` objects.
-  kMistral,
-  // Mistral Small 3.2, Devstral, Ministral 3: `[TOOL_CALLS]name[ARGS]{...}`
-  // (optionally `[CALL_ID]id` before `[ARGS]`; the id is then the call's),
-  // one `[TOOL_CALLS]` per call.
-  //
-  // Both Mistral values parse both Mistral forms; the value says which one
-  // the template renders back.
-  kMistralArgs,
-};
-
-// "none", "hermes", "llama3", "mistral", "mistral_args".
-absl::string_view ToolCallFormatName(ToolCallFormat format);
 
 struct ChatOutputFormat {
   // Reasoning markers; both empty: no reasoning is parsed.
@@ -101,18 +88,27 @@ struct ChatOutputFormat {
   // at once. The parser does not read it; structured output starts there.
   // See PromptClosesReasoning.
   bool prompt_closed_reasoning = false;
+  // The prompt ended with the marker that opens calls (functionary v3.2's
+  // `>>>`): the output starts with a call's header. See
+  // PromptOpensToolCalls.
+  bool starts_in_tool_calls = false;
   // The server should use kNone for a request without tools.
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
+  // The request's tools' parameter types (may be null): how the XML
+  // formats type a parameter's value (chat/tool_formats/parameter_value.h).
+  std::shared_ptr<const ToolParameterTypes> parameter_types;
 };
 
 // Chooses the format from the template's own markers:
-// - `<think>` or `</think>` in the source: reasoning `<think>`/`</think>`;
-//   else `[THINK]`: reasoning `[THINK]`/`[/THINK]`.
-// - `[TOOL_CALLS]`: kMistralArgs when `[ARGS]` is there too, else kMistral;
-//   else `<function=` or `<arg_key>` (the XML-style calls of Qwen3-Coder,
-//   Qwen3.5, GLM, functionary, which this parser does not read): kNone;
-//   else `<tool_call>`: kHermes; else `<|python_tag|>` or Llama 3's tool
-//   prompt (`"name": function name, "parameters"`): kLlama3; else kNone.
+// - Reasoning: `<seed:think>`, `<mm:think>`, `<|START_THINKING|>` (each
+//   with its close marker), else `<think>` or `</think>`: `<think>`/
+//   `</think>`; else `[THINK]`: `[THINK]`/`[/THINK]`. gpt-oss's reasoning
+//   is its analysis channel (ToolCallFormat::kHarmony), no markers.
+// - Calls: a family of tool_syntax.h whose markers the source holds
+//   (DetectToolSyntax), or gpt-oss's harmony; else `[TOOL_CALLS]`:
+//   kMistralArgs when `[ARGS]` is there too, else kMistral; else
+//   `<tool_call>`: kHermes; else `<|python_tag|>` or Llama 3's tool prompt
+//   (`"name": function name, "parameters"`): kLlama3; else kNone.
 // starts_in_reasoning is left false (it depends on the rendered prompt).
 ChatOutputFormat DetectChatOutputFormat(absl::string_view template_source);
 
@@ -124,6 +120,12 @@ bool PromptOpensReasoning(absl::string_view rendered_prompt,
 // with the close marker, trailing whitespace ignored.
 bool PromptClosesReasoning(absl::string_view rendered_prompt,
                            const ChatOutputFormat& format);
+
+// True when the format's calls may open at the end of the prompt (those
+// whose opening marker can open content too: functionary v3.2's `>>>`) and
+// the rendered prompt ends with that marker.
+bool PromptOpensToolCalls(absl::string_view rendered_prompt,
+                          const ChatOutputFormat& format);
 
 struct ChatToolCallDelta {
   int index = 0;          // 0, 1, ... in the order calls are announced
@@ -188,6 +190,8 @@ class ChatOutputParser {
     kMistralNext,   // after an array element: `,` or `]`
     kMistralName,   // `[TOOL_CALLS]name` up to `[CALL_ID]` or `[ARGS]`
     kMistralId,     // `[CALL_ID]id` up to `[ARGS]`
+    kMarkup,        // the calls of a tool_syntax.h family (markup_)
+    kHarmony,       // all of a gpt-oss output (harmony_)
   };
 
   // One step of the state machine on buffer_; false when nothing more can
@@ -199,6 +203,13 @@ class ChatOutputParser {
   bool StepAfterCall(bool final);
   bool StepMistralStart(bool final);
   bool StepMistralHeader(bool final);
+  // output_parser_markup.cc: the families read by markup_ and harmony_.
+  bool StepMarkup(bool final);
+  bool StepHarmony(bool final);
+  // The text that opens calls in content (empty: none).
+  absl::string_view CallMarker() const;
+  // The call in progress's argument text since the previous take.
+  std::string TakeArguments();
 
   // Emits text to the current channel (content or reasoning), after the
   // held whitespace before it; `even_space_alone`: `text` is that
@@ -222,6 +233,7 @@ class ChatOutputParser {
   // Constant after construction.
   const ChatOutputFormat format_;
   IdGenerator ids_;
+  const ToolSyntax* const syntax_;  // the format's family, or null
 
   State state_ = State::kStart;
   State call_container_ = State::kContent;  // the state after kCall
@@ -235,6 +247,8 @@ class ChatOutputParser {
   bool skip_whitespace_ = false;  // drop leading whitespace (after a marker)
   bool content_started_ = false;  // a Llama call can no longer start bare
   internal::ToolCallScanner scanner_;
+  internal::MarkupReader markup_;
+  internal::HarmonyReader harmony_;
   std::string mistral_name_;
   std::string mistral_id_;
   bool announced_ = false;  // the call in progress has gone out

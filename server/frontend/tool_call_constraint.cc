@@ -35,6 +35,10 @@ absl::StatusOr<std::optional<gr::ToolCallSyntax>> Syntax(
       return std::nullopt;
     }
     name = chat::ToolCallFormatName(chat_output->tool_calls);
+    // A format the parser reads but no grammar forces yet: as if none.
+    absl::StatusOr<gr::ToolCallSyntax> syntax = gr::ParseToolCallSyntax(name);
+    if (!syntax.ok()) return std::nullopt;
+    return *syntax;
   }
   absl::StatusOr<gr::ToolCallSyntax> syntax = gr::ParseToolCallSyntax(name);
   if (!syntax.ok()) {

@@ -31,7 +31,7 @@ absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
     case chat::ToolCallFormat::kMistralArgs:
       return named ? absl::StrCat("[TOOL_CALLS]", name, "[ARGS]")
                    : std::string("[TOOL_CALLS]");
-    case chat::ToolCallFormat::kNone:
+    default:  // kNone, and the formats without a forced-call grammar
       break;
   }
   return InvalidParam(
