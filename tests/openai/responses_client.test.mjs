@@ -58,7 +58,7 @@ function biggerContextModel(dir, positions) {
 }
 
 const KEY = 'responses-node-key';
-const MODEL_ID = 'llama';
+let MODEL_ID = '';  // what GET /v1/models serves, read in before()
 const WAIT_MS = 30000;
 
 // A package from the build tree (CommonJS builds; an ES import cannot use
@@ -116,6 +116,8 @@ describe('Responses API against pacelined', {skip: !HAVE_MODEL}, () => {
       throw e;
     }
     client = new OpenAI({baseURL: daemon.baseURL, apiKey: KEY, maxRetries: 0});
+    const models = await withDeadline(client.models.list(), WAIT_MS, 'models');
+    MODEL_ID = models.data[0].id;
   });
 
   after(async () => {
