@@ -41,7 +41,9 @@ ALLOWED = {
     "scheduler": ["common", "engine", "engine/model", "engine/gguf",
                   "engine/tokenizer", "engine/sampling", "kvpager"],
     # Chat: templates, prompts, output parsing, over the tokenizer.
-    "chat": ["common", "engine/tokenizer", "chat/jinja"],
+    "chat": ["common", "engine/tokenizer", "chat/jinja", "chat/tool_formats"],
+    # The tool-call families as data and their readers, under the parser.
+    "chat/tool_formats": ["common", "engine/tokenizer", "chat"],
     # The template interpreter's internals, behind chat_template.h: only
     # the Unicode helpers.
     "chat/jinja": ["common", "engine/tokenizer"],
@@ -53,7 +55,8 @@ ALLOWED = {
     # The transport-neutral core: keys, request building, submission.
     "server/frontend": ["common", "engine", "engine/model", "engine/gguf",
                         "engine/sampling", "engine/sampling/grammar", "engine/tokenizer", "kvpager",
-                        "scheduler", "chat", "server/delivery"],
+                        "scheduler", "chat", "chat/tool_formats",
+                        "server/delivery"],
     # The gRPC adapter over the core (and the wire conversions).
     "server/grpc": ["common", "engine", "engine/model", "engine/gguf",
                     "engine/sampling", "engine/tokenizer", "scheduler",
@@ -66,7 +69,7 @@ ALLOWED = {
     "server/openai": ["common", "server/frontend", "server/http",
                       "server/delivery",
                       "scheduler", "engine/tokenizer", "engine/sampling",
-                      "chat"],
+                      "chat", "chat/tool_formats"],
     # Anthropic's Messages API: the OpenAI adapter's shared core (its JSON
     # readers, the generation call, the route table), never the reverse.
     "server/anthropic": ["common", "server/frontend", "server/http",

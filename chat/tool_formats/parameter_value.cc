@@ -1,5 +1,6 @@
 #include "chat/tool_formats/parameter_value.h"
 
+#include "absl/strings/strip.h"
 #include "chat/bounded_json.h"
 
 namespace paceline::chat {
@@ -59,6 +60,11 @@ std::string ParameterValueJson(absl::string_view raw,
                                ValueHint hint) {
   if (!raw.empty() && raw.front() == '\n') raw.remove_prefix(1);
   if (!raw.empty() && raw.back() == '\n') raw.remove_suffix(1);
+  // MiniCPM wraps a string with markup characters in a CDATA section.
+  if (absl::ConsumePrefix(&raw, "<![CDATA[")) {
+    if (absl::ConsumeSuffix(&raw, "]]>")) return Dump(Json(std::string(raw)));
+    raw = absl::string_view(raw.data() - 9, raw.size() + 9);
+  }
   const bool as_string = hint == ValueHint::kString ||
                          (hint == ValueHint::kNone &&
                           declared == ToolParameterTypes::Kind::kString);

@@ -7,7 +7,9 @@
 // for the parameter and the text parses as JSON, or (2) no type is known
 // and the text parses as JSON other than a bare string (vLLM's rule).
 // One newline right after the opening tag and one before the closing tag
-// are the template's, not the value's.
+// are the template's, not the value's; so is a CDATA section around the
+// whole value (MiniCPM's, for a string with markup characters): its
+// content is the string.
 //
 // Untrusted text: parsed within bounded_json.h's limits; thread-compatible.
 

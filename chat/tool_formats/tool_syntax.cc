@@ -21,6 +21,8 @@ ToolSyntax QwenXml(ToolCallFormat format, absl::string_view open,
   s.parameter_key_end = ">";
   s.parameter_close = "</parameter>";
   s.call_close = "</function>";
+  s.newlines = true;
+  s.section_per_call = true;
   return s;
 }
 
@@ -41,6 +43,7 @@ ToolSyntax GlmXml(ToolCallFormat format, absl::string_view call_open,
   s.value_open = value_open;
   s.parameter_close = value_close;
   s.call_close = call_close;
+  s.newlines = true;
   return s;
 }
 
@@ -63,6 +66,7 @@ ToolSyntax Invoke(ToolCallFormat format, absl::string_view section_open,
   s.parameter_attrs_end = attrs ? ">" : "";
   s.parameter_close = parameter_close;
   s.call_close = call_close;
+  s.newlines = true;
   return s;
 }
 

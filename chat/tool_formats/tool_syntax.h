@@ -59,6 +59,11 @@ struct ToolSyntax {
   // Ends each call (kJsonArguments, kXmlParameters). A JSON call that
   // lacks it is still a call; an XML call must end with it.
   absl::string_view call_close;
+  // How the templates write calls (what forced calls write, call_writing.h;
+  // the reader needs neither): "\n" between markers, and each call in a
+  // section of its own.
+  bool newlines = false;
+  bool section_per_call = false;
 };
 
 // The description of `format`; null for the formats read elsewhere (none,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "chat/tool_formats/call_writing.h"
 #include "common/status_macros.h"
 #include "engine/sampling/grammar/reasoning_gate.h"
 #include "engine/sampling/grammar/tool_call_grammar.h"
@@ -19,9 +20,28 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
 }
 
+// The syntax named `name` (a ToolCallFormatName): the grammar's own, or a
+// family's markup; nullopt when no grammar forces it.
+std::optional<gr::ToolCallSpec> SyntaxNamed(absl::string_view name) {
+  gr::ToolCallSpec spec;
+  if (absl::StatusOr<gr::ToolCallSyntax> own = gr::ParseToolCallSyntax(name);
+      own.ok()) {
+    spec.syntax = *own;
+    return spec;
+  }
+  const std::optional<chat::ToolCallFormat> format =
+      chat::ToolCallFormatFromName(name);
+  if (!format.has_value()) return std::nullopt;
+  std::optional<gr::CallMarkup> markup = ForcedCallMarkup(*format);
+  if (!markup.has_value()) return std::nullopt;
+  spec.syntax = gr::ToolCallSyntax::kMarkup;
+  spec.markup = *std::move(markup);
+  return spec;
+}
+
 // The call syntax: the request's, else the chat template's; nullopt when
-// the template has none.
-absl::StatusOr<std::optional<gr::ToolCallSyntax>> Syntax(
+// the template has none a grammar forces.
+absl::StatusOr<std::optional<gr::ToolCallSpec>> Syntax(
     const v1::ToolCalls& calls,
     const std::optional<chat::ChatOutputFormat>& chat_output) {
   absl::string_view name = calls.format();
@@ -34,23 +54,22 @@ absl::StatusOr<std::optional<gr::ToolCallSyntax>> Syntax(
     if (chat_output->tool_calls == chat::ToolCallFormat::kNone) {
       return std::nullopt;
     }
-    name = chat::ToolCallFormatName(chat_output->tool_calls);
     // A format the parser reads but no grammar forces yet: as if none.
-    absl::StatusOr<gr::ToolCallSyntax> syntax = gr::ParseToolCallSyntax(name);
-    if (!syntax.ok()) return std::nullopt;
-    return *syntax;
+    return SyntaxNamed(chat::ToolCallFormatName(chat_output->tool_calls));
   }
-  absl::StatusOr<gr::ToolCallSyntax> syntax = gr::ParseToolCallSyntax(name);
-  if (!syntax.ok()) {
+  std::optional<gr::ToolCallSpec> spec = SyntaxNamed(name);
+  if (!spec.has_value()) {
     return Invalid("sampling.constraint.tool_calls.format",
-                   syntax.status().message());
+                   absl::StrCat("'", name,
+                                "' is not a call syntax Paceline can force "
+                                "(hermes, llama3, mistral, mistral_args, or "
+                                "a chat format with a forced form: "
+                                "qwen3_coder, glm, minimax, kimi_k2, ...)"));
   }
-  return *syntax;
+  return spec;
 }
 
-gr::ToolCallSpec Spec(const v1::ToolCalls& calls, gr::ToolCallSyntax syntax) {
-  gr::ToolCallSpec spec;
-  spec.syntax = syntax;
+gr::ToolCallSpec Spec(const v1::ToolCalls& calls, gr::ToolCallSpec spec) {
   spec.mode =
       calls.mode() == v1::ToolCalls::MODE_NAMED  ? gr::ToolCallMode::kNamed
       : calls.mode() == v1::ToolCalls::MODE_AUTO ? gr::ToolCallMode::kAuto
@@ -67,9 +86,9 @@ gr::ToolCallMaskOptions MaskOptions(
     const std::optional<chat::ChatOutputFormat>& chat_output,
     const engine::Tokenizer& tokenizer) {
   gr::ToolCallMaskOptions o;
-  o.marker_tokens = ControlTokens(tokenizer, gr::ToolCallMarkers(spec.syntax));
+  o.marker_tokens = ControlTokens(tokenizer, gr::ToolCallMarkers(spec));
   if (spec.mode != gr::ToolCallMode::kAuto) return o;
-  o.triggers = gr::ToolCallTriggers(spec.syntax);
+  o.triggers = gr::ToolCallTriggers(spec);
   if (chat_output.has_value() && !chat_output->reasoning_open.empty() &&
       !chat_output->reasoning_close.empty()) {
     o.reasoning_open = chat_output->reasoning_open;
@@ -82,6 +101,34 @@ gr::ToolCallMaskOptions MaskOptions(
 }
 
 }  // namespace
+
+std::optional<gr::CallMarkup> ForcedCallMarkup(chat::ToolCallFormat format) {
+  std::optional<chat::CallWriting> w = chat::FindCallWriting(format);
+  if (!w.has_value()) return std::nullopt;
+  gr::CallMarkup m;
+  m.xml = w->xml;
+  m.section_open = std::move(w->section_open);
+  m.call_open = std::move(w->call_open);
+  m.id_end = std::move(w->id_end);
+  m.name_prefix = std::move(w->name_prefix);
+  m.name_index = w->name_index;
+  m.name_end = std::move(w->name_end);
+  m.arguments_open = std::move(w->arguments_open);
+  m.arguments_close = std::move(w->arguments_close);
+  m.parameter_open = std::move(w->parameter_open);
+  m.parameter_key_end = std::move(w->parameter_key_end);
+  m.string_attrs = std::move(w->string_attrs);
+  m.json_attrs = std::move(w->json_attrs);
+  m.value_open = std::move(w->value_open);
+  m.parameter_close = std::move(w->parameter_close);
+  m.call_close = std::move(w->call_close);
+  m.section_close = std::move(w->section_close);
+  m.newlines = w->newlines;
+  m.section_per_call = w->section_per_call;
+  m.one_call = w->one_call;
+  m.markers = std::move(w->markers);
+  return m;
+}
 
 std::vector<std::pair<int32_t, std::string>> ControlTokens(
     const engine::Tokenizer& tokenizer, const std::vector<std::string>& texts) {
@@ -121,16 +168,17 @@ absl::StatusOr<std::shared_ptr<const engine::TokenMask>> BuildToolCallMask(
   if (calls.tools().empty()) {
     return Invalid("sampling.constraint.tool_calls.tools", "is empty");
   }
-  ASSIGN_OR_RETURN(const std::optional<gr::ToolCallSyntax> syntax,
+  ASSIGN_OR_RETURN(std::optional<gr::ToolCallSpec> syntax,
                    Syntax(calls, chat_output));
   if (!syntax.has_value()) {
     if (calls.mode() == v1::ToolCalls::MODE_AUTO) return nullptr;
     return Invalid("sampling.constraint.tool_calls",
                    "needs a model whose chat template has a tool-call "
-                   "format Paceline parses (Hermes/Qwen, Llama 3.x, "
-                   "Mistral); this one has none");
+                   "format Paceline can force (Hermes/Qwen, Llama 3.x, "
+                   "Mistral, Qwen3-Coder XML, GLM, MiniMax, DeepSeek, "
+                   "Kimi K2, gpt-oss, ...); this one has none");
   }
-  const gr::ToolCallSpec spec = Spec(calls, *syntax);
+  const gr::ToolCallSpec spec = Spec(calls, *std::move(syntax));
   gr::Constraint c;
   c.kind = gr::Constraint::Kind::kToolCalls;
   c.text = gr::ToolCallSpecText(spec);

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "chat/output_parser.h"
 #include "engine/sampling/grammar/grammar_cache.h"
+#include "engine/sampling/grammar/tool_call_grammar.h"
 #include "engine/sampling/token_mask.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "paceline/v1/paceline.pb.h"
@@ -37,6 +38,12 @@ absl::StatusOr<std::shared_ptr<const engine::TokenMask>> BuildToolCallMask(
     const std::optional<chat::ChatOutputFormat>& chat_output,
     const engine::Tokenizer& tokenizer, const TenantPolicy& tenant,
     engine::grammar::GrammarCache& grammars);
+
+// The grammar's markup for `format`'s forced calls
+// (chat/tool_formats/call_writing.h's CallWriting, copied field for field);
+// nullopt for the formats without one.
+std::optional<engine::grammar::CallMarkup> ForcedCallMarkup(
+    chat::ToolCallFormat format);
 
 // Control tokens (no bytes of their own) among `texts`, each with its
 // text: markers the output parser reads as text.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "chat/tool_formats/call_writing.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 
@@ -31,14 +32,19 @@ absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
     case chat::ToolCallFormat::kMistralArgs:
       return named ? absl::StrCat("[TOOL_CALLS]", name, "[ARGS]")
                    : std::string("[TOOL_CALLS]");
-    default:  // kNone, and the formats without a forced-call grammar
+    default:  // the families: their writing, else no forced form
+      if (std::optional<chat::CallWriting> w = chat::FindCallWriting(format)) {
+        return chat::ForcedCallOpening(*w, named ? name : "");
+      }
       break;
   }
   return InvalidParam(
       "tool_choice",
       "'tool_choice' \"required\" or a named function needs a model whose "
-      "chat template has a tool-call format Paceline parses (Hermes/Qwen, "
-      "Llama 3.x, Mistral); this one has none");
+      "chat template has a tool-call format Paceline can force "
+      "(Hermes/Qwen, Llama 3.x, Mistral, Qwen3-Coder XML, Seed-OSS, GLM, "
+      "Hunyuan, MiniMax, MiniCPM, DeepSeek V3.1/V3.2/V4, Kimi K2, Solar, "
+      "Functionary v3.1, gpt-oss); this one has none");
 }
 
 absl::Status ConstrainToolCalls(const std::vector<bool>& strict, bool parallel,

@@ -13,6 +13,10 @@
 //   llama3        {"name": "NAME", "parameters":
 //   mistral       [TOOL_CALLS][{"name": "NAME", "arguments":
 //   mistral_args  [TOOL_CALLS]NAME[ARGS]
+//   the other families with a forced form (Qwen3-Coder XML, GLM, MiniMax,
+//   DeepSeek, Kimi K2, gpt-oss, ...): chat/tool_formats/call_writing.h's
+//   ForcedCallOpening, e.g. qwen3_coder `<tool_call>\n<function=NAME>\n`
+//   named, `<tool_call>\n<function=` required
 //
 // The prefix is appended to the rendered prompt (its markers as control
 // tokens where the vocabulary has them) and fed to the output parser

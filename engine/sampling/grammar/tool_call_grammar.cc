@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/sampling/grammar/tool_call_markup.h"
 #include "nlohmann/json.hpp"
 
 namespace paceline::engine::grammar {
@@ -20,9 +21,13 @@ absl::Status ToolError(const ToolSchema& tool, absl::StatusCode code,
       code, absl::StrCat("tool '", tool.name, "' parameters: ", what));
 }
 
+}  // namespace
+
+namespace internal {
+
 // The arguments' schema, held to an object.
-absl::StatusOr<J> ObjectSchema(const ToolSchema& tool,
-                               const JsonSchemaOptions& json) {
+absl::StatusOr<J> ToolObjectSchema(const ToolSchema& tool,
+                                   const JsonSchemaOptions& json) {
   const auto invalid = absl::StatusCode::kInvalidArgument;
   if (tool.parameters.empty()) return J{{"type", "object"}};
   if (static_cast<int64_t>(tool.parameters.size()) > json.max_schema_bytes) {
@@ -58,6 +63,10 @@ absl::StatusOr<J> ObjectSchema(const ToolSchema& tool,
   return schema;
 }
 
+}  // namespace internal
+
+namespace {
+
 // Builds one spec's language into a grammar.
 class Builder {
  public:
@@ -86,7 +95,7 @@ class Builder {
 };
 
 absl::StatusOr<ExprId> Builder::Arguments(const ToolSchema& tool) {
-  ASSIGN_OR_RETURN(J schema, ObjectSchema(tool, json_));
+  ASSIGN_OR_RETURN(J schema, internal::ToolObjectSchema(tool, json_));
   if (!tool.strict && !JsonSchemaToGrammar(schema, json_).ok()) {
     schema = J{{"type", "object"}};  // compiled alone first: g_ stays whole
   }
@@ -153,6 +162,8 @@ ExprId Builder::Required() {
            JsonId(), g_.Literal("}")});
       return g_.Seq({g_.Literal("["), Calls(call, ", "), g_.Literal("]")});
     }
+    case ToolCallSyntax::kMarkup:
+      break;  // Build
     case ToolCallSyntax::kMistralArgs: {
       ExprId call = EachTool([&](const ToolSchema& t) {
         return g_.Seq({g_.Literal(t.name),
@@ -176,6 +187,8 @@ ExprId Builder::Named() {
       return g_.Seq({args, JsonId(), g_.Literal("}]")});
     case ToolCallSyntax::kMistralArgs:
       return args;
+    case ToolCallSyntax::kMarkup:
+      break;  // Build
   }
   return g_.Nothing();
 }
@@ -190,17 +203,27 @@ ExprId Builder::Opening() {
     case ToolCallSyntax::kMistral:
     case ToolCallSyntax::kMistralArgs:
       return g_.Literal("[TOOL_CALLS]");
+    case ToolCallSyntax::kMarkup:
+      break;  // Build
   }
   return g_.Nothing();
 }
 
 absl::StatusOr<Grammar> Builder::Build() && {
-  for (const ToolSchema& tool : spec_.tools) {
-    ASSIGN_OR_RETURN(ExprId args, Arguments(tool));
-    args_.push_back(args);
+  const bool markup = spec_.syntax == ToolCallSyntax::kMarkup;
+  if (!markup || !spec_.markup.xml) {
+    for (const ToolSchema& tool : spec_.tools) {
+      ASSIGN_OR_RETURN(ExprId args, Arguments(tool));
+      args_.push_back(args);
+    }
   }
-  ExprId body = spec_.mode == ToolCallMode::kNamed ? Named() : Required();
-  if (spec_.mode == ToolCallMode::kAuto) body = g_.Seq({Opening(), body});
+  ExprId body;
+  if (markup) {
+    ASSIGN_OR_RETURN(body, internal::MarkupLanguage(&g_, spec_, args_, json_));
+  } else {
+    body = spec_.mode == ToolCallMode::kNamed ? Named() : Required();
+    if (spec_.mode == ToolCallMode::kAuto) body = g_.Seq({Opening(), body});
+  }
   const RuleId root = g_.AddRule("root");
   g_.SetRule(root, body);
   g_.set_root(root);
@@ -229,13 +252,17 @@ absl::Status CheckSpec(const ToolCallSpec& spec) {
     if (tool.name.empty()) {
       return absl::InvalidArgumentError("a tool's name is empty");
     }
-    if (spec.syntax == ToolCallSyntax::kMistralArgs &&
+    if ((spec.syntax == ToolCallSyntax::kMistralArgs ||
+         spec.syntax == ToolCallSyntax::kMarkup) &&
         !std::all_of(tool.name.begin(), tool.name.end(), IsNameByte)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tool '", tool.name,
-          "': the mistral_args call syntax writes names of letters, digits, "
-          "'_', '-' and '.' only"));
+          "tool '", tool.name, "': the ", ToolCallSyntaxName(spec.syntax),
+          " call syntax writes names of letters, digits, '_', '-' and '.' "
+          "only"));
     }
+  }
+  if (spec.syntax == ToolCallSyntax::kMarkup) {
+    return internal::CheckMarkup(spec);
   }
   return absl::OkStatus();
 }
@@ -265,8 +292,17 @@ absl::StatusOr<ToolCallSpec> ParseSpec(absl::string_view text) {
     return bad();
   }
   ToolCallSpec spec;
-  ASSIGN_OR_RETURN(spec.syntax,
-                   ParseToolCallSyntax(syntax->get<std::string>()));
+  if (syntax->get<std::string>() ==
+      ToolCallSyntaxName(ToolCallSyntax::kMarkup)) {
+    spec.syntax = ToolCallSyntax::kMarkup;
+    auto markup = j.find("markup");
+    if (markup == j.end() || !internal::MarkupFromJson(*markup, &spec.markup)) {
+      return bad();
+    }
+  } else {
+    ASSIGN_OR_RETURN(spec.syntax,
+                     ParseToolCallSyntax(syntax->get<std::string>()));
+  }
   const auto m = std::find(std::begin(kModeNames), std::end(kModeNames),
                            mode->get<std::string>());
   if (m == std::end(kModeNames)) return bad();
@@ -311,6 +347,8 @@ const char* ToolCallSyntaxName(ToolCallSyntax syntax) {
       return "mistral";
     case ToolCallSyntax::kMistralArgs:
       return "mistral_args";
+    case ToolCallSyntax::kMarkup:
+      return "markup";
   }
   return "unknown";
 }
@@ -325,6 +363,9 @@ std::string ToolCallSpecText(const ToolCallSpec& spec) {
          {"mode", kModeNames[static_cast<int>(spec.mode)]},
          {"parallel", spec.parallel},
          {"tools", std::move(tools)}};
+  if (spec.syntax == ToolCallSyntax::kMarkup) {
+    j["markup"] = internal::MarkupToJson(spec.markup);
+  }
   return Dump(j);
 }
 
@@ -344,8 +385,15 @@ std::vector<std::string> ToolCallMarkers(ToolCallSyntax syntax) {
       return {"[TOOL_CALLS]"};
     case ToolCallSyntax::kMistralArgs:
       return {"[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"};
+    case ToolCallSyntax::kMarkup:
+      break;  // the spec's
   }
   return {};
+}
+
+std::vector<std::string> ToolCallMarkers(const ToolCallSpec& spec) {
+  if (spec.syntax == ToolCallSyntax::kMarkup) return spec.markup.markers;
+  return ToolCallMarkers(spec.syntax);
 }
 
 std::vector<CallTrigger> ToolCallTriggers(ToolCallSyntax syntax) {
@@ -357,8 +405,17 @@ std::vector<CallTrigger> ToolCallTriggers(ToolCallSyntax syntax) {
     case ToolCallSyntax::kMistral:
     case ToolCallSyntax::kMistralArgs:
       return {{"[TOOL_CALLS]", false}};
+    case ToolCallSyntax::kMarkup:
+      break;  // the spec's
   }
   return {};
+}
+
+std::vector<CallTrigger> ToolCallTriggers(const ToolCallSpec& spec) {
+  if (spec.syntax == ToolCallSyntax::kMarkup) {
+    return {{spec.markup.section_open, false}};
+  }
+  return ToolCallTriggers(spec.syntax);
 }
 
 }  // namespace paceline::engine::grammar

@@ -76,6 +76,8 @@ std::string Opening(ToolCallSyntax syntax, ToolCallMode mode) {
                    : "[TOOL_CALLS]";
     case ToolCallSyntax::kMistralArgs:
       return named ? "[TOOL_CALLS]get_weather[ARGS]" : "[TOOL_CALLS]";
+    case ToolCallSyntax::kMarkup:
+      break;  // MarkupTest
   }
   return "";
 }
@@ -409,6 +411,99 @@ TEST(ToolCallGrammarTest, SpecTextIsCanonical) {
   b = a;
   b.parallel = false;
   EXPECT_NE(ToolCallSpecText(a), ToolCallSpecText(b));
+}
+
+// kMarkup with Qwen3-Coder's XML parameters (the server copies the markup
+// from chat/tool_formats/call_writing.h; forced_call_test checks the
+// families against their templates).
+ToolCallSpec QwenSpec(ToolCallMode mode, bool parallel = false) {
+  ToolCallSpec spec = Spec(ToolCallSyntax::kHermes, mode, parallel);
+  spec.syntax = ToolCallSyntax::kMarkup;
+  CallMarkup& m = spec.markup;
+  m.xml = true;
+  m.section_open = "<tool_call>";
+  m.call_open = "<function=";
+  m.name_end = ">";
+  m.parameter_open = "<parameter=";
+  m.parameter_key_end = ">";
+  m.parameter_close = "</parameter>";
+  m.call_close = "</function>";
+  m.section_close = "</tool_call>";
+  m.newlines = true;
+  m.section_per_call = true;
+  return spec;
+}
+
+std::string QwenCall(const std::string& city, const std::string& more = "") {
+  return "get_weather>\n<parameter=city>\n" + city + "\n</parameter>\n" + more +
+         "</function>\n</tool_call>";
+}
+
+TEST(MarkupTest, RawStringValuesStopAtTheFirstClosingMarker) {
+  const ToolCallSpec spec = QwenSpec(ToolCallMode::kRequired);
+  for (const std::string city :
+       {"Paris", "", "<", "a < b", "</param", "</parameter", "x</", "<<</",
+        "{\"json\": 1}", "3", "Zürich 日本", "line\nbreak"}) {
+    EXPECT_TRUE(Matches(spec, QwenCall(city))) << city;
+  }
+  // The marker inside the value ends it; what follows is no call.
+  EXPECT_FALSE(Matches(spec, QwenCall("a</parameter>b")));
+  EXPECT_FALSE(Matches(spec, QwenCall("\xff")));  // not UTF-8
+}
+
+TEST(MarkupTest, JsonValuesFollowTheirPropertysSchema) {
+  const ToolCallSpec spec = QwenSpec(ToolCallMode::kRequired);
+  const std::string days = "<parameter=days>\n[1, 2]\n</parameter>\n";
+  EXPECT_TRUE(Matches(spec, QwenCall("Paris", days)));
+  EXPECT_TRUE(Matches(spec, QwenCall("Paris",
+                                     "<parameter=days>[3]"
+                                     "</parameter>\n")));
+  EXPECT_FALSE(Matches(spec, QwenCall("Paris",
+                                      "<parameter=days>\n[1.5]\n"
+                                      "</parameter>\n")));
+  EXPECT_FALSE(Matches(spec, QwenCall("Paris",
+                                      "<parameter=days>\nthree\n"
+                                      "</parameter>\n")));
+  // Only the schema's names, in its order; the required one present.
+  EXPECT_FALSE(Matches(spec, QwenCall("Paris",
+                                      "<parameter=when>\nnow\n"
+                                      "</parameter>\n")));
+  EXPECT_FALSE(
+      Matches(spec, "get_weather>\n" + days + "</function>\n</tool_call>"));
+  EXPECT_FALSE(Matches(spec, "get_wether>\n</function>\n</tool_call>"));
+}
+
+TEST(MarkupTest, ModesAndParallelCalls) {
+  const std::string time =
+      "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n"
+      "</parameter>\n</function>\n</tool_call>";
+  EXPECT_TRUE(Matches(QwenSpec(ToolCallMode::kAuto),
+                      "<tool_call>\n<function=" + QwenCall("Paris")));
+  EXPECT_TRUE(Matches(QwenSpec(ToolCallMode::kRequired, true),
+                      QwenCall("Paris") + "\n" + time));
+  EXPECT_FALSE(Matches(QwenSpec(ToolCallMode::kRequired),
+                       QwenCall("Paris") + "\n" + time));
+  EXPECT_TRUE(Matches(QwenSpec(ToolCallMode::kNamed),
+                      "<parameter=city>\nParis\n</parameter>\n"
+                      "</function>\n</tool_call>"));
+  const ToolCallSpec spec = QwenSpec(ToolCallMode::kAuto);
+  EXPECT_EQ(ToolCallTriggers(spec).size(), 1u);
+  EXPECT_EQ(ToolCallTriggers(spec)[0].text, "<tool_call>");
+}
+
+TEST(MarkupTest, TheSpecTextRoundTripsAndBadMarkupIsRefused) {
+  ToolCallSpec spec = QwenSpec(ToolCallMode::kRequired);
+  EXPECT_TRUE(ToolCallGrammar(ToolCallSpecText(spec)).ok());
+  spec.markup.parameter_close = "<a<";  // its first byte again
+  EXPECT_EQ(ToolCallGrammar(ToolCallSpecText(spec)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  spec = QwenSpec(ToolCallMode::kRequired);
+  spec.tools[0].name = "get weather";
+  EXPECT_FALSE(ToolCallGrammar(ToolCallSpecText(spec)).ok());
+  spec = QwenSpec(ToolCallMode::kRequired);
+  spec.tools[0].parameters = R"({"properties": {"a>b": {}}})";
+  EXPECT_FALSE(ToolCallGrammar(ToolCallSpecText(spec)).ok());
+  EXPECT_FALSE(ParseToolCallSyntax("markup").ok());
 }
 
 }  // namespace
