@@ -1,5 +1,8 @@
 #include "chat/tool_formats/parameter_value.h"
 
+#include <memory>
+#include <utility>
+
 #include "absl/strings/strip.h"
 #include "chat/bounded_json.h"
 
@@ -47,6 +50,19 @@ ToolParameterTypes ToolParameterTypes::FromTools(const Json& tools) {
     }
   }
   return types;
+}
+
+std::shared_ptr<const ToolParameterTypes> ToolParameterTypes::FromChat(
+    const v1::Chat& chat) {
+  Json tools = Json::array();
+  for (const v1::Tool& tool : chat.tools()) {
+    Json parameters = Json::parse(tool.function().parameters(), nullptr,
+                                  /*allow_exceptions=*/false);
+    if (!parameters.is_object()) continue;
+    tools.push_back({{"name", tool.function().name()},
+                     {"parameters", std::move(parameters)}});
+  }
+  return std::make_shared<const ToolParameterTypes>(FromTools(tools));
 }
 
 ToolParameterTypes::Kind ToolParameterTypes::Find(

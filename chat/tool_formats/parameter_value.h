@@ -14,11 +14,13 @@
 // Untrusted text: parsed within bounded_json.h's limits; thread-compatible.
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "paceline/v1/paceline.pb.h"
 
 namespace paceline::chat {
 
@@ -30,6 +32,10 @@ class ToolParameterTypes {
   // `tools`: the OpenAI tools array ({"type": "function", "function":
   // {"name", "parameters": {"properties": {...}}}}); other shapes ignored.
   static ToolParameterTypes FromTools(const nlohmann::ordered_json& tools);
+  // The chat request's tools (FunctionTool.parameters: JSON Schema text;
+  // text that is not JSON is skipped).
+  static std::shared_ptr<const ToolParameterTypes> FromChat(
+      const v1::Chat& chat);
 
   Kind Find(const std::string& tool, const std::string& parameter) const;
 

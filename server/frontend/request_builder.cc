@@ -90,6 +90,9 @@ absl::StatusOr<Prompt> EncodeChat(const v1::Chat& chat,
   if (prompt->tokens.empty()) return Invalid("chat", "renders to no tokens");
   chat::ChatOutputFormat format = input.templates->output;
   if (chat.tools_size() == 0) format.tool_calls = chat::ToolCallFormat::kNone;
+  if (format.tool_calls != chat::ToolCallFormat::kNone) {
+    format.parameter_types = chat::ToolParameterTypes::FromChat(chat);
+  }
   format.starts_in_reasoning = chat::PromptOpensReasoning(prompt->text, format);
   format.prompt_closed_reasoning =
       chat::PromptClosesReasoning(prompt->text, format);

@@ -117,11 +117,35 @@ TEST(ToolCallConstraintTest, ASyntaxNamedInTheRequest) {
   built = model.Build(r);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(FirstAllowed(*built), std::vector<int32_t>{'f'});  // f", ...
+  // A chat family's markup: Qwen3-Coder's XML after the required opening.
+  r.mutable_sampling()->mutable_constraint()->mutable_tool_calls()->set_format(
+      "qwen3_coder");
+  built = model.Build(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(FirstAllowed(*built), std::vector<int32_t>{'f'});  // f>...
   r.mutable_sampling()->mutable_constraint()->mutable_tool_calls()->set_format(
       "xml");
   built = model.Build(r);
   EXPECT_TRUE(absl::StrContains(built.status().message(), "'xml'"))
       << built.status();
+}
+
+// The chat output's parameter types come from the request's tools, so an
+// XML parameter is typed by its schema.
+TEST(ToolCallConstraintTest, TheChatOutputKnowsTheToolsParameterTypes) {
+  Model model;
+  v1::GenerateRequest r = Calls(v1::ToolCalls::MODE_AUTO);
+  r.mutable_chat()->mutable_tools(0)->mutable_function()->set_parameters(
+      R"({"properties": {"code": {"type": "string"}, "n": {"type": "integer"}}})");
+  absl::StatusOr<BuiltRequest> built = model.Build(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_TRUE(built->delivery.chat_output.has_value());
+  const auto& types = built->delivery.chat_output->parameter_types;
+  ASSERT_NE(types, nullptr);
+  using Kind = chat::ToolParameterTypes::Kind;
+  EXPECT_EQ(types->Find("f", "code"), Kind::kString);
+  EXPECT_EQ(types->Find("f", "n"), Kind::kOther);
+  EXPECT_EQ(types->Find("f", "other"), Kind::kUnknown);
 }
 
 TEST(ToolCallConstraintTest, ATemplateWithoutCalls) {
