@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/context_limit.h"
 #include "scheduler/ngram_proposer.h"
 
 namespace paceline::scheduler {
@@ -152,10 +153,10 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
   const int64_t positions =
       static_cast<int64_t>(spec.prompt.size()) + stop.max_tokens - 1;
   if (positions > context_length_) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return MarkContextExceeded(absl::InvalidArgumentError(absl::StrCat(
         "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
         stop.max_tokens, ") needs ", positions,
-        " positions; the model's context is ", context_length_));
+        " positions; the model's context is ", context_length_)));
   }
   if (positions > pool_tokens_) {
     // Not RESOURCE_EXHAUSTED: retrying cannot help, only a smaller request.

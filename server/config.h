@@ -72,6 +72,10 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(const std::string& path);
 // plain values. Leaves set fields alone; idempotent.
 void ApplyDefaults(v1::ServerConfig* config);
 
+// The name the model is served under: model.served_name, else the file's
+// base name without ".gguf" (a dummy: path as it is).
+std::string ServedName(const v1::ServerConfig::Model& model);
+
 // Checks every field of `config` (after ApplyDefaults, or before: unset
 // optional fields pass). OK, or InvalidArgument listing every problem, one
 // per line, each described by `source` (nullptr: by field path only). Files

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "scheduler/scheduler.h"
 #include "server/config.h"
 
@@ -161,6 +163,17 @@ void ApplyDefaults(v1::ServerConfig* config) {
   DefaultGrpc(config->mutable_grpc());
   DefaultHttp(config->mutable_http());
   for (v1::TenantConfig& t : *config->mutable_tenants()) DefaultTenant(&t);
+}
+
+std::string ServedName(const v1::ServerConfig::Model& model) {
+  if (!model.served_name().empty()) return model.served_name();
+  absl::string_view path = model.path();
+  if (absl::StartsWith(path, "dummy:")) return std::string(path);
+  if (const size_t slash = path.rfind('/'); slash != path.npos) {
+    path.remove_prefix(slash + 1);
+  }
+  absl::ConsumeSuffix(&path, ".gguf");
+  return path.empty() ? std::string(model.path()) : std::string(path);
 }
 
 }  // namespace paceline::server

@@ -135,6 +135,40 @@ void CheckTls(const v1::ServerConfig::Tls& tls, Checker& check,
   }
 }
 
+// A served name: what a `model` field can carry in any API, and a
+// Prometheus label value.
+std::string ServedNameProblem(absl::string_view name) {
+  if (name.empty()) return "must not be empty";
+  if (name.size() > 256) return "is longer than 256 bytes";
+  for (char c : name) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                    absl::StrContains("._-:/@+", c);
+    if (!ok) {
+      return absl::StrCat("has '", std::string(1, c),
+                          "': letters, digits and ._-:/@+ only");
+    }
+  }
+  return "";
+}
+
+void CheckServedNames(const v1::ServerConfig::Model& model, Checker& check) {
+  std::vector<std::string> seen;
+  auto one = [&](const std::string& field, const std::string& name) {
+    if (std::string problem = ServedNameProblem(name); !problem.empty()) {
+      check.Fail(field, absl::StrCat("'", name, "' ", problem));
+    } else if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      check.Fail(field, absl::StrCat("'", name, "' is named twice"));
+    }
+    seen.push_back(name);
+  };
+  if (!model.served_name().empty()) {
+    one("model.served_name", model.served_name());
+  }
+  for (int i = 0; i < model.aliases_size(); ++i) {
+    one(absl::StrCat("model.aliases[", i, "]"), model.aliases(i));
+  }
+}
+
 void CheckModel(const v1::ServerConfig::Model& model, Checker& check) {
   if (model.path().empty()) {
     check.Fail("model.path",
@@ -148,6 +182,7 @@ void CheckModel(const v1::ServerConfig::Model& model, Checker& check) {
   if (!model.chat_template_file().empty()) {
     check.Readable("model.chat_template_file", model.chat_template_file());
   }
+  CheckServedNames(model, check);
   if (model.backend() != "" && model.backend() != "cpu" &&
       model.backend() != "cuda") {
     check.Fail("model.backend",
@@ -243,6 +278,21 @@ void CheckHttp(const v1::ServerConfig::Http& h, Checker& check) {
   if (h.has_threads()) check.AtLeast("http.threads", h.threads(), 1);
   if (h.has_send_buffer_bytes()) {
     check.AtLeast("http.send_buffer_bytes", h.send_buffer_bytes(), 4096);
+  }
+  for (int i = 0; i < h.cors_origins_size(); ++i) {
+    const std::string& origin = h.cors_origins(i);
+    // An origin is scheme://host[:port], nothing after (RFC 6454).
+    const size_t scheme = origin.find("://");
+    const bool ok =
+        origin == "*" || (scheme != std::string::npos && scheme > 0 &&
+                          scheme + 3 < origin.size() &&
+                          origin.find('/', scheme + 3) == std::string::npos);
+    if (!ok) {
+      check.Fail(absl::StrCat("http.cors_origins[", i, "]"),
+                 absl::StrCat("'", origin,
+                              "' is not an origin: scheme://host[:port] "
+                              "(\"https://app.example.com\") or \"*\""));
+    }
   }
 }
 

@@ -35,6 +35,7 @@
 #include "metrics/exposer.h"
 #include "metrics/metrics.h"
 #include "scheduler/serving_loop.h"
+#include "server/config.h"
 #include "server/daemon_flags.h"
 #include "server/delivery/pacer.h"
 #include "server/engine_factory.h"
@@ -42,6 +43,7 @@
 #include "server/frontend/frontend.h"
 #include "server/frontend/tenant_policy.h"
 #include "server/grpc/grpc_service.h"
+#include "server/http/cors.h"
 #include "server/http/http_server.h"
 #include "server/memory_trim.h"
 #include "server/metrics_adapter.h"
@@ -76,7 +78,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   ASSIGN_OR_RETURN(pair.cert_chain, ReadWholeFile(tls.cert_file()));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!tls.client_ca_file().empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs, ReadWholeFile(tls.client_ca_file()));
+    ASSIGN_OR_RETURN(options.pem_root_certs,
+                     ReadWholeFile(tls.client_ca_file()));
   }
   return grpc::SslServerCredentials(options);
 }
@@ -98,8 +101,9 @@ std::vector<TenantPolicy> Policies(const v1::ServerConfig& config) {
     p.max_tokens_limit = t.max_tokens_limit();
     p.default_max_tokens = t.default_max_tokens();
     p.default_max_draft_tokens = t.speculation().max_draft_tokens();
-    p.max_priority = ParseMaxPriority(t.max_priority()).value_or(
-        scheduler::PriorityClass::kInteractive);  // validated
+    p.max_priority =
+        ParseMaxPriority(t.max_priority())
+            .value_or(scheduler::PriorityClass::kInteractive);  // validated
     p.cache_salt = t.prefix_cache_scope().empty()
                        ? t.name()
                        : absl::StrCat("scope:", t.prefix_cache_scope());
@@ -219,7 +223,7 @@ class Daemon {
   const v1::ServerConfig& config_;
   engine::LoadedModel model_;
   chat::ModelChatTemplates chat_templates_;  // model_'s, parsed
-  engine::Backend backend_;  // its engine moves into loop_
+  engine::Backend backend_;                  // its engine moves into loop_
   std::optional<TenantAuthenticator> auth_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<MetricsAdapter> metrics_adapter_;
@@ -299,6 +303,8 @@ FrontendOptions Daemon::FrontendOptionsFor(const std::string& model_id) const {
   FrontendOptions o;
   o.tenants = Policies(config_);
   o.model.id = model_id;
+  o.model.aliases.assign(config_.model().aliases().begin(),
+                         config_.model().aliases().end());
   o.model.backend = backend_.name;
   o.model.memory_plan = backend_.plan;
   o.model.kv_block_size = backend_.block_size;
@@ -324,8 +330,7 @@ int Daemon::BuildService() {
 
   // Metrics: every stage reports to the adapter, scrapes read it.
   const engine::ModelConfig& mc = model_.weights->config();
-  const std::string model_id =
-      mc.name.empty() ? config_.model().path() : mc.name;
+  const std::string model_id = ServedName(config_.model());
   metrics_ = std::make_unique<metrics::Metrics>(
       MetricsOptionsFrom(config_, model_id, backend_));
   const engine::Tokenizer* tokenizer = model_.tokenizer.get();
@@ -347,9 +352,9 @@ int Daemon::BuildService() {
   // Structured output: the vocabulary's bytes in a trie, for token masks.
   grammars_ = std::make_unique<engine::grammar::GrammarCache>(
       engine::grammar::TokenTrie::FromTokenizer(*tokenizer));
-  frontend_ = std::make_unique<Frontend>(FrontendOptionsFor(model_id),
-                                         &*auth_, &mc, tokenizer, loop_.get(),
-                                         pacer_.get(), clock);
+  frontend_ =
+      std::make_unique<Frontend>(FrontendOptionsFor(model_id), &*auth_, &mc,
+                                 tokenizer, loop_.get(), pacer_.get(), clock);
   GrpcServiceOptions grpc_options;
   grpc_options.max_delta_bytes = config_.grpc().max_message_bytes() / 2;
   grpc_options.max_message_bytes = config_.grpc().max_message_bytes();
@@ -392,6 +397,23 @@ int Daemon::StartGrpc() {
 }
 
 // The OpenAI-compatible HTTP API, unless http.listen is "".
+namespace {
+
+// The status code a refusal of the HTTP server counts as.
+absl::StatusCode HttpStatusCode(int status) {
+  switch (status) {
+    case 408:
+      return absl::StatusCode::kDeadlineExceeded;
+    case 503:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return status < 500 ? absl::StatusCode::kInvalidArgument
+                          : absl::StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
 int Daemon::StartHttp() {
   const v1::ServerConfig::Http& h = config_.http();
   if (h.listen().empty()) return kExitOk;
@@ -420,15 +442,25 @@ int Daemon::StartHttp() {
   o.max_connections = h.max_connections();
   o.threads = h.threads();
   o.send_buffer_bytes = h.send_buffer_bytes();  // 0 when unset: the kernel's
-  o.error_body = &openai::OpenAiService::ErrorBody;
+  // The HTTP server's own refusals (a malformed request, 408, 413, 431,
+  // too many connections): OpenAI's error shape, counted as rejections.
+  o.error_body = [frontend = frontend_.get()](int status,
+                                              absl::string_view message) {
+    (void)frontend->Rejected("", absl::Status(HttpStatusCode(status), message));
+    return openai::OpenAiService::ErrorBody(status, message);
+  };
   openai_ = std::make_unique<openai::OpenAiService>(frontend_.get());
+  http::CorsOptions cors;
+  cors.allowed_origins.assign(h.cors_origins().begin(), h.cors_origins().end());
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =
       http::HttpServer::Start(
           std::move(o),
-          [api = openai_.get()](http::HttpRequest request,
-                                std::shared_ptr<http::HttpExchange> exchange) {
-            api->Handle(std::move(request), std::move(exchange));
-          });
+          http::WithCors(std::move(cors),
+                         [api = openai_.get()](
+                             http::HttpRequest request,
+                             std::shared_ptr<http::HttpExchange> exchange) {
+                           api->Handle(std::move(request), std::move(exchange));
+                         }));
   if (!started.ok()) {
     server_->Shutdown();
     return Fail(kExitFailure, "http.listen", started.status());
@@ -515,9 +547,8 @@ void Daemon::ServeAndDrain() {
   const absl::Time start = absl::Now();
   Drain(sig, start);
   // gRPC cancels what is still open at the deadline.
-  const absl::Time deadline = start +
-                              absl::Seconds(config_.drain_timeout_seconds()) +
-                              kDrainMargin;
+  const absl::Time deadline =
+      start + absl::Seconds(config_.drain_timeout_seconds()) + kDrainMargin;
   server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
   loop_->Stop(scheduler::StopMode::kCancel);
   pacer_->Stop();

@@ -33,6 +33,9 @@ file, line and field.
                              present, else cpu               (model.backend)
   --chat-template-file FILE  a Jinja chat template used instead of the
                              model's own        (model.chat_template_file)
+  --served-model-name NAME[,ALIAS...]  the name requests use, default the
+                             file's base name; more names after commas are
+                             aliases         (model.served_name, aliases)
   --listen HOST:PORT         the gRPC address, e.g. 127.0.0.1:50051,
                              [::1]:50051, or unix:PATH       (listen)
   --metrics-listen HOST:PORT the Prometheus /metrics address (metrics_listen)
@@ -66,6 +69,7 @@ constexpr FlagDef kFlags[] = {
     {"model", true},
     {"backend", true},
     {"chat-template-file", true},
+    {"served-model-name", true},
     {"listen", true},
     {"metrics-listen", true},
     {"http-listen", true},
@@ -117,6 +121,15 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
               config.mutable_model()->mutable_backend());
   string_flag("chat-template-file", "model.chat_template_file",
               config.mutable_model()->mutable_chat_template_file());
+  if (std::optional<std::string> v = parsed.Get("served-model-name")) {
+    v1::ServerConfig::Model* model = config.mutable_model();
+    const std::vector<std::string> names = absl::StrSplit(*v, ',');
+    model->set_served_name(names.front());
+    model->clear_aliases();
+    for (size_t i = 1; i < names.size(); ++i) model->add_aliases(names[i]);
+    source.MarkFromFlag("model.served_name", "--served-model-name");
+    source.MarkFromFlag("model.aliases", "--served-model-name");
+  }
   string_flag("listen", "listen", config.mutable_listen());
   string_flag("metrics-listen", "metrics_listen",
               config.mutable_metrics_listen());

@@ -273,6 +273,9 @@ absl::StatusOr<std::string> Frontend::DetokenizeIds(
 
 absl::Status Frontend::CheckModel(absl::string_view model) const {
   if (model.empty() || model == options_.model.id) return absl::OkStatus();
+  for (const std::string& alias : options_.model.aliases) {
+    if (model == alias) return absl::OkStatus();
+  }
   return absl::NotFoundError(absl::StrCat("model '", Echo(model),
                                           "' is not served here; this server "
                                           "serves '",

@@ -57,7 +57,8 @@ namespace paceline::server {
 
 // What is served, for the APIs that describe it.
 struct ServedModel {
-  std::string id;  // what `model` fields name
+  std::string id;                    // what `model` fields name
+  std::vector<std::string> aliases;  // other names they may use
   std::string backend = "cpu";
   engine::MemoryPlan memory_plan;
   int32_t kv_block_size = 0;
@@ -188,6 +189,11 @@ class Frontend {
   scheduler::LoadSnapshot Load() const { return loop_->Load(); }
   const Pacer& pacer() const { return *pacer_; }
 
+  // A refusal the adapter made itself (a body that does not parse, an
+  // unknown route, a transport limit) counted as the core counts its own
+  // (RejectionObserver); returns `status`. `tenant` "" when unknown.
+  absl::Status Rejected(absl::string_view tenant, absl::Status status) const;
+
  private:
   // How to cut a live call short; never called with mu_ held.
   using AbortFn = std::function<void(const absl::Status&)>;
@@ -201,8 +207,6 @@ class Frontend {
   void AbortCalls(
       const std::vector<std::pair<scheduler::RequestId, AbortFn>>& calls,
       const absl::Status& status);
-  // Tells the rejection observer, if any; returns `status`.
-  absl::Status Rejected(absl::string_view tenant, absl::Status status) const;
 
   const FrontendOptions options_;
   const TenantAuthenticator* const auth_;

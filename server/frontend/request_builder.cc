@@ -11,6 +11,7 @@
 #include "chat/request_context.h"
 #include "common/status_macros.h"
 #include "engine/sampling/sampler.h"
+#include "scheduler/context_limit.h"
 #include "server/frontend/tool_call_constraint.h"
 
 namespace paceline::server {
@@ -122,6 +123,12 @@ absl::StatusOr<Prompt> ReadInput(const v1::GenerateRequest& request,
   }
 }
 
+// A prompt over its limit: when the limit is the model's context (no
+// tenant limit), marked as such (scheduler/context_limit.h).
+absl::Status OverContext(bool tenant_limit, absl::Status status) {
+  return tenant_limit ? status : scheduler::MarkContextExceeded(status);
+}
+
 // The prompt, within the tenant's prompt limit (else the model's context).
 absl::StatusOr<Prompt> BuildPrompt(const v1::GenerateRequest& request,
                                    const TenantPolicy& tenant,
@@ -137,26 +144,32 @@ absl::StatusOr<Prompt> BuildPrompt(const v1::GenerateRequest& request,
       static_cast<uint64_t>(max_prompt) * tokenizer.max_token_bytes();
   if (request.input_case() == v1::GenerateRequest::kText &&
       request.text().size() > max_text_bytes) {
-    return Invalid(
-        "input", absl::StrCat("has ", request.text().size(),
-                              " bytes, more than the limit of ", max_prompt,
-                              " tokens can hold (at most ",
-                              tokenizer.max_token_bytes(), " bytes per token)",
-                              LimitSource(tenant_limit, "max_prompt_tokens")));
+    return OverContext(
+        tenant_limit,
+        Invalid("input",
+                absl::StrCat("has ", request.text().size(),
+                             " bytes, more than the limit of ", max_prompt,
+                             " tokens can hold (at most ",
+                             tokenizer.max_token_bytes(), " bytes per token)",
+                             LimitSource(tenant_limit, "max_prompt_tokens"))));
   }
   if (request.input_case() == v1::GenerateRequest::kTokenIds &&
       request.token_ids().ids_size() > max_prompt) {
-    return Invalid(
-        "input", absl::StrCat("has ", request.token_ids().ids_size(),
-                              " tokens, over the limit of ", max_prompt,
-                              LimitSource(tenant_limit, "max_prompt_tokens")));
+    return OverContext(
+        tenant_limit,
+        Invalid("input",
+                absl::StrCat("has ", request.token_ids().ids_size(),
+                             " tokens, over the limit of ", max_prompt,
+                             LimitSource(tenant_limit, "max_prompt_tokens"))));
   }
   ASSIGN_OR_RETURN(Prompt prompt, ReadInput(request, tokenizer, model, chat));
   if (static_cast<int64_t>(prompt.tokens.size()) > max_prompt) {
-    return Invalid(
-        "input", absl::StrCat("has ", prompt.tokens.size(),
-                              " tokens, over the limit of ", max_prompt,
-                              LimitSource(tenant_limit, "max_prompt_tokens")));
+    return OverContext(
+        tenant_limit,
+        Invalid("input",
+                absl::StrCat("has ", prompt.tokens.size(),
+                             " tokens, over the limit of ", max_prompt,
+                             LimitSource(tenant_limit, "max_prompt_tokens"))));
   }
   return prompt;
 }

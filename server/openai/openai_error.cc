@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/context_limit.h"
 
 namespace paceline::server::openai {
 namespace {
@@ -100,6 +101,10 @@ ErrorResponse ToErrorResponse(const absl::Status& status) {
   }
   const Mapping m = MappingFor(status.code());
   std::optional<std::string> code = ErrorCodeOf(status);
+  // OpenAI's code for a prompt over the context window.
+  if (!code.has_value() && scheduler::IsContextExceeded(status)) {
+    code = "context_length_exceeded";
+  }
   if (!code.has_value() && m.code != nullptr) code = m.code;
   return {m.http_status,
           ErrorBody(status.message(), m.type, ParamOf(status), code)};

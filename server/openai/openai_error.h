@@ -17,7 +17,12 @@
 // the one type that crosses module boundaries.
 //
 // Status code -> HTTP status, type, code:
-//   INVALID_ARGUMENT     400 invalid_request_error  (param from the payload)
+//   INVALID_ARGUMENT     400 invalid_request_error  (param from the payload;
+//                                                     code
+//                                                     context_length_exceeded
+//                                                     for a prompt over the
+//                                                     context window,
+//                                                     scheduler/context_limit.h)
 //   FAILED_PRECONDITION  400 invalid_request_error  (e.g. chat on a model
 //                                                     without a template)
 //   OUT_OF_RANGE         400 invalid_request_error

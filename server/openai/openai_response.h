@@ -139,6 +139,12 @@ class UsageCounter {
   void Add(const scheduler::Usage& usage, bool first_choice_of_prompt);
   Json ToJson() const;
 
+  // The sums, for the other APIs' usage shapes.
+  int64_t prompt_tokens() const { return prompt_; }
+  int64_t completion_tokens() const { return completion_; }
+  int64_t cached_tokens() const { return cached_; }
+  int64_t forced_tokens() const { return forced_; }
+
  private:
   int64_t prompt_ = 0;
   int64_t completion_ = 0;

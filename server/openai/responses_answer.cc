@@ -92,9 +92,11 @@ ResponsesAnswer::Item& ResponsesAnswer::Open(Kind kind, std::string* events) {
     return items_[open_];
   }
   Close("completed", events);
-  Item item{kind, NextItemId(kind == Kind::kMessage     ? "msg_"
-                             : kind == Kind::kReasoning ? "rs_"
-                                                        : "fc_")};
+  Item item;
+  item.kind = kind;
+  item.id = NextItemId(kind == Kind::kMessage     ? "msg_"
+                       : kind == Kind::kReasoning ? "rs_"
+                                                  : "fc_");
   items_.push_back(std::move(item));
   open_ = static_cast<int>(items_.size()) - 1;
   const Item& added = items_[open_];

@@ -97,7 +97,7 @@ class ResponsesAnswer final : public AnswerFormat {
  private:
   enum class Kind { kReasoning, kMessage, kCall };
   struct Item {
-    Kind kind;
+    Kind kind = Kind::kMessage;
     std::string id;
     std::string text;     // the message's or reasoning's text; the arguments
     std::string name;     // kCall

@@ -87,7 +87,7 @@ def events():
 if mode == "models":
     j = json.loads(out)
     assert j["object"] == "list", j
-    assert [m["id"] for m in j["data"]] == ["llama"], j
+    assert [m["id"] for m in j["data"]] == ["stories260K"], j
 elif mode == "completion":
     j = json.loads(out)
     assert j["object"] == "text_completion", j

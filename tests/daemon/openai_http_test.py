@@ -39,7 +39,7 @@ README = SHARED_DIR / "models" / "README.md"
 TEMPLATE = SHARED_DIR / "chat_templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
 
 KEY = "alice-test-key"
-MODEL_ID = "llama"  # GET /v1/models for stories260K
+MODEL_ID = "stories260K"  # GET /v1/models: the file's base name
 PROMPT = "Once upon a time"
 PROMPT_IDS = [1, 403, 407, 261, 378]  # BOS + the SPM pieces, README.md
 PROMPT_STRS = ["<s>", "\u2581Once", "\u2581upon", "\u2581a", "\u2581time"]
@@ -431,6 +431,51 @@ class ApiTest(DaemonTestCase):
         status, _, answer = self.post("/v1/completions", body)
         self.assertEqual(status, 200, answer)
 
+    def rejections(self):
+        """paceline_rejections_total summed over reasons and tenants."""
+        conn = http.client.HTTPConnection("127.0.0.1",
+                                          self.daemon.metrics_port,
+                                          timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode("utf-8")
+        finally:
+            conn.close()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("paceline_rejections_total{"))
+
+    def test_http_refusals_are_counted_as_rejections(self):
+        # Each refusal of a different layer: the route table (404), the
+        # body's parser (400), the HTTP server's body limit (413).
+        before = self.rejections()
+        self.assert_error(self.call("GET", "/v1/nothing"), 404,
+                          "invalid_request_error")
+        self.assert_error(
+            self.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 2,
+                                          "temperature": "hot"}),
+            400, "invalid_request_error", param="temperature")
+        self.assert_error(
+            self.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 2,
+                                          "user": "u" * 4096}),
+            413, "invalid_request_error")
+        self.assertEqual(self.rejections() - before, 3)
+
+    def test_a_prompt_over_the_context_is_context_length_exceeded(self):
+        context = self.call("GET", f"/v1/models/{MODEL_ID}")[2][
+            "max_model_len"]
+        # The prompt alone (token ids: no tokenizer guesswork) ...
+        error = self.assert_error(
+            self.post("/v1/completions", {"prompt": [5] * (context + 1),
+                                          "max_tokens": 1}),
+            400, "invalid_request_error", code="context_length_exceeded")
+        self.assertIn(str(context + 1), error["message"])
+        # ... and a prompt that fits but not with max_tokens after it.
+        error = self.assert_error(
+            self.post("/v1/completions", {"prompt": [5] * (context - 4),
+                                          "max_tokens": 16}),
+            400, "invalid_request_error", code="context_length_exceeded")
+        self.assertIn(str(context), error["message"])
+
     def test_headers_over_the_limit_are_431(self):
         self.assert_error(
             self.call("GET", "/v1/models", headers={"X-Big": "b" * 4096}),
@@ -640,6 +685,30 @@ class ApiTest(DaemonTestCase):
         self.assertEqual(self.metric("paceline_pacer_streams"), 0)
         self.assertEqual(
             self.metric("paceline_kv_cache_blocks", state="used"), 0)
+
+
+class ServedNameTest(DaemonTestCase):
+    """--served-model-name: the name and its aliases, and nothing else."""
+
+    EXTRA_ARGS = ("--served-model-name", "tiny-stories,alias/one")
+
+    def test_models_lists_the_name_and_its_aliases(self):
+        status, _, body = self.call("GET", "/v1/models")
+        self.assertEqual(status, 200, body)
+        self.assertEqual([m["id"] for m in body["data"]],
+                         ["tiny-stories", "alias/one"])
+        status, _, one = self.call("GET", "/v1/models/alias/one")
+        self.assertEqual((status, one.get("id")), (200, "alias/one"), one)
+
+    def test_requests_may_use_any_served_name_but_no_other(self):
+        for name in ("tiny-stories", "alias/one"):
+            status, _, body = self.post("/v1/completions", {
+                "model": name, "prompt": PROMPT, "max_tokens": 2})
+            self.assertEqual(status, 200, body)
+        self.assert_error(
+            self.post("/v1/completions", {"model": MODEL_ID,
+                                          "prompt": PROMPT, "max_tokens": 2}),
+            404, "invalid_request_error", code="model_not_found")
 
 
 class TenantIsolationTest(DaemonTestCase):

@@ -95,7 +95,7 @@ class OpenAiOracleTest : public ::testing::Test {
   // POST /v1/completions at temperature 0 with `prompt` (a JSON string or
   // token-id array) and `max_tokens`.
   HttpCompletion Http(const Json& prompt, int max_tokens) {
-    Json body = {{"model", "llama"},
+    Json body = {{"model", "stories260K"},
                  {"prompt", prompt},
                  {"max_tokens", max_tokens},
                  {"temperature", 0}};

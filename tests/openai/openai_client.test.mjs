@@ -61,7 +61,7 @@ const KEYS = {
   retry: 'retry-node-key',      // tokens_per_minute 120, max_queued 1
 };
 const MAX_BODY = 65536;
-const MODEL_ID = 'llama';  // what GET /v1/models serves for stories260K
+const MODEL_ID = 'stories260K';  // GET /v1/models: the file's base name
 const PROMPT = 'Once upon a time';
 const PROMPT_IDS = [1, 403, 407, 261, 378];  // BOS + SPM pieces (README.md)
 const WAIT_MS = 20000;  // one request's deadline

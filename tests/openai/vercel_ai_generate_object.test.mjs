@@ -34,7 +34,7 @@ const HAVE_MODEL = fs.existsSync(MODEL) && fs.existsSync(TEMPLATE);
 if (!HAVE_MODEL) console.log(`PACELINE_SKIP: no ${MODEL} or ${TEMPLATE}`);
 
 const KEY = 'vercel-node-key';
-const MODEL_ID = 'llama';  // what GET /v1/models serves for stories260K
+const MODEL_ID = 'stories260K';  // GET /v1/models: the file's base name
 const PROMPT = 'Tell me about a pet.';
 const SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 // The longest answer the schema allows, even with every character a

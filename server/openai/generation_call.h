@@ -1,18 +1,19 @@
-#ifndef PACELINE_SERVER_OPENAI_OPENAI_CALL_H_
-#define PACELINE_SERVER_OPENAI_OPENAI_CALL_H_
+#ifndef PACELINE_SERVER_OPENAI_GENERATION_CALL_H_
+#define PACELINE_SERVER_OPENAI_GENERATION_CALL_H_
 
-// One POST /v1/completions or /v1/chat/completions: its choices (n per
-// prompt, every prompt of a batch) as requests of the serving loop, each
+// One generation of any HTTP API (OpenAI's completions, chat completions
+// and Responses, Anthropic's Messages): its choices (n per prompt, every
+// prompt of a batch) as requests of the serving loop, each
 // delivered through its own StreamBuffer — the same delivery stage as a
 // gRPC stream: paced, one write in flight per choice, a slow reader
 // coalesces and stalls no one. This call is every buffer's StreamWriter and
-// turns their messages into the answer:
+// turns their messages into the answer through the API's AnswerFormat
+// (answer_format.h), which writes the bytes:
 //   stream: SSE on one chunked answer, opened when the first choice is
 //     accepted (a refusal at intake is still a plain error answer): per
-//     choice its chunks in order, then its finish chunk; once every choice
-//     has finished, the usage chunk (stream_options.include_usage) and
-//     "data: [DONE]". A failure after the stream opened is one
-//     `data: {"error": ...}` event, then the stream ends.
+//     choice its events in order, then its finish; once every choice has
+//     finished, the stream's end. A failure after the stream opened is
+//     the format's error event, then the stream ends.
 //   otherwise: one JSON answer once every choice has finished (unpaced:
 //     the whole answer goes out at once, as gRPC's Complete). Held whole
 //     until then, so bounded: a request whose estimate passes
@@ -33,20 +34,21 @@
 
 #include <memory>
 
-#include "server/http/http_server.h"
-#include "server/openai/openai_request.h"
-#include "server/openai/openai_response.h"
 #include "server/frontend/frontend.h"
+#include "server/http/http_server.h"
+#include "server/openai/answer_format.h"
+#include "server/openai/openai_request.h"
 
 namespace paceline::server::openai {
 
 // Admits every choice of `request` for `tenant`, submits them and answers
-// `exchange`, now (a refusal) or as they finish. `frontend` must outlive
-// the call (the daemon stops the HTTP server before it).
-void StartCompletionCall(Frontend* frontend, const TenantPolicy* tenant,
-                         Api api, OpenAiRequest request,
+// `exchange` in `format`, now (a refusal) or as they finish. `frontend`
+// must outlive the call (the daemon stops the HTTP server before it).
+void StartGenerationCall(Frontend* frontend, const TenantPolicy* tenant,
+                         OpenAiRequest request,
+                         std::unique_ptr<AnswerFormat> format,
                          std::shared_ptr<http::HttpExchange> exchange);
 
 }  // namespace paceline::server::openai
 
-#endif  // PACELINE_SERVER_OPENAI_OPENAI_CALL_H_
+#endif  // PACELINE_SERVER_OPENAI_GENERATION_CALL_H_

@@ -1,4 +1,4 @@
-#include "server/openai/openai_call.h"
+#include "server/openai/generation_call.h"
 
 #include <optional>
 #include <string>
@@ -11,8 +11,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "scheduler/retry_hint.h"
-#include "server/frontend/answer_size.h"
 #include "server/delivery/stream_buffer.h"
+#include "server/frontend/answer_size.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
 #include "server/openai/openai_tool_choice.h"
@@ -52,18 +52,13 @@ class ChoiceWriter final : public StreamWriter {
 
 class Call final : public std::enable_shared_from_this<Call> {
  public:
-  Call(Frontend* frontend, Api api, OpenAiRequest request,
+  Call(Frontend* frontend, OpenAiRequest request,
+       std::unique_ptr<AnswerFormat> format,
        std::shared_ptr<http::HttpExchange> exchange)
       : frontend_(frontend),
         request_(std::move(request)),
-        exchange_(std::move(exchange)) {
-    context_.id = ResponseId(api, frontend->NextSeed());
-    context_.created = absl::ToUnixSeconds(absl::Now());
-    context_.model = frontend->model().id;
-    context_.api = api;
-    context_.logprobs = request_.logprobs;
-    context_.include_usage = request_.stream && request_.include_usage;
-  }
+        format_(std::move(format)),
+        exchange_(std::move(exchange)) {}
 
   // Admits and submits every choice, or answers with the first refusal.
   void Start(const TenantPolicy* tenant);
@@ -71,23 +66,14 @@ class Call final : public std::enable_shared_from_this<Call> {
 
  private:
   struct Choice {
-    Choice(Call* call, int index, const ResponseContext* context,
-           const engine::Tokenizer* tokenizer, bool first_of_prompt)
-        : writer(call, index),
-          index(index),
-          builder(context, tokenizer),
-          stream(context, tokenizer, index),
-          first_of_prompt(first_of_prompt) {}
+    Choice(Call* call, int index, bool first_of_prompt)
+        : writer(call, index), index(index), first_of_prompt(first_of_prompt) {}
     ChoiceWriter writer;
     int index = 0;
     std::shared_ptr<StreamBuffer> buffer;
     scheduler::RequestId id = 0;  // under mu_ (0: not submitted)
-    ChoiceBuilder builder;        // the answer (not streamed)
-    ChoiceStream stream;          // the chunks (streamed)
     bool first_of_prompt;
-    bool called_tools = false;
     bool finished = false;
-    std::string finish_reason;
   };
 
   // tool_choice required / named on a chat template without a call
@@ -113,7 +99,8 @@ class Call final : public std::enable_shared_from_this<Call> {
   // --- OnSend's parts (mu_ held); exchange calls only post, so they are
   // made under the lock; buffer and loop calls are made after it ---
   // The bytes of an Accepted message (opens the SSE answer).
-  std::string AcceptedLocked(Choice& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string AcceptedLocked(Choice& c, const Outgoing& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bytes of a Delta (streamed), or "" after adding it to the answer.
   // A non-streamed answer that grows past max_response_bytes (the
   // admission estimate was short) fails: *cancel is set.
@@ -135,8 +122,9 @@ class Call final : public std::enable_shared_from_this<Call> {
 
   Frontend* const frontend_;
   const OpenAiRequest request_;
+  // The answer's bytes; called under mu_ once the call has started.
+  const std::unique_ptr<AnswerFormat> format_;
   const std::shared_ptr<http::HttpExchange> exchange_;
-  ResponseContext context_;
   // Set at Start, constant after (choices are found by index).
   std::vector<std::unique_ptr<Choice>> choices_;
   std::shared_ptr<Call> self_;  // alive until the answer is written
@@ -158,27 +146,30 @@ class Call final : public std::enable_shared_from_this<Call> {
 void ChoiceWriter::Send(const Outgoing& out) { call_->OnSend(index_, out); }
 
 void Call::Start(const TenantPolicy* tenant) {
-  if (absl::Status st = CheckToolChoice(); !st.ok()) {
-    RespondError(*exchange_, st);
-    return;
-  }
+  // Refusals of the call's own (the core counts those of Build).
+  auto refuse = [&](const absl::Status& st) {
+    format_->RespondError(*exchange_, frontend_->Rejected(tenant->name, st));
+  };
+  if (absl::Status st = CheckToolChoice(); !st.ok()) return refuse(st);
   std::vector<BuiltRequest> built;
   for (const v1::GenerateRequest& prompt : request_.prompts) {
     absl::Status st = AddPrompt(tenant, prompt, &built);
     // Every prompt shares the body's options: the first one's choices
     // tell the whole answer's size, before the others are built.
     if (st.ok() && built.size() == static_cast<size_t>(request_.n)) {
-      st = CheckAnswerSize(built.front().spec);
+      if (st = CheckAnswerSize(built.front().spec); !st.ok()) {
+        return refuse(st);
+      }
     }
     if (!st.ok()) {
-      RespondError(*exchange_, st);
+      format_->RespondError(*exchange_, st);
       return;
     }
   }
   for (size_t i = 0; i < built.size(); ++i) {
     const bool first = i % request_.n == 0;
-    choices_.push_back(std::make_unique<Choice>(
-        this, static_cast<int>(i), &context_, &frontend_->tokenizer(), first));
+    choices_.push_back(
+        std::make_unique<Choice>(this, static_cast<int>(i), first));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -202,10 +193,10 @@ absl::Status Call::CheckAnswerSize(const scheduler::RequestSpec& spec) const {
   const std::optional<std::string> over = AnswerOverLimit(choices, spec, limit);
   if (!over.has_value()) return absl::OkStatus();
   // The factor whose lowering helps most, as the param.
-  const char* param = "max_tokens";
+  absl::string_view param = format_->MaxTokensParam();
   if (request_.logprobs &&
       choices * spec.stop.max_tokens * kAnswerTextBytesPerToken <= limit) {
-    param = context_.api == Api::kChat ? "top_logprobs" : "logprobs";
+    param = format_->LogprobsParam();
   } else if (request_.n > 1) {
     param = "n";
   } else if (request_.prompts.size() > 1) {
@@ -228,8 +219,8 @@ absl::Status Call::CheckToolChoice() const {
 absl::Status Call::ForceToolCall(BuiltRequest* built) const {
   const DeliveryOptions& delivery = built->delivery;
   const chat::ToolCallFormat format = delivery.chat_output.has_value()
-                                            ? delivery.chat_output->tool_calls
-                                            : chat::ToolCallFormat::kNone;
+                                          ? delivery.chat_output->tool_calls
+                                          : chat::ToolCallFormat::kNone;
   absl::StatusOr<std::string> prefix =
       ToolCallPrefix(format, request_.tool_choice, request_.tool_choice_name);
   if (!prefix.ok()) return prefix.status();
@@ -249,7 +240,9 @@ absl::Status Call::AddPrompt(const TenantPolicy* tenant,
   absl::StatusOr<BuiltRequest> one = frontend_->Build(*tenant, prompt);
   if (!one.ok()) return FromCore(one.status());
   if (!request_.stream) one->delivery.pace_tokens_per_s = 0;
-  if (absl::Status st = ForceToolCall(&*one); !st.ok()) return st;
+  if (absl::Status st = ForceToolCall(&*one); !st.ok()) {
+    return frontend_->Rejected(tenant->name, st);
+  }
   // Choice i samples with seed + i (the request's seed, or the one drawn).
   const uint64_t seed = one->spec.sampling.seed;
   for (int i = 0; i < request_.n; ++i) {
@@ -363,7 +356,7 @@ void Call::OnSend(int index, const Outgoing& out) {
       cancel = FinishedLocked(c, out, &release);
     } else {
       std::string bytes = out.kind == Outgoing::Kind::kAccepted
-                              ? AcceptedLocked(c)
+                              ? AcceptedLocked(c, out)
                               : DeltaLocked(c, out, &cancel);
       if (request_.stream && opened_ && !answered_) {
         exchange_->Write(std::move(bytes), [buffer = c.buffer](bool ok) {
@@ -379,38 +372,38 @@ void Call::OnSend(int index, const Outgoing& out) {
   if (release) Release()(true);  // may delete this: last
 }
 
-std::string Call::AcceptedLocked(Choice& c) {
+std::string Call::AcceptedLocked(Choice& c, const Outgoing& out) {
   if (!request_.stream || answered_) return "";
+  std::string bytes;
   if (!opened_) {
     exchange_->StartStream(200, SseHeaders());
     opened_ = true;
+    bytes = format_->StreamOpened(out.accepted);
   }
-  // A chat choice opens with its role.
-  if (context_.api == Api::kChat) return SseEvent(c.stream.Chunk(Outgoing{}));
-  return "";
+  return absl::StrCat(bytes, format_->StreamAccepted(c.index));
 }
 
 std::string Call::DeltaLocked(Choice& c, const Outgoing& out,
                               absl::Status* cancel) {
   if (!request_.stream) {
     if (answered_) return "";
-    c.builder.Add(out);
+    format_->Add(c.index, out);
     held_bytes_ += EstimatedBytes(out);
     const int64_t limit = frontend_->max_response_bytes();
     if (limit > 0 && held_bytes_ > limit) {
       *cancel = InvalidParam(
-          "max_tokens", absl::StrCat("the answer grew past the server's "
-                                     "max_response_bytes ",
-                                     limit, ": lower max_tokens, n, the "
-                                     "prompts or logprobs, or set stream: "
-                                     "true"));
+          format_->MaxTokensParam(),
+          absl::StrCat("the answer grew past the server's "
+                       "max_response_bytes ",
+                       limit,
+                       ": lower max_tokens, n, the prompts or logprobs, or "
+                       "set stream: true"));
       std::string ignored;
       FailLocked(*cancel, &ignored);
     }
     return "";
   }
-  if (!HasVisibleOutput(context_, out)) return "";
-  return SseEvent(c.stream.Chunk(out));
+  return format_->StreamDelta(c.index, out);
 }
 
 void Call::FailLocked(const absl::Status& status, std::string* bytes) {
@@ -418,12 +411,11 @@ void Call::FailLocked(const absl::Status& status, std::string* bytes) {
   failure_ = status;
   if (!opened_) {
     answered_ = true;
-    RespondError(*exchange_, status);
+    format_->RespondError(*exchange_, status);
     return;
   }
   // After the stream opened, the error is its last event.
-  ErrorResponse error = ToErrorResponse(status);
-  *bytes += absl::StrCat("data: ", error.body, "\n\n");
+  *bytes += format_->StreamFailed(status);
 }
 
 absl::Status Call::FinishedLocked(Choice& c, const Outgoing& out,
@@ -434,11 +426,11 @@ absl::Status Call::FinishedLocked(Choice& c, const Outgoing& out,
   std::string bytes;
   if (out.was_accepted) usage_.Add(out.finish.usage, c.first_of_prompt);
   absl::Status cancel;
-  if (fail.ok()) {
-    c.finish_reason =
-        std::string(FinishReasonName(out.finish, out.called_tools));
+  if (fail.ok() && !answered_) {
     if (request_.stream) {
-      bytes = SseEvent(FinishChunkJson(context_, c.index, c.finish_reason));
+      bytes = format_->StreamFinished(c.index, out);
+    } else {
+      format_->Finished(c.index, out);
     }
   } else if (failure_.ok() && !answered_) {
     FailLocked(fail, &bytes);
@@ -456,33 +448,23 @@ bool Call::EndLocked(std::string tail) {
   if (answered_) return true;  // answered with an error already
   answered_ = true;
   if (request_.stream) {
-    if (failure_.ok()) {
-      if (context_.include_usage) {
-        tail += SseEvent(UsageChunkJson(context_, usage_.ToJson()));
-      }
-      tail += kSseDone;
-    }
+    if (failure_.ok()) tail += format_->StreamEnd(usage_);
     exchange_->Write(std::move(tail), {});
     exchange_->EndStream(Release());
     return false;
   }
-  Json choices = Json::array();
-  for (const std::unique_ptr<Choice>& c : choices_) {
-    choices.push_back(c->builder.ToJson(c->index, c->finish_reason));
-  }
-  RespondJson(*exchange_,
-              ResponseJson(context_, std::move(choices), usage_.ToJson()),
-              Release());
+  RespondJson(*exchange_, format_->Body(usage_), Release());
   return false;
 }
 
 }  // namespace
 
-void StartCompletionCall(Frontend* frontend, const TenantPolicy* tenant,
-                         Api api, OpenAiRequest request,
+void StartGenerationCall(Frontend* frontend, const TenantPolicy* tenant,
+                         OpenAiRequest request,
+                         std::unique_ptr<AnswerFormat> format,
                          std::shared_ptr<http::HttpExchange> exchange) {
-  auto call = std::make_shared<Call>(frontend, api, std::move(request),
-                                     std::move(exchange));
+  auto call = std::make_shared<Call>(frontend, std::move(request),
+                                     std::move(format), std::move(exchange));
   call->Start(tenant);
 }
 
