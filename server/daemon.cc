@@ -35,6 +35,7 @@
 #include "metrics/exposer.h"
 #include "metrics/metrics.h"
 #include "scheduler/serving_loop.h"
+#include "server/anthropic/messages_service.h"
 #include "server/config.h"
 #include "server/daemon_flags.h"
 #include "server/delivery/pacer.h"
@@ -393,10 +394,13 @@ int Daemon::StartGrpc() {
                     absl::StrCat("cannot listen on ", config_.listen(),
                                  " (address in use, or a bad address?)")));
   }
+  // Health by service name too (grpc-health-probe -service, Kubernetes'
+  // grpc probe with `service:`); Drain's SetServingStatus(false) covers it.
+  server_->GetHealthCheckService()->SetServingStatus(
+      v1::Paceline::service_full_name(), true);
   return kExitOk;
 }
 
-// The OpenAI-compatible HTTP API, unless http.listen is "".
 namespace {
 
 // The status code a refusal of the HTTP server counts as.
@@ -414,6 +418,7 @@ absl::StatusCode HttpStatusCode(int status) {
 
 }  // namespace
 
+// The HTTP APIs (OpenAI's, Anthropic's), unless http.listen is "".
 int Daemon::StartHttp() {
   const v1::ServerConfig::Http& h = config_.http();
   if (h.listen().empty()) return kExitOk;
@@ -450,6 +455,7 @@ int Daemon::StartHttp() {
     return openai::OpenAiService::ErrorBody(status, message);
   };
   openai_ = std::make_unique<openai::OpenAiService>(frontend_.get());
+  openai_->AddRoutes(anthropic::MessagesRoutes(frontend_.get()));
   http::CorsOptions cors;
   cors.allowed_origins.assign(h.cors_origins().begin(), h.cors_origins().end());
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =

@@ -4,7 +4,8 @@
 # `<!-- curl-test: NAME -->`; it runs as written, with URL and KEY set to
 # the daemon's HTTP address and its tenant's key, and Python (json, no
 # third-party module) checks what curl printed against the stories260K
-# oracle (../shared/models/README.md) and OpenAI's response shapes.
+# oracle (../shared/models/README.md) and OpenAI's (and Anthropic's)
+# response shapes.
 # Exits 77 (skipped) without curl, the model or the chat template.
 # usage: openai_curl_test.sh PACELINED SHARED_DIR EXAMPLES_MD [PYTHON3]
 set -euo pipefail
@@ -132,12 +133,74 @@ elif mode == "wrong-key":
     body, status = out.rstrip("\n").rsplit("\n", 1)
     assert status == "401", out
     assert json.loads(body)["error"]["type"] == "authentication_error", out
+elif mode == "messages":
+    j = json.loads(out)
+    assert j["type"] == "message" and j["role"] == "assistant", j
+    assert j["id"].startswith("msg_"), j
+    assert j["content"][0]["type"] == "text" and j["content"][0]["text"], j
+    assert j["stop_reason"] in ("end_turn", "max_tokens"), j
+    assert 1 <= j["usage"]["output_tokens"] <= 32, j
+elif mode == "messages-stream":
+    blocks = [b for b in out.split("\n\n") if b.strip()]
+    names, text = [], ""
+    for b in blocks:
+        event, data = b.split("\n")
+        assert event.startswith("event: ") and data.startswith("data: "), b
+        names.append(event[len("event: "):])
+        d = json.loads(data[len("data: "):])
+        assert d["type"] == names[-1], b
+        if d["type"] == "content_block_delta":
+            text += d["delta"].get("text", "")
+    assert names[0] == "message_start" and names[-1] == "message_stop", names
+    assert names[-2] == "message_delta", names
+    assert text, out
+elif mode == "count-tokens":
+    j = json.loads(out)
+    assert list(j) == ["input_tokens"] and j["input_tokens"] > 5, j
+elif mode == "messages-error":
+    body, status = out.rstrip("\n").rsplit("\n", 1)
+    assert status == "400", out
+    j = json.loads(body)
+    assert j["type"] == "error", j
+    assert j["error"]["type"] == "invalid_request_error", j
+    assert "max_tokens" in j["error"]["message"], j
+elif mode == "responses":
+    j = json.loads(out)
+    assert j["object"] == "response" and j["id"].startswith("resp_"), j
+    assert j["status"] in ("completed", "incomplete"), j
+    msg = j["output"][-1]
+    assert msg["type"] == "message" and msg["id"].startswith("msg_"), j
+    assert msg["content"][0]["type"] == "output_text", j
+    assert msg["content"][0]["text"], j
+    u = j["usage"]
+    assert 1 <= u["output_tokens"] <= 32, j
+    assert u["total_tokens"] == u["input_tokens"] + u["output_tokens"], j
+    assert "cached_tokens" in u["input_tokens_details"], j
+elif mode == "responses-stream":
+    blocks = [b for b in out.split("\n\n") if b.strip()]
+    names, text, seq = [], "", []
+    for b in blocks:
+        event, data = b.split("\n")
+        assert event.startswith("event: ") and data.startswith("data: "), b
+        names.append(event[len("event: "):])
+        d = json.loads(data[len("data: "):])
+        assert d["type"] == names[-1], b
+        seq.append(d["sequence_number"])
+        if d["type"] == "response.output_text.delta":
+            text += d["delta"]
+    assert names[:2] == ["response.created", "response.in_progress"], names
+    assert names[-1] in ("response.completed", "response.incomplete"), names
+    assert seq == list(range(len(seq))), seq
+    final = json.loads(blocks[-1].split("\n")[1][len("data: "):])
+    assert final["response"]["output"][-1]["content"][0]["text"] == text, out
+    assert text, out
 else:
     raise SystemExit("unknown example " + mode)
 '
 
 for name in models completion completion-stream chat chat-stream json-schema \
-    wrong-key; do
+    wrong-key messages messages-stream count-tokens messages-error \
+    responses responses-stream; do
   code="$(example "$name")"
   [[ -n "$code" ]] || fail "no example '$name' in $examples"
   echo "--- $name"
