@@ -50,7 +50,8 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
         absl::StrCat(n, " tokens; want 1 to ", limits.max_tokens_per_step));
   }
   if (owner.size() < static_cast<size_t>(n)) {
-    return BadBatch(absl::StrCat("room for ", owner.size(), " tokens, not ", n));
+    return BadBatch(
+        absl::StrCat("room for ", owner.size(), " tokens, not ", n));
   }
   for (int64_t t = 0; t < n; ++t) {
     if (batch.tokens[t] < 0 || batch.tokens[t] >= limits.n_vocab) {
@@ -75,6 +76,13 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
     if (slice.num_logits < 0 || slice.num_logits > slice.token_count) {
       return where(absl::StrCat(slice.num_logits, " logit rows for ",
                                 slice.token_count, " tokens"));
+    }
+    if (slice.num_hidden < 0 || slice.num_hidden > slice.token_count) {
+      return where(absl::StrCat(slice.num_hidden, " hidden rows for ",
+                                slice.token_count, " tokens"));
+    }
+    if (slice.num_hidden > 0 && limits.hidden_width == 0) {
+      return where("this backend returns no hidden rows (embeddings)");
     }
     const int64_t end = int64_t{slice.position_begin} + slice.token_count;
     if (end > (int64_t{1} << 31) - 1) return where("position overflow");
@@ -113,6 +121,14 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
     return BadBatch(absl::StrCat("logits hold ", logits_size, " floats; ", rows,
                                  " rows of ", limits.n_vocab, " want ",
                                  rows * limits.n_vocab));
+  }
+  const size_t hidden_rows = static_cast<size_t>(NumHiddenRows(batch));
+  const size_t hidden_want =
+      hidden_rows * static_cast<size_t>(limits.hidden_width);
+  if (batch.hidden.size() != hidden_want) {
+    return BadBatch(absl::StrCat("hidden holds ", batch.hidden.size(),
+                                 " floats; ", hidden_rows, " rows want ",
+                                 hidden_want));
   }
   return absl::OkStatus();
 }

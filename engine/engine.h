@@ -20,6 +20,9 @@
 //  - The result is one row of n_vocab float logits for each of the last
 //    num_logits tokens of each slice: slice order, then token order. A
 //    token's row is the same whether its slice asks for one row or more.
+//  - Slices may also ask for hidden rows (SequenceSlice::num_hidden): the
+//    last layer's output after the output norm, the vector an embedding
+//    model pools, written into ForwardBatch::hidden in the same order.
 //  - The result for a token depends only on its sequence's tokens and
 //    positions, never on what else shares the step (batch invariance).
 //
@@ -65,6 +68,10 @@ class Engine {
   // nothing over the host sampler.
   virtual bool samples_on_device() const { return false; }
 
+  // Whether Forward returns hidden rows (SequenceSlice::num_hidden), which
+  // embedding requests need. The default: it does not.
+  virtual bool returns_hidden() const { return false; }
+
   // Forward, with the logit rows that `sampling` marks in_engine sampled by
   // the engine instead of returned (row_sampling.h: SampleRow's rule, the
   // same token on every backend for the same row). sampling[j] and
@@ -95,15 +102,20 @@ struct BatchLimits {
   int32_t block_size = 0;
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 0;
+  // n_embd when the backend returns hidden rows; 0 when it does not (a
+  // batch asking for them is then InvalidArgument).
+  int64_t hidden_width = 0;
 };
 
 // The contract above, checked for every backend: 1..max_tokens_per_step
 // tokens with ids in the vocabulary, `logits_size` = logit rows × n_vocab,
 // each slice non-empty inside the batch at non-negative positions (below
-// 2^31) with 0..token_count logit rows and a block table that covers them with ids in the pool, and every
-// token in exactly one slice. On success `owner[t]` (sized for at least the
-// batch's tokens) is token t's slice; on failure InvalidArgument
-// "forward batch: ..." naming the slice / token / entry.
+// 2^31) with 0..token_count logit rows, 0..token_count hidden rows (none
+// unless limits.hidden_width, and batch.hidden sized for them) and a block
+// table that covers them with ids in the pool, and every token in exactly one
+// slice. On success `owner[t]` (sized for at least the batch's tokens) is token
+// t's slice; on failure InvalidArgument "forward batch: ..." naming the slice /
+// token / entry.
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
                                const BatchLimits& limits,
                                absl::Span<int32_t> owner);
@@ -123,6 +135,13 @@ inline int64_t BlocksNeeded(const SequenceSlice& slice, int32_t block_size) {
 inline int32_t NumLogitRows(const ForwardBatch& batch) {
   int32_t n = 0;
   for (const SequenceSlice& s : batch.sequences) n += s.num_logits;
+  return n;
+}
+
+// The number of hidden rows `batch` asks for.
+inline int32_t NumHiddenRows(const ForwardBatch& batch) {
+  int32_t n = 0;
+  for (const SequenceSlice& s : batch.sequences) n += s.num_hidden;
   return n;
 }
 

@@ -31,11 +31,21 @@ struct SequenceSlice {
   // sequence about to sample its next token; more to verify draft tokens
   // (speculative decoding: the rows of a token and of the drafts after it).
   int32_t num_logits = 0;
+  // Hidden-state rows the engine returns for the slice (embeddings): the
+  // final hidden state after the output norm, one for each of its last
+  // num_hidden tokens (in [0, token_count]), in token order, into
+  // ForwardBatch::hidden. Only backends that say so (BatchLimits::
+  // hidden_width) accept them.
+  int32_t num_hidden = 0;
 };
 
 struct ForwardBatch {
-  std::vector<int32_t> tokens;            // (num_tokens)
-  std::vector<SequenceSlice> sequences;   // (num_sequences), any order
+  std::vector<int32_t> tokens;           // (num_tokens)
+  std::vector<SequenceSlice> sequences;  // (num_sequences), any order
+  // Where the engine writes the slices' hidden rows, slice order then token
+  // order; exactly NumHiddenRows × n_embd floats (empty when none are
+  // asked for). The caller owns the storage and keeps it for the step.
+  absl::Span<float> hidden;  // (num_hidden_rows, n_embd)
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };

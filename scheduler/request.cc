@@ -113,6 +113,7 @@ void Request::Preempt() {
   lease_.Reset();
   lost_computed_tokens_ = num_computed_tokens_;
   num_computed_tokens_ = 0;
+  if (pooler_ != nullptr) pooler_->Reset();
   ++usage_.preemptions;
   state_ = RequestState::kWaiting;
 }
@@ -164,6 +165,9 @@ FinishInfo Request::Finish(FinishReason reason, absl::Status status,
   info.stop_token = stop_token_;
   info.usage = usage_;
   info.timings = timings_;
+  if (pooler_ != nullptr && info.status.ok() && num_uncomputed() == 0) {
+    info.embedding = pooler_->Finish();
+  }
   spec_.sink->OnFinished(info);
   return info;
 }

@@ -47,6 +47,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "engine/embedding_pooler.h"
+#include "engine/model/model_config.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvpager/block_lease.h"
@@ -104,6 +106,14 @@ struct RequestSpec {
   // 0..kMaxForcedTokens, 0 = off. They carry no logprobs: leave it off
   // when the request asks for them.
   int32_t max_forced_tokens = 0;
+  // An embedding request (POST /v1/embeddings): the prompt is computed and
+  // pooled as the model's pooling type says (model_config.h), nothing is
+  // sampled, and the request finishes (kStop, its blocks freed) with the
+  // vector in FinishInfo::embedding once its prompt is computed. Needs a
+  // model with a pooling type, stop.max_tokens 1 (what it reserves beside
+  // the prompt) and a group of one. Mean and cls pooling compute the
+  // whole prompt: such a request neither uses nor fills the prefix cache.
+  bool embed = false;
   std::shared_ptr<TokenSink> sink;  // required
 };
 
@@ -127,7 +137,14 @@ class Request {
   uint64_t arrival_seq() const { return arrival_seq_; }
   double pace() const { return spec_.pace_tokens_per_s; }
   absl::string_view cache_salt() const {
+    if (UncachedPrompt()) return kUncachedSalt;
     return spec_.cache_salt.empty() ? spec_.tenant : spec_.cache_salt;
+  }
+  // An embedding request pooled over the whole prompt: its blocks must
+  // not come from or enter the prefix cache (no MarkComputed).
+  bool UncachedPrompt() const {
+    return pooler_ != nullptr &&
+           engine::EmbeddingPooler::NeedsWholePrompt(pooler_->pooling());
   }
   const StopConditions& stop() const { return spec_.stop; }
   int32_t max_draft_tokens() const { return spec_.max_draft_tokens; }
@@ -153,6 +170,15 @@ class Request {
   // Whether the prompt has been charged to the tenant (first admission).
   bool prompt_charged() const { return prompt_charged_; }
   void set_prompt_charged() { prompt_charged_ = true; }
+
+  // --- Embedding (RequestSpec::embed) ----------------------------------
+  bool embed() const { return spec_.embed; }
+  // Set once by the scheduler at submission for an embedding request.
+  void set_pooling(engine::PoolingType pooling, int64_t width) {
+    pooler_ = std::make_unique<engine::EmbeddingPooler>(pooling, width);
+  }
+  // Null unless an embedding request.
+  engine::EmbeddingPooler* pooler() { return pooler_.get(); }
 
   // --- Token budget (tenant_queues.h: Token budget) -----------------------
   // A request reserves prompt + max_tokens of its tenant's tokens per
@@ -261,8 +287,14 @@ class Request {
   Usage usage_;
   RequestTimings timings_;
   absl::Time last_token_ = absl::InfinitePast();
-  std::vector<std::unique_ptr<Request>> held_;  // a parent's children
-  Request* holder_ = nullptr;                   // a held child's parent
+  std::vector<std::unique_ptr<Request>> held_;       // a parent's children
+  Request* holder_ = nullptr;                        // a held child's parent
+  std::unique_ptr<engine::EmbeddingPooler> pooler_;  // embedding requests
+
+  // The salt no lookup ever matches (nothing is marked under it).
+  static constexpr absl::string_view kUncachedSalt =
+      "\x1f"
+      "uncached";
 };
 
 }  // namespace paceline::scheduler

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -64,6 +65,9 @@ struct FinishInfo {
   int32_t stop_token = -1;
   Usage usage;
   RequestTimings timings;
+  // An embedding request's pooled, L2-normalized vector (n_embd floats)
+  // when it finished OK (reason kStop); empty otherwise.
+  std::vector<float> embedding;
 };
 
 // What the scheduler tells a sink when it takes the request.

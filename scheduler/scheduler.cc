@@ -67,6 +67,9 @@ Scheduler::Scheduler(const SchedulerOptions& options,
     : engine_max_tokens_(engine.max_tokens_per_step()),
       max_running_(options.max_running),
       vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
+      pooling_(engine.config().pooling),
+      returns_hidden_(engine.returns_hidden()),
+      n_embd_(engine.config().n_embd),
       context_length_(engine.config().context_length),
       pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
       block_size_(engine.block_size()),
@@ -123,6 +126,7 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
     }
   }
   RETURN_IF_ERROR(engine::Validate(spec.sampling, vocab_size_));
+  if (spec.embed) RETURN_IF_ERROR(CheckEmbedding(spec));
   const StopConditions& stop = spec.stop;
   if (stop.max_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -165,6 +169,25 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
                      " tokens) plus max_tokens (", stop.max_tokens, ") needs ",
                      positions, " positions of KV cache; the whole pool holds ",
                      pool_tokens_, ", so it can never run"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckEmbedding(const RequestSpec& spec) const {
+  if (pooling_ == engine::PoolingType::kNone) {
+    return absl::FailedPreconditionError(
+        "the model has no pooling type: it is a generation model, not an "
+        "embedding model");
+  }
+  if (!returns_hidden_) {
+    return absl::UnimplementedError(
+        "this engine computes no embeddings (only the CPU engine does)");
+  }
+  if (spec.stop.max_tokens != 1 || spec.max_draft_tokens != 0 ||
+      spec.max_forced_tokens != 0) {
+    return absl::InvalidArgumentError(
+        "an embedding request has max_tokens 1 and no drafts or forced "
+        "tokens");
   }
   return absl::OkStatus();
 }
@@ -680,7 +703,14 @@ void Scheduler::BuildBatch() {
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
     const int32_t own = s.num_tokens - s.num_draft;
-    if (own == r->num_uncomputed()) {
+    if (r->embed()) {
+      slice.num_hidden = engine::EmbeddingPooler::RowsNeeded(
+          r->pooler()->pooling(), begin, own, r->num_prompt_tokens());
+      if (slice.num_hidden > 0) {
+        s.hidden_row = static_cast<int32_t>(plan_.hidden.size() / n_embd_);
+        plan_.hidden.resize(plan_.hidden.size() + slice.num_hidden * n_embd_);
+      }
+    } else if (own == r->num_uncomputed()) {
       slice.num_logits = 1 + s.num_draft;
       s.logits_row = plan_.num_logit_rows;
       plan_.num_logit_rows += slice.num_logits;
@@ -691,6 +721,7 @@ void Scheduler::BuildBatch() {
                         r->draft().end());
     batch.sequences.push_back(slice);
   }
+  batch.hidden = absl::MakeSpan(plan_.hidden);
 }
 
 // --- Update ------------------------------------------------------------------
@@ -721,11 +752,17 @@ void Scheduler::Update(const StepTokens& tokens) {
       continue;
     }
     r->AddComputed(s.num_tokens);
-    const absl::Status marked =
-        pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
-    // The lease covers every computed token (GrowLease): cannot fail.
-    assert(marked.ok());
-    (void)marked;
+    if (!r->UncachedPrompt()) {
+      const absl::Status marked =
+          pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
+      // The lease covers every computed token (GrowLease): cannot fail.
+      assert(marked.ok());
+      (void)marked;
+    }
+    if (r->embed()) {
+      TakeHidden(r, s, now);
+      continue;
+    }
     // A parent's fork point: its lease's tokens, the prompt but the last,
     // are computed (scheduler_group.cc).
     if (r->holds_children() &&
@@ -741,6 +778,20 @@ void Scheduler::Update(const StepTokens& tokens) {
   std::erase_if(running_, [](const std::unique_ptr<Request>& r) {
     return r->state() == RequestState::kFinished;
   });
+}
+
+void Scheduler::TakeHidden(Request* r, const ScheduledRequest& s,
+                           absl::Time now) {
+  if (s.hidden_row >= 0) {
+    const int32_t rows =
+        plan_.batch.sequences[&s - plan_.scheduled.data()].num_hidden;
+    r->pooler()->Add(r->num_computed_tokens() - 1,
+                     absl::MakeConstSpan(plan_.hidden)
+                         .subspan(s.hidden_row * n_embd_, rows * n_embd_));
+  }
+  if (r->num_uncomputed() == 0) {
+    FinishRunning(r, FinishReason::kStop, absl::OkStatus(), now);
+  }
 }
 
 void Scheduler::TakeToken(Request* r, const SampledRow& row, absl::Time now) {

@@ -116,6 +116,11 @@ class Scheduler {
   // The checks of Submit that need no queue state (see the top). Safe to
   // call from any thread: it reads constants only.
   absl::Status CheckRequest(const RequestSpec& spec) const;
+  // CheckRequest's part for RequestSpec::embed: FailedPrecondition when
+  // the model has no pooling type; Unimplemented when the engine returns
+  // no hidden rows (the CUDA engine, for now); InvalidArgument for max_tokens
+  // other than 1, drafts or forced tokens.
+  absl::Status CheckEmbedding(const RequestSpec& spec) const;
 
   // Queues a request under `id` (unique among live requests; AlreadyExists
   // otherwise) and calls its sink's OnAccepted. Errors as listed at the
@@ -266,6 +271,9 @@ class Scheduler {
   void BuildBatch();
   // Update's helpers.
   void TakeToken(Request* r, const SampledRow& row, absl::Time now);
+  // An embedding request's step: pools its hidden rows, and finishes it
+  // once its prompt is computed.
+  void TakeHidden(Request* r, const ScheduledRequest& s, absl::Time now);
   // A drafted request's rows: its sampled tokens while they match the
   // draft, then its lease truncated to what is computed.
   // Appends the tokens r's token mask forces after its last (fast-forward).
@@ -285,6 +293,9 @@ class Scheduler {
   const int32_t engine_max_tokens_;
   const int32_t max_running_;
   const int32_t vocab_size_;
+  const engine::PoolingType pooling_;  // the model's (embedding requests)
+  const bool returns_hidden_;          // Engine::returns_hidden()
+  const int64_t n_embd_;
   const int64_t context_length_;
   const int64_t pool_tokens_;
   const int32_t block_size_;

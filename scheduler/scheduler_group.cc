@@ -86,6 +86,10 @@ absl::Status Scheduler::CheckGroupShape(
       return absl::InvalidArgumentError(absl::StrCat(
           "group member ", i, " has another ", differs, " than member 0"));
     }
+    if (s.embed && specs.size() > 1) {
+      return absl::InvalidArgumentError(
+          "an embedding request is submitted alone, not in a group");
+    }
     if (!sinks.insert(s.sink.get()).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group member ", i, " shares its sink with an earlier member"));
@@ -174,6 +178,7 @@ absl::Status Scheduler::SubmitGroup(absl::Span<const RequestId> ids,
     auto request = std::make_unique<Request>(
         ids[i], std::move(specs[i]), tenant, next_arrival_seq_++, now,
         std::move(samplers[i]), tokenizer_);
+    if (request->embed()) request->set_pooling(pooling_, n_embd_);
     live_[ids[i]] = request.get();
     if (parent == nullptr) {
       parent = std::move(request);

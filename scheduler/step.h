@@ -34,6 +34,9 @@ struct ScheduledRequest {
   // Its first row of the step's logits, or -1; with a draft, 1 + num_draft
   // rows from there: the last token's, then each draft token's.
   int32_t logits_row = -1;
+  // An embedding request's first row of StepPlan::hidden, or -1; then
+  // SequenceSlice::num_hidden rows (EmbeddingPooler::RowsNeeded).
+  int32_t hidden_row = -1;
 };
 
 // What the engine runs this step. Produced by Schedule, valid until the next
@@ -49,6 +52,9 @@ struct StepPlan {
   // order: logits_row runs over [0, num_logit_rows).
   int32_t num_logit_rows = 0;
   int32_t num_preempted = 0;
+  // The hidden rows embedding requests asked for, which the engine writes
+  // (batch.hidden views it): (NumHiddenRows(batch), n_embd).
+  std::vector<float> hidden;
 
   bool empty() const { return scheduled.empty(); }
   // Empties the plan, keeping its buffers.
@@ -57,6 +63,8 @@ struct StepPlan {
     batch.sequences.clear();
     copies.clear();
     scheduled.clear();
+    hidden.clear();
+    batch.hidden = {};
     num_logit_rows = num_preempted = 0;
   }
 };

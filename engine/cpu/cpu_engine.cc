@@ -98,8 +98,8 @@ uint64_t CpuEngine::PackedBytes(const ModelWeights& weights,
 std::vector<WeightView*> CpuEngine::MatrixSlots() {
   std::vector<WeightView*> slots;
   for (LayerMatrices& m : matrices_) {
-    for (WeightView* v : {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down,
-                          &m.moe.router}) {
+    for (WeightView* v :
+         {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down, &m.moe.router}) {
       if (v->rows > 0) slots.push_back(v);
     }
     for (ExpertWeights& e : m.moe.experts) {
@@ -210,6 +210,7 @@ absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
   limits.block_size = options_.block_size;
   limits.num_blocks = options_.num_blocks;
   limits.max_tokens_per_step = options_.max_tokens_per_step;
+  limits.hidden_width = config().n_embd;
   RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
                                     absl::MakeSpan(token_table_)));
   block_tables_.clear();
@@ -246,12 +247,26 @@ absl::Status CpuEngine::Forward(const ForwardBatch& batch,
   ForRows(n, 16 * half, [&](int64_t b, int64_t e) {
     RopeAngles(&positions_[b], e - b, rope_, &cos_[b * half], &sin_[b * half]);
   });
-  last_step_weight_bytes_ = moe_ != nullptr ? dense_bytes_
-                                             : weights_->MatMulBytesPerToken();
+  last_step_weight_bytes_ =
+      moe_ != nullptr ? dense_bytes_ : weights_->MatMulBytesPerToken();
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
   }
+  WriteHidden(batch);
   return ComputeLogits(batch, logits);
+}
+
+void CpuEngine::WriteHidden(const ForwardBatch& batch) {
+  const ModelConfig& c = config();
+  int64_t rows = 0;
+  for (const SequenceSlice& s : batch.sequences) {
+    if (s.num_hidden == 0) continue;
+    const int64_t end = s.token_begin + s.token_count;
+    RmsNorm(&x_[(end - s.num_hidden) * c.n_embd],
+            weights_->output_norm().data(), s.num_hidden, c.n_embd,
+            static_cast<float>(c.rms_norm_eps), &batch.hidden[rows * c.n_embd]);
+    rows += s.num_hidden;
+  }
 }
 
 absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
@@ -303,8 +318,8 @@ absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
     RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
   });
   if (moe_ != nullptr) {  // mixture of experts (moe_ffn.h)
-    RETURN_IF_ERROR(moe_->Run(m.moe, h_.data(), n, proj_.data(), pool_,
-                              matmul_scratch_));
+    RETURN_IF_ERROR(
+        moe_->Run(m.moe, h_.data(), n, proj_.data(), pool_, matmul_scratch_));
     last_step_weight_bytes_ += moe_->last_run_bytes() - ViewBytes(m.moe.router);
     AddInPlace(x_.data(), proj_.data(), n * embd);
     return absl::OkStatus();

@@ -18,6 +18,7 @@
 //     x += (silu(h Wgate) * (h Wup)) Wdown
 //       (qwen3moe: x += the routed experts' sum instead, moe_ffn.h)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
+//   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings)
 // Every matmul reads its weights once for all n tokens, from copies packed
 // at creation into the kernels' panel layout where that runs faster on this
 // CPU (CpuEngineOptions::pack_weights). Buffers are sized at creation for
@@ -96,6 +97,7 @@ class CpuEngine final : public Engine {
   const ModelWeights& weights() const { return *weights_; }
   // Bytes of the matrices packed at creation (0 when none were).
   size_t packed_bytes() const { return packed_bytes_; }
+  bool returns_hidden() const override { return true; }
   // Weight bytes the last Forward's matmuls read: every matrix once, but
   // of a MoE layer's experts only those its tokens selected.
   uint64_t last_step_weight_bytes() const { return last_step_weight_bytes_; }
@@ -116,6 +118,8 @@ class CpuEngine final : public Engine {
   template <typename Fn>
   void ForRows(int64_t n_rows, int64_t row_width, Fn&& fn);
   void WriteKv(int64_t layer, int64_t n);
+  // The slices' hidden rows (SequenceSlice::num_hidden) into batch.hidden.
+  void WriteHidden(const ForwardBatch& batch);
   absl::Status ComputeLogits(const ForwardBatch& batch,
                              absl::Span<float> logits);
   absl::Status MatMul(const WeightView& w, const float* x, int64_t n, float* y);

@@ -207,6 +207,20 @@ absl::Status ReadRopeScaling(const GgufFile& file, const std::string& arch,
   return absl::OkStatus();
 }
 
+// `<arch>.pooling_type` (llama.cpp's enum): absent or 0 is none.
+absl::StatusOr<PoolingType> ReadPooling(const GgufFile& file,
+                                        const std::string& arch) {
+  const std::string key = absl::StrCat(arch, ".pooling_type");
+  if (!file.Has(key)) return PoolingType::kNone;
+  ASSIGN_OR_RETURN(const uint64_t raw, file.GetUint(key));
+  if (raw > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key '", key, "' is ", raw,
+                     "; supported: 0 none, 1 mean, 2 cls, 3 last"));
+  }
+  return static_cast<PoolingType>(raw);
+}
+
 // Reads head counts, head size and rope dims, then checks they fit together.
 absl::Status ReadAttention(const GgufFile& file, const std::string& arch,
                            ModelConfig* c) {
@@ -371,6 +385,20 @@ int64_t ModelConfig::ActiveParameterCount() const {
   return ParameterCount() - n_layers * idle * 3 * n_embd * n_ff_exp;
 }
 
+absl::string_view PoolingTypeName(PoolingType pooling) {
+  switch (pooling) {
+    case PoolingType::kNone:
+      return "none";
+    case PoolingType::kMean:
+      return "mean";
+    case PoolingType::kCls:
+      return "cls";
+    case PoolingType::kLast:
+      return "last";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(const absl::string_view arch_name,
                    file.GetString("general.architecture"));
@@ -415,6 +443,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   c.qkv_bias = arch->may_have_qkv_bias &&
                file.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = arch->qk_norm;
+  ASSIGN_OR_RETURN(c.pooling, ReadPooling(file, a));
   if (arch->moe) RETURN_IF_ERROR(ReadExperts(file, a, &c));
   return c;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_file.h"
 
 namespace paceline::engine {
@@ -21,6 +22,17 @@ enum class RopeLayout {
 };
 
 enum class RopeScaling { kNone, kLinear, kYarn };
+
+// How an embedding model turns a prompt's final hidden states (after the
+// output norm) into one vector: GGUF `<arch>.pooling_type`, llama.cpp's
+// enum values. kNone: a generation model (no key, or 0).
+enum class PoolingType : int8_t {
+  kNone = 0,
+  kMean = 1,  // the average over the prompt's tokens
+  kCls = 2,   // the first token's
+  kLast = 3,  // the last token's (Qwen3-Embedding)
+};
+absl::string_view PoolingTypeName(PoolingType pooling);
 
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3moe"
@@ -54,6 +66,9 @@ struct ModelConfig {
   bool tied_output = false;  // no output.weight: reuse token_embd
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3: per-head RMSNorm on Q and K
+  // `<arch>.pooling_type`: set for an embedding model (kNone otherwise).
+  // Rank pooling (4, rerankers) is refused at load.
+  PoolingType pooling = PoolingType::kNone;
 
   // Mixture of experts (qwen3moe), 0 for a dense FFN. Each layer's FFN is a
   // router (n_expert, n_embd) whose softmax picks the top n_expert_used
@@ -80,7 +95,8 @@ struct ModelConfig {
 // / expert_used_count, as llama.cpp); keys that would change its routing
 // math (expert_group_count > 1, expert_shared_count > 0, a gating function
 // other than softmax, expert_weights_norm false, expert_weights_scale other
-// than 1) are refused naming the key.
+// than 1) are refused naming the key. `<arch>.pooling_type` above 3 (rank)
+// is refused naming the key.
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 
 // Checks that every tensor the architecture needs is present with the shape

@@ -123,6 +123,8 @@ constexpr KeyRule kDecoderKeys[] = {
     {"rope.scaling.yarn_attn_factor", KeyUse::kRead},
     {"rope.scaling.yarn_beta_fast", KeyUse::kRead},
     {"rope.scaling.yarn_beta_slow", KeyUse::kRead},
+    // An embedding model's pooling (model_config.h: PoolingType).
+    {"pooling_type", KeyUse::kRead},
     // Whether the model was fine-tuned at the scaled length.
     {"rope.scaling.finetuned", KeyUse::kInformational},
     // The checkpoint's original layout; conversions already permuted Q/K.

@@ -4,6 +4,7 @@
 // Test-only edits of a real GGUF file: the stories260K weights and
 // tokenizer with metadata a test adds (e.g. a chat template).
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,11 @@ namespace paceline::testing {
 absl::StatusOr<std::string> AddStringMetadata(
     absl::string_view gguf,
     const std::vector<std::pair<std::string, std::string>>& entries);
+
+// `gguf` with one uint32 metadata entry added, as AddStringMetadata.
+absl::StatusOr<std::string> AddUint32Metadata(absl::string_view gguf,
+                                              absl::string_view key,
+                                              uint32_t value);
 
 }  // namespace paceline::testing
 
