@@ -44,6 +44,7 @@
 #include "server/frontend/frontend.h"
 #include "server/frontend/tenant_policy.h"
 #include "server/grpc/grpc_service.h"
+#include "server/grpc/reflection_v1.h"
 #include "server/http/cors.h"
 #include "server/http/http_server.h"
 #include "server/memory_trim.h"
@@ -371,6 +372,7 @@ int Daemon::StartGrpc() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   const v1::ServerConfig::Grpc& g = config_.grpc();
   grpc::ServerBuilder builder;
+  builder.SetOption(ReflectionV1Option());  // v1 next to v1alpha
   builder.AddListeningPort(config_.listen(), *creds, &port_);
   builder.SetMaxReceiveMessageSize(g.max_message_bytes());
   builder.SetMaxSendMessageSize(g.max_message_bytes());
