@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/openai/openai_chat_fields.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_options.h"
@@ -31,6 +32,8 @@ using openai::InvalidParam;
 using openai::Json;
 using openai::Member;
 using openai::OpenAiRequest;
+using openai::ReadTools;
+using openai::StrictFlag;
 using openai::ToolChoice;
 using openai::TypeName;
 
@@ -283,24 +286,7 @@ absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out,
   if (schema == nullptr) return Required(sparam);
   RETURN_IF_ERROR(ExpectObject(*schema, sparam));
   f->set_parameters(Dump(*schema));
-  *strict = false;
-  if (const Json* s = Find(tool, "strict")) {
-    ASSIGN_OR_RETURN(*strict, AsBool(*s, Member(param, "strict")));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Tools(const Json& body, v1::Chat* chat,
-                   std::vector<bool>* strict) {
-  const Json* tools = Find(body, "tools");
-  if (tools == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
-  for (size_t i = 0; i < tools->size(); ++i) {
-    bool one = false;
-    RETURN_IF_ERROR(
-        Tool((*tools)[i], Index("tools", i), chat->add_tools(), &one));
-    strict->push_back(one);
-  }
+  ASSIGN_OR_RETURN(*strict, StrictFlag(tool, param));
   return absl::OkStatus();
 }
 
@@ -360,8 +346,12 @@ absl::Status Thinking(const Json& body, v1::Chat* chat) {
   const Json* thinking = Find(body, "thinking");
   if (thinking == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(ExpectObject(*thinking, "thinking"));
-  ASSIGN_OR_RETURN(const std::string type,
-                   RequiredString(*thinking, "type", "thinking"));
+  // (Not ASSIGN_OR_RETURN: GCC 12 sees the moved-from string as maybe
+  // uninitialized once this is inlined.)
+  const absl::StatusOr<std::string> read =
+      RequiredString(*thinking, "type", "thinking");
+  if (!read.ok()) return read.status();
+  const std::string& type = *read;
   bool enabled = false;
   if (type == "enabled" || type == "adaptive") {
     enabled = true;
@@ -412,7 +402,7 @@ absl::StatusOr<OpenAiRequest> ParseCommon(const Json& body) {
   v1::Chat* chat = request.mutable_chat();
   RETURN_IF_ERROR(Conversation(body, chat));
   std::vector<bool> strict;
-  RETURN_IF_ERROR(Tools(body, chat, &strict));
+  RETURN_IF_ERROR(ReadTools(body, &Tool, chat, &strict));
   bool parallel = true;  // Anthropic's default
   RETURN_IF_ERROR(ToolChoiceOption(body, chat, &out, &parallel));
   RETURN_IF_ERROR(openai::ConstrainToolCalls(strict, parallel, out, &request));

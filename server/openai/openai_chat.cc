@@ -163,25 +163,7 @@ absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out,
     RETURN_IF_ERROR(ExpectObject(*schema, Member(fparam, "parameters")));
     f->set_parameters(Dump(*schema));
   }
-  *strict = false;
-  if (const Json* v = Find(*function, "strict")) {
-    ASSIGN_OR_RETURN(*strict, AsBool(*v, Member(fparam, "strict")));
-  }
-  return absl::OkStatus();
-}
-
-// The tools, and whether each is strict.
-absl::Status Tools(const Json& body, v1::Chat* chat,
-                   std::vector<bool>* strict) {
-  const Json* tools = Find(body, "tools");
-  if (tools == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
-  for (size_t i = 0; i < tools->size(); ++i) {
-    bool one = false;
-    RETURN_IF_ERROR(
-        Tool((*tools)[i], Index("tools", i), chat->add_tools(), &one));
-    strict->push_back(one);
-  }
+  ASSIGN_OR_RETURN(*strict, StrictFlag(*function, fparam));
   return absl::OkStatus();
 }
 
@@ -231,7 +213,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(
   v1::Chat* chat = request.mutable_chat();
   RETURN_IF_ERROR(Messages(json, chat));
   std::vector<bool> strict;
-  RETURN_IF_ERROR(Tools(json, chat, &strict));
+  RETURN_IF_ERROR(ReadTools(json, &Tool, chat, &strict));
   RETURN_IF_ERROR(ToolChoiceOption(json, chat, &out));
   ASSIGN_OR_RETURN(const bool parallel, ParallelToolCalls(json));
   RETURN_IF_ERROR(ConstrainToolCalls(strict, parallel, out, &request));

@@ -57,4 +57,24 @@ absl::Status TemplateOptions(const Json& body, v1::Chat* chat) {
   return absl::OkStatus();
 }
 
+absl::Status ReadTools(const Json& body, ToolReader read, v1::Chat* chat,
+                       std::vector<bool>* strict) {
+  const Json* tools = Find(body, "tools");
+  if (tools == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
+  for (size_t i = 0; i < tools->size(); ++i) {
+    bool one = false;
+    RETURN_IF_ERROR(
+        read((*tools)[i], Index("tools", i), chat->add_tools(), &one));
+    strict->push_back(one);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> StrictFlag(const Json& tool, absl::string_view param) {
+  const Json* v = Find(tool, "strict");
+  if (v == nullptr) return false;
+  return AsBool(*v, Member(param, "strict"));
+}
+
 }  // namespace paceline::server::openai

@@ -6,6 +6,8 @@
 // (vLLM's `chat_template_kwargs`, `add_generation_prompt`). Internal to
 // server/openai; the facts are in openai_request.h.
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -25,6 +27,19 @@ absl::Status ToolChoiceMode(const Json& choice, v1::Chat* chat,
 
 // `parallel_tool_calls`, true when absent (OpenAI's default).
 absl::StatusOr<bool> ParallelToolCalls(const Json& body);
+
+// One API's reader of one tool (`param` names it, "tools[2]"): fills
+// `out` and says whether the tool is strict.
+using ToolReader = absl::Status (*)(const Json& tool, absl::string_view param,
+                                    v1::Tool* out, bool* strict);
+
+// `tools` (absent: none), each read by `read` into chat's tools; `strict`
+// gets one entry per tool.
+absl::Status ReadTools(const Json& body, ToolReader read, v1::Chat* chat,
+                       std::vector<bool>* strict);
+
+// A tool's `strict` (false when absent).
+absl::StatusOr<bool> StrictFlag(const Json& tool, absl::string_view param);
 
 // `chat_template_kwargs` (each value kept as JSON text) and
 // `add_generation_prompt`.

@@ -299,24 +299,7 @@ absl::Status Tool(const Json& tool, absl::string_view param, v1::Tool* out,
     RETURN_IF_ERROR(ExpectObject(*schema, Member(param, "parameters")));
     f->set_parameters(Dump(*schema));
   }
-  *strict = false;
-  if (const Json* v = Find(tool, "strict")) {
-    ASSIGN_OR_RETURN(*strict, AsBool(*v, Member(param, "strict")));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Tools(const Json& body, v1::Chat* chat,
-                   std::vector<bool>* strict) {
-  const Json* tools = Find(body, "tools");
-  if (tools == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(ExpectArray(*tools, "tools"));
-  for (size_t i = 0; i < tools->size(); ++i) {
-    bool one = false;
-    RETURN_IF_ERROR(
-        Tool((*tools)[i], Index("tools", i), chat->add_tools(), &one));
-    strict->push_back(one);
-  }
+  ASSIGN_OR_RETURN(*strict, StrictFlag(tool, param));
   return absl::OkStatus();
 }
 
@@ -407,7 +390,7 @@ absl::StatusOr<OpenAiRequest> ParseResponsesRequest(absl::string_view body,
   v1::Chat* chat = request.mutable_chat();
   RETURN_IF_ERROR(Input(json, chat));
   std::vector<bool> strict;
-  RETURN_IF_ERROR(Tools(json, chat, &strict));
+  RETURN_IF_ERROR(ReadTools(json, &Tool, chat, &strict));
   RETURN_IF_ERROR(ToolChoiceOption(json, chat, &out));
   ASSIGN_OR_RETURN(const bool parallel, ParallelToolCalls(json));
   RETURN_IF_ERROR(ConstrainToolCalls(strict, parallel, out, &request));
