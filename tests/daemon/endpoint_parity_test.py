@@ -10,7 +10,6 @@ Environment: as openai_http_test.py.
 """
 
 import hashlib
-import http.client
 import json
 import socket
 import unittest
@@ -63,19 +62,6 @@ class ParityTest(DaemonTestCase):
             raise unittest.SkipTest(f"no {TEMPLATE}")
         super().setUpClass()
 
-    def total(self, name):
-        """`name` summed over its series (0 when there is none)."""
-        conn = http.client.HTTPConnection("127.0.0.1",
-                                          self.daemon.metrics_port,
-                                          timeout=30)
-        try:
-            conn.request("GET", "/metrics")
-            text = conn.getresponse().read().decode("utf-8")
-        finally:
-            conn.close()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name + "{") or line.startswith(name + " "))
-
     def test_each_endpoint_is_paced_and_cancelled_when_the_client_leaves(self):
         for endpoint in ENDPOINTS:
             with self.subTest(endpoint=endpoint):
@@ -108,20 +94,22 @@ class ParityTest(DaemonTestCase):
     def test_each_endpoint_counts_requests_and_tokens(self):
         for endpoint in ENDPOINTS:
             with self.subTest(endpoint=endpoint):
-                requests = self.total("paceline_requests_total")
-                tokens = self.total("paceline_generation_tokens_total")
+                # Earlier requests' counts are final once nothing runs.
+                self.assertTrue(wait_until(self.idle), "not idle")
+                requests = self.metric_total("paceline_requests_total")
+                tokens = self.metric_total("paceline_generation_tokens_total")
                 status, _, answer = self.post(endpoint, body_for(endpoint, 4))
                 self.assertEqual(status, 200, answer)
                 self.assertTrue(wait_until(
-                    lambda: self.total("paceline_requests_total")
+                    lambda: self.metric_total("paceline_requests_total")
                     == requests + 1))
                 self.assertGreater(
-                    self.total("paceline_generation_tokens_total"), tokens)
+                    self.metric_total("paceline_generation_tokens_total"), tokens)
 
     def test_each_endpoint_applies_the_tenants_limits_in_its_shape(self):
         for endpoint in ENDPOINTS:
             with self.subTest(endpoint=endpoint):
-                before = self.total("paceline_rejections_total")
+                before = self.metric_total("paceline_rejections_total")
                 status, _, answer = self.post(
                     endpoint, body_for(endpoint, 16), key=CAPPED_KEY)
                 self.assertEqual(status, 400, answer)
@@ -135,7 +123,7 @@ class ParityTest(DaemonTestCase):
                                      "invalid_request_error", answer)
                     message = answer["error"]["message"]
                 self.assertIn("8", message)
-                self.assertEqual(self.total("paceline_rejections_total"),
+                self.assertEqual(self.metric_total("paceline_rejections_total"),
                                  before + 1)
                 # Within the limit it is served.
                 status, _, answer = self.post(
