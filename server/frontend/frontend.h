@@ -48,6 +48,7 @@
 #include "server/delivery/pacer.h"
 #include "server/delivery/stream_buffer.h"
 #include "server/frontend/auth.h"
+#include "server/frontend/embedding_call.h"
 #include "server/frontend/intake_pool.h"
 #include "server/frontend/request_builder.h"
 #include "server/frontend/server_observers.h"
@@ -155,6 +156,24 @@ class Frontend {
   // (NOT_FOUND "no live request ID of this tenant" otherwise).
   absl::Status Cancel(const TenantPolicy& tenant, scheduler::RequestId id);
 
+  // --- Embeddings ----------------------------------------------------------
+  // Embeds `inputs` (token ids each) for `tenant`: one embedding request
+  // (scheduler RequestSpec::embed) per input, all one live call, each
+  // queued, admitted, counted and fair-shared as the tenant's requests
+  // are. Refusals are returned, and then `done` is never called:
+  // FAILED_PRECONDITION when the model has no pooling type (a generation
+  // model); INVALID_ARGUMENT for no input, an empty one, an id outside the
+  // vocabulary, or one longer than the tenant's max_prompt_tokens or the
+  // context; UNAVAILABLE while draining; the serving loop's own (a full
+  // queue: RESOURCE_EXHAUSTED, none of the inputs left queued). Otherwise
+  // `done` runs once, on the intake pool (embedding_call.h).
+  absl::Status Embed(const TenantPolicy& tenant,
+                     std::vector<std::vector<int32_t>> inputs,
+                     EmbeddingsDone done);
+  // Forgets every live request of embedding call `call` (its end, on the
+  // intake pool; embedding_call.cc).
+  void UnregisterEmbeddingCall(const void* call);
+
   // --- Drain and expiry ----------------------------------------------------
   // From now on every call is refused with UNAVAILABLE ("draining").
   void BeginDrain();
@@ -203,6 +222,10 @@ class Frontend {
     absl::Time submitted;
     const void* call = nullptr;  // null: the request is a call of its own
   };
+  // Checks Embed's inputs against the model and the tenant.
+  absl::Status CheckEmbeddingInputs(
+      const TenantPolicy& tenant,
+      const std::vector<std::vector<int32_t>>& inputs) const;
   // Cancels each request and ends its call with `status`, outside mu_.
   void AbortCalls(
       const std::vector<std::pair<scheduler::RequestId, AbortFn>>& calls,

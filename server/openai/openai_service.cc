@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/http/router.h"
 #include "server/openai/chat_answer.h"
+#include "server/openai/embeddings_call.h"
 #include "server/openai/generation_call.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -38,6 +39,7 @@ std::vector<OpenAiService::ApiRoute> OpenAiService::OpenAiRoutes() {
       route("POST", "/v1/chat/completions", true, gen,
             &OpenAiService::ChatCompletions),
       route("POST", "/v1/responses", true, gen, &OpenAiService::Responses),
+      route("POST", "/v1/embeddings", true, gen, &OpenAiService::Embeddings),
       // A stored response's routes ({id}, {id}/input_items, {id}/cancel):
       // nothing is stored.
       route("GET", "/v1/responses/{id}", true, Runs::kNow,
@@ -266,6 +268,11 @@ void OpenAiService::StoredResponse(RouteCall& call) {
   (void)frontend_->Rejected(call.tenant->name,
                             absl::NotFoundError("no stored responses"));
   RespondResponseNotStored(call.request, *call.exchange);
+}
+
+void OpenAiService::Embeddings(RouteCall& call) {
+  StartEmbeddingsCall(frontend_, call.tenant, call.request,
+                      std::move(call.exchange));
 }
 
 void OpenAiService::Responses(RouteCall& call) {

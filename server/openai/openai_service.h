@@ -16,6 +16,7 @@
 //   POST /v1/completions       text_completion (stream: SSE)
 //   POST /v1/chat/completions  chat.completion (stream: SSE)
 //   POST /v1/responses         response (stream: typed SSE events)
+//   POST /v1/embeddings        list of embeddings (embeddings_call.h)
 //   GET|POST|DELETE /v1/responses/{id}[/...]  404: nothing is stored
 //   POST /tokenize             {prompt, add_special_tokens} -> tokens
 //   POST /detokenize           {tokens} -> prompt (the text)
@@ -101,6 +102,7 @@ class OpenAiService {
   void Completions(RouteCall& call);
   void ChatCompletions(RouteCall& call);
   void Responses(RouteCall& call);
+  void Embeddings(RouteCall& call);  // embeddings_call.h
   void StoredResponse(RouteCall& call);
   void Generate(RouteCall& call, Api api);
   // Answers a refusal of the call's own making (OpenAI's shape), counted
