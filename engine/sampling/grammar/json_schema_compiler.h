@@ -20,6 +20,22 @@ namespace paceline::engine::grammar::internal {
 
 using J = nlohmann::ordered_json;
 
+// A string schema's assertions as the compiler holds them: minLength and
+// maxLength (characters), or one pattern: the schema's `pattern` (search
+// semantics) or its `format`'s whole-string pattern. Unimplemented, naming
+// the keyword, for a format defined but not enforced and for a pattern or
+// format together with lengths; InvalidArgument for a malformed keyword.
+struct StringAssertions {
+  int64_t min = 0;
+  int64_t max = -1;  // -1: no maxLength
+  bool has_pattern = false;
+  std::string pattern;  // ECMAScript, when has_pattern
+  bool search = false;  // RegexOptions::search for `pattern`
+  bool Lengths() const { return min > 0 || max >= 0; }
+};
+absl::StatusOr<StringAssertions> ReadStringAssertions(const J& s,
+                                                      const std::string& where);
+
 class SchemaCompiler {
  public:
   SchemaCompiler(Grammar* g, const J& root, const JsonSchemaOptions& options);

@@ -249,11 +249,11 @@ absl::StatusOr<ExprId> SchemaCompiler::Pattern(const std::string& pattern,
   return e;
 }
 
-absl::StatusOr<ExprId> SchemaCompiler::String(const J& s,
-                                              const std::string& where) {
-  ASSIGN_OR_RETURN(int64_t min, Count(s, "minLength", 0, where));
-  ASSIGN_OR_RETURN(int64_t max, Count(s, "maxLength", -1, where));
-  const bool lengths = min > 0 || max >= 0;
+absl::StatusOr<StringAssertions> ReadStringAssertions(
+    const J& s, const std::string& where) {
+  StringAssertions a;
+  ASSIGN_OR_RETURN(a.min, Count(s, "minLength", 0, where));
+  ASSIGN_OR_RETURN(a.max, Count(s, "maxLength", -1, where));
   const char* format = nullptr;
   if (s.contains("format") && s["format"].is_string()) {
     const std::string name = s["format"].get<std::string>();
@@ -268,21 +268,35 @@ absl::StatusOr<ExprId> SchemaCompiler::String(const J& s,
       return absl::InvalidArgumentError(
           absl::StrCat("'pattern' at ", where, " is not a string"));
     }
-    if (lengths || format != nullptr) {
+    if (a.Lengths() || format != nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "'pattern' at ", where,
           " together with minLength/maxLength or a format is not supported"));
     }
-    return Pattern(s["pattern"].get<std::string>(), true, where);
+    a.has_pattern = true;
+    a.pattern = s["pattern"].get<std::string>();
+    a.search = true;
+    return a;
   }
   if (format != nullptr) {
-    if (lengths) {
+    if (a.Lengths()) {
       return absl::UnimplementedError(
           absl::StrCat("'format' at ", where,
                        " together with minLength/maxLength is not supported"));
     }
-    return Pattern(format, false, where);
+    a.has_pattern = true;
+    a.pattern = format;
   }
+  return a;
+}
+
+absl::StatusOr<ExprId> SchemaCompiler::String(const J& s,
+                                              const std::string& where) {
+  ASSIGN_OR_RETURN(const StringAssertions a, ReadStringAssertions(s, where));
+  if (a.has_pattern) return Pattern(a.pattern, a.search, where);
+  const int64_t min = a.min;
+  const int64_t max = a.max;
+  const bool lengths = a.Lengths();
   if (max >= 0 && min > max) return g_->Nothing();
   if (!lengths) return AnyString();
   const std::string key = absl::StrCat("len:", min, ":", max);

@@ -73,8 +73,16 @@ enum class ToolCallMode { kRequired, kNamed, kAuto };
 // any other, as JSON valid under its schema (gap VALUE gap; ATTRS
 // json_attrs): the parser types the values by the same schemas. A schema
 // without "properties" takes any parameters (keys of letters, digits,
-// '_', '-', '.'; raw values). String constraints other than enum/const
-// (pattern, lengths, format) are not held for raw values.
+// '_', '-', '.'; raw values). A raw value with minLength/maxLength,
+// pattern or format holds them as the JSON path does (json_schema.h), on
+// the text the parser keeps (it drops one line break at each end): VALUE
+// is then CONTENT or, where `newlines`, "\n" CONTENT "\n", CONTENT neither
+// starting nor ending with a line break (a pattern's or format's holding
+// none) nor holding parameter_close's first character. Once maxLength is
+// reached only the closing marker may follow. A keyword
+// the JSON path refuses is refused for a strict tool (the message names
+// the tool, the property and the keyword); a tool not strict gets any raw
+// value there.
 // Further calls (parallel, not one_call): each in a section of its own
 // when section_per_call or call_open is empty, else gap call_open ... in
 // the one section.

@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/sampling/grammar/json_schema_compiler.h"
+#include "engine/sampling/grammar/regex.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace paceline::engine::grammar::internal {
@@ -38,6 +40,24 @@ bool IsStringSchema(const J& property) {
   return type != property.end() && *type == J("string");
 }
 
+// No "type" string (the parser then types a value by its text: JSON that
+// is not a string, else the raw text) and a const or an enum.
+bool IsUntypedListing(const J& property) {
+  if (!property.is_object()) return false;
+  auto type = property.find("type");
+  if (type != property.end() && type->is_string()) return false;
+  return property.contains("const") || property.contains("enum");
+}
+
+// A string the parser reads back as itself when written raw: not JSON
+// other than a string, no line break at either end (dropped), no `close`.
+bool RawStringReadsBack(const std::string& s, absl::string_view close) {
+  if (!s.empty() && (s.front() == '\n' || s.back() == '\n')) return false;
+  if (absl::StrContains(s, close)) return false;
+  const J parsed = J::parse(s, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() || parsed.is_string();
+}
+
 class MarkupBuilder {
  public:
   MarkupBuilder(Grammar* g, const ToolCallSpec& spec,
@@ -64,8 +84,20 @@ class MarkupBuilder {
                                    const std::string& key, const J& property,
                                    const J& root);
   ExprId AnyParameter();
+  // An untyped property's const/enum values: strings raw (with
+  // string_attrs), the others as JSON (json_attrs); a string that cannot
+  // be written so that it reads back is left out.
+  ExprId ListedParameter(const std::string& key, const J& property);
   // Any text in which parameter_close does not occur, then it.
   ExprId RawValue();
+  // A raw value held to the string schema's lengths, pattern or format
+  // (`a`), then parameter_close; Unimplemented/InvalidArgument from the
+  // regex front end.
+  absl::StatusOr<ExprId> CheckedRawValue(const StringAssertions& a,
+                                         const std::string& key);
+  // The raw string value of a "type": "string" property.
+  absl::StatusOr<ExprId> StringValue(const ToolSchema& tool,
+                                     const std::string& key, const J& property);
   ExprId Head();  // section_open [gap call_open]
   ExprId SectionEnd();
   bool PerCall() const { return m_.section_per_call || m_.call_open.empty(); }
@@ -126,26 +158,137 @@ ExprId MarkupBuilder::AnyParameter() {
                  Lit(m_.string_attrs), value_open, RawValue(), Gap()});
 }
 
+// The parser (chat/tool_formats/parameter_value.h) drops one "\n" at each
+// end of a raw value; the content it keeps is what the assertions count
+// and match. The content neither starts nor ends with a line break (a
+// pattern's content holds none), so that where the markup has gaps,
+// "\n" CONTENT "\n" and CONTENT both keep exactly CONTENT, and once
+// maxLength is reached the rest is forced. The content never holds
+// parameter_close's first character (so never the marker).
+absl::StatusOr<ExprId> MarkupBuilder::CheckedRawValue(const StringAssertions& a,
+                                                      const std::string& key) {
+  const uint32_t c0 = DecodeUtf8Lenient(m_.parameter_close)[0];
+  std::vector<uint32_t> excluded = {c0, '\n'};
+  std::sort(excluded.begin(), excluded.end());
+  ExprId content;
+  if (a.has_pattern) {
+    RegexOptions options;
+    options.search = a.search;
+    options.emit = [excluded](Grammar* g, std::vector<CodepointRange> ranges) {
+      std::vector<CodepointRange> kept;
+      for (const CodepointRange& r : ranges) {
+        uint32_t lo = r.lo;
+        bool done = false;
+        for (uint32_t x : excluded) {
+          if (x < lo || x > r.hi) continue;
+          if (x > lo) kept.push_back({lo, x - 1});
+          done = x == r.hi;
+          if (done) break;
+          lo = x + 1;
+        }
+        if (!done) kept.push_back({lo, r.hi});
+      }
+      return kept.empty() ? g->Nothing() : g->Codepoints(std::move(kept));
+    };
+    absl::StatusOr<ExprId> body = AddRegex(&g_, a.pattern, options);
+    if (!body.ok()) {
+      return absl::Status(body.status().code(),
+                          absl::StrCat("'pattern' at /properties/", key, ": ",
+                                       body.status().message()));
+    }
+    content = *body;
+  } else {
+    if (a.max >= 0 && a.min > a.max) return g_.Nothing();
+    const int64_t max = a.max < 0 ? int64_t{1'000'000'000} : a.max;
+    auto clamp = [](int64_t v) {
+      return static_cast<int32_t>(std::clamp<int64_t>(v, 0, 1'000'000'000));
+    };
+    const ExprId edge = g_.NotCodepoints(
+        {{excluded[0], excluded[0]}, {excluded[1], excluded[1]}});
+    const ExprId any = g_.NotCodepoints({{c0, c0}});
+    std::vector<ExprId> lengths;  // 0, 1, 2 or more characters
+    if (a.min <= 0) lengths.push_back(g_.Empty());
+    if (a.min <= 1 && max >= 1) lengths.push_back(edge);
+    if (max >= 2) {
+      const int32_t most = a.max < 0 ? kUnbounded : clamp(max - 2);
+      lengths.push_back(
+          g_.Seq({edge, g_.Repeat(any, clamp(a.min - 2), most), edge}));
+    }
+    content = g_.Alt(std::move(lengths));
+  }
+  if (!m_.newlines) return g_.Seq({content, Lit(m_.parameter_close)});
+  const RuleId rule = g_.AddRule("raw_value");
+  g_.SetRule(rule, content);
+  return g_.Alt(
+      {g_.Seq({Lit("\n"), g_.Ref(rule), Lit("\n"), Lit(m_.parameter_close)}),
+       g_.Seq({g_.Ref(rule), Lit(m_.parameter_close)})});
+}
+
+absl::StatusOr<ExprId> MarkupBuilder::StringValue(const ToolSchema& tool,
+                                                  const std::string& key,
+                                                  const J& property) {
+  std::vector<ExprId> choices;
+  auto add = [&](const J& v) {
+    if (v.is_string()) choices.push_back(Lit(v.get<std::string>()));
+  };
+  if (auto c = property.find("const"); c != property.end()) add(*c);
+  if (auto e = property.find("enum"); e != property.end() && e->is_array()) {
+    for (const J& v : *e) add(v);
+  }
+  if (property.contains("const") || property.contains("enum")) {
+    return g_.Seq(
+        {Gap(), g_.Alt(std::move(choices)), Gap(), Lit(m_.parameter_close)});
+  }
+  absl::StatusOr<ExprId> value = [&]() -> absl::StatusOr<ExprId> {
+    ASSIGN_OR_RETURN(
+        const StringAssertions a,
+        ReadStringAssertions(property, absl::StrCat("/properties/", key)));
+    if (!a.has_pattern && !a.Lengths()) return RawValue();
+    return CheckedRawValue(a, key);
+  }();
+  if (value.ok()) return value;
+  if (tool.strict) {
+    return ToolError(
+        tool, value.status().code(),
+        absl::StrCat("property '", key, "': ", value.status().message()));
+  }
+  return RawValue();
+}
+
+ExprId MarkupBuilder::ListedParameter(const std::string& key,
+                                      const J& property) {
+  std::vector<J> values;
+  if (auto c = property.find("const"); c != property.end()) {
+    values.push_back(*c);
+  }
+  if (auto e = property.find("enum"); e != property.end() && e->is_array()) {
+    for (const J& v : *e) values.push_back(v);
+  }
+  ExprId value_open =
+      m_.value_open.empty() ? g_.Empty() : g_.Seq({Gap(), Lit(m_.value_open)});
+  std::vector<ExprId> choices;
+  for (const J& v : values) {
+    const bool raw = v.is_string();
+    const std::string text = raw ? v.get<std::string>() : v.dump();
+    if (raw && !RawStringReadsBack(text, m_.parameter_close)) continue;
+    choices.push_back(
+        g_.Seq({Lit(raw ? m_.string_attrs : m_.json_attrs), value_open, Gap(),
+                Lit(text), Gap(), Lit(m_.parameter_close)}));
+  }
+  return g_.Seq({Lit(m_.parameter_open), Lit(key), Lit(m_.parameter_key_end),
+                 g_.Alt(std::move(choices)), Gap()});
+}
+
 absl::StatusOr<ExprId> MarkupBuilder::Parameter(const ToolSchema& tool,
                                                 const std::string& key,
                                                 const J& property,
                                                 const J& root) {
+  if (IsUntypedListing(property)) return ListedParameter(key, property);
   ExprId value;
   absl::string_view attrs = m_.json_attrs;
   if (IsStringSchema(property)) {
     attrs = m_.string_attrs;
-    std::vector<ExprId> choices;
-    auto add = [&](const J& v) {
-      if (v.is_string()) choices.push_back(Lit(v.get<std::string>()));
-    };
-    if (auto c = property.find("const"); c != property.end()) add(*c);
-    if (auto e = property.find("enum"); e != property.end() && e->is_array()) {
-      for (const J& v : *e) add(v);
-    }
-    const bool listed = property.contains("const") || property.contains("enum");
-    value = !listed ? RawValue()
-                    : g_.Seq({Gap(), g_.Alt(std::move(choices)), Gap(),
-                              Lit(m_.parameter_close)});
+    ASSIGN_OR_RETURN(value, StringValue(tool, key, property));
   } else {
     J schema = Standalone(property, root);
     // Compiled alone first: g_ stays whole.

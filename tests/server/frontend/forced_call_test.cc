@@ -82,6 +82,15 @@ bool Matches(const gr::ToolCallSpec& spec, absl::string_view text) {
   return m.AcceptBytes(text) && m.CanFinish();
 }
 
+// Spec() with get_weather's city held to `city` (a string schema).
+gr::ToolCallSpec CitySpec(ToolCallFormat format, const char* city) {
+  gr::ToolCallSpec spec = Spec(format, gr::ToolCallMode::kRequired, true);
+  json schema = json::parse(kWeather);
+  schema["properties"]["city"] = json::parse(city);
+  spec.tools[0].parameters = schema.dump();
+  return spec;
+}
+
 struct Case {
   std::string file;
   ToolCallFormat format;
@@ -216,6 +225,18 @@ TEST(ForcedCallTest, TheGrammarAcceptsTheTemplatesCallsAfterTheOpening) {
                 good);
       EXPECT_EQ(Matches(Spec(c.format, gr::ToolCallMode::kAuto, two), text),
                 good);
+      if (two) {  // "Paris": its lengths, pattern and format held
+        for (const auto& [city, holds] :
+             {std::pair{R"({"type": "string", "maxLength": 5})", true},
+              std::pair{R"({"type": "string", "maxLength": 4})", false},
+              std::pair{R"({"type": "string", "minLength": 5})", true},
+              std::pair{R"({"type": "string", "minLength": 6})", false},
+              std::pair{R"({"type": "string", "pattern": "^P[a-z]+$"})", true},
+              std::pair{R"({"type": "string", "pattern": "^p"})", false},
+              std::pair{R"({"type": "string", "format": "date"})", false}}) {
+          EXPECT_EQ(Matches(CitySpec(c.format, city), rest), holds) << city;
+        }
+      }
       if (two) {  // one call only without parallel
         EXPECT_FALSE(
             Matches(Spec(c.format, gr::ToolCallMode::kRequired, false), rest));

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/sampling/grammar/compile.h"
+#include "engine/sampling/grammar/fast_forward.h"
 #include "engine/sampling/grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -449,6 +450,104 @@ TEST(MarkupTest, RawStringValuesStopAtTheFirstClosingMarker) {
   // The marker inside the value ends it; what follows is no call.
   EXPECT_FALSE(Matches(spec, QwenCall("a</parameter>b")));
   EXPECT_FALSE(Matches(spec, QwenCall("\xff")));  // not UTF-8
+}
+
+// Qwen's spec with the city's schema replaced by `city`.
+ToolCallSpec QwenCity(const std::string& city, bool strict = true) {
+  ToolCallSpec spec = QwenSpec(ToolCallMode::kRequired);
+  spec.tools[0].parameters = R"({"type": "object", "properties": {"city": )" +
+                             city + R"(}, "required": ["city"]})";
+  spec.tools[0].strict = strict;
+  return spec;
+}
+
+TEST(MarkupTest, RawStringValuesHoldTheirLengths) {
+  const ToolCallSpec spec =
+      QwenCity(R"({"type": "string", "minLength": 2, "maxLength": 4})");
+  for (const std::string city : {"ab", "abcd", "日本語!", "a\nb", "<<"}) {
+    EXPECT_EQ(Matches(spec, QwenCall(city)), city != "<<") << city;
+  }
+  for (const std::string city : {"", "a", "abcde", "日本語!?"}) {
+    EXPECT_FALSE(Matches(spec, QwenCall(city))) << city;
+  }
+  // The parser drops one line break at each end: the value neither starts
+  // nor ends with one, so that it keeps what was counted.
+  EXPECT_TRUE(Matches(spec,
+                      "get_weather>\n<parameter=city>abc"
+                      "</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(Matches(spec, QwenCall("\nab")));
+  EXPECT_FALSE(Matches(spec, QwenCall("ab\n")));
+  // At the bound only the closing marker may follow: fast-forward writes it.
+  std::shared_ptr<const CompiledGrammar> c = CompileSpec(spec);
+  ASSERT_NE(c, nullptr);
+  Matcher m(c);
+  ASSERT_TRUE(m.AcceptBytes("get_weather>\n<parameter=city>\nab"));
+  EXPECT_EQ(ForcedBytes(m), "");
+  ASSERT_TRUE(m.AcceptBytes("日本"));
+  EXPECT_EQ(ForcedBytes(m), "\n</parameter>");
+}
+
+TEST(MarkupTest, RawStringValuesHoldTheirPatternAndFormat) {
+  ToolCallSpec spec =
+      QwenCity(R"({"type": "string", "pattern": "^[A-Z]\\w+$"})");
+  EXPECT_TRUE(Matches(spec, QwenCall("Paris")));
+  EXPECT_FALSE(Matches(spec, QwenCall("paris")));
+  EXPECT_FALSE(Matches(spec, QwenCall("Paris!")));
+  spec = QwenCity(R"({"type": "string", "pattern": "ab"})");  // a search
+  EXPECT_TRUE(Matches(spec, QwenCall("x ab y")));
+  EXPECT_FALSE(Matches(spec, QwenCall("a b")));
+  spec = QwenCity(R"({"type": "string", "format": "date"})");
+  EXPECT_TRUE(Matches(spec, QwenCall("2024-02-29")));
+  EXPECT_FALSE(Matches(spec, QwenCall("2023-02-29")));
+  // Without gaps (GLM 4.7's way).
+  spec = QwenCity(R"({"type": "string", "maxLength": 3})");
+  spec.markup.newlines = false;
+  EXPECT_TRUE(Matches(spec,
+                      "get_weather><parameter=city>abc</parameter>"
+                      "</function></tool_call>"));
+  EXPECT_TRUE(Matches(spec,
+                      "get_weather><parameter=city>a\nb</parameter>"
+                      "</function></tool_call>"));
+  EXPECT_FALSE(Matches(spec,
+                       "get_weather><parameter=city>\nab\n</parameter>"
+                       "</function></tool_call>"));
+  // A pattern's value holds no line break.
+  spec = QwenCity(R"({"type": "string", "pattern": "a"})");
+  EXPECT_TRUE(Matches(spec, QwenCall("bab")));
+  EXPECT_FALSE(Matches(spec, QwenCall("b\nab")));
+}
+
+// Without a "type", the parser reads a value as JSON unless it is a JSON
+// string, else as the raw text: strings are written raw.
+TEST(MarkupTest, UntypedEnumStringsAreWrittenRaw) {
+  const ToolCallSpec spec = QwenCity(R"({"enum": ["c", "f", 1, "true"]})");
+  EXPECT_TRUE(Matches(spec, QwenCall("c")));
+  EXPECT_TRUE(Matches(spec, QwenCall("1")));
+  EXPECT_FALSE(Matches(spec, QwenCall("\"c\"")));
+  EXPECT_FALSE(Matches(spec, QwenCall("true")));  // reads back as a boolean
+}
+
+TEST(MarkupTest, RawStringKeywordsNotHeldAreRefusedWhenStrict) {
+  for (const char* city :
+       {R"({"type": "string", "format": "hostname"})",
+        R"({"type": "string", "pattern": "a", "maxLength": 3})",
+        R"x({"type": "string", "pattern": "(?=a)"})x",
+        R"({"type": "string", "maxLength": -1})"}) {
+    absl::StatusOr<Grammar> g =
+        ToolCallGrammar(ToolCallSpecText(QwenCity(city)));
+    EXPECT_FALSE(g.ok()) << city;
+    EXPECT_TRUE(absl::StrContains(g.status().message(), "property 'city'"))
+        << g.status();
+    EXPECT_TRUE(absl::StrContains(g.status().message(), "tool 'get_weather'"))
+        << g.status();
+    // Not strict: any raw value.
+    EXPECT_TRUE(Matches(QwenCity(city, false), QwenCall("any < thing")))
+        << city;
+  }
+  absl::StatusOr<Grammar> g = ToolCallGrammar(ToolCallSpecText(
+      QwenCity(R"({"type": "string", "format": "hostname"})")));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(g.status().message(), "'format'"));
 }
 
 TEST(MarkupTest, JsonValuesFollowTheirPropertysSchema) {
