@@ -180,7 +180,7 @@ absl::Status Scheduler::CheckEmbedding(const RequestSpec& spec) const {
         "embedding model");
   }
   if (!returns_hidden_) {
-    return absl::UnimplementedError(
+    return absl::FailedPreconditionError(
         "this engine computes no embeddings (only the CPU engine does)");
   }
   if (spec.stop.max_tokens != 1 || spec.max_draft_tokens != 0 ||

@@ -117,8 +117,8 @@ class Scheduler {
   // call from any thread: it reads constants only.
   absl::Status CheckRequest(const RequestSpec& spec) const;
   // CheckRequest's part for RequestSpec::embed: FailedPrecondition when
-  // the model has no pooling type; Unimplemented when the engine returns
-  // no hidden rows (the CUDA engine, for now); InvalidArgument for max_tokens
+  // the model has no pooling type or the engine returns no hidden rows
+  // (the CUDA engine, for now); InvalidArgument for max_tokens
   // other than 1, drafts or forced tokens.
   absl::Status CheckEmbedding(const RequestSpec& spec) const;
 
