@@ -225,6 +225,13 @@ absl::Status Call::ForceToolCall(BuiltRequest* built) const {
       ToolCallPrefix(format, request_.tool_choice, request_.tool_choice_name);
   if (!prefix.ok()) return prefix.status();
   if (prefix->empty()) return absl::OkStatus();
+  // A prompt that opened the reasoning block (GLM 4.7's `<think>`, QwQ,
+  // DeepSeek R1): the forced call comes after the block, closed here, or
+  // the parser would read the call as thinking.
+  if (delivery.chat_output.has_value() &&
+      delivery.chat_output->starts_in_reasoning) {
+    *prefix = absl::StrCat(delivery.chat_output->reasoning_close, *prefix);
+  }
   engine::EncodeOptions encode;
   encode.parse_special = true;  // our own markers: control tokens
   const std::vector<int32_t> ids =

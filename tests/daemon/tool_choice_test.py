@@ -17,12 +17,18 @@ must simply stay free text. Environment: as openai_http_test.py.
 """
 
 import json
+import pathlib
 import re
+import sys
+import tempfile
 import unittest
 
 import jsonschema
 
 from openai_http_test import DaemonTestCase, SHARED_DIR
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "testing"))
+import gguf_context  # noqa: E402
 
 TEMPLATES = SHARED_DIR / "chat_templates"
 
@@ -46,11 +52,16 @@ NOTHING = {"type": "object", "additionalProperties": False}
 SEEDS = range(1, 9)
 
 
-def tools(schemas, strict=True):
-    return [{"type": "function",
-             "function": {"name": name, "strict": strict,
-                          "parameters": schema}}
-            for name, schema in schemas.items()]
+def tools(schemas, strict=True, description=None):
+    """`description` (some templates require one): each tool's."""
+    out = [{"type": "function",
+            "function": {"name": name, "strict": strict,
+                         "parameters": schema}}
+           for name, schema in schemas.items()]
+    if description is not None:
+        for tool in out:
+            tool["function"]["description"] = description
+    return out
 
 
 class ToolChoiceCase(DaemonTestCase):
@@ -68,10 +79,12 @@ class ToolChoiceCase(DaemonTestCase):
                           str(TEMPLATES / cls.TEMPLATE))
         super().setUpClass()
 
+    DESCRIPTION = None  # each tool's description, where the template wants one
+
     def chat(self, schemas, extra, seed=1, max_tokens=100):
         body = {"messages": [{"role": "user", "content": "Hi"}],
                 "max_tokens": max_tokens, "temperature": 1.0, "seed": seed,
-                "tools": tools(schemas)}
+                "tools": tools(schemas, description=self.DESCRIPTION)}
         body.update(extra)
         status, _, answer = self.post("/v1/chat/completions", body)
         self.assertEqual(status, 200, answer)
@@ -238,6 +251,64 @@ class HermesToolChoiceTest(ToolChoiceCase):
                     self.assertEqual(call["function"]["arguments"], "{}")
                     self.assertTrue(re.fullmatch(r"call_[A-Za-z0-9]{9}",
                                                  call["id"]), call)
+
+
+class LongContextToolChoiceCase(ToolChoiceCase):
+    """TEMPLATE's tools section passes 512 positions: stories260K with a
+    2048-position context (tests/testing/gguf_context.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if cls.TEMPLATE is None:
+            raise unittest.SkipTest("the base class")
+        source = SHARED_DIR / "models" / "stories260K.gguf"
+        if not source.is_file():
+            raise unittest.SkipTest(f"no {source}")
+        cls.model_dir = tempfile.TemporaryDirectory()
+        cls.MODEL_ARG = gguf_context.with_context_length(
+            source, pathlib.Path(cls.model_dir.name) / "stories260K.gguf",
+            2048)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.model_dir.cleanup()
+
+    def test_required_and_named_are_one_valid_call(self):
+        named = {"type": "function", "function": {"name": "weather"}}
+        schemas = {"weather": WEATHER, "pick": PICK}
+        for choice in ("required", named):
+            for seed in SEEDS:
+                with self.subTest(tool_choice=choice, seed=seed):
+                    call = self.assert_one_call(self.chat(
+                        schemas, {"tool_choice": choice,
+                                  "parallel_tool_calls": False},
+                        seed, max_tokens=120), schemas)
+                    if choice is named:
+                        self.assertEqual(call["function"]["name"], "weather")
+
+
+class Qwen3CoderToolChoiceTest(LongContextToolChoiceCase):
+    """Qwen3-Coder's (and Qwen3.5's) XML calls: `<tool_call>\n<function=N>
+    \n<parameter=P>\nV\n</parameter>...`, string values raw."""
+
+    TEMPLATE = "Qwen3-Coder.jinja"
+
+
+class GlmToolChoiceTest(LongContextToolChoiceCase):
+    """GLM 4.7's `<tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value>`."""
+
+    TEMPLATE = "GLM-4.7-Flash.jinja"
+
+
+class GptOssToolChoiceTest(LongContextToolChoiceCase):
+    """gpt-oss harmony: `to=functions.N ... <|message|>{...}<|call|>`."""
+
+    TEMPLATE = "openai-gpt-oss-120b.jinja"
+    DESCRIPTION = "A test tool."
 
 
 if __name__ == "__main__":
