@@ -38,7 +38,10 @@ cleanup() {
 trap cleanup EXIT
 
 KEY="curl-test-key"
+# Browser pages from one origin may call it (the CORS example).
+echo 'http { cors_origins: "http://localhost:3000" }' >"$tmp/config.textproto"
 "$daemon" --model "$model" --chat-template-file "$template" \
+  --config "$tmp/config.textproto" \
   --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --kv-memory 16MiB \
   --tenant "alice:$KEY" --allow-root 2>"$tmp/stderr" &
 pid=$!
@@ -194,13 +197,27 @@ elif mode == "responses-stream":
     final = json.loads(blocks[-1].split("\n")[1][len("data: "):])
     assert final["response"]["output"][-1]["content"][0]["text"] == text, out
     assert text, out
+elif mode == "cors-preflight":
+    head = out.replace("\r\n", "\n").split("\n\n")[0].split("\n")
+    assert head[0].split()[1] == "204", out
+    h = {l.split(":", 1)[0].lower(): l.split(":", 1)[1].strip()
+         for l in head[1:] if ":" in l}
+    assert h["access-control-allow-origin"] == "http://localhost:3000", h
+    assert "POST" in h["access-control-allow-methods"], h
+    assert h["access-control-allow-headers"] == "authorization, content-type", h
+elif mode == "embeddings-generation-model":
+    body, status = out.rsplit("\n", 2)[0], out.split()[-1]
+    assert status == "400", out
+    e = json.loads(body)["error"]
+    assert e["type"] == "invalid_request_error", e
+    assert "no pooling type" in e["message"], e
 else:
     raise SystemExit("unknown example " + mode)
 '
 
 for name in models completion completion-stream chat chat-stream json-schema \
     wrong-key messages messages-stream count-tokens messages-error \
-    responses responses-stream; do
+    responses responses-stream cors-preflight embeddings-generation-model; do
   code="$(example "$name")"
   [[ -n "$code" ]] || fail "no example '$name' in $examples"
   echo "--- $name"
