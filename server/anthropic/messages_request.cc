@@ -326,18 +326,10 @@ absl::Status ToolChoiceOption(const Json& body, v1::Chat* chat,
     out->tool_choice = ToolChoice::kRequired;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(out->tool_choice_name,
+  ASSIGN_OR_RETURN(std::string name,
                    RequiredString(*choice, "name", "tool_choice"));
-  for (const v1::Tool& tool : chat->tools()) {
-    if (tool.function().name() == out->tool_choice_name) {
-      out->tool_choice = ToolChoice::kNamed;
-      return absl::OkStatus();
-    }
-  }
-  return InvalidParam(
-      "tool_choice.name",
-      absl::StrCat("'tool_choice.name' \"", out->tool_choice_name,
-                   "\" is not one of 'tools'"));
+  return openai::ChooseNamedTool(*chat, std::move(name), "tool_choice.name",
+                                 out);
 }
 
 // thinking {type enabled | adaptive | disabled, budget_tokens?} ->

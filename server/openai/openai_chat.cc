@@ -180,18 +180,11 @@ absl::Status NamedChoice(const Json& choice, const v1::Chat& chat,
                         "'tool_choice.function' is required");
   }
   RETURN_IF_ERROR(ExpectObject(*function, "tool_choice.function"));
-  RETURN_IF_ERROR(RequiredString(*function, "name", "tool_choice.function",
-                                 &out->tool_choice_name));
-  for (const v1::Tool& tool : chat.tools()) {
-    if (tool.function().name() == out->tool_choice_name) {
-      out->tool_choice = ToolChoice::kNamed;
-      return absl::OkStatus();
-    }
-  }
-  return InvalidParam(
-      "tool_choice.function.name",
-      absl::StrCat("'tool_choice.function.name' names \"",
-                   out->tool_choice_name, "\", which is not in 'tools'"));
+  std::string name;
+  RETURN_IF_ERROR(
+      RequiredString(*function, "name", "tool_choice.function", &name));
+  return ChooseNamedTool(chat, std::move(name), "tool_choice.function.name",
+                         out);
 }
 
 absl::Status ToolChoiceOption(const Json& body, v1::Chat* chat,

@@ -1,6 +1,7 @@
 #include "server/openai/openai_chat_fields.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -75,6 +76,19 @@ absl::StatusOr<bool> StrictFlag(const Json& tool, absl::string_view param) {
   const Json* v = Find(tool, "strict");
   if (v == nullptr) return false;
   return AsBool(*v, Member(param, "strict"));
+}
+
+absl::Status ChooseNamedTool(const v1::Chat& chat, std::string name,
+                             absl::string_view param, OpenAiRequest* out) {
+  for (const v1::Tool& tool : chat.tools()) {
+    if (tool.function().name() == name) {
+      out->tool_choice = ToolChoice::kNamed;
+      out->tool_choice_name = std::move(name);
+      return absl::OkStatus();
+    }
+  }
+  return InvalidParam(param, absl::StrCat("'", param, "' names \"", name,
+                                          "\", which is not in 'tools'"));
 }
 
 }  // namespace paceline::server::openai

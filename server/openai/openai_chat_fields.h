@@ -38,6 +38,11 @@ using ToolReader = absl::Status (*)(const Json& tool, absl::string_view param,
 absl::Status ReadTools(const Json& body, ToolReader read, v1::Chat* chat,
                        std::vector<bool>* strict);
 
+// tool_choice naming `name` (the field `param`): kNamed when it is one of
+// chat's tools, else InvalidParam.
+absl::Status ChooseNamedTool(const v1::Chat& chat, std::string name,
+                             absl::string_view param, OpenAiRequest* out);
+
 // A tool's `strict` (false when absent).
 absl::StatusOr<bool> StrictFlag(const Json& tool, absl::string_view param);
 

@@ -314,18 +314,9 @@ absl::Status ToolChoiceOption(const Json& body, v1::Chat* chat,
   if (type != "function") {
     return NotSupported("tool_choice.type", absl::StrCat("\"", type, "\""));
   }
-  RETURN_IF_ERROR(
-      RequiredString(*choice, "name", "tool_choice", &out->tool_choice_name));
-  for (const v1::Tool& tool : chat->tools()) {
-    if (tool.function().name() == out->tool_choice_name) {
-      out->tool_choice = ToolChoice::kNamed;
-      return absl::OkStatus();
-    }
-  }
-  return InvalidParam(
-      "tool_choice.name",
-      absl::StrCat("'tool_choice.name' names \"", out->tool_choice_name,
-                   "\", which is not in 'tools'"));
+  std::string name;
+  RETURN_IF_ERROR(RequiredString(*choice, "name", "tool_choice", &name));
+  return ChooseNamedTool(*chat, std::move(name), "tool_choice.name", out);
 }
 
 // reasoning {effort, summary}: the effort as the template's

@@ -14,11 +14,11 @@
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 
-import {Daemon, withDeadline} from '../openai/daemon.mjs';
+import {Daemon, loadPackage, rejectsWith as rejectsWithin, withDeadline} from
+    '../openai/daemon.mjs';
 
 const PACELINED = process.env.PACELINED ?? '';
 const SHARED = process.env.PACELINE_SHARED_DIR ?? '/nonexistent';
@@ -40,27 +40,13 @@ const WAIT_MS = 20000;     // one request's deadline
 
 // The SDK from the build tree (an ES import cannot use NODE_PATH).
 function loadSdk() {
-  const dir = path.join(MODULES, '@anthropic-ai', 'sdk');
-  if (!MODULES || !fs.existsSync(path.join(dir, 'package.json'))) {
-    throw new Error(
-        `@anthropic-ai/sdk is not installed under '${MODULES}': the ` +
-        `build's npm ci (target anthropic_node_modules) failed or did not run`);
-  }
-  return createRequire(import.meta.url)(dir);
+  return loadPackage(MODULES, '@anthropic-ai/sdk', 'anthropic_node_modules');
 }
 
 // Asserts `promise` rejects with an instance of `cls` with `status` and
 // Anthropic's error `type`; returns the error.
 async function rejectsWith(promise, cls, status, type) {
-  let error = null;
-  try {
-    await withDeadline(promise, WAIT_MS, `${cls.name} request`);
-  } catch (e) {
-    error = e;
-  }
-  assert.ok(error instanceof cls,
-            `expected ${cls.name}, got ${error?.constructor?.name}: ${error}`);
-  assert.equal(error.status, status);
+  const error = await rejectsWithin(promise, cls, status, WAIT_MS);
   assert.equal(error.error?.type, 'error', JSON.stringify(error.error));
   assert.equal(error.error?.error?.type, type, JSON.stringify(error.error));
   return error;

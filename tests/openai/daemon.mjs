@@ -1,9 +1,14 @@
-// A pacelined child process for the OpenAI Node SDK test: started with
+// What the Node client tests share (tests/openai, tests/anthropic): a
+// pacelined child process, started with
 // --http-listen 127.0.0.1:0, its HTTP port read from the
 // "pacelined: http on HOST:PORT" line on stderr. Every wait has a deadline.
 
+import assert from 'node:assert/strict';
 import {spawn} from 'node:child_process';
 import {createHash} from 'node:crypto';
+import fs from 'node:fs';
+import {createRequire} from 'node:module';
+import path from 'node:path';
 
 // SHA-256 hex digest of `key`, as config.proto's api_key_sha256 wants it.
 export function sha256Hex(key) {
@@ -18,6 +23,35 @@ export function withDeadline(promise, ms, what) {
         () => reject(new Error(`${what}: no result within ${ms} ms`)), ms);
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+// Package `name` ('openai', '@anthropic-ai/sdk', or a subpath its exports
+// map names, '@langchain/core/messages') as the build's npm ci installed it
+// under `modules` (an ES import cannot use NODE_PATH); an error naming the
+// CMake `target` that installs it when it is missing.
+export function loadPackage(modules, name, target) {
+  const pkg = name.split('/').slice(0, name.startsWith('@') ? 2 : 1).join('/');
+  if (!modules || !fs.existsSync(path.join(modules, pkg, 'package.json'))) {
+    throw new Error(
+        `${name} is not installed under '${modules}': the build's npm ci ` +
+        `(target ${target}) failed or did not run`);
+  }
+  return createRequire(path.join(modules, '..', 'require.cjs'))(name);
+}
+
+// Asserts `promise` rejects within `ms` with an instance of `cls` whose
+// HTTP status is `status`; returns the error.
+export async function rejectsWith(promise, cls, status, ms) {
+  let error = null;
+  try {
+    await withDeadline(promise, ms, `${cls.name} request`);
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof cls,
+            `expected ${cls.name}, got ${error?.constructor?.name}: ${error}`);
+  assert.equal(error.status, status);
+  return error;
 }
 
 export class Daemon {

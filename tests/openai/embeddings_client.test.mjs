@@ -12,13 +12,12 @@
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 import {fileURLToPath} from 'node:url';
 
-import {Daemon, withDeadline} from './daemon.mjs';
+import {Daemon, loadPackage, withDeadline} from './daemon.mjs';
 
 const PACELINED = process.env.PACELINED ?? '';
 const SHARED = process.env.PACELINE_SHARED_DIR ?? '/nonexistent';
@@ -37,11 +36,7 @@ const HAVE_MODELS = fs.existsSync(ORACLE) && fs.existsSync(STORIES);
 if (!HAVE_MODELS) console.log(`PACELINE_SKIP: no ${ORACLE} or ${STORIES}`);
 
 function loadSdk() {
-  const dir = path.join(MODULES, 'openai');
-  if (!MODULES || !fs.existsSync(path.join(dir, 'package.json'))) {
-    throw new Error(`the openai package is not installed under '${MODULES}'`);
-  }
-  return createRequire(import.meta.url)(dir);
+  return loadPackage(MODULES, 'openai', 'openai_node_modules');
 }
 
 // A GGUF string (u64 length, bytes) and a metadata entry.

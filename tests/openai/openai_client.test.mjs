@@ -18,12 +18,12 @@
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 
-import {Daemon, sha256Hex, withDeadline} from './daemon.mjs';
+import {Daemon, loadPackage, rejectsWith as rejectsWithin, sha256Hex,
+        withDeadline} from './daemon.mjs';
 
 const PACELINED = process.env.PACELINED ?? '';
 const SHARED = process.env.PACELINE_SHARED_DIR ?? '/nonexistent';
@@ -45,13 +45,7 @@ if (!HAVE_MODEL) console.log(`PACELINE_SKIP: no ${MODEL} or ${TEMPLATE}`);
 
 // The SDK from the build tree (an ES import cannot use NODE_PATH).
 function loadSdk() {
-  const dir = path.join(MODULES, 'openai');
-  if (!MODULES || !fs.existsSync(path.join(dir, 'package.json'))) {
-    throw new Error(
-        `the openai package is not installed under '${MODULES}': the ` +
-        `build's npm ci (target openai_node_modules) failed or did not run`);
-  }
-  return createRequire(import.meta.url)(dir);
+  return loadPackage(MODULES, 'openai', 'openai_node_modules');
 }
 
 const KEYS = {
@@ -128,17 +122,8 @@ function recordingFetch() {
 
 // Asserts `promise` rejects with an instance of `cls` with `status`; returns
 // the error.
-async function rejectsWith(promise, cls, status) {
-  let error = null;
-  try {
-    await withDeadline(promise, WAIT_MS, `${cls.name} request`);
-  } catch (e) {
-    error = e;
-  }
-  assert.ok(error instanceof cls,
-            `expected ${cls.name}, got ${error?.constructor?.name}: ${error}`);
-  assert.equal(error.status, status);
-  return error;
+function rejectsWith(promise, cls, status) {
+  return rejectsWithin(promise, cls, status, WAIT_MS);
 }
 
 const DAEMON_ERROR = /\b(error|ERROR|Check failed|FATAL|terminate called)\b/;

@@ -23,12 +23,11 @@
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 
-import {Daemon, withDeadline} from './daemon.mjs';
+import {Daemon, loadPackage, withDeadline} from './daemon.mjs';
 
 const PACELINED = process.env.PACELINED ?? '';
 const SHARED = process.env.PACELINE_SHARED_DIR ?? '/nonexistent';
@@ -64,13 +63,7 @@ const WAIT_MS = 30000;
 // A package from the build tree (CommonJS builds; an ES import cannot use
 // NODE_PATH).
 function load(name) {
-  const pkg = name.split('/').slice(0, name.startsWith('@') ? 2 : 1).join('/');
-  if (!MODULES || !fs.existsSync(path.join(MODULES, pkg, 'package.json'))) {
-    throw new Error(
-        `${name} is not installed under '${MODULES}': the build's npm ci ` +
-        `(target openai_node_modules) failed or did not run`);
-  }
-  return createRequire(path.join(MODULES, '..', 'require.cjs'))(name);
+  return loadPackage(MODULES, name, 'openai_node_modules');
 }
 
 // The strict tool every forced call uses: short, bounded arguments.

@@ -17,11 +17,10 @@
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import {createRequire} from 'node:module';
 import path from 'node:path';
 import {after, before, describe, test} from 'node:test';
 
-import {Daemon, withDeadline} from './daemon.mjs';
+import {Daemon, loadPackage, withDeadline} from './daemon.mjs';
 
 const PACELINED = process.env.PACELINED ?? '';
 const SHARED = process.env.PACELINE_SHARED_DIR ?? '/nonexistent';
@@ -44,13 +43,7 @@ const WAIT_MS = 30000;  // one request's deadline
 
 // A package from the build tree (an ES import cannot use NODE_PATH).
 function load(name) {
-  const dir = path.join(MODULES, name);
-  if (!MODULES || !fs.existsSync(path.join(dir, 'package.json'))) {
-    throw new Error(
-        `the ${name} package is not installed under '${MODULES}': the ` +
-        `build's npm ci (target openai_node_modules) failed or did not run`);
-  }
-  return createRequire(import.meta.url)(dir);
+  return loadPackage(MODULES, name, 'openai_node_modules');
 }
 
 // Bounded by the schema alone: an enum, an integer range, a string and a
