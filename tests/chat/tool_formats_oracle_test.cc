@@ -351,8 +351,11 @@ TEST(ToolFormatsOracleTest, EveryTemplateThatRendersCallsRoundTrips) {
   for (const std::string& file : files) {
     const std::string source = ReadTemplate(file);
     json plain = {{"role", "assistant"}, {"content", kSaid}};
-    requests.push_back(Request(source, {User()}, false));
-    requests.push_back(Request(source, {User()}, true));
+    // json::array, not {User()}: a braced list of one json is an array
+    // under one compiler and a copy of the element under another (GCC's
+    // build passed, Clang's ASan build sent the object alone).
+    requests.push_back(Request(source, json::array({User()}), false));
+    requests.push_back(Request(source, json::array({User()}), true));
     requests.push_back(Request(source, {User(), plain, User()}, false));
     for (size_t s = 0; s < n; ++s) {
       for (bool text : {false, true}) {
