@@ -139,12 +139,6 @@ void ResponsesAnswer::Close(absl::string_view status, std::string* events) {
              {"text", item.text},
              {"logprobs", Json::array()}},
             events);
-      Event("response.content_part.done",
-            {{"item_id", item.id},
-             {"output_index", index},
-             {"content_index", 0},
-             {"part", ItemJson(item)["content"][0]}},
-            events);
       break;
     case Kind::kReasoning:
       Event("response.reasoning_text.done",
@@ -152,12 +146,6 @@ void ResponsesAnswer::Close(absl::string_view status, std::string* events) {
              {"output_index", index},
              {"content_index", 0},
              {"text", item.text}},
-            events);
-      Event("response.content_part.done",
-            {{"item_id", item.id},
-             {"output_index", index},
-             {"content_index", 0},
-             {"part", ItemJson(item)["content"][0]}},
             events);
       break;
     case Kind::kCall:
@@ -170,6 +158,14 @@ void ResponsesAnswer::Close(absl::string_view status, std::string* events) {
               events);
       }
       break;
+  }
+  if (item.kind != Kind::kCall) {  // a message's or reasoning's one part
+    Event("response.content_part.done",
+          {{"item_id", item.id},
+           {"output_index", index},
+           {"content_index", 0},
+           {"part", ItemJson(item)["content"][0]}},
+          events);
   }
   Event("response.output_item.done",
         {{"output_index", index}, {"item", ItemJson(item)}}, events);
