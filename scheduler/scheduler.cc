@@ -181,7 +181,7 @@ absl::Status Scheduler::CheckEmbedding(const RequestSpec& spec) const {
   }
   if (!returns_hidden_) {
     return absl::FailedPreconditionError(
-        "this engine computes no embeddings (only the CPU engine does)");
+        "this engine computes no embeddings");
   }
   if (spec.stop.max_tokens != 1 || spec.max_draft_tokens != 0 ||
       spec.max_forced_tokens != 0) {

@@ -646,6 +646,7 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   limits.block_size = options_.block_size;
   limits.num_blocks = options_.num_blocks;
   limits.max_tokens_per_step = options_.max_tokens_per_step;
+  limits.hidden_width = config().n_embd;
   RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
                                     absl::MakeSpan(owner, n)));
   int64_t table_entries = 0;
@@ -772,11 +773,42 @@ absl::Status CudaEngine::RunForward(const ForwardBatch& batch,
   return absl::OkStatus();
 }
 
+absl::Status CudaEngine::CopyHidden(const ForwardBatch& batch) {
+  const int64_t width = config().n_embd;
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  int64_t rows = 0;
+  for (const SequenceSlice& s : batch.sequences) {
+    if (s.num_hidden == 0) continue;
+    const int64_t first = s.token_begin + s.token_count - s.num_hidden;
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        batch.hidden.data() + rows * width, x_.as<float>() + first * width,
+        static_cast<size_t>(s.num_hidden) * row_bytes, cudaMemcpyDeviceToHost,
+        res_->stream));
+    rows += s.num_hidden;
+  }
+  return absl::OkStatus();
+}
+
+void CudaEngine::NormalizeHidden(const ForwardBatch& batch) const {
+  const int64_t width = config().n_embd;
+  const std::vector<float>& weight = weights_->output_norm();
+  const double eps = config().rms_norm_eps;
+  for (size_t r = 0; r * width < batch.hidden.size(); ++r) {
+    float* row = batch.hidden.data() + r * width;
+    double sum = 0;
+    for (int64_t i = 0; i < width; ++i) sum += double{row[i]} * row[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum / width + eps));
+    for (int64_t i = 0; i < width; ++i) row[i] = row[i] * scale * weight[i];
+  }
+}
+
 absl::Status CudaEngine::Forward(const ForwardBatch& batch,
                                  absl::Span<float> logits) {
   RETURN_IF_ERROR(RunForward(batch, logits));
+  RETURN_IF_ERROR(CopyHidden(batch));
   RETURN_IF_ERROR(ComputeLogits(logit_rows_, logits));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  NormalizeHidden(batch);
   return absl::OkStatus();
 }
 
@@ -821,6 +853,7 @@ absl::Status CudaEngine::ForwardAndSample(
     const std::function<void()>& before_sampling) {
   RETURN_IF_ERROR(CheckSamplingRows(batch, sampling.size(), tokens.size()));
   RETURN_IF_ERROR(RunForward(batch, logits));
+  RETURN_IF_ERROR(CopyHidden(batch));
   // The forward pass is queued on the stream; the masks finish meanwhile.
   if (before_sampling) before_sampling();
   const int64_t rows = logit_rows_;
@@ -831,6 +864,7 @@ absl::Status CudaEngine::ForwardAndSample(
                       static_cast<size_t>(rows) * sizeof(int32_t),
                       cudaMemcpyDeviceToHost, res_->stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(res_->stream));
+  NormalizeHidden(batch);
   const int32_t* sampled = tokens_host_.as<int32_t>();
   for (int64_t j = 0; j < rows; ++j) {
     if (sampling[j].in_engine) tokens[j] = sampled[j];

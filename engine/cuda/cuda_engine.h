@@ -29,6 +29,8 @@
 //     x += sum over rank of w * y               (float)  LaunchMoeCombine
 //     The host round trip per layer is why MoE steps run without CUDA
 //     graphs.)
+//   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings:
+//     the x rows copied to the caller's host span, normalized there)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
 //     (float, copied to the caller's host span; or, in ForwardAndSample,
 //     rows sampled on the device by LaunchSampleRows and only token ids
@@ -159,6 +161,7 @@ class CudaEngine final : public Engine {
   // (kernels/sampling.h); only their token ids and the other rows' logits
   // are copied back.
   bool samples_on_device() const override { return true; }
+  bool returns_hidden() const override { return true; }
   absl::Status ForwardAndSample(
       const ForwardBatch& batch, absl::Span<const RowSampling> sampling,
       absl::Span<int32_t> tokens, absl::Span<float> logits,
@@ -235,6 +238,12 @@ class CudaEngine final : public Engine {
   absl::Status LogitsChunk(int64_t begin, int64_t count);
   // Prepare and RunStep(Graph): the step up to its logits.
   absl::Status RunForward(const ForwardBatch& batch, absl::Span<float> logits);
+  // The slices' hidden rows (SequenceSlice::num_hidden): CopyHidden queues
+  // their x rows' copy into batch.hidden; once the stream has synchronized,
+  // NormalizeHidden applies the output norm there (the rows are few: one
+  // per embedding, or a prompt's for mean pooling).
+  absl::Status CopyHidden(const ForwardBatch& batch);
+  void NormalizeHidden(const ForwardBatch& batch) const;
   // Every logit row to `logits`; or, with `sampling` (one entry per row,
   // already in sampling_device_), the in_engine rows sampled into
   // tokens_device_ and only the others' logits copied.

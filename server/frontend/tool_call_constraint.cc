@@ -108,8 +108,11 @@ std::optional<gr::CallMarkup> ForcedCallMarkup(chat::ToolCallFormat format) {
   gr::CallMarkup m;
   m.xml = w->xml;
   m.section_open = std::move(w->section_open);
+  m.list_open = std::move(w->list_open);
   m.call_open = std::move(w->call_open);
+  m.call_separator = std::move(w->call_separator);
   m.id_end = std::move(w->id_end);
+  m.index_id = w->index_id;
   m.name_prefix = std::move(w->name_prefix);
   m.name_index = w->name_index;
   m.name_end = std::move(w->name_end);

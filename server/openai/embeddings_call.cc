@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/tokenizer/tokenizer.h"
 #include "server/openai/embeddings_request.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_http.h"
@@ -29,8 +30,15 @@ void StartEmbeddingsCall(Frontend* frontend, const TenantPolicy* tenant,
     return refuse(s);
   }
   std::vector<std::vector<int32_t>> inputs = std::move(parsed->token_inputs);
+  // Text as llama.cpp's server tokenizes it for embeddings: the model's
+  // BOS, and its EOS where the file says add_eos_token (Qwen3-Embedding
+  // pools the last token, which must be that EOS).
+  const engine::Tokenizer& tokenizer = frontend->tokenizer();
   for (const std::string& text : parsed->texts) {
     inputs.push_back(frontend->TokenizeText(text, std::nullopt));
+    if (tokenizer.add_eos() && tokenizer.eos_id() >= 0) {
+      inputs.back().push_back(tokenizer.eos_id());
+    }
   }
   const bool base64 = parsed->base64;
   absl::Status submitted = frontend->Embed(

@@ -221,8 +221,10 @@ absl::Status Call::ForceToolCall(BuiltRequest* built) const {
   const chat::ToolCallFormat format = delivery.chat_output.has_value()
                                           ? delivery.chat_output->tool_calls
                                           : chat::ToolCallFormat::kNone;
-  absl::StatusOr<std::string> prefix =
-      ToolCallPrefix(format, request_.tool_choice, request_.tool_choice_name);
+  const bool opened = delivery.chat_output.has_value() &&
+                      delivery.chat_output->starts_in_tool_calls;
+  absl::StatusOr<std::string> prefix = ToolCallPrefix(
+      format, request_.tool_choice, request_.tool_choice_name, opened);
   if (!prefix.ok()) return prefix.status();
   if (prefix->empty()) return absl::OkStatus();
   // A prompt that opened the reasoning block (GLM 4.7's `<think>`, QwQ,

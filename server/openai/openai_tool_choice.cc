@@ -12,7 +12,8 @@ namespace paceline::server::openai {
 
 absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                                            ToolChoice choice,
-                                           absl::string_view name) {
+                                           absl::string_view name,
+                                           bool prompt_opened_calls) {
   if (choice == ToolChoice::kAuto || choice == ToolChoice::kNone) return "";
   const bool named = choice == ToolChoice::kNamed;
   // The name as a JSON string, quotes included.
@@ -34,17 +35,16 @@ absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                    : std::string("[TOOL_CALLS]");
     default:  // the families: their writing, else no forced form
       if (std::optional<chat::CallWriting> w = chat::FindCallWriting(format)) {
-        return chat::ForcedCallOpening(*w, named ? name : "");
+        return chat::ForcedCallOpening(*w, named ? name : "",
+                                       prompt_opened_calls);
       }
       break;
   }
   return InvalidParam(
       "tool_choice",
       "'tool_choice' \"required\" or a named function needs a model whose "
-      "chat template has a tool-call format Paceline can force "
-      "(Hermes/Qwen, Llama 3.x, Mistral, Qwen3-Coder XML, Seed-OSS, GLM, "
-      "Hunyuan, MiniMax, MiniCPM, DeepSeek V3.1/V3.2/V4, Kimi K2, Solar, "
-      "Functionary v3.1, gpt-oss); this one has none");
+      "chat template has a tool-call format Paceline reads (see the "
+      "README's tool-call formats); this one has none");
 }
 
 absl::Status ConstrainToolCalls(const std::vector<bool>& strict, bool parallel,

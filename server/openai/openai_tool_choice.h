@@ -46,11 +46,15 @@
 namespace paceline::server::openai {
 
 // The prefix for `choice` (kRequired or kNamed with `name`) in `format`;
-// "" for kAuto and kNone. InvalidArgument (param "tool_choice") when the
-// model's template has no tool-call format Paceline parses.
+// "" for kAuto and kNone. `prompt_opened_calls`: the rendered prompt ends
+// with the marker that opens the calls (ChatOutputFormat's
+// starts_in_tool_calls), which the prefix then leaves out. InvalidArgument
+// (param "tool_choice") when the model's template has no tool-call format
+// Paceline parses.
 absl::StatusOr<std::string> ToolCallPrefix(chat::ToolCallFormat format,
                                            ToolChoice choice,
-                                           absl::string_view name);
+                                           absl::string_view name,
+                                           bool prompt_opened_calls = false);
 
 // Sets request->sampling.constraint.tool_calls (its format left to the
 // chat template) for `parsed`'s tool_choice over the chat's tools:

@@ -255,7 +255,9 @@ class HermesToolChoiceTest(ToolChoiceCase):
 
 class LongContextToolChoiceCase(ToolChoiceCase):
     """TEMPLATE's tools section passes 512 positions: stories260K with a
-    2048-position context (tests/testing/gguf_context.py)."""
+    CONTEXT-position context (tests/testing/gguf_context.py)."""
+
+    CONTEXT = 2048
 
     @classmethod
     def setUpClass(cls):
@@ -267,7 +269,7 @@ class LongContextToolChoiceCase(ToolChoiceCase):
         cls.model_dir = tempfile.TemporaryDirectory()
         cls.MODEL_ARG = gguf_context.with_context_length(
             source, pathlib.Path(cls.model_dir.name) / "stories260K.gguf",
-            2048)
+            cls.CONTEXT)
         super().setUpClass()
 
     @classmethod
@@ -309,6 +311,27 @@ class GptOssToolChoiceTest(LongContextToolChoiceCase):
 
     TEMPLATE = "openai-gpt-oss-120b.jinja"
     DESCRIPTION = "A test tool."
+
+
+class CommandR7bToolChoiceTest(LongContextToolChoiceCase):
+    """Command R7B's JSON list: `<|START_ACTION|>[\n    {"tool_call_id":
+    "0", "tool_name": N, "parameters": {...}}\n]<|END_ACTION|>`."""
+
+    TEMPLATE = "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"
+    CONTEXT = 8192  # its system prompt: ~4,100 of stories260K's tokens
+
+
+class DeepSeekR1ToolChoiceTest(LongContextToolChoiceCase):
+    """DeepSeek R1's fenced arguments; its prompt opens `<think>`, which
+    the forced call closes first."""
+
+    TEMPLATE = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+
+
+class FunctionaryV32ToolChoiceTest(LongContextToolChoiceCase):
+    """Functionary v3.2's `>>>N\n{...}`; its prompt ends with the `>>>`."""
+
+    TEMPLATE = "meetkai-functionary-medium-v3.2.jinja"
 
 
 if __name__ == "__main__":

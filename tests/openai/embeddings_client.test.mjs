@@ -30,6 +30,7 @@ const REFERENCE = JSON.parse(fs.readFileSync(
               'embedding_reference.json'),
     'utf8'));
 const KEY = 'embed-node-key';
+const EOS = 2;  // the oracle qwen3 file's tokenizer.ggml.eos_token_id
 const WAIT_MS = 20000;
 
 const HAVE_MODELS = fs.existsSync(ORACLE) && fs.existsSync(STORIES);
@@ -55,8 +56,17 @@ function u32(v) {
 // string entry to a multiple of the file's alignment (32: the file names
 // none), so the tensor data keeps its offsets.
 function withUint32Key(gguf, key, value) {
-  const entry = Buffer.concat([ggufString(key), u32(4), u32(value)]);
-  const padKey = 'general.paceline_test_padding';
+  return withKey(gguf, key, 4, u32(value));
+}
+
+// ... `key` = bool `value` (GGUF type 7, one byte).
+function withBoolKey(gguf, key, value) {
+  return withKey(gguf, key, 7, Buffer.from([value ? 1 : 0]));
+}
+
+function withKey(gguf, key, type, valueBytes) {
+  const entry = Buffer.concat([ggufString(key), u32(type), valueBytes]);
+  const padKey = `general.paceline_test_padding.${key}`;  // one per key
   const bare = ggufString(padKey).length + 4 + 8;
   const pad = (32 - ((entry.length + bare) % 32)) % 32;
   const padding =
@@ -169,6 +179,41 @@ describe('embeddings through the OpenAI Node SDK', {skip: !HAVE_MODELS}, () => {
     const one = await create({model: modelId, input: texts[0],
                               encoding_format: 'float'});
     assert.deepEqual(one.data[0].embedding, r.data[0].embedding);
+  });
+
+  test('add_eos_token: a text ends with the EOS, as llama.cpp embeds it',
+       async () => {
+    // Qwen3-Embedding's files say add_eos_token: llama.cpp's server then
+    // appends the EOS to each text, and last pooling takes its row.
+    const model = path.join(dir, 'qwen3-embedding-eos.gguf');
+    fs.writeFileSync(model, withBoolKey(
+        fs.readFileSync(path.join(dir, 'qwen3-embedding-test.gguf')),
+        'tokenizer.ggml.add_eos_token', true));
+    const eos = await start(model);
+    try {
+      const OpenAI = loadSdk().default;
+      const c = new OpenAI({baseURL: eos.baseURL, apiKey: KEY, maxRetries: 0});
+      const text = 'Once upon a time';
+      const t = await fetch(`http://127.0.0.1:${eos.port}/tokenize`, {
+        method: 'POST',
+        headers: {'Authorization': `Bearer ${KEY}`,
+                  'Content-Type': 'application/json'},
+        body: JSON.stringify({prompt: text}),
+      });
+      const ids = (await t.json()).tokens;
+      const id = (await c.models.list()).data[0].id;
+      const embed = (input) => withDeadline(
+          c.embeddings.create({model: id, input, encoding_format: 'float'}),
+          WAIT_MS, 'embeddings');
+      const byText = await embed(text);
+      const withEos = await embed([...ids, EOS]);
+      assert.equal(byText.usage.prompt_tokens, ids.length + 1);
+      assert.deepEqual(byText.data[0].embedding, withEos.data[0].embedding);
+      const without = await embed(ids);
+      assert.notDeepEqual(byText.data[0].embedding, without.data[0].embedding);
+    } finally {
+      await eos.kill();
+    }
   });
 
   test('dimensions: the model\'s width only', async () => {

@@ -62,8 +62,11 @@ enum class ToolCallMode { kRequired, kNamed, kAuto };
 // A call syntax given as markup: chat/tool_formats/call_writing.h's
 // CallWriting, field for field (the server copies it; this module does not
 // see chat/). A call, `gap` an optional "\n" where `newlines`, else none:
-//   section_open gap call_open [ID id_end] name_prefix NAME [":" DIGITS]
-//   name_end gap BODY call_close gap section_close
+//   section_open list_open gap call_open [ID id_end] name_prefix NAME
+//   [":" DIGITS] name_end gap BODY call_close gap section_close
+// (ID: 9 letters and digits, or 1 to 3 digits where index_id: Command
+// R7B's "tool_call_id": "0"; list_open: a JSON array's "[" where the calls
+// are JSON objects in one, the rest of the object in the other fields).
 // BODY, json: arguments_open A arguments_close; xml: for each of the
 // schema's properties in order (the required ones present, the others
 // optional), parameter_open KEY parameter_key_end ATTRS [gap value_open]
@@ -84,17 +87,21 @@ enum class ToolCallMode { kRequired, kNamed, kAuto };
 // the tool, the property and the keyword); a tool not strict gets any raw
 // value there.
 // Further calls (parallel, not one_call): each in a section of its own
-// when section_per_call or call_open is empty, else gap call_open ... in
-// the one section.
-// Where the language starts: required after section_open [gap call_open];
+// when section_per_call or call_open is empty, else call_separator (when
+// empty: gap) call_open ... in the one section.
+// Where the language starts: required after section_open list_open [gap
+// call_open];
 // named after that and, when id_end is empty, name_prefix NAME [":0"]
 // name_end [gap] too (CallWriting's ForcedCallOpening); auto at
 // section_open, the trigger.
 struct CallMarkup {
   bool xml = false;
   std::string section_open;  // not empty
+  std::string list_open;
   std::string call_open;
+  std::string call_separator;
   std::string id_end;
+  bool index_id = false;
   std::string name_prefix;
   bool name_index = false;
   std::string name_end;

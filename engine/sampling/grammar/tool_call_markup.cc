@@ -98,7 +98,8 @@ class MarkupBuilder {
   // The raw string value of a "type": "string" property.
   absl::StatusOr<ExprId> StringValue(const ToolSchema& tool,
                                      const std::string& key, const J& property);
-  ExprId Head();  // section_open [gap call_open]
+  ExprId Head();       // section_open list_open [gap call_open]
+  ExprId Separator();  // between two calls in one section
   ExprId SectionEnd();
   bool PerCall() const { return m_.section_per_call || m_.call_open.empty(); }
 
@@ -112,9 +113,11 @@ class MarkupBuilder {
 ExprId MarkupBuilder::BeforeName() {
   ExprId id = g_.Empty();
   if (!m_.id_end.empty()) {
-    id =
-        g_.Seq({g_.Repeat(g_.Bytes({{'0', '9'}, {'A', 'Z'}, {'a', 'z'}}), 9, 9),
-                Lit(m_.id_end)});
+    const ExprId chars =
+        m_.index_id
+            ? g_.Repeat(g_.Bytes({{'0', '9'}}), 1, 3)
+            : g_.Repeat(g_.Bytes({{'0', '9'}, {'A', 'Z'}, {'a', 'z'}}), 9, 9);
+    id = g_.Seq({chars, Lit(m_.id_end)});
   }
   return g_.Seq({id, Lit(m_.name_prefix)});
 }
@@ -345,8 +348,13 @@ absl::StatusOr<ExprId> MarkupBuilder::Body(size_t tool) {
 }
 
 ExprId MarkupBuilder::Head() {
-  if (m_.call_open.empty()) return Lit(m_.section_open);
-  return g_.Seq({Lit(m_.section_open), Gap(), Lit(m_.call_open)});
+  const ExprId open = Lit(absl::StrCat(m_.section_open, m_.list_open));
+  if (m_.call_open.empty()) return open;
+  return g_.Seq({open, Gap(), Lit(m_.call_open)});
+}
+
+ExprId MarkupBuilder::Separator() {
+  return m_.call_separator.empty() ? Gap() : Lit(m_.call_separator);
 }
 
 ExprId MarkupBuilder::SectionEnd() {
@@ -379,7 +387,8 @@ absl::StatusOr<ExprId> MarkupBuilder::Build() {
                          g_.Star(g_.Seq({Gap(), Head(), call, SectionEnd()}))});
   } else {
     ExprId rest =
-        more ? g_.Star(g_.Seq({Gap(), Lit(m_.call_open), call})) : g_.Empty();
+        more ? g_.Star(g_.Seq({Separator(), Lit(m_.call_open), call}))
+             : g_.Empty();
     body = g_.Seq({call, rest, SectionEnd()});
   }
   if (spec_.mode == ToolCallMode::kAuto) body = g_.Seq({Head(), body});
@@ -436,8 +445,11 @@ absl::Status CheckMarkup(const ToolCallSpec& spec) {
 J MarkupToJson(const CallMarkup& m) {
   return {{"xml", m.xml},
           {"section_open", m.section_open},
+          {"list_open", m.list_open},
           {"call_open", m.call_open},
+          {"call_separator", m.call_separator},
           {"id_end", m.id_end},
+          {"index_id", m.index_id},
           {"name_prefix", m.name_prefix},
           {"name_index", m.name_index},
           {"name_end", m.name_end},
@@ -480,8 +492,11 @@ bool MarkupFromJson(const nlohmann::json& j, CallMarkup* m) {
   };
   flag("xml", &m->xml);
   text("section_open", &m->section_open);
+  text("list_open", &m->list_open);
   text("call_open", &m->call_open);
+  text("call_separator", &m->call_separator);
   text("id_end", &m->id_end);
+  flag("index_id", &m->index_id);
   text("name_prefix", &m->name_prefix);
   flag("name_index", &m->name_index);
   text("name_end", &m->name_end);

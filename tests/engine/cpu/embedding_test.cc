@@ -1,17 +1,10 @@
 // Embeddings on the CPU engine: hidden rows (SequenceSlice::num_hidden)
-// pooled by EmbeddingPooler against llama.cpp's pooled, L2-normalized
-// embeddings of the oracle qwen3 F32 file (data/embedding_reference.json,
-// made by tests/testing/make_embedding_reference.py with llama.cpp's
-// server, --pooling last / mean), the prompts fed in chunks of 24 so that
-// mean pooling accumulates across steps; the pooling_type key; the batch
+// pooled by EmbeddingPooler against llama.cpp's
+// (tests/engine/embedding_reference.h); the pooling_type key; the batch
 // checks.
 
-#include <cmath>
 #include <cstdint>
-#include <fstream>
-#include <iostream>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -22,8 +15,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
-#include "tests/testing/build_paths.h"
+#include "tests/engine/embedding_reference.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gguf_edit.h"
 
@@ -33,43 +25,14 @@ namespace {
 using cpu::CpuEngine;
 using cpu::CpuEngineOptions;
 
-std::string ModelPath() {
-  return ::paceline::testing::SharedPath("oracle/models/qwen3-base-f32.gguf");
-}
+using testing::EmbeddingModelPath;
+using testing::EmbeddingReference;
 
-nlohmann::json Reference() {
-  std::ifstream in(::paceline::testing::SourcePath(
-      "tests/engine/cpu/data/embedding_reference.json"));
-  return nlohmann::json::parse(in);
-}
+std::string ModelPath() { return EmbeddingModelPath(); }
 
-// The prompt's pooled embedding, computed `chunk` tokens per step.
 std::vector<float> Embed(CpuEngine& engine, PoolingType pooling,
                          const std::vector<int32_t>& prompt, int32_t chunk) {
-  const int64_t width = engine.config().n_embd;
-  const int32_t n = static_cast<int32_t>(prompt.size());
-  std::vector<int32_t> table((n + engine.block_size() - 1) /
-                             engine.block_size());
-  std::iota(table.begin(), table.end(), 0);
-  EmbeddingPooler pooler(pooling, width);
-  for (int32_t begin = 0; begin < n; begin += chunk) {
-    ForwardBatch batch;
-    SequenceSlice slice;
-    slice.token_count = std::min(chunk, n - begin);
-    slice.position_begin = begin;
-    slice.block_table = table;
-    slice.num_hidden =
-        EmbeddingPooler::RowsNeeded(pooling, begin, slice.token_count, n);
-    batch.tokens.assign(prompt.begin() + begin,
-                        prompt.begin() + begin + slice.token_count);
-    batch.sequences.push_back(slice);
-    std::vector<float> hidden(slice.num_hidden * width);
-    batch.hidden = absl::MakeSpan(hidden);
-    const absl::Status s = engine.Forward(batch, {});
-    EXPECT_TRUE(s.ok()) << s;
-    pooler.Add(begin + slice.token_count - 1, hidden);
-  }
-  return pooler.Finish();
+  return testing::Embed(engine, engine.block_size(), pooling, prompt, chunk);
 }
 
 TEST(EmbeddingTest, PooledEmbeddingsAgreeWithLlamaCpp) {
@@ -82,26 +45,8 @@ TEST(EmbeddingTest, PooledEmbeddingsAgreeWithLlamaCpp) {
   absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
       CpuEngine::Create(model->weights, options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  const nlohmann::json ref = Reference();
-  for (const auto& [name, pooling] : {std::pair{"last", PoolingType::kLast},
-                                      std::pair{"mean", PoolingType::kMean}}) {
-    for (size_t p = 0; p < ref["prompts"].size(); ++p) {
-      const auto prompt = ref["prompts"][p].get<std::vector<int32_t>>();
-      const auto want = ref[name][p].get<std::vector<float>>();
-      const std::vector<float> got = Embed(**engine, pooling, prompt, 24);
-      ASSERT_EQ(got.size(), want.size());
-      double dot = 0, max_diff = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        dot += static_cast<double>(got[i]) * want[i];
-        max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
-      }
-      std::cout << name << " pooling, " << prompt.size()
-                << " tokens: 1 - cosine " << 1 - dot << ", max |diff| "
-                << max_diff << "\n";
-      EXPECT_GT(dot, 0.9999) << name << " prompt " << p;
-      EXPECT_LT(max_diff, 1e-4) << name << " prompt " << p;
-    }
-  }
+  testing::ExpectEmbeddingsMatchLlamaCpp(**engine, (*engine)->block_size(),
+                                         1e-4);
 }
 
 TEST(EmbeddingTest, ChunkingDoesNotChangeThePooledVector) {
@@ -115,7 +60,7 @@ TEST(EmbeddingTest, ChunkingDoesNotChangeThePooledVector) {
   absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
       CpuEngine::Create(model->weights, options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  const auto prompt = Reference()["prompts"][1].get<std::vector<int32_t>>();
+  const auto prompt = EmbeddingReference()["prompts"][1].get<std::vector<int32_t>>();
   for (PoolingType pooling :
        {PoolingType::kMean, PoolingType::kCls, PoolingType::kLast}) {
     const std::vector<float> whole = Embed(**engine, pooling, prompt, 128);

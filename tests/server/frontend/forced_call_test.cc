@@ -96,6 +96,9 @@ struct Case {
   ToolCallFormat format;
   std::string end;  // what ends the calls in the render ("": the end)
   bool parallel = true;
+  // Context variables the template needs besides the conversation and
+  // the tools (a null value: render without the tools).
+  json context = json::object();
 };
 
 std::vector<Case> Cases() {
@@ -124,6 +127,20 @@ std::vector<Case> Cases() {
       {"meetkai-functionary-medium-v3.1.jinja", F::kFunctionaryV31,
        "<|eom_id|>"},
       {"openai-gpt-oss-120b.jinja", F::kHarmony, "", false},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", F::kDeepSeekR1,
+       "<｜end▁of▁sentence｜>"},
+      {"meetkai-functionary-medium-v3.2.jinja", F::kFunctionaryV32,
+       "<|eot_id|>"},
+      {"unsloth-Apriel-1.5.jinja", F::kApriel, "<|end|>"},
+      {"Apriel-1.6-15b-Thinker-fixed.jinja", F::kApriel, ""},
+      {"NVIDIA-Nemotron-Nano-v2.jinja", F::kNemotronV2, "<SPECIAL_12>"},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", F::kCommandR7b,
+       "<|END_OF_TURN_TOKEN|>"},
+      {"Cohere2MoE.jinja", F::kCommandR7b, "<|END_OF_TURN_TOKEN|>"},
+      {"GigaChat3.1-10B-A1.8B.jinja", F::kGigaChat, "<|message_sep|>", false},
+      {"fireworks-ai-llama-3-firefunction-v2.jinja", F::kFirefunction,
+       "<|eot_id|>", true,
+       json{{"functions", Tools().dump()}, {"datetime", "2026-01-15"}}},
   };
 }
 
@@ -149,7 +166,8 @@ std::vector<json> Conversations() {
   };
 }
 
-json Request(const std::string& source, const json& calls, bool text_args) {
+json Request(const Case& c, const std::string& source, const json& calls,
+             bool text_args) {
   json tool_calls = calls;
   if (text_args) {
     for (json& c : tool_calls) {
@@ -159,13 +177,13 @@ json Request(const std::string& source, const json& calls, bool text_args) {
   json messages = json::array(
       {{{"role", "user"}, {"content", "Weather?"}},
        {{"role", "assistant"}, {"content", ""}, {"tool_calls", tool_calls}}});
-  return {{"template", source},
-          {"context",
-           {{"messages", messages},
-            {"tools", Tools()},
-            {"add_generation_prompt", false},
-            {"bos_token", "<s>"},
-            {"eos_token", "</s>"}}}};
+  json context = {{"messages", messages},
+                  {"tools", Tools()},
+                  {"add_generation_prompt", false},
+                  {"bos_token", "<s>"},
+                  {"eos_token", "</s>"}};
+  for (const auto& [key, value] : c.context.items()) context[key] = value;
+  return {{"template", source}, {"context", std::move(context)}};
 }
 
 // The rendered calls from the forced opening on, up to `end`; "" when the
@@ -192,8 +210,8 @@ TEST(ForcedCallTest, TheGrammarAcceptsTheTemplatesCallsAfterTheOpening) {
         testing::ReadFile(testing::kChatTemplateDir + "/" + c.file);
     ASSERT_FALSE(source.empty()) << c.file;
     for (const json& calls : conversations) {
-      requests.push_back(Request(source, calls, false));
-      requests.push_back(Request(source, calls, true));
+      requests.push_back(Request(c, source, calls, false));
+      requests.push_back(Request(c, source, calls, true));
     }
   }
   absl::StatusOr<std::vector<json>> answers = testing::RunReference(requests);
@@ -264,6 +282,53 @@ TEST(ForcedCallTest, TheGrammarAcceptsTheTemplatesCallsAfterTheOpening) {
       }
     }
   }
+}
+
+// Command R+'s template indents the arguments (tojson(indent=4)), which
+// the grammar's compact JSON does not write; calls without arguments it
+// writes as `{}`, and those the grammar accepts as the template renders
+// them, and the parser reads back.
+TEST(ForcedCallTest, CommandRPlusCallsWithoutArgumentsAreTheTemplates) {
+  if (std::string why = testing::ReferenceUnavailable(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  const std::string source = testing::ReadFile(
+      testing::kChatTemplateDir +
+      "/CohereForAI-c4ai-command-r-plus-tool_use.jinja");
+  ASSERT_FALSE(source.empty());
+  // Its tool list takes another shape (parameter_definitions): the
+  // conversation is rendered without it.
+  Case c{"", ToolCallFormat::kCommandRPlus, "<|START_OF_TURN_TOKEN|>"};
+  c.context = {{"tools", nullptr}};
+  json request = Request(
+      c, source,
+      json::array({Call("ping", json::object(), 0), Call("now", json::object(), 1)}),
+      false);
+  request["context"].erase("tools");
+  absl::StatusOr<json> answer = testing::RunReference(request);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_TRUE(answer->value("ok", false)) << answer->dump();
+  const chat::CallWriting w =
+      chat::FindCallWriting(ToolCallFormat::kCommandRPlus).value();
+  const std::string opening = chat::ForcedCallOpening(w, "");
+  const std::string text =
+      CallsText((*answer)["text"].get<std::string>(), c, opening);
+  ASSERT_FALSE(text.empty()) << (*answer)["text"];
+  gr::ToolCallSpec spec;
+  spec.syntax = gr::ToolCallSyntax::kMarkup;
+  spec.markup = ForcedCallMarkup(ToolCallFormat::kCommandRPlus).value();
+  spec.parallel = true;
+  spec.tools = {{"ping", "", true}, {"now", "", true}};
+  EXPECT_TRUE(Matches(spec, text.substr(opening.size()))) << text;
+  spec.parallel = false;
+  EXPECT_FALSE(Matches(spec, text.substr(opening.size()))) << text;
+  chat::ChatOutputFormat format;
+  format.tool_calls = ToolCallFormat::kCommandRPlus;
+  const chat::chat_test::Collected got = chat::chat_test::Parse(format, text);
+  ASSERT_EQ(got.calls.size(), 2u) << got;
+  EXPECT_EQ(got.calls[0].name, "ping");
+  EXPECT_EQ(got.calls[1].name, "now");
+  EXPECT_EQ(json::parse(got.calls[0].arguments), json::object());
 }
 
 // The prefix the server writes and the grammar's start agree for every
