@@ -15,6 +15,7 @@
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_options.h"
+#include "server/openai/openai_response_format.h"
 #include "server/openai/openai_tool_choice.h"
 
 namespace paceline::server::anthropic {
@@ -362,6 +363,19 @@ absl::Status Thinking(const Json& body, v1::Chat* chat) {
   return absl::OkStatus();
 }
 
+// output_config.effort -> the template's reasoning_effort (gpt-oss's
+// low / medium / high; Anthropic's xhigh and max passed as they are).
+absl::Status Effort(const Json& body, v1::Chat* chat) {
+  const Json* config = Find(body, "output_config");
+  if (config == nullptr) return absl::OkStatus();
+  const Json* v = Find(*config, "effort");
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string effort,
+                   AsString(*v, "output_config.effort"));
+  (*chat->mutable_template_kwargs())["reasoning_effort"] = Dump(Json(effort));
+  return absl::OkStatus();
+}
+
 absl::Status StopSequences(const Json& body, v1::StoppingOptions* stop) {
   const Json* v = Find(body, "stop_sequences");
   if (v == nullptr) return absl::OkStatus();
@@ -389,6 +403,8 @@ absl::StatusOr<OpenAiRequest> ParseCommon(const Json& body) {
     RETURN_IF_ERROR(ExpectObject(*v, "metadata"));
   }
   RETURN_IF_ERROR(openai::ParseSampling(body, request.mutable_sampling()));
+  RETURN_IF_ERROR(openai::ParseResponseFormat(
+      body, request.mutable_sampling(), openai::FormatField::kOutputConfig));
   RETURN_IF_ERROR(StopSequences(body, request.mutable_stopping()));
   RETURN_IF_ERROR(openai::ParsePacelineOptions(body, &request));
   v1::Chat* chat = request.mutable_chat();
@@ -399,6 +415,7 @@ absl::StatusOr<OpenAiRequest> ParseCommon(const Json& body) {
   RETURN_IF_ERROR(ToolChoiceOption(body, chat, &out, &parallel));
   RETURN_IF_ERROR(openai::ConstrainToolCalls(strict, parallel, out, &request));
   RETURN_IF_ERROR(Thinking(body, chat));
+  RETURN_IF_ERROR(Effort(body, chat));
   out.prompts.push_back(std::move(request));
   return out;
 }

@@ -103,6 +103,36 @@ absl::Status OpenAiFormat(const Json& v, absl::string_view param,
   return absl::OkStatus();
 }
 
+// Anthropic's format object at `param` (null: none).
+absl::Status AnthropicFormat(const Json& v, absl::string_view param,
+                             v1::Constraint* c, bool* set) {
+  if (v.is_null()) return absl::OkStatus();
+  RETURN_IF_ERROR(ExpectObject(v, param));
+  const std::string type_param = Member(param, "type");
+  const Json* type = Find(v, "type");
+  if (type == nullptr) {
+    return InvalidParam(type_param,
+                        absl::StrCat("'", type_param, "' is required"));
+  }
+  ASSIGN_OR_RETURN(const std::string t, AsString(*type, type_param));
+  if (t != "json_schema") {
+    return InvalidParam(type_param,
+                        absl::StrCat("'", type_param,
+                                     "' must be \"json_schema\", got \"", t,
+                                     "\""));
+  }
+  const std::string schema_param = Member(param, "schema");
+  const Json* schema = Find(v, "schema");
+  if (schema == nullptr) {
+    return InvalidParam(schema_param,
+                        absl::StrCat("'", schema_param, "' is required"));
+  }
+  ASSIGN_OR_RETURN(std::string text, SchemaText(*schema, schema_param));
+  c->set_json_schema(std::move(text));
+  *set = true;
+  return absl::OkStatus();
+}
+
 // vLLM's structured_outputs (one field of it).
 absl::Status VllmFormat(const Json& v, v1::Constraint* c) {
   RETURN_IF_ERROR(ExpectObject(v, "structured_outputs"));
@@ -156,6 +186,20 @@ absl::Status ParseResponseFormat(const Json& body,
       bool set = false;
       RETURN_IF_ERROR(OpenAiFormat(*v, "response_format", field, &c, &set));
       if (set) sources.push_back("response_format");
+    }
+  } else if (field == FormatField::kOutputConfig) {
+    if (const Json* config = Find(body, "output_config")) {
+      RETURN_IF_ERROR(ExpectObject(*config, "output_config"));
+      if (const Json* v = Find(*config, "format")) {
+        bool set = false;
+        RETURN_IF_ERROR(AnthropicFormat(*v, "output_config.format", &c, &set));
+        if (set) sources.push_back("output_config.format");
+      }
+    }
+    if (const Json* v = Find(body, "output_format")) {
+      bool set = false;
+      RETURN_IF_ERROR(AnthropicFormat(*v, "output_format", &c, &set));
+      if (set) sources.push_back("output_format");
     }
   } else if (const Json* text = Find(body, "text")) {
     RETURN_IF_ERROR(ExpectObject(*text, "text"));

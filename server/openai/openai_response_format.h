@@ -24,9 +24,13 @@
 
 namespace paceline::server::openai {
 
-// Where the body holds OpenAI's format: chat's `response_format` or the
-// Responses API's `text.format` (the other one is then not read).
-enum class FormatField { kResponseFormat, kTextFormat };
+// Where the body holds the API's own format: chat's `response_format`, the
+// Responses API's `text.format`, or Anthropic's `output_config.format`
+// ({"type": "json_schema", "schema": {...}}: @anthropic-ai/sdk
+// resources/messages/messages.ts OutputConfig, JSONOutputFormat; also its
+// beta's top-level `output_format` of the same shape). The others are
+// then not read.
+enum class FormatField { kResponseFormat, kTextFormat, kOutputConfig };
 
 // Reads the fields above from `body` into `constraint` (left unset when
 // none constrains). Errors name the field as OpenAI's `param`.

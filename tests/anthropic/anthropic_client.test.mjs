@@ -234,6 +234,44 @@ describe('Anthropic SDK against pacelined', {skip: !HAVE_MODEL}, () => {
     assert.deepEqual(JSON.parse(pieces.join('')), use.input);
   });
 
+  test('output_config.format: the text is JSON under the schema', async () => {
+    // Structured outputs (the SDK's OutputConfig.format): a random-weight
+    // model writes the object only because the schema holds it.
+    const schema = {
+      type: 'object',
+      properties: {
+        city: {type: 'string', maxLength: 12},
+        days: {type: 'integer', minimum: 1, maximum: 9},
+      },
+      required: ['city', 'days'],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2, 3]) {
+      const m = await withDeadline(client.messages.create({
+        model: MODEL_ID, max_tokens: 120, temperature: 1, seed,
+        messages: [{role: 'user', content: 'Weather?'}],
+        output_config: {format: {type: 'json_schema', schema}},
+      }), WAIT_MS, 'structured output');
+      assert.equal(m.stop_reason, 'end_turn', JSON.stringify(m.content));
+      const text = m.content.filter((b) => b.type === 'text')
+                       .map((b) => b.text).join('');
+      const value = JSON.parse(text);
+      assert.deepEqual(Object.keys(value).sort(), ['city', 'days']);
+      assert.equal(typeof value.city, 'string');
+      assert.ok(value.city.length <= 12, value.city);
+      assert.ok(Number.isInteger(value.days) && value.days >= 1 &&
+                value.days <= 9, String(value.days));
+    }
+    await assert.rejects(
+        client.messages.create({
+          model: MODEL_ID, max_tokens: 4,
+          messages: [{role: 'user', content: 'Weather?'}],
+          output_config: {format: {type: 'json_object'}},
+        }),
+        (e) => e instanceof sdk.BadRequestError &&
+            /output_config\.format\.type/.test(e.error.error.message));
+  });
+
   test('messages.countTokens: the prompt create is charged for', async () => {
     const params = {model: MODEL_ID, messages: HELLO, system: 'Be brief.'};
     const count = await withDeadline(

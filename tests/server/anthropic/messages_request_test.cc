@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -299,6 +300,44 @@ TEST(MessagesRequest, ThinkingSetsEnableThinking) {
   ExpectError(Body(R"("thinking":{"type":"on"})"), "thinking.type");
   ExpectError(Body(R"("thinking":{"type":"enabled","budget_tokens":-1})"),
               "thinking.budget_tokens");
+}
+
+// Structured outputs: output_config.format (and the beta's output_format)
+// hold the answer to the schema as chat's response_format does.
+TEST(MessagesRequest, OutputConfigFormatIsAJsonSchemaConstraint) {
+  const char kSchema[] =
+      R"({"type":"object","properties":{"a":{"type":"integer"}}})";
+  for (const char* field : {R"("output_config":{"format":)", R"("output_format":)"}) {
+    SCOPED_TRACE(field);
+    const OpenAiRequest r = Parse(Body(absl::StrCat(
+        field, R"({"type":"json_schema","schema":)", kSchema, "}",
+        absl::StartsWith(field, "\"output_config") ? "}" : "")));
+    const v1::Constraint& c = r.prompts.front().sampling().constraint();
+    ASSERT_TRUE(c.has_json_schema());
+    EXPECT_EQ(nlohmann::json::parse(c.json_schema()),
+              nlohmann::json::parse(kSchema));
+  }
+  EXPECT_FALSE(Parse(Body(R"("output_config":{"format":null})"))
+                   .prompts.front()
+                   .sampling()
+                   .has_constraint());
+  ExpectError(Body(R"("output_config":{"format":{"type":"json_object"}})"),
+              "output_config.format.type");
+  ExpectError(Body(R"("output_config":{"format":{"type":"json_schema"}})"),
+              "output_config.format.schema");
+  ExpectError(Body(R"("output_config":{"format":{"type":"json_schema",)"
+                   R"("schema":{}},"effort":"high"},)"
+                   R"("output_format":{"type":"json_schema","schema":{}})"),
+              "output_config.format");
+  ExpectError(Body(R"("output_config":7)"), "output_config");
+}
+
+TEST(MessagesRequest, OutputConfigEffortIsTheTemplatesReasoningEffort) {
+  const OpenAiRequest r = Parse(Body(R"("output_config":{"effort":"low"})"));
+  EXPECT_EQ(ChatOf(r).template_kwargs().at("reasoning_effort"), "\"low\"");
+  EXPECT_EQ(ChatOf(Parse(Body(""))).template_kwargs().count("reasoning_effort"),
+            0u);
+  ExpectError(Body(R"("output_config":{"effort":3})"), "output_config.effort");
 }
 
 TEST(MessagesRequest, SamplingStoppingStream) {
