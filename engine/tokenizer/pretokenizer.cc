@@ -15,6 +15,7 @@ struct Variant {
   std::vector<absl::string_view> names;
   std::vector<Stage> stages;
   bool ignore_merges;
+  bool normalize_nfc;
 };
 
 const std::vector<Variant>& Variants() {
@@ -22,26 +23,38 @@ const std::vector<Variant>& Variants() {
       {{"default", ""},
        {Stage::kPunctDefault, Stage::kGpt2, Stage::kNumberRun,
         Stage::kAsciiDigits3},
+       false,
        false},
       {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "jina-es", "jina-de",
         "gigachat", "jina-v2-es", "jina-v2-de"},
        {Stage::kGpt2},
+       false,
        false},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
         "minerva-7b"},
        {Stage::kNumber, Stage::kGpt2},
+       false,
        false},
       {{"falcon"},
        {Stage::kPunctFalcon, Stage::kGpt2, Stage::kAsciiDigits3},
+       false,
        false},
       {{"deepseek-coder"},
        {Stage::kNewline, Stage::kSpaceLetters, Stage::kSpacePunct, Stage::kCjk,
         Stage::kNumber},
+       false,
        false},
-      {{"llama3", "llama-v3", "llama-bpe", "falcon3"}, {Stage::kLlama3}, true},
-      {{"dbrx", "smaug-bpe"}, {Stage::kLlama3}, false},
-      {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"},
-       {Stage::kQwen2},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3"},
+       {Stage::kLlama3},
+       true,
+       false},
+      {{"dbrx", "smaug-bpe"}, {Stage::kLlama3}, false, false},
+      {{"qwen2", "deepseek-r1-qwen"}, {Stage::kQwen2}, false, true},
+      {{"stablelm2", "megrez"}, {Stage::kQwen2}, false, false},
+      {{"gpt-4o"}, {Stage::kGpt4o}, false, false},
+      {{"deepseek-v3"},
+       {Stage::kNumber3, Stage::kCjkKana, Stage::kDeepseekV3},
+       false,
        false},
   };
   return *variants;
@@ -239,6 +252,151 @@ bool IsCjk(uint32_t c, CodepointFlags f) {
          !f.is_whitespace();
 }
 
+// The end of the run of codepoints from `pos` that satisfy `pred`.
+template <typename Pred>
+size_t RunEnd(const Piece& p, size_t pos, Pred pred) {
+  while (p.in(pos) && pred(p, pos)) ++pos;
+  return pos;
+}
+
+// o200k's letter classes: U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+// W = [\p{Ll}\p{Lm}\p{Lo}\p{M}].
+bool IsCasedUpper(const Piece& p, size_t pos) {
+  const CodepointFlags f = p.flags(pos);
+  return f.is_mark() ||
+         (f.is_letter() && GetLetterCase(p.cpt(pos)) != LetterCase::kLower);
+}
+
+bool IsCasedLower(const Piece& p, size_t pos) {
+  const CodepointFlags f = p.flags(pos);
+  return f.is_mark() ||
+         (f.is_letter() && GetLetterCase(p.cpt(pos)) != LetterCase::kUpper);
+}
+
+// U*W+ from `start` as a backtracking regex takes it: the longest U run,
+// given back one codepoint at a time until a W can follow. The match's end,
+// or 0 for none.
+size_t UpperThenLowerEnd(const Piece& p, size_t start) {
+  const size_t upper_end = RunEnd(p, start, IsCasedUpper);
+  for (size_t k = upper_end + 1; k-- > start;) {
+    if (IsCasedLower(p, k)) return RunEnd(p, k, IsCasedLower);
+  }
+  return 0;
+}
+
+// U+W* from `start`: the match's end, or 0 for none.
+size_t UpperRunEnd(const Piece& p, size_t start) {
+  const size_t upper_end = RunEnd(p, start, IsCasedUpper);
+  return upper_end == start ? 0 : RunEnd(p, upper_end, IsCasedLower);
+}
+
+// [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C? (C: a contraction),
+// trying the optional lead codepoint first in each alternative.
+size_t MatchCasedWord(const Piece& p, size_t pos) {
+  const uint32_t c = p.cpt(pos);
+  const CodepointFlags f = p.flags(pos);
+  const bool lead =
+      c != '\r' && c != '\n' && !f.none() && !f.is_letter() && !f.is_number();
+  for (auto word_end : {UpperThenLowerEnd, UpperRunEnd}) {
+    size_t end = lead ? word_end(p, pos + 1) : 0;
+    if (end == 0) end = word_end(p, pos);
+    if (end != 0) return end - pos + MatchContraction(p, end, true);
+  }
+  return 0;
+}
+
+// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+size_t MatchMarkedWord(const Piece& p, size_t pos) {
+  const auto letter_or_mark = [](const Piece& q, size_t i) {
+    return q.flags(i).is_letter() || q.flags(i).is_mark();
+  };
+  const uint32_t c = p.cpt(pos);
+  const CodepointFlags f = p.flags(pos);
+  if (c != '\r' && c != '\n' && !f.none() && !f.is_letter() &&
+      !f.is_punctuation() && !f.is_symbol()) {
+    const size_t end = RunEnd(p, pos + 1, letter_or_mark);
+    if (end > pos + 1) return end - pos;
+  }
+  return RunEnd(p, pos, letter_or_mark) - pos;
+}
+
+bool IsAsciiLetter(uint32_t c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// [!-/:-@[-`{-~][A-Za-z]+: one ASCII punctuation or symbol, then letters.
+size_t MatchAsciiPunctWord(const Piece& p, size_t pos) {
+  const uint32_t c = p.cpt(pos);
+  if (c >= 128 || IsAsciiLetter(c) || IsAsciiDigit(c) || c <= ' ' ||
+      c == 0x7F || !IsAsciiLetter(p.cpt(pos + 1))) {
+    return 0;
+  }
+  size_t end = pos + 1;
+  while (IsAsciiLetter(p.cpt(end))) ++end;
+  return end - pos;
+}
+
+// ` ?X+` followed by `tail`*, X the codepoints `in_class` accepts and
+// `tail` "\r\n" or "\r\n/".
+template <typename Pred>
+size_t MatchSymbolRun(const Piece& p, size_t pos, Pred in_class,
+                      bool slash_in_tail) {
+  const size_t start = pos + (p.cpt(pos) == ' ' ? 1 : 0);
+  size_t end = start;
+  while (p.in(end) && in_class(p.flags(end))) ++end;
+  if (end == start) return 0;
+  const auto in_tail = [&](uint32_t c) {
+    return c == '\r' || c == '\n' || (slash_in_tail && c == '/');
+  };
+  while (in_tail(p.cpt(end))) ++end;
+  return end - pos;
+}
+
+// \s*[\r\n]+|\s+(?!\S)|\s+
+size_t MatchSpaces(const Piece& p, size_t pos) {
+  size_t last_newline_end;
+  const size_t ws = WhitespaceRun(p, pos, &last_newline_end);
+  if (last_newline_end > 0) return last_newline_end - pos;
+  return (ws > 1 && p.in(pos + ws)) ? ws - 1 : ws;
+}
+
+// \p{N}{1,3}
+size_t MatchNumber3(const Piece& p, size_t pos) {
+  size_t n = 0;
+  while (n < 3 && p.flags(pos + n).is_number()) ++n;
+  return n;
+}
+
+// The o200k pattern (pretokenizer.h): every codepoint matches something.
+size_t MatchO200k(const Piece& p, size_t pos) {
+  if (const size_t n = MatchCasedWord(p, pos); n > 0) return n;
+  if (const size_t n = MatchNumber3(p, pos); n > 0) return n;
+  const auto symbol = [](CodepointFlags f) {
+    return !IsWordClassBreak(f) && !f.none();
+  };
+  if (const size_t n = MatchSymbolRun(p, pos, symbol, true); n > 0) return n;
+  return MatchSpaces(p, pos);
+}
+
+// DeepSeek V3's last regex (pretokenizer.h); digits and other codepoints
+// outside its classes stay in the gaps.
+size_t MatchDeepseekV3(const Piece& p, size_t pos) {
+  if (const size_t n = MatchAsciiPunctWord(p, pos); n > 0) return n;
+  if (const size_t n = MatchMarkedWord(p, pos); n > 0) return n;
+  const auto punct_or_symbol = [](CodepointFlags f) {
+    return f.is_punctuation() || f.is_symbol();
+  };
+  if (const size_t n = MatchSymbolRun(p, pos, punct_or_symbol, false); n > 0) {
+    return n;
+  }
+  return MatchSpaces(p, pos);
+}
+
+bool IsCjkKana(uint32_t c) {
+  // [一-龥぀-ゟ゠-ヿ]: CJK ideographs to U+9FA5, hiragana, katakana.
+  return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
+}
+
 // The length of the match of a single-regex stage at `pos`, 0 for none.
 size_t MatchAt(Stage stage, const Piece& p, size_t pos) {
   auto run = [&](size_t from, auto pred) {
@@ -284,6 +442,14 @@ size_t MatchAt(Stage stage, const Piece& p, size_t pos) {
       return optional_space_then_run(punct);
     case Stage::kCjk:
       return run(pos, IsCjk);
+    case Stage::kGpt4o:
+      return MatchO200k(p, pos);
+    case Stage::kNumber3:
+      return MatchNumber3(p, pos);
+    case Stage::kCjkKana:
+      return run(pos, [](uint32_t c, CodepointFlags) { return IsCjkKana(c); });
+    case Stage::kDeepseekV3:
+      return MatchDeepseekV3(p, pos);
     case Stage::kGpt2:
     case Stage::kLlama3:
     case Stage::kQwen2:
@@ -317,7 +483,8 @@ absl::StatusOr<PreTokenizer> PreTokenizer::Create(absl::string_view pre) {
   for (const Variant& v : Variants()) {
     for (absl::string_view name : v.names) {
       if (name == pre) {
-        return PreTokenizer(std::string(pre), v.stages, v.ignore_merges);
+        return PreTokenizer(std::string(pre), v.stages, v.ignore_merges,
+                            v.normalize_nfc);
       }
     }
   }
@@ -328,7 +495,7 @@ absl::StatusOr<PreTokenizer> PreTokenizer::Create(absl::string_view pre) {
 
 PreTokenizer PreTokenizer::FromStages(std::string name,
                                       std::vector<Stage> stages) {
-  return PreTokenizer(std::move(name), std::move(stages), false);
+  return PreTokenizer(std::move(name), std::move(stages), false, false);
 }
 
 std::vector<size_t> PreTokenizer::SplitCodepoints(

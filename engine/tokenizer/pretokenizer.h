@@ -5,7 +5,8 @@
 // ("words") that BPE merges never cross, exactly as llama.cpp does for each
 // `tokenizer.ggml.pre` value.
 //
-// llama.cpp describes each variant as a LIST of regexes applied in sequence:
+// Each variant is a LIST of regexes applied in sequence (llama.cpp's
+// description, and Hugging Face's Sequence of Split pre-tokenizers):
 // every regex splits each piece produced by the previous one into its matches
 // and the unmatched gaps between them (a gap stays one piece). Some regexes
 // have hand-written matchers there (the GPT-2 and Llama-3 patterns), the rest
@@ -31,7 +32,25 @@
 //                          | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   qwen2, deepseek-r1-qwen, stablelm2, megrez
 //                          the Llama-3 pattern with \p{N} instead of \p{N}{1,3}
+//   gpt-4o                 o200k (gpt-oss), as in Hugging Face's
+//                          tokenizer.json, with real letter case (llama.cpp
+//                          approximates the classes with ASCII [a-z]/[A-Z]):
+//                          [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?
+//                          |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+
+//                          |\s+(?!\S)|\s+
+//                          with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
+//                          W = [\p{Ll}\p{Lm}\p{Lo}\p{M}] and
+//                          C = (?i:'s|'t|'re|'ve|'m|'ll|'d)
+//   deepseek-v3            \p{N}{1,3} ; [一-龥぀-ゟ゠-ヿ]+ ;
+//                          [!-/:-@[-`{-~][A-Za-z]+
+//                          |[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+//                          | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // Any other name is an error (as in llama.cpp, which refuses to load it).
+//
+// Normalization: qwen2 and deepseek-r1-qwen (Qwen's tokenizer.json declares
+// "normalizer": NFC) want the text in NFC before the split; see
+// normalize_nfc() and normalizer.h. The other variants' vocabularies declare
+// no normalizer that changes text.
 //
 // Thread-safety: immutable after Create(); Split() may run concurrently.
 
@@ -63,6 +82,10 @@ class PreTokenizer {
     kSpaceLetters,  // \s?\p{L}+
     kSpacePunct,    // \s?\p{P}+
     kCjk,           // [一-龥ࠀ-一가-퟿]+ (non-whitespace codepoints)
+    kGpt4o,         // the o200k pattern above
+    kNumber3,       // \p{N}{1,3}
+    kCjkKana,       // [一-龥぀-ゟ゠-ヿ]+
+    kDeepseekV3,    // the last deepseek-v3 regex above
   };
 
   // InvalidArgument for a name not listed above.
@@ -77,6 +100,9 @@ class PreTokenizer {
   // (llama.cpp's `ignore_merges`).
   bool ignore_merges() const { return ignore_merges_; }
 
+  // The vocabulary's tokenizer normalizes its input to NFC first.
+  bool normalize_nfc() const { return normalize_nfc_; }
+
   // Splits `text` (decoded with DecodeUtf8Lenient, so invalid bytes are
   // U+FFFD) into pieces, each returned as UTF-8; no piece is empty and their
   // concatenation is the decoded text re-encoded.
@@ -87,14 +113,17 @@ class PreTokenizer {
   std::vector<size_t> SplitCodepoints(absl::Span<const uint32_t> cpts) const;
 
  private:
-  PreTokenizer(std::string name, std::vector<Stage> stages, bool ignore_merges)
+  PreTokenizer(std::string name, std::vector<Stage> stages, bool ignore_merges,
+               bool normalize_nfc)
       : name_(std::move(name)),
         stages_(std::move(stages)),
-        ignore_merges_(ignore_merges) {}
+        ignore_merges_(ignore_merges),
+        normalize_nfc_(normalize_nfc) {}
 
   std::string name_;
   std::vector<Stage> stages_;
   bool ignore_merges_ = false;
+  bool normalize_nfc_ = false;
 };
 
 }  // namespace paceline::engine

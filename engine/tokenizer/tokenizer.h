@@ -9,8 +9,10 @@
 //    token, spaces become U+2581 '▁', then adjacent symbols merge while their
 //    concatenation is a token, highest score first (ties: leftmost). Symbols
 //    that are not tokens come out as byte tokens <0xXX> (byte fallback).
-//  - "gpt2": byte-level BPE. The pre-tokenizer of `tokenizer.ggml.pre` (see
-//    engine/pretokenizer.h) splits the text; each piece is mapped
+//  - "gpt2": byte-level BPE. The text is put in NFC first where the
+//    vocabulary's tokenizer does that (Qwen's; see pretokenizer.h), then the
+//    pre-tokenizer of `tokenizer.ggml.pre` (see
+//    engine/pretokenizer.h) splits it; each piece is mapped
 //    byte-by-byte through GPT-2's byte-to-unicode table and merged by rank
 //    (lowest first, ties leftmost) using `tokenizer.ggml.merges`.
 //

@@ -5,6 +5,7 @@
 #include <queue>
 #include <vector>
 
+#include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -38,7 +39,8 @@ struct LowerPriority {
 
 void Tokenizer::EncodeBpe(absl::string_view text,
                           std::vector<int32_t>* out) const {
-  const std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
+  std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
+  if (pretokenizer_->normalize_nfc()) NormalizeNfc(&cpts);
   std::string utf8;
   std::string word;
   size_t begin = 0;

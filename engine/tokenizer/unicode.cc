@@ -4,6 +4,7 @@
 #include <array>
 
 #include "engine/tokenizer/unicode_data.h"
+#include "engine/tokenizer/unicode_extra_data.h"
 
 namespace paceline::engine {
 namespace {
@@ -57,6 +58,17 @@ bool IsContinuation(uint8_t b) { return (b & 0xC0) == 0x80; }
 
 }  // namespace
 
+namespace unicode_internal {
+
+uint8_t RangeValue(const ByteRange* ranges, size_t n, uint32_t cpt) {
+  const ByteRange* it = std::upper_bound(
+      ranges, ranges + n, cpt,
+      [](uint32_t c, const ByteRange& r) { return c < r.first; });
+  return (it - 1)->value;
+}
+
+}  // namespace unicode_internal
+
 CodepointFlags GetCodepointFlags(uint32_t cpt) {
   static const std::array<uint16_t, 128> ascii = BuildAsciiFlags();
   if (cpt < 128) return CodepointFlags{ascii[cpt]};
@@ -67,6 +79,17 @@ CodepointFlags GetCodepointFlags(uint32_t cpt) {
       [](uint32_t c, const CodepointRange& r) { return c < r.first; });
   // The first range starts at 0, so `it` is never the first element.
   return CodepointFlags{(it - 1)->flags};
+}
+
+LetterCase GetLetterCase(uint32_t cpt) {
+  if (cpt < 128) {
+    if (cpt >= 'A' && cpt <= 'Z') return LetterCase::kUpper;
+    return (cpt >= 'a' && cpt <= 'z') ? LetterCase::kLower : LetterCase::kNone;
+  }
+  if (cpt > kMaxCodepoint) return LetterCase::kNone;
+  return static_cast<LetterCase>(unicode_internal::RangeValue(
+      unicode_internal::kLetterCaseRanges,
+      unicode_internal::kNumLetterCaseRanges, cpt));
 }
 
 absl::string_view UnicodeDataVersion() {

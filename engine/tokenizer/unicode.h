@@ -18,7 +18,8 @@
 // unassigned) plus a whitespace bit for the Unicode White_Space property
 // (U+0009..U+000D, U+0020, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028,
 // U+2029, U+202F, U+205F, U+3000; not U+001C..U+001F). The tables come from
-// tools/gen_unicode_data.py; see UnicodeDataVersion().
+// tools/gen_unicode_data.py, the letter case from
+// tools/gen_unicode_extra_data.py; see UnicodeDataVersion().
 //
 // Thread-safety: everything here is stateless or reads constant tables.
 
@@ -63,6 +64,12 @@ struct CodepointFlags {
 
 // Flags of `cpt`; codepoints above U+10FFFF are undefined.
 CodepointFlags GetCodepointFlags(uint32_t cpt);
+
+// Letter case, for the o200k pre-tokenizer's classes [\p{Lu}\p{Lt}...] and
+// [\p{Ll}...]: kUpper for Lu and Lt, kLower for Ll, kNone for everything
+// else (modifier and other letters, non-letters).
+enum class LetterCase : uint8_t { kNone = 0, kUpper = 1, kLower = 2 };
+LetterCase GetLetterCase(uint32_t cpt);
 
 // The Unicode version of the generated tables, e.g. "14.0.0".
 absl::string_view UnicodeDataVersion();

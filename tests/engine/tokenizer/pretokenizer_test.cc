@@ -105,6 +105,64 @@ TEST(PreTokenizerTest, DeepseekCoder) {
   EXPECT_EQ(Split("deepseek-coder", "a $$ b"), (Pieces{"a", " $$", " b"}));
 }
 
+TEST(PreTokenizerTest, Gpt4oSplitsOnLetterCase) {
+  EXPECT_EQ(Split("gpt-4o", "Hello world"), (Pieces{"Hello", " world"}));
+  // U*W+ ends a word where an upper-case letter follows lower-case ones;
+  // the upper-case run gives back letters until a lower-case one follows.
+  EXPECT_EQ(Split("gpt-4o", "HelloWorld"), (Pieces{"Hello", "World"}));
+  EXPECT_EQ(Split("gpt-4o", "HTTPServer"), (Pieces{"HTTPServer"}));
+  EXPECT_EQ(Split("gpt-4o", "ABC def"), (Pieces{"ABC", " def"}));
+  // Real case outside ASCII: Cyrillic upper after lower starts a word.
+  EXPECT_EQ(Split("gpt-4o",
+                  "\xD0\xBF\xD1\x80\xD0\xB8"    // при
+                  "\xD0\x9C\xD0\x98\xD0\xA0"),  // МИР
+            (Pieces{"\xD0\xBF\xD1\x80\xD0\xB8", "\xD0\x9C\xD0\x98\xD0\xA0"}));
+  // Other letters (CJK: Lo) and marks belong to both classes.
+  EXPECT_EQ(Split("gpt-4o", "\xE4\xBD\xA0\xE5\xA5\xBD"),
+            (Pieces{"\xE4\xBD\xA0\xE5\xA5\xBD"}));
+  EXPECT_EQ(Split("gpt-4o", "e\xCC\x81x"), (Pieces{"e\xCC\x81x"}));
+}
+
+TEST(PreTokenizerTest, Gpt4oContractionsNumbersAndSymbols) {
+  // The contraction stays with its word, in any case.
+  EXPECT_EQ(Split("gpt-4o", "I'M here"), (Pieces{"I'M", " here"}));
+  EXPECT_EQ(Split("gpt-4o", "don't"), (Pieces{"don't"}));
+  EXPECT_EQ(Split("gpt-4o", "12345"), (Pieces{"123", "45"}));
+  // One non-letter may lead a word; symbol runs take trailing / and \n.
+  EXPECT_EQ(Split("gpt-4o", "a/b"), (Pieces{"a", "/b"}));
+  EXPECT_EQ(Split("gpt-4o", "x = {}/\n"), (Pieces{"x", " =", " {}/\n"}));
+  EXPECT_EQ(Split("gpt-4o", "a  b\n\nc"),
+            (Pieces{"a", " ", " b", "\n\n", "c"}));
+}
+
+TEST(PreTokenizerTest, DeepseekV3) {
+  EXPECT_EQ(Split("deepseek-v3", "Hello world"), (Pieces{"Hello", " world"}));
+  EXPECT_EQ(Split("deepseek-v3", "1234567"), (Pieces{"123", "456", "7"}));
+  EXPECT_EQ(Split("deepseek-v3", "abc123def"), (Pieces{"abc", "123", "def"}));
+  // An ASCII punctuation character leads ASCII letters.
+  EXPECT_EQ(Split("deepseek-v3", "a.b"), (Pieces{"a", ".b"}));
+  EXPECT_EQ(Split("deepseek-v3", "x=(y)\n"), (Pieces{"x", "=(", "y", ")\n"}));
+  EXPECT_EQ(Split("deepseek-v3", "  hello"), (Pieces{" ", " hello"}));
+  // Ideographs and kana are split off whole; Hangul is letters.
+  EXPECT_EQ(
+      Split("deepseek-v3",
+            "abc\xE6\x97\xA5\xE6\x9C\xAC"  // 日本
+            "\xE3\x81\xAE\xE3\x83\x86"),   // のテ
+      (Pieces{"abc", "\xE6\x97\xA5\xE6\x9C\xAC\xE3\x81\xAE\xE3\x83\x86"}));
+  EXPECT_EQ(Split("deepseek-v3", "hi \xEC\x95\x88\xEB\x85\x95"),  // 안녕
+            (Pieces{"hi", " \xEC\x95\x88\xEB\x85\x95"}));
+}
+
+TEST(PreTokenizerTest, NormalizationPerVariant) {
+  for (const char* name : {"qwen2", "deepseek-r1-qwen"}) {
+    EXPECT_TRUE(PreTokenizer::Create(name)->normalize_nfc()) << name;
+  }
+  for (const char* name :
+       {"llama-bpe", "gpt-4o", "deepseek-v3", "gpt-2", "stablelm2"}) {
+    EXPECT_FALSE(PreTokenizer::Create(name)->normalize_nfc()) << name;
+  }
+}
+
 TEST(PreTokenizerTest, Aliases) {
   for (const char* name : {"mpt", "phi-2", "olmo"}) {
     EXPECT_EQ(Split(name, "x  y"), Split("gpt-2", "x  y")) << name;
@@ -137,8 +195,9 @@ TEST(PreTokenizerTest, PiecesCoverTheText) {
   const std::string text =
       "  The quick\tbrown fox's 3.14159 jumps!!\r\n\n over... "
       "\xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\xA6\x99 x\xC2\xA0=\xE2\x80\x83y  ";
-  for (const char* name : {"default", "gpt-2", "starcoder", "falcon",
-                           "deepseek-coder", "llama3", "qwen2"}) {
+  for (const char* name :
+       {"default", "gpt-2", "starcoder", "falcon", "deepseek-coder", "llama3",
+        "qwen2", "gpt-4o", "deepseek-v3"}) {
     const Pieces pieces = Split(name, text);
     std::string joined;
     for (const std::string& piece : pieces) {

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer/unicode_extra_data.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {
@@ -120,6 +121,26 @@ TEST(UnicodeTest, WhitespaceIsTheWhiteSpaceProperty) {
 
 TEST(UnicodeTest, DataVersionIsRecorded) {
   EXPECT_FALSE(UnicodeDataVersion().empty());
+}
+
+TEST(UnicodeTest, LetterCase) {
+  EXPECT_EQ(GetLetterCase('A'), LetterCase::kUpper);
+  EXPECT_EQ(GetLetterCase('z'), LetterCase::kLower);
+  EXPECT_EQ(GetLetterCase('1'), LetterCase::kNone);
+  EXPECT_EQ(GetLetterCase(0x00C9), LetterCase::kUpper);   // É Lu
+  EXPECT_EQ(GetLetterCase(0x00DF), LetterCase::kLower);   // ß Ll
+  EXPECT_EQ(GetLetterCase(0x01C5), LetterCase::kUpper);   // ǅ Lt
+  EXPECT_EQ(GetLetterCase(0x02B0), LetterCase::kNone);    // ʰ Lm
+  EXPECT_EQ(GetLetterCase(0x4E00), LetterCase::kNone);    // 一 Lo
+  EXPECT_EQ(GetLetterCase(0x0416), LetterCase::kUpper);   // Ж
+  EXPECT_EQ(GetLetterCase(0x0436), LetterCase::kLower);   // ж
+  EXPECT_EQ(GetLetterCase(0x1D400), LetterCase::kUpper);  // 𝐀 Lu
+  EXPECT_EQ(GetLetterCase(0x110000), LetterCase::kNone);
+}
+
+TEST(UnicodeTest, ExtraTablesShareTheVersion) {
+  EXPECT_EQ(UnicodeDataVersion(),
+            absl::string_view(unicode_internal::kUnicodeExtraVersion));
 }
 
 TEST(UnicodeTest, ByteToUnicodeTable) {
