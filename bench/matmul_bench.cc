@@ -7,7 +7,8 @@
 //    as a fraction of the faster of the two (bw_frac).
 // 2. BM_MatMul: MatMul over weights in each type, for n_tokens = 1 (GEMV:
 //    decode of one sequence), 8/32/64 (batched decode: one weight read per
-//    step) and 512 (prefill). Every iteration uses the next of several
+//    step) and 512 (prefill); MXFP4 against Q4_0 at gpt-oss's expert
+//    shapes (2880 and 5760 x 2880). Every iteration uses the next of several
 //    copies of the matrix, 1 GiB in all, so weights come from DRAM as they
 //    do in decode, not from the cache of the previous iteration.
 //
@@ -132,6 +133,11 @@ void FillMatrix(GgmlType type, uint8_t* p, size_t bytes, size_t row_bytes) {
           std::memcpy(row + i + l.d_at, &d, 2);
           std::memcpy(row + i + l.dmin_at, &d, 2);
         }
+        break;
+      }
+      case GgmlType::kMXFP4: {
+        // Every block's E8M0 byte 120: a 2^-8 scale on the doubled levels.
+        for (size_t i = 0; i + 17 <= row_bytes; i += 17) row[i] = 120;
         break;
       }
       default:
@@ -309,13 +315,15 @@ void Register() {
     const char* name;
     bool panels;  // packed by PackForMatMul, as the CPU engine does
     bool kquant = false;  // a K-quant: a shorter list of shapes
+    bool moe = false;     // gpt-oss's expert shapes (MXFP4 and Q4_0)
   };
   const TypeName types[] = {{GgmlType::kF32, "F32", false},
                             {GgmlType::kF16, "F16", false},
                             {GgmlType::kBF16, "BF16", false},
                             {GgmlType::kQ8_0, "Q8_0", false},
                             {GgmlType::kQ8_0, "Q8_0_panels", true},
-                            {GgmlType::kQ4_0, "Q4_0", false},
+                            {GgmlType::kQ4_0, "Q4_0", false, false, true},
+                            {GgmlType::kMXFP4, "MXFP4", false, false, true},
                             {GgmlType::kQ2_K, "Q2_K", false, true},
                             {GgmlType::kQ3_K, "Q3_K", false, true},
                             {GgmlType::kQ4_K, "Q4_K", false, true},
@@ -324,8 +332,9 @@ void Register() {
                             {GgmlType::kQ6_K, "Q6_K", false, true},
                             {GgmlType::kQ6_K, "Q6_K_panels", true, true}};
   for (const TypeName& t : types) {
-    const bool packs = !t.kquant || t.type == GgmlType::kQ4_K ||
-                       t.type == GgmlType::kQ6_K;
+    const bool packs = (!t.kquant || t.type == GgmlType::kQ4_K ||
+                        t.type == GgmlType::kQ6_K) &&
+                       t.type != GgmlType::kMXFP4;
     if (t.panels || !packs) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Pack/") + t.name).c_str(),
@@ -364,6 +373,23 @@ void Register() {
         b->Args({rows, cols, 1, 2, 2});
       }
       continue;
+    }
+    if (t.moe) {
+      // gpt-oss's experts (d_model 2880, expert width 2880; gate and up
+      // fused: 5760 x 2880), GEMV and the few tokens an expert sees.
+      for (int isa : {2, 1}) {
+        for (int thr : {1, 2}) {
+          b->Args({2880, 2880, 1, thr, isa});
+          b->Args({5760, 2880, 1, thr, isa});
+        }
+        for (int tok : {4, 16}) b->Args({5760, 2880, tok, 2, isa});
+      }
+      b->Args({5760, 2880, 1, 1, 0});
+      if (t.type == GgmlType::kMXFP4) {
+        // The 4096 x 4096 GEMV beside the other types'.
+        for (int thr : {1, 2}) b->Args({4096, 4096, 1, thr, 2});
+        continue;
+      }
     }
     // GEMV: the 110M FFN shapes (up: 2048 x 768, down: 768 x 2048) and a
     // 7B-class 4096 x 4096, 1 and 2 threads; scalar and avx2 for contrast.

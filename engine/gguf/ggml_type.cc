@@ -156,15 +156,12 @@ void BlockIQ4_NL(const uint8_t* b, float* y) {
 // MXFP4, 17 bytes: e (E8M0 exponent) | qs[16], nibbles split as IQ4_NL.
 // x = 2^(e - 128) * (2 * fp4(q)): the doubled E2M1 levels are whole numbers
 // and the halved scale keeps e = 255 finite, as ggml computes it.
-constexpr int8_t kMxfp4DoubledLevels[16] = {0, 1,  2,  3,  4,  6,  8,  12,
-                                            0, -1, -2, -3, -4, -6, -8, -12};
-
 void BlockMXFP4(const uint8_t* b, float* y) {
-  const float d = std::ldexp(1.0f, static_cast<int>(b[0]) - 128);
+  const float d = E8M0HalfToFloat(b[0]);
   const uint8_t* qs = b + 1;
   for (int i = 0; i < 16; ++i) {
-    y[i] = d * static_cast<float>(kMxfp4DoubledLevels[qs[i] & 0xF]);
-    y[i + 16] = d * static_cast<float>(kMxfp4DoubledLevels[qs[i] >> 4]);
+    y[i] = d * static_cast<float>(kMxfp4Levels[qs[i] & 0xF]);
+    y[i + 16] = d * static_cast<float>(kMxfp4Levels[qs[i] >> 4]);
   }
 }
 
@@ -530,6 +527,14 @@ float HalfToFloat(uint16_t h) {
     const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
     bits = sign | std::bit_cast<uint32_t>(magnitude);
   }
+  return std::bit_cast<float>(bits);
+}
+
+float E8M0HalfToFloat(uint8_t e) {
+  // 2^(e - 128) is a normal float with biased exponent e - 1 from e = 2;
+  // below that the subnormals 2^-128 and 2^-127 (mantissa bits 21 and 22).
+  const uint32_t bits =
+      e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : uint32_t{1} << (21 + e);
   return std::bit_cast<float>(bits);
 }
 

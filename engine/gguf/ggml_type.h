@@ -47,6 +47,11 @@ absl::Status DequantizeRow(GgmlType type, const void* src, float* dst,
 float HalfToFloat(uint16_t h);
 float BFloat16ToFloat(uint16_t b);
 
+// Half the value of an E8M0 exponent byte: 2^(e - 128), exact (a subnormal
+// for e < 2; finite for every e, 255 included). MXFP4's block scale for its
+// doubled levels (kMxfp4Levels).
+float E8M0HalfToFloat(uint8_t e);
+
 }  // namespace paceline::engine
 
 #endif  // PACELINE_ENGINE_GGUF_GGML_TYPE_H_

@@ -110,6 +110,13 @@ constexpr int64_t GgmlBlockElems(GgmlType type) {
 constexpr int64_t GgmlBlockBytes(GgmlType type) {
   return GgmlTypeLayout(type).bytes;
 }
+// MXFP4's 16 E2M1 values (nibble q: sign bit 3, then 2 exponent bits and 1
+// mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), doubled so
+// they are whole numbers; the block's E8M0 scale is halved to match
+// (E8M0HalfToFloat), as ggml does.
+inline constexpr int8_t kMxfp4Levels[16] = {0,  1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
 // The block types the matrix kernels of both backends read as stored
 // (beside the plain F32, F16 and BF16): the one list (the CPU's MatMul,
 // engine/model/weight_view.h's IsMatMulWeightType, the CUDA GEMV).

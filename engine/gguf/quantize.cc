@@ -49,6 +49,42 @@ void QuantizeBlockQ4_0(const float* x, uint8_t* out) {
   }
 }
 
+// MXFP4, 17 bytes per block: e (E8M0) | 16 bytes of nibbles split as Q4_0;
+// x ~ kMxfp4Levels[q] * 2^(e - 128). As ggml: e puts the largest magnitude
+// m in [4, 8) times 2^(e - 127) (e = floor(log2 m) + 125, 0 when m is 0 or
+// tiny), and each element takes the nearest level, the first in table order
+// on ties.
+uint8_t Mxfp4Exponent(const float* x) {
+  float amax = 0;
+  for (int64_t i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+  if (!(amax > 0)) return 0;
+  if (std::isinf(amax)) return 255;
+  const int e = std::ilogb(amax) + 125;  // ilogb: floor(log2), exact
+  return static_cast<uint8_t>(std::clamp(e, 0, 255));
+}
+
+uint8_t NearestMxfp4Level(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(kMxfp4Levels[0] * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(kMxfp4Levels[i] * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return static_cast<uint8_t>(best);
+}
+
+void QuantizeBlockMXFP4(const float* x, uint8_t* out) {
+  out[0] = Mxfp4Exponent(x);
+  const float d = E8M0HalfToFloat(out[0]);
+  for (int64_t i = 0; i < kQBlock / 2; ++i) {
+    out[1 + i] = static_cast<uint8_t>(NearestMxfp4Level(x[i], d) |
+                                      NearestMxfp4Level(x[i + 16], d) << 4);
+  }
+}
+
 // Encodes n / 256 super-blocks of `block_bytes` each.
 void QuantizeSuperBlocks(void (*encode)(const float*, uint8_t*),
                          int64_t block_bytes, const float* src, int64_t n,
@@ -102,6 +138,7 @@ bool CanQuantize(GgmlType type) {
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
+    case GgmlType::kMXFP4:
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
@@ -118,8 +155,8 @@ absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n,
   if (!CanQuantize(type)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot quantize to ", GetGgmlTypeTraits(type).name,
-                     "; supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, "
-                     "Q4_K, Q5_K, Q6_K"));
+                     "; supported: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K, "
+                     "Q3_K, Q4_K, Q5_K, Q6_K"));
   }
   const int64_t block = GetGgmlTypeTraits(type).block_size;
   if (n < 0 || n % block != 0) {
@@ -149,6 +186,11 @@ absl::Status QuantizeRow(GgmlType type, const float* src, int64_t n,
     case GgmlType::kQ4_0:
       for (int64_t b = 0; b < n / kQBlock; ++b) {
         QuantizeBlockQ4_0(src + b * kQBlock, out + b * 18);
+      }
+      break;
+    case GgmlType::kMXFP4:
+      for (int64_t b = 0; b < n / kQBlock; ++b) {
+        QuantizeBlockMXFP4(src + b * kQBlock, out + b * 17);
       }
       break;
     case GgmlType::kQ2_K:

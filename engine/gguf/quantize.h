@@ -1,7 +1,7 @@
 #ifndef PACELINE_ENGINE_GGUF_QUANTIZE_H_
 #define PACELINE_ENGINE_GGUF_QUANTIZE_H_
 
-// Float rows to F32, F16, BF16, Q8_0, Q4_0 and the K-quants Q2_K, Q3_K,
+// Float rows to F32, F16, BF16, Q8_0, Q4_0, MXFP4 and the K-quants Q2_K, Q3_K,
 // Q4_K, Q5_K, Q6_K (ggml's block layouts, see ggml_type.h). Used by the
 // dummy model source and by load-time conversion of types without a
 // kernel. DequantizeRow() is the inverse (exact for F32; within the type's
@@ -21,7 +21,12 @@ bool CanQuantize(GgmlType type);
 // bytes (no alignment needed). `n` must be a multiple of the type's block
 // size. Rounding: F16 and BF16 round to nearest even (NaN stays NaN);
 // Q8_0 uses d = max|x| / 127, q = round(x / d); Q4_0 uses d = m / -8 with m
-// the element of largest magnitude, q = clamp(floor(x / d + 8.5), 0, 15).
+// the element of largest magnitude, q = clamp(floor(x / d + 8.5), 0, 15);
+// MXFP4 follows ggml: with m = max|x| over the block (NaN ignored), the
+// E8M0 byte is e = floor(log2 m) + 125 clamped to [0, 255] (0 when m is 0),
+// and each element the nearest of kMxfp4Levels * 2^(e - 128), the first in
+// table order on a tie; so magnitudes in (6, 8) * 2^(e - 127) clip to 6,
+// and NaN or +-inf elements encode as 0.
 //
 // K-quants (256-element super-blocks; simple range-based scales, no error
 // search; every field is rounded against the values the decoder will use,

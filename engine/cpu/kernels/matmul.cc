@@ -11,6 +11,7 @@
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kernels/matmul_internal.h"
 #include "engine/cpu/kernels/matmul_kquant.h"
+#include "engine/cpu/kernels/matmul_mxfp4.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_type.h"
 
@@ -65,8 +66,26 @@ Kernels PickKQuantKernels() {
   return k;
 }
 
+// MXFP4: row-major weights, activations quantized as for Q8_0; AVX-512
+// without VNNI runs the AVX2 kernel, as the int8 types do.
+Kernels PickMxfp4Kernels() {
+  switch (EffectiveIsaLevel()) {
+#if defined(__x86_64__)
+    case IsaLevel::kAvx512:
+      return {EffectiveAvx512Vnni() ? &internal::MatMulRowsMxfp4Avx512Vnni
+                                    : &internal::MatMulRowsMxfp4Avx2,
+              &internal::QuantizeRowAvx512};
+    case IsaLevel::kAvx2:
+      return {&internal::MatMulRowsMxfp4Avx2, &internal::QuantizeRowAvx2};
+#endif
+    default:
+      return {&internal::MatMulRowsMxfp4Scalar, &internal::QuantizeRowScalar};
+  }
+}
+
 Kernels PickKernels(GgmlType type) {
   if (IsKQuant(type)) return PickKQuantKernels();
+  if (type == GgmlType::kMXFP4) return PickMxfp4Kernels();
   const bool quantized = IsQuantized(type);
   switch (EffectiveIsaLevel()) {
 #if defined(__x86_64__)
@@ -118,7 +137,8 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      GetGgmlTypeTraits(w.type).name, " elements"));
   }
   if (w.layout == WeightLayout::kPanels &&
-      ((IsKQuant(w.type) && !internal::HasKPanels(w.type)) ||
+      (w.type == GgmlType::kMXFP4 ||
+       (IsKQuant(w.type) && !internal::HasKPanels(w.type)) ||
        (!IsQuantized(w.type) && !IsKQuant(w.type) && w.cols % 16 != 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul: no panel layout for ",
@@ -358,7 +378,9 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
 
 }  // namespace internal
 
-bool MatMulSupports(GgmlType type) { return IsMatMulWeightType(type); }
+bool MatMulSupports(GgmlType type) {
+  return IsMatMulWeightType(type) || type == GgmlType::kMXFP4;
+}
 
 absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
                     float* y, ThreadPool& pool, MatMulScratch& scratch) {

@@ -11,7 +11,9 @@
 // (32-element blocks with a float scale per block, as the field does);
 // K-quant weights (Q2_K .. Q6_K, read in their 256-element super-blocks)
 // multiply activations quantized as llama.cpp's Q8_K (a float scale per
-// 256); float weights (F32, F16, BF16) multiply float activations.
+// 256); MXFP4 weights (gpt-oss's experts; matmul_mxfp4.h) multiply
+// activations quantized as for Q8_0, their E2M1 levels looked up as int8;
+// float weights (F32, F16, BF16) multiply float activations.
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,9 @@ namespace paceline::engine::cpu {
 
 class ThreadPool;
 
-// Whether MatMul has a kernel for weights of `type` (IsMatMulWeightType).
+// Whether MatMul has a kernel for weights of `type`: IsMatMulWeightType,
+// and MXFP4 (row-major only; the CPU's alone so far, so the model loader,
+// which asks IsMatMulWeightType, still converts it).
 bool MatMulSupports(GgmlType type);
 
 // A weight matrix repacked for the kernels of the machine it was packed on:

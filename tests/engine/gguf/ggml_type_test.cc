@@ -315,6 +315,16 @@ TEST(DequantizeTest, MXFP4) {
   ExpectDequantizes(GgmlType::kMXFP4, MakeNibbleBlocks(Nibbles::kMXFP4, rng));
 }
 
+// E8M0 is a bare exponent: byte e is 2^(e - 127); the half ggml scales
+// MXFP4's doubled levels by is 2^(e - 128), subnormal below e = 2.
+TEST(DequantizeTest, E8M0HalfIsHalfOfTwoToTheExponent) {
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(static_cast<double>(E8M0HalfToFloat(static_cast<uint8_t>(e))),
+              std::pow(2.0, e - 127) / 2)
+        << "e = " << e;
+  }
+}
+
 TEST(DequantizeTest, Q4_1) {
   Rng rng(41);
   ExpectDequantizes(GgmlType::kQ4_1, MakeNibbleBlocks(Nibbles::kQ4_1, rng));

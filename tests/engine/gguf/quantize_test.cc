@@ -1,5 +1,6 @@
 #include "engine/gguf/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -101,6 +102,12 @@ TEST_P(QuantizeRoundTripTest, DequantizeGivesBackTheRow) {
         case GgmlType::kQ4_0:
           tol = amax / 8 + amax * 0x1p-10f;
           break;
+        // MXFP4's grid step below the largest magnitude m is at most 2 of
+        // the block's 2^(e - 127) <= m / 4 (between 4 and 6; (6, 8) clips
+        // to 6): at most m / 4 from the grid.
+        case GgmlType::kMXFP4:
+          tol = amax / 4;
+          break;
         default:
           FAIL();
       }
@@ -114,7 +121,7 @@ TEST_P(QuantizeRoundTripTest, DequantizeGivesBackTheRow) {
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeRoundTripTest,
                          testing::Values(GgmlType::kF32, GgmlType::kF16,
                                          GgmlType::kBF16, GgmlType::kQ8_0,
-                                         GgmlType::kQ4_0),
+                                         GgmlType::kQ4_0, GgmlType::kMXFP4),
                          [](const testing::TestParamInfo<GgmlType>& info) {
                            return std::string(
                                GetGgmlTypeTraits(info.param).name);
@@ -133,6 +140,74 @@ TEST(QuantizeTest, Q4_0MapsTheLargestMagnitudeToLevelZero) {
   EXPECT_EQ(bytes[2] & 0xF, 0);   // element 0
   EXPECT_EQ(bytes[3] & 0xF, 15);  // element 1: 3.5 * 2 + 8.5 -> 15
   EXPECT_EQ(bytes[3] >> 4, 10);   // element 17: 1.0 * 2 + 8.5 -> 10
+}
+
+// MXFP4 from its definition: the block's unit s is the power of two with
+// max|x| in [4, 8) * s (E8M0 byte log2(s) + 127), the values are the E2M1
+// numbers 0, 0.5, 1, 1.5, 2, 3, 4, 6 (and negatives) times s, and each
+// element decodes to the one nearest it.
+constexpr double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+
+double NearestE2M1Distance(double x, double s) {
+  double best = INFINITY;
+  for (double v : kE2M1) {
+    best = std::min({best, std::fabs(v * s - x), std::fabs(-v * s - x)});
+  }
+  return best;
+}
+
+TEST(QuantizeTest, MXFP4EncodesTheNearestE2M1Value) {
+  std::mt19937 rng(39);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr int kBlocks = 40;
+  std::vector<float> src(32 * kBlocks);
+  for (size_t i = 0; i < src.size(); ++i) {
+    src[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(i / 32) - 20);
+  }
+  std::vector<uint8_t> bytes(17 * kBlocks);
+  ASSERT_TRUE(
+      QuantizeRow(GgmlType::kMXFP4, src.data(), src.size(), bytes.data()).ok());
+  std::vector<float> back(src.size());
+  ASSERT_TRUE(
+      DequantizeRow(GgmlType::kMXFP4, bytes.data(), back.data(), src.size())
+          .ok());
+  for (int b = 0; b < kBlocks; ++b) {
+    double amax = 0;
+    for (int i = 0; i < 32; ++i) {
+      amax = std::max<double>(amax, std::fabs(src[32 * b + i]));
+    }
+    double s = 1;  // the power of two with amax / s in [4, 8)
+    while (amax / s >= 8) s *= 2;
+    while (amax / s < 4) s /= 2;
+    EXPECT_EQ(bytes[17 * b], std::log2(s) + 127) << "block " << b;
+    for (int i = 32 * b; i < 32 * b + 32; ++i) {
+      EXPECT_EQ(std::fabs(static_cast<double>(back[i]) - src[i]),
+                NearestE2M1Distance(src[i], s))
+          << "element " << i;
+    }
+  }
+}
+
+TEST(QuantizeTest, MXFP4BreaksTiesTowardTheFirstLevel) {
+  // max|x| = 7 gives unit s = 1 (E8M0 127). Ties: 0.25 and -0.25 between 0
+  // and +-0.5 go to 0 (nibble 0); 5 and -5 between 4 and 6 to 4 and -4
+  // (nibbles 6 and 14); 7 clips to 6 (nibble 7). Element i < 16 is the low
+  // nibble of byte 1 + i, element i + 16 the high one.
+  float src[32] = {};
+  src[0] = 4.0f;
+  src[1] = 0.25f;
+  src[2] = -0.25f;
+  src[3] = 5.0f;
+  src[19] = -5.0f;
+  src[20] = 7.0f;
+  uint8_t bytes[17];
+  ASSERT_TRUE(QuantizeRow(GgmlType::kMXFP4, src, 32, bytes).ok());
+  EXPECT_EQ(bytes[0], 127);
+  EXPECT_EQ(bytes[1], 6);            // element 0: 4 = E2M1 index 6
+  EXPECT_EQ(bytes[2], 0);            // 0.25 -> 0
+  EXPECT_EQ(bytes[3], 0);            // -0.25 -> 0
+  EXPECT_EQ(bytes[4], 14 << 4 | 6);  // 5 -> 4; element 19: -5 -> -4
+  EXPECT_EQ(bytes[5], 7 << 4);       // element 20: 7 -> 6
 }
 
 TEST(QuantizeTest, RejectsOtherTypesAndPartialBlocks) {
