@@ -51,21 +51,34 @@ inline __m512i MagnitudeTable() {
 }
 
 // Blocks b and b + 1 (only b when !kTwo) at `blk`: their 64 nibbles in
-// element order, [lo_b hi_b lo_b1 hi_b1], one per byte.
+// element order, [lo_b hi_b lo_b1 hi_b1], one per byte. The 16-byte qs
+// arrive by broadcast loads ([q0 q0 q1 q1]), which keeps the shuffle port
+// free for the level lookup; the odd 128-bit lanes then shift down to their
+// high nibbles.
 template <bool kTwo>
 inline __m512i Nibbles(const uint8_t* blk) {
-  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
-  const __m128i q1 = kTwo ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                blk + kMxfp4BlockBytes + 1))
-                          : _mm_setzero_si128();
-  const __m512i z = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-  // [q0 q0 q1 q1], then the odd 128-bit lanes shifted down to their high
-  // nibbles.
-  const __m512i spread = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+  __m512i spread = _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1)));
+  if constexpr (kTwo) {
+    spread = _mm512_mask_broadcast_i32x4(
+        spread, 0xFF00,
+        _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(blk + kMxfp4BlockBytes + 1)));
+  }
   const __m512i shifts = _mm512_broadcast_i64x4(
       _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
-  return _mm512_and_si512(_mm512_srlv_epi16(spread, shifts),
-                          _mm512_set1_epi8(0x0F));
+  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(spread, shifts),
+                                       _mm512_set1_epi8(0x0F));
+  // Without block b + 1, its lanes hold nibble 0 (level 0).
+  return kTwo ? nib : _mm512_maskz_mov_epi32(0x00FF, nib);
+}
+
+// [a x 8, b x 8] (b: 0 when !kTwo) by broadcast loads.
+template <bool kTwo>
+inline __m512 PairOf(const float* a, const float* b) {
+  const __m512 v = _mm512_set1_ps(*a);
+  if constexpr (!kTwo) return _mm512_maskz_mov_ps(0x00FF, v);
+  return _mm512_mask_broadcastss_ps(v, 0xFF00, _mm_load_ss(b));
 }
 
 // Blocks b and b + 1 (kTwo) for T tokens into acc[t]:
@@ -77,8 +90,9 @@ inline void PairStep(const uint8_t* blk, const int8_t* q, int64_t q_stride,
   const __m512i nib = Nibbles<kTwo>(blk);
   const __m512i aw = _mm512_shuffle_epi8(MagnitudeTable(), nib);
   const __mmask64 negative = _mm512_test_epi8_mask(nib, _mm512_set1_epi8(8));
-  const float dw0 = kE8M0Half[blk[0]];
-  const float dw1 = kTwo ? kE8M0Half[blk[kMxfp4BlockBytes]] : 0.0f;
+  // [dw_b x 8, dw_b1 x 8]
+  const __m512 dw = PairOf<kTwo>(&kE8M0Half[blk[0]],
+                                 &kE8M0Half[blk[kTwo ? kMxfp4BlockBytes : 0]]);
   constexpr __mmask64 kLoad = kTwo ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
@@ -89,9 +103,7 @@ inline void PairStep(const uint8_t* blk, const int8_t* q, int64_t q_stride,
     const __m512 isum =
         _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xs));
     const float* d = xd + t * xd_stride;
-    const __m512 scale =
-        _mm512_insertf32x8(_mm512_set1_ps(dw0 * d[0]),
-                           _mm256_set1_ps(kTwo ? dw1 * d[1] : 0.0f), 1);
+    const __m512 scale = _mm512_mul_ps(dw, PairOf<kTwo>(d, d + 1));
     acc[t] = _mm512_fmadd_ps(isum, scale, acc[t]);
   }
 }
