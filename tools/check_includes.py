@@ -17,7 +17,10 @@ ALLOWED = {
     "common": [],
     "kvpager": ["common"],
     "engine/gguf": ["common"],
-    "engine/model": ["common", "engine/gguf"],
+    # The architectures' descriptions (model/arch/, one file each) are part
+    # of the model layer: layer_program.cc lists them.
+    "engine/model": ["common", "engine/gguf", "engine/model/arch"],
+    "engine/model/arch": ["common", "engine/gguf", "engine/model"],
     "engine/tokenizer": ["common", "engine/gguf", "engine/model"],
     "engine/sampling": ["common"],
     # The grammar engine: the chain's token-mask interface, the tokenizer's

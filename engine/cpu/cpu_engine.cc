@@ -43,8 +43,9 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   shape.num_blocks = o.num_blocks;
   shape.dtype = o.kv_type;
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, KvCache::Create(shape));
-  std::unique_ptr<CpuEngine> engine(
-      new CpuEngine(std::move(weights), o, std::move(cache)));
+  ASSIGN_OR_RETURN(std::vector<LayerProgram> programs, LayerPrograms(c));
+  std::unique_ptr<CpuEngine> engine(new CpuEngine(
+      std::move(weights), o, std::move(cache), std::move(programs)));
   RETURN_IF_ERROR(engine->PackMatrices());
   return engine;
 }
@@ -73,10 +74,6 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
 // The config's RoPE, with the file's Llama 3 frequency factors if any.
 RopeParams RopeParamsFor(const ModelWeights& weights) {
   return RopeParamsFromConfig(weights.config(), weights.rope_freq_factors());
-}
-
-uint64_t ViewBytes(const WeightView& w) {
-  return static_cast<uint64_t>(w.rows) * w.row_bytes;
 }
 
 bool ShouldPack(const WeightView& w, const CpuEngineOptions& options) {
@@ -141,8 +138,10 @@ absl::Status CpuEngine::PackMatrices() {
 
 CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
                      const CpuEngineOptions& options,
-                     std::unique_ptr<KvCache> cache)
+                     std::unique_ptr<KvCache> cache,
+                     std::vector<LayerProgram> programs)
     : weights_(std::move(weights)),
+      programs_(std::move(programs)),
       options_(options),
       rope_(RopeParamsFor(*weights_)),
       cache_(std::move(cache)),
@@ -223,17 +222,6 @@ absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
   return absl::OkStatus();
 }
 
-template <typename Fn>
-void CpuEngine::ForRows(int64_t n_rows, int64_t row_width, Fn&& fn) {
-  // Small steps (decode) stay on this thread: waking the pool costs more.
-  constexpr int64_t kMinParallelElements = int64_t{1} << 15;
-  if (n_rows * row_width < kMinParallelElements) {
-    fn(int64_t{0}, n_rows);
-  } else {
-    pool_.ParallelFor(n_rows, fn);
-  }
-}
-
 absl::Status CpuEngine::Forward(const ForwardBatch& batch,
                                 absl::Span<float> logits) {
   RETURN_IF_ERROR(Prepare(batch, logits));
@@ -267,72 +255,6 @@ void CpuEngine::WriteHidden(const ForwardBatch& batch) {
             static_cast<float>(c.rms_norm_eps), &batch.hidden[rows * c.n_embd]);
     rows += s.num_hidden;
   }
-}
-
-absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
-  const ModelConfig& c = config();
-  const LayerWeights& w = weights_->layers()[layer];
-  const LayerMatrices& m = matrices_[layer];
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t embd = c.n_embd;
-  const int64_t hd = c.head_dim;
-  const int64_t q_dim = c.n_heads * hd;
-  const int64_t kv_dim = c.n_kv_heads * hd;
-  const int64_t half = c.rope_dim / 2;
-
-  // Attention.
-  ForRows(n, embd, [&](int64_t b, int64_t e) {
-    RmsNorm(&x_[b * embd], w.attn_norm.data(), e - b, embd, eps, &h_[b * embd]);
-  });
-  RETURN_IF_ERROR(MatMuls({m.q, m.k, m.v}, h_.data(), n,
-                          {q_.data(), k_.data(), v_.data()}));
-  ForRows(n, q_dim, [&](int64_t b, int64_t e) {
-    float* q = &q_[b * q_dim];
-    float* k = &k_[b * kv_dim];
-    if (c.qkv_bias) {
-      AddBias(q, w.q_bias.data(), e - b, q_dim);
-      AddBias(k, w.k_bias.data(), e - b, kv_dim);
-      AddBias(&v_[b * kv_dim], w.v_bias.data(), e - b, kv_dim);
-    }
-    if (c.qk_norm) {
-      RmsNorm(q, w.q_norm.data(), (e - b) * c.n_heads, hd, eps, q);
-      RmsNorm(k, w.k_norm.data(), (e - b) * c.n_kv_heads, hd, eps, k);
-    }
-    ApplyRope(q, e - b, c.n_heads, hd, rope_, &cos_[b * half], &sin_[b * half]);
-    ApplyRope(k, e - b, c.n_kv_heads, hd, rope_, &cos_[b * half],
-              &sin_[b * half]);
-  });
-  WriteKv(layer, n);
-  AttentionParams params;
-  params.n_heads = c.n_heads;
-  params.n_kv_heads = c.n_kv_heads;
-  params.head_dim = hd;
-  params.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
-                 token_table_.data(), block_tables_, att_.data(), pool_);
-  RETURN_IF_ERROR(MatMul(m.o, att_.data(), n, proj_.data()));
-
-  // Feed-forward (SwiGLU), its norm fused with the residual add above.
-  ForRows(n, embd, [&](int64_t b, int64_t e) {
-    AddInPlace(&x_[b * embd], &proj_[b * embd], (e - b) * embd);
-    RmsNorm(&x_[b * embd], w.ffn_norm.data(), e - b, embd, eps, &h_[b * embd]);
-  });
-  if (moe_ != nullptr) {  // mixture of experts (moe_ffn.h)
-    RETURN_IF_ERROR(
-        moe_->Run(m.moe, h_.data(), n, proj_.data(), pool_, matmul_scratch_));
-    last_step_weight_bytes_ += moe_->last_run_bytes() - ViewBytes(m.moe.router);
-    AddInPlace(x_.data(), proj_.data(), n * embd);
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(
-      MatMuls({m.gate, m.up}, h_.data(), n, {gate_.data(), up_.data()}));
-  const int64_t ff = c.n_ff;
-  ForRows(n, ff, [&](int64_t b, int64_t e) {
-    SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
-  });
-  RETURN_IF_ERROR(MatMul(m.down, gate_.data(), n, proj_.data()));
-  AddInPlace(x_.data(), proj_.data(), n * embd);
-  return absl::OkStatus();
 }
 
 void CpuEngine::WriteKv(int64_t layer, int64_t n) {

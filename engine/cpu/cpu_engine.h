@@ -7,7 +7,8 @@
 //
 // Per step, with n = the step's tokens:
 //   x = embedding rows of the tokens
-//   per layer:
+//   per layer, its architecture's program (model/layer_program.h; the
+//   operations in cpu_layer.cc); for the four architectures today:
 //     h = RMSNorm(x) · attn_norm
 //     q, k, v = h Wq, h Wk, h Wv (+ biases: qwen2)
 //     q, k = per-head RMSNorm (qwen3); RoPE at each token's position
@@ -40,6 +41,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/model/layer_program.h"
 #include "engine/model/weights.h"
 
 namespace paceline::engine::cpu {
@@ -108,11 +110,26 @@ class CpuEngine final : public Engine {
 
  private:
   CpuEngine(std::shared_ptr<const ModelWeights> weights,
-            const CpuEngineOptions& options, std::unique_ptr<KvCache> cache);
+            const CpuEngineOptions& options, std::unique_ptr<KvCache> cache,
+            std::vector<LayerProgram> programs);
 
   // Checks the batch and fills positions_, token_table_, block_tables_.
   absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
+  // The layer's program, an operation at a time (cpu_layer.cc).
   absl::Status RunLayer(int64_t layer, int64_t n);
+  absl::Status RunOp(const Op& op, int64_t layer, int64_t n);
+  void RmsNormRows(const Op& op, int64_t layer, int64_t n);
+  absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
+  void Attention(int64_t layer, int64_t n);
+  void AddRows(Buf from, Buf to, int64_t n);  // to += from
+  // An accumulating op computes into proj_, then adds it to its dst.
+  absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
+  absl::Status FeedForwardInto(const Op& op, int64_t layer, int64_t n,
+                               float* out);
+  // A step buffer (Buf) and a layer's weights (Weight) by name.
+  float* Rows(Buf buf);
+  const std::vector<float>& NormWeights(Weight w, int64_t layer) const;
+  const WeightView& Matrix(Weight w, int64_t layer) const;
   // fn(begin, end) over row ranges of [0, n_rows); on the pool when the
   // rows hold enough elements to pay for waking it.
   template <typename Fn>
@@ -138,7 +155,8 @@ class CpuEngine final : public Engine {
 
   // Constant after construction (PackMatrices runs in Create).
   const std::shared_ptr<const ModelWeights> weights_;
-  std::vector<LayerMatrices> matrices_;  // (n_layers)
+  const std::vector<LayerProgram> programs_;  // (n_layers)
+  std::vector<LayerMatrices> matrices_;       // (n_layers)
   WeightView output_;                    // (n_vocab, n_embd)
   std::vector<PackedMatrix> packed_;     // owns what the views point into
   size_t packed_bytes_ = 0;
@@ -169,6 +187,17 @@ class CpuEngine final : public Engine {
   std::vector<absl::Span<const int32_t>> block_tables_;  // (slices)
   std::vector<float> last_;  // (T, n_embd) rows that need logits
 };
+
+template <typename Fn>
+void CpuEngine::ForRows(int64_t n_rows, int64_t row_width, Fn&& fn) {
+  // Small steps (decode) stay on this thread: waking the pool costs more.
+  constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+  if (n_rows * row_width < kMinParallelElements) {
+    fn(int64_t{0}, n_rows);
+  } else {
+    pool_.ParallelFor(n_rows, fn);
+  }
+}
 
 }  // namespace paceline::engine::cpu
 

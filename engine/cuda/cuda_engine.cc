@@ -168,17 +168,6 @@ cudaDataType_t CudaType(GgmlType d) {
   }
 }
 
-// Step metadata sections (int32 offsets in units of Tk).
-enum MetaSection : int64_t {
-  kTokens = 0,
-  kPositions = 1,
-  kSlots = 2,
-  kTableOffsets = 3,
-  kLogitRows = 4,
-  kTiles = 5,  // 1 + 2 Tk entries: count, then (first token, tokens) pairs
-  kTables = 8,
-};
-
 }  // namespace
 
 struct CudaEngine::Resources {
@@ -300,16 +289,19 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
   const GgmlType kv_dtype = o.kv_dtype.value_or(dtype);
   RETURN_IF_ERROR(CheckKvDtype(*weights, kv_dtype));
   o.kv_dtype = kv_dtype;
-  std::unique_ptr<CudaEngine> engine(
-      new CudaEngine(std::move(weights), o, dtype, kv_dtype));
+  ASSIGN_OR_RETURN(std::vector<LayerProgram> programs, LayerPrograms(c));
+  RETURN_IF_ERROR(CheckPrograms(programs));
+  std::unique_ptr<CudaEngine> engine(new CudaEngine(
+      std::move(weights), o, dtype, kv_dtype, std::move(programs)));
   RETURN_IF_ERROR(engine->Init());
   return engine;
 }
 
 CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
                        const CudaEngineOptions& options, GgmlType dtype,
-                       GgmlType kv_dtype)
+                       GgmlType kv_dtype, std::vector<LayerProgram> programs)
     : weights_(std::move(weights)),
+      programs_(std::move(programs)),
       options_(options),
       dtype_(dtype),
       kv_dtype_(kv_dtype),
@@ -954,76 +946,6 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
   }
   CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, res_->stream));
   *ran = true;
-  return absl::OkStatus();
-}
-
-absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
-  const ModelConfig& c = config();
-  const Layer& l = layers_[layer];
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t embd = c.n_embd;
-  const int64_t hd = c.head_dim;
-  const int64_t q_dim = c.n_heads * hd;
-  const int64_t kv_dim = c.n_kv_heads * hd;
-  const int64_t tk = options_.max_tokens_per_step;
-  const int32_t* meta = meta_device_.as<int32_t>();
-  cudaStream_t stream = res_->stream;
-
-  // Attention.
-  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
-                                     n, embd, l.attn_norm.as<float>(), eps,
-                                     h_.get(), stream));
-  RETURN_IF_ERROR(Gemm(l.qkv, h_.get(), n, qkv_.as<float>(), 0.0f));
-  QkvRopeParams rope;
-  rope.n_tokens = n;
-  rope.n_heads = c.n_heads;
-  rope.n_kv_heads = c.n_kv_heads;
-  rope.head_dim = hd;
-  rope.rope_dim = c.rope_dim;
-  rope.neox = c.rope_layout == RopeLayout::kNeoxHalves;
-  rope.mscale = rope_mscale_;
-  rope.eps = eps;
-  rope.inv_freq = inv_freq_.as<double>();
-  rope.bias = c.qkv_bias ? l.qkv_bias.as<float>() : nullptr;
-  rope.q_norm = c.qk_norm ? l.q_norm.as<float>() : nullptr;
-  rope.k_norm = c.qk_norm ? l.k_norm.as<float>() : nullptr;
-  rope.positions = meta + kPositions * tk;
-  rope.slot_mapping = meta + kSlots * tk;
-  rope.block_size = options_.block_size;
-  rope.qkv = qkv_.as<float>();
-  rope.kv_layer = KvLayer(layer);
-  CUDA_RETURN_IF_ERROR(LaunchQkvRope(kv_dtype_, rope, stream));
-
-  PagedAttentionParams att;
-  att.n_tokens = n;
-  att.n_heads = c.n_heads;
-  att.n_kv_heads = c.n_kv_heads;
-  att.head_dim = hd;
-  att.block_size = options_.block_size;
-  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  att.q = qkv_.as<float>();
-  att.q_stride = q_dim + 2 * kv_dim;
-  att.positions = meta + kPositions * tk;
-  att.table_offsets = meta + kTableOffsets * tk;
-  att.block_tables = meta + kTables * tk;
-  att.kv_layer = KvLayer(layer);
-  att.out = att_.get();
-  att.max_context = max_context_;
-  att.partial = partial_.as<float>();
-  att.partial_rows = partial_rows_;
-  att.tiles = use_tiles_ ? meta + kTiles * tk : nullptr;
-  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, kv_dtype_, att, stream));
-  RETURN_IF_ERROR(Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
-
-  // Feed-forward (SwiGLU).
-  CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr, nullptr,
-                                     n, embd, l.ffn_norm.as<float>(), eps,
-                                     h_.get(), stream));
-  if (c.is_moe()) return RunMoe(layer, n);
-  RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
-  CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
-                                    act_.get(), stream));
-  RETURN_IF_ERROR(Gemm(l.ffn_down, act_.get(), n, x_.as<float>(), 1.0f));
   return absl::OkStatus();
 }
 

@@ -9,7 +9,8 @@
 // BF16, from the weights; KV = the cache's type: CudaEngineOptions::
 // kv_dtype, T unless asked):
 //   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
-//   per layer:
+//   per layer, its architecture's program (model/layer_program.h; the
+//   operations in cuda_layer.cc); for the four architectures today:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
 //     bias, Q/K norm, RoPE; K/V -> paged slots  (KV)     LaunchQkvRope
@@ -81,6 +82,7 @@
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
 #include "engine/gguf/ggml_type_layout.h"
+#include "engine/model/layer_program.h"
 #include "engine/model/weights.h"
 
 namespace paceline::engine::cuda {
@@ -202,11 +204,24 @@ class CudaEngine final : public Engine {
     std::vector<Matrix> expert_down;     // (n_expert) of (n_embd, n_ff_exp)
   };
   struct Resources;  // stream, cuBLAS handle, captured graphs
+  // Step metadata sections (int32 offsets in units of Tk).
+  enum MetaSection : int64_t {
+    kTokens = 0,
+    kPositions = 1,
+    kSlots = 2,
+    kTableOffsets = 3,
+    kLogitRows = 4,
+    kTiles = 5,  // 1 + 2 Tk entries: count, then (first token, tokens) pairs
+    kTables = 8,
+  };
   static constexpr int64_t kMaxGraphTokens = 256;
 
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
              const CudaEngineOptions& options, GgmlType dtype,
-             GgmlType kv_dtype);
+             GgmlType kv_dtype, std::vector<LayerProgram> programs);
+  // Unimplemented naming the operation when a program holds one this
+  // engine does not run (cuda_layer.cc).
+  static absl::Status CheckPrograms(const std::vector<LayerProgram>& programs);
 
   absl::Status Init();
   absl::Status UploadWeights();
@@ -226,7 +241,11 @@ class CudaEngine final : public Engine {
   absl::Status RunStep(int64_t n, int64_t rows);
   // RunStep through a graph when one applies; false in *ran when not.
   absl::Status RunStepGraph(int64_t n, int64_t rows, bool* ran);
+  // The layer's program, an operation at a time (cuda_layer.cc).
   absl::Status RunLayer(int64_t layer, int64_t n);
+  absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
+  absl::Status Attention(int64_t layer, int64_t n);
+  absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
   // The MoE FFN of `layer` on h_, added into x_ (cuda_engine_moe.cc).
   absl::Status RunMoe(int64_t layer, int64_t n);
   // Fills moe_rows_host_ and moe_offsets_ from moe_route_host_'s experts.
@@ -271,6 +290,7 @@ class CudaEngine final : public Engine {
 
   // Constant after construction.
   const std::shared_ptr<const ModelWeights> weights_;
+  const std::vector<LayerProgram> programs_;  // (n_layers)
   const CudaEngineOptions options_;
   const GgmlType dtype_;
   const GgmlType kv_dtype_;

@@ -9,28 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "engine/model/layer_program.h"
 
 namespace paceline::engine {
 namespace {
-
-struct Architecture {
-  absl::string_view name;
-  RopeLayout rope_layout;
-  bool qk_norm;
-  // Whether Q/K/V biases are looked for (blk.0.attn_q.bias). Qwen2 always
-  // has them; some llama-architecture conversions do too, and ignoring them
-  // would silently compute the wrong thing. Qwen3 dropped them.
-  bool may_have_qkv_bias;
-  bool moe;  // mixture-of-experts FFN (ReadExperts)
-};
-
-constexpr Architecture kArchitectures[] = {
-    // Mistral files say "llama": same graph, same rope.
-    {"llama", RopeLayout::kAdjacentPairs, false, true, false},
-    {"qwen2", RopeLayout::kNeoxHalves, false, true, false},
-    {"qwen3", RopeLayout::kNeoxHalves, true, false, false},
-    {"qwen3moe", RopeLayout::kNeoxHalves, true, false, true},
-};
 
 // Bounds far beyond any released model. They reject nonsense early and keep
 // ParameterCount (and the memory planner's products) inside int64.
@@ -41,19 +23,6 @@ constexpr int64_t kMaxFf = int64_t{1} << 22;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxContext = int64_t{1} << 30;
 constexpr int64_t kMaxExperts = int64_t{1} << 12;
-
-const Architecture* FindArchitecture(absl::string_view name) {
-  for (const Architecture& a : kArchitectures) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
-}
-
-std::string SupportedArchitectures() {
-  std::vector<absl::string_view> names;
-  for (const Architecture& a : kArchitectures) names.push_back(a.name);
-  return absl::StrJoin(names, ", ");
-}
 
 // `fallback` when the key is absent; any other error (wrong type) stands.
 template <typename T>

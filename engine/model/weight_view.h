@@ -31,6 +31,9 @@ struct WeightView {
   // Bytes of one row in `type` (kPanels too: the bandwidth a row costs).
   size_t row_bytes = 0;
   WeightLayout layout = WeightLayout::kRows;
+
+  // The bytes the matrix reads: rows * row_bytes.
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes; }
 };
 
 // Whether the backends multiply weights of `type` as they are: F32, F16,

@@ -1,0 +1,156 @@
+// The CPU engine's layer operations (model/layer_program.h): RunLayer runs
+// a layer's program, each operation once here for every architecture.
+
+#include <cmath>
+
+#include "common/status_macros.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/kernels/attention.h"
+
+namespace paceline::engine::cpu {
+
+absl::Status CpuEngine::RunLayer(int64_t layer, int64_t n) {
+  for (const Op& op : programs_[layer].ops) {
+    RETURN_IF_ERROR(RunOp(op, layer, n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
+  switch (op.kind) {
+    case OpKind::kRmsNorm:
+      RmsNormRows(op, layer, n);
+      return absl::OkStatus();
+    case OpKind::kQkvRope:
+      return QkvRope(op, layer, n);
+    case OpKind::kAttention:
+      Attention(layer, n);
+      return absl::OkStatus();
+    case OpKind::kMatMul: {
+      float* out = op.accumulate ? proj_.data() : Rows(op.dst);
+      RETURN_IF_ERROR(MatMul(Matrix(op.weight, layer), Rows(op.src), n, out));
+      if (op.accumulate) AddRows(Buf::kProj, op.dst, n);
+      return absl::OkStatus();
+    }
+    case OpKind::kAdd:
+      AddRows(op.src, op.dst, n);
+      return absl::OkStatus();
+    case OpKind::kFeedForward:
+      return FeedForward(op, layer, n);
+  }
+  return absl::InternalError("unknown layer operation");
+}
+
+float* CpuEngine::Rows(Buf buf) {
+  switch (buf) {
+    case Buf::kX:
+      return x_.data();
+    case Buf::kH:
+      return h_.data();
+    case Buf::kAtt:
+      return att_.data();
+    case Buf::kProj:
+      return proj_.data();
+  }
+  return nullptr;
+}
+
+const std::vector<float>& CpuEngine::NormWeights(Weight w,
+                                                 int64_t layer) const {
+  const LayerWeights& l = weights_->layers()[layer];
+  return w == Weight::kFfnNorm ? l.ffn_norm : l.attn_norm;
+}
+
+const WeightView& CpuEngine::Matrix(Weight, int64_t layer) const {
+  return matrices_[layer].o;  // Weight::kAttnOutput, the only matrix op
+}
+
+void CpuEngine::RmsNormRows(const Op& op, int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const int64_t embd = c.n_embd;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float* weight = NormWeights(op.weight, layer).data();
+  const float* src = Rows(op.src);
+  float* dst = Rows(op.dst);
+  ForRows(n, embd, [&](int64_t b, int64_t e) {
+    RmsNorm(&src[b * embd], weight, e - b, embd, eps, &dst[b * embd]);
+  });
+}
+
+absl::Status CpuEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layers()[layer];
+  const LayerMatrices& m = matrices_[layer];
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_heads * hd;
+  const int64_t kv_dim = c.n_kv_heads * hd;
+  const int64_t half = c.rope_dim / 2;
+  RETURN_IF_ERROR(MatMuls({m.q, m.k, m.v}, Rows(op.src), n,
+                          {q_.data(), k_.data(), v_.data()}));
+  ForRows(n, q_dim, [&](int64_t b, int64_t e) {
+    float* q = &q_[b * q_dim];
+    float* k = &k_[b * kv_dim];
+    if (op.qkv_bias) {
+      AddBias(q, w.q_bias.data(), e - b, q_dim);
+      AddBias(k, w.k_bias.data(), e - b, kv_dim);
+      AddBias(&v_[b * kv_dim], w.v_bias.data(), e - b, kv_dim);
+    }
+    if (op.qk_norm) {
+      RmsNorm(q, w.q_norm.data(), (e - b) * c.n_heads, hd, eps, q);
+      RmsNorm(k, w.k_norm.data(), (e - b) * c.n_kv_heads, hd, eps, k);
+    }
+    ApplyRope(q, e - b, c.n_heads, hd, rope_, &cos_[b * half], &sin_[b * half]);
+    ApplyRope(k, e - b, c.n_kv_heads, hd, rope_, &cos_[b * half],
+              &sin_[b * half]);
+  });
+  WriteKv(layer, n);
+  return absl::OkStatus();
+}
+
+void CpuEngine::Attention(int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  AttentionParams params;
+  params.n_heads = c.n_heads;
+  params.n_kv_heads = c.n_kv_heads;
+  params.head_dim = c.head_dim;
+  params.scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
+                 token_table_.data(), block_tables_, att_.data(), pool_);
+}
+
+void CpuEngine::AddRows(Buf from, Buf to, int64_t n) {
+  const int64_t embd = config().n_embd;
+  const float* src = Rows(from);
+  float* dst = Rows(to);
+  ForRows(n, embd, [&](int64_t b, int64_t e) {
+    AddInPlace(&dst[b * embd], &src[b * embd], (e - b) * embd);
+  });
+}
+
+absl::Status CpuEngine::FeedForward(const Op& op, int64_t layer, int64_t n) {
+  RETURN_IF_ERROR(
+      FeedForwardInto(op, layer, n, op.accumulate ? proj_.data() : Rows(op.dst)));
+  if (op.accumulate) AddRows(Buf::kProj, op.dst, n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuEngine::FeedForwardInto(const Op& op, int64_t layer, int64_t n,
+                                        float* out) {
+  const LayerMatrices& m = matrices_[layer];
+  const float* src = Rows(op.src);
+  if (op.moe) {  // mixture of experts (moe_ffn.h)
+    RETURN_IF_ERROR(moe_->Run(m.moe, src, n, out, pool_, matmul_scratch_));
+    last_step_weight_bytes_ += moe_->last_run_bytes() - m.moe.router.bytes();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(MatMuls({m.gate, m.up}, src, n, {gate_.data(), up_.data()}));
+  const int64_t ff = config().n_ff;
+  ForRows(n, ff, [&](int64_t b, int64_t e) {
+    SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
+  });
+  return MatMul(m.down, gate_.data(), n, out);
+}
+
+}  // namespace paceline::engine::cpu

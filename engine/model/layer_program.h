@@ -1,0 +1,112 @@
+#ifndef PACELINE_ENGINE_MODEL_LAYER_PROGRAM_H_
+#define PACELINE_ENGINE_MODEL_LAYER_PROGRAM_H_
+
+// A transformer layer as the sequence of operations an engine runs: each
+// architecture describes its layer once (engine/model/arch/, one file
+// each), and each backend implements every operation once and runs the
+// program of each layer (cpu/cpu_engine.h, cuda/cuda_engine.h). A new
+// architecture is a description, its GGUF keys and tensors, and the
+// operations it adds.
+//
+// The operations read and write a step's activation buffers (Buf: n rows
+// each, one per token of the step) and a layer's weights (Weight: the
+// fields of weights.h's LayerWeights).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/model/model_config.h"
+
+namespace paceline::engine {
+
+// A step's activation buffers (n rows each).
+enum class Buf : int8_t {
+  kX,     // (n_embd) the residual stream
+  kH,     // (n_embd) a sub-layer's normed input
+  kAtt,   // (q_dim) attention's output
+  kProj,  // (n_embd) a sub-layer's output before it joins the residual
+};
+
+// A layer's weights (LayerWeights' fields).
+enum class Weight : int8_t {
+  kAttnNorm,
+  kAttnOutput,
+  kFfnNorm,
+};
+
+enum class OpKind : int8_t {
+  // dst = RMSNorm(src) · weight, row by row (width n_embd).
+  kRmsNorm,
+  // q, k, v = src Wq, src Wk, src Wv; then, per token: + the Q/K/V biases
+  // (Op::qkv_bias), per-head RMSNorm of q and k (Op::qk_norm), RoPE at the
+  // token's position; k and v stored in the token's KV-cache slot.
+  kQkvRope,
+  // kAtt = paged causal attention of q over the cache (GQA), scale
+  // 1/sqrt(head_dim).
+  kAttention,
+  // dst = src W (weight: a matrix); dst += src W with Op::accumulate (the
+  // residual add, which a backend may fuse into the matmul).
+  kMatMul,
+  // dst += src.
+  kAdd,
+  // dst = the feed-forward of src: SwiGLU (ffn_gate, ffn_up, ffn_down), or
+  // the routed experts' sum of a MoE layer (Op::moe); dst += it with
+  // Op::accumulate.
+  kFeedForward,
+};
+
+struct Op {
+  OpKind kind = OpKind::kRmsNorm;
+  Buf src = Buf::kX;
+  Buf dst = Buf::kX;
+  Weight weight = Weight::kAttnNorm;  // kRmsNorm, kMatMul
+  bool qkv_bias = false;              // kQkvRope
+  bool qk_norm = false;               // kQkvRope
+  bool moe = false;                   // kFeedForward
+  bool accumulate = false;            // kMatMul, kFeedForward
+};
+
+struct LayerProgram {
+  std::vector<Op> ops;
+};
+
+// One architecture (engine/model/arch/, one file each): what its GGUF
+// files hold beyond the common keys, and its layers.
+struct Architecture {
+  absl::string_view name;  // general.architecture
+  RopeLayout rope_layout;
+  bool qk_norm;  // per-head Q/K RMSNorm weights (blk.N.attn_{q,k}_norm)
+  // Whether Q/K/V biases are looked for (blk.0.attn_q.bias): then
+  // ModelConfig::qkv_bias says whether the file has them.
+  bool may_have_qkv_bias;
+  bool moe;  // a mixture-of-experts FFN (the expert_* keys)
+  LayerProgram (*layer)(const ModelConfig& config, int64_t layer);
+};
+
+// The architecture named `name` (general.architecture); null for one
+// without a description.
+const Architecture* FindArchitecture(absl::string_view name);
+// Their names, comma-separated, for errors.
+std::string SupportedArchitectures();
+
+// Every layer's program for `config`; NotFound naming the architecture
+// when it has no description.
+absl::StatusOr<std::vector<LayerProgram>> LayerPrograms(
+    const ModelConfig& config);
+
+// Builders the descriptions share.
+namespace ops {
+Op RmsNorm(Buf src, Buf dst, Weight weight);
+Op QkvRope(Buf src, bool qkv_bias, bool qk_norm);
+Op Attention();
+Op MatMul(Buf src, Buf dst, Weight weight, bool accumulate);
+Op Add(Buf src, Buf dst);
+Op FeedForward(Buf src, Buf dst, bool moe, bool accumulate);
+}  // namespace ops
+
+}  // namespace paceline::engine
+
+#endif  // PACELINE_ENGINE_MODEL_LAYER_PROGRAM_H_

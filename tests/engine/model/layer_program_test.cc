@@ -1,0 +1,78 @@
+// The architectures' layer descriptions (model/layer_program.h,
+// model/arch/): every architecture a file or a named shape may have is
+// described, its layers read the weights the file holds (Q/K/V biases
+// where the config found them, Q/K norms where the architecture has them,
+// experts for a MoE), and an unknown architecture has no program. The
+// programs' logits are checked by the engines' oracle tests.
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/model/layer_program.h"
+#include "engine/model/model_shapes.h"
+#include "gtest/gtest.h"
+
+namespace paceline::engine {
+namespace {
+
+const Op* FindOp(const LayerProgram& p, OpKind kind) {
+  auto it = std::find_if(p.ops.begin(), p.ops.end(),
+                         [&](const Op& op) { return op.kind == kind; });
+  return it == p.ops.end() ? nullptr : &*it;
+}
+
+TEST(LayerProgramTest, EveryNamedShapesArchitectureIsDescribed) {
+  for (absl::string_view name : ModelShapeNames()) {
+    SCOPED_TRACE(std::string(name));
+    absl::StatusOr<ModelConfig> c = FindModelShape(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<std::vector<LayerProgram>> programs = LayerPrograms(*c);
+    ASSERT_TRUE(programs.ok()) << programs.status();
+    ASSERT_EQ(programs->size(), static_cast<size_t>(c->n_layers));
+    for (const LayerProgram& p : *programs) {
+      const Op* qkv = FindOp(p, OpKind::kQkvRope);
+      ASSERT_NE(qkv, nullptr);
+      EXPECT_EQ(qkv->qkv_bias, c->qkv_bias);
+      EXPECT_EQ(qkv->qk_norm, c->qk_norm);
+      const Op* ffn = FindOp(p, OpKind::kFeedForward);
+      ASSERT_NE(ffn, nullptr);
+      EXPECT_EQ(ffn->moe, c->is_moe());
+      // Attention before the feed-forward, both added to the residual.
+      EXPECT_LT(qkv - p.ops.data(), ffn - p.ops.data());
+      EXPECT_EQ(ffn->dst, Buf::kX);
+      EXPECT_TRUE(ffn->accumulate);
+    }
+  }
+}
+
+TEST(LayerProgramTest, TheArchitectureTableSaysWhatTheFilesHold) {
+  const Architecture* llama = FindArchitecture("llama");
+  ASSERT_NE(llama, nullptr);
+  EXPECT_EQ(llama->rope_layout, RopeLayout::kAdjacentPairs);
+  EXPECT_TRUE(llama->may_have_qkv_bias);
+  const Architecture* qwen3moe = FindArchitecture("qwen3moe");
+  ASSERT_NE(qwen3moe, nullptr);
+  EXPECT_TRUE(qwen3moe->moe);
+  EXPECT_TRUE(qwen3moe->qk_norm);
+  EXPECT_EQ(qwen3moe->rope_layout, RopeLayout::kNeoxHalves);
+  // A llama file with biases (some conversions have them) runs them.
+  ModelConfig c = FindModelShape("stories15m").value();
+  c.qkv_bias = true;
+  const LayerProgram p = llama->layer(c, 0);
+  EXPECT_TRUE(FindOp(p, OpKind::kQkvRope)->qkv_bias);
+}
+
+TEST(LayerProgramTest, AnUnknownArchitectureHasNoProgram) {
+  EXPECT_EQ(FindArchitecture("gemma3"), nullptr);
+  ModelConfig c;
+  c.architecture = "mamba";
+  c.n_layers = 2;
+  absl::StatusOr<std::vector<LayerProgram>> p = LayerPrograms(c);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(p.status().message().find("mamba"), std::string::npos);
+  EXPECT_NE(SupportedArchitectures().find("qwen3moe"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace paceline::engine
