@@ -55,12 +55,37 @@ const float* FloatRows(const KvCache& cache, int64_t layer, int64_t block,
   return scratch.data();
 }
 
-// internal::AttendGroupFn over an F32 or Q8_0 cache, one position at a
-// time.
+// The query rows of one token against one KV head: n_group heads of
+// head_dim floats at q, results at out, attending to positions [first,
+// end); sinks: the heads' (n_group), or null.
+struct GroupRows {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t n_group = 0;
+  int64_t first = 0;
+  int64_t end = 0;
+  const float* sinks = nullptr;
+};
+
+// 1 / a head's softmax denominator `sum` (relative to `max`), its sink
+// joined after the last position; *c: the factor its accumulator takes
+// first (attention_group.inc's FinalInverse).
+float FinalInverse(float max, float sum, const float* sink, float* c) {
+  *c = 1.0f;
+  if (sink == nullptr) return 1.0f / sum;
+  if (*sink > max) {
+    *c = std::exp(max - *sink);
+    return 1.0f / (sum * *c + 1.0f);
+  }
+  return 1.0f / (sum + std::exp(*sink - max));
+}
+
+// A token's rows over an F32 or Q8_0 cache, one position at a time.
 void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
-                    absl::Span<const int32_t> block_table, int64_t n_positions,
-                    const float* q, int64_t n_group, int64_t head_dim,
-                    float scale, float* out) {
+                    absl::Span<const int32_t> block_table,
+                    const GroupRows& rows, int64_t head_dim, float scale) {
+  const float* q = rows.q;
+  const int64_t n_group = rows.n_group;
   const int64_t block_size = cache.shape().block_size;
   float acc[kMaxAccFloats];              // (n_group, head_dim)
   float running_max[kMaxTileRows];       // (n_group)
@@ -71,9 +96,11 @@ void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
             -std::numeric_limits<float>::infinity());
   std::fill(running_sum, running_sum + n_group, 0.0f);
 
-  for (int64_t start = 0; start < n_positions; start += block_size) {
+  for (int64_t start = rows.first / block_size * block_size; start < rows.end;
+       start += block_size) {
     const int64_t block = block_table[start / block_size];
-    const int64_t n = std::min(block_size, n_positions - start);
+    const int64_t lo = std::max<int64_t>(0, rows.first - start);
+    const int64_t n = std::min(block_size, rows.end - start);
     thread_local std::vector<float> k_rows, v_rows;  // Q8_0's, as floats
     // (n, head_dim) each
     const float* k = FloatRows(cache, layer, block, 0, kv_head, n, k_rows);
@@ -81,7 +108,7 @@ void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
     for (int64_t g = 0; g < n_group; ++g) {
       const float* qg = q + g * head_dim;
       float block_max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         scores[j] = Dot(qg, k + j * head_dim, head_dim) * scale;
         block_max = std::max(block_max, scores[j]);
       }
@@ -91,18 +118,23 @@ void AttendGroupF32(const KvCache& cache, int64_t layer, int64_t kv_head,
       running_max[g] = new_max;
       float* ag = acc + g * head_dim;
       float sum = running_sum[g] * correction;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         const float p = std::exp(scores[j] - new_max);
         sum += p;
-        ScaleAdd(ag, j == 0 ? correction : 1.0f, p, v + j * head_dim, head_dim);
+        ScaleAdd(ag, j == lo ? correction : 1.0f, p, v + j * head_dim,
+                 head_dim);
       }
       running_sum[g] = sum;
     }
   }
   for (int64_t g = 0; g < n_group; ++g) {
-    const float inv = 1.0f / running_sum[g];
+    float c;
+    const float inv =
+        FinalInverse(running_max[g], running_sum[g],
+                     rows.sinks == nullptr ? nullptr : rows.sinks + g, &c);
+    const float f = c * inv;  // inv without a sink
     for (int64_t i = 0; i < head_dim; ++i) {
-      out[g * head_dim + i] = acc[g * head_dim + i] * inv;
+      rows.out[g * head_dim + i] = acc[g * head_dim + i] * f;
     }
   }
 }
@@ -118,14 +150,18 @@ inline const float* HalfRow(const uint16_t* rows, int64_t j, int64_t head_dim,
   return row;
 }
 
-// internal::AttendGroupFn over an F16 cache: F16 attention as
+// A token's rows over an F16 cache: F16 attention as
 // attention_group.inc's AttendTileHalfT computes it (all scores, one
-// softmax, weights rounded to F16, then the sum over V), one position at
-// a time.
+// softmax with the sink, weights rounded to F16, then the sum over V), one
+// position at a time.
 void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
-                     absl::Span<const int32_t> block_table, int64_t n_positions,
-                     const float* q, int64_t n_group, int64_t head_dim,
-                     float scale, float* out) {
+                     absl::Span<const int32_t> block_table,
+                     const GroupRows& rows, int64_t head_dim, float scale) {
+  const float* q = rows.q;
+  float* out = rows.out;
+  const int64_t n_group = rows.n_group;
+  const int64_t first = rows.first;
+  const int64_t n_positions = rows.end - first;  // the window's
   const int64_t block_size = cache.shape().block_size;
   float q_half[kMaxAccFloats];  // (n_group, head_dim)
   for (int64_t i = 0; i < n_group * head_dim; ++i) {
@@ -135,9 +171,10 @@ void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
   thread_local std::vector<float> weights;  // (n_group, n_positions)
   weights.resize(static_cast<size_t>(n_group * n_positions));
   for (int64_t p = 0; p < n_positions; ++p) {
+    const int64_t pos = first + p;
     const uint16_t* k =
-        cache.Rows<uint16_t>(layer, block_table[p / block_size], 0, kv_head);
-    HalfRow(k, p % block_size, head_dim, row);
+        cache.Rows<uint16_t>(layer, block_table[pos / block_size], 0, kv_head);
+    HalfRow(k, pos % block_size, head_dim, row);
     for (int64_t g = 0; g < n_group; ++g) {
       weights[g * n_positions + p] =
           Dot(q_half + g * head_dim, row, head_dim) * scale;
@@ -145,18 +182,22 @@ void AttendGroupHalf(const KvCache& cache, int64_t layer, int64_t kv_head,
   }
   for (int64_t g = 0; g < n_group; ++g) {
     float* w = weights.data() + g * n_positions;
-    const float max = *std::max_element(w, w + n_positions);
+    const float* sink = rows.sinks == nullptr ? nullptr : rows.sinks + g;
+    float max = *std::max_element(w, w + n_positions);
+    if (sink != nullptr) max = std::max(max, *sink);
     float sum = 0;
     for (int64_t p = 0; p < n_positions; ++p)
       sum += (w[p] = std::exp(w[p] - max));
+    if (sink != nullptr) sum += std::exp(*sink - max);
     const float inv = 1.0f / sum;
     for (int64_t p = 0; p < n_positions; ++p) w[p] = RoundToHalf(w[p] * inv);
   }
   std::fill(out, out + n_group * head_dim, 0.0f);
   for (int64_t p = 0; p < n_positions; ++p) {
+    const int64_t pos = first + p;
     const uint16_t* v =
-        cache.Rows<uint16_t>(layer, block_table[p / block_size], 1, kv_head);
-    HalfRow(v, p % block_size, head_dim, row);
+        cache.Rows<uint16_t>(layer, block_table[pos / block_size], 1, kv_head);
+    HalfRow(v, pos % block_size, head_dim, row);
     for (int64_t g = 0; g < n_group; ++g) {
       ScaleAdd(out + g * head_dim, 1.0f, weights[g * n_positions + p], row,
                head_dim);
@@ -172,8 +213,13 @@ void AttendTile(const KvCache& cache, int64_t layer, int64_t kv_head,
       cache.dtype() == GgmlType::kF16 ? AttendGroupHalf : AttendGroupF32;
   for (int64_t i = 0; i < tile.n_tokens; ++i) {
     const int64_t offset = tile.RowOffset(i, 0, head_dim);
-    attend(cache, layer, kv_head, block_table, tile.Length(i), tile.q + offset,
-           tile.n_group, head_dim, scale, tile.out + offset);
+    const GroupRows rows{.q = tile.q + offset,
+                         .out = tile.out + offset,
+                         .n_group = tile.n_group,
+                         .first = tile.First(i),
+                         .end = tile.Length(i),
+                         .sinks = tile.sinks};
+    attend(cache, layer, kv_head, block_table, rows, head_dim, scale);
   }
 }
 
@@ -256,7 +302,10 @@ void PagedAttention(const KvCache& cache, int64_t layer,
           .token_stride = params.n_heads * head_dim,
           .positions = positions + run.begin,
           .n_tokens = run.count,
-          .n_group = std::min(pass, (kv_head + 1) * group - head_begin)};
+          .n_group = std::min(pass, (kv_head + 1) * group - head_begin),
+          .window = params.window,
+          .sinks =
+              params.sinks == nullptr ? nullptr : params.sinks + head_begin};
       attend_tile(cache, layer, kv_head, block_tables[token_table[run.begin]],
                   tile, head_dim, params.scale);
     }
@@ -266,7 +315,9 @@ void PagedAttention(const KvCache& cache, int64_t layer,
   constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
   int64_t macs = 0;
   for (int64_t t = 0; t < n_tokens && macs < kMinParallelMacs; ++t) {
-    macs += (int64_t{positions[t]} + 1) * params.n_heads * head_dim * 2;
+    int64_t n = int64_t{positions[t]} + 1;
+    if (params.window > 0) n = std::min(n, params.window);
+    macs += n * params.n_heads * head_dim * 2;
   }
   if (macs < kMinParallelMacs) {
     work(0, 1);

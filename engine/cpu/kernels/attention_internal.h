@@ -89,10 +89,10 @@ inline void PrefetchAhead(const KvCache& cache, int64_t layer,
 // n_group) that read KV head kv_head. Row (i, g) is
 //   q   + i * token_stride + g * head_dim   (head_dim floats), its result
 //   out + i * token_stride + g * head_dim,
-// and token i attends to positions [0, positions[i]]. n_tokens * n_group <=
-// kMaxTileRows and n_tokens * n_group * head_dim <= kMaxAccFloats. Each
-// row's result is computed by the same operations, in the same order, as
-// if it were alone in its tile.
+// and token i attends to positions [First(i), positions[i]] (attention.h's
+// window). n_tokens * n_group <= kMaxTileRows and n_tokens * n_group *
+// head_dim <= kMaxAccFloats. Each row's result is computed by the same
+// operations, in the same order, as if it were alone in its tile.
 struct QueryTile {
   const float* q = nullptr;
   float* out = nullptr;
@@ -100,13 +100,31 @@ struct QueryTile {
   const int32_t* positions = nullptr;  // (n_tokens)
   int64_t n_tokens = 0;
   int64_t n_group = 0;
+  int64_t window = 0;            // 0: none
+  const float* sinks = nullptr;  // (n_group) of the tile's heads, or null
 
-  // The positions token i reads: positions[i] + 1.
+  // The end of the positions token i reads: positions[i] + 1.
   int64_t Length(int64_t i) const { return int64_t{positions[i]} + 1; }
+  // The first position token i reads.
+  int64_t First(int64_t i) const {
+    return window > 0 ? std::max<int64_t>(0, positions[i] - window + 1) : 0;
+  }
   int64_t MaxLength() const {
     int64_t n = 0;
     for (int64_t i = 0; i < n_tokens; ++i) n = std::max(n, Length(i));
     return n;
+  }
+  int64_t MinFirst() const {
+    int64_t first = MaxLength();
+    for (int64_t i = 0; i < n_tokens; ++i) first = std::min(first, First(i));
+    return first;
+  }
+  // Token i's positions within the block that starts at `start` (of
+  // block_size): slots [*lo, *hi), empty when *lo >= *hi.
+  void BlockSlots(int64_t i, int64_t start, int64_t block_size, int64_t* lo,
+                  int64_t* hi) const {
+    *lo = std::max<int64_t>(0, First(i) - start);
+    *hi = std::min(block_size, Length(i) - start);
   }
   // Row (i, g)'s offset into q and out, in floats.
   int64_t RowOffset(int64_t i, int64_t g, int64_t head_dim) const {

@@ -32,8 +32,28 @@ __device__ __forceinline__ const uint8_t* KvRow(const uint8_t* kv,
              row_bytes;
 }
 
+// The first position a token at `pos` attends to (paged_attention.h).
+__device__ __forceinline__ int64_t WindowFirst(int64_t pos, int64_t window) {
+  return window > 0 ? max(int64_t{0}, pos - window + 1) : 0;
+}
+
+// A softmax denominator `l` (relative to max `m`, finite) with the sink
+// logit joined, as llama.cpp's flash attention joins it after the last
+// position; *c: the factor the accumulators take first (e^(m - sink) when
+// the sink is the larger, else 1).
+__device__ __forceinline__ float JoinSink(float sink, float m, float l,
+                                          float* c) {
+  if (sink > m) {
+    *c = expf(m - sink);
+    return l * *c + 1.0f;
+  }
+  *c = 1.0f;
+  return l + expf(sink - m);
+}
+
 // Lane `lane` holds elements lane + 32 i, i < kPerLane, of a head. T: the
-// output's type; K: the cache's (kv_dtype.cuh).
+// output's type; K: the cache's (kv_dtype.cuh). Split `split` covers
+// [first + split * split_len, ...) of the token's window.
 template <typename T, typename K, int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32)
     PagedAttentionKernel(PagedAttentionParams p, const uint8_t* kv,
@@ -51,7 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t kv_head = h / (p.n_heads / p.n_kv_heads);
   const int64_t row_bytes = KvRowBytesOf<K>(hd);
   const int64_t n_ctx = static_cast<int64_t>(p.positions[t]) + 1;
-  const int64_t begin = split * split_len;
+  const int64_t begin = WindowFirst(n_ctx - 1, p.window) + split * split_len;
   const int64_t end = min(n_ctx, begin + split_len);
   const float* q = p.q + t * p.q_stride + h * hd;
   const int32_t* table = p.block_tables + p.table_offsets[t];
@@ -114,7 +134,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t row = t * p.n_heads + h;
   if (num_splits == 1) {
     T* out = static_cast<T*>(p.out) + row * hd;
-    const float inv = 1.0f / big_l;
+    float c = 1.0f;
+    if (p.sinks != nullptr) big_l = JoinSink(p.sinks[h], big_m, big_l, &c);
+    const float inv = c * (1.0f / big_l);  // 1 / big_l without a sink
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
       float a = 0.0f;
       for (int w = 0; w < kWarps; ++w) a += s_acc[w][d] * weight[w];
@@ -187,6 +209,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t row_bytes = KvRowBytesOf<K>(hd);
   const int64_t pos0 = p.positions[t0];
   const int64_t n_ctx = pos0 + count;  // the tile's last query sees all
+  // The first position of the tile's windows: the first row's.
+  const int64_t first0 = WindowFirst(pos0, p.window);
   const int32_t* table = p.block_tables + p.table_offsets[t0];
 
   for (int e = tid; e < kQ * hd; e += kTileThreads) {
@@ -196,6 +220,7 @@ __global__ void __launch_bounds__(kTileThreads)
         rr < count ? p.q[(t0 + rr) * p.q_stride + h * hd + d] * p.scale : 0.0f;
   }
   const int64_t my_pos = pos0 + r;
+  const int64_t my_first = WindowFirst(my_pos, p.window);
   const bool valid = r < count;
   float m = -INFINITY;
   float l = 0.0f;
@@ -203,7 +228,7 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
   for (int i = 0; i < kOut; ++i) acc[i] = 0.0f;
 
-  for (int64_t c0 = 0; c0 < n_ctx; c0 += kChunk) {
+  for (int64_t c0 = first0 / kChunk * kChunk; c0 < n_ctx; c0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed (and sq written)
     for (int e = tid; e < kChunk * hd; e += kTileThreads) {
       const int pp = e / static_cast<int>(hd);
@@ -211,7 +236,7 @@ __global__ void __launch_bounds__(kTileThreads)
       const int64_t pos = c0 + pp;
       float k = 0.0f;
       float v = 0.0f;
-      if (pos < n_ctx) {
+      if (pos < n_ctx && pos >= first0) {
         const int64_t block = table[pos / bs];
         const int64_t slot = pos - (pos / bs) * bs;
         k = LoadKv<K>(
@@ -231,7 +256,8 @@ __global__ void __launch_bounds__(kTileThreads)
       const int pp = j + 8 * i;
       float dot = 0.0f;
       for (int64_t d = 0; d < hd; ++d) dot += sq[r][d] * sk[pp][d];
-      s[i] = valid && c0 + pp <= my_pos ? dot : -INFINITY;
+      const int64_t pos = c0 + pp;
+      s[i] = valid && pos <= my_pos && pos >= my_first ? dot : -INFINITY;
       chunk_max = fmaxf(chunk_max, s[i]);
     }
     const float m_new = fmaxf(m, RowMax8(chunk_max));
@@ -260,7 +286,9 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if (!valid) return;
   T* out = static_cast<T*>(p.out) + ((t0 + r) * p.n_heads + h) * hd;
-  const float inv = 1.0f / l;
+  float c = 1.0f;
+  if (p.sinks != nullptr) l = JoinSink(p.sinks[h], m, l, &c);
+  const float inv = c * (1.0f / l);  // 1 / l without a sink
 #pragma unroll
   for (int i = 0; i < kOut; ++i) {
     const int d = j + 8 * i;
@@ -269,7 +297,8 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 // Merges the splits of one (head, token): out = sum_s acc_s e^(m_s - M) /
-// sum_s l_s e^(m_s - M). Empty splits have l = 0.
+// sum_s l_s e^(m_s - M), the sink joined to the denominator last. Empty
+// splits have l = 0.
 template <typename T>
 __global__ void MergeSplitsKernel(PagedAttentionParams p, int num_splits) {
   const int64_t row = static_cast<int64_t>(blockIdx.y) * p.n_heads + blockIdx.x;
@@ -285,7 +314,10 @@ __global__ void MergeSplitsKernel(PagedAttentionParams p, int num_splits) {
     const float* ps = part + s * (hd + 2);
     if (ps[hd + 1] > 0.0f) big_l += ps[hd + 1] * expf(ps[hd] - big_m);
   }
-  const float inv = 1.0f / big_l;
+  float c = 1.0f;
+  if (p.sinks != nullptr)
+    big_l = JoinSink(p.sinks[blockIdx.x], big_m, big_l, &c);
+  const float inv = c * (1.0f / big_l);  // 1 / big_l without a sink
   T* out = static_cast<T*>(p.out) + row * hd;
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.0f;
@@ -351,17 +383,24 @@ cudaError_t LaunchTyped(const PagedAttentionParams& p,
 
 namespace {
 
+// The most positions one token attends to: max_context, capped at the
+// window.
+int64_t PlanContext(const PagedAttentionParams& p) {
+  return p.window > 0 ? std::min(p.max_context, p.window) : p.max_context;
+}
+
 int ChooseSplits(const PagedAttentionParams& p) {
+  const int64_t context = PlanContext(p);
   const int64_t pairs = p.n_tokens * p.n_heads;
   if (pairs <= 0) return 1;
   const int64_t capacity = p.partial == nullptr ? 0 : p.partial_rows / pairs;
   if (p.force_splits > 0) {
-    return p.force_splits <= capacity && p.force_splits <= p.max_context
+    return p.force_splits <= capacity && p.force_splits <= context
                ? p.force_splits
                : 1;
   }
   if (pairs >= kTargetBlocks) return 1;
-  int64_t splits = (p.max_context + kMinSplitLen - 1) / kMinSplitLen;
+  int64_t splits = (context + kMinSplitLen - 1) / kMinSplitLen;
   splits = std::min(splits, (kTargetBlocks * 2 + pairs - 1) / pairs);
   splits = std::min<int64_t>(splits, kMaxSplits);
   splits = std::min(splits, capacity);
@@ -383,7 +422,7 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionParams& p) {
     plan.split_len = int64_t{1} << 40;
     return plan;
   }
-  const int64_t len = (p.max_context + plan.splits - 1) / plan.splits;
+  const int64_t len = (PlanContext(p) + plan.splits - 1) / plan.splits;
   plan.split_len = p.force_splits > 0
                        ? len
                        : (len + kMinSplitLen - 1) / kMinSplitLen * kMinSplitLen;
@@ -400,7 +439,7 @@ cudaError_t LaunchPagedAttention(GgmlType dtype, GgmlType kv_dtype,
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxAttentionHeadDim || p.n_tokens > 65535 ||
       p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 ||
-      p.max_context <= 0 ||
+      p.max_context <= 0 || p.window < 0 ||
       (kv_dtype == GgmlType::kQ8_0 &&
        p.head_dim % GgmlBlockElems(GgmlType::kQ8_0) != 0)) {
     return cudaErrorInvalidValue;

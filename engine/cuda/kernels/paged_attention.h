@@ -11,13 +11,20 @@ namespace paceline::engine::cuda {
 
 // Causal attention of a step's tokens over their sequences' paged K/V, for
 // prefill chunks and decode tokens alike (the CPU engine's PagedAttention
-// contract): token t at positions[t] attends to its sequence's positions
-// [0, positions[t]], reading position p from block
+// contract, attention.h): token t at positions[t] attends to its
+// sequence's positions [first, positions[t]], first = 0 or, with a sliding
+// window, max(0, positions[t] - window + 1), reading position p from block
 // block_tables[table_offsets[t] + p / block_size], slot p % block_size.
 // Query head h reads KV head h / (n_heads / n_kv_heads). For each (token,
 // head):
 //
 //   out = sum_p softmax_p(scale * q · K[p]) V[p]
+//
+// with, when `sinks` is given, head h's sink logit e^(sinks[h] - m) added
+// to the softmax's denominator only (unscaled; m the max of the sink and
+// the scores), after the last position as llama.cpp's flash attention
+// adds it. No K/V row (nor table entry) outside the step's windows is
+// read: the pager may have released those blocks.
 //
 // K/V are read as floats (kv_dtype.cuh: a Q8_0 element is d * q, rounded
 // once), so every cache type takes the same float path. Two kernels, both
@@ -40,6 +47,8 @@ struct PagedAttentionParams {
   int64_t head_dim = 0;    // <= kMaxAttentionHeadDim
   int64_t block_size = 16;
   float scale = 0;
+  int64_t window = 0;            // sliding window in positions; 0 = none
+  const float* sinks = nullptr;  // (n_heads) device logits, or null
   // Head h of token t is q[t * q_stride + h * head_dim .. + head_dim).
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -70,7 +79,9 @@ inline constexpr int64_t kMaxTiledHeadDim = 256;
 inline constexpr int64_t kMaxAttentionHeadDim = 512;
 
 // How Launch runs `p`: tiled when it has tiles and head_dim allows; else
-// split into `splits` ranges (1 = no merge pass) of `split_len` positions:
+// each token's window (its whole context without one: the planning
+// context is max_context, capped at the window) split into `splits`
+// ranges (1 = no merge pass) of `split_len` positions:
 // a multiple of 256 (unless forced), or unbounded when splits == 1 — so
 // the plan changes only every few hundred positions of decode, and a
 // captured CUDA graph stays valid in between.

@@ -462,6 +462,187 @@ TEST_P(KernelTest, PagedAttentionMatchesCpu) {
   }
 }
 
+// A double-precision reference of one (token, head) row: softmax over the
+// token's window [max(0, P - window + 1), P] with the sink (if any) in its
+// max and denominator, unscaled. kv: (blocks, 2, n_kv_heads, block_size,
+// head_dim) floats as stored.
+struct WindowRef {
+  int64_t n_heads, n_kv_heads, head_dim, block_size, window;
+  float scale;
+  const float* sinks;  // (n_heads) or null
+  const std::vector<float>* kv;
+
+  const float* Row(int64_t block, int64_t which, int64_t kv_head,
+                   int64_t slot) const {
+    return kv->data() +
+           (((block * 2 + which) * n_kv_heads + kv_head) * block_size + slot) *
+               head_dim;
+  }
+  void Compute(const float* q, int64_t position, const int32_t* table,
+               int64_t h, float* out) const {
+    const int64_t kv_head = h / (n_heads / n_kv_heads);
+    const int64_t first =
+        window > 0 ? std::max<int64_t>(0, position - window + 1) : 0;
+    std::vector<double> e;
+    double max = sinks == nullptr ? -1e300 : sinks[h];
+    for (int64_t p = first; p <= position; ++p) {
+      const float* k = Row(table[p / block_size], 0, kv_head, p % block_size);
+      double dot = 0;
+      for (int64_t d = 0; d < head_dim; ++d) dot += double{q[d]} * k[d];
+      e.push_back(dot * scale);
+      max = std::max(max, e.back());
+    }
+    double sum = sinks == nullptr ? 0 : std::exp(sinks[h] - max);
+    for (double& x : e) sum += (x = std::exp(x - max));
+    for (int64_t d = 0; d < head_dim; ++d) {
+      double acc = 0;
+      for (int64_t p = first; p <= position; ++p) {
+        acc += e[p - first] / sum *
+               Row(table[p / block_size], 1, kv_head, p % block_size)[d];
+      }
+      out[d] = static_cast<float>(acc);
+    }
+  }
+};
+
+// The cache of `kv_dtype` holding `kv` (F32 / F16 / BF16 / Q8_0 rows of
+// head_dim); `kv` becomes the values stored.
+std::vector<uint8_t> StoreKv(GgmlType kv_dtype, int64_t head_dim,
+                             std::vector<float>& kv) {
+  if (kv_dtype != GgmlType::kQ8_0) {
+    kv = RoundAll(kv_dtype, kv);
+    return Encode(kv_dtype, kv);
+  }
+  const int64_t row_bytes = head_dim / 32 * 34;
+  const int64_t rows = std::ssize(kv) / head_dim;
+  std::vector<uint8_t> bytes(rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = kv.data() + r * head_dim;
+    EXPECT_TRUE(
+        QuantizeRow(kv_dtype, row, head_dim, &bytes[r * row_bytes]).ok());
+    EXPECT_TRUE(
+        DequantizeRow(kv_dtype, &bytes[r * row_bytes], row, head_dim).ok());
+  }
+  return bytes;
+}
+
+// Sliding windows and attention sinks: windows below, crossing and past
+// the 16-position blocks and the contexts, a prefill chunk whose tokens'
+// windows differ (tiled: one tile's rows), a long decode split over its
+// window; sinks of no, moderate and dominating weight. Every K/V row
+// before a sequence's windows is NaN: no kernel may read it. Also a Q8_0
+// cache beside F32 and F16 activations.
+TEST_P(KernelTest, PagedAttentionWindowsAndSinks) {
+  constexpr int64_t kHeads = 8, kKvHeads = 2, kHeadDim = 128;
+  constexpr int64_t kBlockSize = 16;
+  const std::vector<AttentionSeq> seqs = {{40, 20}, {300, 1}, {0, 1}, {37, 1}};
+  int32_t next_block = 0;
+  const AttentionLayout l = LayOutAttention(
+      seqs, kBlockSize, [&](size_t, int64_t) { return next_block++; });
+  const auto& [tables, positions, token_table, offsets, flat, tiles] = l;
+  const int64_t n = std::ssize(positions);
+  const int64_t n_blocks = next_block;
+  const std::vector<float> q = Random(n * kHeads * kHeadDim);
+  const std::vector<float> kv_random =
+      Random(n_blocks * 2 * kKvHeads * kBlockSize * kHeadDim);
+  std::vector<float> small = Random(kHeads), large = Random(kHeads);
+  for (float& x : large) x = 25.0f + 4.0f * x;
+  const std::vector<const float*> sink_kinds = {nullptr, small.data(),
+                                                large.data()};
+  DeviceBuffer d_q, d_pos, d_off, d_tables, d_tiles, d_small, d_large;
+  ASSERT_TRUE(Upload(q, &d_q).ok());
+  ASSERT_TRUE(Upload(positions, &d_pos).ok());
+  ASSERT_TRUE(Upload(offsets, &d_off).ok());
+  ASSERT_TRUE(Upload(flat, &d_tables).ok());
+  ASSERT_TRUE(Upload(tiles, &d_tiles).ok());
+  ASSERT_TRUE(Upload(small, &d_small).ok());
+  ASSERT_TRUE(Upload(large, &d_large).ok());
+  const std::vector<const float*> d_sinks = {nullptr, d_small.as<float>(),
+                                             d_large.as<float>()};
+  std::vector<GgmlType> kv_types = {dtype()};
+  if (dtype() != GgmlType::kBF16) kv_types.push_back(GgmlType::kQ8_0);
+  constexpr int64_t kPartialRows = 4096;
+  DeviceBuffer d_partial;
+  ASSERT_TRUE(
+      Poisoned(kPartialRows * (kHeadDim + 2) * sizeof(float), &d_partial).ok());
+  for (const GgmlType kv_type : kv_types) {
+    std::vector<float> kv = kv_random;
+    std::vector<uint8_t> kv_bytes = StoreKv(kv_type, kHeadDim, kv);
+    const int64_t row_bytes =
+        std::ssize(kv_bytes) / (std::ssize(kv) / kHeadDim);
+    const std::vector<int64_t> windows = {1, 17, 40, 1000};
+    for (size_t wi = 0; wi < windows.size(); ++wi) {
+      const int64_t window = windows[wi];
+      // NaN in every row before a sequence's first token's window.
+      std::vector<uint8_t> poisoned = kv_bytes;
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        const int64_t first =
+            std::max<int64_t>(0, seqs[s].position_begin - window + 1);
+        for (int64_t p = 0; p < first; ++p) {
+          for (int64_t which = 0; which < 2; ++which) {
+            for (int64_t h = 0; h < kKvHeads; ++h) {
+              const int64_t r =
+                  ((tables[s][p / kBlockSize] * 2 + which) * kKvHeads + h) *
+                      kBlockSize +
+                  p % kBlockSize;
+              std::fill_n(&poisoned[r * row_bytes], row_bytes, 0xff);
+            }
+          }
+        }
+      }
+      DeviceBuffer d_kv;
+      ASSERT_TRUE(Upload(poisoned, &d_kv).ok());
+      // -1: the tiled kernel.
+      const std::vector<int> modes = {0, 3, -1};
+      for (size_t mi = 0; mi < modes.size(); ++mi) {
+        const size_t sink = (wi + mi) % sink_kinds.size();
+        SCOPED_TRACE(::testing::Message()
+                     << GgmlTypeName(kv_type) << " window " << window
+                     << " splits " << modes[mi] << " sinks " << sink);
+        const WindowRef ref_of{
+            kHeads,           kKvHeads, kHeadDim,
+            kBlockSize,       window,   1.0f / std::sqrt(float{kHeadDim}),
+            sink_kinds[sink], &kv};
+        std::vector<float> ref(n * kHeads * kHeadDim);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t h = 0; h < kHeads; ++h) {
+            ref_of.Compute(&q[(t * kHeads + h) * kHeadDim], positions[t],
+                           &flat[offsets[t]], h,
+                           &ref[(t * kHeads + h) * kHeadDim]);
+          }
+        }
+        DeviceBuffer d_out;
+        ASSERT_TRUE(Poisoned(n * kHeads * kHeadDim * elem(), &d_out).ok());
+        PagedAttentionParams p;
+        p.n_tokens = n;
+        p.n_heads = kHeads;
+        p.n_kv_heads = kKvHeads;
+        p.head_dim = kHeadDim;
+        p.block_size = kBlockSize;
+        p.scale = ref_of.scale;
+        p.window = window;
+        p.sinks = d_sinks[sink];
+        p.q = d_q.as<float>();
+        p.q_stride = kHeads * kHeadDim;
+        p.positions = d_pos.as<int32_t>();
+        p.table_offsets = d_off.as<int32_t>();
+        p.block_tables = d_tables.as<int32_t>();
+        p.kv_layer = d_kv.get();
+        p.out = d_out.get();
+        p.max_context = 301;
+        p.partial = d_partial.as<float>();
+        p.partial_rows = kPartialRows;
+        p.force_splits = std::max(modes[mi], 0);
+        p.tiles = modes[mi] < 0 ? d_tiles.as<int32_t>() : nullptr;
+        ASSERT_EQ(LaunchPagedAttention(dtype(), kv_type, p, nullptr),
+                  cudaSuccess);
+        ExpectClose(Download(dtype(), d_out, n * kHeads * kHeadDim), ref, 1e-5,
+                    std::max(1e-4, DefaultRtol(dtype())), "attention");
+      }
+    }
+  }
+}
+
 // The sampling kernel against the host's SampleRow: the same token for
 // every row, bit for bit (the rule's arithmetic is shared and its sums are
 // integers), over vocabularies from 1 to Qwen's, rows with ties and signed
