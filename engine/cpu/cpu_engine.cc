@@ -144,6 +144,8 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
       programs_(std::move(programs)),
       options_(options),
       rope_(RopeParamsFor(*weights_)),
+      rope_swa_(SlidingRopeParams(weights_->config())),
+      has_sliding_(weights_->config().sliding_window > 0),
       cache_(std::move(cache)),
       pool_(options.num_threads) {
   const ModelConfig& c = weights_->config();
@@ -162,6 +164,10 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
   up_.resize(t * static_cast<size_t>(c.n_ff));
   cos_.resize(t * static_cast<size_t>(c.rope_dim / 2));
   sin_.resize(t * static_cast<size_t>(c.rope_dim / 2));
+  if (has_sliding_) {
+    cos_swa_.resize(cos_.size());
+    sin_swa_.resize(sin_.size());
+  }
   positions_.resize(t);
   token_table_.resize(t);
   block_tables_.reserve(t);
@@ -230,10 +236,17 @@ absl::Status CpuEngine::Forward(const ForwardBatch& batch,
   for (int64_t t = 0; t < n; ++t) {
     RETURN_IF_ERROR(weights_->Embed(batch.tokens[t], &x_[t * c.n_embd]));
   }
+  if (c.embed_scale != 1.0) {  // gemma3: sqrt(n_embd)
+    const float scale = static_cast<float>(c.embed_scale);
+    for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] *= scale;
+  }
   const int64_t half = c.rope_dim / 2;
   // A sin/cos pair costs about as much as 16 element-wise operations.
   ForRows(n, 16 * half, [&](int64_t b, int64_t e) {
     RopeAngles(&positions_[b], e - b, rope_, &cos_[b * half], &sin_[b * half]);
+    if (!has_sliding_) return;
+    RopeAngles(&positions_[b], e - b, rope_swa_, &cos_swa_[b * half],
+               &sin_swa_[b * half]);
   });
   last_step_weight_bytes_ =
       moe_ != nullptr ? dense_bytes_ : weights_->MatMulBytesPerToken();

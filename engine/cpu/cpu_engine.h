@@ -120,7 +120,7 @@ class CpuEngine final : public Engine {
   absl::Status RunOp(const Op& op, int64_t layer, int64_t n);
   void RmsNormRows(const Op& op, int64_t layer, int64_t n);
   absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
-  void Attention(int64_t layer, int64_t n);
+  void Attention(const Op& op, int64_t layer, int64_t n);
   void AddRows(Buf from, Buf to, int64_t n);  // to += from
   // An accumulating op computes into proj_, then adds it to its dst.
   absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
@@ -162,6 +162,8 @@ class CpuEngine final : public Engine {
   size_t packed_bytes_ = 0;
   const CpuEngineOptions options_;
   const RopeParams rope_;
+  const RopeParams rope_swa_;  // the sliding layers' (ModelConfig)
+  const bool has_sliding_;     // some layer slides: rope_swa_'s angles too
   const std::unique_ptr<KvCache> cache_;
   ThreadPool pool_;
   std::unique_ptr<MoeFfn> moe_;  // null for a dense model
@@ -182,6 +184,8 @@ class CpuEngine final : public Engine {
   std::vector<float> up_;             // (T, n_ff)
   std::vector<float> cos_;            // (T, rope_dim / 2)
   std::vector<float> sin_;            // (T, rope_dim / 2)
+  std::vector<float> cos_swa_;        // (T, rope_dim / 2) when has_sliding_
+  std::vector<float> sin_swa_;        // (T, rope_dim / 2) when has_sliding_
   std::vector<int32_t> positions_;    // (T) each token's position
   std::vector<int32_t> token_table_;  // (T) each token's slice
   std::vector<absl::Span<const int32_t>> block_tables_;  // (slices)

@@ -24,7 +24,7 @@ absl::Status CpuEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
     case OpKind::kQkvRope:
       return QkvRope(op, layer, n);
     case OpKind::kAttention:
-      Attention(layer, n);
+      Attention(op, layer, n);
       return absl::OkStatus();
     case OpKind::kMatMul: {
       float* out = op.accumulate ? proj_.data() : Rows(op.dst);
@@ -58,7 +58,16 @@ float* CpuEngine::Rows(Buf buf) {
 const std::vector<float>& CpuEngine::NormWeights(Weight w,
                                                  int64_t layer) const {
   const LayerWeights& l = weights_->layers()[layer];
-  return w == Weight::kFfnNorm ? l.ffn_norm : l.attn_norm;
+  switch (w) {
+    case Weight::kFfnNorm:
+      return l.ffn_norm;
+    case Weight::kPostAttnNorm:
+      return l.post_attn_norm;
+    case Weight::kPostFfnNorm:
+      return l.post_ffn_norm;
+    default:
+      return l.attn_norm;
+  }
 }
 
 const WeightView& CpuEngine::Matrix(Weight, int64_t layer) const {
@@ -100,22 +109,27 @@ absl::Status CpuEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
       RmsNorm(q, w.q_norm.data(), (e - b) * c.n_heads, hd, eps, q);
       RmsNorm(k, w.k_norm.data(), (e - b) * c.n_kv_heads, hd, eps, k);
     }
-    ApplyRope(q, e - b, c.n_heads, hd, rope_, &cos_[b * half], &sin_[b * half]);
-    ApplyRope(k, e - b, c.n_kv_heads, hd, rope_, &cos_[b * half],
-              &sin_[b * half]);
+    const RopeParams& rope = op.local_rope ? rope_swa_ : rope_;
+    const float* cos = &(op.local_rope ? cos_swa_ : cos_)[b * half];
+    const float* sin = &(op.local_rope ? sin_swa_ : sin_)[b * half];
+    ApplyRope(q, e - b, c.n_heads, hd, rope, cos, sin);
+    ApplyRope(k, e - b, c.n_kv_heads, hd, rope, cos, sin);
   });
   WriteKv(layer, n);
   return absl::OkStatus();
 }
 
-void CpuEngine::Attention(int64_t layer, int64_t n) {
+void CpuEngine::Attention(const Op& op, int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   AttentionParams params;
   params.n_heads = c.n_heads;
   params.n_kv_heads = c.n_kv_heads;
   params.head_dim = c.head_dim;
-  params.scale =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  params.scale = static_cast<float>(
+      c.attention_scale != 0
+          ? c.attention_scale
+          : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  params.window = op.window;
   PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
                  token_table_.data(), block_tables_, att_.data(), pool_);
 }
@@ -130,8 +144,8 @@ void CpuEngine::AddRows(Buf from, Buf to, int64_t n) {
 }
 
 absl::Status CpuEngine::FeedForward(const Op& op, int64_t layer, int64_t n) {
-  RETURN_IF_ERROR(
-      FeedForwardInto(op, layer, n, op.accumulate ? proj_.data() : Rows(op.dst)));
+  RETURN_IF_ERROR(FeedForwardInto(op, layer, n,
+                                  op.accumulate ? proj_.data() : Rows(op.dst)));
   if (op.accumulate) AddRows(Buf::kProj, op.dst, n);
   return absl::OkStatus();
 }
@@ -147,8 +161,10 @@ absl::Status CpuEngine::FeedForwardInto(const Op& op, int64_t layer, int64_t n,
   }
   RETURN_IF_ERROR(MatMuls({m.gate, m.up}, src, n, {gate_.data(), up_.data()}));
   const int64_t ff = config().n_ff;
+  const bool gelu = op.activation == FfnActivation::kGeluTanh;
   ForRows(n, ff, [&](int64_t b, int64_t e) {
-    SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
+    (gelu ? GeluTanhGlu : SwiGlu)(&gate_[b * ff], &up_[b * ff], (e - b) * ff,
+                                  &gate_[b * ff]);
   });
   return MatMul(m.down, gate_.data(), n, out);
 }

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "engine/gguf/ggml_type.h"
+#include "engine/gguf/quantize.h"
+
 namespace paceline::engine::cpu {
 
 void RmsNorm(const float* x, const float* w, int64_t n_rows, int64_t dim,
@@ -33,6 +36,33 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void GeluTanhGlu(const float* gate, const float* up, int64_t n, float* out) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    if (g <= -10.0f) {
+      out[i] = 0.0f;
+      continue;
+    }
+    if (g >= 10.0f) {
+      out[i] = g * up[i];
+      continue;
+    }
+    const float x = HalfToFloat(FloatToHalf(g));
+    const float gelu =
+        0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
+    out[i] = HalfToFloat(FloatToHalf(gelu)) * up[i];
+  }
+}
+
+RopeParams SlidingRopeParams(const ModelConfig& config) {
+  ModelConfig sliding = config;
+  sliding.rope_freq_base = config.rope_freq_base_swa;
+  sliding.rope_scaling = RopeScaling::kNone;
+  sliding.rope_scaling_factor = 1.0;
+  return RopeParamsFromConfig(sliding);
 }
 
 RopeParams RopeParamsFromConfig(const ModelConfig& config,

@@ -36,6 +36,15 @@ void AddInPlace(float* x, const float* y, int64_t n);
 //   gate, up, out: (n)
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu(gate[i]) * up[i], GELU with the tanh approximation:
+// gelu(g) = g/2 (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2))), computed the
+// way llama.cpp's CPU GeGLU does (its F16 table): g rounded to F16 and the
+// GELU rounded to F16 for -10 < g < 10; 0 below, g itself above. (Exact
+// float GELU measured 0.11 of the logit std from llama.cpp's logits on
+// the Q4_K_M Gemma 3 oracle file, this 0.055.) out may equal gate or up.
+//   gate, up, out: (n)
+void GeluTanhGlu(const float* gate, const float* up, int64_t n, float* out);
+
 struct RopeParams {
   RopeLayout layout = RopeLayout::kAdjacentPairs;
   int64_t rope_dim = 0;  // rotated dims per head, even, <= head_dim
@@ -49,6 +58,10 @@ struct RopeParams {
 // CheckRopeConfig (ModelWeights checks it at load).
 RopeParams RopeParamsFromConfig(const ModelConfig& config,
                                 absl::Span<const float> freq_factors = {});
+
+// The RoPE of the config's sliding-window layers: base
+// rope_freq_base_swa, no scaling (llama.cpp's SWA layers).
+RopeParams SlidingRopeParams(const ModelConfig& config);
 
 // The rotation of each token: pair i of a token at position p turns by
 // theta = p * table.inv_freq[i] (double), stored as mscale * cos(theta)

@@ -2,7 +2,8 @@
 // a layer's program, each operation once here for every architecture. The
 // buffers: x_ (float) is Buf::kX, h_ (T) Buf::kH, att_ (T) Buf::kAtt; a
 // residual add is fused into its matmul (beta 1), so the engine keeps no
-// Buf::kProj and runs no kAdd yet (CheckPrograms says so at creation).
+// Buf::kProj and runs no kAdd yet; nor sliding windows, the sliding
+// layers' RoPE or GeGLU (gemma3): CheckPrograms says so at creation.
 
 #include <cmath>
 
@@ -24,14 +25,15 @@ bool Runs(const Op& op) {
     case OpKind::kRmsNorm:
       return op.src == Buf::kX && op.dst == Buf::kH;
     case OpKind::kQkvRope:
-      return op.src == Buf::kH;
+      return op.src == Buf::kH && !op.local_rope;
     case OpKind::kAttention:
-      return true;
+      return op.window == 0;
     case OpKind::kMatMul:
       return op.src == Buf::kAtt && op.dst == Buf::kX && op.accumulate &&
              op.weight == Weight::kAttnOutput;
     case OpKind::kFeedForward:
-      return op.src == Buf::kH && op.dst == Buf::kX && op.accumulate;
+      return op.src == Buf::kH && op.dst == Buf::kX && op.accumulate &&
+             op.activation == FfnActivation::kSilu;
     case OpKind::kAdd:
       return false;
   }
@@ -45,11 +47,10 @@ absl::Status CudaEngine::CheckPrograms(
   for (size_t l = 0; l < programs.size(); ++l) {
     for (size_t i = 0; i < programs[l].ops.size(); ++i) {
       if (!Runs(programs[l].ops[i])) {
-        return absl::UnimplementedError(
-            absl::StrCat("the CUDA engine does not run operation ", i,
-                         " of layer ", l, " (kind ",
-                         static_cast<int>(programs[l].ops[i].kind),
-                         ") of this architecture yet"));
+        return absl::UnimplementedError(absl::StrCat(
+            "the CUDA engine does not run operation ", i, " of layer ", l,
+            " (kind ", static_cast<int>(programs[l].ops[i].kind),
+            ") of this architecture yet"));
       }
     }
   }
@@ -141,8 +142,7 @@ absl::Status CudaEngine::Attention(int64_t layer, int64_t n) {
   att.partial = partial_.as<float>();
   att.partial_rows = partial_rows_;
   att.tiles = use_tiles_ ? meta + kTiles * tk : nullptr;
-  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, kv_dtype_, att,
-                                            stream()));
+  CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, kv_dtype_, att, stream()));
   return absl::OkStatus();
 }
 

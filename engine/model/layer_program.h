@@ -35,6 +35,8 @@ enum class Weight : int8_t {
   kAttnNorm,
   kAttnOutput,
   kFfnNorm,
+  kPostAttnNorm,  // gemma3's post_attention_norm
+  kPostFfnNorm,   // gemma3's post_ffw_norm
 };
 
 enum class OpKind : int8_t {
@@ -42,19 +44,21 @@ enum class OpKind : int8_t {
   kRmsNorm,
   // q, k, v = src Wq, src Wk, src Wv; then, per token: + the Q/K/V biases
   // (Op::qkv_bias), per-head RMSNorm of q and k (Op::qk_norm), RoPE at the
-  // token's position; k and v stored in the token's KV-cache slot.
+  // token's position (the sliding layers' RoPE with Op::local_rope); k and
+  // v stored in the token's KV-cache slot.
   kQkvRope,
   // kAtt = paged causal attention of q over the cache (GQA), scale
-  // 1/sqrt(head_dim).
+  // ModelConfig::attention_scale (or 1/sqrt(head_dim)); over the last
+  // Op::window positions only when it is not 0.
   kAttention,
   // dst = src W (weight: a matrix); dst += src W with Op::accumulate (the
   // residual add, which a backend may fuse into the matmul).
   kMatMul,
   // dst += src.
   kAdd,
-  // dst = the feed-forward of src: SwiGLU (ffn_gate, ffn_up, ffn_down), or
-  // the routed experts' sum of a MoE layer (Op::moe); dst += it with
-  // Op::accumulate.
+  // dst = the feed-forward of src: gated by Op::activation (SwiGLU, GeGLU)
+  // over ffn_gate, ffn_up, ffn_down, or the routed experts' sum of a MoE
+  // layer (Op::moe); dst += it with Op::accumulate.
   kFeedForward,
 };
 
@@ -62,11 +66,14 @@ struct Op {
   OpKind kind = OpKind::kRmsNorm;
   Buf src = Buf::kX;
   Buf dst = Buf::kX;
-  Weight weight = Weight::kAttnNorm;  // kRmsNorm, kMatMul
-  bool qkv_bias = false;              // kQkvRope
-  bool qk_norm = false;               // kQkvRope
-  bool moe = false;                   // kFeedForward
-  bool accumulate = false;            // kMatMul, kFeedForward
+  Weight weight = Weight::kAttnNorm;                // kRmsNorm, kMatMul
+  bool qkv_bias = false;                            // kQkvRope
+  bool qk_norm = false;                             // kQkvRope
+  bool local_rope = false;                          // kQkvRope
+  int64_t window = 0;                               // kAttention
+  bool moe = false;                                 // kFeedForward
+  FfnActivation activation = FfnActivation::kSilu;  // kFeedForward
+  bool accumulate = false;                          // kMatMul, kFeedForward
 };
 
 struct LayerProgram {
@@ -84,6 +91,9 @@ struct Architecture {
   bool may_have_qkv_bias;
   bool moe;  // a mixture-of-experts FFN (the expert_* keys)
   LayerProgram (*layer)(const ModelConfig& config, int64_t layer);
+  // The architecture's own keys, read after the common ones (null: none).
+  absl::Status (*read_keys)(const GgufFile& file,
+                            ModelConfig* config) = nullptr;
 };
 
 // The architecture named `name` (general.architecture); null for one

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "engine/model/gguf_keys.h"
 #include "engine/model/layer_program.h"
 
 namespace paceline::engine {
@@ -24,43 +25,10 @@ constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxContext = int64_t{1} << 30;
 constexpr int64_t kMaxExperts = int64_t{1} << 12;
 
-// `fallback` when the key is absent; any other error (wrong type) stands.
-template <typename T>
-absl::StatusOr<T> OrDefault(absl::StatusOr<T> value, T fallback) {
-  if (absl::IsNotFound(value.status())) return fallback;
-  return value;
-}
-
 absl::Status OutOfBounds(absl::string_view key, int64_t value, int64_t lo,
                          int64_t hi) {
   return absl::InvalidArgumentError(absl::StrCat(
       "metadata key '", key, "' is ", value, "; want ", lo, " to ", hi));
-}
-
-// A positive integer no larger than `max`; `fallback` (when given) if absent.
-absl::StatusOr<int64_t> ReadDim(const GgufFile& file, const std::string& key,
-                                int64_t max, std::optional<int64_t> fallback) {
-  absl::StatusOr<uint64_t> raw = file.GetUint(key);
-  if (fallback.has_value() && absl::IsNotFound(raw.status())) {
-    return *fallback;
-  }
-  RETURN_IF_ERROR(raw.status());
-  if (*raw == 0 || *raw > static_cast<uint64_t>(max)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata key '", key, "' is ", *raw, "; want 1 to ", max));
-  }
-  return static_cast<int64_t>(*raw);
-}
-
-// A finite positive number; `fallback` if absent.
-absl::StatusOr<double> ReadPositive(const GgufFile& file,
-                                    const std::string& key, double fallback) {
-  ASSIGN_OR_RETURN(const double v, OrDefault(file.GetFloat(key), fallback));
-  if (!std::isfinite(v) || v <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata key '", key, "' is ", v, "; want a finite positive number"));
-  }
-  return v;
 }
 
 // `<arch>.vocab_size`, else the tokenizer's token list, else the embedding.
@@ -344,6 +312,7 @@ int64_t ModelConfig::ParameterCount() const {
   }
   if (qkv_bias) per_layer += q_width + 2 * kv_width;
   if (qk_norm) per_layer += 2 * head_dim;
+  if (post_norms) per_layer += 2 * n_embd;
   int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd;
   if (!tied_output) total += n_vocab * n_embd;
   return total;
@@ -414,6 +383,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   c.qk_norm = arch->qk_norm;
   ASSIGN_OR_RETURN(c.pooling, ReadPooling(file, a));
   if (arch->moe) RETURN_IF_ERROR(ReadExperts(file, a, &c));
+  if (arch->read_keys != nullptr) RETURN_IF_ERROR(arch->read_keys(file, &c));
   return c;
 }
 
@@ -454,6 +424,11 @@ absl::Status CheckModelTensors(const GgufFile& file,
     if (c.qk_norm) {
       RETURN_IF_ERROR(CheckShape(file, p + "attn_q_norm.weight", {c.head_dim}));
       RETURN_IF_ERROR(CheckShape(file, p + "attn_k_norm.weight", {c.head_dim}));
+    }
+    if (c.post_norms) {
+      RETURN_IF_ERROR(
+          CheckShape(file, p + "post_attention_norm.weight", {c.n_embd}));
+      RETURN_IF_ERROR(CheckShape(file, p + "post_ffw_norm.weight", {c.n_embd}));
     }
   }
   return absl::OkStatus();

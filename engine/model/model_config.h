@@ -23,6 +23,10 @@ enum class RopeLayout {
 
 enum class RopeScaling { kNone, kLinear, kYarn };
 
+// The feed-forward's gate activation: SiLU (SwiGLU: llama, qwen) or GELU
+// with the tanh approximation (GeGLU: gemma3).
+enum class FfnActivation : int8_t { kSilu, kGeluTanh };
+
 // How an embedding model turns a prompt's final hidden states (after the
 // output norm) into one vector: GGUF `<arch>.pooling_type`, llama.cpp's
 // enum values. kNone: a generation model (no key, or 0).
@@ -35,7 +39,7 @@ enum class PoolingType : int8_t {
 absl::string_view PoolingTypeName(PoolingType pooling);
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3moe"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3"
   std::string name;          // general.name, or the shape name
 
   int64_t n_layers = 0;
@@ -66,6 +70,25 @@ struct ModelConfig {
   bool tied_output = false;  // no output.weight: reuse token_embd
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3: per-head RMSNorm on Q and K
+  // gemma3: the input embedding times this (sqrt(n_embd)); RMSNorms after
+  // attention and after the feed-forward (blk.N.post_attention_norm,
+  // blk.N.post_ffw_norm) before each joins the residual; the FFN's
+  // activation; the attention's scale (0: 1/sqrt(head_dim)).
+  double embed_scale = 1.0;
+  bool post_norms = false;
+  FfnActivation ffn_activation = FfnActivation::kSilu;
+  double attention_scale = 0.0;
+  // Sliding-window attention: a sliding layer attends to its last
+  // `sliding_window` positions (0: every layer attends to all). Layer l
+  // slides when l % swa_period < swa_period - 1 (llama.cpp's pattern; a
+  // period of 0: every layer), and ropes with rope_freq_base_swa, unscaled.
+  int64_t sliding_window = 0;
+  int64_t swa_period = 0;
+  double rope_freq_base_swa = 10000.0;
+  bool IsSlidingLayer(int64_t layer) const {
+    return sliding_window > 0 &&
+           (swa_period == 0 || layer % swa_period < swa_period - 1);
+  }
   // `<arch>.pooling_type`: set for an embedding model (kNone otherwise).
   // Rank pooling (4, rerankers) is refused at load.
   PoolingType pooling = PoolingType::kNone;

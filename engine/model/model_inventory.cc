@@ -85,6 +85,21 @@ constexpr TensorUse kMoeFfnLayerTensors[] = {
     {"blk.N.ffn_down_exps.weight", TensorNeed::kAlways},
 };
 
+// gemma3's norms after attention and after the feed-forward.
+constexpr TensorUse kPostNormLayerTensors[] = {
+    {"blk.N.post_attention_norm.weight", TensorNeed::kAlways},
+    {"blk.N.post_ffw_norm.weight", TensorNeed::kAlways},
+};
+
+// Read by gemma3's description (arch/gemma3.cc), which refuses a nonzero
+// final_logit_softcapping naming the key. First, over kDecoderKeys.
+constexpr KeyRule kGemma3Keys[] = {
+    {"attention.sliding_window", KeyUse::kRead},
+    {"attention.sliding_window_pattern", KeyUse::kRead},
+    {"rope.freq_base_swa", KeyUse::kRead},
+    {"final_logit_softcapping", KeyUse::kRead},
+};
+
 // Read by ModelConfigFromGguf for qwen3moe (ReadExperts), which itself
 // refuses, naming the key, the values that would change its routing
 // (expert groups, shared experts, a gating function other than softmax,
@@ -189,6 +204,10 @@ const ArchInventory kInventories[] = {
     {"qwen3moe",
      {kDecoderModelTensors, kAttentionLayerTensors, kMoeFfnLayerTensors},
      {kMoeKeys, kDecoderKeys}},
+    {"gemma3",
+     {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors,
+      kPostNormLayerTensors},
+     {kGemma3Keys, kDecoderKeys}},
 };
 
 const ArchInventory* FindInventory(absl::string_view arch) {

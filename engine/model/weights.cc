@@ -97,10 +97,9 @@ absl::Status CheckSupportedConfig(const ModelConfig& c) {
   }
   if (c.is_moe() && (c.n_expert_used < 1 || c.n_expert_used > c.n_expert ||
                      c.n_ff_exp <= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model shape '", c.name, "': ", c.n_expert_used, " of ",
-                     c.n_expert, " experts of width ", c.n_ff_exp,
-                     " is inconsistent"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model shape '", c.name, "': ", c.n_expert_used, " of ", c.n_expert,
+        " experts of width ", c.n_ff_exp, " is inconsistent"));
   }
   RETURN_IF_ERROR(CheckRopeConfig(c));
   if (c.head_dim > ModelWeights::kMaxHeadDim) {
@@ -238,6 +237,13 @@ class WeightsBuilder {
                        FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
       ASSIGN_OR_RETURN(l.ffn_norm,
                        FileVector(name("ffn_norm.weight"), c.n_embd));
+      if (c.post_norms) {
+        ASSIGN_OR_RETURN(
+            l.post_attn_norm,
+            FileVector(name("post_attention_norm.weight"), c.n_embd));
+        ASSIGN_OR_RETURN(l.post_ffn_norm,
+                         FileVector(name("post_ffw_norm.weight"), c.n_embd));
+      }
       RETURN_IF_ERROR(c.is_moe() ? LoadExperts(i, &l) : LoadDenseFfn(i, &l));
     }
     for (const auto& [types, count] : conversions_) {
@@ -271,11 +277,11 @@ class WeightsBuilder {
     const int64_t stacked = c.n_expert * c.n_ff_exp;
     ASSIGN_OR_RETURN(l->ffn_gate_inp, FileMatrix(name("ffn_gate_inp.weight"),
                                                  c.n_expert, c.n_embd));
-    ASSIGN_OR_RETURN(const WeightView gate,
-                     FileMatrix(name("ffn_gate_exps.weight"), stacked,
-                                c.n_embd));
-    ASSIGN_OR_RETURN(const WeightView up, FileMatrix(name("ffn_up_exps.weight"),
-                                                     stacked, c.n_embd));
+    ASSIGN_OR_RETURN(
+        const WeightView gate,
+        FileMatrix(name("ffn_gate_exps.weight"), stacked, c.n_embd));
+    ASSIGN_OR_RETURN(const WeightView up,
+                     FileMatrix(name("ffn_up_exps.weight"), stacked, c.n_embd));
     ASSIGN_OR_RETURN(const WeightView down,
                      FileMatrix(name("ffn_down_exps.weight"),
                                 c.n_expert * c.n_embd, c.n_ff_exp));
@@ -324,6 +330,12 @@ class WeightsBuilder {
       l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput, i,
                              c.n_embd, q_dim);
       l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
+      if (c.post_norms) {
+        l.post_attn_norm =
+            RandomVector(name("post_attention_norm.weight"), c.n_embd, 1.0f);
+        l.post_ffn_norm =
+            RandomVector(name("post_ffw_norm.weight"), c.n_embd, 1.0f);
+      }
       if (c.is_moe()) {
         RandomExperts(i, recipe, &l);
         continue;
@@ -408,8 +420,8 @@ class WeightsBuilder {
   }
 
   // Allocates the matrix; its rows are filled by FillRandomMatrices().
-  WeightView RandomMatrix(const std::string& name, int64_t rows,
-                               int64_t cols, GgmlType type) {
+  WeightView RandomMatrix(const std::string& name, int64_t rows, int64_t cols,
+                          GgmlType type) {
     WeightView v;
     v.type = type;
     v.rows = rows;
@@ -433,15 +445,15 @@ class WeightsBuilder {
     l->ffn_gate_inp = RandomMatrix(name("ffn_gate_inp.weight"), c.n_expert,
                                    c.n_embd, GgmlType::kF32);
     pending_.back().std = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
-    const WeightView gate = RandomMatrix(
-        name("ffn_gate_exps.weight"), stacked, c.n_embd,
-        recipe.TypeOf(c, {R::kFfnGate, i, stacked, c.n_embd}));
+    const WeightView gate =
+        RandomMatrix(name("ffn_gate_exps.weight"), stacked, c.n_embd,
+                     recipe.TypeOf(c, {R::kFfnGate, i, stacked, c.n_embd}));
     const WeightView up =
         RandomMatrix(name("ffn_up_exps.weight"), stacked, c.n_embd,
                      recipe.TypeOf(c, {R::kFfnUp, i, stacked, c.n_embd}));
-    const WeightView down = RandomMatrix(
-        name("ffn_down_exps.weight"), down_rows, c.n_ff_exp,
-        recipe.TypeOf(c, {R::kFfnDown, i, down_rows, c.n_ff_exp}));
+    const WeightView down =
+        RandomMatrix(name("ffn_down_exps.weight"), down_rows, c.n_ff_exp,
+                     recipe.TypeOf(c, {R::kFfnDown, i, down_rows, c.n_ff_exp}));
     SliceExperts(gate, up, down, c.n_expert, l);
   }
 
@@ -496,8 +508,8 @@ class WeightsBuilder {
     return v;
   }
 
-  absl::StatusOr<WeightView> FileMatrix(const std::string& name,
-                                             int64_t rows, int64_t cols) {
+  absl::StatusOr<WeightView> FileMatrix(const std::string& name, int64_t rows,
+                                        int64_t cols) {
     const GgufTensorInfo* t = w_.file_->FindTensor(name);
     if (t == nullptr) {
       return absl::NotFoundError(

@@ -51,6 +51,9 @@ struct LayerWeights {
   std::vector<float> k_norm;     // (head_dim) when config.qk_norm, else empty
   WeightView attn_output;        // (n_embd, q_dim)
   std::vector<float> ffn_norm;   // (n_embd)
+  // (n_embd) each when config.post_norms (gemma3), else empty.
+  std::vector<float> post_attn_norm;
+  std::vector<float> post_ffn_norm;
   WeightView ffn_gate;           // (n_ff, n_embd)
   WeightView ffn_up;             // (n_ff, n_embd)
   WeightView ffn_down;           // (n_embd, n_ff)

@@ -23,6 +23,9 @@ namespace paceline::testing {
 
 // ../shared/oracle
 std::filesystem::path OracleDir();
+// ../shared/oracle-next: the architectures of issues 37-38 (README there),
+// the same layout and conventions.
+std::filesystem::path OracleNextDir();
 
 // The .gguf files under OracleDir()/models, sorted; empty when there are
 // none.
@@ -30,7 +33,9 @@ std::vector<std::filesystem::path> OracleModelFiles();
 
 // Whether the file (its stem, e.g. "llama-base-q4_k_m") holds quantized
 // weights, and the tolerance on the relative difference: 0.002 for F32 /
-// F16 files, 0.08 for quantized ones (the README's "how close is close").
+// F16 files, 0.08 for quantized ones (the README's "how close is close");
+// 0.01 for the gemma3 and gpt-oss float files, whose references carry
+// llama.cpp's F16 GELU table and F16 cache (oracle-next's README).
 bool OracleIsQuantized(const std::string& name);
 double OracleTolerance(const std::string& name);
 
@@ -52,9 +57,11 @@ struct OracleRunOptions {
   int64_t max_prompt_tokens = std::numeric_limits<int64_t>::max();
   // Only the first this many greedy tokens are fed back.
   int64_t max_greedy_tokens = std::numeric_limits<int64_t>::max();
+  // Where NAME.jsonl is; empty: OracleDir()/ref.
+  std::filesystem::path ref_dir;
 };
 
-// Feeds each reference line of `name` (OracleDir()/ref/NAME.jsonl) through
+// Feeds each reference line of `name` (options.ref_dir/NAME.jsonl) through
 // `engine` — the prompt in chunks ending at each stored position, then
 // llama.cpp's greedy tokens one at a time (teacher-forced) — comparing
 // every stored row into `m`. The engine needs block_size-sized blocks

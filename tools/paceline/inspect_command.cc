@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -48,11 +49,26 @@ uint64_t ActiveElements(const engine::GgufTensorInfo& t,
          static_cast<uint64_t>(c.n_expert_used);
 }
 
+// "sliding window W on layers a, b, ... (RoPE base B), global on c, ...".
+std::string SlidingSummary(const engine::ModelConfig& c) {
+  std::vector<int64_t> sliding, global;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    (c.IsSlidingLayer(l) ? sliding : global).push_back(l);
+  }
+  std::string out = absl::StrCat("sliding window ", c.sliding_window,
+                                 " on layers ", absl::StrJoin(sliding, ", "),
+                                 " (RoPE base ", c.rope_freq_base_swa, ")");
+  if (!global.empty()) {
+    absl::StrAppend(&out, ", global on ", absl::StrJoin(global, ", "));
+  }
+  return out;
+}
+
 struct Summary {
   const engine::GgufFile* file;
   engine::ModelConfig config;
   const engine::Tokenizer* tokenizer;
-  uint64_t parameters = 0;                    // elements of all tensors
+  uint64_t parameters = 0;  // elements of all tensors
   // parameters less the unused experts' share of the expert tensors.
   uint64_t active_parameters = 0;
   std::map<std::string, int> type_histogram;  // type name -> tensor count
@@ -82,6 +98,14 @@ void PrintTable(const std::string& path, const Summary& s) {
   row("context", absl::StrCat(c.context_length));
   row("rope", absl::StrCat(RopeLayoutName(c.rope_layout), ", ", c.rope_dim,
                            " dims, base ", c.rope_freq_base));
+  if (c.rope_scaling != engine::RopeScaling::kNone) {
+    row("rope scaling",
+        absl::StrCat(
+            c.rope_scaling == engine::RopeScaling::kLinear ? "linear" : "yarn",
+            " x", c.rope_scaling_factor,
+            c.sliding_window > 0 ? " (global layers)" : ""));
+  }
+  if (c.sliding_window > 0) row("attention", SlidingSummary(c));
   row("rms norm eps", absl::StrCat(c.rms_norm_eps));
   row("output", c.tied_output ? "tied to token embedding" : "separate matrix");
   if (c.is_moe()) {

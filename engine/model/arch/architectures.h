@@ -14,6 +14,7 @@ extern const Architecture kLlama;
 extern const Architecture kQwen2;
 extern const Architecture kQwen3;
 extern const Architecture kQwen3Moe;
+extern const Architecture kGemma3;
 
 // Every architecture above.
 const std::vector<const Architecture*>& All();

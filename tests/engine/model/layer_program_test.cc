@@ -5,11 +5,12 @@
 // experts for a MoE), and an unknown architecture has no program. The
 // programs' logits are checked by the engines' oracle tests.
 
+#include "engine/model/layer_program.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "engine/model/layer_program.h"
 #include "engine/model/model_shapes.h"
 #include "gtest/gtest.h"
 
@@ -63,8 +64,48 @@ TEST(LayerProgramTest, TheArchitectureTableSaysWhatTheFilesHold) {
   EXPECT_TRUE(FindOp(p, OpKind::kQkvRope)->qkv_bias);
 }
 
+// Gemma 3 (llama.cpp's pattern: layer l slides when l % period < period
+// - 1): the sliding layers' window and RoPE, norms after attention and the
+// feed-forward before each joins the residual, GeGLU.
+TEST(LayerProgramTest, Gemma3SlidesOnItsPatternWithPostNorms) {
+  const Architecture* gemma3 = FindArchitecture("gemma3");
+  ASSERT_NE(gemma3, nullptr);
+  ModelConfig c;
+  c.architecture = "gemma3";
+  c.n_layers = 6;
+  c.sliding_window = 32;
+  c.swa_period = 3;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    SCOPED_TRACE(l);
+    const bool sliding = l % 3 != 2;
+    EXPECT_EQ(c.IsSlidingLayer(l), sliding);
+    const LayerProgram p = gemma3->layer(c, l);
+    EXPECT_EQ(FindOp(p, OpKind::kQkvRope)->local_rope, sliding);
+    EXPECT_TRUE(FindOp(p, OpKind::kQkvRope)->qk_norm);
+    EXPECT_EQ(FindOp(p, OpKind::kAttention)->window, sliding ? 32 : 0);
+    EXPECT_EQ(FindOp(p, OpKind::kFeedForward)->activation,
+              FfnActivation::kGeluTanh);
+    // out-proj, post norm, add; the same after the feed-forward.
+    std::vector<Weight> norms;
+    for (const Op& op : p.ops) {
+      if (op.kind == OpKind::kRmsNorm && op.src == Buf::kProj) {
+        EXPECT_EQ(op.dst, Buf::kProj);
+        norms.push_back(op.weight);
+      }
+      if (op.kind == OpKind::kMatMul || op.kind == OpKind::kFeedForward) {
+        EXPECT_FALSE(op.accumulate);
+        EXPECT_EQ(op.dst, Buf::kProj);
+      }
+    }
+    EXPECT_EQ(norms, (std::vector<Weight>{Weight::kPostAttnNorm,
+                                          Weight::kPostFfnNorm}));
+  }
+  c.sliding_window = 0;  // no window key: every layer global
+  EXPECT_EQ(FindOp(gemma3->layer(c, 0), OpKind::kAttention)->window, 0);
+}
+
 TEST(LayerProgramTest, AnUnknownArchitectureHasNoProgram) {
-  EXPECT_EQ(FindArchitecture("gemma3"), nullptr);
+  EXPECT_EQ(FindArchitecture("gpt-oss"), nullptr);
   ModelConfig c;
   c.architecture = "mamba";
   c.n_layers = 2;
