@@ -54,6 +54,35 @@ TEST(CudaEngineCreateTest, NoDeviceIsFailedPrecondition) {
   EXPECT_EQ(engine.status().message(), "no CUDA device");
 }
 
+class CudaProgramTest : public testing::GpuTest {};
+
+// A layer program with operations this engine does not run yet (gemma3's
+// sliding windows, post-norms, GeGLU) is refused at creation, naming the
+// operation, not run wrong.
+TEST_F(CudaProgramTest, AnArchitectureWithOperationsItLacksIsRefused) {
+  auto shape = FindModelShape("stories15m");
+  ASSERT_TRUE(shape.ok());
+  shape->architecture = "gemma3";
+  shape->n_layers = 3;
+  shape->rope_layout = RopeLayout::kNeoxHalves;
+  shape->qk_norm = true;
+  shape->post_norms = true;
+  shape->ffn_activation = FfnActivation::kGeluTanh;
+  shape->sliding_window = 32;
+  shape->swa_period = 3;
+  auto weights = ModelWeights::Dummy(*shape, GgmlType::kF32, 1);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  CudaEngineOptions options;
+  options.num_blocks = 8;
+  options.max_tokens_per_step = 16;
+  auto engine = CudaEngine::Create(std::move(*weights), options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(engine.status().message().find("does not run operation"),
+            std::string::npos)
+      << engine.status();
+}
+
 TEST(CudaEngineFootprintTest, DtypeAndBytesFromTheWeights) {
   auto shape = FindModelShape("qwen2-0.5b");  // tied output
   ASSERT_TRUE(shape.ok());
