@@ -13,8 +13,9 @@ BlockLease::BlockLease(BlockLease&& other) noexcept
       num_cached_tokens_(other.num_cached_tokens_),
       num_computed_tokens_(other.num_computed_tokens_),
       salt_(other.salt_),
-      chain_(other.chain_),
-      blocks_(std::move(other.blocks_)) {
+      groups_(std::move(other.groups_)),
+      views_(std::move(other.views_)),
+      tokens_(std::move(other.tokens_)) {
   other.Clear();
 }
 
@@ -27,8 +28,10 @@ BlockLease& BlockLease::operator=(BlockLease&& other) noexcept {
     num_cached_tokens_ = other.num_cached_tokens_;
     num_computed_tokens_ = other.num_computed_tokens_;
     salt_ = other.salt_;
-    chain_ = other.chain_;
-    blocks_ = std::move(other.blocks_);
+    // Moved vectors keep their buffers, so the views stay valid.
+    groups_ = std::move(other.groups_);
+    views_ = std::move(other.views_);
+    tokens_ = std::move(other.tokens_);
     other.Clear();
   }
   return *this;
@@ -39,6 +42,18 @@ void BlockLease::Reset() {
   Clear();
 }
 
+int32_t BlockLease::num_blocks() const {
+  int32_t n = 0;
+  for (const Group& g : groups_) n += g.end - g.begin;
+  return n;
+}
+
+void BlockLease::RefreshViews() {
+  views_.clear();
+  if (groups_.size() < 2) return;
+  for (const Group& g : groups_) views_.emplace_back(g.blocks);
+}
+
 void BlockLease::Clear() {
   pager_ = nullptr;
   block_size_ = 0;
@@ -46,8 +61,9 @@ void BlockLease::Clear() {
   num_cached_tokens_ = 0;
   num_computed_tokens_ = 0;
   salt_ = Salt{};
-  chain_ = ChainCursor{};
-  blocks_.clear();
+  groups_.clear();
+  views_.clear();
+  tokens_.clear();
 }
 
 }  // namespace paceline::kvpager

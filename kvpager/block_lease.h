@@ -4,7 +4,7 @@
 // A sequence's hold on its KV blocks. KvPager::Allocate and KvPager::Fork
 // create leases; KvPager::Append and KvPager::MarkComputed grow them.
 //
-// Ownership: a lease owns one reference to each block of its table and
+// Ownership: a lease owns one reference to each block of its tables and
 // returns them when it is destroyed, reset or assigned over (TGI's block
 // allocation with Drop). Cancelling, finishing or preempting a sequence is
 // destroying its lease; nothing else frees blocks. Blocks are released last
@@ -42,12 +42,28 @@ class BlockLease {
   bool empty() const { return pager_ == nullptr; }
 
   // The sequence's block table, a view valid until the lease next changes
-  // (block_table.h).
+  // (block_table.h): that of group 0, the only group of a pager without
+  // windowed groups.
   BlockTable table() const {
     return BlockTable{block_size_, num_tokens_, block_ids()};
   }
-  absl::Span<const int32_t> block_ids() const { return blocks_; }
-  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  absl::Span<const int32_t> block_ids() const {
+    if (groups_.empty()) return {};
+    return groups_[0].blocks;
+  }
+  // With more than one layer group (KvPager::num_groups()): each group's
+  // table, group 0's first, (ceil(num_tokens / block_size)) entries each,
+  // kNoBlock where a windowed group holds no block. Empty for a pager of
+  // one group. Views valid until the lease next changes.
+  absl::Span<const absl::Span<const int32_t>> group_tables() const {
+    return views_;
+  }
+  // Blocks the lease holds, over every group.
+  int32_t num_blocks() const;
+  // Blocks it holds in `group`.
+  int32_t num_blocks(int32_t group) const {
+    return groups_[group].end - groups_[group].begin;
+  }
 
   // Tokens the table covers: the prompt plus everything appended.
   int32_t num_tokens() const { return num_tokens_; }
@@ -62,8 +78,21 @@ class BlockLease {
  private:
   friend class KvPager;
 
+  // One layer group's table. Entries [begin, end) hold blocks (one
+  // reference each); the others are kNoBlock: before `begin` given back by
+  // a windowed group, from `end` on not taken yet (a full group always has
+  // begin 0 and end = blocks.size()).
+  struct Group {
+    std::vector<int32_t> blocks;  // (ceil(num_tokens / block_size))
+    int32_t begin = 0;
+    int32_t end = 0;
+    ChainCursor chain;  // the full blocks registered so far
+  };
+
   // Leaves the lease empty without releasing anything.
   void Clear();
+  // Points views_ at the groups' tables (more than one group only).
+  void RefreshViews();
 
   KvPager* pager_ = nullptr;
   int32_t block_size_ = 0;
@@ -71,8 +100,11 @@ class BlockLease {
   int32_t num_cached_tokens_ = 0;
   int32_t num_computed_tokens_ = 0;
   Salt salt_;
-  ChainCursor chain_;            // the full blocks registered so far
-  std::vector<int32_t> blocks_;  // (ceil(num_tokens / block_size))
+  std::vector<Group> groups_;  // (the pager's groups)
+  std::vector<absl::Span<const int32_t>> views_;  // (groups) or empty
+  // With windowed groups: the sequence's tokens, which a block taken after
+  // admission records (prefix-cache keys).
+  std::vector<int32_t> tokens_;  // (num_tokens) or empty
 };
 
 }  // namespace paceline::kvpager

@@ -15,6 +15,12 @@
 
 namespace paceline::kvpager {
 
+// The entry of a block table where a windowed group holds no block: one
+// it gave back (wholly before every later position's window) or one it has
+// not taken yet (past the positions a step has asked for). Attention never
+// reads such entries (kv_pager.h, "layer groups").
+inline constexpr int32_t kNoBlock = -1;
+
 // A view of one sequence's block table. It borrows the lease's storage: it
 // stays valid until the lease is next appended to, moved, freed or
 // destroyed (hold it for one step, never across pager calls).
@@ -36,7 +42,7 @@ struct BlockTable {
 };
 
 // A copy the engine must perform: every slot of physical block `src` (all
-// layers, K and V) into physical block `dst`. Produced by copy-on-write
+// its layers, K and V) into physical block `dst`. Produced by copy-on-write
 // when a sequence first writes into a partial block it shares with a fork.
 // Run the step's copies first, before its forward pass writes any K/V:
 // `src` may be released by its last other holder later in the same

@@ -19,6 +19,12 @@ namespace paceline::kvpager {
 absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(int32_t num_blocks,
                                                          int32_t block_size,
                                                          BlockHashFn hash) {
+  return Create(num_blocks, block_size, {0}, hash);
+}
+
+absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(
+    int32_t num_blocks, int32_t block_size, std::vector<int32_t> group_windows,
+    BlockHashFn hash) {
   if (num_blocks < 1 || block_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV pager needs at least one block of at least one "
@@ -31,12 +37,49 @@ absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(int32_t num_blocks,
                      " tokens exceed 2^31 - 1 KV slots"));
   }
   if (hash == nullptr) return absl::InvalidArgumentError("null block hash");
-  return std::unique_ptr<KvPager>(new KvPager(num_blocks, block_size, hash));
+  if (group_windows.empty()) {
+    return absl::InvalidArgumentError("KV pager needs at least one group");
+  }
+  for (int32_t w : group_windows) {
+    if (w < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV group window ", w, " is negative"));
+    }
+  }
+  return std::unique_ptr<KvPager>(
+      new KvPager(num_blocks, block_size, std::move(group_windows), hash));
 }
 
-KvPager::KvPager(int32_t num_blocks, int32_t block_size, BlockHashFn hash)
-    : pool_(num_blocks, block_size), cache_(&pool_, hash) {
+int64_t KvPager::GroupBlocksToHold(int32_t window, int32_t block_size,
+                                   int64_t positions, int32_t step_tokens) {
+  const int64_t all = (positions + block_size - 1) / block_size;
+  if (window <= 0) return all;
+  // Positions [c - window + 1, c + step): window - 1 + step of them, over
+  // at most one block more than they fill when unaligned.
+  const int64_t span = int64_t{window} - 1 + std::max(step_tokens, 1);
+  return std::min(all, (span + block_size - 1) / block_size + 1);
+}
+
+int64_t KvPager::BlocksToHold(int64_t positions, int32_t step_tokens) const {
+  int64_t blocks = 0;
+  for (int32_t w : windows_) {
+    blocks += GroupBlocksToHold(w, block_size(), positions, step_tokens);
+  }
+  return blocks;
+}
+
+KvPager::KvPager(int32_t num_blocks, int32_t block_size,
+                 std::vector<int32_t> windows, BlockHashFn hash)
+    : pool_(num_blocks, block_size),
+      windows_(std::move(windows)),
+      owner_(static_cast<size_t>(num_blocks), 0),
+      hits_(windows_.size()),
+      chains_(windows_.size()) {
   counters_.block_size = block_size;
+  for (int32_t w : windows_) {
+    windowed_ = windowed_ || w > 0;
+    caches_.push_back(std::make_unique<PrefixCache>(&pool_, hash));
+  }
 }
 
 KvPager::~KvPager() {
@@ -44,51 +87,69 @@ KvPager::~KvPager() {
   assert(live_leases_ == 0);
 }
 
+int32_t KvPager::HitBlocks(absl::Span<const int32_t> prompt,
+                           const Salt& salt) const {
+  int32_t k = MaxHitBlocks(prompt.size());
+  for (const auto& cache : caches_) {
+    if (k == 0) break;
+    k = cache->Match(prompt, k, salt, nullptr).num_blocks;
+  }
+  return k;
+}
+
 KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
                                           const Salt* salt,
-                                          std::vector<int32_t>* hits) const {
+                                          int32_t first_step) const {
   Admission admission;
-  int32_t hit_blocks = 0;
-  int32_t hits_cached = 0;  // hits now on the LRU list: not available twice
-  if (salt != nullptr) {
-    std::vector<int32_t>* out = hits;
-    if (out == nullptr) {
-      out = &scratch_;
-      out->clear();
-    }
-    const size_t first = out->size();
-    admission.chain =
-        cache_.Match(prompt, MaxHitBlocks(prompt.size()), *salt, out);
-    hit_blocks = admission.chain.num_blocks;
-    for (size_t i = first; i < out->size(); ++i) {
-      if (pool_.state((*out)[i]) == BlockState::kCached) ++hits_cached;
-    }
+  // Each group's longest chain, then every group cut to the shortest.
+  int32_t k = salt != nullptr ? MaxHitBlocks(prompt.size()) : 0;
+  for (size_t g = 0; g < caches_.size(); ++g) {
+    hits_[g].clear();
+    chains_[g] = ChainCursor{};
+    if (k > 0) chains_[g] = caches_[g]->Match(prompt, k, *salt, &hits_[g]);
+    k = std::min(k, chains_[g].num_blocks);
   }
-  admission.new_blocks = BlocksFor(prompt.size()) - hit_blocks;
+  for (size_t g = 0; g < caches_.size(); ++g) {
+    if (chains_[g].num_blocks == k) continue;
+    hits_[g].clear();
+    chains_[g] = caches_[g]->Match(prompt, k, *salt, &hits_[g]);
+  }
+  admission.hit_blocks = k;
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  const int32_t all = BlocksFor(len);
+  const int32_t first =
+      BlocksFor(std::min(len, int64_t{k} * block_size() + first_step));
+  int32_t hits_cached = 0;  // kept hits now on the LRU list: not available
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    for (int32_t i = KeepFrom(g, int64_t{k} * block_size()); i < k; ++i) {
+      if (pool_.state(hits_[g][i]) == BlockState::kCached) ++hits_cached;
+    }
+    admission.new_blocks += (windows_[g] > 0 ? first : all) - k;
+  }
   admission.fits = admission.new_blocks <= pool_.num_available() - hits_cached;
   return admission;
 }
 
 int32_t KvPager::CachedPrefixTokens(absl::Span<const int32_t> prompt,
                                     absl::string_view salt) const {
-  const std::optional<Salt> s = cache_.FindSalt(salt);
+  const std::optional<Salt> s = caches_[0]->FindSalt(salt);
   if (prompt.empty() || !s.has_value()) return 0;
-  return cache_.Match(prompt, MaxHitBlocks(prompt.size()), *s, nullptr)
-             .num_blocks *
-         block_size();
+  return HitBlocks(prompt, *s) * block_size();
 }
 
 bool KvPager::CanAllocate(absl::Span<const int32_t> prompt,
-                          absl::string_view salt) const {
+                          absl::string_view salt, int32_t first_step) const {
   if (prompt.empty() || prompt.size() > size_t{kMaxSequenceTokens}) {
     return false;
   }
-  const std::optional<Salt> s = cache_.FindSalt(salt);
-  return PlanAdmission(prompt, s.has_value() ? &*s : nullptr, nullptr).fits;
+  const std::optional<Salt> s = caches_[0]->FindSalt(salt);
+  return PlanAdmission(prompt, s.has_value() ? &*s : nullptr, first_step)
+      .fits;
 }
 
 absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
-                                             absl::string_view salt) {
+                                             absl::string_view salt,
+                                             int32_t first_step) {
   if (prompt.empty()) {
     return absl::InvalidArgumentError("cannot allocate an empty prompt");
   }
@@ -96,34 +157,53 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt of ", prompt.size(), " tokens exceeds ", kMaxSequenceTokens));
   }
-  const Salt s = cache_.InternSalt(salt);
-  BlockLease lease;
-  lease.blocks_.reserve(BlocksFor(prompt.size()));
-  const Admission admission = PlanAdmission(prompt, &s, &lease.blocks_);
+  // Every group's cache interns the same salts in the same order: one id.
+  const Salt s = caches_[0]->InternSalt(salt);
+  for (size_t g = 1; g < caches_.size(); ++g) caches_[g]->InternSalt(salt);
+  const Admission admission = PlanAdmission(prompt, &s, first_step);
   if (!admission.fits) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "prompt of ", prompt.size(), " tokens needs ", admission.new_blocks,
         " new KV blocks; ", pool_.num_available(), " available"));
   }
-  // References on the hits first, so that taking new blocks cannot evict
-  // them.
-  for (int32_t block : lease.blocks_) pool_.AddRef(block);
+  const int32_t k = admission.hit_blocks;
   const int32_t bs = block_size();
-  for (int32_t i = admission.chain.num_blocks; i < BlocksFor(prompt.size());
-       ++i) {
-    const int32_t block = TakeBlock();
-    const size_t begin = static_cast<size_t>(i) * bs;
-    const size_t n = std::min(prompt.size() - begin, static_cast<size_t>(bs));
-    std::copy_n(prompt.begin() + begin, n, pool_.tokens(block).begin());
-    lease.blocks_.push_back(block);
-  }
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  BlockLease lease;
   lease.pager_ = this;
   lease.block_size_ = bs;
-  lease.num_tokens_ = static_cast<int32_t>(prompt.size());
-  lease.num_cached_tokens_ = admission.chain.num_blocks * bs;
+  lease.num_tokens_ = static_cast<int32_t>(len);
+  lease.num_cached_tokens_ = k * bs;
   lease.num_computed_tokens_ = lease.num_cached_tokens_;
   lease.salt_ = s;
-  lease.chain_ = admission.chain;
+  if (windowed_) lease.tokens_.assign(prompt.begin(), prompt.end());
+  lease.groups_.resize(windows_.size());
+  // References on the kept hits first, so that taking new blocks cannot
+  // evict them.
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    BlockLease::Group& group = lease.groups_[g];
+    group.blocks.assign(BlocksFor(len), kNoBlock);
+    group.begin = KeepFrom(g, int64_t{k} * bs);
+    for (int32_t i = group.begin; i < k; ++i) {
+      group.blocks[i] = hits_[g][i];
+      pool_.AddRef(group.blocks[i]);
+    }
+    group.end = std::max(group.begin, k);
+    group.chain = chains_[g];
+  }
+  const int32_t first = BlocksFor(std::min(len, int64_t{k} * bs + first_step));
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    const int32_t last = windows_[g] > 0 ? first : BlocksFor(len);
+    for (int32_t i = lease.groups_[g].end; i < last; ++i) {
+      const int32_t block = TakeBlock(g);
+      const size_t begin = static_cast<size_t>(i) * bs;
+      const size_t n = std::min(prompt.size() - begin, static_cast<size_t>(bs));
+      std::copy_n(prompt.begin() + begin, n, pool_.tokens(block).begin());
+      lease.groups_[g].blocks[i] = block;
+    }
+    lease.groups_[g].end = std::max(lease.groups_[g].end, last);
+  }
+  lease.RefreshViews();
   ++live_leases_;
 
   ++counters_.prefix_queries;
@@ -143,19 +223,42 @@ absl::Status KvPager::CheckLease(const BlockLease& lease) const {
   return absl::OkStatus();
 }
 
+int32_t KvPager::AppendNeed(const BlockLease& lease, int32_t n) const {
+  const int32_t last = BlocksFor(int64_t{lease.num_tokens_} + n);
+  const bool partial = lease.num_tokens_ % block_size() != 0;
+  int32_t needed = 0;
+  for (const BlockLease::Group& g : lease.groups_) {
+    needed += last - g.end;
+    const int32_t size = static_cast<int32_t>(g.blocks.size());
+    if (partial && g.end == size && pool_.ref_count(g.blocks.back()) > 1) {
+      ++needed;  // copy-on-write of the shared partial last block
+    }
+  }
+  return needed;
+}
+
 bool KvPager::CanAppend(const BlockLease& lease, int32_t num_new_tokens) const {
   if (!CheckLease(lease).ok() || num_new_tokens < 0 ||
       num_new_tokens > kMaxSequenceTokens - lease.num_tokens_) {
     return false;
   }
   if (num_new_tokens == 0) return true;
-  int32_t needed = BlocksFor(int64_t{lease.num_tokens_} + num_new_tokens) -
-                   lease.num_blocks();
-  if (lease.num_tokens_ % block_size() != 0 &&
-      pool_.ref_count(lease.blocks_.back()) > 1) {
-    ++needed;  // copy-on-write of the shared partial last block
+  return AppendNeed(lease, num_new_tokens) <= pool_.num_available();
+}
+
+void KvPager::TakeUpTo(BlockLease* lease, int32_t group, int32_t last) {
+  BlockLease::Group& g = lease->groups_[group];
+  const int32_t bs = block_size();
+  for (; g.end < last; ++g.end) {
+    const int32_t block = TakeBlock(group);
+    const size_t begin = static_cast<size_t>(g.end) * bs;
+    if (begin < lease->tokens_.size()) {
+      const size_t n = std::min(lease->tokens_.size() - begin, size_t(bs));
+      std::copy_n(lease->tokens_.begin() + begin, n,
+                  pool_.tokens(block).begin());
+    }
+    g.blocks[g.end] = block;
   }
-  return needed <= pool_.num_available();
 }
 
 absl::Status KvPager::Append(BlockLease* lease,
@@ -180,24 +283,87 @@ absl::Status KvPager::Append(BlockLease* lease,
                      pool_.num_available(), " available KV blocks"));
   }
   const int32_t bs = block_size();
-  int32_t offset = lease->num_tokens_ % bs;
-  if (offset != 0 && pool_.ref_count(lease->blocks_.back()) > 1) {
-    const int32_t src = lease->blocks_.back();
-    const int32_t dst = TakeBlock();
+  const int32_t offset = lease->num_tokens_ % bs;
+  for (BlockLease::Group& g : lease->groups_) {
+    const int32_t size = static_cast<int32_t>(g.blocks.size());
+    if (offset == 0 || g.end != size || pool_.ref_count(g.blocks.back()) < 2) {
+      continue;
+    }
+    const int32_t src = g.blocks.back();
+    const int32_t dst = TakeBlock(owner_[src]);
     std::copy_n(pool_.tokens(src).begin(), offset, pool_.tokens(dst).begin());
     pool_.Release(src);  // still held by the other sharers
-    lease->blocks_.back() = dst;
+    g.blocks.back() = dst;
     copies->push_back(BlockCopy{src, dst});
     ++counters_.cow_copies;
     if (observer_ != nullptr) observer_->OnCopyOnWrite();
   }
-  for (int32_t token : tokens) {
-    if (offset == 0) lease->blocks_.push_back(TakeBlock());  // last is full
-    pool_.tokens(lease->blocks_.back())[offset] = token;
-    ++lease->num_tokens_;
-    offset = offset + 1 == bs ? 0 : offset + 1;
+  const int32_t begin = lease->num_tokens_;
+  lease->num_tokens_ += n;
+  if (windowed_) {
+    lease->tokens_.insert(lease->tokens_.end(), tokens.begin(), tokens.end());
   }
+  const int32_t last = BlocksFor(lease->num_tokens_);
+  for (int32_t group = 0; group < num_groups(); ++group) {
+    BlockLease::Group& g = lease->groups_[group];
+    g.blocks.resize(last, kNoBlock);
+    TakeUpTo(lease, group, last);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t p = begin + i;
+      pool_.tokens(g.blocks[p / bs])[p % bs] = tokens[i];
+    }
+  }
+  lease->RefreshViews();
   return absl::OkStatus();
+}
+
+int32_t KvPager::CoverNeed(const BlockLease& lease, int32_t end) const {
+  const int32_t last = BlocksFor(end);
+  int32_t needed = 0;
+  for (const BlockLease::Group& g : lease.groups_) {
+    needed += std::max(0, last - g.end);
+  }
+  return needed;
+}
+
+bool KvPager::CanCover(const BlockLease& lease, int32_t end) const {
+  if (!CheckLease(lease).ok() || end > lease.num_tokens_) return false;
+  return CoverNeed(lease, end) <= pool_.num_available();
+}
+
+absl::Status KvPager::Cover(BlockLease* lease, int32_t end) {
+  RETURN_IF_ERROR(CheckLease(*lease));
+  if (end > lease->num_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "covering ", end, " positions of a sequence of ", lease->num_tokens_));
+  }
+  if (!CanCover(*lease, end)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("covering ", end, " positions needs ",
+                     CoverNeed(*lease, end), " KV blocks; ",
+                     pool_.num_available(), " available"));
+  }
+  const int32_t last = BlocksFor(end);
+  bool taken = false;
+  for (int32_t group = 0; group < num_groups(); ++group) {
+    taken = taken || lease->groups_[group].end < last;
+    TakeUpTo(lease, group, last);
+  }
+  if (taken) lease->RefreshViews();
+  return absl::OkStatus();
+}
+
+int32_t KvPager::AppendRoom(const BlockLease& lease, int64_t new_blocks) const {
+  const int32_t bs = block_size();
+  int64_t lag = 0;  // windowed entries not taken yet
+  for (const BlockLease::Group& g : lease.groups_) {
+    lag += static_cast<int64_t>(g.blocks.size()) - g.end;
+  }
+  if (lag > new_blocks) return 0;
+  const int64_t own = (bs - lease.num_tokens_ % bs) % bs;
+  const int64_t room = own + (new_blocks - lag) / num_groups() * bs;
+  return static_cast<int32_t>(
+      std::min<int64_t>(room, kMaxSequenceTokens - lease.num_tokens_));
 }
 
 absl::Status KvPager::Truncate(BlockLease* lease, int32_t num_tokens) {
@@ -210,17 +376,22 @@ absl::Status KvPager::Truncate(BlockLease* lease, int32_t num_tokens) {
   }
   // The dropped blocks hold no computed full block, so none is in the
   // cache: they go back to the free list (or stay with a sharer).
-  const size_t keep = static_cast<size_t>(BlocksFor(num_tokens));
-  while (lease->blocks_.size() > keep) {
-    pool_.Release(lease->blocks_.back());
-    lease->blocks_.pop_back();
+  const int32_t keep = BlocksFor(num_tokens);
+  for (BlockLease::Group& g : lease->groups_) {
+    while (static_cast<int32_t>(g.blocks.size()) > keep) {
+      if (g.blocks.back() != kNoBlock) pool_.Release(g.blocks.back());
+      g.blocks.pop_back();
+    }
+    g.end = std::min(g.end, keep);
   }
   lease->num_tokens_ = num_tokens;
+  if (windowed_) lease->tokens_.resize(num_tokens);
+  lease->RefreshViews();
   return absl::OkStatus();
 }
 
 absl::Status KvPager::MarkComputed(BlockLease* lease,
-                                   int32_t num_computed_tokens) {
+                                   int32_t num_computed_tokens, bool cache) {
   RETURN_IF_ERROR(CheckLease(*lease));
   if (num_computed_tokens < 0 || num_computed_tokens > lease->num_tokens_) {
     return absl::InvalidArgumentError(
@@ -230,43 +401,74 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
   lease->num_computed_tokens_ =
       std::max(lease->num_computed_tokens_, num_computed_tokens);
   const int32_t full_blocks = num_computed_tokens / block_size();
-  while (lease->chain_.num_blocks < full_blocks) {
-    lease->chain_ = cache_.Register(lease->blocks_[lease->chain_.num_blocks],
-                                    lease->chain_, lease->salt_);
+  for (int32_t group = 0; cache && group < num_groups(); ++group) {
+    BlockLease::Group& g = lease->groups_[group];
+    while (g.chain.num_blocks < full_blocks) {
+      const int32_t block = g.blocks[g.chain.num_blocks];
+      // A block given back unregistered breaks the chain (never for the
+      // scheduler: blocks are registered before they leave the window).
+      g.chain = block == kNoBlock
+                    ? ChainCursor{g.chain.num_blocks + 1, BlockKey{},
+                                  kBrokenNode}
+                    : caches_[group]->Register(block, g.chain, lease->salt_);
+    }
   }
+  if (!windowed_) return absl::OkStatus();
+  // Windowed groups give back what no later position reads, oldest first.
+  bool released = false;
+  for (int32_t group = 0; group < num_groups(); ++group) {
+    BlockLease::Group& g = lease->groups_[group];
+    const int32_t keep = KeepFrom(group, lease->num_computed_tokens_);
+    for (; g.begin < keep; ++g.begin) {
+      if (g.begin >= g.end) continue;
+      pool_.Release(g.blocks[g.begin]);
+      g.blocks[g.begin] = kNoBlock;
+      released = true;
+    }
+    g.end = std::max(g.end, g.begin);
+  }
+  if (released) lease->RefreshViews();
   return absl::OkStatus();
 }
 
 absl::StatusOr<BlockLease> KvPager::Fork(const BlockLease& lease) {
   RETURN_IF_ERROR(CheckLease(lease));
   BlockLease fork;
-  fork.blocks_ = lease.blocks_;
-  for (int32_t block : fork.blocks_) pool_.AddRef(block);
+  fork.groups_ = lease.groups_;
+  for (const BlockLease::Group& g : fork.groups_) {
+    for (int32_t i = g.begin; i < g.end; ++i) pool_.AddRef(g.blocks[i]);
+  }
   fork.pager_ = this;
   fork.block_size_ = lease.block_size_;
   fork.num_tokens_ = lease.num_tokens_;
   fork.num_cached_tokens_ = lease.num_cached_tokens_;
   fork.num_computed_tokens_ = lease.num_computed_tokens_;
   fork.salt_ = lease.salt_;
-  fork.chain_ = lease.chain_;
+  fork.tokens_ = lease.tokens_;
+  fork.RefreshViews();
   ++live_leases_;
   return fork;
 }
 
-int32_t KvPager::TakeBlock() {
-  if (pool_.num_free() > 0) return pool_.PopFree();
-  const int32_t block = pool_.PopLeastRecentlyUsed();
-  cache_.Erase(block);
-  ++counters_.evictions;
-  if (observer_ != nullptr) observer_->OnEviction(1);
+int32_t KvPager::TakeBlock(int32_t group) {
+  int32_t block;
+  if (pool_.num_free() > 0) {
+    block = pool_.PopFree();
+  } else {
+    block = pool_.PopLeastRecentlyUsed();
+    caches_[owner_[block]]->Erase(block);
+    ++counters_.evictions;
+    if (observer_ != nullptr) observer_->OnEviction(1);
+  }
+  owner_[block] = group;
   return block;
 }
 
 void KvPager::ReleaseLease(BlockLease* lease) {
-  for (auto it = lease->blocks_.rbegin(); it != lease->blocks_.rend(); ++it) {
-    pool_.Release(*it);
+  for (BlockLease::Group& g : lease->groups_) {
+    for (int32_t i = g.end; i-- > g.begin;) pool_.Release(g.blocks[i]);
+    g.blocks.clear();
   }
-  lease->blocks_.clear();
   --live_leases_;
 }
 
@@ -274,7 +476,7 @@ int32_t KvPager::EvictCached(int32_t max_blocks) {
   int32_t evicted = 0;
   while (evicted < max_blocks && pool_.num_cached() > 0) {
     const int32_t block = pool_.PopLeastRecentlyUsed();
-    cache_.Erase(block);
+    caches_[owner_[block]]->Erase(block);
     pool_.Release(block);  // unregistered now: back to the free list
     ++evicted;
   }
@@ -283,7 +485,9 @@ int32_t KvPager::EvictCached(int32_t max_blocks) {
   return evicted;
 }
 
-void KvPager::ResetPrefixCache() { cache_.Clear(); }
+void KvPager::ResetPrefixCache() {
+  for (const auto& cache : caches_) cache->Clear();
+}
 
 PagerStats KvPager::Stats() const {
   PagerStats stats = counters_;
@@ -296,7 +500,22 @@ PagerStats KvPager::Stats() const {
 
 absl::Status KvPager::CheckConsistency() const {
   RETURN_IF_ERROR(pool_.CheckConsistency());
-  return cache_.CheckConsistency();
+  if (caches_.size() == 1) return caches_[0]->CheckConsistency();
+  int32_t entries = 0;
+  for (const auto& cache : caches_) {
+    RETURN_IF_ERROR(cache->CheckConsistency(/*pool_shared=*/true));
+    entries += cache->size();
+  }
+  int32_t registered = 0;
+  for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
+    if (pool_.registered(b)) ++registered;
+  }
+  if (registered != entries) {
+    return absl::InternalError(absl::StrCat(
+        registered, " blocks marked registered, the groups' caches hold ",
+        entries));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace paceline::kvpager

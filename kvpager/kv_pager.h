@@ -44,6 +44,25 @@
 // (block_table.h says when). Full blocks are never written, so they are
 // shared without copies.
 //
+// Layer groups (engine/model/kv_layout.h). A pager may serve several
+// groups of layers over its one pool: a block belongs to one group at a
+// time and holds that group's layers; a lease holds one table per group
+// (BlockLease::group_tables) and each group has its own prefix-cache
+// entries (a hit is the longest prefix every group has). A full group
+// (window 0) keeps every block, as above. A windowed group (window W: a
+// position p attends to [p - W + 1, p]) keeps only what later positions
+// can read: MarkComputed(n) gives back its blocks wholly before n - W + 1
+// (to the prefix cache's LRU list if registered, else free), and it takes
+// blocks only for the positions a step computes: Allocate for the prompt's
+// first `first_step` uncached tokens, Append for the appended tokens,
+// Cover for a later chunk of the prompt. So a long sequence holds about
+// W / block_size + 1 blocks in each windowed group (BlocksToHold). What
+// keeps more than the window, by design: a prefix-cache hit needs every
+// group's chain from the first block, so a windowed group's early blocks,
+// given back to the LRU list, are what a later hit on that prefix needs
+// (evicted first, they cost hits, never correctness); and an uncached
+// prompt (MarkComputed with cache false) still gives its blocks back.
+//
 // Threading: none inside. The serving loop's engine thread owns the pager
 // and every lease (DESIGN.md §2): all calls, and lease destruction, happen
 // on that thread, so there are no locks. The pager must outlive its leases
@@ -53,6 +72,7 @@
 // is empty or from another pager, a count out of range); ResourceExhausted
 // when the pool cannot cover an act. No call aborts on bad input.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -82,6 +102,19 @@ class KvPager {
   // (block_hash.h); the cache stays exact whatever it returns.
   static absl::StatusOr<std::unique_ptr<KvPager>> Create(
       int32_t num_blocks, int32_t block_size, BlockHashFn hash = &HashBlock);
+  // The same over layer groups (see the top): group_windows[g] is group
+  // g's window in positions, 0 for full history; at least one group, none
+  // negative (InvalidArgument otherwise). {0} is the pager above.
+  static absl::StatusOr<std::unique_ptr<KvPager>> Create(
+      int32_t num_blocks, int32_t block_size,
+      std::vector<int32_t> group_windows, BlockHashFn hash = &HashBlock);
+
+  // Blocks one group of window `window` holds for a sequence of
+  // `positions` positions when a step adds at most `step_tokens`: all of
+  // them for a full group; for a windowed one at most those of the window
+  // before the step's first position and of the step's positions.
+  static int64_t GroupBlocksToHold(int32_t window, int32_t block_size,
+                                   int64_t positions, int32_t step_tokens);
 
   KvPager(const KvPager&) = delete;
   KvPager& operator=(const KvPager&) = delete;
@@ -90,6 +123,11 @@ class KvPager {
 
   int32_t block_size() const { return pool_.block_size(); }
   int32_t num_blocks() const { return pool_.num_blocks(); }
+  int32_t num_groups() const { return static_cast<int32_t>(windows_.size()); }
+  int32_t group_window(int32_t group) const { return windows_[group]; }
+  // The most blocks one lease of `positions` positions holds at once, over
+  // every group, when each step adds at most `step_tokens` (see the top).
+  int64_t BlocksToHold(int64_t positions, int32_t step_tokens) const;
 
   // --- Admission -------------------------------------------------------
 
@@ -100,11 +138,12 @@ class KvPager {
   int32_t CachedPrefixTokens(absl::Span<const int32_t> prompt,
                              absl::string_view salt) const;
 
-  // Whether Allocate(prompt, salt) would succeed now: the blocks the prompt
-  // needs beyond its cache hits are at most the free blocks plus the cached
-  // ones that are not among the hits. False for an invalid prompt.
-  bool CanAllocate(absl::Span<const int32_t> prompt,
-                   absl::string_view salt) const;
+  // Whether Allocate(prompt, salt, first_step) would succeed now: the
+  // blocks the prompt needs beyond its cache hits are at most the free
+  // blocks plus the cached ones that are not among the hits. False for an
+  // invalid prompt.
+  bool CanAllocate(absl::Span<const int32_t> prompt, absl::string_view salt,
+                   int32_t first_step = kMaxSequenceTokens) const;
 
   // A lease whose table covers the prompt: shared cache hits first
   // (num_cached_tokens()), then new blocks holding the rest of the prompt.
@@ -113,25 +152,44 @@ class KvPager {
   // with nothing changed, when !CanAllocate. Being all-or-nothing, Allocate
   // is its own check: calling it directly walks the prompt's chain once
   // instead of twice (CanAllocate walks it too).
+  // Windowed groups take blocks only for the first `first_step` uncached
+  // prompt tokens (see the top); Cover takes the rest as they are computed.
   absl::StatusOr<BlockLease> Allocate(absl::Span<const int32_t> prompt,
-                                      absl::string_view salt);
+                                      absl::string_view salt,
+                                      int32_t first_step = kMaxSequenceTokens);
 
   // --- Growth ----------------------------------------------------------
 
   // Whether Append of `num_new_tokens` would succeed now: it needs one block
-  // per block boundary crossed, plus one when the last block is partial and
-  // shared (copy-on-write). False for an empty or foreign lease, a negative
+  // per block boundary crossed in each group (a windowed group also those
+  // of its uncomputed positions it has not taken yet), plus one per group
+  // whose last block is partial and shared (copy-on-write). False for an empty or foreign lease, a negative
   // count, or a length past kMaxSequenceTokens.
   bool CanAppend(const BlockLease& lease, int32_t num_new_tokens) const;
 
   // Appends `tokens` to the lease's sequence. When its last block is partial
   // and shared, first moves the lease onto a copy and appends {src, dst} to
-  // `*copies` (at most one pair per call; `copies` must be non-null).
+  // `*copies` (at most one pair per group; `copies` must be non-null).
   // InvalidArgument for an empty or foreign lease, a null `copies` or a
   // length past kMaxSequenceTokens; ResourceExhausted, with nothing
   // changed, when !CanAppend.
   absl::Status Append(BlockLease* lease, absl::Span<const int32_t> tokens,
                       std::vector<BlockCopy>* copies);
+
+  // Whether Cover(lease, end) would succeed now: the blocks windowed
+  // groups lack for positions [num_computed_tokens(), end). False for an
+  // empty or foreign lease or an end past num_tokens().
+  bool CanCover(const BlockLease& lease, int32_t end) const;
+  // Gives every windowed group blocks for positions [num_computed_tokens(),
+  // end), end <= num_tokens(): a step about to compute them (a prompt's
+  // next chunk). A no-op without windowed groups. InvalidArgument as
+  // CanCover; ResourceExhausted, with nothing changed, when !CanCover.
+  absl::Status Cover(BlockLease* lease, int32_t end);
+
+  // The most tokens Append could add using at most `new_blocks` new blocks
+  // (the free slots of the lease's own last blocks, then whole blocks in
+  // every group), assuming no copy-on-write.
+  int32_t AppendRoom(const BlockLease& lease, int64_t new_blocks) const;
 
   // Drops the sequence's tokens past `num_tokens` and returns the blocks
   // that only they filled (speculative decoding: the draft tokens a step
@@ -142,10 +200,13 @@ class KvPager {
   absl::Status Truncate(BlockLease* lease, int32_t num_tokens);
 
   // Reports that the K/V of the sequence's first `num_computed_tokens`
-  // tokens are written; the full blocks among them enter the prefix cache.
-  // A smaller count than before is a no-op. InvalidArgument for an empty or
-  // foreign lease or a count outside [0, num_tokens()].
-  absl::Status MarkComputed(BlockLease* lease, int32_t num_computed_tokens);
+  // tokens are written; the full blocks among them enter the prefix cache
+  // (unless `cache` is false: a prompt that must not be shared), and
+  // windowed groups give back the blocks no later window reaches (see the
+  // top). A smaller count than before is a no-op. InvalidArgument for an
+  // empty or foreign lease or a count outside [0, num_tokens()].
+  absl::Status MarkComputed(BlockLease* lease, int32_t num_computed_tokens,
+                            bool cache = true);
 
   // A second lease on the same blocks (each block's refcount + 1), with the
   // same tokens and progress. Needs no free block. Fork once the source's
@@ -179,7 +240,9 @@ class KvPager {
   // Read-only internals for tests and debugging; the scheduler and engine
   // use leases and tables only.
   const BlockPool& pool() const { return pool_; }
-  const PrefixCache& prefix_cache() const { return cache_; }
+  const PrefixCache& prefix_cache(int32_t group = 0) const {
+    return *caches_[group];
+  }
 
   // Checks the pool's and the cache's invariants (O(num_blocks)). The
   // relation between refcounts and leases is the caller's to check: the
@@ -189,39 +252,61 @@ class KvPager {
  private:
   friend class BlockLease;
 
-  KvPager(int32_t num_blocks, int32_t block_size, BlockHashFn hash);
+  KvPager(int32_t num_blocks, int32_t block_size,
+          std::vector<int32_t> windows, BlockHashFn hash);
 
   int32_t BlocksFor(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + block_size() - 1) / block_size());
   }
-  // What admitting a valid prompt takes: its cache hits (appended to
-  // `*hits` when non-null), the new blocks, and whether the pool covers
-  // them. `salt` is null for a salt never interned (no hits possible).
+  // The first block of `group` a position >= `computed` can still read.
+  int32_t KeepFrom(int32_t group, int64_t computed) const {
+    if (windows_[group] == 0) return 0;
+    return static_cast<int32_t>(
+        std::max<int64_t>(0, computed - windows_[group] + 1) / block_size());
+  }
+  // What admitting a valid prompt takes: its cache hits (every group's
+  // ids in hits_[g], cursors in chains_[g]), the new blocks, and whether
+  // the pool covers them. `salt` is null for a salt never interned (no
+  // hits possible).
   struct Admission {
-    ChainCursor chain;       // after the hits
+    int32_t hit_blocks = 0;
     int32_t new_blocks = 0;  // blocks taken from the free or cached ones
     bool fits = false;
   };
   Admission PlanAdmission(absl::Span<const int32_t> prompt, const Salt* salt,
-                          std::vector<int32_t>* hits) const;
+                          int32_t first_step) const;
   // Hit blocks may be at most floor((len - 1) / B): the last token is
   // always computed.
   int32_t MaxHitBlocks(size_t prompt_tokens) const {
     return static_cast<int32_t>((prompt_tokens - 1) / block_size());
   }
+  // Hit blocks of every group for `prompt` (the shortest group's).
+  int32_t HitBlocks(absl::Span<const int32_t> prompt, const Salt& salt) const;
   absl::Status CheckLease(const BlockLease& lease) const;
-  // A block for writing: free if any, else the LRU cached block, evicted.
-  // Precondition: pool_.num_available() > 0.
-  int32_t TakeBlock();
+  // Blocks Append of n tokens takes (with copies on write).
+  int32_t AppendNeed(const BlockLease& lease, int32_t n) const;
+  // Blocks windowed groups lack for positions up to `end`.
+  int32_t CoverNeed(const BlockLease& lease, int32_t end) const;
+  // Takes blocks for entries [end, last) of `group`, recording the lease's
+  // known tokens in them.
+  void TakeUpTo(BlockLease* lease, int32_t group, int32_t last);
+  // A block for writing into `group`: free if any, else the LRU cached
+  // block, evicted. Precondition: pool_.num_available() > 0.
+  int32_t TakeBlock(int32_t group);
   // Called by BlockLease::Reset.
   void ReleaseLease(BlockLease* lease);
 
   BlockPool pool_;
-  PrefixCache cache_;
+  const std::vector<int32_t> windows_;  // (groups)
+  bool windowed_ = false;               // some group has a window
+  std::vector<std::unique_ptr<PrefixCache>> caches_;  // (groups)
+  std::vector<int32_t> owner_;  // (num_blocks) the group a block serves
   PagerObserver* observer_ = nullptr;
   int64_t live_leases_ = 0;
-  PagerStats counters_;                   // the counter fields only
-  mutable std::vector<int32_t> scratch_;  // PlanAdmission's hits, reused
+  PagerStats counters_;  // the counter fields only
+  // PlanAdmission's hits and cursors by group, reused.
+  mutable std::vector<std::vector<int32_t>> hits_;
+  mutable std::vector<ChainCursor> chains_;
 };
 
 }  // namespace paceline::kvpager

@@ -112,8 +112,10 @@ class PrefixCache {
 
   // Map and entries agree with each other and with the pool's registered
   // bits; every key equals the hash of its entry's parent key, salt and
-  // stored tokens; node ids are unique. O(size).
-  absl::Status CheckConsistency() const;
+  // stored tokens; node ids are unique. O(size). With `pool_shared` (other
+  // caches register blocks of the same pool: a pager's layer groups), the
+  // count of registered blocks is the owner's to check.
+  absl::Status CheckConsistency(bool pool_shared = false) const;
 
  private:
   bool Verified(int32_t block, uint64_t parent_node, uint32_t salt_id,
