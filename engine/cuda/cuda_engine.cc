@@ -10,7 +10,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -24,6 +23,7 @@
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
 #include "engine/cuda/kernels/sampling.h"
+#include "engine/cuda/kernels/scale.h"
 #include "engine/cuda/kernels/swiglu.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/quantize.h"
@@ -138,8 +138,7 @@ uint64_t EmbeddingBytes(const ModelWeights& w, GgmlType dtype) {
 // The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown; a MoE
 // layer has the router and each expert's Wgate|Wup and Wdown instead of
 // the dense FFN's.
-std::vector<std::vector<const WeightView*>> LayerGroups(
-    const LayerWeights& l) {
+std::vector<std::vector<const WeightView*>> LayerGroups(const LayerWeights& l) {
   std::vector<std::vector<const WeightView*>> groups = {
       {&l.attn_q, &l.attn_k, &l.attn_v}, {&l.attn_output}};
   if (l.experts.empty()) {
@@ -171,9 +170,10 @@ cudaDataType_t CudaType(GgmlType d) {
 }  // namespace
 
 struct CudaEngine::Resources {
-  // A step's shape as a graph sees it: tokens, logit rows, attention plan
-  // (splits, split length, tiled).
-  using GraphKey = std::tuple<int64_t, int64_t, int, int64_t, bool>;
+  // A step's shape as a graph sees it: tokens, logit rows, then the
+  // attention plan (tiled, splits, split length) of the full layers and
+  // of each sliding window.
+  using GraphKey = std::vector<int64_t>;
 
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -305,7 +305,17 @@ CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
       options_(options),
       dtype_(dtype),
       kv_dtype_(kv_dtype),
-      res_(std::make_unique<Resources>()) {}
+      res_(std::make_unique<Resources>()) {
+  for (const LayerProgram& program : programs_) {
+    for (const Op& op : program.ops) {
+      if (op.kind == OpKind::kAttention && op.window > 0 &&
+          std::find(windows_.begin(), windows_.end(), op.window) ==
+              windows_.end()) {
+        windows_.push_back(op.window);
+      }
+    }
+  }
+}
 
 CudaEngine::~CudaEngine() {
   if (res_->stream != nullptr) cudaStreamSynchronize(res_->stream);
@@ -400,6 +410,10 @@ absl::Status CudaEngine::UploadWeights() {
     Layer& l = layers_[i];
     RETURN_IF_ERROR(UploadFloats(lw.attn_norm, &l.attn_norm));
     RETURN_IF_ERROR(UploadFloats(lw.ffn_norm, &l.ffn_norm));
+    if (c.post_norms) {
+      RETURN_IF_ERROR(UploadFloats(lw.post_attn_norm, &l.post_attn_norm));
+      RETURN_IF_ERROR(UploadFloats(lw.post_ffn_norm, &l.post_ffn_norm));
+    }
     RETURN_IF_ERROR(UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
     if (c.qkv_bias) {
       std::vector<float> bias(lw.q_bias);
@@ -439,13 +453,35 @@ absl::Status CudaEngine::UploadWeights() {
   // RoPE frequencies and magnitude from the table cpu::RopeAngles reads
   // too, with the file's Llama 3 frequency factors if any.
   const RopeTable table = MakeRopeTable(c, w.rope_freq_factors());
-  const std::vector<double>& inv_freq = table.inv_freq;
-  const size_t half = inv_freq.size();
   rope_mscale_ = table.mscale;
+  RETURN_IF_ERROR(UploadRopeTable(table, &inv_freq_));
+  const bool local_rope = std::any_of(
+      programs_.begin(), programs_.end(), [](const LayerProgram& p) {
+        return std::any_of(p.ops.begin(), p.ops.end(),
+                           [](const Op& op) { return op.local_rope; });
+      });
+  if (local_rope) {
+    // The sliding layers' table as the CPU engine builds it
+    // (cpu::SlidingRopeParams): the base rope_freq_base_swa, no scaling,
+    // no frequency factors.
+    ModelConfig sliding = c;
+    sliding.rope_freq_base = c.rope_freq_base_swa;
+    sliding.rope_scaling = RopeScaling::kNone;
+    sliding.rope_scaling_factor = 1.0;
+    const RopeTable swa = MakeRopeTable(sliding);
+    rope_mscale_swa_ = swa.mscale;
+    RETURN_IF_ERROR(UploadRopeTable(swa, &inv_freq_swa_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::UploadRopeTable(const RopeTable& table,
+                                         DeviceBuffer* inv_freq) {
+  const size_t half = table.inv_freq.size();
   RETURN_IF_ERROR(
-      inv_freq_.Allocate(std::max<size_t>(1, half) * sizeof(double)));
+      inv_freq->Allocate(std::max<size_t>(1, half) * sizeof(double)));
   if (half > 0) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(),
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq->get(), table.inv_freq.data(),
                                     half * sizeof(double),
                                     cudaMemcpyHostToDevice));
   }
@@ -560,6 +596,13 @@ absl::Status CudaEngine::AllocateWorkspace() {
   const size_t embd = static_cast<size_t>(c.n_embd);
   const size_t ff = static_cast<size_t>(c.n_ff);
   RETURN_IF_ERROR(x_.Allocate(t * embd * sizeof(float)));
+  const bool uses_proj = std::any_of(
+      programs_.begin(), programs_.end(), [](const LayerProgram& p) {
+        return std::any_of(p.ops.begin(), p.ops.end(), [](const Op& op) {
+          return op.src == Buf::kProj || op.dst == Buf::kProj;
+        });
+      });
+  if (uses_proj) RETURN_IF_ERROR(proj_.Allocate(t * embd * sizeof(float)));
   RETURN_IF_ERROR(h_.Allocate(t * embd * elem));
   RETURN_IF_ERROR(qkv_.Allocate(t * (q_dim + 2 * kv_dim) * sizeof(float)));
   RETURN_IF_ERROR(att_.Allocate(t * q_dim * elem));
@@ -869,13 +912,18 @@ absl::Status CudaEngine::RunStep(int64_t n, int64_t rows) {
   const int64_t tk = options_.max_tokens_per_step;
   const int32_t* tokens = meta_device_.as<int32_t>() + kTokens * tk;
   if (embd_quantized_) {
-    CUDA_RETURN_IF_ERROR(LaunchQuantizedEmbedding(embd_quant_, token_embd_.get(),
-                                                  tokens, n, c.n_embd,
-                                                  x_.as<float>(), res_->stream));
+    CUDA_RETURN_IF_ERROR(
+        LaunchQuantizedEmbedding(embd_quant_, token_embd_.get(), tokens, n,
+                                 c.n_embd, x_.as<float>(), res_->stream));
   } else {
     CUDA_RETURN_IF_ERROR(LaunchEmbedding(dtype_, token_embd_.get(), tokens, n,
                                          c.n_embd, x_.as<float>(),
                                          res_->stream));
+  }
+  if (c.embed_scale != 1.0) {  // gemma3: sqrt(n_embd), as the CPU engine
+    CUDA_RETURN_IF_ERROR(
+        LaunchAffine(x_.as<float>(), x_.as<float>(), n * c.n_embd,
+                     static_cast<float>(c.embed_scale), 0.0f, res_->stream));
   }
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     RETURN_IF_ERROR(RunLayer(layer, n));
@@ -902,9 +950,12 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
   att.tiles = use_tiles_ ? meta_device_.as<int32_t>() +
                                kTiles * options_.max_tokens_per_step
                          : nullptr;
-  const PagedAttentionPlan plan = PlanPagedAttention(att);
-  const Resources::GraphKey key{n, rows, plan.splits, plan.split_len,
-                                plan.tiled};
+  Resources::GraphKey key = {n, rows};
+  for (size_t w = 0; w <= windows_.size(); ++w) {
+    att.window = w == 0 ? 0 : windows_[w - 1];
+    const PagedAttentionPlan plan = PlanPagedAttention(att);
+    key.insert(key.end(), {plan.tiled ? 1 : 0, plan.splits, plan.split_len});
+  }
   auto it = res_->graphs.find(key);
   if (it == res_->graphs.end()) {
     // The first time a shape runs directly (cuBLAS picks and loads its

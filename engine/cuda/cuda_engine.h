@@ -1,16 +1,17 @@
 #ifndef PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_
 #define PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_
 
-// The CUDA backend of Engine (engine.h): the CPU engine's Llama-family
-// forward pass (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3) on one
-// device, with the KV block pool in device memory.
+// The CUDA backend of Engine (engine.h): the CPU engine's forward pass
+// (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3, qwen3moe, gemma3) on
+// one device, with the KV block pool in device memory.
 //
 // Per step, with n = the step's tokens (T = the device dtype: F32, F16 or
 // BF16, from the weights; KV = the cache's type: CudaEngineOptions::
 // kv_dtype, T unless asked):
 //   x = embedding rows (float)     LaunchEmbedding / LaunchQuantizedEmbedding
+//       (times ModelConfig::embed_scale when it is not 1: LaunchAffine)
 //   per layer, its architecture's program (model/layer_program.h; the
-//   operations in cuda_layer.cc); for the four architectures today:
+//   operations in cuda_layer.cc); for llama, qwen2 and qwen3:
 //     h = RMSNorm(x) · attn_norm                (T)      LaunchRmsNorm
 //     qkv = h [Wq; Wk; Wv]                      (float)  cuBLAS, one GEMM
 //     bias, Q/K norm, RoPE; K/V -> paged slots  (KV)     LaunchQkvRope
@@ -30,6 +31,13 @@
 //     x += sum over rank of w * y               (float)  LaunchMoeCombine
 //     The host round trip per layer is why MoE steps run without CUDA
 //     graphs.)
+//     gemma3: the sliding layers' RoPE from a second table (base
+//     rope_freq_base_swa, unscaled) and attention over their last
+//     `window` positions; attention scaled by ModelConfig::attention_scale;
+//     the sub-layers' outputs into p instead of x (beta = 0), then
+//       p = RMSNorm(p) · post_norm; x += p; h = RMSNorm(x) · next norm
+//                                               (T)      LaunchAddRmsNorm
+//     in one kernel; s = gelu(gu_gate) * gu_up   (T)      LaunchGeluTanhGlu
 //   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings:
 //     the x rows copied to the caller's host span, normalized there)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
@@ -83,6 +91,7 @@
 #include "engine/engine.h"
 #include "engine/gguf/ggml_type_layout.h"
 #include "engine/model/layer_program.h"
+#include "engine/model/rope_table.h"
 #include "engine/model/weights.h"
 
 namespace paceline::engine::cuda {
@@ -108,10 +117,10 @@ struct CudaEngineOptions {
 // What an engine for given weights holds on the device, known before it is
 // created: for sizing the KV pool (num_blocks) from the free device memory.
 struct CudaEngineFootprint {
-  GgmlType dtype = GgmlType::kF16;        // weights and activations
-  GgmlType kv_dtype = GgmlType::kF16;     // the KV cache
-  uint64_t weight_bytes = 0;              // every uploaded matrix
-  uint64_t kv_bytes_per_token = 0;        // K and V rows, all layers
+  GgmlType dtype = GgmlType::kF16;     // weights and activations
+  GgmlType kv_dtype = GgmlType::kF16;  // the KV cache
+  uint64_t weight_bytes = 0;           // every uploaded matrix
+  uint64_t kv_bytes_per_token = 0;     // K and V rows, all layers
 };
 
 class CudaEngine final : public Engine {
@@ -137,6 +146,9 @@ class CudaEngine final : public Engine {
   static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(
       std::shared_ptr<const ModelWeights> weights,
       const CudaEngineOptions& options);
+  // Unimplemented naming the layer and operation when a program holds one
+  // this engine does not run (cuda_layer.cc); Create checks the model's.
+  static absl::Status CheckPrograms(const std::vector<LayerProgram>& programs);
 
   CudaEngine(const CudaEngine&) = delete;
   CudaEngine& operator=(const CudaEngine&) = delete;
@@ -189,15 +201,17 @@ class CudaEngine final : public Engine {
     int64_t cols = 0;
   };
   struct Layer {
-    DeviceBuffer attn_norm;  // (n_embd) float
-    Matrix qkv;              // (q_dim + 2 kv_dim, n_embd): Wq | Wk | Wv
-    DeviceBuffer qkv_bias;   // (q_dim + 2 kv_dim) float, qwen2 only
-    DeviceBuffer q_norm;     // (head_dim) float, qwen3 only
-    DeviceBuffer k_norm;     // (head_dim) float, qwen3 only
-    Matrix attn_output;      // (n_embd, q_dim)
-    DeviceBuffer ffn_norm;   // (n_embd) float
-    Matrix gate_up;          // (2 n_ff, n_embd): Wgate | Wup
-    Matrix ffn_down;         // (n_embd, n_ff)
+    DeviceBuffer attn_norm;       // (n_embd) float
+    Matrix qkv;                   // (q_dim + 2 kv_dim, n_embd): Wq | Wk | Wv
+    DeviceBuffer qkv_bias;        // (q_dim + 2 kv_dim) float, qwen2 only
+    DeviceBuffer q_norm;          // (head_dim) float, qwen3 only
+    DeviceBuffer k_norm;          // (head_dim) float, qwen3 only
+    Matrix attn_output;           // (n_embd, q_dim)
+    DeviceBuffer ffn_norm;        // (n_embd) float
+    DeviceBuffer post_attn_norm;  // (n_embd) float, gemma3 only
+    DeviceBuffer post_ffn_norm;   // (n_embd) float, gemma3 only
+    Matrix gate_up;               // (2 n_ff, n_embd): Wgate | Wup
+    Matrix ffn_down;              // (n_embd, n_ff)
     // Mixture of experts (qwen3moe) in place of gate_up / ffn_down.
     Matrix router;                       // (n_expert, n_embd)
     std::vector<Matrix> expert_gate_up;  // (n_expert) of (2 n_ff_exp, n_embd)
@@ -219,10 +233,6 @@ class CudaEngine final : public Engine {
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
              const CudaEngineOptions& options, GgmlType dtype,
              GgmlType kv_dtype, std::vector<LayerProgram> programs);
-  // Unimplemented naming the operation when a program holds one this
-  // engine does not run (cuda_layer.cc).
-  static absl::Status CheckPrograms(const std::vector<LayerProgram>& programs);
-
   absl::Status Init();
   absl::Status UploadWeights();
   // Uploads the row-wise concatenation of `parts` (same cols) into `m`.
@@ -231,6 +241,8 @@ class CudaEngine final : public Engine {
   // Writes `w` as w.rows rows of T at `dst` (device).
   absl::Status UploadMatrix(const WeightView& w, void* dst);
   absl::Status UploadFloats(const std::vector<float>& v, DeviceBuffer* out);
+  // table.inv_freq as doubles into `inv_freq`.
+  absl::Status UploadRopeTable(const RopeTable& table, DeviceBuffer* inv_freq);
   absl::Status AllocateWorkspace();
   // Checks the batch and fills the pinned metadata; returns the number of
   // block-table entries written.
@@ -241,11 +253,22 @@ class CudaEngine final : public Engine {
   absl::Status RunStep(int64_t n, int64_t rows);
   // RunStep through a graph when one applies; false in *ran when not.
   absl::Status RunStepGraph(int64_t n, int64_t rows, bool* ran);
-  // The layer's program, an operation at a time (cuda_layer.cc).
+  // The layer's program, an operation at a time (cuda_layer.cc), except
+  // that a residual add runs in one kernel with the norms around it.
   absl::Status RunLayer(int64_t layer, int64_t n);
+  absl::Status RunOp(const Op& op, int64_t layer, int64_t n);
+  // An add (dst += src, both float) with, when given, the in-place norm
+  // of its source before it and the norm of its destination into h after
+  // it: one LaunchAddRmsNorm.
+  absl::Status Residual(const Op* post, const Op& add, const Op* pre,
+                        int64_t layer, int64_t n);
   absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
-  absl::Status Attention(int64_t layer, int64_t n);
+  absl::Status Attention(const Op& op, int64_t layer, int64_t n);
   absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
+  // A step buffer's rows (Buf::kX and kProj float, kH and kAtt T).
+  void* Rows(Buf buf) const;
+  float* FloatRows(Buf buf) const { return static_cast<float*>(Rows(buf)); }
+  const DeviceBuffer& NormWeight(Weight w, int64_t layer) const;
   // The MoE FFN of `layer` on h_, added into x_ (cuda_engine_moe.cc).
   absl::Status RunMoe(int64_t layer, int64_t n);
   // Fills moe_rows_host_ and moe_offsets_ from moe_route_host_'s experts.
@@ -304,6 +327,13 @@ class CudaEngine final : public Engine {
   DeviceBuffer output_norm_;  // (n_embd) float
   DeviceBuffer inv_freq_;     // (rope_dim / 2) double
   double rope_mscale_ = 1.0;  // RopeTable::mscale
+  // The sliding layers' RoPE (Op::local_rope; rope_freq_base_swa,
+  // unscaled), when a program has them.
+  DeviceBuffer inv_freq_swa_;  // (rope_dim / 2) double
+  double rope_mscale_swa_ = 1.0;
+  // The distinct nonzero attention windows of the programs: each adds its
+  // attention plan to a CUDA graph's key.
+  std::vector<int64_t> windows_;
   uint64_t weight_bytes_ = 0;
   // (n_layers, num_blocks, 2, n_kv_heads, block_size) rows of
   // GgmlRowBytesOf(kv_dtype_, head_dim) bytes
@@ -317,7 +347,10 @@ class CudaEngine final : public Engine {
   DeviceBuffer att_;      // (Tk, q_dim) T
   DeviceBuffer gate_up_;  // (Tk, 2 n_ff) float
   DeviceBuffer act_;      // (Tk, n_ff) T
-  DeviceBuffer logits_;   // (logit_chunk_rows_, n_vocab) float
+  // (Tk, n_embd) float, a sub-layer's output (Buf::kProj) when a program
+  // keeps it apart from x_ (gemma3's post-norms); else not allocated.
+  DeviceBuffer proj_;
+  DeviceBuffer logits_;  // (logit_chunk_rows_, n_vocab) float
   int64_t logit_chunk_rows_ = 0;
   DeviceBuffer dequant_;  // (largest quantized part) T, for n > 8
   DeviceBuffer cublas_workspace_;
@@ -325,15 +358,15 @@ class CudaEngine final : public Engine {
   int64_t partial_rows_ = 0;
   // MoE step workspace; R = Tk * n_expert_used rows, one per (token, rank),
   // grouped by expert.
-  DeviceBuffer router_logits_;    // (Tk, n_expert) float
-  DeviceBuffer moe_route_;        // experts (Tk, k) int32 | weights (Tk, k) float
-  PinnedBuffer moe_route_host_;   // experts (Tk, k) int32, copied back
-  PinnedBuffer moe_rows_host_;    // row_token (R) | row_of (R) int32
-  DeviceBuffer moe_rows_;         // the same, on the device
-  DeviceBuffer moe_x_;            // (R, n_embd) T, gathered inputs
-  DeviceBuffer moe_gate_up_;      // (R, 2 n_ff_exp) float
-  DeviceBuffer moe_act_;          // (R, n_ff_exp) T
-  DeviceBuffer moe_y_;            // (R, n_embd) float, expert outputs
+  DeviceBuffer router_logits_;  // (Tk, n_expert) float
+  DeviceBuffer moe_route_;      // experts (Tk, k) int32 | weights (Tk, k) float
+  PinnedBuffer moe_route_host_;       // experts (Tk, k) int32, copied back
+  PinnedBuffer moe_rows_host_;        // row_token (R) | row_of (R) int32
+  DeviceBuffer moe_rows_;             // the same, on the device
+  DeviceBuffer moe_x_;                // (R, n_embd) T, gathered inputs
+  DeviceBuffer moe_gate_up_;          // (R, 2 n_ff_exp) float
+  DeviceBuffer moe_act_;              // (R, n_ff_exp) T
+  DeviceBuffer moe_y_;                // (R, n_embd) float, expert outputs
   std::vector<int64_t> moe_fill_;     // (n_expert) GroupByExpert's scratch
   std::vector<int64_t> moe_offsets_;  // (n_expert + 1) first row of each
   // Engine-side sampling: per logit row (up to Tk) its parameters (pinned,

@@ -1,9 +1,14 @@
 // The CUDA engine's layer operations (model/layer_program.h): RunLayer runs
 // a layer's program, each operation once here for every architecture. The
-// buffers: x_ (float) is Buf::kX, h_ (T) Buf::kH, att_ (T) Buf::kAtt; a
-// residual add is fused into its matmul (beta 1), so the engine keeps no
-// Buf::kProj and runs no kAdd yet; nor sliding windows, the sliding
-// layers' RoPE or GeGLU (gemma3): CheckPrograms says so at creation.
+// buffers: x_ (float) is Buf::kX, proj_ (float) Buf::kProj, h_ (T) Buf::kH,
+// att_ (T) Buf::kAtt. A matmul or feed-forward that accumulates into a
+// float buffer adds in its last GEMM (beta 1: llama's residual add); an
+// add runs in one kernel with the in-place norm of its source before it
+// and the norm of its destination after it when the program has them there
+// (gemma3's post-norm, residual add and next pre-norm). CheckPrograms
+// refuses at creation what the engine does not run: a mixture of experts
+// that is not added into x, activations other than SiLU and GELU(tanh),
+// norms or adds of T buffers, matmuls into them.
 
 #include <cmath>
 
@@ -19,23 +24,36 @@
 namespace paceline::engine::cuda {
 namespace {
 
+// The float step buffers (the others hold T).
+bool IsFloat(Buf b) { return b == Buf::kX || b == Buf::kProj; }
+bool IsNormWeight(Weight w) {
+  return w == Weight::kAttnNorm || w == Weight::kFfnNorm ||
+         w == Weight::kPostAttnNorm || w == Weight::kPostFfnNorm;
+}
+
 // The operations this engine runs, with the buffers it has for them.
 bool Runs(const Op& op) {
   switch (op.kind) {
     case OpKind::kRmsNorm:
-      return op.src == Buf::kX && op.dst == Buf::kH;
+      return IsFloat(op.src) && (op.dst == Buf::kH || IsFloat(op.dst)) &&
+             IsNormWeight(op.weight);
     case OpKind::kQkvRope:
-      return op.src == Buf::kH && !op.local_rope;
+      return op.src == Buf::kH;
     case OpKind::kAttention:
-      return op.window == 0;
+      return op.window >= 0;
     case OpKind::kMatMul:
-      return op.src == Buf::kAtt && op.dst == Buf::kX && op.accumulate &&
+      return (op.src == Buf::kAtt || op.src == Buf::kH) && IsFloat(op.dst) &&
              op.weight == Weight::kAttnOutput;
     case OpKind::kFeedForward:
-      return op.src == Buf::kH && op.dst == Buf::kX && op.accumulate &&
-             op.activation == FfnActivation::kSilu;
+      if (op.src != Buf::kH || !IsFloat(op.dst)) return false;
+      if (op.moe) {  // RunMoe adds into x_, after a SwiGLU
+        return op.dst == Buf::kX && op.accumulate &&
+               op.activation == FfnActivation::kSilu;
+      }
+      return op.activation == FfnActivation::kSilu ||
+             op.activation == FfnActivation::kGeluTanh;
     case OpKind::kAdd:
-      return false;
+      return IsFloat(op.src) && IsFloat(op.dst) && op.src != op.dst;
   }
   return false;
 }
@@ -57,38 +75,100 @@ absl::Status CudaEngine::CheckPrograms(
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
-  const ModelConfig& c = config();
+void* CudaEngine::Rows(Buf buf) const {
+  switch (buf) {
+    case Buf::kX:
+      return x_.get();
+    case Buf::kH:
+      return h_.get();
+    case Buf::kAtt:
+      return att_.get();
+    case Buf::kProj:
+      return proj_.get();
+  }
+  return nullptr;
+}
+
+const DeviceBuffer& CudaEngine::NormWeight(Weight w, int64_t layer) const {
   const Layer& l = layers_[layer];
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  for (const Op& op : programs_[layer].ops) {
-    switch (op.kind) {
-      case OpKind::kRmsNorm: {
-        const DeviceBuffer& w =
-            op.weight == Weight::kFfnNorm ? l.ffn_norm : l.attn_norm;
-        CUDA_RETURN_IF_ERROR(LaunchRmsNorm(dtype_, x_.as<float>(), nullptr,
-                                           nullptr, n, c.n_embd, w.as<float>(),
-                                           eps, h_.get(), stream()));
-        break;
-      }
-      case OpKind::kQkvRope:
-        RETURN_IF_ERROR(QkvRope(op, layer, n));
-        break;
-      case OpKind::kAttention:
-        RETURN_IF_ERROR(Attention(layer, n));
-        break;
-      case OpKind::kMatMul:
-        RETURN_IF_ERROR(
-            Gemm(l.attn_output, att_.get(), n, x_.as<float>(), 1.0f));
-        break;
-      case OpKind::kFeedForward:
-        RETURN_IF_ERROR(FeedForward(op, layer, n));
-        break;
-      case OpKind::kAdd:
-        return absl::InternalError("kAdd passed CheckPrograms");
+  switch (w) {
+    case Weight::kFfnNorm:
+      return l.ffn_norm;
+    case Weight::kPostAttnNorm:
+      return l.post_attn_norm;
+    case Weight::kPostFfnNorm:
+      return l.post_ffn_norm;
+    default:
+      return l.attn_norm;
+  }
+}
+
+absl::Status CudaEngine::RunLayer(int64_t layer, int64_t n) {
+  const std::vector<Op>& ops = programs_[layer].ops;
+  const auto norm_at = [&ops](size_t j, Buf src, bool in_place) {
+    return j < ops.size() && ops[j].kind == OpKind::kRmsNorm &&
+           ops[j].src == src &&
+           (in_place ? ops[j].dst == src : ops[j].dst == Buf::kH);
+  };
+  for (size_t i = 0; i < ops.size();) {
+    // [RMSNorm(y -> y)] Add(y -> x) [RMSNorm(x -> h)]: one kernel.
+    size_t j = i;
+    const Op* post = nullptr;
+    if (j + 1 < ops.size() && ops[j + 1].kind == OpKind::kAdd &&
+        norm_at(j, ops[j + 1].src, /*in_place=*/true)) {
+      post = &ops[j++];
     }
+    if (ops[j].kind != OpKind::kAdd) {
+      RETURN_IF_ERROR(RunOp(ops[i], layer, n));
+      ++i;
+      continue;
+    }
+    const Op& add = ops[j++];
+    const Op* pre = nullptr;
+    if (norm_at(j, add.dst, /*in_place=*/false)) pre = &ops[j++];
+    RETURN_IF_ERROR(Residual(post, add, pre, layer, n));
+    i = j;
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaEngine::Residual(const Op* post, const Op& add, const Op* pre,
+                                  int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm(
+      dtype_, FloatRows(add.src),
+      post != nullptr ? NormWeight(post->weight, layer).as<float>() : nullptr,
+      FloatRows(add.dst), n, c.n_embd,
+      pre != nullptr ? NormWeight(pre->weight, layer).as<float>() : nullptr,
+      static_cast<float>(c.rms_norm_eps), h_.get(), stream()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
+  const ModelConfig& c = config();
+  switch (op.kind) {
+    case OpKind::kRmsNorm: {
+      // Into h as T; into a float buffer (in place or not) as float.
+      const GgmlType out = op.dst == Buf::kH ? dtype_ : GgmlType::kF32;
+      CUDA_RETURN_IF_ERROR(LaunchRmsNorm(
+          out, FloatRows(op.src), nullptr, nullptr, n, c.n_embd,
+          NormWeight(op.weight, layer).as<float>(),
+          static_cast<float>(c.rms_norm_eps), Rows(op.dst), stream()));
+      return absl::OkStatus();
+    }
+    case OpKind::kQkvRope:
+      return QkvRope(op, layer, n);
+    case OpKind::kAttention:
+      return Attention(op, layer, n);
+    case OpKind::kMatMul:
+      return Gemm(layers_[layer].attn_output, Rows(op.src), n,
+                  FloatRows(op.dst), op.accumulate ? 1.0f : 0.0f);
+    case OpKind::kFeedForward:
+      return FeedForward(op, layer, n);
+    case OpKind::kAdd:
+      return Residual(nullptr, op, nullptr, layer, n);
+  }
+  return absl::InternalError("unknown layer operation");
 }
 
 absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
@@ -96,7 +176,7 @@ absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
   const int64_t tk = options_.max_tokens_per_step;
   const int32_t* meta = meta_device_.as<int32_t>();
-  RETURN_IF_ERROR(Gemm(l.qkv, h_.get(), n, qkv_.as<float>(), 0.0f));
+  RETURN_IF_ERROR(Gemm(l.qkv, Rows(op.src), n, qkv_.as<float>(), 0.0f));
   QkvRopeParams rope;
   rope.n_tokens = n;
   rope.n_heads = c.n_heads;
@@ -104,9 +184,10 @@ absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   rope.head_dim = c.head_dim;
   rope.rope_dim = c.rope_dim;
   rope.neox = c.rope_layout == RopeLayout::kNeoxHalves;
-  rope.mscale = rope_mscale_;
+  rope.mscale = op.local_rope ? rope_mscale_swa_ : rope_mscale_;
   rope.eps = static_cast<float>(c.rms_norm_eps);
-  rope.inv_freq = inv_freq_.as<double>();
+  rope.inv_freq =
+      op.local_rope ? inv_freq_swa_.as<double>() : inv_freq_.as<double>();
   rope.bias = op.qkv_bias ? l.qkv_bias.as<float>() : nullptr;
   rope.q_norm = op.qk_norm ? l.q_norm.as<float>() : nullptr;
   rope.k_norm = op.qk_norm ? l.k_norm.as<float>() : nullptr;
@@ -119,7 +200,7 @@ absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::Attention(int64_t layer, int64_t n) {
+absl::Status CudaEngine::Attention(const Op& op, int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   const int64_t tk = options_.max_tokens_per_step;
   const int32_t* meta = meta_device_.as<int32_t>();
@@ -130,7 +211,11 @@ absl::Status CudaEngine::Attention(int64_t layer, int64_t n) {
   att.n_kv_heads = c.n_kv_heads;
   att.head_dim = hd;
   att.block_size = options_.block_size;
-  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  // As the CPU engine: the model's scale (gemma3's), else 1/sqrt(head_dim).
+  att.scale = static_cast<float>(
+      c.attention_scale != 0 ? c.attention_scale
+                             : 1.0 / std::sqrt(static_cast<double>(hd)));
+  att.window = op.window;
   att.q = qkv_.as<float>();
   att.q_stride = (c.n_heads + 2 * c.n_kv_heads) * hd;
   att.positions = meta + kPositions * tk;
@@ -150,10 +235,16 @@ absl::Status CudaEngine::FeedForward(const Op& op, int64_t layer, int64_t n) {
   if (op.moe) return RunMoe(layer, n);  // adds into x_
   const ModelConfig& c = config();
   const Layer& l = layers_[layer];
-  RETURN_IF_ERROR(Gemm(l.gate_up, h_.get(), n, gate_up_.as<float>(), 0.0f));
-  CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
-                                    act_.get(), stream()));
-  return Gemm(l.ffn_down, act_.get(), n, x_.as<float>(), 1.0f);
+  RETURN_IF_ERROR(Gemm(l.gate_up, Rows(op.src), n, gate_up_.as<float>(), 0.0f));
+  if (op.activation == FfnActivation::kGeluTanh) {
+    CUDA_RETURN_IF_ERROR(LaunchGeluTanhGlu(dtype_, gate_up_.as<float>(), n,
+                                           c.n_ff, act_.get(), stream()));
+  } else {
+    CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
+                                      act_.get(), stream()));
+  }
+  return Gemm(l.ffn_down, act_.get(), n, FloatRows(op.dst),
+              op.accumulate ? 1.0f : 0.0f);
 }
 
 }  // namespace paceline::engine::cuda

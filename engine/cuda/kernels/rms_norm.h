@@ -20,11 +20,31 @@ namespace paceline::engine::cuda {
 //             gathered rows must be distinct (each row is updated once)
 //   rows:     (n_rows) int32, or null
 //   w:        (dim) float
-//   out:      (n_rows, dim) of `dtype`; must not alias x
+//   out:      (n_rows, dim) of `dtype`; may be x itself only when dtype
+//             is F32 and rows is null (an in-place norm), else must not
+//             alias x
 cudaError_t LaunchRmsNorm(GgmlType dtype, float* x, const float* residual,
                           const int32_t* rows, int64_t n_rows, int64_t dim,
                           const float* w, float eps, void* out,
                           cudaStream_t stream);
+
+// A sub-layer's output joining the residual stream, with the norms around
+// the add (gemma3's post-norm, then the next sub-layer's pre-norm), in one
+// pass per row: for r in [0, n_rows),
+//   if y_w: y[r, :] = RMSNorm(y[r, :]) · y_w   (written back to y)
+//   x[r, :] += y[r, :]                          (written back to x)
+//   if w:   out[r, :] = RMSNorm(x[r, :]) · w
+// each step in float as the CPU engine runs them one after the other
+// (cpu::RmsNorm, AddInPlace: double sums, the scale rounded to float).
+//   y:   (n_rows, dim) float, distinct from x
+//   y_w: (dim) float, or null (then y is added as it is)
+//   x:   (n_rows, dim) float
+//   w:   (dim) float, or null (then out is not written)
+//   out: (n_rows, dim) of `dtype`, distinct from x and y
+cudaError_t LaunchAddRmsNorm(GgmlType dtype, float* y, const float* y_w,
+                             float* x, int64_t n_rows, int64_t dim,
+                             const float* w, float eps, void* out,
+                             cudaStream_t stream);
 
 }  // namespace paceline::engine::cuda
 

@@ -17,6 +17,17 @@ namespace paceline::engine::cuda {
 cudaError_t LaunchSwiGlu(GgmlType dtype, const float* gate_up, int64_t n_tokens,
                          int64_t n_ff, void* out, cudaStream_t stream);
 
+// GeGLU (gemma3), the same layout: out[t, i] = gelu(g) * u, g =
+// gate_up[t, i], u = gate_up[t, n_ff + i], with the tanh GELU computed as
+// the CPU engine's cpu::GeluTanhGlu does (after llama.cpp's F16 table):
+// 0 for g <= -10, g * u for g >= 10, else g rounded to F16, gelu(g) =
+// g/2 (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2))) rounded to F16, times u.
+//   gate_up: (n_tokens, 2 * n_ff) float
+//   out:     (n_tokens, n_ff) of `dtype`
+cudaError_t LaunchGeluTanhGlu(GgmlType dtype, const float* gate_up,
+                              int64_t n_tokens, int64_t n_ff, void* out,
+                              cudaStream_t stream);
+
 }  // namespace paceline::engine::cuda
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_SWIGLU_H_

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <vector>
 
@@ -131,6 +132,102 @@ TEST_P(KernelTest, SwiGlu) {
   }
   ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
               DefaultRtol(dtype()), "swiglu");
+}
+
+// GeGLU against cpu::GeluTanhGlu (llama.cpp's F16 GELU table): gates
+// spread over both cut-offs (-10, 10), the cut-offs themselves, and values
+// either side of them.
+TEST_P(KernelTest, GeluTanhGlu) {
+  constexpr int64_t kTokens = 11, kFf = 700;
+  std::vector<float> gu = Random(kTokens * 2 * kFf, 6.0f);
+  const float edges[] = {-10.0f, 10.0f, -10.001f, 10.001f, -9.999f,
+                         9.999f, 0.0f,  -0.0f,    1e-4f,   -3.0f};
+  for (size_t i = 0; i < std::size(edges); ++i) gu[i] = edges[i];
+  DeviceBuffer d_gu, d_out;
+  ASSERT_TRUE(Upload(gu, &d_gu).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kFf * elem(), &d_out).ok());
+  ASSERT_EQ(LaunchGeluTanhGlu(dtype(), d_gu.as<float>(), kTokens, kFf,
+                              d_out.get(), nullptr),
+            cudaSuccess);
+  std::vector<float> ref(kTokens * kFf);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    cpu::GeluTanhGlu(&gu[t * 2 * kFf], &gu[t * 2 * kFf + kFf], kFf,
+                     &ref[t * kFf]);
+  }
+  // One F16 step of the GELU (2^-11 relative) apart at most: the device's
+  // tanhf may round a value to the other side of an F16 midpoint.
+  ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
+              std::max(DefaultRtol(dtype()), 1e-3), "geglu");
+}
+
+// A sub-layer's output joining the residual between two norms (gemma3),
+// against the CPU engine's ops run one after the other: every combination
+// of the norm before (in place on y) and the norm after (into out).
+TEST_P(KernelTest, AddRmsNormAgainstTheOpsInTurn) {
+  constexpr int64_t kRows = 7, kDim = 900;
+  const float eps = 1e-6f;
+  const std::vector<float> x = Random(kRows * kDim, 2.0f);
+  const std::vector<float> y = Random(kRows * kDim, 30.0f);
+  const std::vector<float> y_w = Random(kDim);
+  const std::vector<float> w = Random(kDim);
+  for (bool post : {false, true}) {
+    for (bool pre : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "post " << post << " pre " << pre);
+      DeviceBuffer d_x, d_y, d_yw, d_w, d_out;
+      ASSERT_TRUE(Upload(x, &d_x).ok());
+      ASSERT_TRUE(Upload(y, &d_y).ok());
+      ASSERT_TRUE(Upload(y_w, &d_yw).ok());
+      ASSERT_TRUE(Upload(w, &d_w).ok());
+      ASSERT_TRUE(Poisoned(kRows * kDim * elem(), &d_out).ok());
+      ASSERT_EQ(LaunchAddRmsNorm(
+                    dtype(), d_y.as<float>(), post ? d_yw.as<float>() : nullptr,
+                    d_x.as<float>(), kRows, kDim,
+                    pre ? d_w.as<float>() : nullptr, eps, d_out.get(), nullptr),
+                cudaSuccess);
+      std::vector<float> want_y = y;
+      if (post) {
+        cpu::RmsNorm(y.data(), y_w.data(), kRows, kDim, eps, want_y.data());
+      }
+      std::vector<float> want_x = x;
+      cpu::AddInPlace(want_x.data(), want_y.data(), kRows * kDim);
+      ExpectClose(Download(GgmlType::kF32, d_y, kRows * kDim), want_y, 0, 1e-6,
+                  "normed y");
+      ExpectClose(Download(GgmlType::kF32, d_x, kRows * kDim), want_x, 1e-6,
+                  1e-6, "x + y");
+      if (!pre) {
+        // Untouched: still the poison.
+        const std::vector<float> out = Download(dtype(), d_out, kRows * kDim);
+        EXPECT_TRUE(std::all_of(out.begin(), out.end(),
+                                [](float v) { return std::isnan(v); }));
+        continue;
+      }
+      std::vector<float> want_out(kRows * kDim);
+      cpu::RmsNorm(want_x.data(), w.data(), kRows, kDim, eps, want_out.data());
+      ExpectClose(Download(dtype(), d_out, kRows * kDim), want_out, 1e-6,
+                  DefaultRtol(dtype()), "normed x");
+    }
+  }
+}
+
+// RMSNorm of a float buffer in place (a post-norm on its own): F32 only.
+class RmsNormInPlaceTest : public testing::GpuTest {};
+
+TEST_F(RmsNormInPlaceTest, MatchesTheCpuNorm) {
+  constexpr int64_t kRows = 5, kDim = 640;
+  const float eps = 1e-6f;
+  const std::vector<float> x = Random(kRows * kDim, 3.0f);
+  const std::vector<float> w = Random(kDim);
+  DeviceBuffer d_x, d_w;
+  ASSERT_TRUE(Upload(x, &d_x).ok());
+  ASSERT_TRUE(Upload(w, &d_w).ok());
+  ASSERT_EQ(
+      LaunchRmsNorm(GgmlType::kF32, d_x.as<float>(), nullptr, nullptr, kRows,
+                    kDim, d_w.as<float>(), eps, d_x.get(), nullptr),
+      cudaSuccess);
+  std::vector<float> ref(kRows * kDim);
+  cpu::RmsNorm(x.data(), w.data(), kRows, kDim, eps, ref.data());
+  ExpectClose(Download(GgmlType::kF32, d_x, kRows * kDim), ref, 1e-6, 1e-6,
+              "in-place rms norm");
 }
 
 // The mixture-of-experts kernels: gather by row list (exact), and the
