@@ -27,8 +27,18 @@ absl::Status CpuEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
       Attention(op, layer, n);
       return absl::OkStatus();
     case OpKind::kMatMul: {
+      if (op.weight != Weight::kAttnOutput) {
+        return absl::InternalError("kMatMul of a weight that is no matrix");
+      }
+      const int64_t embd = config().n_embd;
       float* out = op.accumulate ? proj_.data() : Rows(op.dst);
       RETURN_IF_ERROR(MatMul(Matrix(op.weight, layer), Rows(op.src), n, out));
+      if (op.bias) {  // the only matrix with a bias: attn_output's
+        const float* bias = weights_->layers()[layer].o_bias.data();
+        ForRows(n, embd, [&](int64_t b, int64_t e) {
+          AddBias(&out[b * embd], bias, e - b, embd);
+        });
+      }
       if (op.accumulate) AddRows(Buf::kProj, op.dst, n);
       return absl::OkStatus();
     }
@@ -59,19 +69,25 @@ const std::vector<float>& CpuEngine::NormWeights(Weight w,
                                                  int64_t layer) const {
   const LayerWeights& l = weights_->layers()[layer];
   switch (w) {
+    case Weight::kAttnNorm:
+      return l.attn_norm;
     case Weight::kFfnNorm:
       return l.ffn_norm;
     case Weight::kPostAttnNorm:
       return l.post_attn_norm;
     case Weight::kPostFfnNorm:
       return l.post_ffn_norm;
-    default:
-      return l.attn_norm;
+    case Weight::kAttnOutput:
+      break;  // a matrix: LayerPrograms' descriptions never norm with it
   }
+  static const std::vector<float>* const none = new std::vector<float>();
+  return *none;
 }
 
+// Weight::kAttnOutput, the only matrix a description multiplies by alone
+// (Q/K/V and the FFN's belong to their operations; RunOp checks).
 const WeightView& CpuEngine::Matrix(Weight, int64_t layer) const {
-  return matrices_[layer].o;  // Weight::kAttnOutput, the only matrix op
+  return matrices_[layer].o;
 }
 
 void CpuEngine::RmsNormRows(const Op& op, int64_t layer, int64_t n) {
@@ -130,6 +146,7 @@ void CpuEngine::Attention(const Op& op, int64_t layer, int64_t n) {
           ? c.attention_scale
           : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   params.window = op.window;
+  if (op.sinks) params.sinks = weights_->layers()[layer].attn_sinks.data();
   PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
                  token_table_.data(), block_tables_, att_.data(), pool_);
 }
@@ -155,16 +172,24 @@ absl::Status CpuEngine::FeedForwardInto(const Op& op, int64_t layer, int64_t n,
   const LayerMatrices& m = matrices_[layer];
   const float* src = Rows(op.src);
   if (op.moe) {  // mixture of experts (moe_ffn.h)
-    RETURN_IF_ERROR(moe_->Run(m.moe, src, n, out, pool_, matmul_scratch_));
+    const LayerWeights& w = weights_->layers()[layer];
+    const auto data = [](const std::vector<float>& v) {
+      return v.empty() ? nullptr : v.data();
+    };
+    const MoeBiases biases{.router = data(w.router_bias),
+                           .gate = data(w.gate_exps_bias),
+                           .up = data(w.up_exps_bias),
+                           .down = data(w.down_exps_bias)};
+    RETURN_IF_ERROR(
+        moe_->Run(m.moe, biases, src, n, out, pool_, matmul_scratch_));
     last_step_weight_bytes_ += moe_->last_run_bytes() - m.moe.router.bytes();
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(MatMuls({m.gate, m.up}, src, n, {gate_.data(), up_.data()}));
   const int64_t ff = config().n_ff;
-  const bool gelu = op.activation == FfnActivation::kGeluTanh;
   ForRows(n, ff, [&](int64_t b, int64_t e) {
-    (gelu ? GeluTanhGlu : SwiGlu)(&gate_[b * ff], &up_[b * ff], (e - b) * ff,
-                                  &gate_[b * ff]);
+    GatedActivation(op.activation, &gate_[b * ff], &up_[b * ff],
+                    (e - b) * ff, &gate_[b * ff]);
   });
   return MatMul(m.down, gate_.data(), n, out);
 }

@@ -67,7 +67,8 @@ MoeFfn::MoeFfn(const ModelConfig& config, int64_t max_tokens)
     : n_embd_(config.n_embd),
       n_expert_(config.n_expert),
       k_(config.n_expert_used),
-      n_ff_exp_(config.n_ff_exp) {
+      n_ff_exp_(config.n_ff_exp),
+      activation_(config.ffn_activation) {
   const size_t t = static_cast<size_t>(max_tokens);
   const size_t rows = t * static_cast<size_t>(k_);
   logits_.resize(t * n_expert_);
@@ -101,9 +102,24 @@ void MoeFfn::GroupByExpert(int64_t n) {
   }
 }
 
-absl::Status MoeFfn::RunExpert(const ExpertWeights& e, int64_t begin,
-                               int64_t rows, ThreadPool& pool,
-                               MatMulScratch& scratch) {
+namespace {
+
+// Adds `bias` (cols) to each of `rows` rows; nothing when it is null.
+void AddRowBias(const float* bias, int64_t rows, int64_t cols, float* x) {
+  if (bias == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) AddInPlace(x + r * cols, bias, cols);
+}
+
+// Expert e's slice of a stacked bias of `width` per expert (null stays).
+const float* ExpertBias(const float* stacked, int64_t e, int64_t width) {
+  return stacked == nullptr ? nullptr : stacked + e * width;
+}
+
+}  // namespace
+
+absl::Status MoeFfn::RunExpert(const ExpertWeights& e, const MoeBiases& biases,
+                               int64_t expert, int64_t begin, int64_t rows,
+                               ThreadPool& pool, MatMulScratch& scratch) {
   const float* x = &x_[begin * n_embd_];
   float* gate = &gate_[begin * n_ff_exp_];
   float* up = &up_[begin * n_ff_exp_];
@@ -115,16 +131,23 @@ absl::Status MoeFfn::RunExpert(const ExpertWeights& e, int64_t begin,
     RETURN_IF_ERROR(MatMul(e.gate, x, rows, gate, pool, scratch));
     RETURN_IF_ERROR(MatMul(e.up, x, rows, up, pool, scratch));
   }
-  SwiGlu(gate, up, rows * n_ff_exp_, gate);
-  return MatMul(e.down, gate, rows, &y_[begin * n_embd_], pool, scratch);
+  AddRowBias(ExpertBias(biases.gate, expert, n_ff_exp_), rows, n_ff_exp_, gate);
+  AddRowBias(ExpertBias(biases.up, expert, n_ff_exp_), rows, n_ff_exp_, up);
+  GatedActivation(activation_, gate, up, rows * n_ff_exp_, gate);
+  float* y = &y_[begin * n_embd_];
+  RETURN_IF_ERROR(MatMul(e.down, gate, rows, y, pool, scratch));
+  AddRowBias(ExpertBias(biases.down, expert, n_embd_), rows, n_embd_, y);
+  return absl::OkStatus();
 }
 
-absl::Status MoeFfn::Run(const MoeLayerMatrices& m, const float* h, int64_t n,
-                         float* out, ThreadPool& pool, MatMulScratch& scratch) {
+absl::Status MoeFfn::Run(const MoeLayerMatrices& m, const MoeBiases& biases,
+                         const float* h, int64_t n, float* out,
+                         ThreadPool& pool, MatMulScratch& scratch) {
   const auto bytes = [](const WeightView& w) {
     return static_cast<uint64_t>(w.rows) * w.row_bytes;
   };
   RETURN_IF_ERROR(MatMul(m.router, h, n, logits_.data(), pool, scratch));
+  AddRowBias(biases.router, n, n_expert_, logits_.data());
   RouteTokens(logits_.data(), n, n_expert_, k_, experts_.data(),
               weights_.data());
   GroupByExpert(n);
@@ -138,7 +161,8 @@ absl::Status MoeFfn::Run(const MoeLayerMatrices& m, const float* h, int64_t n,
     const int64_t rows = offsets_[e + 1] - offsets_[e];
     if (rows == 0) continue;
     const ExpertWeights& ew = m.experts[e];
-    RETURN_IF_ERROR(RunExpert(ew, offsets_[e], rows, pool, scratch));
+    RETURN_IF_ERROR(
+        RunExpert(ew, biases, e, offsets_[e], rows, pool, scratch));
     last_run_bytes_ += bytes(ew.gate) + bytes(ew.up) + bytes(ew.down);
     ++last_run_experts_;
   }

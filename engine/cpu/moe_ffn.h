@@ -1,14 +1,17 @@
 #ifndef PACELINE_ENGINE_CPU_MOE_FFN_H_
 #define PACELINE_ENGINE_CPU_MOE_FFN_H_
 
-// The mixture-of-experts feed-forward of a qwen3moe layer on the CPU.
+// The mixture-of-experts feed-forward of a qwen3moe or gpt-oss layer on
+// the CPU.
 //
 // Per step, with n tokens and k = n_expert_used:
-//   r = h Wrouter                        (n, n_expert)   one MatMul
+//   r = h Wrouter (+ b_router)           (n, n_expert)   one MatMul
 //   per token: softmax(r) -> top k -> weights renormalised to sum 1
 //   group the step's (token, rank) pairs by expert
 //   per selected expert e, its m_e tokens gathered into one block:
-//     y_e = (silu(x_e Wgate_e) * (x_e Wup_e)) Wdown_e   one MatMul each
+//     y_e = act(x_e Wgate_e + bg_e, x_e Wup_e + bu_e) Wdown_e + bd_e
+//   (one MatMul each; act the config's gated activation, biases with
+//   gpt-oss only)
 //   out[t] = sum over rank j of w[t, j] * y[t's row for rank j]
 // So a step reads the router once and each expert that any of its tokens
 // selected once (the union of the selections), however many tokens chose
@@ -49,6 +52,16 @@ struct MoeLayerMatrices {
   std::vector<ExpertWeights> experts;  // (n_expert)
 };
 
+// A MoE layer's biases (LayerWeights' router_bias, *_exps_bias), each null
+// when the layer has none: the router's (n_expert); the experts' stacked,
+// expert e's at e * n_ff_exp (gate, up) and e * n_embd (down).
+struct MoeBiases {
+  const float* router = nullptr;
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+};
+
 class MoeFfn {
  public:
   // Scratch sized for `max_tokens` tokens of `config` (a MoE config).
@@ -58,8 +71,9 @@ class MoeFfn {
   //   h:   (n, n_embd) the normed FFN input
   //   out: (n, n_embd)
   // Errors are MatMul's.
-  absl::Status Run(const MoeLayerMatrices& m, const float* h, int64_t n,
-                   float* out, ThreadPool& pool, MatMulScratch& scratch);
+  absl::Status Run(const MoeLayerMatrices& m, const MoeBiases& biases,
+                   const float* h, int64_t n, float* out, ThreadPool& pool,
+                   MatMulScratch& scratch);
 
   // Matrix bytes the last Run read: the router and each selected expert.
   uint64_t last_run_bytes() const { return last_run_bytes_; }
@@ -69,7 +83,8 @@ class MoeFfn {
  private:
   // Fills counts_, offsets_, row_token_ and row_of_ from experts_.
   void GroupByExpert(int64_t n);
-  absl::Status RunExpert(const ExpertWeights& e, int64_t begin, int64_t rows,
+  absl::Status RunExpert(const ExpertWeights& e, const MoeBiases& biases,
+                         int64_t expert, int64_t begin, int64_t rows,
                          ThreadPool& pool, MatMulScratch& scratch);
 
   // Constant after construction.
@@ -77,6 +92,7 @@ class MoeFfn {
   const int64_t n_expert_;
   const int64_t k_;
   const int64_t n_ff_exp_;
+  const FfnActivation activation_;
 
   // Scratch, T = max_tokens; a "row" is one (token, rank) pair, rows of
   // one expert contiguous, tokens ascending within an expert.

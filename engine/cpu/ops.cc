@@ -1,5 +1,6 @@
 #include "engine/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/gguf/ggml_type.h"
@@ -54,6 +55,31 @@ void GeluTanhGlu(const float* gate, const float* up, int64_t n, float* out) {
     const float gelu =
         0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
     out[i] = HalfToFloat(FloatToHalf(gelu)) * up[i];
+  }
+}
+
+void SwigluOai(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
+  }
+}
+
+void GatedActivation(FfnActivation activation, const float* gate,
+                     const float* up, int64_t n, float* out) {
+  switch (activation) {
+    case FfnActivation::kSilu:
+      SwiGlu(gate, up, n, out);
+      return;
+    case FfnActivation::kGeluTanh:
+      GeluTanhGlu(gate, up, n, out);
+      return;
+    case FfnActivation::kSwigluOai:
+      SwigluOai(gate, up, n, out);
+      return;
   }
 }
 

@@ -45,6 +45,17 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 //   gate, up, out: (n)
 void GeluTanhGlu(const float* gate, const float* up, int64_t n, float* out);
 
+// gpt-oss's clamped SwiGLU, as llama.cpp's swiglu_oai computes it: with
+// g = min(gate[i], 7) and u = clamp(up[i], -7, 7),
+//   out[i] = g / (1 + exp(-1.702 g)) * (u + 1).
+// out may equal gate or up.
+//   gate, up, out: (n)
+void SwigluOai(const float* gate, const float* up, int64_t n, float* out);
+
+// The gated activation `activation` names (SwiGlu, GeluTanhGlu, SwigluOai).
+void GatedActivation(FfnActivation activation, const float* gate,
+                     const float* up, int64_t n, float* out);
+
 struct RopeParams {
   RopeLayout layout = RopeLayout::kAdjacentPairs;
   int64_t rope_dim = 0;  // rotated dims per head, even, <= head_dim

@@ -49,16 +49,20 @@ enum class OpKind : int8_t {
   kQkvRope,
   // kAtt = paged causal attention of q over the cache (GQA), scale
   // ModelConfig::attention_scale (or 1/sqrt(head_dim)); over the last
-  // Op::window positions only when it is not 0.
+  // Op::window positions only when it is not 0; with Op::sinks, each
+  // head's learned sink logit (LayerWeights::attn_sinks) joins the
+  // softmax's denominator.
   kAttention,
-  // dst = src W (weight: a matrix); dst += src W with Op::accumulate (the
-  // residual add, which a backend may fuse into the matmul).
+  // dst = src W (weight: a matrix), + the matrix's bias with Op::bias;
+  // dst += that with Op::accumulate (the residual add, which a backend may
+  // fuse into the matmul).
   kMatMul,
   // dst += src.
   kAdd,
-  // dst = the feed-forward of src: gated by Op::activation (SwiGLU, GeGLU)
-  // over ffn_gate, ffn_up, ffn_down, or the routed experts' sum of a MoE
-  // layer (Op::moe); dst += it with Op::accumulate.
+  // dst = the feed-forward of src: gated by Op::activation (SwiGLU, GeGLU,
+  // gpt-oss's SwiGLU) over ffn_gate, ffn_up, ffn_down, or the routed
+  // experts' sum of a MoE layer (Op::moe; with ModelConfig::moe_biases the
+  // router's and experts' biases); dst += it with Op::accumulate.
   kFeedForward,
 };
 
@@ -71,6 +75,8 @@ struct Op {
   bool qk_norm = false;                             // kQkvRope
   bool local_rope = false;                          // kQkvRope
   int64_t window = 0;                               // kAttention
+  bool sinks = false;                               // kAttention
+  bool bias = false;                                // kMatMul
   bool moe = false;                                 // kFeedForward
   FfnActivation activation = FfnActivation::kSilu;  // kFeedForward
   bool accumulate = false;                          // kMatMul, kFeedForward

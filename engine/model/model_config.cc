@@ -207,9 +207,10 @@ absl::Status ReadAttention(const GgufFile& file, const std::string& arch,
   return absl::OkStatus();
 }
 
-// Reads the qwen3moe expert keys. llama.cpp's qwen3moe graph is fixed:
-// softmax over all experts, top-k, weights renormalised to sum 1, no
-// scale, no expert groups, no shared expert. A key asking for anything
+// Reads the expert keys. llama.cpp's qwen3moe graph is fixed: softmax over
+// all experts, top-k, weights renormalised to sum 1, no scale, no expert
+// groups, no shared expert; gpt-oss's (top-k of the logits, a softmax over
+// those k) computes the same weights. A key asking for anything
 // else is refused rather than silently ignored.
 absl::Status ReadExperts(const GgufFile& file, const std::string& arch,
                          ModelConfig* c) {
@@ -238,7 +239,7 @@ absl::Status ReadExperts(const GgufFile& file, const std::string& arch,
   }
   const auto refuse = [&](absl::string_view k, absl::string_view why) {
     return absl::UnimplementedError(absl::StrCat(
-        "metadata key '", key(k), "': ", why, "; qwen3moe routing is a ",
+        "metadata key '", key(k), "': ", why, "; the engine routes by a ",
         "softmax over all experts, top-k, weights renormalised"));
   };
   ASSIGN_OR_RETURN(
@@ -293,7 +294,13 @@ absl::Status CheckFfnTensors(const GgufFile& file, const ModelConfig& c,
       CheckShape(file, p + "ffn_gate_exps.weight", {c.n_embd, ff, e}));
   RETURN_IF_ERROR(
       CheckShape(file, p + "ffn_up_exps.weight", {c.n_embd, ff, e}));
-  return CheckShape(file, p + "ffn_down_exps.weight", {ff, c.n_embd, e});
+  RETURN_IF_ERROR(
+      CheckShape(file, p + "ffn_down_exps.weight", {ff, c.n_embd, e}));
+  if (!c.moe_biases) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckShape(file, p + "ffn_gate_inp.bias", {e}));
+  RETURN_IF_ERROR(CheckShape(file, p + "ffn_gate_exps.bias", {ff, e}));
+  RETURN_IF_ERROR(CheckShape(file, p + "ffn_up_exps.bias", {ff, e}));
+  return CheckShape(file, p + "ffn_down_exps.bias", {c.n_embd, e});
 }
 
 }  // namespace
@@ -313,6 +320,9 @@ int64_t ModelConfig::ParameterCount() const {
   if (qkv_bias) per_layer += q_width + 2 * kv_width;
   if (qk_norm) per_layer += 2 * head_dim;
   if (post_norms) per_layer += 2 * n_embd;
+  if (attn_output_bias) per_layer += n_embd;
+  if (attn_sinks) per_layer += n_heads;
+  if (moe_biases) per_layer += n_expert * (1 + 2 * n_ff_exp + n_embd);
   int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd;
   if (!tied_output) total += n_vocab * n_embd;
   return total;
@@ -320,7 +330,9 @@ int64_t ModelConfig::ParameterCount() const {
 
 int64_t ModelConfig::ActiveParameterCount() const {
   const int64_t idle = n_expert - n_expert_used;
-  return ParameterCount() - n_layers * idle * 3 * n_embd * n_ff_exp;
+  const int64_t expert = 3 * n_embd * n_ff_exp +
+                         (moe_biases ? 2 * n_ff_exp + n_embd : 0);
+  return ParameterCount() - n_layers * idle * expert;
 }
 
 absl::string_view PoolingTypeName(PoolingType pooling) {
@@ -410,7 +422,9 @@ absl::Status CheckModelTensors(const GgufFile& file,
         {"attn_k.weight", {c.n_embd, kv_width}},
         {"attn_v.weight", {c.n_embd, kv_width}},
         {"attn_output.weight", {q_width, c.n_embd}},
-        {"ffn_norm.weight", {c.n_embd}},
+        {c.ffn_norm_is_post_attention_norm ? "post_attention_norm.weight"
+                                           : "ffn_norm.weight",
+         {c.n_embd}},
     };
     for (const auto& [suffix, shape] : shapes) {
       RETURN_IF_ERROR(CheckShape(file, absl::StrCat(p, suffix), shape));
@@ -424,6 +438,12 @@ absl::Status CheckModelTensors(const GgufFile& file,
     if (c.qk_norm) {
       RETURN_IF_ERROR(CheckShape(file, p + "attn_q_norm.weight", {c.head_dim}));
       RETURN_IF_ERROR(CheckShape(file, p + "attn_k_norm.weight", {c.head_dim}));
+    }
+    if (c.attn_output_bias) {
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_output.bias", {c.n_embd}));
+    }
+    if (c.attn_sinks) {
+      RETURN_IF_ERROR(CheckShape(file, p + "attn_sinks.weight", {c.n_heads}));
     }
     if (c.post_norms) {
       RETURN_IF_ERROR(

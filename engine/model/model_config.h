@@ -23,9 +23,10 @@ enum class RopeLayout {
 
 enum class RopeScaling { kNone, kLinear, kYarn };
 
-// The feed-forward's gate activation: SiLU (SwiGLU: llama, qwen) or GELU
-// with the tanh approximation (GeGLU: gemma3).
-enum class FfnActivation : int8_t { kSilu, kGeluTanh };
+// The feed-forward's gate activation: SiLU (SwiGLU: llama, qwen), GELU
+// with the tanh approximation (GeGLU: gemma3), or gpt-oss's clamped
+// SwiGLU (ops.h's SwigluOai).
+enum class FfnActivation : int8_t { kSilu, kGeluTanh, kSwigluOai };
 
 // How an embedding model turns a prompt's final hidden states (after the
 // output norm) into one vector: GGUF `<arch>.pooling_type`, llama.cpp's
@@ -39,7 +40,8 @@ enum class PoolingType : int8_t {
 absl::string_view PoolingTypeName(PoolingType pooling);
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3"
+  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"
+  std::string architecture;
   std::string name;          // general.name, or the shape name
 
   int64_t n_layers = 0;
@@ -81,22 +83,38 @@ struct ModelConfig {
   // Sliding-window attention: a sliding layer attends to its last
   // `sliding_window` positions (0: every layer attends to all). Layer l
   // slides when l % swa_period < swa_period - 1 (llama.cpp's pattern; a
-  // period of 0: every layer), and ropes with rope_freq_base_swa, unscaled.
+  // period of 0: every layer).
   int64_t sliding_window = 0;
   int64_t swa_period = 0;
+  // Whether sliding layers rope apart from global ones (gemma3; gpt-oss's
+  // rope alike), with rope_freq_base_swa, unscaled.
+  bool sliding_rope = false;
   double rope_freq_base_swa = 10000.0;
   bool IsSlidingLayer(int64_t layer) const {
     return sliding_window > 0 &&
            (swa_period == 0 || layer % swa_period < swa_period - 1);
   }
+  // gpt-oss: a bias on the attention output (blk.N.attn_output.bias); one
+  // learned logit per head that joins each attention softmax's denominator
+  // (blk.N.attn_sinks.weight); biases on the MoE router and on each
+  // expert's gate, up and down rows (blk.N.ffn_{gate_inp,gate_exps,
+  // up_exps,down_exps}.bias); the FFN's input norm stored as
+  // blk.N.post_attention_norm (there is no ffn_norm; the engine loads it
+  // as LayerWeights::ffn_norm).
+  bool attn_output_bias = false;
+  bool attn_sinks = false;
+  bool moe_biases = false;
+  bool ffn_norm_is_post_attention_norm = false;
   // `<arch>.pooling_type`: set for an embedding model (kNone otherwise).
   // Rank pooling (4, rerankers) is refused at load.
   PoolingType pooling = PoolingType::kNone;
 
-  // Mixture of experts (qwen3moe), 0 for a dense FFN. Each layer's FFN is a
-  // router (n_expert, n_embd) whose softmax picks the top n_expert_used
-  // experts per token, their weights renormalised to sum 1; each expert is
-  // a SwiGLU FFN of width n_ff_exp. n_ff is then unused by the engine.
+  // Mixture of experts (qwen3moe, gpt-oss), 0 for a dense FFN. Each
+  // layer's FFN is a router (n_expert, n_embd) whose softmax picks the top
+  // n_expert_used experts per token, their weights renormalised to sum 1
+  // (the same as gpt-oss's top-k of the logits, then a softmax over those
+  // k); each expert is a gated FFN (ffn_activation) of width n_ff_exp.
+  // n_ff is then unused by the engine.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;  // 1 .. n_expert
   int64_t n_ff_exp = 0;

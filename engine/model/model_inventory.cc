@@ -91,6 +91,32 @@ constexpr TensorUse kPostNormLayerTensors[] = {
     {"blk.N.post_ffw_norm.weight", TensorNeed::kAlways},
 };
 
+// gpt-oss's layer tensors beyond the attention block's (its Q/K/V biases
+// are there): the output bias, the sinks, the FFN's input norm stored
+// under the name post_attention_norm, and the MoE router and experts with
+// their biases.
+constexpr TensorUse kGptOssLayerTensors[] = {
+    {"blk.N.attn_output.bias", TensorNeed::kAlways},
+    {"blk.N.attn_sinks.weight", TensorNeed::kAlways},
+    {"blk.N.post_attention_norm.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_inp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_inp.bias", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_exps.bias", TensorNeed::kAlways},
+    {"blk.N.ffn_up_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up_exps.bias", TensorNeed::kAlways},
+    {"blk.N.ffn_down_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down_exps.bias", TensorNeed::kAlways},
+};
+
+// Read by gpt-oss's description (arch/gpt_oss.cc), which refuses a
+// rope.freq_base_swa unlike rope.freq_base naming the key.
+constexpr KeyRule kGptOssKeys[] = {
+    {"attention.sliding_window", KeyUse::kRead},
+    {"attention.sliding_window_pattern", KeyUse::kRead},
+    {"rope.freq_base_swa", KeyUse::kRead},
+};
+
 // Read by gemma3's description (arch/gemma3.cc), which refuses a nonzero
 // final_logit_softcapping naming the key. First, over kDecoderKeys.
 constexpr KeyRule kGemma3Keys[] = {
@@ -188,7 +214,7 @@ constexpr KeyRule kDecoderKeys[] = {
 struct ArchInventory {
   absl::string_view arch;
   std::array<absl::Span<const TensorUse>, 4> tensors;
-  std::array<absl::Span<const KeyRule>, 2> keys;
+  std::array<absl::Span<const KeyRule>, 3> keys;
 };
 
 const ArchInventory kInventories[] = {
@@ -208,6 +234,9 @@ const ArchInventory kInventories[] = {
      {kDecoderModelTensors, kAttentionLayerTensors, kDenseFfnLayerTensors,
       kPostNormLayerTensors},
      {kGemma3Keys, kDecoderKeys}},
+    {"gpt-oss",
+     {kDecoderModelTensors, kAttentionLayerTensors, kGptOssLayerTensors},
+     {kGptOssKeys, kMoeKeys, kDecoderKeys}},
 };
 
 const ArchInventory* FindInventory(absl::string_view arch) {

@@ -37,8 +37,9 @@ struct WeightView {
 };
 
 // Whether the backends multiply weights of `type` as they are: F32, F16,
-// BF16, Q8_0, Q4_0 and the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (a
-// backend without a kernel for one converts it itself, e.g. CUDA to F16).
+// BF16, Q8_0, Q4_0, the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and MXFP4
+// (gpt-oss's experts; the CPU's kernels read it, the CUDA engine converts
+// it at upload: a backend without a kernel for a type converts it itself).
 // ModelWeights converts other matrix types at load.
 bool IsMatMulWeightType(GgmlType type);
 

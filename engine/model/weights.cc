@@ -235,8 +235,19 @@ class WeightsBuilder {
       }
       ASSIGN_OR_RETURN(l.attn_output,
                        FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
+      if (c.attn_output_bias) {
+        ASSIGN_OR_RETURN(l.o_bias,
+                         FileVector(name("attn_output.bias"), c.n_embd));
+      }
+      if (c.attn_sinks) {
+        ASSIGN_OR_RETURN(l.attn_sinks,
+                         FileVector(name("attn_sinks.weight"), c.n_heads));
+      }
       ASSIGN_OR_RETURN(l.ffn_norm,
-                       FileVector(name("ffn_norm.weight"), c.n_embd));
+                       FileVector(name(c.ffn_norm_is_post_attention_norm
+                                           ? "post_attention_norm.weight"
+                                           : "ffn_norm.weight"),
+                                  c.n_embd));
       if (c.post_norms) {
         ASSIGN_OR_RETURN(
             l.post_attn_norm,
@@ -286,6 +297,15 @@ class WeightsBuilder {
                      FileMatrix(name("ffn_down_exps.weight"),
                                 c.n_expert * c.n_embd, c.n_ff_exp));
     SliceExperts(gate, up, down, c.n_expert, l);
+    if (!c.moe_biases) return absl::OkStatus();
+    ASSIGN_OR_RETURN(l->router_bias,
+                     FileVector(name("ffn_gate_inp.bias"), c.n_expert));
+    ASSIGN_OR_RETURN(l->gate_exps_bias,
+                     FileVector(name("ffn_gate_exps.bias"), stacked));
+    ASSIGN_OR_RETURN(l->up_exps_bias,
+                     FileVector(name("ffn_up_exps.bias"), stacked));
+    ASSIGN_OR_RETURN(l->down_exps_bias, FileVector(name("ffn_down_exps.bias"),
+                                                   c.n_expert * c.n_embd));
     return absl::OkStatus();
   }
 
@@ -329,6 +349,12 @@ class WeightsBuilder {
       }
       l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput, i,
                              c.n_embd, q_dim);
+      if (c.attn_output_bias) {
+        l.o_bias = RandomVector(name("attn_output.bias"), c.n_embd, 0.0f);
+      }
+      if (c.attn_sinks) {
+        l.attn_sinks = RandomVector(name("attn_sinks.weight"), c.n_heads, 0.0f);
+      }
       l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
       if (c.post_norms) {
         l.post_attn_norm =
@@ -455,6 +481,12 @@ class WeightsBuilder {
         RandomMatrix(name("ffn_down_exps.weight"), down_rows, c.n_ff_exp,
                      recipe.TypeOf(c, {R::kFfnDown, i, down_rows, c.n_ff_exp}));
     SliceExperts(gate, up, down, c.n_expert, l);
+    if (!c.moe_biases) return;
+    l->router_bias = RandomVector(name("ffn_gate_inp.bias"), c.n_expert, 0.0f);
+    l->gate_exps_bias = RandomVector(name("ffn_gate_exps.bias"), stacked, 0.0f);
+    l->up_exps_bias = RandomVector(name("ffn_up_exps.bias"), stacked, 0.0f);
+    l->down_exps_bias =
+        RandomVector(name("ffn_down_exps.bias"), c.n_expert * c.n_embd, 0.0f);
   }
 
   absl::Status FillRandomMatrices() {

@@ -50,7 +50,13 @@ struct LayerWeights {
   std::vector<float> q_norm;     // (head_dim) when config.qk_norm, else empty
   std::vector<float> k_norm;     // (head_dim) when config.qk_norm, else empty
   WeightView attn_output;        // (n_embd, q_dim)
-  std::vector<float> ffn_norm;   // (n_embd)
+  // (n_embd) when config.attn_output_bias, else empty.
+  std::vector<float> o_bias;
+  // (n_heads) when config.attn_sinks, else empty.
+  std::vector<float> attn_sinks;
+  // (n_embd); blk.N.post_attention_norm when
+  // config.ffn_norm_is_post_attention_norm (gpt-oss).
+  std::vector<float> ffn_norm;
   // (n_embd) each when config.post_norms (gemma3), else empty.
   std::vector<float> post_attn_norm;
   std::vector<float> post_ffn_norm;
@@ -59,6 +65,13 @@ struct LayerWeights {
   WeightView ffn_down;           // (n_embd, n_ff)
   WeightView ffn_gate_inp;       // (n_expert, n_embd) the MoE router
   std::vector<ExpertWeights> experts;  // (n_expert)
+  // When config.moe_biases, else empty: the router's (n_expert) and the
+  // experts' stacked biases, expert e's at e * n_ff_exp (gate, up) and
+  // e * n_embd (down).
+  std::vector<float> router_bias;
+  std::vector<float> gate_exps_bias;  // (n_expert * n_ff_exp)
+  std::vector<float> up_exps_bias;    // (n_expert * n_ff_exp)
+  std::vector<float> down_exps_bias;  // (n_expert * n_embd)
 };
 
 class ModelWeights {

@@ -49,15 +49,26 @@ uint64_t ActiveElements(const engine::GgufTensorInfo& t,
          static_cast<uint64_t>(c.n_expert_used);
 }
 
+// The biases beyond the usual Q/K/V: "Q/K/V, attention output, ...".
+std::string BiasSummary(const engine::ModelConfig& c) {
+  std::vector<absl::string_view> parts;
+  if (c.qkv_bias) parts.push_back("Q/K/V");
+  if (c.attn_output_bias) parts.push_back("attention output");
+  if (c.moe_biases) parts.push_back("router, experts");
+  return absl::StrJoin(parts, ", ");
+}
+
 // "sliding window W on layers a, b, ... (RoPE base B), global on c, ...".
 std::string SlidingSummary(const engine::ModelConfig& c) {
   std::vector<int64_t> sliding, global;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     (c.IsSlidingLayer(l) ? sliding : global).push_back(l);
   }
-  std::string out = absl::StrCat("sliding window ", c.sliding_window,
-                                 " on layers ", absl::StrJoin(sliding, ", "),
-                                 " (RoPE base ", c.rope_freq_base_swa, ")");
+  std::string out = absl::StrCat(
+      "sliding window ", c.sliding_window, " on layers ",
+      absl::StrJoin(sliding, ", "),
+      c.sliding_rope ? absl::StrCat(" (RoPE base ", c.rope_freq_base_swa, ")")
+                     : "");
   if (!global.empty()) {
     absl::StrAppend(&out, ", global on ", absl::StrJoin(global, ", "));
   }
@@ -73,6 +84,9 @@ struct Summary {
   uint64_t active_parameters = 0;
   std::map<std::string, int> type_histogram;  // type name -> tensor count
   bool chat_template = false;
+  // Bytes of the 3-D expert tensors, and their types ("MXFP4 x6").
+  uint64_t expert_bytes = 0;
+  std::string expert_types;
 };
 
 void PrintTable(const std::string& path, const Summary& s) {
@@ -103,14 +117,19 @@ void PrintTable(const std::string& path, const Summary& s) {
         absl::StrCat(
             c.rope_scaling == engine::RopeScaling::kLinear ? "linear" : "yarn",
             " x", c.rope_scaling_factor,
-            c.sliding_window > 0 ? " (global layers)" : ""));
+            c.sliding_rope ? " (global layers)" : ""));
   }
   if (c.sliding_window > 0) row("attention", SlidingSummary(c));
+  if (c.attn_sinks) row("sinks", "one learned logit per head per layer");
+  if (!BiasSummary(c).empty()) row("biases", BiasSummary(c));
   row("rms norm eps", absl::StrCat(c.rms_norm_eps));
   row("output", c.tied_output ? "tied to token embedding" : "separate matrix");
   if (c.is_moe()) {
     row("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
                                 " used per token, FFN ", c.n_ff_exp));
+    row("expert bytes",
+        absl::StrCat(GroupDigits(s.expert_bytes), " (",
+                     HumanBytes(s.expert_bytes), ") as ", s.expert_types));
   }
   row("parameters", absl::StrFormat("%s (%.2f M)", GroupDigits(s.parameters),
                                     static_cast<double>(s.parameters) / 1e6));
@@ -190,12 +209,24 @@ int RunInspect(std::span<const std::string> args) {
                   .parameters = 0,
                   .active_parameters = 0,
                   .type_histogram = {},
-                  .chat_template = false};
+                  .chat_template = false,
+                  .expert_bytes = 0,
+                  .expert_types = {}};
+  std::map<std::string, int> expert_types;
   for (const engine::GgufTensorInfo& t : (*file)->tensors()) {
+    const std::string type(engine::GetGgmlTypeTraits(t.type).name);
     summary.parameters += static_cast<uint64_t>(t.num_elements());
     summary.active_parameters += ActiveElements(t, summary.config);
-    ++summary
-          .type_histogram[std::string(engine::GetGgmlTypeTraits(t.type).name)];
+    ++summary.type_histogram[type];
+    if (absl::EndsWith(t.name, "_exps.weight")) {
+      summary.expert_bytes += t.size_bytes;
+      ++expert_types[type];
+    }
+  }
+  for (const auto& [name, count] : expert_types) {
+    absl::StrAppend(&summary.expert_types,
+                    summary.expert_types.empty() ? "" : ", ", name, " x",
+                    count);
   }
   summary.chat_template = (*file)->Has("tokenizer.chat_template");
   if (parsed->Has("json")) {

@@ -379,7 +379,7 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
 }  // namespace internal
 
 bool MatMulSupports(GgmlType type) {
-  return IsMatMulWeightType(type) || type == GgmlType::kMXFP4;
+  return IsMatMulWeightType(type);
 }
 
 absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,

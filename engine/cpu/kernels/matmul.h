@@ -30,9 +30,8 @@ namespace paceline::engine::cpu {
 
 class ThreadPool;
 
-// Whether MatMul has a kernel for weights of `type`: IsMatMulWeightType,
-// and MXFP4 (row-major only; the CPU's alone so far, so the model loader,
-// which asks IsMatMulWeightType, still converts it).
+// Whether MatMul has a kernel for weights of `type`: IsMatMulWeightType
+// (MXFP4 row-major only: it has no panel layout).
 bool MatMulSupports(GgmlType type);
 
 // A weight matrix repacked for the kernels of the machine it was packed on:

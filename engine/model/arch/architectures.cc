@@ -5,7 +5,7 @@ namespace paceline::engine::arch {
 const std::vector<const Architecture*>& All() {
   static const std::vector<const Architecture*>* all =
       new std::vector<const Architecture*>{&kLlama, &kQwen2, &kQwen3,
-                                           &kQwen3Moe, &kGemma3};
+                                           &kQwen3Moe, &kGemma3, &kGptOss};
   return *all;
 }
 

@@ -15,6 +15,7 @@ extern const Architecture kQwen2;
 extern const Architecture kQwen3;
 extern const Architecture kQwen3Moe;
 extern const Architecture kGemma3;
+extern const Architecture kGptOss;
 
 // Every architecture above.
 const std::vector<const Architecture*>& All();

@@ -19,7 +19,7 @@ LayerProgram Layer(const ModelConfig& c, int64_t layer) {
   LayerProgram p;
   p.ops.push_back(ops::RmsNorm(Buf::kX, Buf::kH, Weight::kAttnNorm));
   Op qkv = ops::QkvRope(Buf::kH, /*qkv_bias=*/false, /*qk_norm=*/true);
-  qkv.local_rope = sliding;
+  qkv.local_rope = sliding && c.sliding_rope;
   p.ops.push_back(qkv);
   Op attention = ops::Attention();
   attention.window = sliding ? c.sliding_window : 0;
@@ -61,6 +61,7 @@ absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
         "metadata key '", softcap, "' is ", cap,
         ": final logit soft-capping is not implemented (Gemma 3 has none)"));
   }
+  c->sliding_rope = c->sliding_window > 0;
   c->embed_scale = std::sqrt(static_cast<double>(c->n_embd));
   c->post_norms = true;
   c->ffn_activation = FfnActivation::kGeluTanh;

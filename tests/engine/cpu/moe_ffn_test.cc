@@ -196,8 +196,9 @@ TEST_P(MoeFfnTest, MatchesPerTokenReferenceAndReadsTheUnionOfExperts) {
   MatMulScratch scratch;
   MoeFfn moe(c, 32);
   std::vector<float> out(n * c.n_embd);
-  ASSERT_TRUE(
-      moe.Run(MatricesOf(l), h.data(), n, out.data(), pool, scratch).ok());
+  ASSERT_TRUE(moe.Run(MatricesOf(l), MoeBiases{}, h.data(), n, out.data(), pool,
+                      scratch)
+                  .ok());
   std::set<int32_t> used;
   // Quantized weights multiply 8-bit activations (matmul.h): looser.
   const double tol = GetParam() == GgmlType::kF32 ? 1e-5 : 2e-2;
@@ -232,11 +233,13 @@ TEST_P(MoeFfnTest, TokenAloneEqualsTokenInBatch) {
     SetIsaLevelCap(static_cast<IsaLevel>(l));
     SCOPED_TRACE(IsaLevelName(static_cast<IsaLevel>(l)));
     std::vector<float> batch(n * c.n_embd);
-    ASSERT_TRUE(moe.Run(m, h.data(), n, batch.data(), pool, scratch).ok());
+    ASSERT_TRUE(
+        moe.Run(m, MoeBiases{}, h.data(), n, batch.data(), pool, scratch).ok());
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> alone(c.n_embd);
-      ASSERT_TRUE(
-          moe.Run(m, &h[t * c.n_embd], 1, alone.data(), pool, scratch).ok());
+      ASSERT_TRUE(moe.Run(m, MoeBiases{}, &h[t * c.n_embd], 1, alone.data(),
+                          pool, scratch)
+                      .ok());
       EXPECT_EQ(moe.last_run_experts(), c.n_expert_used);
       ASSERT_TRUE(
           std::equal(alone.begin(), alone.end(), batch.begin() + t * c.n_embd))
