@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
+#include "engine/model/kv_layout.h"
 #if PACELINE_HAVE_CUDA
 #include "engine/cuda/cuda_device.h"
 #include "engine/cuda/cuda_engine.h"
@@ -42,26 +43,32 @@ int64_t BlocksPerSequence(int64_t context, int32_t block_size) {
   return (context + block_size - 1) / block_size;
 }
 
-// The pool's blocks (explicit, or from the budget over `available` bytes);
-// fills the plan's KV fields.
+// The pool's blocks of `block_bytes` each (explicit, or from the budget
+// over `available` bytes), one full-context sequence holding at most
+// `blocks_per_sequence` of them; fills the plan's KV fields.
 absl::StatusOr<int64_t> SizePool(const BackendOptions& options,
                                  const ModelConfig& mc, uint64_t available,
-                                 uint64_t kv_per_token, MemoryPlan* plan) {
+                                 uint64_t kv_per_token, uint64_t block_bytes,
+                                 int64_t blocks_per_sequence,
+                                 MemoryPlan* plan) {
   int64_t num_blocks = options.kv_blocks;
   if (num_blocks > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache: ", num_blocks, " blocks is too many"));
   }
   if (num_blocks <= 0) {
-    ASSIGN_OR_RETURN(num_blocks, KvPoolBlocks(options, mc.context_length,
-                                              KvBudgetBytes(options, available),
-                                              kv_per_token));
+    ASSIGN_OR_RETURN(num_blocks, KvPoolBlocksOfSize(
+                                     options, blocks_per_sequence,
+                                     KvBudgetBytes(options, available),
+                                     block_bytes));
   }
   plan->kv_bytes_per_token = kv_per_token;
   plan->context = mc.context_length;
-  plan->sequences =
-      num_blocks / BlocksPerSequence(mc.context_length, options.block_size);
-  plan->kv_bytes = kv_per_token * options.block_size * num_blocks;
+  plan->sequences = num_blocks / blocks_per_sequence;
+  plan->kv_bytes_per_sequence = block_bytes * blocks_per_sequence;
+  plan->kv_bytes_per_sequence_full =
+      kv_per_token * static_cast<uint64_t>(mc.context_length);
+  plan->kv_bytes = block_bytes * num_blocks;
   plan->total_bytes = plan->weights_bytes + plan->kv_bytes;
   plan->rule_of_thumb_bytes =
       plan->weights_bytes + plan->weights_bytes * 3 / 10;
@@ -78,6 +85,18 @@ absl::Status MakeCpu(const BackendOptions& options,
   const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
                                 cpu::KvCache::RowBytes(kv_type, mc.head_dim);
   cpu::CpuEngineOptions cpu_options;
+  cpu_options.kv_window_release = options.kv_window_release;
+  // Sliding layers' blocks beyond their window go back to the pool: a
+  // block holds one KV group's layers (kv_layout.h).
+  const KvLayout layout = PlanKvLayout(mc, cpu_options.kv_window_release);
+  out->plan.kv_groups = layout.num_groups();
+  out->plan.kv_slots = layout.slots;
+  const uint64_t block_bytes = 2ull * layout.slots * mc.n_kv_heads *
+                               cpu::KvCache::RowBytes(kv_type, mc.head_dim) *
+                               options.block_size;
+  const int64_t blocks_per_sequence =
+      BlocksToHold(layout, options.block_size, mc.context_length,
+                   options.max_tokens_per_step);
   cpu_options.kv_type = kv_type;
   cpu_options.block_size = options.block_size;
   cpu_options.max_tokens_per_step = options.max_tokens_per_step;
@@ -90,7 +109,7 @@ absl::Status MakeCpu(const BackendOptions& options,
   ASSIGN_OR_RETURN(
       out->num_blocks,
       SizePool(options, mc, available > packed ? available - packed : 0,
-               kv_per_token, &out->plan));
+               kv_per_token, block_bytes, blocks_per_sequence, &out->plan));
   cpu_options.num_blocks = static_cast<int32_t>(out->num_blocks);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuEngine> engine,
@@ -121,9 +140,14 @@ absl::Status MakeCuda(const BackendOptions& options,
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
   out->plan.kv_dtype = f.kv_dtype;
-  ASSIGN_OR_RETURN(out->num_blocks,
-                   SizePool(options, weights->config(), available,
-                            f.kv_bytes_per_token, &out->plan));
+  // One KV group: the CUDA engine keeps every layer's full history.
+  ASSIGN_OR_RETURN(
+      out->num_blocks,
+      SizePool(options, weights->config(), available, f.kv_bytes_per_token,
+               f.kv_bytes_per_token * options.block_size,
+               BlocksPerSequence(weights->config().context_length,
+                                 options.block_size),
+               &out->plan));
   cuda_options.block_size = options.block_size;
   cuda_options.max_tokens_per_step = options.max_tokens_per_step;
   cuda_options.num_blocks = static_cast<int32_t>(out->num_blocks);
@@ -180,6 +204,16 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
   if (options.kv_blocks <= 0) {
     absl::StrAppend(&line, " (", b.plan.sequences, " full-context sequences)");
   }
+  if (b.plan.kv_groups > 1) {
+    absl::StrAppend(
+        &line,
+        absl::StrFormat(
+            "; sliding windows released: %d KV groups of %d layers, %s per "
+            "full-context sequence (%s with every layer's full history)",
+            b.plan.kv_groups, b.plan.kv_slots,
+            Mib(b.plan.kv_bytes_per_sequence),
+            Mib(b.plan.kv_bytes_per_sequence_full)));
+  }
   return line;
 }
 
@@ -212,10 +246,23 @@ absl::StatusOr<int64_t> KvPoolBlocks(const BackendOptions& options,
         " KV bytes per token and a context of ", context,
         " must all be positive"));
   }
-  const int64_t blocks_per_seq = BlocksPerSequence(context, block_size);
+  return KvPoolBlocksOfSize(options, BlocksPerSequence(context, block_size),
+                            budget, kv_bytes_per_token * block_size);
+}
+
+absl::StatusOr<int64_t> KvPoolBlocksOfSize(const BackendOptions& options,
+                                           int64_t blocks_per_seq,
+                                           uint64_t budget,
+                                           uint64_t block_bytes) {
+  const int32_t block_size = options.block_size;
+  if (block_size < 1 || block_bytes == 0 || blocks_per_seq < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache: block size ", block_size, ", ", block_bytes,
+        " bytes per block and ", blocks_per_seq,
+        " blocks per sequence must all be positive"));
+  }
   const int64_t useful = blocks_per_seq * std::max(1, options.max_running);
-  const int64_t affordable =
-      static_cast<int64_t>(budget / (kv_bytes_per_token * block_size));
+  const int64_t affordable = static_cast<int64_t>(budget / block_bytes);
   const int64_t num_blocks = std::min<int64_t>(
       {affordable, useful, std::numeric_limits<int32_t>::max()});
   if (num_blocks < blocks_per_seq) {

@@ -54,6 +54,10 @@ struct BackendOptions {
   // (CudaEngineFootprint: F32, F16 or BF16).
   std::optional<GgmlType> kv_type;
   int32_t max_tokens_per_step = 512;  // the engine's step limit
+  // The CPU engine gives sliding layers' blocks beyond their window back
+  // to the pool (CpuEngineOptions::kv_window_release); the CUDA engine
+  // keeps every layer's full history for now.
+  bool kv_window_release = true;
 
   // The KV pool. kv_blocks > 0: exactly that many blocks (at most
   // INT32_MAX, else InvalidArgument), with no budget and no full-context
@@ -104,6 +108,13 @@ uint64_t KvBudgetBytes(const BackendOptions& options, uint64_t available);
 absl::StatusOr<int64_t> KvPoolBlocks(const BackendOptions& options,
                                      int64_t context, uint64_t budget,
                                      uint64_t kv_bytes_per_token);
+// The same in blocks of `block_bytes` bytes, one `context`-token sequence
+// holding `blocks_per_sequence` of them (with sliding windows released,
+// fewer than context / block_size: model/kv_layout.h BlocksToHold).
+absl::StatusOr<int64_t> KvPoolBlocksOfSize(const BackendOptions& options,
+                                           int64_t blocks_per_sequence,
+                                           uint64_t budget,
+                                           uint64_t block_bytes);
 
 }  // namespace paceline::engine
 

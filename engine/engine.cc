@@ -12,6 +12,35 @@ absl::Status BadBatch(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
 }
 
+// One group's table: it covers the slice's positions, with ids in the pool
+// from the first block the window of position_begin reaches (every block
+// for a full group, window 0).
+template <typename Where>
+absl::Status CheckTable(absl::Span<const int32_t> table,
+                        const SequenceSlice& slice, int32_t window,
+                        const BatchLimits& limits, const Where& where) {
+  const int64_t end = int64_t{slice.position_begin} + slice.token_count;
+  const int64_t blocks_needed = BlocksNeeded(slice, limits.block_size);
+  if (static_cast<int64_t>(table.size()) < blocks_needed) {
+    return where(absl::StrCat("positions up to ", end, " need ",
+                              blocks_needed, " blocks; the table has ",
+                              table.size()));
+  }
+  const int64_t first =
+      window > 0 ? std::max<int64_t>(0, slice.position_begin - window + 1) /
+                       limits.block_size
+                 : 0;
+  for (int64_t b = first; b < blocks_needed; ++b) {
+    const int32_t id = table[b];
+    if (id < 0 || id >= limits.num_blocks) {
+      return where(absl::StrCat("block table entry ", b, " is ", id,
+                                "; the pool has ", limits.num_blocks,
+                                " blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckSamplingRows(const ForwardBatch& batch, size_t sampling,
@@ -86,19 +115,18 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
     }
     const int64_t end = int64_t{slice.position_begin} + slice.token_count;
     if (end > (int64_t{1} << 31) - 1) return where("position overflow");
-    const int64_t blocks_needed = BlocksNeeded(slice, limits.block_size);
-    if (static_cast<int64_t>(slice.block_table.size()) < blocks_needed) {
-      return where(absl::StrCat("positions up to ", end, " need ",
-                                blocks_needed, " blocks; the table has ",
-                                slice.block_table.size()));
+    const size_t groups = std::max<size_t>(1, limits.group_windows.size());
+    if (groups > 1 ? slice.group_tables.size() != groups
+                   : slice.group_tables.size() > 1) {
+      return where(absl::StrCat(slice.group_tables.size(),
+                                " group tables; the engine has ", groups,
+                                " KV groups"));
     }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      const int32_t id = slice.block_table[b];
-      if (id < 0 || id >= limits.num_blocks) {
-        return where(absl::StrCat("block table entry ", b, " is ", id,
-                                  "; the pool has ", limits.num_blocks,
-                                  " blocks"));
-      }
+    for (size_t g = 0; g < groups; ++g) {
+      const absl::Span<const int32_t> table =
+          groups > 1 ? slice.group_tables[g] : slice.block_table;
+      const int32_t window = groups > 1 ? limits.group_windows[g] : 0;
+      RETURN_IF_ERROR(CheckTable(table, slice, window, limits, where));
     }
     for (int32_t i = 0; i < slice.token_count; ++i) {
       const int32_t t = slice.token_begin + i;

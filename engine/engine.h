@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -55,6 +56,14 @@ class Engine {
   virtual int32_t num_blocks() const = 0;
   // The most tokens one step may carry (the sum over its slices).
   virtual int32_t max_tokens_per_step() const = 0;
+
+  // The groups its layers' K/V come in (engine/model/kv_layout.h), by
+  // window in positions, 0 = full history: one block table per group in
+  // each slice (SequenceSlice::group_tables) when more than one. The
+  // default, one full group, keeps every layer's whole history: correct
+  // for any model, without the sliding windows' saving (the CUDA engine,
+  // for now).
+  virtual std::vector<int32_t> kv_group_windows() const { return {0}; }
 
   // Runs one step. `logits` must hold exactly NumLogitRows(batch) × n_vocab
   // floats: the slices' rows in slice order, each slice's in token order.
@@ -105,6 +114,8 @@ struct BatchLimits {
   // n_embd when the backend returns hidden rows; 0 when it does not (a
   // batch asking for them is then InvalidArgument).
   int64_t hidden_width = 0;
+  // Engine::kv_group_windows() when more than one group; empty = one.
+  std::vector<int32_t> group_windows = {};
 };
 
 // The contract above, checked for every backend: 1..max_tokens_per_step
@@ -112,8 +123,9 @@ struct BatchLimits {
 // each slice non-empty inside the batch at non-negative positions (below
 // 2^31) with 0..token_count logit rows, 0..token_count hidden rows (none
 // unless limits.hidden_width, and batch.hidden sized for them) and a block
-// table that covers them with ids in the pool, and every token in exactly one
-// slice. On success `owner[t]` (sized for at least the batch's tokens) is token
+// table that covers them with ids in the pool (one per group with several
+// groups; a windowed group's only from the window of position_begin on),
+// and every token in exactly one slice. On success `owner[t]` (sized for at least the batch's tokens) is token
 // t's slice; on failure InvalidArgument "forward batch: ..." naming the slice /
 // token / entry.
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,

@@ -37,6 +37,13 @@ struct SequenceSlice {
   // ForwardBatch::hidden. Only backends that say so (BatchLimits::
   // hidden_width) accept them.
   int32_t num_hidden = 0;
+  // (Last, so that designated initializers may leave it out.)
+  // With more than one KV group (Engine::kv_group_windows): one table per
+  // group, group_tables[0] being block_table, each covering the positions
+  // as block_table does; a windowed group's entries of blocks wholly
+  // before the window of position_begin may be kvpager::kNoBlock (never
+  // read). Empty with one group. A view, as block_table.
+  absl::Span<const absl::Span<const int32_t>> group_tables = {};
 };
 
 struct ForwardBatch {

@@ -48,8 +48,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
   }
   std::unique_ptr<Scheduler> s(
       new Scheduler(options, engine, tokenizer, clock, metrics));
-  ASSIGN_OR_RETURN(s->pager_, kvpager::KvPager::Create(engine.num_blocks(),
-                                                       engine.block_size()));
+  ASSIGN_OR_RETURN(s->pager_, kvpager::KvPager::Create(
+                                   engine.num_blocks(), engine.block_size(),
+                                   engine.kv_group_windows()));
   ASSIGN_OR_RETURN(s->queues_,
                    TenantQueues::Create(options.tenants, options.fair_share,
                                         clock->Now(), metrics));
@@ -71,7 +72,7 @@ Scheduler::Scheduler(const SchedulerOptions& options,
       returns_hidden_(engine.returns_hidden()),
       n_embd_(engine.config().n_embd),
       context_length_(engine.config().context_length),
-      pool_tokens_(int64_t{engine.num_blocks()} * engine.block_size()),
+      kv_group_windows_(engine.kv_group_windows()),
       block_size_(engine.block_size()),
       num_blocks_(engine.num_blocks()),
       admission_reserve_(options.admission_reserve),
@@ -162,13 +163,13 @@ absl::Status Scheduler::CheckRequest(const RequestSpec& spec) const {
         stop.max_tokens, ") needs ", positions,
         " positions; the model's context is ", context_length_)));
   }
-  if (positions > pool_tokens_) {
+  if (BlocksToHold(positions) > num_blocks_) {
     // Not RESOURCE_EXHAUSTED: retrying cannot help, only a smaller request.
-    return absl::InvalidArgumentError(
-        absl::StrCat("the prompt (", spec.prompt.size(),
-                     " tokens) plus max_tokens (", stop.max_tokens, ") needs ",
-                     positions, " positions of KV cache; the whole pool holds ",
-                     pool_tokens_, ", so it can never run"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", spec.prompt.size(), " tokens) plus max_tokens (",
+        stop.max_tokens, ") needs ", positions, " positions of KV cache, ",
+        BlocksToHold(positions), " blocks of ", block_size_,
+        "; the whole pool holds ", num_blocks_, ", so it can never run"));
   }
   return absl::OkStatus();
 }
@@ -377,7 +378,7 @@ void Scheduler::PlanWaitingDemand() {
     room -= r.group_size();
     const absl::Span<const int32_t> tokens = AdmissionTokens(r);
     if (room < 0 || !HasRoomFor(r) ||
-        !pager_->CanAllocate(tokens, r.cache_salt())) {
+        !pager_->CanAllocate(tokens, r.cache_salt(), max_batched_tokens_)) {
       return false;
     }
     const int64_t prompt = static_cast<int64_t>(tokens.size()) -
@@ -446,22 +447,32 @@ void Scheduler::OrderRunning(int32_t budget) {
 
 bool Scheduler::GrowLease(Request* r, int32_t num_tokens, int32_t* budget) {
   kvpager::BlockLease& lease = r->lease();
-  const int32_t grow =
-      r->num_computed_tokens() + num_tokens - lease.num_tokens();
-  if (grow <= 0) return true;
+  // The step computes positions up to `end`: tokens past the lease's are
+  // appended; a prompt's next chunk is covered (windowed KV groups take
+  // their blocks as chunks come, kv_pager.h; a no-op with one group).
+  const int32_t end = r->num_computed_tokens() + num_tokens;
+  const int32_t grow = end - lease.num_tokens();
+  const auto can_grow = [&] {
+    return grow > 0 ? pager_->CanAppend(lease, grow)
+                    : pager_->CanCover(lease, end);
+  };
   // A readmitted request's growth is covered by the reserve (see the top),
   // so it never preempts; anyone else's must leave the reserve free.
   const int32_t blocks = lease.num_blocks();
-  while (!pager_->CanAppend(lease, grow)) {
+  while (!can_grow()) {
     Request* victim = PickVictim(r);
     Preempt(victim, budget);
     if (victim == r) return false;
   }
-  const absl::Status appended = pager_->Append(
-      &lease, r->tokens().subspan(lease.num_tokens(), grow), &plan_.copies);
-  // CanAppend passed just before: Append cannot fail.
-  assert(appended.ok());
-  (void)appended;
+  const absl::Status grown =
+      grow > 0 ? pager_->Append(&lease,
+                                r->tokens().subspan(lease.num_tokens(), grow),
+                                &plan_.copies)
+               : pager_->Cover(&lease, end);
+  // The check passed just before: the act cannot fail.
+  assert(grown.ok());
+  (void)grown;
+  if (grow <= 0 && lease.num_blocks() == blocks) return true;
   if (IsReadmitted(*r)) {
     reserved_blocks_ -= lease.num_blocks() - blocks;
     return true;
@@ -506,8 +517,17 @@ int32_t Scheduler::BlocksToFinish(const Request& r) const {
   // The last generated token is never fed back (CheckRequest).
   const int64_t positions =
       int64_t{r.num_prompt_tokens()} + r.stop().max_tokens - 1;
-  const int64_t blocks = (positions + block_size_ - 1) / block_size_;
-  return static_cast<int32_t>(std::min<int64_t>(blocks, num_blocks_));
+  return static_cast<int32_t>(
+      std::min<int64_t>(BlocksToHold(positions), num_blocks_));
+}
+
+int64_t Scheduler::BlocksToHold(int64_t positions) const {
+  int64_t blocks = 0;
+  for (int32_t w : kv_group_windows_) {
+    blocks += kvpager::KvPager::GroupBlocksToHold(w, block_size_, positions,
+                                                  engine_max_tokens_);
+  }
+  return blocks;
 }
 
 int64_t Scheduler::AvailableBlocks() const {
@@ -526,9 +546,14 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
     *budget += granted->num_tokens;
     plan_.scheduled.erase(granted);
   }
-  const absl::Span<const int32_t> blocks = victim->lease().block_ids();
+  const kvpager::BlockLease& lease = victim->lease();
   std::erase_if(plan_.copies, [&](const kvpager::BlockCopy& c) {
-    return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
+    const auto holds = [&](absl::Span<const int32_t> blocks) {
+      return std::find(blocks.begin(), blocks.end(), c.dst) != blocks.end();
+    };
+    return holds(lease.block_ids()) ||
+           std::any_of(lease.group_tables().begin(),
+                       lease.group_tables().end(), holds);
   });
   if (victim->holds_children()) ReleaseChildren(victim);
   victim->Preempt();
@@ -565,8 +590,10 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
       TakeWaitingDemand(tenant, waiting_demand_[tenant]);
       continue;
     }
-    absl::StatusOr<kvpager::BlockLease> lease =
-        pager_->Allocate(AdmissionTokens(*next), next->cache_salt());
+    // Windowed KV groups take blocks for the first chunk only (GrowLease
+    // covers the next ones): at most what this step grants it.
+    absl::StatusOr<kvpager::BlockLease> lease = pager_->Allocate(
+        AdmissionTokens(*next), next->cache_salt(), *budget - leave);
     if (!lease.ok()) break;  // stays at the front until blocks free up
     if (IsReadmitted(*next)) {
       reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
@@ -599,9 +626,12 @@ bool Scheduler::HasRoomFor(const Request& next) const {
   // children, a block each). Counted as if no block were a cache hit.
   const bool readmitted = IsReadmitted(next);
   if (reserved_blocks_ == 0 && !readmitted) return true;
-  const int64_t need = readmitted ? BlocksToFinish(next)
-                                  : BlocksFor(AdmissionTokens(next).size()) +
-                                        next.group_size() - 1;
+  const int64_t need =
+      readmitted ? BlocksToFinish(next)
+                 : pager_->BlocksToHold(
+                       static_cast<int64_t>(AdmissionTokens(next).size()),
+                       max_batched_tokens_) +
+                       int64_t{next.group_size() - 1} * pager_->num_groups();
   return AvailableBlocks() - need >= reserved_blocks_;
 }
 
@@ -687,9 +717,7 @@ int32_t Scheduler::DraftRoom(const Request& r) const {
   const int64_t reserve = IsReadmitted(r) ? 0 : reserved_blocks_;
   const int64_t blocks =
       std::max<int64_t>(0, pager_->Stats().free_blocks - reserve);
-  const int64_t slots =
-      (lease.num_blocks() + blocks) * block_size_ - lease.num_tokens();
-  return static_cast<int32_t>(std::min<int64_t>(slots, kMaxDraftTokens));
+  return std::min(pager_->AppendRoom(lease, blocks), kMaxDraftTokens);
 }
 
 void Scheduler::BuildBatch() {
@@ -702,6 +730,7 @@ void Scheduler::BuildBatch() {
     slice.token_count = s.num_tokens;
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
+    slice.group_tables = r->lease().group_tables();
     const int32_t own = s.num_tokens - s.num_draft;
     if (r->embed()) {
       slice.num_hidden = engine::EmbeddingPooler::RowsNeeded(
@@ -752,13 +781,13 @@ void Scheduler::Update(const StepTokens& tokens) {
       continue;
     }
     r->AddComputed(s.num_tokens);
-    if (!r->UncachedPrompt()) {
-      const absl::Status marked =
-          pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
-      // The lease covers every computed token (GrowLease): cannot fail.
-      assert(marked.ok());
-      (void)marked;
-    }
+    // An uncached prompt's blocks stay out of the cache, but windowed KV
+    // groups still give theirs back.
+    const absl::Status marked = pager_->MarkComputed(
+        &r->lease(), r->num_computed_tokens(), !r->UncachedPrompt());
+    // The lease covers every computed token (GrowLease): cannot fail.
+    assert(marked.ok());
+    (void)marked;
     if (r->embed()) {
       TakeHidden(r, s, now);
       continue;

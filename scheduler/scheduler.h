@@ -233,9 +233,10 @@ class Scheduler {
   // The blocks `r` holds when it has computed all it can: prompt +
   // max_tokens - 1 positions.
   int32_t BlocksToFinish(const Request& r) const;
-  int64_t BlocksFor(size_t tokens) const {
-    return (static_cast<int64_t>(tokens) + block_size_ - 1) / block_size_;
-  }
+  // The most blocks a sequence of `positions` positions holds at once over
+  // the engine's KV groups (KvPager::BlocksToHold; constants only, so any
+  // thread may ask).
+  int64_t BlocksToHold(int64_t positions) const;
   // Blocks the pager can still hand out: free + evictable cached.
   int64_t AvailableBlocks() const;
   void Preempt(Request* victim, int32_t* budget);
@@ -297,7 +298,7 @@ class Scheduler {
   const bool returns_hidden_;          // Engine::returns_hidden()
   const int64_t n_embd_;
   const int64_t context_length_;
-  const int64_t pool_tokens_;
+  const std::vector<int32_t> kv_group_windows_;  // Engine::kv_group_windows
   const int32_t block_size_;
   const int32_t num_blocks_;
   const double admission_reserve_;

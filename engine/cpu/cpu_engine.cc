@@ -31,12 +31,13 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("number of KV blocks is negative: ", o.num_blocks));
   }
+  KvLayout layout = PlanKvLayout(c, o.kv_window_release);
   if (o.num_blocks == 0) {
-    o.num_blocks = static_cast<int32_t>((c.context_length + o.block_size - 1) /
-                                        o.block_size);
+    o.num_blocks = static_cast<int32_t>(BlocksToHold(
+        layout, o.block_size, c.context_length, o.max_tokens_per_step));
   }
   KvCacheShape shape;
-  shape.n_layers = c.n_layers;
+  shape.n_layers = layout.slots;
   shape.n_kv_heads = c.n_kv_heads;
   shape.head_dim = c.head_dim;
   shape.block_size = o.block_size;
@@ -44,8 +45,9 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   shape.dtype = o.kv_type;
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, KvCache::Create(shape));
   ASSIGN_OR_RETURN(std::vector<LayerProgram> programs, LayerPrograms(c));
-  std::unique_ptr<CpuEngine> engine(new CpuEngine(
-      std::move(weights), o, std::move(cache), std::move(programs)));
+  std::unique_ptr<CpuEngine> engine(
+      new CpuEngine(std::move(weights), o, std::move(layout), std::move(cache),
+                    std::move(programs)));
   RETURN_IF_ERROR(engine->PackMatrices());
   return engine;
 }
@@ -137,12 +139,13 @@ absl::Status CpuEngine::PackMatrices() {
 }
 
 CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
-                     const CpuEngineOptions& options,
+                     const CpuEngineOptions& options, KvLayout layout,
                      std::unique_ptr<KvCache> cache,
                      std::vector<LayerProgram> programs)
     : weights_(std::move(weights)),
       programs_(std::move(programs)),
       options_(options),
+      kv_layout_(std::move(layout)),
       rope_(RopeParamsFor(*weights_)),
       rope_swa_(SlidingRopeParams(weights_->config())),
       has_sliding_(weights_->config().sliding_window > 0),
@@ -170,7 +173,14 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
   }
   positions_.resize(t);
   token_table_.resize(t);
-  block_tables_.reserve(t);
+  block_tables_.resize(kv_layout_.groups.size());
+  for (auto& tables : block_tables_) tables.reserve(t);
+  limits_.n_vocab = c.n_vocab;
+  limits_.block_size = options_.block_size;
+  limits_.num_blocks = options_.num_blocks;
+  limits_.max_tokens_per_step = options_.max_tokens_per_step;
+  limits_.hidden_width = c.n_embd;
+  if (kv_layout_.groups.size() > 1) limits_.group_windows = kv_layout_.Windows();
   last_.resize(t * embd);
   if (c.is_moe()) {
     moe_ = std::make_unique<MoeFfn>(c, options_.max_tokens_per_step);
@@ -210,20 +220,18 @@ absl::Status CpuEngine::MatMuls(std::initializer_list<WeightView> ws,
 
 absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
                                 absl::Span<float> logits) {
-  BatchLimits limits;
-  limits.n_vocab = config().n_vocab;
-  limits.block_size = options_.block_size;
-  limits.num_blocks = options_.num_blocks;
-  limits.max_tokens_per_step = options_.max_tokens_per_step;
-  limits.hidden_width = config().n_embd;
-  RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
+  RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits_,
                                     absl::MakeSpan(token_table_)));
-  block_tables_.clear();
+  for (auto& tables : block_tables_) tables.clear();
+  const bool grouped = block_tables_.size() > 1;
   for (const SequenceSlice& slice : batch.sequences) {
     for (int32_t i = 0; i < slice.token_count; ++i) {
       positions_[slice.token_begin + i] = slice.position_begin + i;
     }
-    block_tables_.push_back(slice.block_table);
+    for (size_t g = 0; g < block_tables_.size(); ++g) {
+      block_tables_[g].push_back(grouped ? slice.group_tables[g]
+                                         : slice.block_table);
+    }
   }
   return absl::OkStatus();
 }
@@ -273,14 +281,17 @@ void CpuEngine::WriteHidden(const ForwardBatch& batch) {
 void CpuEngine::WriteKv(int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   const int64_t bs = options_.block_size;
+  const int64_t kv_slot = kv_layout_.slot_of_layer[layer];
+  const std::vector<absl::Span<const int32_t>>& tables =
+      block_tables_[kv_layout_.group_of_layer[layer]];
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = positions_[t];
-    const int64_t block = block_tables_[token_table_[t]][pos / bs];
+    const int64_t block = tables[token_table_[t]][pos / bs];
     const int64_t slot = pos % bs;
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
       const int64_t src = (t * c.n_kv_heads + h) * c.head_dim;
-      cache_->WriteRow(layer, block, 0, h, slot, &k_[src]);
-      cache_->WriteRow(layer, block, 1, h, slot, &v_[src]);
+      cache_->WriteRow(kv_slot, block, 0, h, slot, &k_[src]);
+      cache_->WriteRow(kv_slot, block, 1, h, slot, &v_[src]);
     }
   }
 }

@@ -41,6 +41,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/model/kv_layout.h"
 #include "engine/model/layer_program.h"
 #include "engine/model/weights.h"
 
@@ -52,7 +53,7 @@ inline constexpr GgmlType kDefaultKvType = GgmlType::kF16;
 struct CpuEngineOptions {
   int32_t block_size = 16;  // tokens per KV block, 1 .. 256
   // KV blocks in the pool; 0 = enough for one sequence of the model's full
-  // context. The pool is reserved, not touched, so unused blocks cost
+  // context (BlocksToHold of the layout, model/kv_layout.h). The pool is reserved, not touched, so unused blocks cost
   // address space only.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
@@ -63,6 +64,15 @@ struct CpuEngineOptions {
   // default.
   GgmlType kv_type = kDefaultKvType;
   int num_threads = 0;  // 0 = one per hardware thread
+  // Sliding-window layers keep their K/V in windowed groups whose blocks
+  // the pager gives back once out of every window (model/kv_layout.h):
+  // then a step brings one block table per group (kv_group_windows(),
+  // SequenceSlice::group_tables), as the scheduler does. Off, the default
+  // for callers that hand the engine plain tables (tests, benchmarks): one
+  // group, every layer's whole history. A model without sliding layers
+  // has one group either way. MakeBackend (the daemon, the CLI) turns it
+  // on.
+  bool kv_window_release = false;
   // Repack matrices that run faster in the kernels' own layout on this CPU
   // (MatMulPrefersPanels: with AVX-512, Q8_0, Q4_0, Q4_K and Q6_K (VNNI)
   // and the float types)
@@ -95,6 +105,10 @@ class CpuEngine final : public Engine {
   int32_t max_tokens_per_step() const override {
     return options_.max_tokens_per_step;
   }
+  std::vector<int32_t> kv_group_windows() const override {
+    return kv_layout_.Windows();
+  }
+  const KvLayout& kv_layout() const { return kv_layout_; }
   int num_threads() const { return pool_.num_threads(); }
   const ModelWeights& weights() const { return *weights_; }
   // Bytes of the matrices packed at creation (0 when none were).
@@ -110,8 +124,8 @@ class CpuEngine final : public Engine {
 
  private:
   CpuEngine(std::shared_ptr<const ModelWeights> weights,
-            const CpuEngineOptions& options, std::unique_ptr<KvCache> cache,
-            std::vector<LayerProgram> programs);
+            const CpuEngineOptions& options, KvLayout layout,
+            std::unique_ptr<KvCache> cache, std::vector<LayerProgram> programs);
 
   // Checks the batch and fills positions_, token_table_, block_tables_.
   absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
@@ -161,6 +175,11 @@ class CpuEngine final : public Engine {
   std::vector<PackedMatrix> packed_;     // owns what the views point into
   size_t packed_bytes_ = 0;
   const CpuEngineOptions options_;
+  // The layers' KV groups and slots: the cache holds kv_layout_.slots
+  // layers per block, layer l in slot slot_of_layer[l] of its group's
+  // blocks.
+  const KvLayout kv_layout_;
+  BatchLimits limits_;  // what Prepare checks a step against
   const RopeParams rope_;
   const RopeParams rope_swa_;  // the sliding layers' (ModelConfig)
   const bool has_sliding_;     // some layer slides: rope_swa_'s angles too
@@ -188,7 +207,8 @@ class CpuEngine final : public Engine {
   std::vector<float> sin_swa_;        // (T, rope_dim / 2) when has_sliding_
   std::vector<int32_t> positions_;    // (T) each token's position
   std::vector<int32_t> token_table_;  // (T) each token's slice
-  std::vector<absl::Span<const int32_t>> block_tables_;  // (slices)
+  // (groups, slices) each slice's table of each KV group
+  std::vector<std::vector<absl::Span<const int32_t>>> block_tables_;
   std::vector<float> last_;  // (T, n_embd) rows that need logits
 };
 

@@ -147,8 +147,10 @@ void CpuEngine::Attention(const Op& op, int64_t layer, int64_t n) {
           : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   params.window = op.window;
   if (op.sinks) params.sinks = weights_->layers()[layer].attn_sinks.data();
-  PagedAttention(*cache_, layer, params, q_.data(), n, positions_.data(),
-                 token_table_.data(), block_tables_, att_.data(), pool_);
+  PagedAttention(*cache_, kv_layout_.slot_of_layer[layer], params, q_.data(),
+                 n, positions_.data(), token_table_.data(),
+                 block_tables_[kv_layout_.group_of_layer[layer]], att_.data(),
+                 pool_);
 }
 
 void CpuEngine::AddRows(Buf from, Buf to, int64_t n) {

@@ -12,6 +12,11 @@
 // right after them: decode attention streams both with unit stride, and a
 // block of one layer is one contiguous span to copy.
 //
+// "Layer" here is a layer slot (model/kv_layout.h): with one KV group,
+// slot = model layer; with several, a block belongs to one group and slot
+// s holds that group's s-th layer, so n_layers is the most layers a group
+// has and every block id means the same bytes whichever group holds it.
+//
 //   F32   4 bytes per element.
 //   F16   2 bytes, rounded to nearest-even when written, as llama.cpp's
 //         default cache does. Attention then treats it as F16 attention: q
@@ -37,7 +42,7 @@
 namespace paceline::engine::cpu {
 
 struct KvCacheShape {
-  int64_t n_layers = 0;
+  int64_t n_layers = 0;  // layer slots per block (KvLayout::slots)
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;

@@ -1,5 +1,6 @@
 #include "engine/model/memory_plan.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "engine/model/kv_layout.h"
 
 namespace paceline::engine {
 namespace {
@@ -68,6 +70,10 @@ absl::Status CheckRequest(const MemoryPlanRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequences must be positive, got ", request.sequences));
   }
+  if (request.block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block size must be positive, got ", request.block_size));
+  }
   if (GetGgmlTypeTraits(request.kv_type).block_size != 1 &&
       request.kv_type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError(
@@ -77,8 +83,9 @@ absl::Status CheckRequest(const MemoryPlanRequest& request) {
   return absl::OkStatus();
 }
 
+// Bytes of K and V of `layers` layers for one token.
 absl::StatusOr<uint64_t> KvBytesPerToken(const ModelConfig& config,
-                                         GgmlType kv_type) {
+                                         GgmlType kv_type, int64_t layers) {
   int64_t head_dim = config.head_dim;
   if (head_dim == 0 && config.n_heads > 0) {
     head_dim = config.n_embd / config.n_heads;
@@ -91,10 +98,34 @@ absl::StatusOr<uint64_t> KvBytesPerToken(const ModelConfig& config,
   }
   constexpr absl::string_view kWhat = "KV bytes per token";
   ASSIGN_OR_RETURN(uint64_t n,
-                   Mul(2 * static_cast<uint64_t>(config.n_layers),
+                   Mul(2 * static_cast<uint64_t>(layers),
                        static_cast<uint64_t>(config.n_kv_heads), kWhat));
   ASSIGN_OR_RETURN(n, Mul(n, static_cast<uint64_t>(head_dim), kWhat));
   return ElementBytes(kv_type, n, kWhat);
+}
+
+// One sequence's KV bytes (see the top); fills the plan's layout fields.
+absl::StatusOr<uint64_t> KvBytesPerSequence(const ModelConfig& config,
+                                            const MemoryPlanRequest& request,
+                                            MemoryPlan* plan) {
+  const KvLayout layout = PlanKvLayout(config, request.window_release);
+  plan->kv_groups = layout.num_groups();
+  plan->kv_slots = layout.slots;
+  if (layout.num_groups() == 1) return plan->kv_bytes_per_sequence_full;
+  ASSIGN_OR_RETURN(uint64_t per_slot,
+                   KvBytesPerToken(config, request.kv_type, layout.slots));
+  uint64_t total = 0;
+  for (const KvGroup& g : layout.groups) {
+    // A decoding sequence: one new position per step.
+    const int64_t tokens = std::min(
+        request.context, GroupBlocksToHold(g.window, request.block_size,
+                                           request.context, 1) *
+                             request.block_size);
+    ASSIGN_OR_RETURN(uint64_t bytes,
+                     Mul(per_slot, static_cast<uint64_t>(tokens), "KV bytes"));
+    ASSIGN_OR_RETURN(total, Add(total, bytes, "KV bytes"));
+  }
+  return total;
 }
 
 // A mix's bytes: each matrix in its recipe type (a partial block rounds
@@ -138,11 +169,8 @@ MemoryFit FitInto(uint64_t memory, const MemoryPlan& plan) {
   if (!fit.weights_fit) {
     fit.weights_shortfall_bytes = plan.weights_bytes - memory;
   } else {
-    // KV per token × context cannot overflow: it is at most kv_bytes.
-    const uint64_t per_sequence =
-        plan.kv_bytes_per_token * static_cast<uint64_t>(plan.context);
-    fit.sequences_that_fit =
-        static_cast<int64_t>((memory - plan.weights_bytes) / per_sequence);
+    fit.sequences_that_fit = static_cast<int64_t>(
+        (memory - plan.weights_bytes) / plan.kv_bytes_per_sequence);
   }
   if (!fit.fits) fit.shortfall_bytes = plan.total_bytes - memory;
   return fit;
@@ -228,15 +256,17 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
                                  static_cast<double>(plan.parameters);
   plan.kv_dtype = request.kv_type;
   ASSIGN_OR_RETURN(plan.kv_bytes_per_token,
-                   KvBytesPerToken(config, request.kv_type));
+                   KvBytesPerToken(config, request.kv_type, config.n_layers));
   plan.context = request.context;
   plan.sequences = request.sequences;
-  ASSIGN_OR_RETURN(uint64_t per_sequence,
+  ASSIGN_OR_RETURN(plan.kv_bytes_per_sequence_full,
                    Mul(plan.kv_bytes_per_token,
                        static_cast<uint64_t>(request.context), "KV bytes"));
-  ASSIGN_OR_RETURN(
-      plan.kv_bytes,
-      Mul(per_sequence, static_cast<uint64_t>(request.sequences), "KV bytes"));
+  ASSIGN_OR_RETURN(plan.kv_bytes_per_sequence,
+                   KvBytesPerSequence(config, request, &plan));
+  ASSIGN_OR_RETURN(plan.kv_bytes,
+                   Mul(plan.kv_bytes_per_sequence,
+                       static_cast<uint64_t>(request.sequences), "KV bytes"));
   ASSIGN_OR_RETURN(plan.total_bytes,
                    Add(plan.weights_bytes, plan.kv_bytes, "total bytes"));
   // weights × 1.3 = weights + floor(weights × 3 / 10), without overflowing

@@ -12,10 +12,18 @@
 //                      file's own tensor bytes
 //   KV per token     = 2 (K and V) × layers × kv_heads × head_dim × bytes per
 //                      element of the KV dtype (Q8_0: 34 bytes per 32)
-//   KV               = KV per token × context × sequences
+//   KV per sequence  = KV per token × context; with sliding layers whose
+//                      windows are released (kv_layout.h), per KV group:
+//                      slots × KV per layer-token × tokens it holds —
+//                      context for a full group, and for a windowed group
+//                      of window W only the blocks a decoding sequence
+//                      holds (GroupBlocksToHold: ceil(W / B) + 1 blocks of
+//                      B tokens), so Gemma 3's 5:1 layers keep about 1/6
+//                      of the bytes at long context
+//   KV               = KV per sequence × sequences
 //   rule of thumb    = weights × 1.3 (the field's estimate of weights plus
 //                      KV cache and activations)
-//   sequences fit    = floor((memory − weights) / (KV per token × context))
+//   sequences fit    = floor((memory − weights) / KV per sequence)
 //   read per token   = the weight bytes one decode step of one sequence
 //                      reads: every matrix but the embedding (one row), and
 //                      of a mixture of experts only the n_expert_used
@@ -71,6 +79,11 @@ struct MemoryPlanRequest {
   int64_t context = 0;                   // tokens per sequence, > 0
   int64_t sequences = 0;                 // concurrent sequences, > 0
   std::optional<uint64_t> memory_bytes;  // the budget, if any
+  // Sliding layers' K/V beyond their window given back (the CPU engine's
+  // default, CpuEngineOptions::kv_window_release), in blocks of this many
+  // tokens. No effect on a model without sliding layers.
+  bool window_release = true;
+  int64_t block_size = 16;  // > 0
 };
 
 // How the plan compares with a memory budget.
@@ -80,8 +93,8 @@ struct MemoryFit {
   // `weights_shortfall_bytes` and no sequence fits.
   bool weights_fit = false;
   uint64_t weights_shortfall_bytes = 0;
-  // floor((memory − weights) / (KV per token × context)); 0 when the weights
-  // do not fit. Fits in int64_t: KV per token is at least 2 bytes.
+  // floor((memory − weights) / KV per sequence); 0 when the weights do
+  // not fit. Fits in int64_t: KV per sequence is at least 2 bytes.
   int64_t sequences_that_fit = 0;
   // The requested sequences fit (total <= memory); when false the total
   // exceeds the budget by `shortfall_bytes`.
@@ -98,10 +111,17 @@ struct MemoryPlan {
   // Weight bytes one decode step at batch 1 reads (see the top).
   uint64_t weights_read_bytes_per_token = 0;
   GgmlType kv_dtype = GgmlType::kF16;  // F32, F16, BF16 (CUDA) or Q8_0
-  uint64_t kv_bytes_per_token = 0;
+  uint64_t kv_bytes_per_token = 0;  // every layer's K and V of one token
   int64_t context = 0;
   int64_t sequences = 0;
-  uint64_t kv_bytes = 0;     // kv_bytes_per_token × context × sequences
+  // One sequence of `context` tokens (see the top), and the same keeping
+  // every layer's whole history (kv_bytes_per_token × context); equal
+  // without released windows.
+  uint64_t kv_bytes_per_sequence = 0;
+  uint64_t kv_bytes_per_sequence_full = 0;
+  int32_t kv_groups = 1;     // KV groups (kv_layout.h); 1 = full history
+  int64_t kv_slots = 0;      // layers per block of a group
+  uint64_t kv_bytes = 0;     // kv_bytes_per_sequence × sequences
   uint64_t total_bytes = 0;  // weights + KV
   uint64_t rule_of_thumb_bytes = 0;  // floor(weights × 1.3)
   std::optional<MemoryFit> fit;      // present when a budget was given
@@ -111,8 +131,8 @@ struct MemoryPlan {
 // shape has no layers, KV heads or head size (head_dim 0 falls back to
 // n_embd / n_heads), when the parameter count is not positive, when context
 // or sequences are not positive, when not exactly one weights source is set,
-// or when the KV type is block-quantized other than Q8_0; OutOfRange when a byte count
-// overflows 64 bits.
+// or when the KV type is block-quantized other than Q8_0, or block_size is
+// not positive; OutOfRange when a byte count overflows 64 bits.
 absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
                                       const MemoryPlanRequest& request);
 

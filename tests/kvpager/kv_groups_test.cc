@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -242,6 +243,120 @@ TEST(KvGroupsTest, TruncateGivesBackRejectedDraftsInEveryGroup) {
   EXPECT_EQ(a->num_blocks(1), WindowBlocks(14, 14));
   EXPECT_EQ(pager->AppendRoom(*a, 4), 2 + 2 * kB);
   ExpectConsistent(*pager);
+}
+
+
+// Random operations on a pager of a full and two windowed groups (as the
+// scheduler makes them: a chunk covered before it is computed, decode
+// tokens appended, forks of computed sequences, drafts truncated), checked
+// after each against a model of the live sequences: every block's
+// refcount is the number of tables holding it; a windowed table holds
+// exactly the blocks from its window's first to its covered end; each
+// held block records its sequence's tokens; and, all freed, nothing is
+// used.
+TEST(KvGroupsTest, RandomOperationsKeepTheInvariants) {
+  struct Seq {
+    BlockLease lease;
+    std::vector<int32_t> tokens;
+    int32_t covered = 0;  // positions the windowed groups were asked for
+  };
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    const auto uniform = [&](int lo, int hi) {
+      return std::uniform_int_distribution<int>(lo, hi)(rng);
+    };
+    std::unique_ptr<KvPager> pager = GroupedPager(120, {0, kWindow, 5});
+    ASSERT_NE(pager, nullptr);
+    std::vector<Seq> seqs;
+    std::vector<BlockCopy> copies;
+    for (int step = 0; step < 400; ++step) {
+      const int dice = uniform(0, 99);
+      if (dice < 20 || seqs.empty()) {
+        std::vector<int32_t> prompt = Range(uniform(0, 2) * 100, uniform(1, 30));
+        const int32_t first = uniform(0, 12);
+        if (!pager->CanAllocate(prompt, "t", first)) continue;
+        absl::StatusOr<BlockLease> lease = pager->Allocate(prompt, "t", first);
+        ASSERT_TRUE(lease.ok()) << lease.status();
+        const int32_t cached = lease->num_cached_tokens();
+        const int32_t covered = std::min<int32_t>(
+            static_cast<int32_t>(prompt.size()), cached + first);
+        seqs.push_back(Seq{*std::move(lease), std::move(prompt), covered});
+        continue;
+      }
+      Seq& q = seqs[uniform(0, static_cast<int>(seqs.size()) - 1)];
+      const int32_t computed = q.lease.num_computed_tokens();
+      const int32_t n = q.lease.num_tokens();
+      if (dice < 50) {  // a step: cover a chunk, or append past the end
+        if (q.covered < n) {
+          const int32_t end = std::min(n, computed + uniform(1, 9));
+          if (!pager->CanCover(q.lease, end)) continue;
+          ASSERT_TRUE(pager->Cover(&q.lease, end).ok());
+          q.covered = std::max(q.covered, end);
+        } else if (computed == n) {
+          const int32_t k = uniform(1, 4);
+          std::vector<int32_t> more = Range(uniform(0, 500), k);
+          if (!pager->CanAppend(q.lease, k)) continue;
+          ASSERT_TRUE(pager->Append(&q.lease, more, &copies).ok());
+          q.tokens.insert(q.tokens.end(), more.begin(), more.end());
+          q.covered = q.lease.num_tokens();
+        }
+      } else if (dice < 75) {  // the step ran: some of it is computed
+        const int32_t to = uniform(computed, q.covered);
+        ASSERT_TRUE(pager->MarkComputed(&q.lease, to).ok());
+        if (uniform(0, 3) == 0 && to < q.lease.num_tokens()) {
+          // Drafts rejected: drop the uncomputed tail.
+          ASSERT_TRUE(pager->Truncate(&q.lease, to).ok());
+          q.tokens.resize(to);
+          q.covered = to;
+        }
+      } else if (dice < 82) {
+        if (computed != n) continue;  // fork only computed sequences
+        absl::StatusOr<BlockLease> fork = pager->Fork(q.lease);
+        ASSERT_TRUE(fork.ok());
+        Seq copy{*std::move(fork), q.tokens, q.covered};
+        seqs.push_back(std::move(copy));
+      } else if (dice < 95) {
+        seqs.erase(seqs.begin() + uniform(0, static_cast<int>(seqs.size()) - 1));
+      } else {
+        pager->EvictCached(uniform(1, 5));
+      }
+      // The model.
+      ExpectConsistent(*pager);
+      std::vector<int32_t> refs(120, 0);
+      for (const Seq& s : seqs) {
+        const int32_t c = s.lease.num_computed_tokens();
+        ASSERT_EQ(s.lease.num_tokens(), static_cast<int32_t>(s.tokens.size()));
+        for (int32_t g = 0; g < 3; ++g) {
+          const absl::Span<const int32_t> table = s.lease.group_tables()[g];
+          const int32_t w = pager->group_window(g);
+          const int32_t first = w == 0 ? 0 : std::max(0, c - w + 1) / kB;
+          const int32_t end =
+              w == 0 ? static_cast<int32_t>(table.size())
+                     : (std::max(s.covered, c) + kB - 1) / kB;
+          for (int32_t i = 0; i < static_cast<int32_t>(table.size()); ++i) {
+            const bool held = i >= first && i < end;
+            ASSERT_EQ(table[i] != kNoBlock, held)
+                << "group " << g << " entry " << i << " computed " << c;
+            if (!held) continue;
+            ++refs[table[i]];
+            const int32_t stop = std::min<int32_t>(
+                kB, static_cast<int32_t>(s.tokens.size()) - i * kB);
+            for (int32_t j = 0; j < stop; ++j) {
+              ASSERT_EQ(pager->pool().tokens(table[i])[j], s.tokens[i * kB + j]);
+            }
+          }
+        }
+      }
+      for (int32_t b = 0; b < 120; ++b) {
+        ASSERT_EQ(pager->pool().ref_count(b), refs[b]) << "block " << b;
+      }
+    }
+    seqs.clear();
+    EXPECT_EQ(pager->Stats().used_blocks, 0);
+    pager->ResetPrefixCache();
+    EXPECT_EQ(pager->Stats().free_blocks, 120);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/forward_batch.h"
+#include "kvpager/kv_pager.h"
 #include "gtest/gtest.h"
 #include "tests/testing/build_paths.h"
 
@@ -26,24 +29,44 @@ double LogSumExp(const double* begin, const double* end) {
   return top + std::log(s);
 }
 
+// Where a line's K/V live: blocks 0, 1, 2, ... of the pool, or, for an
+// engine with several KV groups (Engine::kv_group_windows), a lease of a
+// pager over the engine's pool and groups, covered chunk by chunk and
+// marked computed after each, so that windowed groups give their blocks
+// back and take them again for later positions as the server's would:
+// attention must never read a block given back.
+struct LineKv {
+  std::vector<int32_t> blocks;
+  std::unique_ptr<kvpager::KvPager> pager;
+  kvpager::BlockLease lease;
+};
+
 // Runs tokens [begin, end) of `tokens` at their positions, in steps of at
 // most the engine's step size; the last step wants the logits of `end - 1`.
 absl::Status RunChunk(engine::Engine& engine,
                       const std::vector<int32_t>& tokens, int32_t begin,
-                      int32_t end, const std::vector<int32_t>& blocks,
-                      absl::Span<float> logits) {
+                      int32_t end, LineKv& kv, absl::Span<float> logits) {
   engine::ForwardBatch batch;
   batch.sequences.resize(1);
   engine::SequenceSlice& slice = batch.sequences[0];
-  slice.block_table = blocks;
+  slice.block_table = kv.blocks;
   while (begin < end) {
     const int32_t count = std::min(end - begin, engine.max_tokens_per_step());
     batch.tokens.assign(tokens.begin() + begin, tokens.begin() + begin + count);
     slice.token_count = count;
     slice.position_begin = begin;
     slice.num_logits = begin + count == end ? 1 : 0;
+    if (kv.pager != nullptr) {
+      RETURN_IF_ERROR(kv.pager->Cover(&kv.lease, begin + count));
+      slice.block_table = kv.lease.block_ids();
+      slice.group_tables = kv.lease.group_tables();
+    }
     RETURN_IF_ERROR(engine.Forward(
         batch, slice.num_logits > 0 ? logits : absl::Span<float>()));
+    if (kv.pager != nullptr) {
+      RETURN_IF_ERROR(kv.pager->MarkComputed(&kv.lease, begin + count,
+                                             /*cache=*/false));
+    }
     begin += count;
   }
   return absl::OkStatus();
@@ -64,13 +87,22 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
     stored.push_back(std::stoi(key));
   }
   std::sort(stored.begin(), stored.end());
-  std::vector<int32_t> blocks((tokens.size() + engine.block_size() - 1) /
-                              engine.block_size());
-  std::iota(blocks.begin(), blocks.end(), 0);
-  if (static_cast<int64_t>(blocks.size()) > engine.num_blocks()) {
+  LineKv kv;
+  if (engine.kv_group_windows().size() > 1) {
+    ASSIGN_OR_RETURN(kv.pager, kvpager::KvPager::Create(
+                                   engine.num_blocks(), engine.block_size(),
+                                   engine.kv_group_windows()));
+    ASSIGN_OR_RETURN(kv.lease, kv.pager->Allocate(tokens, "oracle",
+                                                  /*first_step=*/0));
+  } else {
+    kv.blocks.resize((tokens.size() + engine.block_size() - 1) /
+                     engine.block_size());
+    std::iota(kv.blocks.begin(), kv.blocks.end(), 0);
+  }
+  if (static_cast<int64_t>(kv.blocks.size()) > engine.num_blocks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the engine has ", engine.num_blocks(), " blocks; ",
-                     tokens.size(), " positions need ", blocks.size()));
+                     tokens.size(), " positions need ", kv.blocks.size()));
   }
   std::vector<float> logits(engine.config().n_vocab);
   int32_t done = 0;
@@ -79,7 +111,7 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
       return absl::InvalidArgumentError(absl::StrCat("stored position ", p));
     }
     RETURN_IF_ERROR(
-        RunChunk(engine, tokens, done, p + 1, blocks, absl::MakeSpan(logits)));
+        RunChunk(engine, tokens, done, p + 1, kv, absl::MakeSpan(logits)));
     CompareOracleLogits(logits, line["logits"][std::to_string(p)], m);
     done = p + 1;
   }
@@ -91,7 +123,7 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
   for (size_t i = 0; i < greedy.size(); ++i) {
     const int32_t p = n_prompt + static_cast<int32_t>(i);
     RETURN_IF_ERROR(
-        RunChunk(engine, tokens, p, p + 1, blocks, absl::MakeSpan(logits)));
+        RunChunk(engine, tokens, p, p + 1, kv, absl::MakeSpan(logits)));
     CompareOracleLogits(logits, greedy_logits[i], m);
   }
   return absl::OkStatus();
@@ -152,6 +184,11 @@ void CompareOracleLogits(absl::Span<const float> ours, const Json& ref,
     worst = std::max(worst, std::abs((o[t] - lse_ours) - (r[t] - lse_ref)));
   }
   m->max_rel = std::max(m->max_rel, worst / sd);
+  for (const float v : ours) {  // FNV-1a over the rows' bits
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    m->logits_hash = (m->logits_hash ^ bits) * 1099511628211ull;
+  }
   ++m->positions;
   if (r[order[0]] - r[order[1]] > 0.05) {
     ++m->argmax_checked;

@@ -44,6 +44,9 @@ struct OracleMeasure {
   int positions = 0;       // positions compared
   int argmax_checked = 0;  // positions with a clear llama.cpp argmax
   int argmax_equal = 0;
+  // FNV-1a of every compared row's float bits, in order: equal for
+  // bit-identical logits.
+  uint64_t logits_hash = 14695981039346656037ull;
 };
 
 // Compares one row of logits with llama.cpp's `ref` (a JSON array of
@@ -64,7 +67,9 @@ struct OracleRunOptions {
 // Feeds each reference line of `name` (options.ref_dir/NAME.jsonl) through
 // `engine` — the prompt in chunks ending at each stored position, then
 // llama.cpp's greedy tokens one at a time (teacher-forced) — comparing
-// every stored row into `m`. The engine needs block_size-sized blocks
+// every stored row into `m`. An engine with several KV groups gets its
+// tables from a pager over its pool (windowed blocks given back as the
+// line runs). The engine needs block_size-sized blocks
 // 0 .. (prompt + 16) / block_size and max_tokens_per_step of 64 at least.
 // Errors: no reference file, a malformed line, or the engine's own.
 absl::Status MeasureOracleFile(engine::Engine& engine, const std::string& name,

@@ -42,7 +42,11 @@ Plans memory for serving MODEL: the weight bytes, the KV-cache bytes for
 rule of thumb (weights x 1.3), and, given --memory, how many sequences of
 that context fit in the budget. A mixture-of-experts model holds every
 expert; its table also shows the active parameters and the weight bytes a
-decode step of one sequence reads (the experts one token runs).
+decode step of one sequence reads (the experts one token runs). A model
+with sliding-window layers (Gemma 3) counts what the CPU engine keeps:
+those layers' last window of positions only (about window / 16 + 1
+blocks of 16 tokens per decoding sequence), next to every layer's full
+history.
 
   --model MODEL          a GGUF file, or dummy:SHAPE[:DTYPE] for a named shape
   --context N            tokens per sequence
@@ -264,6 +268,17 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   }
   t.Bytes(absl::StrCat("KV per token (", engine::DtypeName(plan.kv_dtype), ")"),
           plan.kv_bytes_per_token);
+  if (plan.kv_groups > 1) {
+    // Sliding layers' blocks beyond the window go back to the pool (the
+    // CPU engine; the CUDA engine keeps every layer's full history).
+    t.Text("KV groups",
+           absl::StrCat(plan.kv_groups, " of ", plan.kv_slots,
+                        " layers; sliding layers keep their last ",
+                        c.sliding_window, " positions"));
+    t.Bytes(absl::StrCat("KV per sequence (", plan.context, " tokens)"),
+            plan.kv_bytes_per_sequence);
+    t.Bytes("KV per sequence, full history", plan.kv_bytes_per_sequence_full);
+  }
   t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
                        Sequences(plan.sequences), ")"),
           plan.kv_bytes);
