@@ -100,6 +100,10 @@ struct Architecture {
   // The architecture's own keys, read after the common ones (null: none).
   absl::Status (*read_keys)(const GgufFile& file,
                             ModelConfig* config) = nullptr;
+  // What the architecture fixes that its files do not say (the embedding
+  // scale, biases, the activation, ...), set after its keys and for a
+  // named shape (model_shapes.h) alike (null: nothing).
+  void (*configure)(ModelConfig* config) = nullptr;
 };
 
 // The architecture named `name` (general.architecture); null for one

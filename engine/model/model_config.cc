@@ -396,6 +396,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(c.pooling, ReadPooling(file, a));
   if (arch->moe) RETURN_IF_ERROR(ReadExperts(file, a, &c));
   if (arch->read_keys != nullptr) RETURN_IF_ERROR(arch->read_keys(file, &c));
+  if (arch->configure != nullptr) arch->configure(&c);
   return c;
 }
 

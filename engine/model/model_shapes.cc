@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "engine/model/layer_program.h"
 #include "engine/model/weight_recipe.h"
 
 namespace paceline::engine {
@@ -32,9 +33,15 @@ struct Shape {
   bool tied_output = false;
   bool qkv_bias = false;
   bool qk_norm = false;
-  int64_t n_expert = 0;  // mixture of experts (qwen3moe) when > 0
+  int64_t n_expert = 0;  // mixture of experts (qwen3moe, gpt-oss) when > 0
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
+  int64_t sliding_window = 0;  // model_config.h's sliding-window fields
+  int64_t swa_period = 0;
+  double rope_freq_base_swa = 10000.0;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  double rope_scaling_factor = 1.0;
+  int64_t rope_original_context = 0;
 };
 
 // clang-format off
@@ -91,6 +98,27 @@ constexpr Shape kShapes[] = {
      .n_layers = 32, .n_embd = 4096, .n_heads = 32, .n_kv_heads = 8,
      .head_dim = 128, .n_ff = 14336, .n_vocab = 128256, .context_length = 8192,
      .rope_freq_base = 5e5},
+    // google/gemma-3-4b-it config.json, text_config (3.88B parameters with
+    // GGUF's 262,144-token vocabulary): 5 sliding layers (window 1,024,
+    // RoPE base 1e4) per global one (base 1e6, linear scaling x8).
+    {.name = "gemma3-4b", .architecture = "gemma3",
+     .n_layers = 34, .n_embd = 2560, .n_heads = 8, .n_kv_heads = 4,
+     .head_dim = 256, .n_ff = 10240, .n_vocab = 262144,
+     .context_length = 131072, .rope_freq_base = 1e6, .rms_norm_eps = 1e-6,
+     .tied_output = true, .qk_norm = true,
+     .sliding_window = 1024, .swa_period = 6, .rope_freq_base_swa = 1e4,
+     .rope_scaling = RopeScaling::kLinear, .rope_scaling_factor = 8},
+    // openai/gpt-oss-20b config.json (20.9B parameters):
+    // sliding (window 128) and full layers alternating, 32 experts of
+    // width 2,880, 4 used, YaRN x32 over a 4,096 training context.
+    {.name = "gpt-oss-20b", .architecture = "gpt-oss",
+     .n_layers = 24, .n_embd = 2880, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 64, .n_ff = 2880, .n_vocab = 201088,
+     .context_length = 131072, .rope_freq_base = 150000,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880,
+     .sliding_window = 128, .swa_period = 2,
+     .rope_scaling = RopeScaling::kYarn, .rope_scaling_factor = 32,
+     .rope_original_context = 4096},
 };
 // clang-format on
 
@@ -106,8 +134,9 @@ ModelConfig ToConfig(const Shape& s) {
   c.n_ff = s.n_ff;
   c.n_vocab = s.n_vocab;
   c.context_length = s.context_length;
-  c.rope_layout = s.architecture == "llama" ? RopeLayout::kAdjacentPairs
-                                            : RopeLayout::kNeoxHalves;
+  const Architecture* arch = FindArchitecture(s.architecture);
+  c.rope_layout =
+      arch != nullptr ? arch->rope_layout : RopeLayout::kAdjacentPairs;
   c.rope_dim = s.head_dim;
   c.rope_freq_base = s.rope_freq_base;
   c.rms_norm_eps = s.rms_norm_eps;
@@ -117,6 +146,13 @@ ModelConfig ToConfig(const Shape& s) {
   c.n_expert = s.n_expert;
   c.n_expert_used = s.n_expert_used;
   c.n_ff_exp = s.n_ff_exp;
+  c.sliding_window = s.sliding_window;
+  c.swa_period = s.swa_period;
+  c.rope_freq_base_swa = s.rope_freq_base_swa;
+  c.rope_scaling = s.rope_scaling;
+  c.rope_scaling_factor = s.rope_scaling_factor;
+  c.rope_original_context = s.rope_original_context;
+  if (arch != nullptr && arch->configure != nullptr) arch->configure(&c);
   return c;
 }
 

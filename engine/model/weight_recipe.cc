@@ -34,6 +34,7 @@ constexpr NamedRecipe kRecipes[] = {
     {"q4_k_m", WeightMix::kQ4_K_M, GgmlType::kQ4_K},
     {"q3_k_m", WeightMix::kQ3_K_M, GgmlType::kQ3_K},
     {"q2_k", WeightMix::kQ2_K, GgmlType::kQ2_K},
+    {"mxfp4_moe", WeightMix::kMxfp4Moe, GgmlType::kMXFP4},
 };
 
 // llama.cpp's tensor_type_fallback: a type whose block does not divide the
@@ -80,8 +81,8 @@ std::vector<ModelMatrix> ModelMatrices(const ModelConfig& c) {
       const int64_t stacked = c.n_expert * c.n_ff_exp;
       out.push_back({MatrixRole::kFfnGate, i, stacked, c.n_embd});
       out.push_back({MatrixRole::kFfnUp, i, stacked, c.n_embd});
-      out.push_back({MatrixRole::kFfnDown, i, c.n_expert * c.n_embd,
-                     c.n_ff_exp});
+      out.push_back(
+          {MatrixRole::kFfnDown, i, c.n_expert * c.n_embd, c.n_ff_exp});
       continue;
     }
     out.push_back({MatrixRole::kFfnGate, i, c.n_ff, c.n_embd});
@@ -120,6 +121,13 @@ GgmlType WeightRecipe::TypeOf(const ModelConfig& config,
 
 GgmlType WeightRecipe::MixedType(const ModelConfig& c,
                                  const ModelMatrix& m) const {
+  if (mix_ == WeightMix::kMxfp4Moe) {
+    const bool expert =
+        c.is_moe() && m.layer >= 0 &&
+        (m.role == MatrixRole::kFfnGate || m.role == MatrixRole::kFfnUp ||
+         m.role == MatrixRole::kFfnDown);
+    return expert ? GgmlType::kMXFP4 : GgmlType::kQ8_0;
+  }
   const bool head = m.role == MatrixRole::kOutput ||
                     (c.tied_output && m.role == MatrixRole::kTokenEmbd);
   if (head) {

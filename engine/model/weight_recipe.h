@@ -24,16 +24,18 @@ namespace paceline::engine {
 
 // llama.cpp's file types that mix K-quants (LLAMA_FTYPE_MOSTLY_*).
 enum class WeightMix : uint8_t {
-  kUniform,  // every matrix in one type
-  kQ2_K,     // Q2_K; attn_v Q3_K (Q4_K with >= 4 query heads per KV head),
-             // attn_output and ffn_down Q3_K
-  kQ3_K_M,   // Q3_K; attn_v Q5_K in layers 0-1, else Q4_K; attn_output
-             // Q4_K; ffn_down Q5_K in the first 1/16 of the layers, else Q4_K
-  kQ4_K_M,   // Q4_K; attn_v and ffn_down Q6_K in the layers that
-             // UsesMoreBits
-  kQ5_K_M,   // Q5_K; likewise Q6_K
+  kUniform,   // every matrix in one type
+  kQ2_K,      // Q2_K; attn_v Q3_K (Q4_K with >= 4 query heads per KV head),
+              // attn_output and ffn_down Q3_K
+  kQ3_K_M,    // Q3_K; attn_v Q5_K in layers 0-1, else Q4_K; attn_output
+              // Q4_K; ffn_down Q5_K in the first 1/16 of the layers, else Q4_K
+  kQ4_K_M,    // Q4_K; attn_v and ffn_down Q6_K in the layers that
+              // UsesMoreBits
+  kQ5_K_M,    // Q5_K; likewise Q6_K
+  kMxfp4Moe,  // a mixture of experts' expert matrices MXFP4, every other
+              // matrix (the head included) Q8_0: llama.cpp's MXFP4_MOE
 };
-// All mixes store the output head (the embedding when tied) as Q6_K, or
+// The K-quant mixes store the output head (the embedding when tied) as Q6_K, or
 // Q8_0 when its width is not a multiple of 256, and apply llama.cpp's
 // fallback to other matrices whose width is not a multiple of the block:
 // Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16

@@ -132,8 +132,11 @@ absl::Status CheckDummyRecipe(const ModelConfig& c,
         absl::StrCat("dummy weights cannot be ", recipe.name(),
                      "; supported: ", WeightsDtypeNames()));
   }
+  // The K-quant mixes' blocks are 256 wide; MXFP4_MOE's (MXFP4, Q8_0) 32.
   const int64_t block =
-      uniform ? GetGgmlTypeTraits(recipe.base_type()).block_size : 256;
+      uniform || recipe.mix() == WeightMix::kMxfp4Moe
+          ? GetGgmlTypeTraits(recipe.base_type()).block_size
+          : 256;
   for (int64_t cols :
        {c.n_embd, c.n_heads * c.head_dim, c.is_moe() ? c.n_ff_exp : c.n_ff}) {
     if (cols % block != 0) {

@@ -147,5 +147,27 @@ TEST(InspectMoeTest, CountsEveryExpertAndTheActiveOnes) {
   EXPECT_EQ(report.expert_feed_forward_length(), 256);
 }
 
+// oracle-next's gpt-oss MXFP4 file (README there: 2 layers, layer 0
+// sliding with window 32, sinks, Q/K/V/O biases, a biased router, 8
+// experts of FFN 128 with biases, the six expert tensors MXFP4): per layer
+// gate and up 128 x 256 and down 256 x 128 per expert, 17 bytes per 32.
+TEST(InspectMoeTest, GptOssShowsWindowsSinksBiasesAndMxfp4Bytes) {
+  const std::string path = ::paceline::testing::SharedPath(
+      "oracle-next/models/gpt-oss-base-mxfp4.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const int64_t expert_bytes = 2 * 8 * (3 * 128 * 256) / 32 * 17;
+  ASSERT_EQ(expert_bytes, 835'584);
+  const CommandResult r = RunPaceline({"inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line :
+       {"attention      sliding window 32 on layers 0, global on 1\n",
+        "sinks          one learned logit per head per layer\n",
+        "biases         Q/K/V, attention output, router, experts\n",
+        "experts        8 per layer, 4 used per token, FFN 128\n",
+        "expert bytes   835,584, ", ", MXFP4 x6\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace paceline::testing

@@ -128,8 +128,8 @@ void PrintTable(const std::string& path, const Summary& s) {
     row("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
                                 " used per token, FFN ", c.n_ff_exp));
     row("expert bytes",
-        absl::StrCat(GroupDigits(s.expert_bytes), " (",
-                     HumanBytes(s.expert_bytes), ") as ", s.expert_types));
+        absl::StrCat(GroupDigits(s.expert_bytes), ", ",
+                     HumanBytes(s.expert_bytes), ", ", s.expert_types));
   }
   row("parameters", absl::StrFormat("%s (%.2f M)", GroupDigits(s.parameters),
                                     static_cast<double>(s.parameters) / 1e6));

@@ -61,6 +61,10 @@ absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
         "metadata key '", softcap, "' is ", cap,
         ": final logit soft-capping is not implemented (Gemma 3 has none)"));
   }
+  return absl::OkStatus();
+}
+
+void Configure(ModelConfig* c) {
   c->sliding_rope = c->sliding_window > 0;
   c->embed_scale = std::sqrt(static_cast<double>(c->n_embd));
   c->post_norms = true;
@@ -71,7 +75,6 @@ absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
                        ? static_cast<double>(c->n_embd / c->n_heads)
                        : static_cast<double>(c->head_dim);
   c->attention_scale = 1.0 / std::sqrt(d);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -84,6 +87,7 @@ const Architecture kGemma3 = {
     .moe = false,
     .layer = &Layer,
     .read_keys = &ReadKeys,
+    .configure = &Configure,
 };
 
 }  // namespace paceline::engine::arch

@@ -26,6 +26,7 @@ LayerProgram Layer(const ModelConfig& c, int64_t layer) {
   out.bias = true;
   p.ops.push_back(out);
   AppendFeedForward(&p, /*moe=*/true);
+  p.ops.back().activation = FfnActivation::kSwigluOai;
   return p;
 }
 
@@ -52,13 +53,16 @@ absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
         ".rope.freq_base (", c->rope_freq_base,
         "): a separate RoPE for gpt-oss's sliding layers is not implemented"));
   }
+  return absl::OkStatus();
+}
+
+void Configure(ModelConfig* c) {
   c->qkv_bias = true;
   c->attn_output_bias = true;
   c->attn_sinks = true;
   c->moe_biases = true;
   c->ffn_norm_is_post_attention_norm = true;
   c->ffn_activation = FfnActivation::kSwigluOai;
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -71,6 +75,7 @@ const Architecture kGptOss = {
     .moe = true,
     .layer = &Layer,
     .read_keys = &ReadKeys,
+    .configure = &Configure,
 };
 
 }  // namespace paceline::engine::arch

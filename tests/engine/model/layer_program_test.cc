@@ -39,10 +39,17 @@ TEST(LayerProgramTest, EveryNamedShapesArchitectureIsDescribed) {
       const Op* ffn = FindOp(p, OpKind::kFeedForward);
       ASSERT_NE(ffn, nullptr);
       EXPECT_EQ(ffn->moe, c->is_moe());
-      // Attention before the feed-forward, both added to the residual.
+      // Attention before the feed-forward, whose output joins the
+      // residual: accumulated into it, or (post-norms) added after.
       EXPECT_LT(qkv - p.ops.data(), ffn - p.ops.data());
-      EXPECT_EQ(ffn->dst, Buf::kX);
-      EXPECT_TRUE(ffn->accumulate);
+      const bool added =
+          std::any_of(ffn + 1, p.ops.data() + p.ops.size(), [](const Op& op) {
+            return op.kind == OpKind::kAdd && op.src == Buf::kProj &&
+                   op.dst == Buf::kX;
+          });
+      EXPECT_TRUE((ffn->dst == Buf::kX && ffn->accumulate) ||
+                  (ffn->dst == Buf::kProj && added));
+      EXPECT_EQ(ffn->activation, c->ffn_activation);
     }
   }
 }
@@ -75,6 +82,7 @@ TEST(LayerProgramTest, Gemma3SlidesOnItsPatternWithPostNorms) {
   c.n_layers = 6;
   c.sliding_window = 32;
   c.swa_period = 3;
+  gemma3->configure(&c);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     SCOPED_TRACE(l);
     const bool sliding = l % 3 != 2;
@@ -104,8 +112,39 @@ TEST(LayerProgramTest, Gemma3SlidesOnItsPatternWithPostNorms) {
   EXPECT_EQ(FindOp(gemma3->layer(c, 0), OpKind::kAttention)->window, 0);
 }
 
+// gpt-oss (llama.cpp's default period 2: even layers slide): sinks on
+// every attention, biases on Q/K/V and the attention output, the FFN norm
+// before a MoE with SwiGLU-OAI, both sub-layers accumulated.
+TEST(LayerProgramTest, GptOssAlternatesWindowsWithSinksAndBiases) {
+  const Architecture* oss = FindArchitecture("gpt-oss");
+  ASSERT_NE(oss, nullptr);
+  EXPECT_TRUE(oss->moe);
+  ModelConfig c;
+  c.architecture = "gpt-oss";
+  c.n_layers = 4;
+  c.sliding_window = 128;
+  c.swa_period = 2;
+  oss->configure(&c);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    SCOPED_TRACE(l);
+    const LayerProgram p = oss->layer(c, l);
+    EXPECT_TRUE(FindOp(p, OpKind::kQkvRope)->qkv_bias);
+    EXPECT_FALSE(FindOp(p, OpKind::kQkvRope)->local_rope);
+    EXPECT_EQ(FindOp(p, OpKind::kAttention)->window, l % 2 == 0 ? 128 : 0);
+    EXPECT_TRUE(FindOp(p, OpKind::kAttention)->sinks);
+    const Op* out = FindOp(p, OpKind::kMatMul);
+    EXPECT_TRUE(out->bias && out->accumulate);
+    EXPECT_EQ(out->weight, Weight::kAttnOutput);
+    const Op* ffn = FindOp(p, OpKind::kFeedForward);
+    EXPECT_TRUE(ffn->moe && ffn->accumulate);
+    EXPECT_EQ(ffn->activation, FfnActivation::kSwigluOai);
+    EXPECT_EQ((ffn - 1)->weight, Weight::kFfnNorm);
+  }
+  EXPECT_TRUE(c.ffn_norm_is_post_attention_norm && c.moe_biases);
+}
+
 TEST(LayerProgramTest, AnUnknownArchitectureHasNoProgram) {
-  EXPECT_EQ(FindArchitecture("gpt-oss"), nullptr);
+  EXPECT_EQ(FindArchitecture("mamba"), nullptr);
   ModelConfig c;
   c.architecture = "mamba";
   c.n_layers = 2;

@@ -4,6 +4,7 @@
 #include "engine/model/model_shapes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,13 +34,18 @@ int64_t HandParameterCount(const ModelConfig& c) {
   const int64_t q = c.n_heads * c.head_dim;
   const int64_t kv = c.n_kv_heads * c.head_dim;
   // A MoE layer: a router row and three matrices per expert.
-  const int64_t ffn = c.n_expert > 0 ? c.n_expert * (c.n_embd +
-                                                     3 * c.n_embd * c.n_ff_exp)
-                                     : 3 * c.n_embd * c.n_ff;
+  const int64_t ffn = c.n_expert > 0
+                          ? c.n_expert * (c.n_embd + 3 * c.n_embd * c.n_ff_exp)
+                          : 3 * c.n_embd * c.n_ff;
   int64_t block =
       c.n_embd * q + 2 * c.n_embd * kv + q * c.n_embd + ffn + 2 * c.n_embd;
   if (c.qkv_bias) block += q + 2 * kv;
   if (c.qk_norm) block += 2 * c.head_dim;
+  if (c.post_norms) block += 2 * c.n_embd;    // gemma3
+  if (c.attn_output_bias) block += c.n_embd;  // gpt-oss
+  if (c.attn_sinks) block += c.n_heads;       // gpt-oss: one per head
+  // gpt-oss: per expert, the router's bias and its gate, up, down biases.
+  if (c.moe_biases) block += c.n_expert * (1 + 2 * c.n_ff_exp + c.n_embd);
   const int64_t embedding = c.n_vocab * c.n_embd;
   return embedding + c.n_layers * block + c.n_embd +
          (c.tied_output ? 0 : embedding);
@@ -187,6 +193,28 @@ TEST(ModelShapesTest, ParameterCountsMatchPublishedTotals) {
   EXPECT_EQ(Shape("llama-1b").ParameterCount(), 1'235'814'400);    // 1.24B
   EXPECT_EQ(Shape("llama-7b").ParameterCount(), 6'738'415'616);    // 6.74B
   EXPECT_EQ(Shape("llama-3-8b").ParameterCount(), 8'030'261'248);  // 8.03B
+  // The gpt-oss model card's 20.91B.
+  EXPECT_NEAR(static_cast<double>(Shape("gpt-oss-20b").ParameterCount()),
+              20.91e9, 0.005e9);
+}
+
+// The architectures' fixed facts reach their shapes (Architecture::
+// configure), as they do a file's config.
+TEST(ModelShapesTest, NewArchitecturesAreConfigured) {
+  const ModelConfig gemma = Shape("gemma3-4b");
+  EXPECT_TRUE(gemma.post_norms);
+  EXPECT_TRUE(gemma.sliding_rope);
+  EXPECT_DOUBLE_EQ(gemma.embed_scale, std::sqrt(2560.0));
+  EXPECT_EQ(gemma.ffn_activation, FfnActivation::kGeluTanh);
+  EXPECT_TRUE(gemma.IsSlidingLayer(4));
+  EXPECT_FALSE(gemma.IsSlidingLayer(5));
+  const ModelConfig oss = Shape("gpt-oss-20b");
+  EXPECT_TRUE(oss.attn_sinks && oss.moe_biases && oss.attn_output_bias);
+  EXPECT_EQ(oss.ffn_activation, FfnActivation::kSwigluOai);
+  EXPECT_FALSE(oss.sliding_rope);
+  EXPECT_TRUE(oss.IsSlidingLayer(0));
+  EXPECT_FALSE(oss.IsSlidingLayer(1));
+  EXPECT_EQ(oss.rope_layout, RopeLayout::kNeoxHalves);
 }
 
 // stories110m with 8 experts of its FFN width, 2 used: the dense model's
@@ -199,7 +227,8 @@ TEST(ModelShapesTest, MoeShapeCountsEveryExpertAndActiveOnes) {
   ASSERT_TRUE(moe.is_moe());
   const int64_t ffn = 3 * 768 * 2048;
   const int64_t extra = 12 * (8 * 768 + 2 * 64);
-  EXPECT_EQ(moe.ParameterCount(), dense.ParameterCount() + 12 * 7 * ffn + extra);
+  EXPECT_EQ(moe.ParameterCount(),
+            dense.ParameterCount() + 12 * 7 * ffn + extra);
   EXPECT_EQ(moe.ActiveParameterCount(),
             dense.ParameterCount() + 12 * 1 * ffn + extra);
   EXPECT_EQ(dense.ActiveParameterCount(), dense.ParameterCount());

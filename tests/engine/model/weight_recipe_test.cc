@@ -28,7 +28,7 @@ namespace {
 TEST(WeightRecipeTest, NamesRoundTrip) {
   const std::vector<std::string> names =
       absl::StrSplit(WeightsDtypeNames(), ", ");
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 14u);
   for (const std::string& name : names) {
     absl::StatusOr<WeightRecipe> r = ParseWeightsDtype(name);
     ASSERT_TRUE(r.ok()) << name;
@@ -47,6 +47,25 @@ TEST(WeightRecipeTest, NamesRoundTrip) {
   EXPECT_TRUE(absl::StrContains(bad.message(), "q4_k_m")) << bad;
   EXPECT_FALSE(ParseWeightsDtype("").ok());
   EXPECT_FALSE(ParseWeightsDtype("q5_0").ok());
+}
+
+// llama.cpp's MXFP4_MOE (oracle-next's README: its expert tensors are
+// MXFP4, its other matrices Q8_0).
+TEST(WeightRecipeTest, Mxfp4MoeIsMxfp4ExpertsAndQ8_0Elsewhere) {
+  absl::StatusOr<WeightRecipe> r = ParseWeightsDtype("mxfp4_moe");
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<ModelConfig> c = FindModelShape("gpt-oss-20b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  int experts = 0;
+  for (const ModelMatrix& m : ModelMatrices(*c)) {
+    const bool expert = m.role == MatrixRole::kFfnGate ||
+                        m.role == MatrixRole::kFfnUp ||
+                        m.role == MatrixRole::kFfnDown;
+    experts += expert;
+    EXPECT_EQ(r->TypeOf(*c, m), expert ? GgmlType::kMXFP4 : GgmlType::kQ8_0)
+        << static_cast<int>(m.role) << " layer " << m.layer;
+  }
+  EXPECT_EQ(experts, 3 * 24);
 }
 
 TEST(WeightRecipeTest, UniformIsOneTypeEverywhere) {
@@ -147,12 +166,12 @@ TEST_P(RecipeOracleTest, MatchesTheFilesTypesAndBytes) {
 INSTANTIATE_TEST_SUITE_P(
     Files, RecipeOracleTest,
     ::testing::Values(OracleFile{"llama-base-q4_k_m", "q4_k_m"},
-                    OracleFile{"llama-base-q5_k_m", "q5_k_m"},
-                    OracleFile{"llama-base-q3_k_m", "q3_k_m"},
-                    OracleFile{"llama-base-q2_k", "q2_k"},
-                    OracleFile{"llama-llama3rope-q4_k_m", "q4_k_m"},
-                    OracleFile{"qwen2-base-q4_k_m", "q4_k_m"},
-                    OracleFile{"qwen3-base-q4_k_m", "q4_k_m"}),
+                      OracleFile{"llama-base-q5_k_m", "q5_k_m"},
+                      OracleFile{"llama-base-q3_k_m", "q3_k_m"},
+                      OracleFile{"llama-base-q2_k", "q2_k"},
+                      OracleFile{"llama-llama3rope-q4_k_m", "q4_k_m"},
+                      OracleFile{"qwen2-base-q4_k_m", "q4_k_m"},
+                      OracleFile{"qwen3-base-q4_k_m", "q4_k_m"}),
     [](const ::testing::TestParamInfo<OracleFile>& info) {
       std::string name = info.param.file;
       for (char& ch : name) {
