@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/forward_batch.h"
-#include "kvpager/kv_pager.h"
 #include "gtest/gtest.h"
+#include "kvpager/kv_pager.h"
 #include "tests/testing/build_paths.h"
 
 namespace paceline::testing {
@@ -194,7 +194,11 @@ void CompareOracleLogits(absl::Span<const float> ours, const Json& ref,
     ++m->argmax_checked;
     const size_t ours_top = static_cast<size_t>(
         std::max_element(ours.begin(), ours.end()) - ours.begin());
-    if (ours_top == order[0]) ++m->argmax_equal;
+    if (ours_top == order[0]) {
+      ++m->argmax_equal;
+    } else {
+      m->flip_margins.push_back(r[order[0]] - r[order[1]]);
+    }
   }
 }
 

@@ -44,6 +44,9 @@ struct OracleMeasure {
   int positions = 0;       // positions compared
   int argmax_checked = 0;  // positions with a clear llama.cpp argmax
   int argmax_equal = 0;
+  // llama.cpp's top-two margin at each checked position whose argmax we
+  // did not match.
+  std::vector<double> flip_margins;
   // FNV-1a of every compared row's float bits, in order: equal for
   // bit-identical logits.
   uint64_t logits_hash = 14695981039346656037ull;

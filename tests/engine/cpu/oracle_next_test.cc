@@ -9,11 +9,15 @@
 // Gemma 3 (arch/gemma3.cc): 4 layers, sliding window 32 on layers 0, 1
 // and 3 with RoPE base 1e4, global attention with base 1e6 and linear
 // scaling x8 on layer 2, Q/K norms, pre- and post-norms, GeGLU, the
-// embedding x 16, a tied head. Measured (2026-12-07): F32 0.0023. Not yet
-// asserted: the quantized files, over the 0.08 of quantized files (Q8_0
-// 0.080 with 4 argmax flips, Q4_K_M 0.128 with 1), within it on the
-// 8-token prompt (0.056, 0.055) and growing with the prompt's length
-// (0.067 and 0.098 at 100 tokens): the open question of issue 37.
+// embedding x 16, a tied head. Its quantized files get a wider allowance:
+// llama.cpp itself, changing only its build or kernels (n_ubatch 1, no
+// weight repacking, no llamafile GEMM, AVX512-FP16 on) moves them by up to
+// 0.107 (Q8_0) and 0.170 (Q4_K_M) of the logit std and flips argmaxes
+// whose top-two margin is up to 0.118 and 0.263, against 0.036 / 0.057 on
+// llama-base's files (bench/llama_cpp_self_variation.md, 2026-12-07): the
+// random post_ffw_norm weights ~10 amplify every rounding difference
+// before an int8 activation quantization. A tolerance of 0.08 is below
+// what llama.cpp reproduces of itself there.
 //
 // gpt-oss (arch/gpt_oss.cc): 2 layers, layer 0 sliding (window 32), layer
 // 1 full, attention sinks, Q/K/V/O biases, YaRN x32, 8 experts (4 used)
@@ -54,7 +58,27 @@ void Measure(const LoadedModel& model, const std::string& name,
   ASSERT_TRUE(s.ok()) << s;
   std::cout << name << ": max rel. diff " << m->max_rel << " over "
             << m->positions << " positions, argmax " << m->argmax_equal << "/"
-            << m->argmax_checked << "\n";
+            << m->argmax_checked;
+  for (size_t i = 0; i < m->flip_margins.size(); ++i) {
+    std::cout << (i == 0 ? " (flips at margins " : ", ") << m->flip_margins[i];
+  }
+  std::cout << (m->flip_margins.empty() ? "\n" : ")\n");
+}
+
+// How far a file may be from llama.cpp's logits: the relative difference,
+// and the largest top-two margin of llama.cpp's at which our argmax may
+// differ (0.05: the oracle's rule, where no checked position may flip).
+struct Allowance {
+  double tolerance;
+  double flip_margin;
+};
+
+Allowance AllowanceFor(const std::string& name) {
+  // llama.cpp's own spread on these files (see the top of this file),
+  // rounded up.
+  if (name == "gemma3-base-q8_0") return {0.11, 0.12};
+  if (name == "gemma3-base-q4_k_m") return {0.17, 0.27};
+  return {::paceline::testing::OracleTolerance(name), 0.05};
 }
 
 class OracleNextTest : public ::testing::TestWithParam<const char*> {};
@@ -67,24 +91,28 @@ TEST_P(OracleNextTest, AgreesWithLlamaCpp) {
   ASSERT_TRUE(model.ok()) << model.status();
   ::paceline::testing::OracleMeasure m;
   ASSERT_NO_FATAL_FAILURE(Measure(*model, name, &m));
+  const Allowance allowed = AllowanceFor(name);
   EXPECT_GT(m.positions, 0);
-  EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(name));
-  EXPECT_EQ(m.argmax_equal, m.argmax_checked);
+  EXPECT_GT(m.argmax_checked, m.positions / 2);
+  EXPECT_LE(m.max_rel, allowed.tolerance);
+  for (const double margin : m.flip_margins) {
+    EXPECT_LE(margin, allowed.flip_margin) << "an argmax flip";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, OracleNextTest,
-                         ::testing::Values("gemma3-base-f32",
-                                           "gpt-oss-base-f32",
-                                           "gpt-oss-base-q8_0",
-                                           "gpt-oss-base-q4_k_m",
-                                           "gpt-oss-base-mxfp4"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Files, OracleNextTest,
+    ::testing::Values("gemma3-base-f32", "gemma3-base-q8_0",
+                      "gemma3-base-q4_k_m", "gpt-oss-base-f32",
+                      "gpt-oss-base-q8_0", "gpt-oss-base-q4_k_m",
+                      "gpt-oss-base-mxfp4"),
+    [](const auto& info) {
+      std::string n = info.param;
+      for (char& ch : n) {
+        if (ch == '-') ch = '_';
+      }
+      return n;
+    });
 
 TEST(OracleNextConfigTest, Gemma3SlidesOnTwoOfEveryThreeLayers) {
   const std::filesystem::path file = ModelFile("gemma3-base-f32");
