@@ -12,8 +12,8 @@ BlockLease::BlockLease(BlockLease&& other) noexcept
       num_tokens_(other.num_tokens_),
       num_cached_tokens_(other.num_cached_tokens_),
       num_computed_tokens_(other.num_computed_tokens_),
-      salt_(other.salt_),
       groups_(std::move(other.groups_)),
+      salt_(other.salt_),
       views_(std::move(other.views_)),
       tokens_(std::move(other.tokens_)) {
   other.Clear();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 #include "kvpager/block_table.h"
 #include "kvpager/prefix_cache.h"
@@ -99,8 +100,10 @@ class BlockLease {
   int32_t num_tokens_ = 0;
   int32_t num_cached_tokens_ = 0;
   int32_t num_computed_tokens_ = 0;
+  // (the pager's groups); one lives in the lease itself (no indirection
+  // on the decode path of a model without windows).
+  absl::InlinedVector<Group, 1> groups_;
   Salt salt_;
-  std::vector<Group> groups_;  // (the pager's groups)
   std::vector<absl::Span<const int32_t>> views_;  // (groups) or empty
   // With windowed groups: the sequence's tokens, which a block taken after
   // admission records (prefix-cache keys).

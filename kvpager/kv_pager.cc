@@ -226,6 +226,11 @@ absl::Status KvPager::CheckLease(const BlockLease& lease) const {
 int32_t KvPager::AppendNeed(const BlockLease& lease, int32_t n) const {
   const int32_t last = BlocksFor(int64_t{lease.num_tokens_} + n);
   const bool partial = lease.num_tokens_ % block_size() != 0;
+  if (!windowed_ && lease.groups_.size() == 1) {  // the common case, inline
+    const std::vector<int32_t>& blocks = lease.groups_.front().blocks;
+    return last - static_cast<int32_t>(blocks.size()) +
+           (partial && pool_.ref_count(blocks.back()) > 1 ? 1 : 0);
+  }
   int32_t needed = 0;
   for (const BlockLease::Group& g : lease.groups_) {
     needed += last - g.end;
@@ -298,22 +303,28 @@ absl::Status KvPager::Append(BlockLease* lease,
     ++counters_.cow_copies;
     if (observer_ != nullptr) observer_->OnCopyOnWrite();
   }
-  const int32_t begin = lease->num_tokens_;
-  lease->num_tokens_ += n;
   if (windowed_) {
     lease->tokens_.insert(lease->tokens_.end(), tokens.begin(), tokens.end());
   }
-  const int32_t last = BlocksFor(lease->num_tokens_);
-  for (int32_t group = 0; group < num_groups(); ++group) {
-    BlockLease::Group& g = lease->groups_[group];
-    g.blocks.resize(last, kNoBlock);
-    TakeUpTo(lease, group, last);
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t p = begin + i;
-      pool_.tokens(g.blocks[p / bs])[p % bs] = tokens[i];
+  int32_t group = 0;
+  for (BlockLease::Group& g : lease->groups_) {
+    // A windowed group first takes the uncomputed positions' blocks it
+    // lacks (their tokens from the lease's record).
+    const int32_t size = static_cast<int32_t>(g.blocks.size());
+    if (g.end < size) TakeUpTo(lease, group, size);
+    int32_t slot = offset;
+    for (int32_t token : tokens) {
+      if (slot == 0) {  // the last block is full
+        g.blocks.push_back(TakeBlock(group));
+        ++g.end;
+      }
+      pool_.tokens(g.blocks.back())[slot] = token;
+      slot = slot + 1 == bs ? 0 : slot + 1;
     }
+    ++group;
   }
-  lease->RefreshViews();
+  lease->num_tokens_ += n;
+  if (num_groups() > 1) lease->RefreshViews();
   return absl::OkStatus();
 }
 
@@ -403,6 +414,7 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
   const int32_t full_blocks = num_computed_tokens / block_size();
   for (int32_t group = 0; cache && group < num_groups(); ++group) {
     BlockLease::Group& g = lease->groups_[group];
+    if (g.chain.num_blocks >= full_blocks) continue;
     while (g.chain.num_blocks < full_blocks) {
       const int32_t block = g.blocks[g.chain.num_blocks];
       // A block given back unregistered breaks the chain (never for the
