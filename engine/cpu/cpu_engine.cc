@@ -148,7 +148,7 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
       kv_layout_(std::move(layout)),
       rope_(RopeParamsFor(*weights_)),
       rope_swa_(SlidingRopeParams(weights_->config())),
-      has_sliding_(weights_->config().sliding_window > 0),
+      has_sliding_(weights_->config().sliding_rope),
       cache_(std::move(cache)),
       pool_(options.num_threads) {
   const ModelConfig& c = weights_->config();

@@ -182,7 +182,7 @@ class CpuEngine final : public Engine {
   BatchLimits limits_;  // what Prepare checks a step against
   const RopeParams rope_;
   const RopeParams rope_swa_;  // the sliding layers' (ModelConfig)
-  const bool has_sliding_;     // some layer slides: rope_swa_'s angles too
+  const bool has_sliding_;  // sliding layers rope apart: rope_swa_ too
   const std::unique_ptr<KvCache> cache_;
   ThreadPool pool_;
   std::unique_ptr<MoeFfn> moe_;  // null for a dense model
