@@ -36,7 +36,9 @@ absl::Status BadBatch(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
 }
 
-// F32 when every matrix is F32, BF16 when every one is BF16, else F16.
+// F32 when every matrix is F32, BF16 when every one is BF16, else F16
+// (MXFP4 experts, which no kernel here reads yet, are converted to it at
+// upload).
 GgmlType ChooseDtype(const ModelWeights& w) {
   std::set<GgmlType> types = {w.token_embd().type, w.output().type};
   for (const LayerWeights& l : w.layers()) {
@@ -414,6 +416,10 @@ absl::Status CudaEngine::UploadWeights() {
       RETURN_IF_ERROR(UploadFloats(lw.post_attn_norm, &l.post_attn_norm));
       RETURN_IF_ERROR(UploadFloats(lw.post_ffn_norm, &l.post_ffn_norm));
     }
+    if (c.attn_output_bias) RETURN_IF_ERROR(UploadFloats(lw.o_bias, &l.o_bias));
+    if (c.attn_sinks) {
+      RETURN_IF_ERROR(UploadFloats(lw.attn_sinks, &l.attn_sinks));
+    }
     RETURN_IF_ERROR(UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
     if (c.qkv_bias) {
       std::vector<float> bias(lw.q_bias);
@@ -532,9 +538,12 @@ void CudaEngine::LogWeightBytes() const {
   };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    for (const Matrix* m : {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down}) {
+    for (const Matrix* m :
+         {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down, &l.router}) {
       add(*m);
     }
+    for (const Matrix& m : l.expert_gate_up) add(m);
+    for (const Matrix& m : l.expert_down) add(m);
     for (const auto& group : LayerGroups(weights_->layers()[i])) {
       for (const WeightView* v : group) model(*v);
     }

@@ -38,6 +38,11 @@
 //       p = RMSNorm(p) · post_norm; x += p; h = RMSNorm(x) · next norm
 //                                               (T)      LaunchAddRmsNorm
 //     in one kernel; s = gelu(gu_gate) * gu_up   (T)      LaunchGeluTanhGlu
+//     gpt-oss: Q/K/V biases (as qwen2's), YaRN RoPE, attention with each
+//     head's sink logit (and windows), the output's bias after its GEMM
+//     (LaunchAddRowBias); the MoE with the router's and experts' biases
+//     and SwiGLU-OAI (LaunchSwigluOai). MXFP4 experts are converted to T
+//     at upload (no MXFP4 kernel yet).
 //   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings:
 //     the x rows copied to the caller's host span, normalized there)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
@@ -210,12 +215,20 @@ class CudaEngine final : public Engine {
     DeviceBuffer ffn_norm;        // (n_embd) float
     DeviceBuffer post_attn_norm;  // (n_embd) float, gemma3 only
     DeviceBuffer post_ffn_norm;   // (n_embd) float, gemma3 only
+    DeviceBuffer o_bias;          // (n_embd) float, gpt-oss only
+    DeviceBuffer attn_sinks;      // (n_heads) float, gpt-oss only
     Matrix gate_up;               // (2 n_ff, n_embd): Wgate | Wup
     Matrix ffn_down;              // (n_embd, n_ff)
     // Mixture of experts (qwen3moe) in place of gate_up / ffn_down.
     Matrix router;                       // (n_expert, n_embd)
     std::vector<Matrix> expert_gate_up;  // (n_expert) of (2 n_ff_exp, n_embd)
     std::vector<Matrix> expert_down;     // (n_expert) of (n_embd, n_ff_exp)
+    // The MoE biases (gpt-oss only): the router's (n_expert) float; each
+    // expert's gate | up (n_expert, 2 n_ff_exp) and down (n_expert,
+    // n_embd) float.
+    DeviceBuffer router_bias;
+    DeviceBuffer expert_gate_up_bias;
+    DeviceBuffer expert_down_bias;
   };
   struct Resources;  // stream, cuBLAS handle, captured graphs
   // Step metadata sections (int32 offsets in units of Tk).
@@ -265,6 +278,10 @@ class CudaEngine final : public Engine {
   absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
   absl::Status Attention(const Op& op, int64_t layer, int64_t n);
   absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
+  // out = act(gate_up's gate half, its up half) (kernels/swiglu.h):
+  //   gate_up: (n, 2 ff) float; out: (n, ff) T
+  absl::Status Activate(FfnActivation activation, const float* gate_up,
+                        int64_t n, int64_t ff, void* out);
   // A step buffer's rows (Buf::kX and kProj float, kH and kAtt T).
   void* Rows(Buf buf) const;
   float* FloatRows(Buf buf) const { return static_cast<float*>(Rows(buf)); }

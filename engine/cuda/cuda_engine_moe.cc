@@ -1,4 +1,5 @@
-// The CUDA engine's mixture-of-experts FFN (qwen3moe; cuda_engine.h).
+// The CUDA engine's mixture-of-experts FFN (qwen3moe, gpt-oss with the
+// router's and experts' biases; cuda_engine.h).
 //
 // Routing runs on the device (LaunchMoeRoute), then only the expert ids
 // (n_tokens x k int32) come back to the host, which groups the step's
@@ -21,7 +22,7 @@
 #include "engine/cuda/cuda_engine.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/kernels/moe.h"
-#include "engine/cuda/kernels/swiglu.h"
+#include "engine/cuda/kernels/scale.h"
 
 namespace paceline::engine::cuda {
 
@@ -34,7 +35,19 @@ absl::Status CudaEngine::UploadMoe(const LayerWeights& lw, Layer* l) {
     RETURN_IF_ERROR(UploadGroup({&x.gate, &x.up}, &l->expert_gate_up[e]));
     RETURN_IF_ERROR(UploadGroup({&x.down}, &l->expert_down[e]));
   }
-  return absl::OkStatus();
+  if (!config().moe_biases) return absl::OkStatus();
+  const int64_t ff = config().n_ff_exp;
+  std::vector<float> gate_up;  // expert e's gate bias, then its up bias
+  gate_up.reserve(lw.gate_exps_bias.size() + lw.up_exps_bias.size());
+  for (size_t e = 0; e < lw.experts.size(); ++e) {
+    for (const std::vector<float>* b : {&lw.gate_exps_bias, &lw.up_exps_bias}) {
+      gate_up.insert(gate_up.end(), b->begin() + e * ff,
+                     b->begin() + (e + 1) * ff);
+    }
+  }
+  RETURN_IF_ERROR(UploadFloats(lw.router_bias, &l->router_bias));
+  RETURN_IF_ERROR(UploadFloats(gate_up, &l->expert_gate_up_bias));
+  return UploadFloats(lw.down_exps_bias, &l->expert_down_bias);
 }
 
 absl::Status CudaEngine::AllocateMoeWorkspace() {
@@ -97,8 +110,14 @@ absl::Status CudaEngine::RunMoe(int64_t layer, int64_t n) {
   int32_t* experts = moe_route_.as<int32_t>();
   float* weights = reinterpret_cast<float*>(experts + tk * k);
 
+  const bool biased = c.moe_biases;
   RETURN_IF_ERROR(
       Gemm(l.router, h_.get(), n, router_logits_.as<float>(), 0.0f));
+  if (biased) {
+    CUDA_RETURN_IF_ERROR(
+        LaunchAddRowBias(l.router_bias.as<float>(), n, c.n_expert,
+                         router_logits_.as<float>(), c.n_expert, stream));
+  }
   CUDA_RETURN_IF_ERROR(LaunchMoeRoute(router_logits_.as<float>(), n, c.n_expert,
                                       k, experts, weights, stream));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(moe_route_host_.get(), experts,
@@ -128,9 +147,19 @@ absl::Status CudaEngine::RunMoe(int64_t layer, int64_t n) {
     RETURN_IF_ERROR(Gemm(l.expert_gate_up[e],
                          moe_x_.as<uint8_t>() + b * embd * elem, m, gate_up,
                          0.0f));
-    CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up, m, ff, act, stream));
-    RETURN_IF_ERROR(
-        Gemm(l.expert_down[e], act, m, moe_y_.as<float>() + b * embd, 0.0f));
+    if (biased) {
+      CUDA_RETURN_IF_ERROR(
+          LaunchAddRowBias(l.expert_gate_up_bias.as<float>() + e * 2 * ff, m,
+                           2 * ff, gate_up, 2 * ff, stream));
+    }
+    // As cpu::MoeFfn: the model's activation (the op's is the dense FFN's).
+    RETURN_IF_ERROR(Activate(c.ffn_activation, gate_up, m, ff, act));
+    float* y = moe_y_.as<float>() + b * embd;
+    RETURN_IF_ERROR(Gemm(l.expert_down[e], act, m, y, 0.0f));
+    if (biased) {
+      CUDA_RETURN_IF_ERROR(LaunchAddRowBias(
+          l.expert_down_bias.as<float>() + e * embd, m, embd, y, embd, stream));
+    }
   }
   CUDA_RETURN_IF_ERROR(LaunchMoeCombine(moe_y_.as<float>(), row_token + rows,
                                         weights, n, k, embd, x_.as<float>(),

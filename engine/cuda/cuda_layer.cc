@@ -7,8 +7,7 @@
 // and the norm of its destination after it when the program has them there
 // (gemma3's post-norm, residual add and next pre-norm). CheckPrograms
 // refuses at creation what the engine does not run: a mixture of experts
-// that is not added into x, activations other than SiLU and GELU(tanh),
-// norms or adds of T buffers, matmuls into them.
+// that is not added into x, norms or adds of T buffers, matmuls into them.
 
 #include <cmath>
 
@@ -19,6 +18,7 @@
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
+#include "engine/cuda/kernels/scale.h"
 #include "engine/cuda/kernels/swiglu.h"
 
 namespace paceline::engine::cuda {
@@ -46,12 +46,11 @@ bool Runs(const Op& op) {
              op.weight == Weight::kAttnOutput;
     case OpKind::kFeedForward:
       if (op.src != Buf::kH || !IsFloat(op.dst)) return false;
-      if (op.moe) {  // RunMoe adds into x_, after a SwiGLU
-        return op.dst == Buf::kX && op.accumulate &&
-               op.activation == FfnActivation::kSilu;
-      }
+      // RunMoe adds into x_, with the model's activation (as the CPU's).
+      if (op.moe) return op.dst == Buf::kX && op.accumulate;
       return op.activation == FfnActivation::kSilu ||
-             op.activation == FfnActivation::kGeluTanh;
+             op.activation == FfnActivation::kGeluTanh ||
+             op.activation == FfnActivation::kSwigluOai;
     case OpKind::kAdd:
       return IsFloat(op.src) && IsFloat(op.dst) && op.src != op.dst;
   }
@@ -160,9 +159,19 @@ absl::Status CudaEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
       return QkvRope(op, layer, n);
     case OpKind::kAttention:
       return Attention(op, layer, n);
-    case OpKind::kMatMul:
-      return Gemm(layers_[layer].attn_output, Rows(op.src), n,
-                  FloatRows(op.dst), op.accumulate ? 1.0f : 0.0f);
+    case OpKind::kMatMul: {
+      // Weight::kAttnOutput, the only matrix (Runs); its bias after the
+      // GEMM, accumulated or not.
+      const Layer& l = layers_[layer];
+      float* dst = FloatRows(op.dst);
+      RETURN_IF_ERROR(Gemm(l.attn_output, Rows(op.src), n, dst,
+                           op.accumulate ? 1.0f : 0.0f));
+      if (op.bias) {
+        CUDA_RETURN_IF_ERROR(LaunchAddRowBias(l.o_bias.as<float>(), n, c.n_embd,
+                                              dst, c.n_embd, stream()));
+      }
+      return absl::OkStatus();
+    }
     case OpKind::kFeedForward:
       return FeedForward(op, layer, n);
     case OpKind::kAdd:
@@ -216,6 +225,7 @@ absl::Status CudaEngine::Attention(const Op& op, int64_t layer, int64_t n) {
       c.attention_scale != 0 ? c.attention_scale
                              : 1.0 / std::sqrt(static_cast<double>(hd)));
   att.window = op.window;
+  att.sinks = op.sinks ? layers_[layer].attn_sinks.as<float>() : nullptr;
   att.q = qkv_.as<float>();
   att.q_stride = (c.n_heads + 2 * c.n_kv_heads) * hd;
   att.positions = meta + kPositions * tk;
@@ -236,15 +246,29 @@ absl::Status CudaEngine::FeedForward(const Op& op, int64_t layer, int64_t n) {
   const ModelConfig& c = config();
   const Layer& l = layers_[layer];
   RETURN_IF_ERROR(Gemm(l.gate_up, Rows(op.src), n, gate_up_.as<float>(), 0.0f));
-  if (op.activation == FfnActivation::kGeluTanh) {
-    CUDA_RETURN_IF_ERROR(LaunchGeluTanhGlu(dtype_, gate_up_.as<float>(), n,
-                                           c.n_ff, act_.get(), stream()));
-  } else {
-    CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up_.as<float>(), n, c.n_ff,
-                                      act_.get(), stream()));
-  }
+  RETURN_IF_ERROR(
+      Activate(op.activation, gate_up_.as<float>(), n, c.n_ff, act_.get()));
   return Gemm(l.ffn_down, act_.get(), n, FloatRows(op.dst),
               op.accumulate ? 1.0f : 0.0f);
+}
+
+absl::Status CudaEngine::Activate(FfnActivation activation,
+                                  const float* gate_up, int64_t n, int64_t ff,
+                                  void* out) {
+  switch (activation) {
+    case FfnActivation::kSilu:
+      CUDA_RETURN_IF_ERROR(LaunchSwiGlu(dtype_, gate_up, n, ff, out, stream()));
+      return absl::OkStatus();
+    case FfnActivation::kGeluTanh:
+      CUDA_RETURN_IF_ERROR(
+          LaunchGeluTanhGlu(dtype_, gate_up, n, ff, out, stream()));
+      return absl::OkStatus();
+    case FfnActivation::kSwigluOai:
+      CUDA_RETURN_IF_ERROR(
+          LaunchSwigluOai(dtype_, gate_up, n, ff, out, stream()));
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown feed-forward activation");
 }
 
 }  // namespace paceline::engine::cuda

@@ -12,6 +12,13 @@ namespace paceline::engine::cuda {
 cudaError_t LaunchAffine(const float* x, float* y, int64_t n, float alpha,
                          float beta, cudaStream_t stream);
 
+// y[r, i] += bias[i] for r in [0, n_rows), i in [0, dim): a matmul's bias
+// (gpt-oss's attention output, router and experts).
+//   bias: (dim) float
+//   y:    (n_rows, ldy) float, ldy >= dim
+cudaError_t LaunchAddRowBias(const float* bias, int64_t n_rows, int64_t dim,
+                             float* y, int64_t ldy, cudaStream_t stream);
+
 }  // namespace paceline::engine::cuda
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_SCALE_H_

@@ -1,5 +1,5 @@
-// SwiGLU and GeGLU: element-wise over (token, feature), a grid-stride
-// loop.
+// SwiGLU, GeGLU and SwiGLU-OAI: element-wise over (token, feature), a
+// grid-stride loop.
 #include "engine/cuda/kernels/dtype.cuh"
 #include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/swiglu.h"
@@ -53,6 +53,24 @@ __global__ void GeluTanhGluKernel(const float* gate_up,  // (n_tokens, 2 n_ff)
   }
 }
 
+template <typename T>
+__global__ void SwigluOaiKernel(const float* gate_up,  // (n_tokens, 2 n_ff)
+                                int64_t n_tokens, int64_t n_ff,
+                                T* out) {  // (n_tokens, n_ff)
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  const int64_t total = n_tokens * n_ff;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / n_ff;
+    const int64_t f = i - t * n_ff;
+    const float g = fminf(gate_up[t * 2 * n_ff + f], kLimit);
+    const float u =
+        fminf(fmaxf(gate_up[t * 2 * n_ff + n_ff + f], -kLimit), kLimit);
+    out[i] = FromFloat<T>(g / (1.0f + expf(kAlpha * -g)) * (u + 1.0f));
+  }
+}
+
 int64_t ElementwiseBlocks(int64_t total, int threads) {
   const int64_t blocks = (total + threads - 1) / threads;
   return blocks > 65535 ? 65535 : blocks;
@@ -85,6 +103,20 @@ cudaError_t LaunchGeluTanhGlu(GgmlType dtype, const float* gate_up,
       LaunchKernel(GeluTanhGluKernel<T>, static_cast<unsigned>(blocks),
                    kThreads, stream, gate_up, n_tokens, n_ff,
                    static_cast<T*>(out)));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSwigluOai(GgmlType dtype, const float* gate_up,
+                            int64_t n_tokens, int64_t n_ff, void* out,
+                            cudaStream_t stream) {
+  const int64_t total = n_tokens * n_ff;
+  if (total <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t blocks = ElementwiseBlocks(total, kThreads);
+  PACELINE_DISPATCH_DTYPE(
+      dtype, T,
+      LaunchKernel(SwigluOaiKernel<T>, static_cast<unsigned>(blocks), kThreads,
+                   stream, gate_up, n_tokens, n_ff, static_cast<T*>(out)));
   return cudaGetLastError();
 }
 

@@ -28,6 +28,15 @@ cudaError_t LaunchGeluTanhGlu(GgmlType dtype, const float* gate_up,
                               int64_t n_tokens, int64_t n_ff, void* out,
                               cudaStream_t stream);
 
+// gpt-oss's clamped SwiGLU, the same layout, as cpu::SwigluOai (llama.cpp's
+// swiglu_oai): with g = min(gate, 7) and u = clamp(up, -7, 7),
+// out[t, i] = g / (1 + exp(-1.702 g)) * (u + 1).
+//   gate_up: (n_tokens, 2 * n_ff) float
+//   out:     (n_tokens, n_ff) of `dtype`
+cudaError_t LaunchSwigluOai(GgmlType dtype, const float* gate_up,
+                            int64_t n_tokens, int64_t n_ff, void* out,
+                            cudaStream_t stream);
+
 }  // namespace paceline::engine::cuda
 
 #endif  // PACELINE_ENGINE_CUDA_KERNELS_SWIGLU_H_

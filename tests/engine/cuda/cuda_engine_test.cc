@@ -1,7 +1,8 @@
 // The CUDA engine against the CPU engine: the stories260K greedy oracle
 // token for token, small random models of each architecture (llama,
 // qwen2 with QKV bias, qwen3 with Q/K norm, qwen3moe, gemma3 with sliding
-// windows, post-norms and GeGLU) step by step over chunked
+// windows, post-norms and GeGLU, gpt-oss with sinks, biases and a biased
+// MoE) step by step over chunked
 // prefill, mixed prefill + decode steps, scattered and copied blocks, and
 // K-quant files against their dequantized weights — every logit row within
 // tolerance of the CPU engine's; and the oracle's qwen3moe files.
@@ -82,6 +83,7 @@ ModelConfig Gemma3Config() {
   c.rope_freq_base_swa = 1e4;
   c.sliding_window = 32;
   c.swa_period = 3;
+  c.sliding_rope = true;
   c.qk_norm = true;
   c.post_norms = true;
   c.ffn_activation = FfnActivation::kGeluTanh;
@@ -91,12 +93,50 @@ ModelConfig Gemma3Config() {
   return c;
 }
 
-// Gemma 3's layer programs pass the engine's check (CudaModelTest runs
-// them); an operation the engine has no kernels or buffers for is
-// refused, naming the layer and the operation, rather than run wrong.
-TEST(CudaProgramTest, RunsGemma3AndRefusesWhatItLacks) {
-  ModelConfig gemma3 = Gemma3Config();
-  auto programs = LayerPrograms(gemma3);
+// gpt-oss's shape at test size: 2 layers, layer 0 sliding (window 32),
+// layer 1 full, YaRN (factor 4 over an original context of 256), Q/K/V
+// and output biases, attention sinks, 8 experts (4 used) with a biased
+// router, biased experts and SwiGLU-OAI; as arch/gpt_oss.cc configures it.
+ModelConfig GptOssConfig() {
+  auto shape = FindModelShape("stories110m-moe");
+  EXPECT_TRUE(shape.ok()) << shape.status();
+  ModelConfig c = *shape;
+  c.architecture = "gpt-oss";
+  c.n_layers = 2;
+  c.n_embd = 256;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  c.rope_dim = 64;
+  c.n_vocab = 512;
+  c.context_length = 1024;
+  c.n_expert = 8;
+  c.n_expert_used = 4;
+  c.n_ff_exp = 128;
+  c.rope_layout = RopeLayout::kNeoxHalves;
+  c.rope_freq_base = 150000;
+  c.rope_scaling = RopeScaling::kYarn;
+  c.rope_scaling_factor = 4;
+  c.rope_original_context = 256;
+  c.sliding_window = 32;
+  c.swa_period = 2;
+  c.qkv_bias = true;
+  c.attn_output_bias = true;
+  c.attn_sinks = true;
+  c.moe_biases = true;
+  c.ffn_activation = FfnActivation::kSwigluOai;
+  return c;
+}
+
+// Gemma 3's and gpt-oss's layer programs pass the engine's check
+// (CudaModelTest runs them); an operation the engine has no kernels or buffers
+// for is refused, naming the layer and the operation, rather than run wrong.
+TEST(CudaProgramTest, RunsGemma3AndGptOssAndRefusesWhatItLacks) {
+  auto gpt_oss = LayerPrograms(GptOssConfig());
+  ASSERT_TRUE(gpt_oss.ok()) << gpt_oss.status();
+  EXPECT_TRUE(CudaEngine::CheckPrograms(*gpt_oss).ok())
+      << CudaEngine::CheckPrograms(*gpt_oss);
+  auto programs = LayerPrograms(Gemma3Config());
   ASSERT_TRUE(programs.ok()) << programs.status();
   EXPECT_TRUE(CudaEngine::CheckPrograms(*programs).ok())
       << CudaEngine::CheckPrograms(*programs);
@@ -199,9 +239,10 @@ TEST_F(CudaStoriesTest, Greedy64TokensMatchCpuAndLlamaCpp) {
 }
 
 // A small model of `architecture`'s layout: 2 layers, GQA 8/2, head 64;
-// "gemma3": Gemma3Config().
+// "gemma3": Gemma3Config(); "gpt-oss": GptOssConfig().
 ModelConfig SmallConfig(const std::string& shape_name) {
   if (shape_name == "gemma3") return Gemma3Config();
+  if (shape_name == "gpt-oss") return GptOssConfig();
   auto shape = FindModelShape(shape_name);
   EXPECT_TRUE(shape.ok()) << shape.status();
   ModelConfig c = *shape;
@@ -419,6 +460,11 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"gemma3", GgmlType::kF32, 1e-3},
         ModelCase{"gemma3", GgmlType::kF16, 2e-2},
         ModelCase{"gemma3", GgmlType::kQ8_0, 5e-2},
+        // Sinks, biases, the windowed layer 0, YaRN, the biased router and
+        // experts with SwiGLU-OAI; Q8_0 with every expert used (no routing
+        // flips).
+        ModelCase{"gpt-oss", GgmlType::kF32, 1e-4},
+        ModelCase{"gpt-oss", GgmlType::kQ8_0, 5e-2, 4},
         // KV types apart from the device dtype; the block copies move Q8_0
         // rows too. Both engines quantize K/V that differ by rounding, so a
         // Q8_0 level flips now and then (measured up to 9e-4), and the CPU's

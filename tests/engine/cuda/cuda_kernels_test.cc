@@ -22,6 +22,7 @@
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
 #include "engine/cuda/kernels/sampling.h"
+#include "engine/cuda/kernels/scale.h"
 #include "engine/cuda/kernels/swiglu.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/quantize.h"
@@ -132,6 +133,52 @@ TEST_P(KernelTest, SwiGlu) {
   }
   ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
               DefaultRtol(dtype()), "swiglu");
+}
+
+// SwiGLU-OAI against cpu::SwigluOai: gates and ups spread over the clamps
+// at 7 and -7 (the gate clamped above only), and the clamps themselves.
+TEST_P(KernelTest, SwigluOai) {
+  constexpr int64_t kTokens = 9, kFf = 500;
+  std::vector<float> gu = Random(kTokens * 2 * kFf, 6.0f);
+  const float edges[] = {7.0f, -7.0f, 7.001f, -7.001f, -30.0f, 0.0f};
+  for (size_t i = 0; i < std::size(edges); ++i) {
+    gu[i] = edges[i];             // token 0's gates
+    gu[kFf + 10 + i] = edges[i];  // its ups
+  }
+  DeviceBuffer d_gu, d_out;
+  ASSERT_TRUE(Upload(gu, &d_gu).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kFf * elem(), &d_out).ok());
+  ASSERT_EQ(LaunchSwigluOai(dtype(), d_gu.as<float>(), kTokens, kFf,
+                            d_out.get(), nullptr),
+            cudaSuccess);
+  std::vector<float> ref(kTokens * kFf);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    cpu::SwigluOai(&gu[t * 2 * kFf], &gu[t * 2 * kFf + kFf], kFf,
+                   &ref[t * kFf]);
+  }
+  ExpectClose(Download(dtype(), d_out, kTokens * kFf), ref, 1e-6,
+              DefaultRtol(dtype()), "swiglu-oai");
+}
+
+// A bias added to every row of a strided matrix; the columns past it kept.
+class AddRowBiasTest : public testing::GpuTest {};
+
+TEST_F(AddRowBiasTest, AddsTheBiasToEachRow) {
+  constexpr int64_t kRows = 13, kDim = 300, kLd = 310;
+  const std::vector<float> y = Random(kRows * kLd);
+  const std::vector<float> bias = Random(kDim);
+  DeviceBuffer d_y, d_bias;
+  ASSERT_TRUE(Upload(y, &d_y).ok());
+  ASSERT_TRUE(Upload(bias, &d_bias).ok());
+  ASSERT_EQ(LaunchAddRowBias(d_bias.as<float>(), kRows, kDim, d_y.as<float>(),
+                             kLd, nullptr),
+            cudaSuccess);
+  std::vector<float> want = y;
+  for (int64_t r = 0; r < kRows; ++r) {
+    cpu::AddInPlace(&want[r * kLd], bias.data(), kDim);
+  }
+  ExpectClose(Download(GgmlType::kF32, d_y, kRows * kLd), want, 0, 0,
+              "row bias");
 }
 
 // GeGLU against cpu::GeluTanhGlu (llama.cpp's F16 GELU table): gates

@@ -98,6 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Files, CudaOracleTest, ::testing::ValuesIn(kFiles),
 // F16 as llama.cpp's does, this one reads the F16 cache as floats).
 const char* const kNextFiles[] = {
     "gemma3-base-f32",
+    "gpt-oss-base-f32",
 };
 
 class CudaOracleNextTest : public testing::GpuTest,
