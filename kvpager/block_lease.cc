@@ -14,8 +14,7 @@ BlockLease::BlockLease(BlockLease&& other) noexcept
       num_computed_tokens_(other.num_computed_tokens_),
       groups_(std::move(other.groups_)),
       salt_(other.salt_),
-      views_(std::move(other.views_)),
-      tokens_(std::move(other.tokens_)) {
+      extra_(std::move(other.extra_)) {
   other.Clear();
 }
 
@@ -30,8 +29,7 @@ BlockLease& BlockLease::operator=(BlockLease&& other) noexcept {
     salt_ = other.salt_;
     // Moved vectors keep their buffers, so the views stay valid.
     groups_ = std::move(other.groups_);
-    views_ = std::move(other.views_);
-    tokens_ = std::move(other.tokens_);
+    extra_ = std::move(other.extra_);
     other.Clear();
   }
   return *this;
@@ -49,9 +47,9 @@ int32_t BlockLease::num_blocks() const {
 }
 
 void BlockLease::RefreshViews() {
-  views_.clear();
   if (groups_.size() < 2) return;
-  for (const Group& g : groups_) views_.emplace_back(g.blocks);
+  extra_->views.clear();
+  for (const Group& g : groups_) extra_->views.emplace_back(g.blocks);
 }
 
 void BlockLease::Clear() {
@@ -62,8 +60,7 @@ void BlockLease::Clear() {
   num_computed_tokens_ = 0;
   salt_ = Salt{};
   groups_.clear();
-  views_.clear();
-  tokens_.clear();
+  extra_.reset();
 }
 
 }  // namespace paceline::kvpager

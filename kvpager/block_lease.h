@@ -14,6 +14,7 @@
 // destroyed (or reset) before its pager, on the pager's thread.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -57,7 +58,8 @@ class BlockLease {
   // kNoBlock where a windowed group holds no block. Empty for a pager of
   // one group. Views valid until the lease next changes.
   absl::Span<const absl::Span<const int32_t>> group_tables() const {
-    return views_;
+    if (extra_ == nullptr) return {};
+    return extra_->views;
   }
   // Blocks the lease holds, over every group.
   int32_t num_blocks() const;
@@ -92,7 +94,7 @@ class BlockLease {
 
   // Leaves the lease empty without releasing anything.
   void Clear();
-  // Points views_ at the groups' tables (more than one group only).
+  // Points extra_->views at the groups' tables (more than one group only).
   void RefreshViews();
 
   KvPager* pager_ = nullptr;
@@ -104,10 +106,15 @@ class BlockLease {
   // on the decode path of a model without windows).
   absl::InlinedVector<Group, 1> groups_;
   Salt salt_;
-  std::vector<absl::Span<const int32_t>> views_;  // (groups) or empty
-  // With windowed groups: the sequence's tokens, which a block taken after
-  // admission records (prefix-cache keys).
-  std::vector<int32_t> tokens_;  // (num_tokens) or empty
+  // With several groups or a windowed one; null otherwise, which keeps
+  // the lease small on the decode path of a model without windows.
+  struct Extra {
+    std::vector<absl::Span<const int32_t>> views;  // (groups) when several
+    // With windowed groups: the sequence's tokens, which a block taken
+    // after admission records (prefix-cache keys).
+    std::vector<int32_t> tokens;  // (num_tokens) or empty
+  };
+  std::unique_ptr<Extra> extra_;
 };
 
 }  // namespace paceline::kvpager

@@ -176,7 +176,10 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
   lease.num_cached_tokens_ = k * bs;
   lease.num_computed_tokens_ = lease.num_cached_tokens_;
   lease.salt_ = s;
-  if (windowed_) lease.tokens_.assign(prompt.begin(), prompt.end());
+  if (windowed_ || num_groups() > 1) {
+    lease.extra_ = std::make_unique<BlockLease::Extra>();
+  }
+  if (windowed_) lease.extra_->tokens.assign(prompt.begin(), prompt.end());
   lease.groups_.resize(windows_.size());
   // References on the kept hits first, so that taking new blocks cannot
   // evict them.
@@ -257,9 +260,10 @@ void KvPager::TakeUpTo(BlockLease* lease, int32_t group, int32_t last) {
   for (; g.end < last; ++g.end) {
     const int32_t block = TakeBlock(group);
     const size_t begin = static_cast<size_t>(g.end) * bs;
-    if (begin < lease->tokens_.size()) {
-      const size_t n = std::min(lease->tokens_.size() - begin, size_t(bs));
-      std::copy_n(lease->tokens_.begin() + begin, n,
+    const std::vector<int32_t>& known = lease->extra_->tokens;
+    if (begin < known.size()) {
+      const size_t n = std::min(known.size() - begin, size_t(bs));
+      std::copy_n(known.begin() + begin, n,
                   pool_.tokens(block).begin());
     }
     g.blocks[g.end] = block;
@@ -304,7 +308,8 @@ absl::Status KvPager::Append(BlockLease* lease,
     if (observer_ != nullptr) observer_->OnCopyOnWrite();
   }
   if (windowed_) {
-    lease->tokens_.insert(lease->tokens_.end(), tokens.begin(), tokens.end());
+    std::vector<int32_t>& known = lease->extra_->tokens;
+    known.insert(known.end(), tokens.begin(), tokens.end());
   }
   int32_t group = 0;
   for (BlockLease::Group& g : lease->groups_) {
@@ -396,7 +401,7 @@ absl::Status KvPager::Truncate(BlockLease* lease, int32_t num_tokens) {
     g.end = std::min(g.end, keep);
   }
   lease->num_tokens_ = num_tokens;
-  if (windowed_) lease->tokens_.resize(num_tokens);
+  if (windowed_) lease->extra_->tokens.resize(num_tokens);
   lease->RefreshViews();
   return absl::OkStatus();
 }
@@ -456,7 +461,9 @@ absl::StatusOr<BlockLease> KvPager::Fork(const BlockLease& lease) {
   fork.num_cached_tokens_ = lease.num_cached_tokens_;
   fork.num_computed_tokens_ = lease.num_computed_tokens_;
   fork.salt_ = lease.salt_;
-  fork.tokens_ = lease.tokens_;
+  if (lease.extra_ != nullptr) {
+    fork.extra_ = std::make_unique<BlockLease::Extra>(*lease.extra_);
+  }
   fork.RefreshViews();
   ++live_leases_;
   return fork;
