@@ -68,6 +68,43 @@ GgufValueBytes Array(uint32_t element_type,
   return RawArray(element_type, elements.size(), std::move(payload));
 }
 
+GgufValueBytes Encode(const engine::GgufValue& v) {
+  using T = engine::GgufValueType;
+  switch (v.type) {
+    case T::kUint8:
+      return U8(static_cast<uint8_t>(v.u));
+    case T::kInt8:
+      return I8(static_cast<int8_t>(v.i));
+    case T::kUint16:
+      return U16(static_cast<uint16_t>(v.u));
+    case T::kInt16:
+      return I16(static_cast<int16_t>(v.i));
+    case T::kUint32:
+      return U32(static_cast<uint32_t>(v.u));
+    case T::kInt32:
+      return I32(static_cast<int32_t>(v.i));
+    case T::kFloat32:
+      return F32(static_cast<float>(v.f));
+    case T::kBool:
+      return Bool(v.u != 0);
+    case T::kString:
+      return Str(v.s);
+    case T::kUint64:
+      return U64(v.u);
+    case T::kInt64:
+      return I64(v.i);
+    case T::kFloat64:
+      return F64(v.f);
+    case T::kArray: {
+      std::vector<GgufValueBytes> elements;
+      elements.reserve(v.elements.size());
+      for (const engine::GgufValue& e : v.elements) elements.push_back(Encode(e));
+      return Array(static_cast<uint32_t>(v.element_type), elements);
+    }
+  }
+  return RawValue(static_cast<uint32_t>(v.type), "");
+}
+
 GgufValueBytes StrArray(const std::vector<std::string>& values) {
   std::vector<GgufValueBytes> elements;
   for (const std::string& v : values) elements.push_back(Str(v));

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/gguf/ggml_type.h"
+#include "engine/gguf/gguf_file.h"
 
 namespace paceline::testing {
 
@@ -64,6 +65,9 @@ GgufValueBytes RawArray(uint32_t element_type, uint64_t count,
                         std::string payload);
 // Any type id with any payload.
 GgufValueBytes RawValue(uint32_t type, std::string payload);
+// A value read from a file (engine/gguf/gguf_file.h), encoded again: copies
+// a real file's metadata into a built one.
+GgufValueBytes Encode(const engine::GgufValue& v);
 
 // Little-endian encodings, and in-place patches of built bytes.
 std::string EncodeU32(uint32_t v);

@@ -49,6 +49,34 @@ inline constexpr std::array<float, 256> kE8M0Half = [] {
   return t;
 }();
 
+// The SIMD levels' driver: every row of [row_begin, row_end) in token
+// tiles of kMxfp4Tokens, then one tile of the 1-3 tokens left, each by
+// Tile::Run<T>(task, row, first_token).
+template <typename Tile>
+void ForMxfp4TokenTiles(const MatMulTask& task, int64_t row_begin,
+                        int64_t row_end) {
+  static_assert(kMxfp4Tokens == 4, "the tails below are 3, 2 and 1 tokens");
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    int64_t t0 = 0;
+    for (; t0 + kMxfp4Tokens <= task.n_tokens; t0 += kMxfp4Tokens) {
+      Tile::template Run<kMxfp4Tokens>(task, r, t0);
+    }
+    switch (task.n_tokens - t0) {
+      case 3:
+        Tile::template Run<3>(task, r, t0);
+        break;
+      case 2:
+        Tile::template Run<2>(task, r, t0);
+        break;
+      case 1:
+        Tile::template Run<1>(task, r, t0);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 // Rows [row_begin, row_end) of an MXFP4 task (task.qx from a QuantizeRow*).
 void MatMulRowsMxfp4Scalar(const MatMulTask& task, int64_t row_begin,
                            int64_t row_end);

@@ -135,30 +135,18 @@ void RowTokens(const MatMulTask& task, int64_t r, int64_t t0) {
   }
 }
 
+struct RowTile {
+  template <int T>
+  static void Run(const MatMulTask& task, int64_t r, int64_t t0) {
+    RowTokens<T>(task, r, t0);
+  }
+};
+
 }  // namespace
 
 void MatMulRowsMxfp4Avx512Vnni(const MatMulTask& task, int64_t row_begin,
                                int64_t row_end) {
-  static_assert(kMxfp4Tokens == 4, "the tails below are 3, 2 and 1 tokens");
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    int64_t t0 = 0;
-    for (; t0 + kMxfp4Tokens <= task.n_tokens; t0 += kMxfp4Tokens) {
-      RowTokens<kMxfp4Tokens>(task, r, t0);
-    }
-    switch (task.n_tokens - t0) {
-      case 3:
-        RowTokens<3>(task, r, t0);
-        break;
-      case 2:
-        RowTokens<2>(task, r, t0);
-        break;
-      case 1:
-        RowTokens<1>(task, r, t0);
-        break;
-      default:
-        break;
-    }
-  }
+  ForMxfp4TokenTiles<RowTile>(task, row_begin, row_end);
 }
 
 }  // namespace paceline::engine::cpu::internal

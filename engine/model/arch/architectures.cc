@@ -1,10 +1,14 @@
 #include "engine/model/arch/architectures.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/model/gguf_keys.h"
+
 namespace paceline::engine::arch {
 
 const std::vector<const Architecture*>& All() {
   static const std::vector<const Architecture*>* all =
-      new std::vector<const Architecture*>{&kLlama, &kQwen2, &kQwen3,
+      new std::vector<const Architecture*>{&kLlama,    &kQwen2,  &kQwen3,
                                            &kQwen3Moe, &kGemma3, &kGptOss};
   return *all;
 }
@@ -21,6 +25,20 @@ void AppendFeedForward(LayerProgram* p, bool moe) {
   p->ops.push_back(ops::RmsNorm(Buf::kX, Buf::kH, Weight::kFfnNorm));
   p->ops.push_back(
       ops::FeedForward(Buf::kH, Buf::kX, moe, /*accumulate=*/true));
+}
+
+absl::Status ReadSlidingWindow(const GgufFile& file, int64_t default_period,
+                               ModelConfig* c) {
+  const std::string& a = c->architecture;
+  ASSIGN_OR_RETURN(c->sliding_window,
+                   ReadDim(file, absl::StrCat(a, ".attention.sliding_window"),
+                           int64_t{1} << 30, 0));
+  if (c->sliding_window == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      c->swa_period,
+      ReadDim(file, absl::StrCat(a, ".attention.sliding_window_pattern"),
+              int64_t{1} << 12, default_period));
+  return absl::OkStatus();
 }
 
 }  // namespace paceline::engine::arch

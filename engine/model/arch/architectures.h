@@ -29,6 +29,13 @@ void AppendAttention(LayerProgram* p, bool qkv_bias, bool qk_norm);
 // The pre-norm feed-forward block: h = RMSNorm(x) · ffn_norm; x += FFN(h).
 void AppendFeedForward(LayerProgram* p, bool moe);
 
+// Reads `<arch>.attention.sliding_window` (absent: 0, no window) and, with
+// a window, `<arch>.attention.sliding_window_pattern` (absent:
+// `default_period`, llama.cpp's default for the architecture) into
+// config->sliding_window and swa_period. Errors name the key.
+absl::Status ReadSlidingWindow(const GgufFile& file, int64_t default_period,
+                               ModelConfig* config);
+
 }  // namespace paceline::engine::arch
 
 #endif  // PACELINE_ENGINE_MODEL_ARCH_ARCHITECTURES_H_

@@ -40,16 +40,10 @@ LayerProgram Layer(const ModelConfig& c, int64_t layer) {
 
 absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
   const std::string& a = c->architecture;
-  ASSIGN_OR_RETURN(c->sliding_window,
-                   ReadDim(file, absl::StrCat(a, ".attention.sliding_window"),
-                           int64_t{1} << 30, 0));
+  // llama.cpp's default period when the key is absent: 6 (5 sliding
+  // layers, then a global one).
+  RETURN_IF_ERROR(ReadSlidingWindow(file, /*default_period=*/6, c));
   if (c->sliding_window > 0) {
-    // llama.cpp's default period when the key is absent: 6 (5 sliding
-    // layers, then a global one).
-    ASSIGN_OR_RETURN(
-        c->swa_period,
-        ReadDim(file, absl::StrCat(a, ".attention.sliding_window_pattern"),
-                int64_t{1} << 12, 6));
     ASSIGN_OR_RETURN(
         c->rope_freq_base_swa,
         ReadPositive(file, absl::StrCat(a, ".rope.freq_base_swa"), 10000.0));

@@ -32,15 +32,9 @@ LayerProgram Layer(const ModelConfig& c, int64_t layer) {
 
 absl::Status ReadKeys(const GgufFile& file, ModelConfig* c) {
   const std::string& a = c->architecture;
-  ASSIGN_OR_RETURN(c->sliding_window,
-                   ReadDim(file, absl::StrCat(a, ".attention.sliding_window"),
-                           int64_t{1} << 30, 0));
   // llama.cpp's default period when the key is absent (convert_hf_to_gguf
   // writes none for gpt-oss): 2, a sliding layer then a full one.
-  ASSIGN_OR_RETURN(
-      c->swa_period,
-      ReadDim(file, absl::StrCat(a, ".attention.sliding_window_pattern"),
-              int64_t{1} << 12, 2));
+  RETURN_IF_ERROR(ReadSlidingWindow(file, /*default_period=*/2, c));
   // Both kinds of layer rope alike; a file giving the sliding layers their
   // own base asks for something this engine's sliding RoPE (unscaled,
   // gemma3's) does not compute.
