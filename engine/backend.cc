@@ -208,8 +208,8 @@ std::string MemoryLine(const BackendOptions& options, const Backend& b) {
     absl::StrAppend(
         &line,
         absl::StrFormat(
-            "; sliding windows released: %d KV groups of %d layers, %s per "
-            "full-context sequence (%s with every layer's full history)",
+            "; sliding windows released: %d KV groups of %d layer slots, %s "
+            "per full-context sequence (%s with every layer's full history)",
             b.plan.kv_groups, b.plan.kv_slots,
             Mib(b.plan.kv_bytes_per_sequence),
             Mib(b.plan.kv_bytes_per_sequence_full)));

@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model_loader.h"
+#include "tests/testing/build_paths.h"
 #include "gtest/gtest.h"
 
 namespace paceline::engine {
@@ -59,6 +61,51 @@ TEST(BackendTest, ExplicitCpu) {
   EXPECT_NE(b->log_lines[1].find("(4 full-context sequences)"),
             std::string::npos)
       << b->log_lines[1];
+}
+
+// Gemma 3's oracle file (../shared/oracle-next: 4 layers, window 32 on
+// layers 0, 1 and 3, 2 KV heads of 64, context 4,096): the CPU engine
+// keeps the sliding layers' K/V in three windowed groups of one layer
+// slot beside the global layer's full group. A block is one layer: 2 x 2
+// x 64 x 2 bytes x 16 tokens = 8 KiB. A full-context sequence holds the
+// full group's 256 blocks and, per windowed group, the window before a
+// 512-token step and the step (31 + 512 positions: 35 blocks at most):
+// 361 blocks, 2.8 MiB, against 8 MiB with every layer's history.
+TEST(BackendTest, SlidingWindowsReleasedCountInThePoolAndTheMemoryLine) {
+  const std::string file = ::paceline::testing::SharedPath(
+      "oracle-next/models/gemma3-base-f32.gguf");
+  absl::StatusOr<LoadedModel> model = OpenModel(file);
+  if (!model.ok()) GTEST_SKIP() << file << ": " << model.status();
+  constexpr uint64_t kBlockBytes = 2 * 2 * 64 * 2 * 16;
+  constexpr int64_t kHeld = 256 + 3 * 35;
+  BackendOptions o = Cpu();
+  o.kv_memory_bytes = 4 * kHeld * kBlockBytes;
+  o.max_running = 8;
+  absl::StatusOr<Backend> b = MakeBackend(o, model->weights);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->engine->kv_group_windows(),
+            (std::vector<int32_t>{0, 32, 32, 32}));
+  EXPECT_EQ(b->num_blocks, 4 * kHeld);
+  EXPECT_EQ(b->plan.sequences, 4);
+  EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
+  EXPECT_EQ(b->plan.kv_bytes_per_token, 4 * 2 * 2 * 64 * 2u);
+  EXPECT_EQ(b->plan.kv_bytes_per_sequence, kHeld * kBlockBytes);
+  EXPECT_EQ(b->plan.kv_bytes_per_sequence_full, 4096 * 4 * 2 * 2 * 64 * 2u);
+  ASSERT_EQ(b->log_lines.size(), 2u);
+  EXPECT_NE(b->log_lines[1].find("(4 full-context sequences); sliding "
+                                 "windows released: 4 KV groups of 1 layer "
+                                 "slots, 2.8 MiB per full-context sequence "
+                                 "(8.0 MiB with every layer's full history)"),
+            std::string::npos)
+      << b->log_lines[1];
+  // Release off: one group of four layers, 256 blocks of 32 KiB per
+  // sequence, so the same budget holds one sequence.
+  o.kv_window_release = false;
+  b = MakeBackend(o, model->weights);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->engine->kv_group_windows(), std::vector<int32_t>{0});
+  EXPECT_EQ(b->plan.sequences, 1);
+  EXPECT_EQ(b->log_lines[1].find("sliding"), std::string::npos);
 }
 
 // An F32 cache: twice the bytes per token of the default F16, so the same

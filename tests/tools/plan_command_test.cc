@@ -76,6 +76,29 @@ TEST(PlanCommandTest, Llama7bF16Table) {
   EXPECT_THAT(r.out, HasSubstr("4,886,896,640 bytes"));  // over budget by
 }
 
+// Gemma 3's oracle file (../shared/oracle-next: 4 layers, window 32 on 3
+// of them, 2 KV heads of 64, F16 cache): the sliding layers' windows are
+// released, so a decoding sequence holds the global layer's every
+// position (512 bytes per token) and 3 blocks of 16 positions per sliding
+// layer (the window's 2 and one more when unaligned).
+TEST(PlanCommandTest, SlidingWindowsCountWhatTheyKeep) {
+  const std::string file = SharedPath("oracle-next/models/gemma3-base-f32.gguf");
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+  CommandResult r = Plan({"--model", file, "--context", "4096", "--sequences",
+                          "2", "--memory", "100MiB"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 of 1 layers; sliding layers keep their "
+                               "last 32 positions"));
+  const uint64_t per_sequence = 512 * 4096 + 3 * 512 * 48;
+  EXPECT_EQ(per_sequence, 2'170'880u);
+  EXPECT_THAT(r.out, HasSubstr("2,170,880 bytes"));  // per sequence
+  EXPECT_THAT(r.out, HasSubstr("8,388,608 bytes"));  // full history
+  EXPECT_THAT(r.out, HasSubstr("4,341,760 bytes"));  // 2 sequences
+  const PlanReport report = PlanJson({"--model", file, "--context", "4096",
+                                      "--sequences", "2"});
+  EXPECT_EQ(report.memory_plan().kv_bytes(), 2 * per_sequence);
+}
+
 TEST(PlanCommandTest, Llama7bQ4_0Fits) {
   CommandResult r =
       Plan({"--model", "dummy:llama-7b", "--context", "4096", "--sequences",
