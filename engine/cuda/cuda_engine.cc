@@ -36,9 +36,7 @@ absl::Status BadBatch(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("forward batch: ", what));
 }
 
-// F32 when every matrix is F32, BF16 when every one is BF16, else F16
-// (MXFP4 experts, which no kernel here reads yet, are converted to it at
-// upload).
+// F32 when every matrix is F32, BF16 when every one is BF16, else F16.
 GgmlType ChooseDtype(const ModelWeights& w) {
   std::set<GgmlType> types = {w.token_embd().type, w.output().type};
   for (const LayerWeights& l : w.layers()) {
@@ -74,7 +72,7 @@ Storage StorageOf(const WeightView& v, GgmlType dtype) {
   Storage s;
   s.quantized =
       dtype == GgmlType::kF16 && v.layout == WeightLayout::kRows &&
-      IsBlockMatMulType(v.type) && v.cols % GgmlBlockElems(v.type) == 0 &&
+      IsDeviceBlockType(v.type) && v.cols % GgmlBlockElems(v.type) == 0 &&
       static_cast<int64_t>(v.row_bytes) == GgmlRowBytesOf(v.type, v.cols);
   if (s.quantized) s.quant = v.type;
   return s;

@@ -41,8 +41,7 @@
 //     gpt-oss: Q/K/V biases (as qwen2's), YaRN RoPE, attention with each
 //     head's sink logit (and windows), the output's bias after its GEMM
 //     (LaunchAddRowBias); the MoE with the router's and experts' biases
-//     and SwiGLU-OAI (LaunchSwigluOai). MXFP4 experts are converted to T
-//     at upload (no MXFP4 kernel yet).
+//     and SwiGLU-OAI (LaunchSwigluOai); MXFP4 experts stay MXFP4.
 //   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings:
 //     the x rows copied to the caller's host span, normalized there)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
@@ -53,8 +52,9 @@
 // CUBLAS_COMPUTE_32F; F32 models use plain FP32, no TF32).
 //
 // Weights are uploaded once at creation. T is F32 when every matrix is
-// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0, Q4_0 and K-quant
-// (Q2_K .. Q6_K) matrices stay in their file type (kernels/quantized_matmul.h:
+// F32, BF16 when every matrix is BF16, F16 otherwise. Q8_0, Q4_0, K-quant
+// (Q2_K .. Q6_K) and MXFP4 matrices stay in their file type
+// (kernels/quantized_matmul.h:
 // a dequantizing GEMV for steps of up to 8 tokens, dequantize-then-cuBLAS
 // above); a fused group (Wq|Wk|Wv, Wgate|Wup) whose parts differ in type is
 // stored as runs of same-typed parts, one GEMV or GEMM each. The token

@@ -20,7 +20,7 @@ namespace paceline::engine::cuda {
 // A quantized type's block, from ggml_type_layout.h.
 template <GgmlType kQ>
 struct QuantTraits {
-  static_assert(IsBlockMatMulType(kQ));
+  static_assert(IsDeviceBlockType(kQ));
   static constexpr int kElems = static_cast<int>(GgmlBlockElems(kQ));
   static constexpr int kBytes = static_cast<int>(GgmlBlockBytes(kQ));
 };
@@ -28,6 +28,22 @@ struct QuantTraits {
 __device__ __forceinline__ float LoadHalfAt(const uint8_t* p) {
   return __half2float(
       __ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+}
+
+// MXFP4: the doubled E2M1 level of nibble q (kMxfp4Levels: magnitudes 0,
+// 1, 2, 3, 4, 6, 8, 12 packed a byte each; bit 3 the sign).
+__device__ __forceinline__ float Mxfp4Level(int q) {
+  const int m =
+      static_cast<int>((0x0C08060403020100ull >> (8 * (q & 7))) & 0xFF);
+  return static_cast<float>((q & 8) != 0 ? -m : m);
+}
+
+// MXFP4's block scale 2^(e - 128), as E8M0HalfToFloat: a normal float from
+// e = 2, the subnormals 2^-128 and 2^-127 below.
+__device__ __forceinline__ float E8M0HalfAt(uint8_t e) {
+  const unsigned bits =
+      e >= 2 ? static_cast<unsigned>(e - 1) << 23 : 1u << (21 + e);
+  return __int_as_float(static_cast<int>(bits));
 }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (ggml_type.cc's
@@ -74,6 +90,14 @@ __device__ __forceinline__ float LoadChunk(const uint8_t* row, int64_t c,
       w[l + 16] = static_cast<float>((b[2 + l] >> 4) - 8);
     }
     return LoadHalfAt(b);
+  } else if constexpr (kQ == GgmlType::kMXFP4) {
+    // e | qs[16]: low nibbles elements 0..15, high nibbles 16..31.
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      w[l] = Mxfp4Level(b[1 + l] & 0x0f);
+      w[l + 16] = Mxfp4Level(b[1 + l] >> 4);
+    }
+    return E8M0HalfAt(b[0]);
   } else if constexpr (kQ == GgmlType::kQ2_K) {
     // scales[16] | qs[64] | d | dmin; 2 bits at 2k of qs[32h + l].
     const float d = LoadHalfAt(b + 80), dmin = LoadHalfAt(b + 82);

@@ -1,4 +1,4 @@
-// GEMV straight from quantized blocks (Q8_0, Q4_0 and the K-quants),
+// GEMV straight from quantized blocks (Q8_0, Q4_0, the K-quants, MXFP4),
 // dequantization to a dense matrix, and the embedding gather. Both decode 32
 // elements at a time (quant_blocks.cuh's LoadChunk).
 #include <algorithm>
@@ -8,40 +8,44 @@
 #include "engine/cuda/kernels/quant_blocks.cuh"
 #include "engine/cuda/kernels/quantized_matmul.h"
 
-// Runs the statements with `kQ` bound to `q` as a constant: every type of
-// kBlockMatMulTypes; cudaErrorInvalidValue for any other.
-#define PACELINE_DISPATCH_QUANT(q, kQ, ...)    \
-  switch (q) {                                 \
-    case GgmlType::kQ8_0: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ8_0; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ4_0: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ4_0; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ2_K: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ2_K; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ3_K: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ3_K; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ4_K: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ4_K; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ5_K: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ5_K; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    case GgmlType::kQ6_K: {                    \
-      constexpr GgmlType kQ = GgmlType::kQ6_K; \
-      __VA_ARGS__;                             \
-    } break;                                   \
-    default:                                   \
-      return cudaErrorInvalidValue;            \
+// Runs the statements with `kQ` bound to `q` as a constant: every
+// IsDeviceBlockType type; cudaErrorInvalidValue for any other.
+#define PACELINE_DISPATCH_QUANT(q, kQ, ...)     \
+  switch (q) {                                  \
+    case GgmlType::kQ8_0: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ8_0;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ4_0: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ4_0;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ2_K: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ2_K;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ3_K: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ3_K;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ4_K: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ4_K;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ5_K: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ5_K;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kQ6_K: {                     \
+      constexpr GgmlType kQ = GgmlType::kQ6_K;  \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case GgmlType::kMXFP4: {                    \
+      constexpr GgmlType kQ = GgmlType::kMXFP4; \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    default:                                    \
+      return cudaErrorInvalidValue;             \
   }
 
 namespace paceline::engine::cuda {

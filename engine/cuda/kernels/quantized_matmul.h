@@ -2,10 +2,13 @@
 #define PACELINE_ENGINE_CUDA_KERNELS_QUANTIZED_MATMUL_H_
 
 // Weights kept in GGML's block formats on the device, byte for byte as in
-// the file: the kBlockMatMulTypes of engine/gguf/ggml_type_layout.h
-// (engine/gguf/ggml_type.cc documents each layout):
+// the file: the kBlockMatMulTypes of engine/gguf/ggml_type_layout.h and
+// MXFP4 (IsDeviceBlockType; engine/gguf/ggml_type.cc documents each
+// layout):
 //   Q8_0: 32 elements in 34 bytes, w = d * q
 //   Q4_0: 32 elements in 18 bytes, w = d * (q - 8)
+//   MXFP4: 32 elements in 17 bytes, w = 2^(e - 128) * kMxfp4Levels[q]
+//         (gpt-oss's experts; E8M0HalfToFloat's scale)
 //   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: 256-element super-blocks of 84, 110, 144,
 //         176 and 210 bytes (2.625 to 6.5625 bits per weight)
 // Row r of a (rows, cols) matrix is cols / GgmlBlockElems consecutive
@@ -22,6 +25,12 @@
 #include "engine/gguf/ggml_type_layout.h"
 
 namespace paceline::engine::cuda {
+
+// The block types these kernels read: the CPU's (kBlockMatMulTypes) and
+// MXFP4.
+constexpr bool IsDeviceBlockType(GgmlType type) {
+  return IsBlockMatMulType(type) || type == GgmlType::kMXFP4;
+}
 
 // The most tokens LaunchQuantizedGemv takes.
 inline constexpr int64_t kMaxGemvTokens = 8;

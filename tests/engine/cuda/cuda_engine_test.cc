@@ -465,6 +465,8 @@ INSTANTIATE_TEST_SUITE_P(
         // flips).
         ModelCase{"gpt-oss", GgmlType::kF32, 1e-4},
         ModelCase{"gpt-oss", GgmlType::kQ8_0, 5e-2, 4},
+        // MXFP4 matrices kept as MXFP4 on the device (GEMV and dequantize).
+        ModelCase{"gpt-oss", GgmlType::kMXFP4, 5e-2, 4},
         // KV types apart from the device dtype; the block copies move Q8_0
         // rows too. Both engines quantize K/V that differ by rounding, so a
         // Q8_0 level flips now and then (measured up to 9e-4), and the CPU's

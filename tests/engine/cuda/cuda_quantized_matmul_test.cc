@@ -1,7 +1,8 @@
 // The quantized GEMV and dequantization kernels (kernels/quantized_matmul.h)
 // against the CPU's DequantizeRow (engine/gguf/ggml_type.h) and a double dot
 // product, for every block type the device keeps: Q8_0 / Q4_0 rows written by
-// QuantizeRow, and K-quant super-blocks of random bytes (every bit pattern of
+// QuantizeRow (MXFP4 too, with the smallest scales set by hand), and
+// K-quant super-blocks of random bytes (every bit pattern of
 // scales, mins and quants is a valid block; only the f16 factors are set to
 // finite values), times activations of each element type.
 
@@ -38,7 +39,7 @@ constexpr TypeCase kTypes[] = {
     {GgmlType::kQ8_0, GgmlType::kQ8_0}, {GgmlType::kQ4_0, GgmlType::kQ4_0},
     {GgmlType::kQ2_K, GgmlType::kQ2_K}, {GgmlType::kQ3_K, GgmlType::kQ3_K},
     {GgmlType::kQ4_K, GgmlType::kQ4_K}, {GgmlType::kQ5_K, GgmlType::kQ5_K},
-    {GgmlType::kQ6_K, GgmlType::kQ6_K}};
+    {GgmlType::kQ6_K, GgmlType::kQ6_K}, {GgmlType::kMXFP4, GgmlType::kMXFP4}};
 
 // Byte offsets of a K-quant block's f16 factors (d, and dmin where the type
 // has one), from ggml_type.cc's layouts.
@@ -79,6 +80,13 @@ class QuantizedMatmulTest : public testing::GpuTest,
         EXPECT_TRUE(QuantizeRow(t.file_type, &dense[r * cols], cols,
                                 &bytes[r * row_bytes])
                         .ok());
+      }
+      if (t.quant == GgmlType::kMXFP4) {
+        // The scale's subnormal exponents (0, 1) and the first normal one
+        // (2) in the first blocks, beside QuantizeRow's.
+        for (uint8_t e = 0; e < 3 && e * 17u < bytes.size(); ++e) {
+          bytes[e * 17u] = e;
+        }
       }
     } else {
       for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng_());
