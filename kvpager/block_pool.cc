@@ -69,6 +69,12 @@ void BlockPool::Release(int32_t block) {
   }
 }
 
+void BlockPool::Touch(int32_t block) {
+  assert(meta_[block].state == BlockState::kCached);
+  UnlinkLru(block);
+  LinkLruTail(block);
+}
+
 void BlockPool::SetRegistered(int32_t block, bool registered) {
   Meta& m = meta_[block];
   assert(m.state != BlockState::kFree);

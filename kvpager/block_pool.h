@@ -65,6 +65,9 @@ class BlockPool {
   // end of the LRU list), any other block becomes free.
   // Precondition: the block is used.
   void Release(int32_t block);
+  // Moves a cached block to the most recently used end of the LRU list.
+  // Precondition: the block is cached.
+  void Touch(int32_t block);
   // Marks whether the block holds a prefix-cache entry. Unregistering a
   // cached block frees it. Precondition: the block is not free.
   void SetRegistered(int32_t block, bool registered);

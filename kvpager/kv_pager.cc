@@ -193,6 +193,14 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
     }
     group.end = std::max(group.begin, k);
     group.chain = chains_[g];
+    // The hits before the window are not held, but the next hit on this
+    // prefix needs them (its chain starts at the first block): keep them
+    // as recent as the prefix's use, the first block last to go.
+    for (int32_t i = group.begin; i-- > 0;) {
+      if (pool_.state(hits_[g][i]) == BlockState::kCached) {
+        pool_.Touch(hits_[g][i]);
+      }
+    }
   }
   const int32_t first = BlocksFor(std::min(len, int64_t{k} * bs + first_step));
   for (int32_t g = 0; g < num_groups(); ++g) {

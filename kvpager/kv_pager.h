@@ -59,9 +59,11 @@
 // W / block_size + 1 blocks in each windowed group (BlocksToHold). What
 // keeps more than the window, by design: a prefix-cache hit needs every
 // group's chain from the first block, so a windowed group's early blocks,
-// given back to the LRU list, are what a later hit on that prefix needs
-// (evicted first, they cost hits, never correctness); and an uncached
-// prompt (MarkComputed with cache false) still gives its blocks back.
+// given back to the LRU list, are what a later hit on that prefix needs:
+// each hit moves them to the recent end (first block last), so a prefix
+// in use stays whole, and one left alone loses them first (which costs
+// hits, never correctness). An uncached prompt (MarkComputed with cache
+// false) still gives its blocks back.
 //
 // Threading: none inside. The serving loop's engine thread owns the pager
 // and every lease (DESIGN.md §2): all calls, and lease destruction, happen

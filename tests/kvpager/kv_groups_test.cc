@@ -181,6 +181,7 @@ TEST(KvGroupsTest, APrefixHitNeedsEveryGroupsChain) {
     EXPECT_EQ(a->num_blocks(1), 2);
   }
   prompt.push_back(21);
+  EXPECT_EQ(pager->CachedPrefixTokens(prompt, "t"), 20);
   absl::StatusOr<BlockLease> b = pager->Allocate(prompt, "t");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->num_cached_tokens(), 20);
@@ -190,13 +191,44 @@ TEST(KvGroupsTest, APrefixHitNeedsEveryGroupsChain) {
   EXPECT_EQ(b->num_blocks(1), 3);
   EXPECT_EQ(b->group_tables()[1][2], kNoBlock);
   b->Reset();
-  // The windowed group's first block is the least recently used: evicted,
-  // its chain no longer starts, so no group's blocks can be shared.
+  pager->ResetPrefixCache();
+  // Again, and this time the windowed group's first block, given back
+  // first, is evicted first: its chain no longer starts, so no group's
+  // blocks can be shared.
+  {
+    prompt.pop_back();
+    absl::StatusOr<BlockLease> a = pager->Allocate(prompt, "t");
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(pager->MarkComputed(&*a, 20).ok());
+    prompt.push_back(21);
+  }
   ASSERT_EQ(pager->EvictCached(1), 1);
   EXPECT_EQ(pager->CachedPrefixTokens(prompt, "t"), 0);
   absl::StatusOr<BlockLease> c = pager->Allocate(prompt, "t");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->num_cached_tokens(), 0);
+  ExpectConsistent(*pager);
+}
+
+TEST(KvGroupsTest, AHitKeepsTheWindowedChainWarm) {
+  std::unique_ptr<KvPager> pager = GroupedPager(64, {0, kWindow});
+  ASSERT_NE(pager, nullptr);
+  const auto compute = [&](const std::vector<int32_t>& prompt) {
+    absl::StatusOr<BlockLease> lease = pager->Allocate(prompt, "t");
+    ASSERT_TRUE(lease.ok());
+    ASSERT_TRUE(pager->MarkComputed(&*lease, lease->num_tokens()).ok());
+  };
+  std::vector<int32_t> p = Range(1, 20);
+  compute(p);  // its windowed blocks 0..2 go back first: oldest
+  const std::vector<int32_t> q = Range(300, 20);
+  compute(q);  // 10 cached blocks, all newer
+  p.push_back(99);
+  compute(p);  // a hit on p's 20 tokens: p's old windowed blocks touched
+  EXPECT_EQ(pager->Stats().cached_blocks, 20);
+  // The 10 least recently used are q's now, not p's chain.
+  ASSERT_EQ(pager->EvictCached(10), 10);
+  EXPECT_EQ(pager->CachedPrefixTokens(p, "t"), 20);
+  EXPECT_EQ(pager->CachedPrefixTokens(q, "t"), 0);
   ExpectConsistent(*pager);
 }
 
