@@ -125,7 +125,8 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
     for (size_t g = 0; g < groups; ++g) {
       const absl::Span<const int32_t> table =
           groups > 1 ? slice.group_tables[g] : slice.block_table;
-      const int32_t window = groups > 1 ? limits.group_windows[g] : 0;
+      const int32_t window =
+          limits.group_windows.empty() ? 0 : limits.group_windows[g];
       RETURN_IF_ERROR(CheckTable(table, slice, window, limits, where));
     }
     for (int32_t i = 0; i < slice.token_count; ++i) {

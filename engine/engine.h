@@ -114,7 +114,8 @@ struct BatchLimits {
   // n_embd when the backend returns hidden rows; 0 when it does not (a
   // batch asking for them is then InvalidArgument).
   int64_t hidden_width = 0;
-  // Engine::kv_group_windows() when more than one group; empty = one.
+  // Engine::kv_group_windows() when more than one group or a windowed
+  // one (block_table is then that group's); empty = one full group.
   std::vector<int32_t> group_windows = {};
 };
 

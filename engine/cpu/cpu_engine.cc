@@ -180,7 +180,9 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
   limits_.num_blocks = options_.num_blocks;
   limits_.max_tokens_per_step = options_.max_tokens_per_step;
   limits_.hidden_width = c.n_embd;
-  if (kv_layout_.groups.size() > 1) limits_.group_windows = kv_layout_.Windows();
+  if (kv_layout_.groups.size() > 1 || kv_layout_.groups[0].window > 0) {
+    limits_.group_windows = kv_layout_.Windows();
+  }
   last_.resize(t * embd);
   if (c.is_moe()) {
     moe_ = std::make_unique<MoeFfn>(c, options_.max_tokens_per_step);

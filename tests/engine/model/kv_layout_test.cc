@@ -52,6 +52,17 @@ TEST(KvLayoutTest, WithoutSlidingLayersOneGroupOfEveryLayer) {
   EXPECT_EQ(PlanKvLayout(Gemma3_4bShape(), false).num_groups(), 1);
 }
 
+TEST(KvLayoutTest, EveryLayerSlidingIsOneWindowedGroup) {
+  ModelConfig c = Gemma3_4bShape();
+  c.swa_period = 0;  // every layer slides
+  const KvLayout layout = PlanKvLayout(c, true);
+  ASSERT_EQ(layout.num_groups(), 1);
+  EXPECT_EQ(layout.slots, 34);
+  EXPECT_EQ(layout.groups[0].window, 1024);
+  EXPECT_EQ(layout.slot_of_layer[33], 33);
+  EXPECT_EQ(BlocksToHold(layout, 16, 32768, 1), 65);
+}
+
 TEST(KvLayoutTest, Gemma3GroupsFiveLayersPerBlock) {
   const KvLayout layout = PlanKvLayout(Gemma3_4bShape(), true);
   // 5 global layers (5, 11, 17, 23, 29): one full group of 5 slots; the
