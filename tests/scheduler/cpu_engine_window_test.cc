@@ -3,7 +3,7 @@
 // (../shared/oracle-next: 4 layers, window 32 on layers 0, 1 and 3):
 //  - llama.cpp's logits at every stored position with the windowed groups'
 //    blocks given back and reused as the 1,200-token prompt runs, the same
-//    bits as with every layer's full history;
+//    bits as with every layer's full history (and gpt-oss's file: sinks);
 //  - through the scheduler, with release on: requests sharing a prefix,
 //    drafting speculatively, chunked and preempted in a pool too small for
 //    them together, and a group of n = 3 forking its prompt, each give the
@@ -91,30 +91,53 @@ class Gemma3WindowTest : public ::testing::Test {
   engine::LoadedModel model_;
 };
 
-TEST_F(Gemma3WindowTest, ReleaseKeepsLlamaCppsLogitsBitForBit) {
-  ::paceline::testing::OracleMeasure by_release[2];
-  for (const bool release : {true, false}) {
-    // 128 blocks: with release one layer each (the full group's 76 for
-    // 1,216 positions, the three windowed groups' few); without, four
-    // layers each (76).
-    std::unique_ptr<engine::cpu::CpuEngine> engine =
-        MakeEngine(128, release, 128);
-    ASSERT_NE(engine, nullptr);
-    EXPECT_EQ(engine->kv_group_windows(),
-              release ? std::vector<int32_t>({0, 32, 32, 32})
-                      : std::vector<int32_t>({0}));
-    ::paceline::testing::OracleRunOptions run;
-    run.ref_dir = ::paceline::testing::OracleNextDir() / "ref";
-    ::paceline::testing::OracleMeasure& m = by_release[release ? 0 : 1];
-    const absl::Status s = ::paceline::testing::MeasureOracleFile(
-        *engine, "gemma3-base-f32", run, &m);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_EQ(m.positions, 85);
-    EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance("gemma3-f32"));
-    EXPECT_EQ(m.argmax_equal, m.argmax_checked);
+// llama.cpp's logits with release on and off, the same bits: Gemma 3's
+// file, and gpt-oss's (../shared/oracle-next: 2 layers, layer 0 sliding
+// with window 32 and attention sinks, layer 1 global).
+TEST(OracleWindowTest, ReleaseKeepsLlamaCppsLogitsBitForBit) {
+  struct Case {
+    const char* name;
+    std::vector<int32_t> windows;  // with release
+  };
+  for (const Case& c :
+       {Case{"gemma3-base-f32", {0, 32, 32, 32}},
+        Case{"gpt-oss-base-f32", {0, 32}}}) {
+    SCOPED_TRACE(c.name);
+    const std::filesystem::path file = ::paceline::testing::OracleNextDir() /
+                                       "models" / (std::string(c.name) +
+                                                   ".gguf");
+    if (!std::filesystem::exists(file)) continue;
+    absl::StatusOr<engine::LoadedModel> model =
+        engine::OpenModel(file.string());
+    ASSERT_TRUE(model.ok()) << model.status();
+    ::paceline::testing::OracleMeasure by_release[2];
+    for (const bool release : {true, false}) {
+      // 128 blocks: with release one layer each (the full group's 76 for
+      // 1,216 positions, the windowed groups' few); without, every layer
+      // each (76).
+      engine::cpu::CpuEngineOptions options;
+      options.block_size = kBlockSize;
+      options.num_blocks = 128;
+      options.max_tokens_per_step = 128;
+      options.num_threads = 2;
+      options.kv_window_release = release;
+      auto engine = engine::cpu::CpuEngine::Create(model->weights, options);
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      EXPECT_EQ((*engine)->kv_group_windows(),
+                release ? c.windows : std::vector<int32_t>({0}));
+      ::paceline::testing::OracleRunOptions run;
+      run.ref_dir = ::paceline::testing::OracleNextDir() / "ref";
+      ::paceline::testing::OracleMeasure& m = by_release[release ? 0 : 1];
+      const absl::Status s =
+          ::paceline::testing::MeasureOracleFile(**engine, c.name, run, &m);
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(m.positions, 85);
+      EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(c.name));
+      EXPECT_EQ(m.argmax_equal, m.argmax_checked);
+    }
+    EXPECT_EQ(by_release[0].max_rel, by_release[1].max_rel);
+    EXPECT_EQ(by_release[0].logits_hash, by_release[1].logits_hash);
   }
-  EXPECT_EQ(by_release[0].max_rel, by_release[1].max_rel);
-  EXPECT_EQ(by_release[0].logits_hash, by_release[1].logits_hash);
 }
 
 TEST_F(Gemma3WindowTest, TogetherUnderPreemptionEqualsAloneWithFullHistory) {
