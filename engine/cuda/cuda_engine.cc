@@ -291,17 +291,21 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
   o.kv_dtype = kv_dtype;
   ASSIGN_OR_RETURN(std::vector<LayerProgram> programs, LayerPrograms(c));
   RETURN_IF_ERROR(CheckPrograms(programs));
-  std::unique_ptr<CudaEngine> engine(new CudaEngine(
-      std::move(weights), o, dtype, kv_dtype, std::move(programs)));
+  KvLayout layout = PlanKvLayout(c, o.kv_window_release);
+  std::unique_ptr<CudaEngine> engine(
+      new CudaEngine(std::move(weights), o, dtype, kv_dtype,
+                     std::move(programs), std::move(layout)));
   RETURN_IF_ERROR(engine->Init());
   return engine;
 }
 
 CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
                        const CudaEngineOptions& options, GgmlType dtype,
-                       GgmlType kv_dtype, std::vector<LayerProgram> programs)
+                       GgmlType kv_dtype, std::vector<LayerProgram> programs,
+                       KvLayout kv_layout)
     : weights_(std::move(weights)),
       programs_(std::move(programs)),
+      kv_layout_(std::move(kv_layout)),
       options_(options),
       dtype_(dtype),
       kv_dtype_(kv_dtype),
@@ -338,7 +342,7 @@ absl::Status CudaEngine::Init() {
   graphs_enabled_ = options_.cuda_graphs && !config().is_moe();
   RETURN_IF_ERROR(UploadWeights());
 
-  RETURN_IF_ERROR(kv_pool_.Allocate(static_cast<uint64_t>(config().n_layers) *
+  RETURN_IF_ERROR(kv_pool_.Allocate(static_cast<uint64_t>(kv_layout_.slots) *
                                     static_cast<uint64_t>(options_.num_blocks) *
                                     KvBlockBytes()));
   CUDA_RETURN_IF_ERROR(
@@ -641,16 +645,18 @@ absl::Status CudaEngine::AllocateWorkspace() {
   partial_rows_ = 4096;
   RETURN_IF_ERROR(partial_.Allocate(static_cast<size_t>(partial_rows_) *
                                     (c.head_dim + 2) * sizeof(float)));
-  // Block tables: enough for every token's slice at the full context, up
-  // to 4M entries; Prepare grows it past that.
+  // Block tables: enough for every token's slice at the full context in
+  // every group, up to 4M entries; Prepare grows it past that.
   const int64_t blocks_per_seq = std::min<int64_t>(
       (c.context_length + options_.block_size - 1) / options_.block_size,
       options_.num_blocks);
   table_capacity_ = std::min<int64_t>(int64_t{options_.max_tokens_per_step} *
-                                          std::max<int64_t>(1, blocks_per_seq),
+                                          std::max<int64_t>(1, blocks_per_seq) *
+                                          kv_layout_.num_groups(),
                                       int64_t{1} << 22);
   const size_t meta_bytes =
-      (kTables * t + static_cast<size_t>(table_capacity_)) * sizeof(int32_t);
+      (TablesSection() * t + static_cast<size_t>(table_capacity_)) *
+      sizeof(int32_t);
   RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
   RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
   RETURN_IF_ERROR(sampling_host_.Allocate(t * sizeof(RowSampling)));
@@ -668,9 +674,9 @@ size_t CudaEngine::KvBlockBytes() const {
 }
 
 void* CudaEngine::KvLayer(int64_t layer) const {
-  const size_t per_layer =
+  const size_t per_slot =
       static_cast<size_t>(options_.num_blocks) * KvBlockBytes();
-  return kv_pool_.as<uint8_t>() + layer * per_layer;
+  return kv_pool_.as<uint8_t>() + kv_layout_.slot_of_layer[layer] * per_slot;
 }
 
 absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
@@ -689,11 +695,15 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   limits.num_blocks = options_.num_blocks;
   limits.max_tokens_per_step = options_.max_tokens_per_step;
   limits.hidden_width = config().n_embd;
+  const int64_t groups = kv_layout_.num_groups();
+  if (groups > 1 || kv_layout_.groups[0].window > 0) {
+    limits.group_windows = kv_layout_.Windows();
+  }
   RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
                                     absl::MakeSpan(owner, n)));
   int64_t table_entries = 0;
   for (const SequenceSlice& slice : batch.sequences) {
-    table_entries += BlocksNeeded(slice, options_.block_size);
+    table_entries += groups * BlocksNeeded(slice, options_.block_size);
   }
   // The batch is valid: grow the table buffer if needed, then fill.
   if (table_entries > table_capacity_) {
@@ -702,7 +712,8 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
         static_cast<long long>(table_entries));
     std::vector<int32_t> keep(owner, owner + n);
     const size_t meta_bytes =
-        static_cast<size_t>(kTables * tk + table_entries) * sizeof(int32_t);
+        static_cast<size_t>(TablesSection() * tk + table_entries) *
+        sizeof(int32_t);
     RETURN_IF_ERROR(meta_host_.Allocate(meta_bytes));
     RETURN_IF_ERROR(meta_device_.Allocate(meta_bytes));
     table_capacity_ = table_entries;
@@ -711,10 +722,8 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   }
   int32_t* tokens = meta + kTokens * tk;
   int32_t* positions = meta + kPositions * tk;
-  int32_t* slots = meta + kSlots * tk;
-  int32_t* table_offsets = meta + kTableOffsets * tk;
   int32_t* logit_rows = meta + kLogitRows * tk;
-  int32_t* tables = meta + kTables * tk;
+  int32_t* tables = meta + TablesSection() * tk;
   std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
   int64_t offset = 0;
   max_context_ = 0;
@@ -722,22 +731,31 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   for (const SequenceSlice& slice : batch.sequences) {
     const int64_t end = int64_t{slice.position_begin} + slice.token_count;
     const int64_t blocks_needed = (end + bs - 1) / bs;
-    std::copy(slice.block_table.begin(),
-              slice.block_table.begin() + blocks_needed, tables + offset);
     for (int32_t i = 0; i < slice.token_count; ++i) {
-      const int32_t t = slice.token_begin + i;
-      const int64_t pos = int64_t{slice.position_begin} + i;
-      positions[t] = static_cast<int32_t>(pos);
-      slots[t] =
-          static_cast<int32_t>(slice.block_table[pos / bs] * bs + pos % bs);
-      table_offsets[t] = static_cast<int32_t>(offset);
+      positions[slice.token_begin + i] = slice.position_begin + i;
+    }
+    // Each group's table (a windowed group's entries before its window
+    // may be kNoBlock: copied, never read), and where each token's K/V go
+    // in that group's blocks.
+    for (int64_t g = 0; g < groups; ++g) {
+      const absl::Span<const int32_t> table =
+          groups > 1 ? slice.group_tables[g] : slice.block_table;
+      std::copy(table.begin(), table.begin() + blocks_needed, tables + offset);
+      int32_t* slots = meta + SlotsSection(g) * tk;
+      int32_t* table_offsets = meta + OffsetsSection(g) * tk;
+      for (int32_t i = 0; i < slice.token_count; ++i) {
+        const int32_t t = slice.token_begin + i;
+        const int64_t pos = int64_t{slice.position_begin} + i;
+        slots[t] = static_cast<int32_t>(table[pos / bs] * bs + pos % bs);
+        table_offsets[t] = static_cast<int32_t>(offset);
+      }
+      offset += blocks_needed;
     }
     const int32_t last = slice.token_begin + slice.token_count;
     for (int32_t t = last - slice.num_logits; t < last; ++t) {
       logit_rows[logit_rows_++] = t;
     }
     max_context_ = std::max(max_context_, end);
-    offset += blocks_needed;
   }
   // Attention query tiles: each slice's tokens, kAttentionTileTokens at a
   // time. The tiled kernel runs when tiles hold two tokens on average
@@ -755,7 +773,7 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   tiles[0] = n_tiles;
   use_tiles_ =
       int64_t{n_tiles} * 2 <= n && config().head_dim <= kMaxTiledHeadDim;
-  meta_used_ = kTables * tk + offset;
+  meta_used_ = TablesSection() * tk + offset;
   return absl::OkStatus();
 }
 
@@ -1072,8 +1090,11 @@ absl::Status CudaEngine::CopyBlocks(
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   const size_t block_bytes = KvBlockBytes();
   for (const kvpager::BlockCopy& copy : copies) {
-    for (int64_t layer = 0; layer < config().n_layers; ++layer) {
-      auto* base = static_cast<uint8_t*>(KvLayer(layer));
+    // Every slot: the block holds one group's layers, whichever it is.
+    for (int64_t slot = 0; slot < kv_layout_.slots; ++slot) {
+      auto* base =
+          kv_pool_.as<uint8_t>() +
+          slot * static_cast<size_t>(options_.num_blocks) * block_bytes;
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
           base + copy.dst * block_bytes, base + copy.src * block_bytes,
           block_bytes, cudaMemcpyDeviceToDevice, res_->stream));

@@ -63,13 +63,15 @@
 // tied embedding of another type) is converted to T at load, with one line per
 // conversion kind on stderr, and one line gives the weights' device bytes by
 // type. The KV pool (block layout and row encodings as cpu/kv_cache.h, rows of
-// KV), the step workspace (sized for max_tokens_per_step) and the step's
-// metadata buffers are allocated up front with cudaMalloc / cudaMallocHost: a
-// step allocates nothing, except that the block-table buffer grows (rarely,
-// logged) when a step's tables outgrow it. All work runs on one stream; Forward
-// returns after the logits are on the host. ForwardAndSample samples the rows
-// it is asked to on the device (kernels/sampling.h, after each chunk of logits)
-// and copies back their token ids and only the other rows' logits.
+// KV; a block holds one KV group's layer slots, model/kv_layout.h: every
+// layer without kv_window_release), the step workspace (sized for
+// max_tokens_per_step) and the step's metadata buffers are allocated up front
+// with cudaMalloc / cudaMallocHost: a step allocates nothing, except that the
+// block-table buffer grows (rarely, logged) when a step's tables outgrow it.
+// All work runs on one stream; Forward returns after the logits are on the
+// host. ForwardAndSample samples the rows it is asked to on the device
+// (kernels/sampling.h, after each chunk of logits) and copies back their token
+// ids and only the other rows' logits.
 //
 // Results match the CPU engine with the same KV type within rounding
 // (exactly the same math, in float for F32 models; the K/V bytes written
@@ -95,6 +97,7 @@
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
 #include "engine/gguf/ggml_type_layout.h"
+#include "engine/model/kv_layout.h"
 #include "engine/model/layer_program.h"
 #include "engine/model/rope_table.h"
 #include "engine/model/weights.h"
@@ -112,6 +115,12 @@ struct CudaEngineOptions {
   // that is a multiple of 32), BF16 only with BF16 weights: CheckKvDtype.
   std::optional<GgmlType> kv_dtype;
   int32_t max_tokens_per_step = 512;  // 1 .. 65535
+  // Sliding windows give their KV blocks back (model/kv_layout.h, as
+  // cpu::CpuEngineOptions::kv_window_release): a block holds one KV group's
+  // layers, kv_group_windows() names the groups, and a step brings one
+  // block table per group (SequenceSlice::group_tables). Off: one group of
+  // every layer, the plain block_table.
+  bool kv_window_release = false;
   // Replay steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs:
   // one graph per (tokens, logit rows, attention split plan), captured the
   // second time that shape runs. The kernels are the same either way, so
@@ -165,6 +174,10 @@ class CudaEngine final : public Engine {
   int32_t max_tokens_per_step() const override {
     return options_.max_tokens_per_step;
   }
+  std::vector<int32_t> kv_group_windows() const override {
+    return kv_layout_.Windows();
+  }
+  const KvLayout& kv_layout() const { return kv_layout_; }
   GgmlType dtype() const { return dtype_; }
   GgmlType kv_dtype() const { return kv_dtype_; }
   // Device bytes of the uploaded weights and of the KV pool.
@@ -231,7 +244,10 @@ class CudaEngine final : public Engine {
     DeviceBuffer expert_down_bias;
   };
   struct Resources;  // stream, cuBLAS handle, captured graphs
-  // Step metadata sections (int32 offsets in units of Tk).
+  // Step metadata sections (int32 offsets in units of Tk); each KV group
+  // g has its slots and table offsets (group 0 at kSlots, kTableOffsets,
+  // the others from kGroupSections on: SlotsSection, OffsetsSection), then
+  // the block tables (TablesSection).
   enum MetaSection : int64_t {
     kTokens = 0,
     kPositions = 1,
@@ -239,13 +255,23 @@ class CudaEngine final : public Engine {
     kTableOffsets = 3,
     kLogitRows = 4,
     kTiles = 5,  // 1 + 2 Tk entries: count, then (first token, tokens) pairs
-    kTables = 8,
+    kGroupSections = 8,
   };
+  static int64_t SlotsSection(int64_t g) {
+    return g == 0 ? kSlots : kGroupSections + 2 * (g - 1);
+  }
+  static int64_t OffsetsSection(int64_t g) {
+    return g == 0 ? kTableOffsets : kGroupSections + 2 * (g - 1) + 1;
+  }
+  int64_t TablesSection() const {
+    return kGroupSections + 2 * (kv_layout_.num_groups() - 1);
+  }
   static constexpr int64_t kMaxGraphTokens = 256;
 
   CudaEngine(std::shared_ptr<const ModelWeights> weights,
              const CudaEngineOptions& options, GgmlType dtype,
-             GgmlType kv_dtype, std::vector<LayerProgram> programs);
+             GgmlType kv_dtype, std::vector<LayerProgram> programs,
+             KvLayout kv_layout);
   absl::Status Init();
   absl::Status UploadWeights();
   // Uploads the row-wise concatenation of `parts` (same cols) into `m`.
@@ -324,13 +350,17 @@ class CudaEngine final : public Engine {
   // One line on stderr: the device bytes of the weights by storage type,
   // beside the bytes the model holds them in.
   void LogWeightBytes() const;
-  // Bytes of one block of one layer: K and V rows of every KV head.
+  // Bytes of one block of one layer slot: K and V rows of every KV head.
   size_t KvBlockBytes() const;
+  // The layer's blocks: its slot's (num_blocks) blocks of the pool.
   void* KvLayer(int64_t layer) const;
 
   // Constant after construction.
   const std::shared_ptr<const ModelWeights> weights_;
   const std::vector<LayerProgram> programs_;  // (n_layers)
+  // The layers' KV groups and slots: a block holds kv_layout_.slots layers
+  // of one group (one group of every layer, slot = layer, without release).
+  const KvLayout kv_layout_;
   const CudaEngineOptions options_;
   const GgmlType dtype_;
   const GgmlType kv_dtype_;
@@ -352,7 +382,7 @@ class CudaEngine final : public Engine {
   // attention plan to a CUDA graph's key.
   std::vector<int64_t> windows_;
   uint64_t weight_bytes_ = 0;
-  // (n_layers, num_blocks, 2, n_kv_heads, block_size) rows of
+  // (slots, num_blocks, 2, n_kv_heads, block_size) rows of
   // GgmlRowBytesOf(kv_dtype_, head_dim) bytes
   DeviceBuffer kv_pool_;
 
@@ -398,8 +428,9 @@ class CudaEngine final : public Engine {
   DeviceBuffer masks_device_;
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
-  //   | logit_rows (Tk) | attention tiles (3 Tk) | block tables
-  //   (table_capacity_)
+  //   | logit_rows (Tk) | attention tiles (3 Tk) | per KV group past the
+  //   first: slot_mapping (Tk) | table_offsets (Tk) | block tables, every
+  //   group's (table_capacity_)
   PinnedBuffer meta_host_;
   DeviceBuffer meta_device_;
   int64_t table_capacity_ = 0;

@@ -201,7 +201,8 @@ absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   rope.q_norm = op.qk_norm ? l.q_norm.as<float>() : nullptr;
   rope.k_norm = op.qk_norm ? l.k_norm.as<float>() : nullptr;
   rope.positions = meta + kPositions * tk;
-  rope.slot_mapping = meta + kSlots * tk;
+  rope.slot_mapping =
+      meta + SlotsSection(kv_layout_.group_of_layer[layer]) * tk;
   rope.block_size = options_.block_size;
   rope.qkv = qkv_.as<float>();
   rope.kv_layer = KvLayer(layer);
@@ -229,8 +230,9 @@ absl::Status CudaEngine::Attention(const Op& op, int64_t layer, int64_t n) {
   att.q = qkv_.as<float>();
   att.q_stride = (c.n_heads + 2 * c.n_kv_heads) * hd;
   att.positions = meta + kPositions * tk;
-  att.table_offsets = meta + kTableOffsets * tk;
-  att.block_tables = meta + kTables * tk;
+  att.table_offsets =
+      meta + OffsetsSection(kv_layout_.group_of_layer[layer]) * tk;
+  att.block_tables = meta + TablesSection() * tk;
   att.kv_layer = KvLayer(layer);
   att.out = att_.get();
   att.max_context = max_context_;

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "engine/cuda/cuda_engine.h"
@@ -168,6 +169,68 @@ std::string NextTestName(const ::testing::TestParamInfo<NextFile>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Files, CudaOracleNextTest,
                          ::testing::ValuesIn(kNextFiles), NextTestName);
+
+// Sliding-window release (CudaEngineOptions::kv_window_release): the
+// windowed layers' blocks given back to the pager and reused as the prompt
+// runs (MeasureOracleFile drives a KvPager over the engine's groups), the
+// logits the same bits as with every layer's full history.
+class CudaWindowReleaseTest
+    : public testing::GpuTest,
+      public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CudaWindowReleaseTest, SameLogitsBitForBitAsFullHistory) {
+  const std::string name = GetParam();
+  const std::filesystem::path dir = ::paceline::testing::OracleNextDir();
+  const std::filesystem::path file = dir / "models" / (name + ".gguf");
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+  auto weights =
+      testing::LoadRetyped(file.string(), testing::ViewTypes::kFileTypes);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const ModelConfig& c = weights->weights->config();
+  ::paceline::testing::OracleMeasure by_release[2];
+  for (const bool release : {true, false}) {
+    SCOPED_TRACE(release ? "release" : "full history");
+    CudaEngineOptions options;
+    // With release, a pool too small for the windowed layers' full
+    // history (one layer per block: Gemma 3's 116 positions on the
+    // emulation need 8 blocks per group, 32 in all; its 1,216 on a GPU 76,
+    // 304 in all), so released blocks must be reused. Without, 4 layers a
+    // block: 76 at most.
+    options.num_blocks = !release ? 128 : testing::kEmulated ? 24 : 96;
+    options.max_tokens_per_step = 128;
+    options.kv_dtype = GgmlType::kF16;
+    options.kv_window_release = release;
+    auto engine = CudaEngine::Create(weights->weights, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    // One full group, the rest windowed groups of as many layers.
+    const std::vector<int32_t> windows = (*engine)->kv_group_windows();
+    if (release) {
+      ASSERT_GT(windows.size(), 1u);
+      EXPECT_EQ(windows[0], 0);
+      for (size_t g = 1; g < windows.size(); ++g) {
+        EXPECT_EQ(windows[g], c.sliding_window);
+      }
+    } else {
+      EXPECT_EQ(windows, std::vector<int32_t>({0}));
+    }
+    ::paceline::testing::OracleRunOptions run;
+    run.ref_dir = dir / "ref";
+    if (testing::kEmulated) run.max_prompt_tokens = 100;
+    ::paceline::testing::OracleMeasure& m = by_release[release ? 0 : 1];
+    const absl::Status s =
+        ::paceline::testing::MeasureOracleFile(**engine, name, run, &m);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_GT(m.positions, 0);
+    EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(name));
+  }
+  EXPECT_EQ(by_release[0].positions, by_release[1].positions);
+  EXPECT_EQ(by_release[0].logits_hash, by_release[1].logits_hash);
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, CudaWindowReleaseTest,
+                         ::testing::Values("gemma3-base-f32",
+                                           "gpt-oss-base-f32"),
+                         TestName);
 
 }  // namespace
 }  // namespace paceline::engine::cuda
