@@ -140,13 +140,20 @@ absl::Status MakeCuda(const BackendOptions& options,
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
   out->plan.kv_dtype = f.kv_dtype;
-  // One KV group: the CUDA engine keeps every layer's full history.
+  // As MakeCpu: sliding layers' blocks beyond their window go back to the
+  // pool, a block holding one KV group's layer slots (kv_layout.h).
+  const ModelConfig& mc = weights->config();
+  cuda_options.kv_window_release = options.kv_window_release;
+  const KvLayout layout = PlanKvLayout(mc, cuda_options.kv_window_release);
+  out->plan.kv_groups = layout.num_groups();
+  out->plan.kv_slots = layout.slots;
+  const uint64_t block_bytes =
+      f.kv_bytes_per_token / mc.n_layers * layout.slots * options.block_size;
   ASSIGN_OR_RETURN(
       out->num_blocks,
-      SizePool(options, weights->config(), available, f.kv_bytes_per_token,
-               f.kv_bytes_per_token * options.block_size,
-               BlocksPerSequence(weights->config().context_length,
-                                 options.block_size),
+      SizePool(options, mc, available, f.kv_bytes_per_token, block_bytes,
+               BlocksToHold(layout, options.block_size, mc.context_length,
+                            options.max_tokens_per_step),
                &out->plan));
   cuda_options.block_size = options.block_size;
   cuda_options.max_tokens_per_step = options.max_tokens_per_step;

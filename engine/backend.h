@@ -54,9 +54,8 @@ struct BackendOptions {
   // (CudaEngineFootprint: F32, F16 or BF16).
   std::optional<GgmlType> kv_type;
   int32_t max_tokens_per_step = 512;  // the engine's step limit
-  // The CPU engine gives sliding layers' blocks beyond their window back
-  // to the pool (CpuEngineOptions::kv_window_release); the CUDA engine
-  // keeps every layer's full history for now.
+  // Both engines give sliding layers' blocks beyond their window back to
+  // the pool (CpuEngineOptions / CudaEngineOptions::kv_window_release).
   bool kv_window_release = true;
 
   // The KV pool. kv_blocks > 0: exactly that many blocks (at most

@@ -5,13 +5,16 @@
 // one.
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
+#include "tests/testing/oracle_logits.h"
 
 namespace paceline::engine {
 namespace {
@@ -125,6 +128,37 @@ TEST_F(CudaBackendTest, Q8CacheNeedsAHeadSizeOfWholeBlocks) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(b.status().message().find("head_dim is 48"), std::string::npos)
       << b.status();
+}
+
+// Gemma 3's oracle file (4 layers, window 32 on layers 0, 1 and 3): with
+// release, 4 KV groups of one layer slot (the global layer's, then one per
+// sliding layer), the pool's blocks one slot each; without, one group of
+// every layer.
+TEST_F(CudaBackendTest, Gemma3SlidingWindowsGetTheirOwnGroups) {
+  const std::filesystem::path file =
+      ::paceline::testing::OracleNextDir() / "models" / "gemma3-base-f32.gguf";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+  std::shared_ptr<const ModelWeights> weights = Open(file.string());
+  ASSERT_NE(weights, nullptr);
+  const uint64_t slot_block_bytes = 2 * 2 * 64 * 2 * 16;  // K, V of 2 heads
+  for (const bool release : {true, false}) {
+    SCOPED_TRACE(release);
+    BackendOptions o = Cuda();
+    o.kv_type = GgmlType::kF16;
+    o.kv_blocks = 64;
+    o.kv_window_release = release;
+    absl::StatusOr<Backend> b = MakeBackend(o, weights);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->plan.kv_groups, release ? 4 : 1);
+    EXPECT_EQ(b->plan.kv_slots, release ? 1 : 4);
+    EXPECT_EQ(b->engine->kv_group_windows(),
+              release ? std::vector<int32_t>({0, 32, 32, 32})
+                      : std::vector<int32_t>({0}));
+    auto* engine = dynamic_cast<cuda::CudaEngine*>(b->engine.get());
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->kv_pool_bytes(),
+              64 * slot_block_bytes * (release ? 1 : 4));
+  }
 }
 
 }  // namespace
