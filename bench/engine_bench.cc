@@ -26,6 +26,20 @@
 //                       measured in the same program); prefill_tok/s, the
 //                       rate its context was prefilled at (512 a step).
 //   BM_PeakFma, BM_PeakInt8  those ceilings (GOP/s), measured the same way.
+//   BM_ModelDecode, BM_ModelPrefill  only when PACELINE_BENCH_MODEL names
+//                       a model (a GGUF file or a dummy: spec, as
+//                       `paceline generate --model`): llama-bench's pp512
+//                       and tg128 on it, with its warm-ups (an untimed
+//                       step of 32 tokens, of 1). Prefill: 512 tokens at
+//                       position 0 in one step; tokens/s. Decode: one
+//                       sequence, positions 0..127 in turn (128
+//                       iterations), tokens/s, the bytes the engine's
+//                       matmuls read per token (CpuEngine::
+//                       last_step_weight_bytes, the mean over the timed
+//                       steps) and their rate over the DRAM read rate
+//                       (1 GiB, measured first in the same program). The
+//                       engine's defaults otherwise (F16 KV cache, packed
+//                       matrices, one thread per core).
 //   BM_ReadBandwidth    a read-only sum (bench/read_bandwidth.h, 4 streams
 //                       per thread) of 1 GiB (DRAM: the roofline to divide
 //                       weight_GB/s by) and of 256 / 128 MiB (what the
@@ -36,6 +50,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -57,6 +73,7 @@
 #include "engine/model/model_shapes.h"
 #include "engine/model/weight_recipe.h"
 #include "engine/model/weights.h"
+#include "engine/model_loader.h"
 
 namespace paceline::engine::cpu {
 namespace {
@@ -453,6 +470,122 @@ void BM_ReadBandwidth(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
                          benchmark::Counter::kIsRate);
 }
+
+// PACELINE_BENCH_MODEL's weights, loaded once per process.
+std::shared_ptr<const ModelWeights> BenchModel(benchmark::State& state) {
+  static const std::shared_ptr<const ModelWeights> weights =
+      []() -> std::shared_ptr<const ModelWeights> {
+    auto model = OpenModel(std::getenv("PACELINE_BENCH_MODEL"));
+    if (!model.ok()) {
+      fprintf(stderr, "%s\n", model.status().ToString().c_str());
+      return nullptr;
+    }
+    return model->weights;
+  }();
+  state.SetLabel(std::getenv("PACELINE_BENCH_MODEL"));
+  return weights;
+}
+
+// A table of the blocks 0 .. n - 1.
+std::vector<int32_t> Blocks(int64_t n) {
+  std::vector<int32_t> table(n);
+  for (int32_t i = 0; i < n; ++i) table[i] = i;
+  return table;
+}
+
+constexpr int64_t kTg = 128;          // llama-bench's tg128
+constexpr int32_t kWarmUpTokens = 32;  // its prompt warm-up
+
+void BM_ModelDecode(benchmark::State& state) {
+  auto weights = BenchModel(state);
+  if (weights == nullptr) return state.SkipWithError("model");
+  const double dram = DramReadRate();  // before the engine's threads exist
+  CpuEngineOptions options;
+  options.num_blocks = kTg / 16;
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  const int64_t vocab = weights->config().n_vocab;
+  const std::vector<int32_t> table = Blocks(options.num_blocks);
+  ForwardBatch batch;
+  batch.tokens = RandomTokens(1, vocab);
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = 1,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .num_logits = 1}};
+  std::vector<float> logits(vocab);
+  const auto step = [&](int64_t position) {
+    batch.sequences[0].position_begin = static_cast<int32_t>(position);
+    return (*engine)->Forward(batch, absl::MakeSpan(logits)).ok();
+  };
+  if (!step(0)) return state.SkipWithError("warm-up");
+  int64_t position = 0;
+  double bytes = 0;
+  for (auto _ : state) {
+    if (!step(position)) return state.SkipWithError("forward");
+    benchmark::DoNotOptimize(logits.data());
+    bytes += static_cast<double>((*engine)->last_step_weight_bytes());
+    if (++position == kTg) position = 0;
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["tokens/s"] =
+      benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["weight_MB/token"] = bytes / n / 1e6;
+  state.counters["matmul_MB/token"] =
+      static_cast<double>(weights->MatMulBytesPerToken()) / 1e6;
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["dram_GB/s"] = dram / 1e9;
+  state.counters["roofline_frac"] =
+      benchmark::Counter(bytes / dram, benchmark::Counter::kIsRate);
+}
+
+void BM_ModelPrefill(benchmark::State& state) {
+  auto weights = BenchModel(state);
+  if (weights == nullptr) return state.SkipWithError("model");
+  CpuEngineOptions options;
+  options.num_blocks = kPrefill / 16;
+  options.max_tokens_per_step = kPrefill;
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  const std::vector<int32_t> table = Blocks(options.num_blocks);
+  ForwardBatch batch;
+  batch.tokens = RandomTokens(kPrefill, weights->config().n_vocab);
+  batch.sequences = {SequenceSlice{.token_begin = 0,
+                                   .token_count = kPrefill,
+                                   .position_begin = 0,
+                                   .block_table = table,
+                                   .num_logits = 1}};
+  std::vector<float> logits(weights->config().n_vocab);
+  ForwardBatch warm_up = batch;
+  warm_up.tokens.resize(kWarmUpTokens);
+  warm_up.sequences[0].token_count = kWarmUpTokens;
+  if (!(*engine)->Forward(warm_up, absl::MakeSpan(logits)).ok()) {
+    return state.SkipWithError("warm-up");
+  }
+  for (auto _ : state) {
+    if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("forward");
+    }
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(kPrefill * state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+// Registered only when a model is named: the default run is unchanged.
+[[maybe_unused]] const bool kModelBenchmarks = [] {
+  if (std::getenv("PACELINE_BENCH_MODEL") == nullptr) return false;
+  benchmark::RegisterBenchmark("BM_ModelPrefill", BM_ModelPrefill)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ModelDecode", BM_ModelDecode)
+      ->Iterations(kTg)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  return true;
+}();
 
 // packed: the engine's default (CpuEngineOptions::pack_weights), and for
 // the types it packs on this CPU also without, for an A/B in one run.
