@@ -19,6 +19,19 @@ int64_t KvBlocksToRunTogether(absl::Span<const OfflineRequest> requests,
   return blocks;
 }
 
+int64_t KvBlocksToRunTogether(absl::Span<const OfflineRequest> requests,
+                              int32_t block_size,
+                              const engine::KvLayout& layout,
+                              int64_t step_tokens) {
+  int64_t blocks = 0;
+  for (const OfflineRequest& r : requests) {
+    const int64_t positions =
+        static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens - 1;
+    blocks += engine::BlocksToHold(layout, block_size, positions, step_tokens);
+  }
+  return blocks;
+}
+
 absl::StatusOr<std::vector<OfflineResult>> RunOffline(
     std::unique_ptr<engine::Engine> engine, const engine::Tokenizer& tokenizer,
     std::vector<OfflineRequest> requests, const OfflineOptions& options,

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/engine.h"
+#include "engine/model/kv_layout.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/request.h"
@@ -60,6 +61,13 @@ struct OfflineStats {
 // with it (fewer blocks still work, with preemptions).
 int64_t KvBlocksToRunTogether(absl::Span<const OfflineRequest> requests,
                               int32_t block_size);
+// The same under `layout`'s KV groups (engine/model/kv_layout.h): each
+// sequence holds BlocksToHold(layout, ...) blocks, a windowed group only
+// its window and a step of up to `step_tokens` positions.
+int64_t KvBlocksToRunTogether(absl::Span<const OfflineRequest> requests,
+                              int32_t block_size,
+                              const engine::KvLayout& layout,
+                              int64_t step_tokens);
 
 // Runs `requests` (all under one tenant, "offline") and returns their
 // results in the same order. A request the scheduler refuses (too long for

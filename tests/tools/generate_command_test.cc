@@ -213,6 +213,26 @@ TEST(GenerateCommandDummyTest, KvDtypeF16HalvesTheBytesPerToken) {
   }
 }
 
+// Models with sliding windows (oracle-next's Gemma 3 and gpt-oss files:
+// windows of 32) get a pool sized for their KV groups, every group's blocks
+// for the request (a pool of one group's blocks could never run it), and
+// generate past the window.
+TEST(GenerateCommandWindowsTest, RunsModelsWithSlidingWindows) {
+  for (const char* name : {"gemma3-base-q8_0", "gpt-oss-base-mxfp4"}) {
+    SCOPED_TRACE(name);
+    const std::string path = ::paceline::testing::SharedPath(
+        absl::StrCat("oracle-next/models/", name, ".gguf"));
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+    const CommandResult r = RunPaceline(
+        {"generate", "--model", path, "--prompt", "Once upon a time",
+         "--max-tokens", "40", "--backend", "cpu"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("sliding windows released"), std::string::npos)
+        << r.err;
+    ExpectTimingLine(r.err, 5, 40);
+  }
+}
+
 // Unset, the backend is CUDA when there is a device, else the CPU, said on
 // stderr; an explicit cuda without a device fails with the reason.
 TEST(GenerateCommandBackendTest, CudaWithoutADeviceIsAnError) {

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/backend.h"
+#include "engine/model/kv_layout.h"
 #include "engine/model_loader.h"
 #include "engine/sampling/grammar/grammar_cache.h"
 #include "engine/sampling/grammar/mask_tables.h"
@@ -197,8 +198,10 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
   options.threads = f.threads;
   options.kv_type = f.kv_type;
   options.max_tokens_per_step = kPrefillChunk;
-  options.kv_blocks =
-      scheduler::KvBlocksToRunTogether(requests, options.block_size);
+  options.kv_blocks = scheduler::KvBlocksToRunTogether(
+      requests, options.block_size,
+      engine::PlanKvLayout(weights->config(), options.kv_window_release),
+      options.max_tokens_per_step);
   ASSIGN_OR_RETURN(engine::Backend backend,
                    engine::MakeBackend(options, std::move(weights)));
   for (const std::string& line : backend.log_lines) {
