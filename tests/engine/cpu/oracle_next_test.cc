@@ -218,6 +218,9 @@ TEST(OracleNextQatTest, Gemma3Q4_0WithF16NormsRunsAsItIs) {
   ASSERT_TRUE(qat.ok()) << qat.status();
   absl::StatusOr<LoadedModel> twin = OpenModel(twin_path);
   ASSERT_TRUE(twin.ok()) << twin.status();
+  // Mapped now: the 17 MB of files need not outlive the test.
+  std::filesystem::remove(qat_path);
+  std::filesystem::remove(twin_path);
   // Nothing converted: the engine reads the file's Q4_0 blocks.
   const ModelWeights& w = *qat->weights;
   EXPECT_EQ(w.token_embd().type, GgmlType::kQ4_0);
