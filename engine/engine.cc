@@ -41,6 +41,29 @@ absl::Status CheckTable(absl::Span<const int32_t> table,
   return absl::OkStatus();
 }
 
+// Slice s's state slot: in [0, slots) and no earlier slice's with slots,
+// -1 without.
+absl::Status CheckStateSlot(const ForwardBatch& batch, size_t s,
+                            int32_t slots) {
+  const int32_t slot = batch.sequences[s].state_slot;
+  if (slots == 0) {
+    if (slot == -1) return absl::OkStatus();
+    return BadBatch(absl::StrCat("sequence ", s, ": state slot ", slot,
+                                 " for a model without recurrent state"));
+  }
+  if (slot < 0 || slot >= slots) {
+    return BadBatch(absl::StrCat("sequence ", s, ": state slot ", slot,
+                                 "; want 0 to ", slots - 1));
+  }
+  for (size_t o = 0; o < s; ++o) {
+    if (batch.sequences[o].state_slot == slot) {
+      return BadBatch(absl::StrCat("sequence ", s, ": state slot ", slot,
+                                   " is also sequence ", o, "'s"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckSamplingRows(const ForwardBatch& batch, size_t sampling,
@@ -68,6 +91,12 @@ absl::Status Engine::ForwardAndSample(
     tokens[j] = SampleRow(logits.subspan(j * vocab, vocab), sampling[j]);
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::CopyStates(absl::Span<const kvpager::StateCopy> copies) {
+  if (copies.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "state copies for an engine without recurrent-state slots");
 }
 
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
@@ -129,6 +158,7 @@ absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,
           limits.group_windows.empty() ? 0 : limits.group_windows[g];
       RETURN_IF_ERROR(CheckTable(table, slice, window, limits, where));
     }
+    RETURN_IF_ERROR(CheckStateSlot(batch, s, limits.num_state_slots));
     for (int32_t i = 0; i < slice.token_count; ++i) {
       const int32_t t = slice.token_begin + i;
       if (owner[t] >= 0) {

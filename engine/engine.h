@@ -103,6 +103,15 @@ class Engine {
   // when an id is out of range.
   virtual absl::Status CopyBlocks(
       absl::Span<const kvpager::BlockCopy> copies) = 0;
+
+  // Recurrent-state slots (hybrid models, SequenceSlice::state_slot): ids
+  // 0 .. num_state_slots() - 1, each holding one sequence's state in every
+  // DeltaNet layer (ModelConfig::RecurrentStateBytes). 0 for a model
+  // without DeltaNet layers.
+  virtual int32_t num_state_slots() const { return 0; }
+  // Copies slot src's state into slot dst for each copy, in order.
+  // InvalidArgument (nothing copied) when an id is out of range.
+  virtual absl::Status CopyStates(absl::Span<const kvpager::StateCopy> copies);
 };
 
 // What an engine checks a step against.
@@ -117,6 +126,9 @@ struct BatchLimits {
   // Engine::kv_group_windows() when more than one group or a windowed
   // one (block_table is then that group's); empty = one full group.
   std::vector<int32_t> group_windows = {};
+  // Engine::num_state_slots(): every slice then names its own slot in
+  // [0, num_state_slots); none (-1) when 0.
+  int32_t num_state_slots = 0;
 };
 
 // The contract above, checked for every backend: 1..max_tokens_per_step
@@ -126,7 +138,8 @@ struct BatchLimits {
 // unless limits.hidden_width, and batch.hidden sized for them) and a block
 // table that covers them with ids in the pool (one per group with several
 // groups; a windowed group's only from the window of position_begin on),
-// and every token in exactly one slice. On success `owner[t]` (sized for at least the batch's tokens) is token
+// and every token in exactly one slice, and, with state slots, a distinct
+// slot per slice. On success `owner[t]` (sized for at least the batch's tokens) is token
 // t's slice; on failure InvalidArgument "forward batch: ..." naming the slice /
 // token / entry.
 absl::Status CheckForwardBatch(const ForwardBatch& batch, size_t logits_size,

@@ -37,6 +37,13 @@ struct SequenceSlice {
   // ForwardBatch::hidden. Only backends that say so (BatchLimits::
   // hidden_width) accept them.
   int32_t num_hidden = 0;
+  // The sequence's recurrent-state slot (Engine::num_state_slots(), hybrid
+  // models: one state per DeltaNet layer): the state after its first
+  // position_begin tokens, zeroed by the engine where position_begin is 0,
+  // and left after all of the slice's tokens. -1 for a model without
+  // DeltaNet layers. (Last but one, with group_tables, so that designated
+  // initializers may leave them out.)
+  int32_t state_slot = -1;
   // (Last, so that designated initializers may leave it out.)
   // With more than one KV group (Engine::kv_group_windows): one table per
   // group, group_tables[0] being block_table, each covering the positions

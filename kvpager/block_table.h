@@ -55,6 +55,17 @@ struct BlockCopy {
   friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
 };
 
+// A copy of one recurrent-state slot (hybrid models: a sequence's state in
+// every DeltaNet layer) into another: a fork's, or a cached prefix's
+// snapshot into the sequence that reuses it. Run with the step's block
+// copies, before its forward pass.
+struct StateCopy {
+  int32_t src = -1;
+  int32_t dst = -1;
+
+  friend bool operator==(const StateCopy&, const StateCopy&) = default;
+};
+
 }  // namespace paceline::kvpager
 
 #endif  // PACELINE_KVPAGER_BLOCK_TABLE_H_

@@ -61,7 +61,9 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
   for (const LayerWeights& w : weights.layers()) {
     for (const WeightView* v :
          {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate,
-          &w.ffn_up, &w.ffn_down, &w.ffn_gate_inp}) {
+          &w.ffn_up, &w.ffn_down, &w.ffn_gate_inp, &w.ffn_gate_shexp,
+          &w.ffn_up_shexp, &w.ffn_down_shexp, &w.ssm_qkv, &w.ssm_z,
+          &w.ssm_beta, &w.ssm_alpha, &w.ssm_ba, &w.ssm_out}) {
       if (v->rows > 0) RETURN_IF_ERROR(fn(*v));
     }
     for (const ExpertWeights& e : w.experts) {
@@ -98,7 +100,9 @@ std::vector<WeightView*> CpuEngine::MatrixSlots() {
   std::vector<WeightView*> slots;
   for (LayerMatrices& m : matrices_) {
     for (WeightView* v :
-         {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down, &m.moe.router}) {
+         {&m.q, &m.k, &m.v, &m.o, &m.gate, &m.up, &m.down, &m.moe.router,
+          &m.gate_shexp, &m.up_shexp, &m.down_shexp, &m.ssm_qkv, &m.ssm_z,
+          &m.ssm_beta, &m.ssm_alpha, &m.ssm_ba, &m.ssm_out}) {
       if (v->rows > 0) slots.push_back(v);
     }
     for (ExpertWeights& e : m.moe.experts) {
@@ -113,7 +117,10 @@ absl::Status CpuEngine::PackMatrices() {
   for (const LayerWeights& l : weights_->layers()) {
     matrices_.push_back({l.attn_q, l.attn_k, l.attn_v, l.attn_output,
                          l.ffn_gate, l.ffn_up, l.ffn_down,
-                         MoeLayerMatrices{l.ffn_gate_inp, l.experts}});
+                         MoeLayerMatrices{l.ffn_gate_inp, l.experts},
+                         l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp,
+                         l.ssm_qkv, l.ssm_z, l.ssm_beta, l.ssm_alpha, l.ssm_ba,
+                         l.ssm_out});
   }
   output_ = weights_->output();
   const std::vector<WeightView*> slots = MatrixSlots();
@@ -184,6 +191,7 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
     limits_.group_windows = kv_layout_.Windows();
   }
   last_.resize(t * embd);
+  AllocateHybridBuffers();
   if (c.is_moe()) {
     moe_ = std::make_unique<MoeFfn>(c, options_.max_tokens_per_step);
     dense_bytes_ = weights_->MatMulBytes();
@@ -192,6 +200,65 @@ CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
                       weights_->ExpertBytes(static_cast<int64_t>(l));
     }
   }
+}
+
+void CpuEngine::AllocateHybridBuffers() {
+  const ModelConfig& c = weights_->config();
+  const size_t t = static_cast<size_t>(options_.max_tokens_per_step);
+  const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
+  if (c.attn_output_gate) {
+    qg_.resize(2 * t * q_dim);
+    attn_gate_.resize(t * q_dim);
+  }
+  if (c.n_ff_shexp > 0) {
+    shexp_.resize(t * static_cast<size_t>(c.n_embd));
+    const size_t ff = static_cast<size_t>(std::max(c.n_ff, c.n_ff_shexp));
+    gate_.resize(t * ff);
+    up_.resize(t * ff);
+  }
+  if (c.NumRecurrentLayers() == 0) return;
+  recurrent_index_.assign(static_cast<size_t>(c.n_layers), -1);
+  int64_t r = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (c.IsRecurrentLayer(l)) recurrent_index_[l] = r++;
+  }
+  limits_.num_state_slots =
+      options_.num_state_slots > 0 ? options_.num_state_slots : 16;
+  state_floats_ = r * c.RecurrentStateFloats();
+  states_.reset(new float[static_cast<size_t>(state_floats_) *
+                          static_cast<size_t>(limits_.num_state_slots)]);
+  const size_t conv = static_cast<size_t>(c.ssm_conv_dim());
+  const size_t inner = static_cast<size_t>(c.ssm_value_dim());
+  ssm_qkv_.resize(t * conv);
+  ssm_conv_.resize(t * conv);
+  ssm_z_.resize(t * inner);
+  ssm_ba_.resize(t * 2 * static_cast<size_t>(c.ssm_v_heads));
+  ssm_o_.resize(t * inner);
+}
+
+float* CpuEngine::State(int32_t slot, int64_t layer) {
+  return states_.get() + slot * state_floats_ +
+         recurrent_index_[layer] * config().RecurrentStateFloats();
+}
+
+absl::Status CpuEngine::CopyStates(
+    absl::Span<const kvpager::StateCopy> copies) {
+  const int32_t slots = limits_.num_state_slots;
+  for (const kvpager::StateCopy& copy : copies) {
+    if (copy.src < 0 || copy.src >= slots || copy.dst < 0 ||
+        copy.dst >= slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state copy ", copy.src, " -> ", copy.dst, ": ", slots,
+                       " state slots"));
+    }
+  }
+  for (const kvpager::StateCopy& copy : copies) {
+    if (copy.src == copy.dst) continue;
+    std::memcpy(states_.get() + copy.dst * state_floats_,
+                states_.get() + copy.src * state_floats_,
+                static_cast<size_t>(state_floats_) * sizeof(float));
+  }
+  return absl::OkStatus();
 }
 
 CpuEngine::~CpuEngine() = default;
@@ -225,6 +292,7 @@ absl::Status CpuEngine::Prepare(const ForwardBatch& batch,
   RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits_,
                                     absl::MakeSpan(token_table_)));
   for (auto& tables : block_tables_) tables.clear();
+  slices_.assign(batch.sequences.begin(), batch.sequences.end());
   const bool grouped = block_tables_.size() > 1;
   for (const SequenceSlice& slice : batch.sequences) {
     for (int32_t i = 0; i < slice.token_count; ++i) {

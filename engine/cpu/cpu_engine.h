@@ -79,6 +79,10 @@ struct CpuEngineOptions {
   // into copies the engine owns. Lossless: the logits are bit for bit those
   // of the file's layout. Costs the packed matrices' bytes again in memory.
   bool pack_weights = true;
+  // Recurrent-state slots of a hybrid model (Engine::num_state_slots; each
+  // RecurrentStateBytes, reserved and touched only as sequences use them);
+  // 0 = 16. Ignored (none) for a model without DeltaNet layers.
+  int32_t num_state_slots = 0;
 };
 
 class CpuEngine final : public Engine {
@@ -121,12 +125,18 @@ class CpuEngine final : public Engine {
   absl::Status Forward(const ForwardBatch& batch,
                        absl::Span<float> logits) override;
   absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
+  int32_t num_state_slots() const override { return limits_.num_state_slots; }
+  absl::Status CopyStates(
+      absl::Span<const kvpager::StateCopy> copies) override;
 
  private:
   CpuEngine(std::shared_ptr<const ModelWeights> weights,
             const CpuEngineOptions& options, KvLayout layout,
             std::unique_ptr<KvCache> cache, std::vector<LayerProgram> programs);
 
+  // The buffers of gated attention, a shared expert and DeltaNet layers
+  // (the hybrids), and the state slots; nothing for other models.
+  void AllocateHybridBuffers();
   // Checks the batch and fills positions_, token_table_, block_tables_.
   absl::Status Prepare(const ForwardBatch& batch, absl::Span<float> logits);
   // The layer's program, an operation at a time (cpu_layer.cc).
@@ -135,6 +145,16 @@ class CpuEngine final : public Engine {
   void RmsNormRows(const Op& op, int64_t layer, int64_t n);
   absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
   void Attention(const Op& op, int64_t layer, int64_t n);
+  void SplitQueryGate(int64_t b, int64_t e);
+  // A Gated DeltaNet layer (kDeltaNet; delta_net.h) of every slice.
+  absl::Status DeltaNet(const Op& op, int64_t layer, int64_t n);
+  // Slot `slot`'s state in DeltaNet layer `layer`: (conv_kernel - 1,
+  // conv_dim) convolution inputs, then (v_heads, d, d) matrices.
+  float* State(int32_t slot, int64_t layer);
+  // The shared expert's gated output added to out (ModelConfig::
+  // n_ff_shexp).
+  absl::Status SharedExpert(int64_t layer, const float* src, int64_t n,
+                            float* out);
   void AddRows(Buf from, Buf to, int64_t n);  // to += from
   // An accumulating op computes into proj_, then adds it to its dst.
   absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
@@ -162,6 +182,9 @@ class CpuEngine final : public Engine {
   struct LayerMatrices {
     WeightView q, k, v, o, gate, up, down;  // gate, up, down empty for MoE
     MoeLayerMatrices moe;                   // empty for a dense FFN
+    WeightView gate_shexp, up_shexp, down_shexp;  // empty without
+    // A DeltaNet layer's (q, k, v, o empty then); else empty.
+    WeightView ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_ba, ssm_out;
   };
   absl::Status PackMatrices();
   // Every non-empty view in matrices_ and output_.
@@ -209,6 +232,22 @@ class CpuEngine final : public Engine {
   std::vector<int32_t> token_table_;  // (T) each token's slice
   // (groups, slices) each slice's table of each KV group
   std::vector<std::vector<absl::Span<const int32_t>>> block_tables_;
+  std::vector<SequenceSlice> slices_;  // the step's (views unused)
+  // Gated attention (ModelConfig::attn_output_gate), else empty.
+  std::vector<float> qg_;         // (T, 2 q_dim) attn_q's query and gate rows
+  std::vector<float> attn_gate_;  // (T, q_dim)
+  std::vector<float> shexp_;      // (T, n_embd) when n_ff_shexp
+  // Hybrid models, else empty: the state slots (uninitialised until a
+  // slice starting at position 0 zeroes its slot), each layer's index
+  // among the DeltaNet layers (-1 for attention), and DeltaNet scratch.
+  std::unique_ptr<float[]> states_;
+  int64_t state_floats_ = 0;  // per slot, every DeltaNet layer
+  std::vector<int64_t> recurrent_index_;  // (n_layers)
+  std::vector<float> ssm_qkv_;   // (T, conv_dim) projections
+  std::vector<float> ssm_conv_;  // (T, conv_dim) after the convolution
+  std::vector<float> ssm_z_;     // (T, inner)
+  std::vector<float> ssm_ba_;    // (T, 2 v_heads): beta logits, then alpha
+  std::vector<float> ssm_o_;     // (T, inner) gated, normed head outputs
   std::vector<float> last_;  // (T, n_embd) rows that need logits
 };
 

@@ -2,6 +2,7 @@
 // a layer's program, each operation once here for every architecture.
 
 #include <cmath>
+#include <cstring>
 
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
@@ -47,6 +48,8 @@ absl::Status CpuEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
       return absl::OkStatus();
     case OpKind::kFeedForward:
       return FeedForward(op, layer, n);
+    case OpKind::kDeltaNet:
+      return DeltaNet(op, layer, n);
   }
   return absl::InternalError("unknown layer operation");
 }
@@ -111,9 +114,11 @@ absl::Status CpuEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   const int64_t q_dim = c.n_heads * hd;
   const int64_t kv_dim = c.n_kv_heads * hd;
   const int64_t half = c.rope_dim / 2;
-  RETURN_IF_ERROR(MatMuls({m.q, m.k, m.v}, Rows(op.src), n,
-                          {q_.data(), k_.data(), v_.data()}));
+  RETURN_IF_ERROR(
+      MatMuls({m.q, m.k, m.v}, Rows(op.src), n,
+              {op.output_gate ? qg_.data() : q_.data(), k_.data(), v_.data()}));
   ForRows(n, q_dim, [&](int64_t b, int64_t e) {
+    if (op.output_gate) SplitQueryGate(b, e);
     float* q = &q_[b * q_dim];
     float* k = &k_[b * kv_dim];
     if (op.qkv_bias) {
@@ -151,6 +156,28 @@ void CpuEngine::Attention(const Op& op, int64_t layer, int64_t n) {
                  n, positions_.data(), token_table_.data(),
                  block_tables_[kv_layout_.group_of_layer[layer]], att_.data(),
                  pool_);
+  if (!op.output_gate) return;
+  const int64_t q_dim = c.n_heads * c.head_dim;
+  ForRows(n, q_dim, [&](int64_t b, int64_t e) {
+    for (int64_t i = b * q_dim; i < e * q_dim; ++i) {
+      att_[i] *= 1.0f / (1.0f + std::exp(-attn_gate_[i]));
+    }
+  });
+}
+
+// Rows [b, e) of qg_ (per head: head_dim query values, then head_dim gate
+// values) into q_ and attn_gate_.
+void CpuEngine::SplitQueryGate(int64_t b, int64_t e) {
+  const ModelConfig& c = config();
+  const int64_t hd = c.head_dim;
+  const size_t bytes = static_cast<size_t>(hd) * sizeof(float);
+  for (int64_t t = b; t < e; ++t) {
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      const float* src = &qg_[(t * c.n_heads + h) * 2 * hd];
+      std::memcpy(&q_[(t * c.n_heads + h) * hd], src, bytes);
+      std::memcpy(&attn_gate_[(t * c.n_heads + h) * hd], src + hd, bytes);
+    }
+  }
 }
 
 void CpuEngine::AddRows(Buf from, Buf to, int64_t n) {
@@ -185,7 +212,8 @@ absl::Status CpuEngine::FeedForwardInto(const Op& op, int64_t layer, int64_t n,
     RETURN_IF_ERROR(
         moe_->Run(m.moe, biases, src, n, out, pool_, matmul_scratch_));
     last_step_weight_bytes_ += moe_->last_run_bytes() - m.moe.router.bytes();
-    return absl::OkStatus();
+    if (m.gate_shexp.rows == 0) return absl::OkStatus();
+    return SharedExpert(layer, src, n, out);
   }
   RETURN_IF_ERROR(MatMuls({m.gate, m.up}, src, n, {gate_.data(), up_.data()}));
   const int64_t ff = config().n_ff;

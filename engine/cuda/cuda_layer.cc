@@ -38,9 +38,11 @@ bool Runs(const Op& op) {
       return IsFloat(op.src) && (op.dst == Buf::kH || IsFloat(op.dst)) &&
              IsNormWeight(op.weight);
     case OpKind::kQkvRope:
-      return op.src == Buf::kH;
+      return op.src == Buf::kH && !op.output_gate;
     case OpKind::kAttention:
-      return op.window >= 0;
+      return op.window >= 0 && !op.output_gate;
+    case OpKind::kDeltaNet:
+      return false;
     case OpKind::kMatMul:
       return (op.src == Buf::kAtt || op.src == Buf::kH) && IsFloat(op.dst) &&
              op.weight == Weight::kAttnOutput;
@@ -159,6 +161,8 @@ absl::Status CudaEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
       return QkvRope(op, layer, n);
     case OpKind::kAttention:
       return Attention(op, layer, n);
+    case OpKind::kDeltaNet:
+      break;  // refused by CheckPrograms
     case OpKind::kMatMul: {
       // Weight::kAttnOutput, the only matrix (Runs); its bias after the
       // GEMM, accumulated or not.

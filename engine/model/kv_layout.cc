@@ -18,12 +18,13 @@ KvLayout PlanKvLayout(const ModelConfig& config, bool release_windows) {
   const int64_t n = config.n_layers;
   std::vector<int64_t> full, windowed;
   for (int64_t l = 0; l < n; ++l) {
+    if (config.IsRecurrentLayer(l)) continue;  // no KV: a state slot
     (release_windows && config.IsSlidingLayer(l) ? windowed : full)
         .push_back(l);
   }
   KvLayout layout;
-  layout.group_of_layer.assign(static_cast<size_t>(n), 0);
-  layout.slot_of_layer.assign(static_cast<size_t>(n), 0);
+  layout.group_of_layer.assign(static_cast<size_t>(n), -1);
+  layout.slot_of_layer.assign(static_cast<size_t>(n), -1);
   const int64_t smallest =
       full.empty() || windowed.empty()
           ? std::max<int64_t>(full.size(), windowed.size())

@@ -17,7 +17,9 @@
 // slots, one full group and six windowed groups (29 layers in 30 slots).
 //
 // Without windowed layers, or with release off, the layout is today's: one
-// full group of every layer, slot = layer.
+// full group of every layer, slot = layer. A hybrid model's DeltaNet layers
+// (ModelConfig::IsRecurrentLayer) keep no KV and have no slot: its blocks
+// hold its attention layers only.
 
 #include <cstdint>
 #include <vector>
@@ -34,8 +36,10 @@ struct KvGroup {
 struct KvLayout {
   int64_t slots = 0;  // layers per block
   std::vector<KvGroup> groups;  // (>= 1); groups[0] is full when any is
-  std::vector<int32_t> group_of_layer;  // (n_layers)
-  std::vector<int32_t> slot_of_layer;   // (n_layers)
+  // (n_layers) -1 for a DeltaNet layer (ModelConfig::IsRecurrentLayer),
+  // which keeps no KV.
+  std::vector<int32_t> group_of_layer;
+  std::vector<int32_t> slot_of_layer;  // (n_layers) -1 as group_of_layer
 
   int32_t num_groups() const { return static_cast<int32_t>(groups.size()); }
   // The windows by group (KvPager::Create's and Engine::kv_group_windows).

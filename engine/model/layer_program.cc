@@ -89,5 +89,13 @@ Op FeedForward(Buf src, Buf dst, bool moe, bool accumulate) {
   return op;
 }
 
+Op DeltaNet(Buf src, Buf dst) {
+  Op op;
+  op.kind = OpKind::kDeltaNet;
+  op.src = src;
+  op.dst = dst;
+  return op;
+}
+
 }  // namespace ops
 }  // namespace paceline::engine

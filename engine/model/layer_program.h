@@ -59,10 +59,21 @@ enum class OpKind : int8_t {
   kMatMul,
   // dst += src.
   kAdd,
+  // dst = a Gated DeltaNet layer of src (the hybrids' linear attention,
+  // ModelConfig's ssm_* fields): the q/k/v projection through a short
+  // causal convolution (its state: the last conv_kernel - 1 inputs) and
+  // SiLU; q, k L2-normalised; per value head, with beta = sigmoid(b) and
+  // g = softplus(a + dt_bias) · ssm_a from their projections, the state
+  // S ← exp(g) S, S ← S + beta (v − S k) kᵀ and the output S q /
+  // sqrt(state_size); RMSNorm(o) · ssm_norm · SiLU(z) per head, z the gate
+  // projection; then ssm_out. The state lives in the sequence's state slot
+  // (SequenceSlice::state_slot), zeroed where a slice starts at position 0.
+  kDeltaNet,
   // dst = the feed-forward of src: gated by Op::activation (SwiGLU, GeGLU,
   // gpt-oss's SwiGLU) over ffn_gate, ffn_up, ffn_down, or the routed
   // experts' sum of a MoE layer (Op::moe; with ModelConfig::moe_biases the
-  // router's and experts' biases); dst += it with Op::accumulate.
+  // router's and experts' biases; with ModelConfig::n_ff_shexp plus the
+  // gated shared expert); dst += it with Op::accumulate.
   kFeedForward,
 };
 
@@ -76,6 +87,10 @@ struct Op {
   bool local_rope = false;                          // kQkvRope
   int64_t window = 0;                               // kAttention
   bool sinks = false;                               // kAttention
+  // kQkvRope: attn_q's rows hold per head the query then an output gate
+  // (ModelConfig::attn_output_gate), kept for kAttention's output_gate.
+  // kAttention: its output times sigmoid(that gate).
+  bool output_gate = false;                         // kQkvRope, kAttention
   bool bias = false;                                // kMatMul
   bool moe = false;                                 // kFeedForward
   FfnActivation activation = FfnActivation::kSilu;  // kFeedForward
@@ -125,6 +140,7 @@ Op Attention();
 Op MatMul(Buf src, Buf dst, Weight weight, bool accumulate);
 Op Add(Buf src, Buf dst);
 Op FeedForward(Buf src, Buf dst, bool moe, bool accumulate);
+Op DeltaNet(Buf src, Buf dst);
 }  // namespace ops
 
 }  // namespace paceline::engine

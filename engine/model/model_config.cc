@@ -296,6 +296,16 @@ absl::Status CheckFfnTensors(const GgufFile& file, const ModelConfig& c,
       CheckShape(file, p + "ffn_up_exps.weight", {c.n_embd, ff, e}));
   RETURN_IF_ERROR(
       CheckShape(file, p + "ffn_down_exps.weight", {ff, c.n_embd, e}));
+  if (c.n_ff_shexp > 0) {
+    const int64_t sh = c.n_ff_shexp;
+    RETURN_IF_ERROR(
+        CheckShape(file, p + "ffn_gate_inp_shexp.weight", {c.n_embd}));
+    RETURN_IF_ERROR(
+        CheckShape(file, p + "ffn_gate_shexp.weight", {c.n_embd, sh}));
+    RETURN_IF_ERROR(CheckShape(file, p + "ffn_up_shexp.weight", {c.n_embd, sh}));
+    RETURN_IF_ERROR(
+        CheckShape(file, p + "ffn_down_shexp.weight", {sh, c.n_embd}));
+  }
   if (!c.moe_biases) return absl::OkStatus();
   RETURN_IF_ERROR(CheckShape(file, p + "ffn_gate_inp.bias", {e}));
   RETURN_IF_ERROR(CheckShape(file, p + "ffn_gate_exps.bias", {ff, e}));
@@ -303,7 +313,34 @@ absl::Status CheckFfnTensors(const GgufFile& file, const ModelConfig& c,
   return CheckShape(file, p + "ffn_down_exps.bias", {c.n_embd, e});
 }
 
+// A Gated DeltaNet layer's tensors (the hybrids).
+absl::Status CheckDeltaNetTensors(const GgufFile& file, const ModelConfig& c,
+                                  const std::string& p) {
+  const int64_t nv = c.ssm_v_heads, inner = c.ssm_value_dim();
+  RETURN_IF_ERROR(
+      CheckShape(file, p + "attn_qkv.weight", {c.n_embd, c.ssm_conv_dim()}));
+  RETURN_IF_ERROR(CheckShape(file, p + "attn_gate.weight", {c.n_embd, inner}));
+  RETURN_IF_ERROR(CheckShape(file, p + "ssm_conv1d.weight",
+                             {c.ssm_conv_kernel, c.ssm_conv_dim()}));
+  RETURN_IF_ERROR(CheckShape(file, p + "ssm_a", {nv}));
+  RETURN_IF_ERROR(CheckShape(file, p + "ssm_dt.bias", {nv}));
+  if (c.ssm_fused_ba) {
+    RETURN_IF_ERROR(CheckShape(file, p + "ssm_ba.weight", {c.n_embd, 2 * nv}));
+  } else {
+    RETURN_IF_ERROR(CheckShape(file, p + "ssm_beta.weight", {c.n_embd, nv}));
+    RETURN_IF_ERROR(CheckShape(file, p + "ssm_alpha.weight", {c.n_embd, nv}));
+  }
+  RETURN_IF_ERROR(CheckShape(file, p + "ssm_norm.weight", {c.ssm_state_size}));
+  return CheckShape(file, p + "ssm_out.weight", {inner, c.n_embd});
+}
+
 }  // namespace
+
+int64_t ModelConfig::NumRecurrentLayers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < n_layers; ++l) n += IsRecurrentLayer(l) ? 1 : 0;
+  return n;
+}
 
 int64_t ModelConfig::ParameterCount() const {
   const int64_t q_width = n_heads * head_dim;
@@ -323,7 +360,22 @@ int64_t ModelConfig::ParameterCount() const {
   if (attn_output_bias) per_layer += n_embd;
   if (attn_sinks) per_layer += n_heads;
   if (moe_biases) per_layer += n_expert * (1 + 2 * n_ff_exp + n_embd);
-  int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd;
+  if (n_ff_shexp > 0) per_layer += n_embd + 3 * n_embd * n_ff_shexp;
+  const int64_t recurrent = NumRecurrentLayers();
+  // Attention layers' parts beyond the common ones: the gate rows of a
+  // gated attn_q.
+  const int64_t gate_rows = attn_output_gate ? q_width * n_embd : 0;
+  // A DeltaNet layer's parts in place of the attention's (norms included).
+  const int64_t nv = ssm_v_heads;
+  const int64_t delta = n_embd * ssm_conv_dim() + n_embd * ssm_value_dim() +
+                        2 * nv * n_embd + ssm_conv_kernel * ssm_conv_dim() +
+                        2 * nv + ssm_state_size + ssm_value_dim() * n_embd;
+  const int64_t attention = n_embd * (q_width + 2 * kv_width) +
+                            q_width * n_embd + gate_rows +
+                            (qk_norm ? 2 * head_dim : 0);
+  per_layer += gate_rows;
+  int64_t total = n_vocab * n_embd + n_layers * per_layer + n_embd +
+                  recurrent * (delta - attention);
   if (!tied_output) total += n_vocab * n_embd;
   return total;
 }
@@ -417,20 +469,28 @@ absl::Status CheckModelTensors(const GgufFile& file,
   }
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     const std::string p = absl::StrCat("blk.", layer, ".");
+    RETURN_IF_ERROR(CheckShape(file, p + "attn_norm.weight", {c.n_embd}));
+    RETURN_IF_ERROR(
+        CheckShape(file,
+                   p + (c.ffn_norm_is_post_attention_norm
+                            ? "post_attention_norm.weight"
+                            : "ffn_norm.weight"),
+                   {c.n_embd}));
+    RETURN_IF_ERROR(CheckFfnTensors(file, c, p));
+    if (c.IsRecurrentLayer(layer)) {
+      RETURN_IF_ERROR(CheckDeltaNetTensors(file, c, p));
+      continue;
+    }
     const std::pair<const char*, std::vector<int64_t>> shapes[] = {
-        {"attn_norm.weight", {c.n_embd}},
-        {"attn_q.weight", {c.n_embd, q_width}},
+        {"attn_q.weight",
+         {c.n_embd, q_width * (c.attn_output_gate ? 2 : 1)}},
         {"attn_k.weight", {c.n_embd, kv_width}},
         {"attn_v.weight", {c.n_embd, kv_width}},
         {"attn_output.weight", {q_width, c.n_embd}},
-        {c.ffn_norm_is_post_attention_norm ? "post_attention_norm.weight"
-                                           : "ffn_norm.weight",
-         {c.n_embd}},
     };
     for (const auto& [suffix, shape] : shapes) {
       RETURN_IF_ERROR(CheckShape(file, absl::StrCat(p, suffix), shape));
     }
-    RETURN_IF_ERROR(CheckFfnTensors(file, c, p));
     if (c.qkv_bias) {
       RETURN_IF_ERROR(CheckShape(file, p + "attn_q.bias", {q_width}));
       RETURN_IF_ERROR(CheckShape(file, p + "attn_k.bias", {kv_width}));

@@ -119,6 +119,53 @@ struct ModelConfig {
   int64_t n_expert_used = 0;  // 1 .. n_expert
   int64_t n_ff_exp = 0;
   bool is_moe() const { return n_expert > 0; }
+  // A shared expert beside the routed ones (qwen35moe, qwen3next): a SwiGLU
+  // FFN of this width (blk.N.ffn_{gate,up,down}_shexp) every token runs,
+  // its output scaled by sigmoid(blk.N.ffn_gate_inp_shexp · x) and added
+  // to the experts' sum. 0: none.
+  int64_t n_ff_shexp = 0;
+
+  // Hybrid linear-attention models (qwen35, qwen35moe, qwen3next): layer l
+  // is gated full attention when (l + 1) % full_attention_interval == 0
+  // and a Gated DeltaNet layer otherwise (0: every layer attends). A
+  // DeltaNet layer keeps no KV: each sequence holds a fixed-size state per
+  // such layer (a short causal convolution's last inputs and one
+  // ssm_state_size² matrix per value head; RecurrentStateFloats).
+  int64_t full_attention_interval = 0;
+  bool IsRecurrentLayer(int64_t layer) const {
+    return full_attention_interval > 0 &&
+           (layer + 1) % full_attention_interval != 0;
+  }
+  int64_t ssm_conv_kernel = 0;   // ssm.conv_kernel: the convolution's taps
+  int64_t ssm_state_size = 0;    // ssm.state_size: key and value head size
+  int64_t ssm_k_heads = 0;       // ssm.group_count: key (and query) heads
+  int64_t ssm_v_heads = 0;       // ssm.time_step_rank: value heads
+  // Which key head value head h reads: h / (v/k heads) when grouped
+  // (qwen3next), h % k heads when tiled (qwen35, qwen35moe).
+  bool ssm_grouped_heads = false;
+  // beta and alpha from one projection blk.N.ssm_ba laid out per key head
+  // (beta × v/k heads, then alpha × v/k heads: qwen3next) instead of
+  // blk.N.ssm_beta and blk.N.ssm_alpha.
+  bool ssm_fused_ba = false;
+  // Gated full attention (the hybrids): blk.N.attn_q holds per head
+  // head_dim query rows then head_dim gate rows, and attention's output is
+  // multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate = false;
+  int64_t ssm_key_dim() const { return ssm_k_heads * ssm_state_size; }
+  int64_t ssm_value_dim() const { return ssm_v_heads * ssm_state_size; }
+  // The convolution's channels: q, k (key heads) and v (value heads).
+  int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+  int64_t NumRecurrentLayers() const;
+  // Floats of one sequence's state in one DeltaNet layer: the convolution's
+  // last conv_kernel - 1 inputs, then the value heads' state matrices.
+  int64_t RecurrentStateFloats() const {
+    return (ssm_conv_kernel - 1) * ssm_conv_dim() +
+           ssm_v_heads * ssm_state_size * ssm_state_size;
+  }
+  // Bytes of one sequence's state over every DeltaNet layer (float32).
+  int64_t RecurrentStateBytes() const {
+    return NumRecurrentLayers() * RecurrentStateFloats() * 4;
+  }
 
   // Weights in the transformer (embedding, blocks, norms, every expert, and
   // the output matrix unless tied), computed from the shape.

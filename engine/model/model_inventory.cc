@@ -22,6 +22,10 @@ enum class TensorNeed {
   kUntiedOutput,  // !config.tied_output
   kQkvBias,       // config.qkv_bias
   kQkNorm,        // config.qk_norm
+  kAttentionLayer,  // a layer that is not a DeltaNet layer (the hybrids)
+  kDeltaNetLayer,   // a DeltaNet layer (config.IsRecurrentLayer)
+  kSplitBa,         // a DeltaNet layer without config.ssm_fused_ba
+  kFusedBa,         // a DeltaNet layer with config.ssm_fused_ba
   kNever,         // known not to change the forward pass: warned about
 };
 
@@ -107,6 +111,66 @@ constexpr TensorUse kGptOssLayerTensors[] = {
     {"blk.N.ffn_up_exps.bias", TensorNeed::kAlways},
     {"blk.N.ffn_down_exps.weight", TensorNeed::kAlways},
     {"blk.N.ffn_down_exps.bias", TensorNeed::kAlways},
+};
+
+// The hybrids' layers (arch/hybrid.cc): gated full attention on every
+// full_attention_interval-th layer, Gated DeltaNet on the others; the FFN's
+// norm is post_attention_norm.
+constexpr TensorUse kHybridLayerTensors[] = {
+    {"blk.N.attn_norm.weight", TensorNeed::kAlways},
+    {"blk.N.post_attention_norm.weight", TensorNeed::kAlways},
+    {"blk.N.attn_q.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_k.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_v.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_output.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_q_norm.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_k_norm.weight", TensorNeed::kAttentionLayer},
+    {"blk.N.attn_qkv.weight", TensorNeed::kDeltaNetLayer},
+    {"blk.N.attn_gate.weight", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_conv1d.weight", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_a", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_dt.bias", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_norm.weight", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_out.weight", TensorNeed::kDeltaNetLayer},
+    {"blk.N.ssm_beta.weight", TensorNeed::kSplitBa},
+    {"blk.N.ssm_alpha.weight", TensorNeed::kSplitBa},
+    {"blk.N.ssm_ba.weight", TensorNeed::kFusedBa},
+};
+
+constexpr TensorUse kHybridDenseFfnTensors[] = {
+    {"blk.N.ffn_gate.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down.weight", TensorNeed::kAlways},
+};
+
+// The hybrids' MoE: routed experts and a gated shared expert.
+constexpr TensorUse kHybridMoeTensors[] = {
+    {"blk.N.ffn_gate_inp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down_exps.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_inp_shexp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_gate_shexp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_up_shexp.weight", TensorNeed::kAlways},
+    {"blk.N.ffn_down_shexp.weight", TensorNeed::kAlways},
+};
+
+// Read by the hybrids' descriptions (arch/hybrid.cc), which refuse
+// M-RoPE sections text positions would not turn and a per-layer
+// recurrent pattern, naming the key.
+constexpr KeyRule kHybridKeys[] = {
+    {"full_attention_interval", KeyUse::kRead},
+    {"ssm.conv_kernel", KeyUse::kRead},
+    {"ssm.state_size", KeyUse::kRead},
+    {"ssm.group_count", KeyUse::kRead},
+    {"ssm.time_step_rank", KeyUse::kRead},
+    {"ssm.inner_size", KeyUse::kRead},
+    {"rope.dimension_sections", KeyUse::kRead},
+    {"attention.recurrent_layers", KeyUse::kRead},
+    {"expert_shared_feed_forward_length", KeyUse::kRead},
+    // Multi-token-prediction layers after the stack (none in these files'
+    // block_count); the engine does not run them.
+    {"nextn_predict_layers", KeyUse::kUnsupported, 0},
 };
 
 // Read by gpt-oss's description (arch/gpt_oss.cc), which refuses a
@@ -237,6 +301,15 @@ const ArchInventory kInventories[] = {
     {"gpt-oss",
      {kDecoderModelTensors, kAttentionLayerTensors, kGptOssLayerTensors},
      {kGptOssKeys, kMoeKeys, kDecoderKeys}},
+    {"qwen35",
+     {kDecoderModelTensors, kHybridLayerTensors, kHybridDenseFfnTensors},
+     {kHybridKeys, kDecoderKeys}},
+    {"qwen35moe",
+     {kDecoderModelTensors, kHybridLayerTensors, kHybridMoeTensors},
+     {kHybridKeys, kMoeKeys, kDecoderKeys}},
+    {"qwen3next",
+     {kDecoderModelTensors, kHybridLayerTensors, kHybridMoeTensors},
+     {kHybridKeys, kMoeKeys, kDecoderKeys}},
 };
 
 const ArchInventory* FindInventory(absl::string_view arch) {
@@ -247,21 +320,32 @@ const ArchInventory* FindInventory(absl::string_view arch) {
 }
 
 // "blk.N.<rest>" for a layer of the model, else `name` itself; layers
-// outside [0, n_layers) keep their number and so match nothing.
-std::string Pattern(absl::string_view name, int64_t n_layers) {
+// outside [0, n_layers) keep their number and so match nothing. `layer`
+// receives the layer (-1 for none).
+std::string Pattern(absl::string_view name, int64_t n_layers, int64_t* layer) {
+  *layer = -1;
   if (!absl::ConsumePrefix(&name, "blk.")) return std::string(name);
   const size_t dot = name.find('.');
-  int64_t layer = -1;
   if (dot == absl::string_view::npos ||
-      !absl::SimpleAtoi(name.substr(0, dot), &layer) || layer < 0 ||
-      layer >= n_layers) {
+      !absl::SimpleAtoi(name.substr(0, dot), layer) || *layer < 0 ||
+      *layer >= n_layers) {
+    *layer = -1;
     return absl::StrCat("blk.", name);
   }
   return absl::StrCat("blk.N.", name.substr(dot + 1));
 }
 
-bool IsNeeded(TensorNeed need, const ModelConfig& c) {
+bool IsNeeded(TensorNeed need, const ModelConfig& c, int64_t layer) {
+  const bool delta = layer >= 0 && c.IsRecurrentLayer(layer);
   switch (need) {
+    case TensorNeed::kAttentionLayer:
+      return !delta;
+    case TensorNeed::kDeltaNetLayer:
+      return delta;
+    case TensorNeed::kSplitBa:
+      return delta && !c.ssm_fused_ba;
+    case TensorNeed::kFusedBa:
+      return delta && c.ssm_fused_ba;
     case TensorNeed::kAlways:
     case TensorNeed::kIfPresent:
       return true;
@@ -299,8 +383,9 @@ absl::Status CheckTensors(const GgufFile& file, const ModelConfig& c,
                           const ArchInventory& inv, InventoryReport* report) {
   std::vector<std::string> refused;
   for (const GgufTensorInfo& t : file.tensors()) {
-    const TensorUse* use = FindTensor(inv, Pattern(t.name, c.n_layers));
-    if (use != nullptr && IsNeeded(use->need, c)) continue;
+    int64_t layer = -1;
+    const TensorUse* use = FindTensor(inv, Pattern(t.name, c.n_layers, &layer));
+    if (use != nullptr && IsNeeded(use->need, c, layer)) continue;
     if (use != nullptr && use->need == TensorNeed::kNever) {
       report->unused_tensors.push_back(t.name);
     } else {

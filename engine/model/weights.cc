@@ -49,12 +49,18 @@ uint64_t ViewBytes(const WeightView& w) {
   return static_cast<uint64_t>(w.rows) * w.row_bytes;
 }
 
-// A layer's matrices without its experts (dense FFN or router included).
+// A layer's matrices without its routed experts (dense FFN, router, shared
+// expert and DeltaNet projections included).
 uint64_t SharedLayerBytes(const LayerWeights& l) {
-  return ViewBytes(l.attn_q) + ViewBytes(l.attn_k) + ViewBytes(l.attn_v) +
-         ViewBytes(l.attn_output) + ViewBytes(l.ffn_gate) +
-         ViewBytes(l.ffn_up) + ViewBytes(l.ffn_down) +
-         ViewBytes(l.ffn_gate_inp);
+  uint64_t bytes = 0;
+  for (const WeightView* w :
+       {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
+        &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
+        &l.ffn_up_shexp, &l.ffn_down_shexp, &l.ssm_qkv, &l.ssm_z, &l.ssm_beta,
+        &l.ssm_alpha, &l.ssm_ba, &l.ssm_out}) {
+    bytes += ViewBytes(*w);
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -187,9 +193,6 @@ class WeightsBuilder {
   absl::Status LoadFromFile() {
     const GgufFile& file = *w_.file_;
     const ModelConfig& c = w_.config_;
-    const int64_t q_dim = c.n_heads * c.head_dim;
-    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-
     const GgufTensorInfo* embd = file.FindTensor("token_embd.weight");
     if (!GetGgmlTypeTraits(embd->type).can_dequantize) {
       return absl::UnimplementedError(absl::StrCat(
@@ -219,32 +222,10 @@ class WeightsBuilder {
       const auto name = [i](absl::string_view s) { return TensorName(i, s); };
       ASSIGN_OR_RETURN(l.attn_norm,
                        FileVector(name("attn_norm.weight"), c.n_embd));
-      ASSIGN_OR_RETURN(l.attn_q,
-                       FileMatrix(name("attn_q.weight"), q_dim, c.n_embd));
-      ASSIGN_OR_RETURN(l.attn_k,
-                       FileMatrix(name("attn_k.weight"), kv_dim, c.n_embd));
-      ASSIGN_OR_RETURN(l.attn_v,
-                       FileMatrix(name("attn_v.weight"), kv_dim, c.n_embd));
-      if (c.qkv_bias) {
-        ASSIGN_OR_RETURN(l.q_bias, FileVector(name("attn_q.bias"), q_dim));
-        ASSIGN_OR_RETURN(l.k_bias, FileVector(name("attn_k.bias"), kv_dim));
-        ASSIGN_OR_RETURN(l.v_bias, FileVector(name("attn_v.bias"), kv_dim));
-      }
-      if (c.qk_norm) {
-        ASSIGN_OR_RETURN(l.q_norm,
-                         FileVector(name("attn_q_norm.weight"), c.head_dim));
-        ASSIGN_OR_RETURN(l.k_norm,
-                         FileVector(name("attn_k_norm.weight"), c.head_dim));
-      }
-      ASSIGN_OR_RETURN(l.attn_output,
-                       FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
-      if (c.attn_output_bias) {
-        ASSIGN_OR_RETURN(l.o_bias,
-                         FileVector(name("attn_output.bias"), c.n_embd));
-      }
-      if (c.attn_sinks) {
-        ASSIGN_OR_RETURN(l.attn_sinks,
-                         FileVector(name("attn_sinks.weight"), c.n_heads));
+      if (c.IsRecurrentLayer(i)) {
+        RETURN_IF_ERROR(LoadDeltaNet(i, &l));
+      } else {
+        RETURN_IF_ERROR(LoadAttention(i, &l));
       }
       ASSIGN_OR_RETURN(l.ffn_norm,
                        FileVector(name(c.ffn_norm_is_post_attention_norm
@@ -268,6 +249,75 @@ class WeightsBuilder {
                 << " at load (no matmul kernel for "
                 << GetGgmlTypeTraits(types.first).name << ")\n";
     }
+    return absl::OkStatus();
+  }
+
+  // An attention layer's Q/K/V (attn_q with its gate rows when
+  // config.attn_output_gate), biases, norms, output and sinks.
+  absl::Status LoadAttention(int64_t i, LayerWeights* lw) {
+    const ModelConfig& c = w_.config_;
+    const int64_t q_dim = c.n_heads * c.head_dim;
+    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    LayerWeights& l = *lw;
+    ASSIGN_OR_RETURN(
+        l.attn_q, FileMatrix(name("attn_q.weight"),
+                             q_dim * (c.attn_output_gate ? 2 : 1), c.n_embd));
+    ASSIGN_OR_RETURN(l.attn_k,
+                     FileMatrix(name("attn_k.weight"), kv_dim, c.n_embd));
+    ASSIGN_OR_RETURN(l.attn_v,
+                     FileMatrix(name("attn_v.weight"), kv_dim, c.n_embd));
+    if (c.qkv_bias) {
+      ASSIGN_OR_RETURN(l.q_bias, FileVector(name("attn_q.bias"), q_dim));
+      ASSIGN_OR_RETURN(l.k_bias, FileVector(name("attn_k.bias"), kv_dim));
+      ASSIGN_OR_RETURN(l.v_bias, FileVector(name("attn_v.bias"), kv_dim));
+    }
+    if (c.qk_norm) {
+      ASSIGN_OR_RETURN(l.q_norm,
+                       FileVector(name("attn_q_norm.weight"), c.head_dim));
+      ASSIGN_OR_RETURN(l.k_norm,
+                       FileVector(name("attn_k_norm.weight"), c.head_dim));
+    }
+    ASSIGN_OR_RETURN(l.attn_output,
+                     FileMatrix(name("attn_output.weight"), c.n_embd, q_dim));
+    if (c.attn_output_bias) {
+      ASSIGN_OR_RETURN(l.o_bias,
+                       FileVector(name("attn_output.bias"), c.n_embd));
+    }
+    if (c.attn_sinks) {
+      ASSIGN_OR_RETURN(l.attn_sinks,
+                       FileVector(name("attn_sinks.weight"), c.n_heads));
+    }
+    return absl::OkStatus();
+  }
+
+  // A Gated DeltaNet layer's projections, convolution, decay and norm.
+  absl::Status LoadDeltaNet(int64_t i, LayerWeights* l) {
+    const ModelConfig& c = w_.config_;
+    const int64_t nv = c.ssm_v_heads, inner = c.ssm_value_dim();
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    ASSIGN_OR_RETURN(l->ssm_qkv, FileMatrix(name("attn_qkv.weight"),
+                                            c.ssm_conv_dim(), c.n_embd));
+    ASSIGN_OR_RETURN(l->ssm_z,
+                     FileMatrix(name("attn_gate.weight"), inner, c.n_embd));
+    if (c.ssm_fused_ba) {
+      ASSIGN_OR_RETURN(l->ssm_ba,
+                       FileMatrix(name("ssm_ba.weight"), 2 * nv, c.n_embd));
+    } else {
+      ASSIGN_OR_RETURN(l->ssm_beta,
+                       FileMatrix(name("ssm_beta.weight"), nv, c.n_embd));
+      ASSIGN_OR_RETURN(l->ssm_alpha,
+                       FileMatrix(name("ssm_alpha.weight"), nv, c.n_embd));
+    }
+    ASSIGN_OR_RETURN(l->ssm_conv1d,
+                     FileVector(name("ssm_conv1d.weight"),
+                                c.ssm_conv_dim() * c.ssm_conv_kernel));
+    ASSIGN_OR_RETURN(l->ssm_a, FileVector(name("ssm_a"), nv));
+    ASSIGN_OR_RETURN(l->ssm_dt_bias, FileVector(name("ssm_dt.bias"), nv));
+    ASSIGN_OR_RETURN(l->ssm_norm,
+                     FileVector(name("ssm_norm.weight"), c.ssm_state_size));
+    ASSIGN_OR_RETURN(l->ssm_out,
+                     FileMatrix(name("ssm_out.weight"), c.n_embd, inner));
     return absl::OkStatus();
   }
 
@@ -300,6 +350,17 @@ class WeightsBuilder {
                      FileMatrix(name("ffn_down_exps.weight"),
                                 c.n_expert * c.n_embd, c.n_ff_exp));
     SliceExperts(gate, up, down, c.n_expert, l);
+    if (c.n_ff_shexp > 0) {
+      const int64_t sh = c.n_ff_shexp;
+      ASSIGN_OR_RETURN(l->ffn_gate_shexp,
+                       FileMatrix(name("ffn_gate_shexp.weight"), sh, c.n_embd));
+      ASSIGN_OR_RETURN(l->ffn_up_shexp,
+                       FileMatrix(name("ffn_up_shexp.weight"), sh, c.n_embd));
+      ASSIGN_OR_RETURN(l->ffn_down_shexp,
+                       FileMatrix(name("ffn_down_shexp.weight"), c.n_embd, sh));
+      ASSIGN_OR_RETURN(l->ffn_gate_inp_shexp,
+                       FileVector(name("ffn_gate_inp_shexp.weight"), c.n_embd));
+    }
     if (!c.moe_biases) return absl::OkStatus();
     ASSIGN_OR_RETURN(l->router_bias,
                      FileVector(name("ffn_gate_inp.bias"), c.n_expert));

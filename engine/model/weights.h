@@ -72,6 +72,28 @@ struct LayerWeights {
   std::vector<float> gate_exps_bias;  // (n_expert * n_ff_exp)
   std::vector<float> up_exps_bias;    // (n_expert * n_ff_exp)
   std::vector<float> down_exps_bias;  // (n_expert * n_embd)
+  // The shared expert (config.n_ff_shexp > 0), else empty: a SwiGLU FFN
+  // and its gate's weights (one logit per token).
+  WeightView ffn_gate_shexp;              // (n_ff_shexp, n_embd)
+  WeightView ffn_up_shexp;                // (n_ff_shexp, n_embd)
+  WeightView ffn_down_shexp;              // (n_embd, n_ff_shexp)
+  std::vector<float> ffn_gate_inp_shexp;  // (n_embd)
+
+  // A Gated DeltaNet layer (config.IsRecurrentLayer), else empty, with
+  // conv = ssm_conv_dim(), inner = ssm_value_dim(), nv = ssm_v_heads. Its
+  // attn_q/k/v, attn_output and Q/K norms are then empty.
+  WeightView ssm_qkv;    // (conv, n_embd) blk.N.attn_qkv: q, k, v rows
+  WeightView ssm_z;      // (inner, n_embd) blk.N.attn_gate: the output gate
+  WeightView ssm_beta;   // (nv, n_embd); empty when config.ssm_fused_ba
+  WeightView ssm_alpha;  // (nv, n_embd); empty when config.ssm_fused_ba
+  WeightView ssm_ba;     // (2 nv, n_embd) when config.ssm_fused_ba
+  // (conv * conv_kernel): channel c's taps at c * conv_kernel, oldest
+  // input first.
+  std::vector<float> ssm_conv1d;
+  std::vector<float> ssm_a;        // (nv) -exp(A_log)
+  std::vector<float> ssm_dt_bias;  // (nv)
+  std::vector<float> ssm_norm;     // (ssm_state_size)
+  WeightView ssm_out;              // (n_embd, inner)
 };
 
 class ModelWeights {

@@ -50,6 +50,8 @@ absl::Status RunChunk(engine::Engine& engine,
   batch.sequences.resize(1);
   engine::SequenceSlice& slice = batch.sequences[0];
   slice.block_table = kv.blocks;
+  // A hybrid model's state: slot 0, zeroed by the engine at position 0.
+  slice.state_slot = engine.num_state_slots() > 0 ? 0 : -1;
   while (begin < end) {
     const int32_t count = std::min(end - begin, engine.max_tokens_per_step());
     batch.tokens.assign(tokens.begin() + begin, tokens.begin() + begin + count);

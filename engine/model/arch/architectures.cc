@@ -8,8 +8,9 @@ namespace paceline::engine::arch {
 
 const std::vector<const Architecture*>& All() {
   static const std::vector<const Architecture*>* all =
-      new std::vector<const Architecture*>{&kLlama,    &kQwen2,  &kQwen3,
-                                           &kQwen3Moe, &kGemma3, &kGptOss};
+      new std::vector<const Architecture*>{
+          &kLlama,  &kQwen2,  &kQwen3,  &kQwen3Moe,  &kGemma3,
+          &kGptOss, &kQwen35, &kQwen35Moe, &kQwen3Next};
   return *all;
 }
 

@@ -16,6 +16,9 @@ extern const Architecture kQwen3;
 extern const Architecture kQwen3Moe;
 extern const Architecture kGemma3;
 extern const Architecture kGptOss;
+extern const Architecture kQwen35;
+extern const Architecture kQwen35Moe;
+extern const Architecture kQwen3Next;
 
 // Every architecture above.
 const std::vector<const Architecture*>& All();
@@ -33,6 +36,15 @@ void AppendFeedForward(LayerProgram* p, bool moe);
 // a window, `<arch>.attention.sliding_window_pattern` (absent:
 // `default_period`, llama.cpp's default for the architecture) into
 // config->sliding_window and swa_period. Errors name the key.
+// The hybrid linear-attention architectures' (hybrid.cc): the layer
+// (Gated DeltaNet or gated full attention by ModelConfig::
+// IsRecurrentLayer, then the FFN), their keys (full_attention_interval,
+// ssm.*, M-RoPE sections, the shared expert's width), and their fixed
+// facts (the FFN norm's tensor name, the attention's output gate).
+LayerProgram HybridLayer(const ModelConfig& config, int64_t layer);
+absl::Status ReadHybridKeys(const GgufFile& file, ModelConfig* config);
+void ConfigureHybrid(ModelConfig* config);
+
 absl::Status ReadSlidingWindow(const GgufFile& file, int64_t default_period,
                                ModelConfig* config);
 

@@ -113,7 +113,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("gemma3-base-f32", "gemma3-base-q8_0",
                       "gemma3-base-q4_k_m", "gpt-oss-base-f32",
                       "gpt-oss-base-q8_0", "gpt-oss-base-q4_k_m",
-                      "gpt-oss-base-mxfp4"),
+                      "gpt-oss-base-mxfp4", "qwen35-base-f32",
+                      "qwen35-base-q8_0", "qwen35-base-q4_k_m",
+                      "qwen35moe-base-q8_0", "qwen35moe-base-q4_k_m",
+                      "qwen3next-base-f32", "qwen3next-base-q8_0",
+                      "qwen3next-base-q4_k_m"),
     [](const auto& info) {
       std::string n = info.param;
       for (char& ch : n) {
