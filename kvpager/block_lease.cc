@@ -12,6 +12,8 @@ BlockLease::BlockLease(BlockLease&& other) noexcept
       num_tokens_(other.num_tokens_),
       num_cached_tokens_(other.num_cached_tokens_),
       num_computed_tokens_(other.num_computed_tokens_),
+      state_slot_(other.state_slot_),
+      snapshot_slot_(other.snapshot_slot_),
       groups_(std::move(other.groups_)),
       salt_(other.salt_),
       extra_(std::move(other.extra_)) {
@@ -26,6 +28,8 @@ BlockLease& BlockLease::operator=(BlockLease&& other) noexcept {
     num_tokens_ = other.num_tokens_;
     num_cached_tokens_ = other.num_cached_tokens_;
     num_computed_tokens_ = other.num_computed_tokens_;
+    state_slot_ = other.state_slot_;
+    snapshot_slot_ = other.snapshot_slot_;
     salt_ = other.salt_;
     // Moved vectors keep their buffers, so the views stay valid.
     groups_ = std::move(other.groups_);
@@ -58,6 +62,8 @@ void BlockLease::Clear() {
   num_tokens_ = 0;
   num_cached_tokens_ = 0;
   num_computed_tokens_ = 0;
+  state_slot_ = -1;
+  snapshot_slot_ = -1;
   salt_ = Salt{};
   groups_.clear();
   extra_.reset();

@@ -4,9 +4,10 @@
 // A sequence's hold on its KV blocks. KvPager::Allocate and KvPager::Fork
 // create leases; KvPager::Append and KvPager::MarkComputed grow them.
 //
-// Ownership: a lease owns one reference to each block of its tables and
-// returns them when it is destroyed, reset or assigned over (TGI's block
-// allocation with Drop). Cancelling, finishing or preempting a sequence is
+// Ownership: a lease owns one reference to each block of its tables (and,
+// in a pager with recurrent-state slots, its slot and any snapshot slot)
+// and returns them when it is destroyed, reset or assigned over (TGI's
+// block allocation with Drop). Cancelling, finishing or preempting a sequence is
 // destroying its lease; nothing else frees blocks. Blocks are released last
 // block first, so a finished prompt's tail is evicted before its head.
 //
@@ -68,6 +69,13 @@ class BlockLease {
     return groups_[group].end - groups_[group].begin;
   }
 
+  // The sequence's recurrent-state slot (SequenceSlice::state_slot), held
+  // from Allocate or Fork until the lease is reset; -1 in a pager without
+  // state slots (kv_pager.h).
+  int32_t state_slot() const { return state_slot_; }
+  // Its snapshot slot (KvPager::Snapshot) while it has one, else -1.
+  int32_t snapshot_slot() const { return snapshot_slot_; }
+
   // Tokens the table covers: the prompt plus everything appended.
   int32_t num_tokens() const { return num_tokens_; }
   // Leading prompt tokens whose K/V came from the prefix cache at
@@ -102,6 +110,8 @@ class BlockLease {
   int32_t num_tokens_ = 0;
   int32_t num_cached_tokens_ = 0;
   int32_t num_computed_tokens_ = 0;
+  int32_t state_slot_ = -1;
+  int32_t snapshot_slot_ = -1;
   // (the pager's groups); one lives in the lease itself (no indirection
   // on the decode path of a model without windows).
   absl::InlinedVector<Group, 1> groups_;

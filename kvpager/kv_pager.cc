@@ -19,12 +19,12 @@ namespace paceline::kvpager {
 absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(int32_t num_blocks,
                                                          int32_t block_size,
                                                          BlockHashFn hash) {
-  return Create(num_blocks, block_size, {0}, hash);
+  return Create(num_blocks, block_size, {0}, 0, hash);
 }
 
 absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(
     int32_t num_blocks, int32_t block_size, std::vector<int32_t> group_windows,
-    BlockHashFn hash) {
+    int32_t num_state_slots, BlockHashFn hash) {
   if (num_blocks < 1 || block_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV pager needs at least one block of at least one "
@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(
                      " tokens exceed 2^31 - 1 KV slots"));
   }
   if (hash == nullptr) return absl::InvalidArgumentError("null block hash");
+  if (num_state_slots < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV pager: ", num_state_slots, " recurrent-state slots"));
+  }
   if (group_windows.empty()) {
     return absl::InvalidArgumentError("KV pager needs at least one group");
   }
@@ -46,8 +50,9 @@ absl::StatusOr<std::unique_ptr<KvPager>> KvPager::Create(
           absl::StrCat("KV group window ", w, " is negative"));
     }
   }
-  return std::unique_ptr<KvPager>(
-      new KvPager(num_blocks, block_size, std::move(group_windows), hash));
+  return std::unique_ptr<KvPager>(new KvPager(num_blocks, block_size,
+                                              std::move(group_windows),
+                                              num_state_slots, hash));
 }
 
 int64_t KvPager::GroupBlocksToHold(int32_t window, int32_t block_size,
@@ -69,8 +74,10 @@ int64_t KvPager::BlocksToHold(int64_t positions, int32_t step_tokens) const {
 }
 
 KvPager::KvPager(int32_t num_blocks, int32_t block_size,
-                 std::vector<int32_t> windows, BlockHashFn hash)
+                 std::vector<int32_t> windows, int32_t num_state_slots,
+                 BlockHashFn hash)
     : pool_(num_blocks, block_size),
+      slots_(num_state_slots),
       windows_(std::move(windows)),
       owner_(static_cast<size_t>(num_blocks), 0),
       hits_(windows_.size()),
@@ -102,7 +109,10 @@ KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
                                           int32_t first_step) const {
   Admission admission;
   // Each group's longest chain, then every group cut to the shortest.
-  int32_t k = salt != nullptr ? MaxHitBlocks(prompt.size()) : 0;
+  // With state slots no prefix is cached (see the top).
+  int32_t k = salt != nullptr && num_state_slots() == 0
+                  ? MaxHitBlocks(prompt.size())
+                  : 0;
   for (size_t g = 0; g < caches_.size(); ++g) {
     hits_[g].clear();
     chains_[g] = ChainCursor{};
@@ -127,13 +137,15 @@ KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
     admission.new_blocks += (windows_[g] > 0 ? first : all) - k;
   }
   admission.fits = admission.new_blocks <= pool_.num_available() - hits_cached;
+  admission.needs_slot = num_state_slots() > 0;
+  if (admission.needs_slot && slots_.num_free() == 0) admission.fits = false;
   return admission;
 }
 
 int32_t KvPager::CachedPrefixTokens(absl::Span<const int32_t> prompt,
                                     absl::string_view salt) const {
   const std::optional<Salt> s = caches_[0]->FindSalt(salt);
-  if (prompt.empty() || !s.has_value()) return 0;
+  if (prompt.empty() || !s.has_value() || num_state_slots() > 0) return 0;
   return HitBlocks(prompt, *s) * block_size();
 }
 
@@ -162,6 +174,11 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
   for (size_t g = 1; g < caches_.size(); ++g) caches_[g]->InternSalt(salt);
   const Admission admission = PlanAdmission(prompt, &s, first_step);
   if (!admission.fits) {
+    if (admission.needs_slot && slots_.num_free() == 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no free recurrent-state slot (", num_state_slots(),
+                       ", all held)"));
+    }
     return absl::ResourceExhaustedError(absl::StrCat(
         "prompt of ", prompt.size(), " tokens needs ", admission.new_blocks,
         " new KV blocks; ", pool_.num_available(), " available"));
@@ -176,6 +193,7 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
   lease.num_cached_tokens_ = k * bs;
   lease.num_computed_tokens_ = lease.num_cached_tokens_;
   lease.salt_ = s;
+  if (admission.needs_slot) lease.state_slot_ = slots_.Pop();
   if (windowed_ || num_groups() > 1) {
     lease.extra_ = std::make_unique<BlockLease::Extra>();
   }
@@ -425,6 +443,8 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
   lease->num_computed_tokens_ =
       std::max(lease->num_computed_tokens_, num_computed_tokens);
   const int32_t full_blocks = num_computed_tokens / block_size();
+  // With state slots the prefix cache is off (see the top).
+  if (num_state_slots() > 0) cache = false;
   for (int32_t group = 0; cache && group < num_groups(); ++group) {
     BlockLease::Group& g = lease->groups_[group];
     if (g.chain.num_blocks >= full_blocks) continue;
@@ -456,8 +476,25 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
   return absl::OkStatus();
 }
 
-absl::StatusOr<BlockLease> KvPager::Fork(const BlockLease& lease) {
+bool KvPager::CanFork(const BlockLease& lease) const {
+  return CheckLease(lease).ok() &&
+         (num_state_slots() == 0 || slots_.num_free() > 0);
+}
+
+absl::StatusOr<BlockLease> KvPager::Fork(
+    const BlockLease& lease, std::vector<StateCopy>* state_copies) {
   RETURN_IF_ERROR(CheckLease(lease));
+  if (num_state_slots() > 0) {
+    if (state_copies == nullptr) {
+      return absl::InvalidArgumentError(
+          "Fork with recurrent-state slots needs a state copy list");
+    }
+    if (slots_.num_free() == 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no free recurrent-state slot for the fork (", num_state_slots(),
+          ", all held)"));
+    }
+  }
   BlockLease fork;
   fork.groups_ = lease.groups_;
   for (const BlockLease::Group& g : fork.groups_) {
@@ -469,12 +506,65 @@ absl::StatusOr<BlockLease> KvPager::Fork(const BlockLease& lease) {
   fork.num_cached_tokens_ = lease.num_cached_tokens_;
   fork.num_computed_tokens_ = lease.num_computed_tokens_;
   fork.salt_ = lease.salt_;
+  if (num_state_slots() > 0) {
+    fork.state_slot_ = slots_.Pop();
+    state_copies->push_back(StateCopy{lease.state_slot_, fork.state_slot_});
+    ++counters_.state_copies;
+  }
   if (lease.extra_ != nullptr) {
     fork.extra_ = std::make_unique<BlockLease::Extra>(*lease.extra_);
   }
   fork.RefreshViews();
   ++live_leases_;
   return fork;
+}
+
+bool KvPager::CanSnapshot(const BlockLease& lease) const {
+  return CheckLease(lease).ok() && lease.state_slot_ >= 0 &&
+         lease.snapshot_slot_ < 0 && slots_.num_free() > 0;
+}
+
+absl::Status KvPager::Snapshot(BlockLease* lease,
+                               std::vector<StateCopy>* state_copies) {
+  RETURN_IF_ERROR(CheckLease(*lease));
+  if (lease->state_slot_ < 0) {
+    return absl::InvalidArgumentError(
+        "snapshot of a lease without a recurrent-state slot");
+  }
+  if (lease->snapshot_slot_ >= 0) {
+    return absl::InvalidArgumentError("the lease has a snapshot already");
+  }
+  if (state_copies == nullptr) {
+    return absl::InvalidArgumentError("Snapshot needs a state copy list");
+  }
+  if (slots_.num_free() == 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no free recurrent-state slot for a snapshot (",
+                     num_state_slots(), ", all held)"));
+  }
+  lease->snapshot_slot_ = slots_.Pop();
+  state_copies->push_back(StateCopy{lease->state_slot_, lease->snapshot_slot_});
+  ++counters_.state_copies;
+  return absl::OkStatus();
+}
+
+absl::Status KvPager::RestoreSnapshot(BlockLease* lease) {
+  RETURN_IF_ERROR(CheckLease(*lease));
+  if (lease->snapshot_slot_ < 0) {
+    return absl::InvalidArgumentError("the lease has no snapshot");
+  }
+  slots_.Release(lease->state_slot_);
+  lease->state_slot_ = std::exchange(lease->snapshot_slot_, -1);
+  return absl::OkStatus();
+}
+
+absl::Status KvPager::DropSnapshot(BlockLease* lease) {
+  RETURN_IF_ERROR(CheckLease(*lease));
+  if (lease->snapshot_slot_ < 0) {
+    return absl::InvalidArgumentError("the lease has no snapshot");
+  }
+  slots_.Release(std::exchange(lease->snapshot_slot_, -1));
+  return absl::OkStatus();
 }
 
 int32_t KvPager::TakeBlock(int32_t group) {
@@ -496,6 +586,8 @@ void KvPager::ReleaseLease(BlockLease* lease) {
     for (int32_t i = g.end; i-- > g.begin;) pool_.Release(g.blocks[i]);
     g.blocks.clear();
   }
+  if (lease->snapshot_slot_ >= 0) slots_.Release(lease->snapshot_slot_);
+  if (lease->state_slot_ >= 0) slots_.Release(lease->state_slot_);
   --live_leases_;
 }
 
@@ -522,11 +614,24 @@ PagerStats KvPager::Stats() const {
   stats.free_blocks = pool_.num_free();
   stats.used_blocks = pool_.num_used();
   stats.cached_blocks = pool_.num_cached();
+  stats.total_state_slots = slots_.num_slots();
+  stats.free_state_slots = slots_.num_free();
   return stats;
 }
 
 absl::Status KvPager::CheckConsistency() const {
   RETURN_IF_ERROR(pool_.CheckConsistency());
+  RETURN_IF_ERROR(slots_.CheckConsistency());
+  if (num_state_slots() > 0) {
+    // The prefix cache is off with slots (see the top).
+    for (const auto& cache : caches_) {
+      if (cache->size() > 0) {
+        return absl::InternalError(absl::StrCat(
+            "a pager with state slots holds ", cache->size(),
+            " prefix-cache entries"));
+      }
+    }
+  }
   if (caches_.size() == 1) return caches_[0]->CheckConsistency();
   int32_t entries = 0;
   for (const auto& cache : caches_) {

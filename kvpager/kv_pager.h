@@ -8,7 +8,9 @@
 //   CanAppend(lease, n)       / Append     grow it by n tokens
 //   MarkComputed(lease, n)                 its first n tokens' K/V exist
 //   Truncate(lease, n)                     drop its uncomputed tail
-//   Fork(lease)                            share it (n > 1 samples)
+//   CanFork(lease)            / Fork       share it (n > 1 samples)
+//   CanSnapshot(lease)        / Snapshot   keep its state (speculation),
+//   RestoreSnapshot / DropSnapshot           then go back to it or not
 //   Free(lease), or destroy the lease      finish, cancel or preempt it
 //
 // and hands out block tables as values (BlockLease::table()).
@@ -65,6 +67,28 @@
 // hits, never correctness). An uncached prompt (MarkComputed with cache
 // false) still gives its blocks back.
 //
+// Recurrent-state slots (hybrid models: Gated DeltaNet layers beside
+// attention layers, engine/engine.h Engine::num_state_slots). A pager
+// created with slots owns that pool of slot ids beside its blocks, and
+// every lease holds one slot (BlockLease::state_slot) from Allocate until
+// it is reset or destroyed: finishing, cancelling or preempting a sequence
+// frees its slot at once, as it frees its blocks. Admission needs a free
+// slot (CanAllocate is false, Allocate ResourceExhausted, without one). The
+// engine zeroes the slot where a sequence starts at position 0 and leaves
+// in it the state after the sequence's computed tokens; the pager never
+// sees the content. Fork gives the fork a slot of its own and reports a
+// StateCopy (source's slot -> fork's slot) that the engine must run before
+// its next forward pass (block_table.h). Snapshot gives a lease a second
+// slot with a copy of its state (a StateCopy again), so that a step that
+// may have to be undone (speculative drafts) can go back to it:
+// RestoreSnapshot makes the copy the lease's state (no copy: the slot ids
+// swap; the advanced state's slot is freed), DropSnapshot frees it.
+// The prefix cache is off with slots, for now: a cached prefix would
+// need the recurrent state at its end, and snapshots at block boundaries
+// come later. So every lookup finds 0 cached tokens (CachedPrefixTokens,
+// Allocate's num_cached_tokens) and MarkComputed registers nothing: the
+// whole prompt is computed from position 0.
+//
 // Threading: none inside. The serving loop's engine thread owns the pager
 // and every lease (DESIGN.md §2): all calls, and lease destruction, happen
 // on that thread, so there are no locks. The pager must outlive its leases
@@ -89,6 +113,7 @@
 #include "kvpager/block_table.h"
 #include "kvpager/pager_stats.h"
 #include "kvpager/prefix_cache.h"
+#include "kvpager/state_slot_pool.h"
 
 namespace paceline::kvpager {
 
@@ -107,9 +132,13 @@ class KvPager {
   // The same over layer groups (see the top): group_windows[g] is group
   // g's window in positions, 0 for full history; at least one group, none
   // negative (InvalidArgument otherwise). {0} is the pager above.
+  // num_state_slots: the recurrent-state slots (see the top), the engine's
+  // Engine::num_state_slots(); 0 = none (a model without recurrent state),
+  // negative is InvalidArgument.
   static absl::StatusOr<std::unique_ptr<KvPager>> Create(
       int32_t num_blocks, int32_t block_size,
-      std::vector<int32_t> group_windows, BlockHashFn hash = &HashBlock);
+      std::vector<int32_t> group_windows, int32_t num_state_slots = 0,
+      BlockHashFn hash = &HashBlock);
 
   // Blocks one group of window `window` holds for a sequence of
   // `positions` positions when a step adds at most `step_tokens`: all of
@@ -127,6 +156,9 @@ class KvPager {
   int32_t num_blocks() const { return pool_.num_blocks(); }
   int32_t num_groups() const { return static_cast<int32_t>(windows_.size()); }
   int32_t group_window(int32_t group) const { return windows_[group]; }
+  // Recurrent-state slots (see the top): all of them, and those free now.
+  int32_t num_state_slots() const { return slots_.num_slots(); }
+  int32_t num_free_state_slots() const { return slots_.num_free(); }
   // The most blocks one lease of `positions` positions holds at once, over
   // every group, when each step adds at most `step_tokens` (see the top).
   int64_t BlocksToHold(int64_t positions, int32_t step_tokens) const;
@@ -135,20 +167,22 @@ class KvPager {
 
   // The lookup alone: how many leading tokens of `prompt` Allocate would
   // take from the cache right now (a multiple of block_size, at most
-  // prompt.size() - 1; 0 for an empty prompt). Changes nothing, counts
-  // nothing.
+  // prompt.size() - 1; 0 for an empty prompt, and always 0 with state
+  // slots: see the top). Changes nothing, counts nothing.
   int32_t CachedPrefixTokens(absl::Span<const int32_t> prompt,
                              absl::string_view salt) const;
 
   // Whether Allocate(prompt, salt, first_step) would succeed now: the
   // blocks the prompt needs beyond its cache hits are at most the free
-  // blocks plus the cached ones that are not among the hits. False for an
-  // invalid prompt.
+  // blocks plus the cached ones that are not among the hits, and with
+  // state slots one slot is free. False for an invalid prompt.
   bool CanAllocate(absl::Span<const int32_t> prompt, absl::string_view salt,
                    int32_t first_step = kMaxSequenceTokens) const;
 
   // A lease whose table covers the prompt: shared cache hits first
-  // (num_cached_tokens()), then new blocks holding the rest of the prompt.
+  // (num_cached_tokens()), then new blocks holding the rest of the prompt;
+  // with state slots, and a slot (BlockLease::state_slot) whose state the
+  // engine zeroes at position 0.
   // A successful Allocate counts one prefix query. InvalidArgument for an
   // empty prompt or one longer than kMaxSequenceTokens; ResourceExhausted,
   // with nothing changed, when !CanAllocate. Being all-or-nothing, Allocate
@@ -210,14 +244,48 @@ class KvPager {
   absl::Status MarkComputed(BlockLease* lease, int32_t num_computed_tokens,
                             bool cache = true);
 
+  // Whether Fork(lease) would succeed now: a valid lease and, with state
+  // slots, a free slot.
+  bool CanFork(const BlockLease& lease) const;
+
   // A second lease on the same blocks (each block's refcount + 1), with the
   // same tokens and progress. Needs no free block. Fork once the source's
   // tokens are computed: K/V written later into a still-shared partial
-  // block would be seen by both. InvalidArgument for an empty or foreign
-  // lease.
-  absl::StatusOr<BlockLease> Fork(const BlockLease& lease);
+  // block would be seen by both. With state slots the fork gets a free
+  // slot of its own, and {source's slot, fork's slot} is appended to
+  // `*state_copies`, which the engine must run before its next forward
+  // pass (the source's state, as it is then, becomes the fork's).
+  // InvalidArgument for an empty or foreign lease, or a null
+  // `state_copies` with state slots (it may be null without);
+  // ResourceExhausted, with nothing changed, when no slot is free.
+  absl::StatusOr<BlockLease> Fork(
+      const BlockLease& lease,
+      std::vector<StateCopy>* state_copies = nullptr);
 
-  // Returns the lease's blocks (the same as destroying it).
+  // --- Recurrent-state snapshots ---------------------------------------
+
+  // Whether Snapshot(lease) would succeed now: a valid lease without a
+  // snapshot, in a pager with state slots, and a free slot.
+  bool CanSnapshot(const BlockLease& lease) const;
+  // Gives the lease a second slot (BlockLease::snapshot_slot) and appends
+  // {state_slot, snapshot_slot} to `*state_copies`: run before the next
+  // forward pass, it keeps the state as it is then. InvalidArgument for an
+  // empty or foreign lease, a pager without state slots, a lease that has
+  // a snapshot already or a null `state_copies`; ResourceExhausted, with
+  // nothing changed, when no slot is free.
+  absl::Status Snapshot(BlockLease* lease,
+                        std::vector<StateCopy>* state_copies);
+  // The snapshot becomes the lease's state: the slot ids swap and the slot
+  // that held the state since is freed. No copy is needed. The caller then
+  // recomputes the tokens after the snapshot's position (the engine leaves
+  // the slot's state after the tokens it computes). InvalidArgument for an
+  // empty or foreign lease or one without a snapshot.
+  absl::Status RestoreSnapshot(BlockLease* lease);
+  // Frees the lease's snapshot slot, keeping its state. InvalidArgument as
+  // RestoreSnapshot.
+  absl::Status DropSnapshot(BlockLease* lease);
+
+  // Returns the lease's blocks and state slots (the same as destroying it).
   void Free(BlockLease lease) { lease.Reset(); }
 
   // --- Cache maintenance -----------------------------------------------
@@ -246,16 +314,18 @@ class KvPager {
     return *caches_[group];
   }
 
-  // Checks the pool's and the cache's invariants (O(num_blocks)). The
-  // relation between refcounts and leases is the caller's to check: the
-  // pager does not track its leases.
+  // Checks the pool's, the cache's and the state slots' invariants
+  // (O(num_blocks + num_state_slots)). The relation between refcounts (or
+  // held slots) and leases is the caller's to check: the pager does not
+  // track its leases.
   absl::Status CheckConsistency() const;
 
  private:
   friend class BlockLease;
 
   KvPager(int32_t num_blocks, int32_t block_size,
-          std::vector<int32_t> windows, BlockHashFn hash);
+          std::vector<int32_t> windows, int32_t num_state_slots,
+          BlockHashFn hash);
 
   int32_t BlocksFor(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + block_size() - 1) / block_size());
@@ -273,6 +343,7 @@ class KvPager {
   struct Admission {
     int32_t hit_blocks = 0;
     int32_t new_blocks = 0;  // blocks taken from the free or cached ones
+    bool needs_slot = false;  // a recurrent-state slot (see the top)
     bool fits = false;
   };
   Admission PlanAdmission(absl::Span<const int32_t> prompt, const Salt* salt,
@@ -299,6 +370,7 @@ class KvPager {
   void ReleaseLease(BlockLease* lease);
 
   BlockPool pool_;
+  StateSlotPool slots_;  // empty for a model without recurrent state
   const std::vector<int32_t> windows_;  // (groups)
   bool windowed_ = false;               // some group has a window
   std::vector<std::unique_ptr<PrefixCache>> caches_;  // (groups)

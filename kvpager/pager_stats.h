@@ -19,12 +19,18 @@ struct PagerStats {
   int64_t used_blocks = 0;    // referenced by at least one live lease
   int64_t cached_blocks = 0;  // unreferenced prefix-cache blocks (evictable)
 
+  // Gauges, in recurrent-state slots (hybrid models; all 0 without):
+  // free + held == total at all times.
+  int64_t total_state_slots = 0;
+  int64_t free_state_slots = 0;
+
   // Counters since the pager was created.
   int64_t prefix_queries = 0;       // admissions (Allocate) that looked up
   int64_t prefix_query_tokens = 0;  // their prompt tokens
   int64_t prefix_hit_tokens = 0;    // of which served from the cache
   int64_t evictions = 0;   // cached blocks reclaimed (allocation, EvictCached)
   int64_t cow_copies = 0;  // copy-on-write block copies handed out
+  int64_t state_copies = 0;  // state slot copies handed out (forks, snapshots)
 };
 
 // Events, called synchronously on the pager's thread from inside the pager
