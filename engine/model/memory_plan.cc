@@ -170,7 +170,8 @@ MemoryFit FitInto(uint64_t memory, const MemoryPlan& plan) {
     fit.weights_shortfall_bytes = plan.weights_bytes - memory;
   } else {
     fit.sequences_that_fit = static_cast<int64_t>(
-        (memory - plan.weights_bytes) / plan.kv_bytes_per_sequence);
+        (memory - plan.weights_bytes) /
+        (plan.kv_bytes_per_sequence + plan.state_bytes_per_sequence));
   }
   if (!fit.fits) fit.shortfall_bytes = plan.total_bytes - memory;
   return fit;
@@ -255,8 +256,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
   plan.weights_bits_per_weight = static_cast<double>(plan.weights_bytes) * 8 /
                                  static_cast<double>(plan.parameters);
   plan.kv_dtype = request.kv_type;
-  ASSIGN_OR_RETURN(plan.kv_bytes_per_token,
-                   KvBytesPerToken(config, request.kv_type, config.n_layers));
+  plan.recurrent_layers = config.NumRecurrentLayers();
+  plan.attention_layers = config.n_layers - plan.recurrent_layers;
+  ASSIGN_OR_RETURN(
+      plan.kv_bytes_per_token,
+      KvBytesPerToken(config, request.kv_type, plan.attention_layers));
+  plan.state_bytes_per_sequence =
+      static_cast<uint64_t>(config.RecurrentStateBytes());
   plan.context = request.context;
   plan.sequences = request.sequences;
   ASSIGN_OR_RETURN(plan.kv_bytes_per_sequence_full,
@@ -267,8 +273,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ModelConfig& config,
   ASSIGN_OR_RETURN(plan.kv_bytes,
                    Mul(plan.kv_bytes_per_sequence,
                        static_cast<uint64_t>(request.sequences), "KV bytes"));
+  ASSIGN_OR_RETURN(plan.state_bytes,
+                   Mul(plan.state_bytes_per_sequence,
+                       static_cast<uint64_t>(request.sequences), "state bytes"));
   ASSIGN_OR_RETURN(plan.total_bytes,
                    Add(plan.weights_bytes, plan.kv_bytes, "total bytes"));
+  ASSIGN_OR_RETURN(plan.total_bytes,
+                   Add(plan.total_bytes, plan.state_bytes, "total bytes"));
   // weights × 1.3 = weights + floor(weights × 3 / 10), without overflowing
   // the intermediate product.
   const uint64_t w = plan.weights_bytes;

@@ -20,10 +20,16 @@
 //                      holds (GroupBlocksToHold: ceil(W / B) + 1 blocks of
 //                      B tokens), so Gemma 3's 5:1 layers keep about 1/6
 //                      of the bytes at long context
-//   KV               = KV per sequence × sequences
+//                      A hybrid model's DeltaNet layers keep no KV (only
+//                      its attention layers count) but a fixed state per
+//                      sequence: state per sequence = its
+//                      ModelConfig::RecurrentStateBytes, whatever the
+//                      context
+//   KV               = KV per sequence × sequences (state likewise)
 //   rule of thumb    = weights × 1.3 (the field's estimate of weights plus
 //                      KV cache and activations)
-//   sequences fit    = floor((memory − weights) / KV per sequence)
+//   sequences fit    = floor((memory − weights) / (KV + state per
+//                      sequence))
 //   read per token   = the weight bytes one decode step of one sequence
 //                      reads: every matrix but the embedding (one row), and
 //                      of a mixture of experts only the n_expert_used
@@ -93,8 +99,9 @@ struct MemoryFit {
   // `weights_shortfall_bytes` and no sequence fits.
   bool weights_fit = false;
   uint64_t weights_shortfall_bytes = 0;
-  // floor((memory − weights) / KV per sequence); 0 when the weights do
-  // not fit. Fits in int64_t: KV per sequence is at least 2 bytes.
+  // floor((memory − weights) / (KV + state per sequence)); 0 when the
+  // weights do not fit. Fits in int64_t: KV per sequence is at least 2
+  // bytes.
   int64_t sequences_that_fit = 0;
   // The requested sequences fit (total <= memory); when false the total
   // exceeds the budget by `shortfall_bytes`.
@@ -111,7 +118,14 @@ struct MemoryPlan {
   // Weight bytes one decode step at batch 1 reads (see the top).
   uint64_t weights_read_bytes_per_token = 0;
   GgmlType kv_dtype = GgmlType::kF16;  // F32, F16, BF16 (CUDA) or Q8_0
-  uint64_t kv_bytes_per_token = 0;  // every layer's K and V of one token
+  // Layers with KV and DeltaNet layers (ModelConfig::IsRecurrentLayer).
+  int64_t attention_layers = 0;
+  int64_t recurrent_layers = 0;
+  uint64_t kv_bytes_per_token = 0;  // every attention layer's K and V
+  // The recurrent state one sequence holds (0 without DeltaNet layers),
+  // and that of `sequences`.
+  uint64_t state_bytes_per_sequence = 0;
+  uint64_t state_bytes = 0;
   int64_t context = 0;
   int64_t sequences = 0;
   // One sequence of `context` tokens (see the top), and the same keeping
@@ -122,7 +136,7 @@ struct MemoryPlan {
   int32_t kv_groups = 1;     // KV groups (kv_layout.h); 1 = full history
   int64_t kv_slots = 0;      // layers per block of a group
   uint64_t kv_bytes = 0;     // kv_bytes_per_sequence × sequences
-  uint64_t total_bytes = 0;  // weights + KV
+  uint64_t total_bytes = 0;  // weights + KV + state
   uint64_t rule_of_thumb_bytes = 0;  // floor(weights × 1.3)
   std::optional<MemoryFit> fit;      // present when a budget was given
 };

@@ -42,6 +42,14 @@ struct Shape {
   RopeScaling rope_scaling = RopeScaling::kNone;
   double rope_scaling_factor = 1.0;
   int64_t rope_original_context = 0;
+  int64_t rope_dim = 0;  // 0: head_dim
+  // Hybrid linear attention (model_config.h's ssm_* fields) when > 0.
+  int64_t full_attention_interval = 0;
+  int64_t ssm_conv_kernel = 0;
+  int64_t ssm_state_size = 0;
+  int64_t ssm_k_heads = 0;
+  int64_t ssm_v_heads = 0;
+  int64_t n_ff_shexp = 0;
 };
 
 // clang-format off
@@ -119,6 +127,29 @@ constexpr Shape kShapes[] = {
      .sliding_window = 128, .swa_period = 2,
      .rope_scaling = RopeScaling::kYarn, .rope_scaling_factor = 32,
      .rope_original_context = 4096},
+    // Not a published model: stories110m's widths with Qwen3.5's layer
+    // pattern (a gated attention layer after every three Gated DeltaNet
+    // layers of 6 key / 12 value heads of 64, whose matrices hold about
+    // an attention layer's weights), attention as stories110m's, a 32K
+    // context: the hybrid long-context benchmark shape.
+    {.name = "stories110m-hybrid", .architecture = "qwen35",
+     .n_layers = 12, .n_embd = 768, .n_heads = 12, .n_kv_heads = 12,
+     .head_dim = 64, .n_ff = 2048, .n_vocab = 32000, .context_length = 32768,
+     .rms_norm_eps = 1e-6, .qk_norm = true, .rope_dim = 16,
+     .full_attention_interval = 4, .ssm_conv_kernel = 4,
+     .ssm_state_size = 64, .ssm_k_heads = 6, .ssm_v_heads = 12},
+    // Qwen/Qwen3-Next-80B-A3B-Instruct config.json (80B parameters, 3B
+    // active): 48 layers, every 4th gated attention (16 heads, 2 KV heads
+    // of 256, a quarter of them rotated), Gated DeltaNet with 16 key / 32
+    // value heads of 128, 512 experts of 512 (10 used) and a shared one.
+    {.name = "qwen3-next-80b-a3b", .architecture = "qwen3next",
+     .n_layers = 48, .n_embd = 2048, .n_heads = 16, .n_kv_heads = 2,
+     .head_dim = 256, .n_ff = 5120, .n_vocab = 151936,
+     .context_length = 262144, .rope_freq_base = 1e7, .rms_norm_eps = 1e-6,
+     .qk_norm = true, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512,
+     .rope_dim = 64, .full_attention_interval = 4, .ssm_conv_kernel = 4,
+     .ssm_state_size = 128, .ssm_k_heads = 16, .ssm_v_heads = 32,
+     .n_ff_shexp = 512},
 };
 // clang-format on
 
@@ -137,7 +168,13 @@ ModelConfig ToConfig(const Shape& s) {
   const Architecture* arch = FindArchitecture(s.architecture);
   c.rope_layout =
       arch != nullptr ? arch->rope_layout : RopeLayout::kAdjacentPairs;
-  c.rope_dim = s.head_dim;
+  c.rope_dim = s.rope_dim > 0 ? s.rope_dim : s.head_dim;
+  c.full_attention_interval = s.full_attention_interval;
+  c.ssm_conv_kernel = s.ssm_conv_kernel;
+  c.ssm_state_size = s.ssm_state_size;
+  c.ssm_k_heads = s.ssm_k_heads;
+  c.ssm_v_heads = s.ssm_v_heads;
+  c.n_ff_shexp = s.n_ff_shexp;
   c.rope_freq_base = s.rope_freq_base;
   c.rms_norm_eps = s.rms_norm_eps;
   c.tied_output = s.tied_output;

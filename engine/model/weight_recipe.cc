@@ -73,16 +73,35 @@ std::vector<ModelMatrix> ModelMatrices(const ModelConfig& c) {
     out.push_back({MatrixRole::kOutput, -1, c.n_vocab, c.n_embd});
   }
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    out.push_back({MatrixRole::kAttnQ, i, q_dim, c.n_embd});
-    out.push_back({MatrixRole::kAttnK, i, kv_dim, c.n_embd});
-    out.push_back({MatrixRole::kAttnV, i, kv_dim, c.n_embd});
-    out.push_back({MatrixRole::kAttnOutput, i, c.n_embd, q_dim});
+    if (c.IsRecurrentLayer(i)) {
+      const int64_t nv = c.ssm_v_heads;
+      out.push_back({MatrixRole::kSsmQkv, i, c.ssm_conv_dim(), c.n_embd});
+      out.push_back({MatrixRole::kSsmGate, i, c.ssm_value_dim(), c.n_embd});
+      if (c.ssm_fused_ba) {
+        out.push_back({MatrixRole::kSsmBeta, i, 2 * nv, c.n_embd});
+      } else {
+        out.push_back({MatrixRole::kSsmBeta, i, nv, c.n_embd});
+        out.push_back({MatrixRole::kSsmAlpha, i, nv, c.n_embd});
+      }
+      out.push_back({MatrixRole::kSsmOut, i, c.n_embd, c.ssm_value_dim()});
+    } else {
+      out.push_back({MatrixRole::kAttnQ, i,
+                     q_dim * (c.attn_output_gate ? 2 : 1), c.n_embd});
+      out.push_back({MatrixRole::kAttnK, i, kv_dim, c.n_embd});
+      out.push_back({MatrixRole::kAttnV, i, kv_dim, c.n_embd});
+      out.push_back({MatrixRole::kAttnOutput, i, c.n_embd, q_dim});
+    }
     if (c.is_moe()) {  // every expert's matrix stacked, as in the file
       const int64_t stacked = c.n_expert * c.n_ff_exp;
       out.push_back({MatrixRole::kFfnGate, i, stacked, c.n_embd});
       out.push_back({MatrixRole::kFfnUp, i, stacked, c.n_embd});
       out.push_back(
           {MatrixRole::kFfnDown, i, c.n_expert * c.n_embd, c.n_ff_exp});
+      if (c.n_ff_shexp > 0) {
+        out.push_back({MatrixRole::kFfnGateShexp, i, c.n_ff_shexp, c.n_embd});
+        out.push_back({MatrixRole::kFfnUpShexp, i, c.n_ff_shexp, c.n_embd});
+        out.push_back({MatrixRole::kFfnDownShexp, i, c.n_embd, c.n_ff_shexp});
+      }
       continue;
     }
     out.push_back({MatrixRole::kFfnGate, i, c.n_ff, c.n_embd});
@@ -139,6 +158,7 @@ GgmlType WeightRecipe::MixedType(const ModelConfig& c,
   GgmlType t = base_;
   switch (m.role) {
     case MatrixRole::kAttnV:
+    case MatrixRole::kSsmQkv:
       if (mix_ == WeightMix::kQ2_K) {
         const bool gqa4 = c.n_kv_heads > 0 && c.n_heads / c.n_kv_heads >= 4;
         t = gqa4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
@@ -149,6 +169,7 @@ GgmlType WeightRecipe::MixedType(const ModelConfig& c,
       }
       break;
     case MatrixRole::kFfnDown:
+    case MatrixRole::kFfnDownShexp:
       if (mix_ == WeightMix::kQ2_K) {
         t = GgmlType::kQ3_K;
       } else if (mix_ == WeightMix::kQ3_K_M) {

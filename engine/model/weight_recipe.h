@@ -52,6 +52,18 @@ enum class MatrixRole : uint8_t {
   kFfnGate,
   kFfnUp,
   kFfnDown,
+  // A MoE's shared expert (ModelConfig::n_ff_shexp): mixed as ffn_down
+  // for the down matrix (llama.cpp matches the name), else the base type.
+  kFfnGateShexp,
+  kFfnUpShexp,
+  kFfnDownShexp,
+  // A Gated DeltaNet layer's (the hybrids): attn_qkv mixed as attn_v (as
+  // llama.cpp's quantizer does), the others the base type.
+  kSsmQkv,
+  kSsmGate,  // attn_gate: the output gate z
+  kSsmBeta,  // ssm_beta, or qwen3next's fused ssm_ba
+  kSsmAlpha,
+  kSsmOut,
 };
 
 struct ModelMatrix {
@@ -64,7 +76,10 @@ struct ModelMatrix {
 // The matrices of `config` (the output head only when not tied): the
 // embedding, the output head, then each layer's seven — for a mixture of
 // experts the FFN three as the files store them, every expert's rows
-// stacked (the router, kept in F32, is not one of them).
+// stacked (the router, kept in F32, is not one of them), then a shared
+// expert's three; a DeltaNet layer's five (four with a fused ssm_ba) in
+// place of the attention's four, whose attn_q holds the gate rows too
+// where ModelConfig::attn_output_gate.
 std::vector<ModelMatrix> ModelMatrices(const ModelConfig& config);
 
 // llama.cpp's choice of the layers that get more bits in Q4_K_M / Q5_K_M:

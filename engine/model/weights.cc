@@ -108,6 +108,15 @@ absl::Status CheckSupportedConfig(const ModelConfig& c) {
         " experts of width ", c.n_ff_exp, " is inconsistent"));
   }
   RETURN_IF_ERROR(CheckRopeConfig(c));
+  if (c.NumRecurrentLayers() > 0 &&
+      (c.ssm_conv_kernel < 1 || c.ssm_state_size < 1 ||
+       c.ssm_state_size > 1024 || c.ssm_k_heads < 1 ||
+       c.ssm_v_heads % c.ssm_k_heads != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model shape '", c.name, "': DeltaNet layers of ", c.ssm_k_heads,
+        " key / ", c.ssm_v_heads, " value heads of ", c.ssm_state_size,
+        ", convolution ", c.ssm_conv_kernel, " are inconsistent"));
+  }
   if (c.head_dim > ModelWeights::kMaxHeadDim) {
     return absl::UnimplementedError(absl::StrCat("head size ", c.head_dim,
                                                  " is over the supported ",
@@ -143,8 +152,11 @@ absl::Status CheckDummyRecipe(const ModelConfig& c,
       uniform || recipe.mix() == WeightMix::kMxfp4Moe
           ? GetGgmlTypeTraits(recipe.base_type()).block_size
           : 256;
-  for (int64_t cols :
-       {c.n_embd, c.n_heads * c.head_dim, c.is_moe() ? c.n_ff_exp : c.n_ff}) {
+  std::vector<int64_t> widths = {c.n_embd, c.n_heads * c.head_dim,
+                                 c.is_moe() ? c.n_ff_exp : c.n_ff};
+  if (c.n_ff_shexp > 0) widths.push_back(c.n_ff_shexp);
+  if (c.NumRecurrentLayers() > 0) widths.push_back(c.ssm_value_dim());
+  for (int64_t cols : widths) {
     if (cols % block != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dummy weights as ", recipe.name(), " need widths that are ",
@@ -377,8 +389,6 @@ class WeightsBuilder {
 
   absl::Status Generate(const WeightRecipe& recipe, uint64_t seed) {
     const ModelConfig& c = w_.config_;
-    const int64_t q_dim = c.n_heads * c.head_dim;
-    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
     RETURN_IF_ERROR(CheckDummyRecipe(c, recipe));
     seed_ = seed;
     // One matrix of `role` in `layer`, in the recipe's type for it.
@@ -399,25 +409,10 @@ class WeightsBuilder {
       LayerWeights& l = w_.layers_[i];
       const auto name = [i](absl::string_view s) { return TensorName(i, s); };
       l.attn_norm = RandomVector(name("attn_norm.weight"), c.n_embd, 1.0f);
-      l.attn_q = matrix(name("attn_q.weight"), R::kAttnQ, i, q_dim, c.n_embd);
-      l.attn_k = matrix(name("attn_k.weight"), R::kAttnK, i, kv_dim, c.n_embd);
-      l.attn_v = matrix(name("attn_v.weight"), R::kAttnV, i, kv_dim, c.n_embd);
-      if (c.qkv_bias) {
-        l.q_bias = RandomVector(name("attn_q.bias"), q_dim, 0.0f);
-        l.k_bias = RandomVector(name("attn_k.bias"), kv_dim, 0.0f);
-        l.v_bias = RandomVector(name("attn_v.bias"), kv_dim, 0.0f);
-      }
-      if (c.qk_norm) {
-        l.q_norm = RandomVector(name("attn_q_norm.weight"), c.head_dim, 1.0f);
-        l.k_norm = RandomVector(name("attn_k_norm.weight"), c.head_dim, 1.0f);
-      }
-      l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput, i,
-                             c.n_embd, q_dim);
-      if (c.attn_output_bias) {
-        l.o_bias = RandomVector(name("attn_output.bias"), c.n_embd, 0.0f);
-      }
-      if (c.attn_sinks) {
-        l.attn_sinks = RandomVector(name("attn_sinks.weight"), c.n_heads, 0.0f);
+      if (c.IsRecurrentLayer(i)) {
+        RandomDeltaNet(i, recipe, &l);
+      } else {
+        RandomAttention(i, recipe, &l);
       }
       l.ffn_norm = RandomVector(name("ffn_norm.weight"), c.n_embd, 1.0f);
       if (c.post_norms) {
@@ -440,6 +435,80 @@ class WeightsBuilder {
   }
 
  private:
+  // One matrix of `role` in `layer`, in the recipe's type for it.
+  WeightView RecipeMatrix(const std::string& name, const WeightRecipe& recipe,
+                          MatrixRole role, int64_t layer, int64_t rows,
+                          int64_t cols) {
+    return RandomMatrix(name, rows, cols,
+                        recipe.TypeOf(w_.config_, {role, layer, rows, cols}));
+  }
+
+  // Layer i's attention (attn_q with its gate rows where the config says).
+  void RandomAttention(int64_t i, const WeightRecipe& recipe,
+                       LayerWeights* lw) {
+    const ModelConfig& c = w_.config_;
+    const int64_t q_dim = c.n_heads * c.head_dim;
+    const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    const auto matrix = [&](const std::string& n, MatrixRole role,
+                            int64_t rows, int64_t cols) {
+      return RecipeMatrix(n, recipe, role, i, rows, cols);
+    };
+    using R = MatrixRole;
+    LayerWeights& l = *lw;
+    l.attn_q = matrix(name("attn_q.weight"), R::kAttnQ,
+                      q_dim * (c.attn_output_gate ? 2 : 1), c.n_embd);
+    l.attn_k = matrix(name("attn_k.weight"), R::kAttnK, kv_dim, c.n_embd);
+    l.attn_v = matrix(name("attn_v.weight"), R::kAttnV, kv_dim, c.n_embd);
+    if (c.qkv_bias) {
+      l.q_bias = RandomVector(name("attn_q.bias"), q_dim, 0.0f);
+      l.k_bias = RandomVector(name("attn_k.bias"), kv_dim, 0.0f);
+      l.v_bias = RandomVector(name("attn_v.bias"), kv_dim, 0.0f);
+    }
+    if (c.qk_norm) {
+      l.q_norm = RandomVector(name("attn_q_norm.weight"), c.head_dim, 1.0f);
+      l.k_norm = RandomVector(name("attn_k_norm.weight"), c.head_dim, 1.0f);
+    }
+    l.attn_output = matrix(name("attn_output.weight"), R::kAttnOutput,
+                           c.n_embd, q_dim);
+    if (c.attn_output_bias) {
+      l.o_bias = RandomVector(name("attn_output.bias"), c.n_embd, 0.0f);
+    }
+    if (c.attn_sinks) {
+      l.attn_sinks = RandomVector(name("attn_sinks.weight"), c.n_heads, 0.0f);
+    }
+  }
+
+  // Layer i's Gated DeltaNet: its projections in the recipe's types; a
+  // decay per head of exp(softplus(-1) · -1) ≈ 0.73 per token.
+  void RandomDeltaNet(int64_t i, const WeightRecipe& recipe,
+                      LayerWeights* l) {
+    const ModelConfig& c = w_.config_;
+    const int64_t nv = c.ssm_v_heads, inner = c.ssm_value_dim();
+    const auto name = [i](absl::string_view s) { return TensorName(i, s); };
+    using R = MatrixRole;
+    l->ssm_qkv = RecipeMatrix(name("attn_qkv.weight"), recipe, R::kSsmQkv, i,
+                              c.ssm_conv_dim(), c.n_embd);
+    l->ssm_z = RecipeMatrix(name("attn_gate.weight"), recipe, R::kSsmGate, i,
+                            inner, c.n_embd);
+    if (c.ssm_fused_ba) {
+      l->ssm_ba = RecipeMatrix(name("ssm_ba.weight"), recipe, R::kSsmBeta, i,
+                               2 * nv, c.n_embd);
+    } else {
+      l->ssm_beta = RecipeMatrix(name("ssm_beta.weight"), recipe, R::kSsmBeta,
+                                 i, nv, c.n_embd);
+      l->ssm_alpha = RecipeMatrix(name("ssm_alpha.weight"), recipe,
+                                  R::kSsmAlpha, i, nv, c.n_embd);
+    }
+    l->ssm_conv1d = RandomVector(name("ssm_conv1d.weight"),
+                                 c.ssm_conv_dim() * c.ssm_conv_kernel, 0.0f);
+    l->ssm_a = RandomVector(name("ssm_a"), nv, -1.0f);
+    l->ssm_dt_bias = RandomVector(name("ssm_dt.bias"), nv, -1.0f);
+    l->ssm_norm = RandomVector(name("ssm_norm.weight"), c.ssm_state_size, 1.0f);
+    l->ssm_out = RecipeMatrix(name("ssm_out.weight"), recipe, R::kSsmOut, i,
+                              c.n_embd, inner);
+  }
+
   // A reproducible stream of normal(0, 1) numbers (xoshiro256** seeded
   // through splitmix64; Box-Muller).
   class NormalStream {
@@ -545,6 +614,17 @@ class WeightsBuilder {
         RandomMatrix(name("ffn_down_exps.weight"), down_rows, c.n_ff_exp,
                      recipe.TypeOf(c, {R::kFfnDown, i, down_rows, c.n_ff_exp}));
     SliceExperts(gate, up, down, c.n_expert, l);
+    if (c.n_ff_shexp > 0) {
+      const int64_t sh = c.n_ff_shexp;
+      l->ffn_gate_shexp = RecipeMatrix(name("ffn_gate_shexp.weight"), recipe,
+                                       R::kFfnGateShexp, i, sh, c.n_embd);
+      l->ffn_up_shexp = RecipeMatrix(name("ffn_up_shexp.weight"), recipe,
+                                     R::kFfnUpShexp, i, sh, c.n_embd);
+      l->ffn_down_shexp = RecipeMatrix(name("ffn_down_shexp.weight"), recipe,
+                                       R::kFfnDownShexp, i, c.n_embd, sh);
+      l->ffn_gate_inp_shexp =
+          RandomVector(name("ffn_gate_inp_shexp.weight"), c.n_embd, 0.0f);
+    }
     if (!c.moe_biases) return;
     l->router_bias = RandomVector(name("ffn_gate_inp.bias"), c.n_expert, 0.0f);
     l->gate_exps_bias = RandomVector(name("ffn_gate_exps.bias"), stacked, 0.0f);

@@ -160,6 +160,8 @@ void FillMemoryPlan(const engine::MemoryPlan& plan, v1::MemoryPlan* out) {
   out->set_kv_bytes(plan.kv_bytes);
   out->set_total_bytes(plan.total_bytes);
   out->set_rule_of_thumb_bytes(plan.rule_of_thumb_bytes);
+  out->set_state_bytes_per_sequence(plan.state_bytes_per_sequence);
+  out->set_state_bytes(plan.state_bytes);
   if (plan.fit.has_value()) {
     out->set_memory_bytes(plan.fit->memory_bytes);
     out->set_sequences_that_fit(plan.fit->sequences_that_fit);

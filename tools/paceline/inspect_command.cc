@@ -75,6 +75,23 @@ std::string SlidingSummary(const engine::ModelConfig& c) {
   return out;
 }
 
+// "Gated DeltaNet on layers a, b, ... (k key / v value heads of d, conv
+// K), gated attention on c, ...; state S per sequence".
+std::string HybridSummary(const engine::ModelConfig& c) {
+  std::vector<int64_t> linear, attention;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    (c.IsRecurrentLayer(l) ? linear : attention).push_back(l);
+  }
+  return absl::StrCat(
+      "Gated DeltaNet (linear) on layers ", absl::StrJoin(linear, ", "), " (",
+      c.ssm_k_heads, " key / ", c.ssm_v_heads, " value heads of ",
+      c.ssm_state_size, ", ", c.ssm_grouped_heads ? "grouped" : "tiled",
+      ", conv ", c.ssm_conv_kernel, "), gated attention on ",
+      absl::StrJoin(attention, ", "), "; recurrent state ",
+      GroupDigits(static_cast<uint64_t>(c.RecurrentStateBytes())),
+      " bytes per sequence");
+}
+
 struct Summary {
   const engine::GgufFile* file;
   engine::ModelConfig config;
@@ -120,13 +137,18 @@ void PrintTable(const std::string& path, const Summary& s) {
             c.sliding_rope ? " (global layers)" : ""));
   }
   if (c.sliding_window > 0) row("attention", SlidingSummary(c));
+  if (c.NumRecurrentLayers() > 0) row("layer kinds", HybridSummary(c));
   if (c.attn_sinks) row("sinks", "one learned logit per head per layer");
   if (!BiasSummary(c).empty()) row("biases", BiasSummary(c));
   row("rms norm eps", absl::StrCat(c.rms_norm_eps));
   row("output", c.tied_output ? "tied to token embedding" : "separate matrix");
   if (c.is_moe()) {
     row("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
-                                " used per token, FFN ", c.n_ff_exp));
+                                " used per token, FFN ", c.n_ff_exp,
+                                c.n_ff_shexp > 0
+                                    ? absl::StrCat(", a shared expert of ",
+                                                   c.n_ff_shexp)
+                                    : ""));
     row("expert bytes",
         absl::StrCat(GroupDigits(s.expert_bytes), ", ",
                      HumanBytes(s.expert_bytes), ", ", s.expert_types));
@@ -178,6 +200,9 @@ InspectReport ToReport(const std::string& path, const Summary& s) {
   r.set_experts_used(c.n_expert_used);
   r.set_expert_feed_forward_length(c.n_ff_exp);
   r.set_active_parameters(static_cast<int64_t>(s.active_parameters));
+  r.set_linear_attention_layers(c.NumRecurrentLayers());
+  r.set_attention_layers(c.n_layers - c.NumRecurrentLayers());
+  r.set_recurrent_state_bytes(static_cast<uint64_t>(c.RecurrentStateBytes()));
   return r;
 }
 

@@ -266,6 +266,12 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   if (c.is_moe()) {
     t.Bytes("weights read per token", plan.weights_read_bytes_per_token);
   }
+  if (plan.recurrent_layers > 0) {
+    t.Text("layer kinds",
+           absl::StrCat(plan.recurrent_layers, " Gated DeltaNet (no KV), ",
+                        plan.attention_layers, " attention"));
+    t.Bytes("state per sequence", plan.state_bytes_per_sequence);
+  }
   t.Bytes(absl::StrCat("KV per token (", engine::DtypeName(plan.kv_dtype), ")"),
           plan.kv_bytes_per_token);
   if (plan.kv_groups > 1) {
@@ -282,7 +288,13 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
   t.Bytes(absl::StrCat("KV (", plan.context, " tokens x ",
                        Sequences(plan.sequences), ")"),
           plan.kv_bytes);
-  t.Bytes("total (weights + KV)", plan.total_bytes);
+  if (plan.recurrent_layers > 0) {
+    t.Bytes(absl::StrCat("state (", Sequences(plan.sequences), ")"),
+            plan.state_bytes);
+    t.Bytes("total (weights + KV + state)", plan.total_bytes);
+  } else {
+    t.Bytes("total (weights + KV)", plan.total_bytes);
+  }
   t.Bytes("rule of thumb (weights x 1.3)", plan.rule_of_thumb_bytes);
   if (plan.fit.has_value()) {
     const engine::MemoryFit& fit = *plan.fit;

@@ -31,11 +31,19 @@ TEST(LayerProgramTest, EveryNamedShapesArchitectureIsDescribed) {
     absl::StatusOr<std::vector<LayerProgram>> programs = LayerPrograms(*c);
     ASSERT_TRUE(programs.ok()) << programs.status();
     ASSERT_EQ(programs->size(), static_cast<size_t>(c->n_layers));
-    for (const LayerProgram& p : *programs) {
-      const Op* qkv = FindOp(p, OpKind::kQkvRope);
+    for (int64_t l = 0; l < c->n_layers; ++l) {
+      const LayerProgram& p = (*programs)[l];
+      // A hybrid's DeltaNet layer mixes tokens by its recurrence instead.
+      const Op* qkv = FindOp(p, c->IsRecurrentLayer(l) ? OpKind::kDeltaNet
+                                                       : OpKind::kQkvRope);
       ASSERT_NE(qkv, nullptr);
-      EXPECT_EQ(qkv->qkv_bias, c->qkv_bias);
-      EXPECT_EQ(qkv->qk_norm, c->qk_norm);
+      EXPECT_EQ(FindOp(p, OpKind::kAttention) == nullptr,
+                c->IsRecurrentLayer(l));
+      if (!c->IsRecurrentLayer(l)) {
+        EXPECT_EQ(qkv->qkv_bias, c->qkv_bias);
+        EXPECT_EQ(qkv->qk_norm, c->qk_norm);
+        EXPECT_EQ(qkv->output_gate, c->attn_output_gate);
+      }
       const Op* ffn = FindOp(p, OpKind::kFeedForward);
       ASSERT_NE(ffn, nullptr);
       EXPECT_EQ(ffn->moe, c->is_moe());

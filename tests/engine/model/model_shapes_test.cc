@@ -37,18 +37,34 @@ int64_t HandParameterCount(const ModelConfig& c) {
   const int64_t ffn = c.n_expert > 0
                           ? c.n_expert * (c.n_embd + 3 * c.n_embd * c.n_ff_exp)
                           : 3 * c.n_embd * c.n_ff;
-  int64_t block =
-      c.n_embd * q + 2 * c.n_embd * kv + q * c.n_embd + ffn + 2 * c.n_embd;
+  // Attention (its Q matrix twice as tall with an output gate).
+  const int64_t attention = c.n_embd * q * (c.attn_output_gate ? 2 : 1) +
+                            2 * c.n_embd * kv + q * c.n_embd +
+                            (c.qk_norm ? 2 * c.head_dim : 0);
+  // A Gated DeltaNet layer: qkv (2 key dims + value dim), z, beta, alpha,
+  // the convolution, A and dt per value head, the head norm, ssm_out.
+  const int64_t key = c.ssm_k_heads * c.ssm_state_size;
+  const int64_t value = c.ssm_v_heads * c.ssm_state_size;
+  const int64_t delta = c.n_embd * (2 * key + value) + c.n_embd * value +
+                        2 * c.ssm_v_heads * c.n_embd +
+                        c.ssm_conv_kernel * (2 * key + value) +
+                        2 * c.ssm_v_heads + c.ssm_state_size + value * c.n_embd;
+  int64_t block = ffn + 2 * c.n_embd;
+  if (c.n_ff_shexp > 0) block += c.n_embd + 3 * c.n_embd * c.n_ff_shexp;
   if (c.qkv_bias) block += q + 2 * kv;
-  if (c.qk_norm) block += 2 * c.head_dim;
   if (c.post_norms) block += 2 * c.n_embd;    // gemma3
   if (c.attn_output_bias) block += c.n_embd;  // gpt-oss
   if (c.attn_sinks) block += c.n_heads;       // gpt-oss: one per head
   // gpt-oss: per expert, the router's bias and its gate, up, down biases.
   if (c.moe_biases) block += c.n_expert * (1 + 2 * c.n_ff_exp + c.n_embd);
   const int64_t embedding = c.n_vocab * c.n_embd;
-  return embedding + c.n_layers * block + c.n_embd +
-         (c.tied_output ? 0 : embedding);
+  int64_t layers = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const bool linear = c.full_attention_interval > 0 &&
+                        (l + 1) % c.full_attention_interval != 0;
+    layers += block + (linear ? delta : attention);
+  }
+  return embedding + layers + c.n_embd + (c.tied_output ? 0 : embedding);
 }
 
 TEST(ModelShapesTest, NamesAreListedOnceAndAllResolve) {
@@ -62,7 +78,10 @@ TEST(ModelShapesTest, NamesAreListedOnceAndAllResolve) {
     EXPECT_EQ(c.name, name);
     EXPECT_GT(c.n_layers, 0) << name;
     EXPECT_EQ(c.n_heads % c.n_kv_heads, 0) << name;
-    EXPECT_EQ(c.rope_dim, c.head_dim) << name;
+    // Every shape rotates whole heads but the hybrids (a quarter).
+    EXPECT_EQ(c.rope_dim, c.NumRecurrentLayers() > 0 ? c.head_dim / 4
+                                                      : c.head_dim)
+        << name;
     EXPECT_GT(c.context_length, 0) << name;
   }
 }
@@ -196,6 +215,13 @@ TEST(ModelShapesTest, ParameterCountsMatchPublishedTotals) {
   // The gpt-oss model card's 20.91B.
   EXPECT_NEAR(static_cast<double>(Shape("gpt-oss-20b").ParameterCount()),
               20.91e9, 0.005e9);
+  // Qwen3-Next-80B-A3B's name: 80B weights, 3B active (rounded; without
+  // the embedding and the output head, 3.25B).
+  const ModelConfig next = Shape("qwen3-next-80b-a3b");
+  EXPECT_NEAR(static_cast<double>(next.ParameterCount()), 80e9, 0.5e9);
+  EXPECT_NEAR(static_cast<double>(next.ActiveParameterCount() -
+                                  2 * next.n_vocab * next.n_embd),
+              3e9, 0.3e9);
 }
 
 // The architectures' fixed facts reach their shapes (Architecture::
