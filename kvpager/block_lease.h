@@ -7,9 +7,10 @@
 // Ownership: a lease owns one reference to each block of its tables (and,
 // in a pager with recurrent-state slots, its slot and any snapshot slot)
 // and returns them when it is destroyed, reset or assigned over (TGI's
-// block allocation with Drop). Cancelling, finishing or preempting a sequence is
-// destroying its lease; nothing else frees blocks. Blocks are released last
-// block first, so a finished prompt's tail is evicted before its head.
+// block allocation with Drop). Cancelling, finishing or preempting a
+// sequence is destroying its lease; nothing else frees blocks (or slots).
+// Blocks are released last block first, so a finished prompt's tail is
+// evicted before its head.
 //
 // Move-only. A moved-from lease is empty (owns nothing). A lease must be
 // destroyed (or reset) before its pager, on the pager's thread.

@@ -236,6 +236,10 @@ class Request {
   void Preempt();
   // `n` more tokens computed (<= num_uncomputed()).
   void AddComputed(int32_t n) { num_computed_tokens_ += n; }
+  // Only the first `n` tokens count as computed again (<=
+  // num_computed_tokens()): the rest are fed again, as a prompt chunk
+  // (a hybrid model's rejected draft, scheduler.cc AddDrafts).
+  void RollBackComputed(int32_t n) { num_computed_tokens_ = n; }
   // Records a sampled token (the request must be running with nothing
   // uncomputed), applies the stop checks and hands the id to the sink.
   // Returns the finish reason when the request must now finish (the caller

@@ -48,9 +48,10 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
   }
   std::unique_ptr<Scheduler> s(
       new Scheduler(options, engine, tokenizer, clock, metrics));
-  ASSIGN_OR_RETURN(s->pager_, kvpager::KvPager::Create(
-                                   engine.num_blocks(), engine.block_size(),
-                                   engine.kv_group_windows()));
+  ASSIGN_OR_RETURN(s->pager_,
+                   kvpager::KvPager::Create(
+                       engine.num_blocks(), engine.block_size(),
+                       engine.kv_group_windows(), engine.num_state_slots()));
   ASSIGN_OR_RETURN(s->queues_,
                    TenantQueues::Create(options.tenants, options.fair_share,
                                         clock->Now(), metrics));
@@ -66,7 +67,10 @@ Scheduler::Scheduler(const SchedulerOptions& options,
                      const engine::Tokenizer* tokenizer, Clock* clock,
                      SchedulerMetrics* metrics)
     : engine_max_tokens_(engine.max_tokens_per_step()),
-      max_running_(options.max_running),
+      // Every running request holds a state slot (scheduler.h).
+      max_running_(engine.num_state_slots() > 0
+                       ? std::min(options.max_running, engine.num_state_slots())
+                       : options.max_running),
       vocab_size_(static_cast<int32_t>(engine.config().n_vocab)),
       pooling_(engine.config().pooling),
       returns_hidden_(engine.returns_hidden()),
@@ -322,6 +326,8 @@ std::unique_ptr<Request> Scheduler::TakeRunning(Request* r) {
 // charged to fair share as they are sampled, never to the budget again.
 const StepPlan& Scheduler::Schedule() {
   plan_.Clear();
+  // The forks of the last Update copy their state first (step.h).
+  plan_.state_copies.swap(pending_state_copies_);
   in_step_ = true;
   int32_t budget = max_batched_tokens_;  // tokens; sequences: max_running_
   reserved_blocks_ = 0;  // what readmitted requests may still take
@@ -555,6 +561,11 @@ void Scheduler::Preempt(Request* victim, int32_t* budget) {
            std::any_of(lease.group_tables().begin(),
                        lease.group_tables().end(), holds);
   });
+  // The same for a state copy into its slot (a fork's copy of the last
+  // Update): the slot is about to be freed.
+  std::erase_if(plan_.state_copies, [&](const kvpager::StateCopy& c) {
+    return c.dst == lease.state_slot();
+  });
   if (victim->holds_children()) ReleaseChildren(victim);
   victim->Preempt();
   ++plan_.num_preempted;
@@ -674,6 +685,29 @@ void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
 // one, and truncates the lease there (KvPager::Truncate), freeing the
 // rejected drafts' blocks. Drafts reserve nothing: an accepted one is a
 // generated token, within max_tokens and so within the reservation.
+//
+// On a hybrid model (state slots) a rejected draft must not advance the
+// recurrent state, but the engine leaves a slot's state after all of its
+// slice's tokens, drafts included, and a state cannot be truncated as
+// K/V can. So: snapshot and recompute. Before a step that verifies drafts
+// (only then) the request's state, after its computed tokens (position
+// c), is copied into a second slot of its lease (KvPager::Snapshot, a
+// StateCopy run before the forward pass; a request drafts only when a
+// slot is free beyond those its group's held children will fork into).
+// If every draft is accepted, the state is right (after c + 1 + drafts)
+// and the snapshot is dropped. If one is rejected, the snapshot becomes
+// the request's state (KvPager::RestoreSnapshot: a swap of slot ids, no
+// copy) and its computed count goes back to c, so the next step feeds
+// again its token at c, the accepted drafts and the token sampled after
+// them, as a prompt chunk: their K/V are rewritten with the values they
+// have (the same tokens at the same positions after the same state; the
+// engine's rows do not depend on how a sequence's tokens are split into
+// steps), and the state ends after them. The lease is truncated to the
+// accepted tokens as without slots, and is marked computed only when no
+// draft was rejected (a windowed group then keeps what the recompute
+// reads; the prefix cache is off with slots anyway). Output is unchanged;
+// the cost of a rejection is one state copy and the accepted tokens fed
+// twice, in a step that is small by construction.
 void Scheduler::AddDrafts(int32_t* budget) {
   if (speculation_max_step_tokens_ == 0) return;
   // The budget started at max_batched_tokens_; what is gone is granted.
@@ -683,7 +717,8 @@ void Scheduler::AddDrafts(int32_t* budget) {
     if (room <= 0) return;
     Request* r = s.request;
     if (r->max_draft_tokens() == 0 || s.num_tokens != 1 ||
-        r->num_uncomputed() != 1 || r->holds_children()) {
+        r->num_uncomputed() != 1 || r->holds_children() ||
+        !HasSnapshotRoom(*r)) {
       continue;
     }
     // The last of max_tokens is sampled from the last draft's row at most.
@@ -700,12 +735,25 @@ void Scheduler::AddDrafts(int32_t* budget) {
     // Within DraftRoom: Append cannot fail.
     assert(appended.ok());
     (void)appended;
+    if (r->lease().state_slot() >= 0) {
+      const absl::Status kept =
+          pager_->Snapshot(&r->lease(), &plan_.state_copies);
+      // HasSnapshotRoom: cannot fail.
+      assert(kept.ok());
+      (void)kept;
+    }
     r->set_draft(draft_);
     s.num_tokens += n;
     s.num_draft = n;
     room -= n;
     *budget -= n;
   }
+}
+
+bool Scheduler::HasSnapshotRoom(const Request& r) const {
+  if (r.lease().state_slot() < 0) return true;
+  return pager_->CanSnapshot(r.lease()) &&
+         pager_->num_free_state_slots() > num_reserved_;
 }
 
 int32_t Scheduler::DraftRoom(const Request& r) const {
@@ -731,6 +779,7 @@ void Scheduler::BuildBatch() {
     slice.position_begin = begin;
     slice.block_table = r->lease().block_ids();
     slice.group_tables = r->lease().group_tables();
+    slice.state_slot = r->lease().state_slot();
     const int32_t own = s.num_tokens - s.num_draft;
     if (r->embed()) {
       slice.num_hidden = engine::EmbeddingPooler::RowsNeeded(
@@ -849,14 +898,20 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
   // right position after the right tokens. The lease is marked as each
   // one is known, so a request that finishes on the way leaves its blocks
   // to the prefix cache as computed.
+  // With a state snapshot (AddDrafts) the lease is marked once the
+  // outcome is known.
   const absl::Span<const int32_t> draft = r->draft();
+  const int32_t begin = r->num_computed_tokens();
+  const bool snapshot = r->lease().snapshot_slot() >= 0;
   for (int32_t i = 0;; ++i) {
     r->AddComputed(1);
-    const absl::Status marked =
-        pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
-    // Within the lease (the drafts were appended to it): cannot fail.
-    assert(marked.ok());
-    (void)marked;
+    if (!snapshot) {
+      const absl::Status marked =
+          pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
+      // Within the lease (the drafts were appended to it): cannot fail.
+      assert(marked.ok());
+      (void)marked;
+    }
     TakeToken(r, tokens.rows[s.logits_row + i], now);
     if (r->state() != RequestState::kRunning) break;
     if (i == s.num_draft || r->tokens().back() != draft[i]) break;
@@ -869,6 +924,21 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
   // Computed <= the lease's tokens, and marked no further: cannot fail.
   assert(truncated.ok());
   (void)truncated;
+  if (!snapshot) return;
+  // The snapshot holds the state after `begin` tokens (AddDrafts).
+  absl::Status settled;
+  if (r->num_computed_tokens() == begin + 1 + s.num_draft) {
+    settled = pager_->DropSnapshot(&r->lease());
+    if (settled.ok()) {
+      settled = pager_->MarkComputed(&r->lease(), r->num_computed_tokens());
+    }
+  } else {
+    settled = pager_->RestoreSnapshot(&r->lease());
+    r->RollBackComputed(begin);
+  }
+  // The lease has a snapshot and covers what is computed: cannot fail.
+  assert(settled.ok());
+  (void)settled;
 }
 
 // Fast-forward: after a running request's sampled token, the tokens its

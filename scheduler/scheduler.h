@@ -4,8 +4,9 @@
 // The continuous-batching scheduler: every step it plans one engine batch
 // (Schedule) and applies the step's sampled tokens to it (Update). Between
 // the two, the serving loop runs the engine on the plan (Engine::CopyBlocks
-// of plan.copies, then Engine::Forward or ForwardAndSample) and the
-// sampling stage (step_sampler.h) turns its output into StepTokens.
+// of plan.copies and Engine::CopyStates of plan.state_copies, then
+// Engine::Forward or ForwardAndSample) and the sampling stage
+// (step_sampler.h) turns its output into StepTokens.
 //
 // The contract:
 //   - A step holds at most max_batched_tokens tokens and max_running
@@ -21,6 +22,16 @@
 //     (scheduler.cc, AddDrafts).
 //   - A group (OpenAI's `n`) is admitted whole and forks after its prompt
 //     (scheduler_group.cc).
+//   - A hybrid model (Engine::num_state_slots() > 0: DeltaNet layers with
+//     a recurrent state per sequence): each running request's lease holds
+//     a state slot (kvpager/kv_pager.h), which its slices name
+//     (SequenceSlice::state_slot); max_running is at most the slots; a
+//     fork's state is copied before the next step (plan.state_copies); a
+//     preempted request's slot is freed with its blocks, and its recompute
+//     from position 0 rebuilds the state (the engine zeroes the slot
+//     there); the prefix cache is off. Speculation keeps a snapshot of
+//     the state and goes back to it when a draft is rejected
+//     (scheduler.cc, AddDrafts).
 //   - Update makes granted tokens computed, runs the stop checks
 //     (request.h) and hands sampled tokens to the sinks; a finished
 //     request's blocks are freed and its unused reservation returned at
@@ -74,6 +85,8 @@ struct SchedulerOptions {
   // max_tokens_per_step(), which is also the most allowed.
   int32_t max_batched_tokens = 0;
   // Requests running at once (holding K/V; at most one slice each per step).
+  // On an engine with recurrent-state slots, at most its
+  // num_state_slots() (the scheduler lowers it to that).
   int32_t max_running = 256;
   // The part of the token budget a prefill chunk leaves for other
   // tenants' prefills: of the requests after it and of those waiting (see
@@ -275,10 +288,15 @@ class Scheduler {
   // An embedding request's step: pools its hidden rows, and finishes it
   // once its prompt is computed.
   void TakeHidden(Request* r, const ScheduledRequest& s, absl::Time now);
-  // A drafted request's rows: its sampled tokens while they match the
-  // draft, then its lease truncated to what is computed.
+  // Whether `r` may take a state snapshot for drafts (AddDrafts): a free
+  // slot beyond those the held children will fork into. True without
+  // state slots.
+  bool HasSnapshotRoom(const Request& r) const;
   // Appends the tokens r's token mask forces after its last (fast-forward).
   void FastForward(Request* r, absl::Time now);
+  // A drafted request's rows: its sampled tokens while they match the
+  // draft, then its lease truncated to what is computed (and with a
+  // state snapshot, the state rolled back when a draft was rejected).
   void TakeDraftedTokens(Request* r, const ScheduledRequest& s,
                          const StepTokens& tokens, absl::Time now);
   void ChargeGenerated();
@@ -336,6 +354,9 @@ class Scheduler {
   std::vector<int64_t> generated_;  // this step's sampled tokens, by tenant
   std::vector<int32_t> draft_;      // AddDrafts' scratch
   std::vector<int32_t> forced_;     // FastForward's scratch
+  // State copies of forks made by Update, for the next plan
+  // (StepPlan::state_copies).
+  std::vector<kvpager::StateCopy> pending_state_copies_;
   SchedulerCounters counters_;
 };
 

@@ -18,9 +18,13 @@
 //   partial block is copied on write by Append, into plan.copies: one copy
 //   per member but the last) and samples its first token from its own
 //   logits row. A 1-token prompt has nothing to share: at the parent's
-//   admission each child allocates its own block.
+//   admission each child allocates its own block. On a hybrid model each
+//   fork also takes a state slot of its own, and the parent's state (after
+//   the prompt but the last token) is copied into it before the next
+//   step's forward pass (StepPlan::state_copies).
 //   Fallback: if the parent is preempted, cancelled or fails before the
-//   fork, or a child of a 1-token prompt gets no block, the children
+//   fork, or a child of a 1-token prompt gets no block (or a fork no state
+//   slot: never while max_running is at most the slots), the children
 //   become ordinary requests at the front of their tenant's queue (they
 //   prefill themselves, mostly from the prefix cache). After the fork
 //   every member is on its own: preempted, recomputed, cancelled alone.
@@ -229,7 +233,8 @@ std::vector<Request*> Scheduler::ForkChildren(Request* parent, absl::Time now) {
     --num_reserved_;
     absl::StatusOr<kvpager::BlockLease> lease =
         parent->num_prompt_tokens() > 1
-            ? pager_->Fork(source)
+            ? pager_->Fork(source, in_step_ ? &plan_.state_copies
+                                            : &pending_state_copies_)
             : pager_->Allocate(child->tokens(), child->cache_salt());
     if (!lease.ok()) {  // no block for a 1-token prompt: the fallback
       queues_->OnStopped(child->tenant_index());

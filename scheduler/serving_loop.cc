@@ -244,6 +244,9 @@ bool ServingLoop::Step() {
 absl::StatusOr<EngineOutput> ServingLoop::Forward(const StepPlan& plan) {
   if (plan.empty()) return EngineOutput{};
   if (!plan.copies.empty()) RETURN_IF_ERROR(engine_->CopyBlocks(plan.copies));
+  if (!plan.state_copies.empty()) {
+    RETURN_IF_ERROR(engine_->CopyStates(plan.state_copies));
+  }
   const size_t n = static_cast<size_t>(plan.num_logit_rows) *
                    static_cast<size_t>(scheduler_->vocab_size());
   if (logits_.size() < n) logits_.resize(n);

@@ -6,8 +6,9 @@
 // loop, four stages (step.h has the values between them):
 //
 //   plan   = scheduler.Schedule();          // what to run
-//   output = Forward(plan);                 // Engine::CopyBlocks, then
-//                                           // Forward — or ForwardAndSample
+//   output = Forward(plan);                 // Engine::CopyBlocks and
+//                                           // CopyStates, then Forward —
+//                                           // or ForwardAndSample
 //                                           // for sampler.EngineRows(plan)
 //   tokens = sampler.Sample(plan, output);  // a token or error per row
 //   scheduler.Update(tokens);               // stop, sinks, free

@@ -46,6 +46,10 @@ struct StepPlan {
   // Copy-on-write copies to run before the forward pass
   // (Engine::CopyBlocks).
   std::vector<kvpager::BlockCopy> copies;
+  // Recurrent-state copies to run before the forward pass, in order
+  // (Engine::CopyStates; hybrid models): forks made by the last Update,
+  // then this step's snapshots of speculating requests (scheduler.cc).
+  std::vector<kvpager::StateCopy> state_copies;
   // Parallel to batch.sequences.
   std::vector<ScheduledRequest> scheduled;
   // Rows of the slices' logits (SequenceSlice::num_logits), in slice
@@ -62,6 +66,7 @@ struct StepPlan {
     batch.tokens.clear();
     batch.sequences.clear();
     copies.clear();
+    state_copies.clear();
     scheduled.clear();
     hidden.clear();
     batch.hidden = {};

@@ -1,0 +1,270 @@
+// A hybrid linear-attention model (Gated DeltaNet layers beside attention
+// layers) served through the scheduler on the CPU engine: oracle-next's
+// qwen35 files (../shared/oracle-next: 4 layers, random weights, the
+// stories260K vocabulary; skipped without them). Every running request
+// holds a recurrent-state slot (kvpager/kv_pager.h), so: two requests
+// batched together give the greedy tokens each gives alone; a group of
+// n = 2 forks the parent's state and both members give the request's
+// tokens; requests preempted in a pool too small for them together finish
+// with the tokens they get alone (the recompute from position 0 rebuilds
+// the state); greedy output with n-gram drafts equals greedy output
+// without (a rejected draft's state is rolled back); and after each run no
+// slot or block is left held.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "kvpager/pager_stats.h"
+#include "scheduler/serving_loop.h"
+#include "scheduler/token_sink.h"
+#include "tests/testing/oracle_logits.h"
+
+namespace paceline::scheduler {
+namespace {
+
+constexpr int32_t kBlockSize = 16;
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> tokens;  // by request, groups flattened
+  std::vector<FinishInfo> finish;
+  SchedulerCounters counters;
+  kvpager::PagerStats kv;
+  absl::Status consistency;
+};
+
+struct RunSetup {
+  int32_t num_blocks = 64;
+  int32_t slots = 8;
+  int32_t max_batched_tokens = 64;
+  int32_t max_running = 8;
+  int32_t speculation_max_step_tokens = 4;  // SchedulerOptions'
+};
+
+class HybridCpuTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::filesystem::path file =
+        ::paceline::testing::OracleNextDir() / "models" / GetParam();
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+    absl::StatusOr<engine::LoadedModel> model =
+        engine::OpenModel(file.string());
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    ASSERT_GT(model_.weights->config().NumRecurrentLayers(), 0);
+  }
+
+  std::unique_ptr<engine::cpu::CpuEngine> MakeEngine(const RunSetup& setup) {
+    engine::cpu::CpuEngineOptions options;
+    options.block_size = kBlockSize;
+    options.num_blocks = setup.num_blocks;
+    options.max_tokens_per_step = 64;
+    options.num_threads = 1;
+    options.num_state_slots = setup.slots;
+    auto engine = engine::cpu::CpuEngine::Create(model_.weights, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return nullptr;
+    EXPECT_EQ((*engine)->num_state_slots(), setup.slots);
+    return *std::move(engine);
+  }
+
+  std::vector<int32_t> Prompt(const std::string& text) const {
+    return model_.tokenizer->Encode(text, /*add_bos=*/true);
+  }
+
+  static RequestSpec Spec(std::vector<int32_t> prompt, int32_t max_tokens,
+                          int32_t drafts = 0) {
+    RequestSpec spec;
+    spec.tenant = "t";
+    spec.prompt = std::move(prompt);
+    spec.sampling.temperature = 0;
+    spec.stop.max_tokens = max_tokens;
+    spec.stop.ignore_eos = true;
+    spec.max_draft_tokens = drafts;
+    spec.sink = std::make_shared<CollectingSink>();
+    return spec;
+  }
+
+  // Runs `groups` (each submitted with SubmitGroup, in order) to the end
+  // through a serving loop.
+  Outcome Run(std::vector<std::vector<RequestSpec>> groups,
+              const RunSetup& setup) {
+    ServingLoopOptions options;
+    options.scheduler.max_batched_tokens = setup.max_batched_tokens;
+    options.scheduler.max_running = setup.max_running;
+    options.scheduler.speculation_max_step_tokens =
+        setup.speculation_max_step_tokens;
+    TenantConfig tenant;
+    tenant.name = "t";
+    options.scheduler.tenants = {tenant};
+    auto loop =
+        ServingLoop::Create(MakeEngine(setup), model_.tokenizer.get(), options);
+    EXPECT_TRUE(loop.ok()) << loop.status();
+    Outcome out;
+    if (!loop.ok()) return out;
+    std::vector<std::shared_ptr<CollectingSink>> sinks;
+    for (std::vector<RequestSpec>& group : groups) {
+      for (const RequestSpec& spec : group) {
+        sinks.push_back(std::static_pointer_cast<CollectingSink>(spec.sink));
+      }
+      const auto ids = (*loop)->SubmitGroup(std::move(group));
+      EXPECT_TRUE(ids.ok()) << ids.status();
+    }
+    (*loop)->RunUntilIdle();
+    for (const auto& sink : sinks) {
+      EXPECT_TRUE(sink->finished());
+      out.finish.push_back(sink->finished() ? sink->finish() : FinishInfo());
+      EXPECT_EQ(out.finish.back().reason, FinishReason::kLength)
+          << out.finish.back().status;
+      out.tokens.push_back(sink->tokens());
+    }
+    const Scheduler& scheduler = (*loop)->scheduler();
+    out.counters = scheduler.counters();
+    out.kv = scheduler.pager().Stats();
+    out.consistency = scheduler.pager().CheckConsistency();
+    // No slot and no block left held.
+    EXPECT_TRUE(out.consistency.ok()) << out.consistency;
+    EXPECT_EQ(out.kv.total_state_slots, setup.slots);
+    EXPECT_EQ(out.kv.free_state_slots, out.kv.total_state_slots);
+    EXPECT_EQ(out.kv.used_blocks, 0);
+    return out;
+  }
+
+  static std::vector<std::vector<RequestSpec>> Singles(
+      std::vector<RequestSpec> specs) {
+    std::vector<std::vector<RequestSpec>> groups;
+    for (RequestSpec& spec : specs) {
+      groups.emplace_back();
+      groups.back().push_back(std::move(spec));
+    }
+    return groups;
+  }
+
+  // Each request alone, in a pool that holds it.
+  std::vector<std::vector<int32_t>> Alone(
+      const std::vector<std::pair<std::vector<int32_t>, int32_t>>& requests,
+      int32_t drafts = 0) {
+    std::vector<std::vector<int32_t>> tokens;
+    for (const auto& [prompt, max_tokens] : requests) {
+      const Outcome out =
+          Run(Singles({Spec(prompt, max_tokens, drafts)}), RunSetup());
+      tokens.push_back(out.tokens.empty() ? std::vector<int32_t>{}
+                                          : out.tokens[0]);
+    }
+    return tokens;
+  }
+
+  std::vector<std::pair<std::vector<int32_t>, int32_t>> FourRequests() const {
+    return {{Prompt("Once upon a time"), 40},
+            {Prompt("Lily and Tom were best friends"), 30},
+            {Prompt("The little dog"), 36},
+            {Prompt("One day, a big bear came to the park"), 24}};
+  }
+
+  static std::vector<RequestSpec> Specs(
+      const std::vector<std::pair<std::vector<int32_t>, int32_t>>& requests,
+      int32_t drafts = 0) {
+    std::vector<RequestSpec> specs;
+    for (const auto& [prompt, max_tokens] : requests) {
+      specs.push_back(Spec(prompt, max_tokens, drafts));
+    }
+    return specs;
+  }
+
+  engine::LoadedModel model_;
+};
+
+TEST_P(HybridCpuTest, TwoBatchedTogetherGiveWhatEachGivesAlone) {
+  const std::vector<std::pair<std::vector<int32_t>, int32_t>> requests = {
+      {Prompt("Once upon a time"), 32},
+      {Prompt("The little dog went to the park"), 32}};
+  const auto alone = Alone(requests);
+  const Outcome together = Run(Singles(Specs(requests)), RunSetup());
+  EXPECT_EQ(together.tokens, alone);
+  // Both ran in every step: one prompt step, then one decode step per
+  // token after the first.
+  EXPECT_EQ(together.counters.steps, 32);
+}
+
+TEST_P(HybridCpuTest, AForkedGroupGivesTheSameTokensOnBoth) {
+  // A prompt longer than a block: the fork shares its first block and
+  // copies the parent's state after the prompt but its last token.
+  const std::vector<int32_t> prompt = Prompt(
+      "Once upon a time, there was a little girl named Lily. She "
+      "liked to play");
+  ASSERT_GT(prompt.size(), size_t{kBlockSize});
+  const auto alone = Alone({{prompt, 30}});
+  std::vector<std::vector<RequestSpec>> groups(1);
+  groups[0].push_back(Spec(prompt, 30));
+  groups[0].push_back(Spec(prompt, 30));
+  const Outcome out = Run(std::move(groups), RunSetup());
+  ASSERT_EQ(out.tokens.size(), 2u);
+  EXPECT_EQ(out.tokens[0], alone[0]);
+  EXPECT_EQ(out.tokens[1], alone[0]);
+  EXPECT_EQ(out.kv.state_copies, 1);  // the fork's
+}
+
+TEST_P(HybridCpuTest, PreemptedRequestsFinishWithTheirTokensAlone) {
+  // The four need 4 + 3 + 3 + 3 = 13 blocks together; 5 hold the longest
+  // alone. 8-token steps chunk the prompts.
+  const auto requests = FourRequests();
+  const auto alone = Alone(requests);
+  RunSetup setup;
+  setup.num_blocks = 5;
+  setup.max_batched_tokens = 8;
+  const Outcome together = Run(Singles(Specs(requests)), setup);
+  EXPECT_GT(together.counters.preemptions, 0);
+  EXPECT_EQ(together.tokens, alone);
+}
+
+TEST_P(HybridCpuTest, GreedyWithDraftsEqualsGreedyWithout) {
+  // Long enough for the random model's output to repeat a little: some
+  // n-gram drafts are accepted, most are rejected and rolled back.
+  const std::vector<std::pair<std::vector<int32_t>, int32_t>> requests = {
+      {Prompt("Once upon a time"), 300},
+      {Prompt("the cat the cat the cat the cat the cat"), 300},
+      {Prompt("The little dog"), 300}};
+  const auto plain = Alone(requests, 0);
+  int64_t drafted = 0, accepted = 0;
+  const auto count = [&](const Outcome& out) {
+    for (const FinishInfo& f : out.finish) {
+      drafted += f.usage.draft_tokens;
+      accepted += f.usage.accepted_draft_tokens;
+    }
+  };
+  // Alone (each step small enough to draft), then together in steps that
+  // let all three draft.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Outcome out = Run(
+        Singles({Spec(requests[i].first, requests[i].second, 4)}), RunSetup());
+    ASSERT_EQ(out.tokens.size(), 1u);
+    EXPECT_EQ(out.tokens[0], plain[i]) << "request " << i;
+    count(out);
+  }
+  RunSetup setup;
+  setup.num_blocks = 96;
+  setup.speculation_max_step_tokens = 32;
+  const Outcome together = Run(Singles(Specs(requests, 4)), setup);
+  EXPECT_EQ(together.tokens, plain);
+  count(together);
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(drafted, accepted);  // rejected drafts, their state rolled back
+  // A snapshot per drafting step: state copies with no fork.
+  EXPECT_GT(together.kv.state_copies, 0);
+  RecordProperty("drafted", std::to_string(drafted));
+  RecordProperty("accepted", std::to_string(accepted));
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, HybridCpuTest,
+                         ::testing::Values("qwen35-base-f32.gguf",
+                                           "qwen35-base-q8_0.gguf"));
+
+}  // namespace
+}  // namespace paceline::scheduler
