@@ -75,6 +75,17 @@ absl::StatusOr<int64_t> SizePool(const BackendOptions& options,
   return num_blocks;
 }
 
+// The state slots of a hybrid model, for the start-up log.
+std::string StateLine(const ModelConfig& mc, int32_t slots) {
+  const uint64_t bytes = static_cast<uint64_t>(mc.RecurrentStateBytes());
+  return absl::StrFormat(
+      "recurrent state: %d slots of %s (%d DeltaNet layers; max_running + %d "
+      "for speculation snapshots), %s reserved, touched as sequences use "
+      "them",
+      slots, Mib(bytes), mc.NumRecurrentLayers(), kSpeculationStateSlots,
+      Mib(bytes * static_cast<uint64_t>(slots)));
+}
+
 absl::Status MakeCpu(const BackendOptions& options,
                      std::shared_ptr<const ModelWeights> weights,
                      Backend* out) {
@@ -102,6 +113,8 @@ absl::Status MakeCpu(const BackendOptions& options,
   cpu_options.max_tokens_per_step = options.max_tokens_per_step;
   cpu_options.num_threads = options.threads;
   cpu_options.pack_weights = options.pack_weights;
+  // Ignored (none) for a model without DeltaNet layers.
+  cpu_options.num_state_slots = StateSlots(options);
   // The engine repacks matrices for this CPU's kernels into memory of its
   // own, allocated after this reading of MemAvailable.
   const uint64_t packed = cpu::CpuEngine::PackedBytes(*weights, cpu_options);
@@ -119,6 +132,9 @@ absl::Status MakeCpu(const BackendOptions& options,
       "CPU's kernels (engine ready in %.2f s)",
       engine->num_threads(), Mib(engine->packed_bytes()),
       absl::ToDoubleSeconds(absl::Now() - start)));
+  if (engine->num_state_slots() > 0) {
+    out->log_lines.push_back(StateLine(mc, engine->num_state_slots()));
+  }
   out->engine = std::move(engine);
   return absl::OkStatus();
 }
@@ -158,6 +174,10 @@ absl::Status MakeCuda(const BackendOptions& options,
   cuda_options.block_size = options.block_size;
   cuda_options.max_tokens_per_step = options.max_tokens_per_step;
   cuda_options.num_blocks = static_cast<int32_t>(out->num_blocks);
+  // TODO(issue 38): a hybrid model's recurrent-state slots, as MakeCpu
+  // does: cuda_options.num_state_slots = StateSlots(options), once
+  // CudaEngineOptions has the field (the scheduler's pager takes the
+  // engine's Engine::num_state_slots() either way).
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaEngine> engine,
                    cuda::CudaEngine::Create(std::move(weights), cuda_options));
   out->log_lines.push_back(absl::StrCat(
@@ -235,6 +255,13 @@ bool CudaAvailable() {
 #else
   return false;
 #endif
+}
+
+int32_t StateSlots(const BackendOptions& options) {
+  return static_cast<int32_t>(
+      std::min<int64_t>(int64_t{std::max(1, options.max_running)} +
+                            kSpeculationStateSlots,
+                        std::numeric_limits<int32_t>::max()));
 }
 
 uint64_t KvBudgetBytes(const BackendOptions& options, uint64_t available) {

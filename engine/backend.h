@@ -17,6 +17,12 @@
 // full context use. At least one full-context sequence must fit
 // (ResourceExhausted otherwise).
 //
+// Recurrent-state slots (a hybrid model's DeltaNet layers, Engine::
+// num_state_slots): StateSlots(options), one per running sequence
+// (max_running) plus kSpeculationStateSlots for the snapshots of sequences
+// verifying drafts; the scheduler's pager holds as many and admits no more
+// running sequences than there are slots. None for other models.
+//
 // Thread-safety: the functions here are safe to call from any thread.
 
 #include <cstdint>
@@ -67,8 +73,21 @@ struct BackendOptions {
   int64_t kv_blocks = 0;
   uint64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.5;
+  // The scheduler's max_running: the KV cap above and the state slots.
   int32_t max_running = 1;
 };
+
+// Recurrent-state slots beyond max_running: snapshots of sequences that
+// verify speculative drafts (scheduler.cc, AddDrafts). Drafts ride on
+// steps of a few tokens only (SchedulerOptions::
+// speculation_max_step_tokens, 4 by default), each drafting sequence
+// bringing at least two, so a few snapshots at once; a step without a
+// spare slot drafts nothing.
+inline constexpr int32_t kSpeculationStateSlots = 4;
+
+// The state slots a hybrid model's engine gets: max_running (less than 1
+// counts as 1) + kSpeculationStateSlots, at most INT32_MAX.
+int32_t StateSlots(const BackendOptions& options);
 
 struct Backend {
   std::unique_ptr<Engine> engine;

@@ -8,8 +8,9 @@
 // tokens; requests preempted in a pool too small for them together finish
 // with the tokens they get alone (the recompute from position 0 rebuilds
 // the state); greedy output with n-gram drafts equals greedy output
-// without (a rejected draft's state is rolled back); and after each run no
-// slot or block is left held.
+// without (a rejected draft's state is rolled back); after each run no
+// slot or block is left held; and MakeBackend sizes the slots from
+// max_running.
 
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
@@ -260,6 +262,41 @@ TEST_P(HybridCpuTest, GreedyWithDraftsEqualsGreedyWithout) {
   EXPECT_GT(together.kv.state_copies, 0);
   RecordProperty("drafted", std::to_string(drafted));
   RecordProperty("accepted", std::to_string(accepted));
+}
+
+TEST_P(HybridCpuTest, MakeBackendSizesTheSlotsFromMaxRunning) {
+  engine::BackendOptions backend_options;
+  backend_options.backend = "cpu";
+  backend_options.threads = 1;
+  backend_options.kv_blocks = 64;
+  backend_options.max_running = 3;
+  auto backend = engine::MakeBackend(backend_options, model_.weights);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const int32_t slots = 3 + engine::kSpeculationStateSlots;
+  EXPECT_EQ(engine::StateSlots(backend_options), slots);
+  EXPECT_EQ(backend->engine->num_state_slots(), slots);
+  bool logged = false;
+  for (const std::string& line : backend->log_lines) {
+    logged = logged || line.rfind("recurrent state: 7 slots of ", 0) == 0;
+  }
+  EXPECT_TRUE(logged);
+  // The scheduler's pager holds as many, and no more requests run.
+  ServingLoopOptions options;
+  options.scheduler.max_running = 256;
+  TenantConfig tenant;
+  tenant.name = "t";
+  options.scheduler.tenants = {tenant};
+  auto loop = ServingLoop::Create(std::move(backend->engine),
+                                  model_.tokenizer.get(), options);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ((*loop)->scheduler().max_running(), slots);
+  EXPECT_EQ((*loop)->scheduler().pager().num_state_slots(), slots);
+  RequestSpec spec = Spec(Prompt("Once upon a time"), 8);
+  auto sink = std::static_pointer_cast<CollectingSink>(spec.sink);
+  ASSERT_TRUE((*loop)->Submit(std::move(spec)).ok());
+  (*loop)->RunUntilIdle();
+  ASSERT_TRUE(sink->finished());
+  EXPECT_EQ(sink->tokens(), Alone({{Prompt("Once upon a time"), 8}})[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridCpuTest,
