@@ -313,6 +313,9 @@ class KvPager {
   const PrefixCache& prefix_cache(int32_t group = 0) const {
     return *caches_[group];
   }
+  // Whether a lease holds recurrent-state slot `slot` (0 <= slot <
+  // num_state_slots()).
+  bool state_slot_held(int32_t slot) const { return slots_.held(slot); }
 
   // Checks the pool's, the cache's and the state slots' invariants
   // (O(num_blocks + num_state_slots)). The relation between refcounts (or

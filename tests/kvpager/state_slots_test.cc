@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -256,6 +257,112 @@ TEST(StateSlotsTest, SlotsBesideWindowedGroups) {
   fork->Reset();
   ExpectSlots(*pager, 2);
   EXPECT_EQ(pager->Stats().used_blocks, 0);
+}
+
+// Random allocations, forks, snapshots (restored or dropped), growth and
+// frees against a model: after every step the slots the live leases hold
+// (state and snapshot) are distinct and exactly the pool's held slots,
+// every check agrees with its act, a refused act changes nothing, and at
+// the end every slot is free.
+TEST(StateSlotsTest, RandomOperationsKeepTheSlotsExact) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    constexpr int32_t kSlots = 6;
+    auto pager = SlotPager(64, kSlots);
+    std::vector<BlockLease> leases;
+    std::vector<StateCopy> copies;
+    int64_t want_copies = 0;
+    const auto pick = [&] {
+      return static_cast<size_t>(rng() % leases.size());
+    };
+    for (int step = 0; step < 400; ++step) {
+      SCOPED_TRACE(step);
+      const int op = static_cast<int>(rng() % 6);
+      const PagerStats before = pager->Stats();
+      if (op == 0 || leases.empty()) {
+        const std::vector<int32_t> prompt =
+            Range(static_cast<int32_t>(rng() % 1000),
+                  1 + static_cast<int32_t>(rng() % 9));
+        const bool can = pager->CanAllocate(prompt, "t");
+        absl::StatusOr<BlockLease> lease = pager->Allocate(prompt, "t");
+        ASSERT_EQ(can, lease.ok()) << lease.status();
+        if (lease.ok()) {
+          leases.push_back(*std::move(lease));
+        } else {
+          EXPECT_EQ(pager->Stats().free_state_slots, before.free_state_slots);
+          EXPECT_EQ(pager->Stats().used_blocks, before.used_blocks);
+        }
+      } else if (op == 1) {
+        const size_t i = pick();
+        const bool can = pager->CanFork(leases[i]);
+        absl::StatusOr<BlockLease> fork = pager->Fork(leases[i], &copies);
+        ASSERT_EQ(can, fork.ok()) << fork.status();
+        if (fork.ok()) {
+          ++want_copies;
+          EXPECT_EQ(copies.back(),
+                    (StateCopy{leases[i].state_slot(), fork->state_slot()}));
+          leases.push_back(*std::move(fork));
+        } else {
+          EXPECT_EQ(pager->Stats().used_blocks, before.used_blocks);
+        }
+      } else if (op == 2) {
+        BlockLease& lease = leases[pick()];
+        const bool can = pager->CanSnapshot(lease);
+        const absl::Status s = pager->Snapshot(&lease, &copies);
+        ASSERT_EQ(can, s.ok()) << s;
+        if (s.ok()) {
+          ++want_copies;
+          EXPECT_EQ(copies.back(),
+                    (StateCopy{lease.state_slot(), lease.snapshot_slot()}));
+        }
+      } else if (op == 3) {
+        BlockLease& lease = leases[pick()];
+        const int32_t snapshot = lease.snapshot_slot();
+        const bool restore = rng() % 2 == 0;
+        const absl::Status s = restore ? pager->RestoreSnapshot(&lease)
+                                       : pager->DropSnapshot(&lease);
+        ASSERT_EQ(s.ok(), snapshot >= 0) << s;
+        if (s.ok() && restore) {
+          EXPECT_EQ(lease.state_slot(), snapshot);
+        }
+        EXPECT_EQ(lease.snapshot_slot(), -1);
+      } else if (op == 4) {
+        BlockLease& lease = leases[pick()];
+        std::vector<BlockCopy> block_copies;
+        if (pager->CanAppend(lease, 3)) {
+          ASSERT_TRUE(pager->Append(&lease, Range(7, 3), &block_copies).ok());
+        }
+      } else {
+        const size_t i = pick();
+        leases.erase(leases.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      // The model: distinct held slots, exactly the pool's.
+      std::vector<bool> held(kSlots, false);
+      int32_t num_held = 0;
+      for (const BlockLease& lease : leases) {
+        ASSERT_GE(lease.state_slot(), 0);
+        ASSERT_LT(lease.state_slot(), kSlots);
+        ASSERT_FALSE(held[lease.state_slot()]);
+        held[lease.state_slot()] = true;
+        ++num_held;
+        if (lease.snapshot_slot() >= 0) {
+          ASSERT_LT(lease.snapshot_slot(), kSlots);
+          ASSERT_FALSE(held[lease.snapshot_slot()]);
+          held[lease.snapshot_slot()] = true;
+          ++num_held;
+        }
+      }
+      for (int32_t slot = 0; slot < kSlots; ++slot) {
+        EXPECT_EQ(pager->state_slot_held(slot), held[slot]) << slot;
+      }
+      ExpectSlots(*pager, kSlots - num_held);
+      EXPECT_EQ(pager->Stats().state_copies, want_copies);
+    }
+    leases.clear();
+    ExpectSlots(*pager, kSlots);
+    EXPECT_EQ(pager->Stats().used_blocks, 0);
+  }
 }
 
 }  // namespace
