@@ -7,8 +7,9 @@
 // and per value head the gated delta rule over the head's state matrix
 // with the gated RMSNorm of its output. As llama.cpp computes them
 // (src/models/delta-net-base.cpp, qwen35.cpp, qwen3next.cpp) in their
-// autoregressive form, a token at a time, for decode and prefill alike
-// (bench/RESULTS.md measures it against the chunked form).
+// autoregressive form, a token at a time (DeltaNetHead), and in the
+// chunked form for prefill (DeltaNetHeadChunked; bench/RESULTS.md measures
+// the two).
 //
 // Plain loops over float rows; none allocates.
 
@@ -63,6 +64,25 @@ struct DeltaNetHeadArgs {
 };
 void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
                   int64_t v, int64_t n, float* state, float* out);
+
+// DeltaNetHead's result (its outputs and final state, equal up to float
+// rounding) in the chunked form of the Gated DeltaNet paper (Yang et al.
+// 2024, the WY / UT transform of flash-linear-attention's kernels): per
+// chunk of C tokens, with G_t the chunk's cumulative log-decay,
+//   u_t + beta_t sum_{s<t} e^{G_t - G_s} (k_t.k_s) u_s
+//       = beta_t (v_t - e^{G_t} S k_t)          (forward substitution)
+//   o_t = e^{G_t} S q_t + sum_{s<=t} e^{G_t - G_s} (q_t.k_s) u_s
+//   S  <- e^{G_C} S + sum_s e^{G_C - G_s} u_s k_sᵀ
+// so that the state is read and written once a chunk, not once a token,
+// and every product runs over 16-float blocks of contiguous rows (which
+// the compiler vectorizes). `scratch` holds
+// DeltaNetChunkedScratchFloats(head_dim, chunk) floats, its contents
+// ignored; chunk and head_dim are positive multiples of 16.
+void DeltaNetHeadChunked(const DeltaNetShape& shape,
+                         const DeltaNetHeadArgs& args, int64_t v, int64_t n,
+                         int64_t chunk, float* state, float* out,
+                         float* scratch);
+int64_t DeltaNetChunkedScratchFloats(int64_t head_dim, int64_t chunk);
 
 }  // namespace paceline::engine::cpu
 
