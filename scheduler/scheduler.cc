@@ -693,7 +693,8 @@ void Scheduler::StartRequest(Request* r, kvpager::BlockLease lease,
 // (only then) the request's state, after its computed tokens (position
 // c), is copied into a second slot of its lease (KvPager::Snapshot, a
 // StateCopy run before the forward pass; a request drafts only when a
-// slot is free beyond those its group's held children will fork into).
+// slot is free beyond those that held children will fork into, so forks
+// never lack one).
 // If every draft is accepted, the state is right (after c + 1 + drafts)
 // and the snapshot is dropped. If one is rejected, the snapshot becomes
 // the request's state (KvPager::RestoreSnapshot: a swap of slot ids, no
