@@ -26,8 +26,8 @@
 //                       measured in the same program); prefill_tok/s, the
 //                       rate its context was prefilled at (512 a step).
 //   BM_PeakFma, BM_PeakInt8  those ceilings (GOP/s), measured the same way.
-//   BM_ModelDecode, BM_ModelPrefill  only when PACELINE_BENCH_MODEL names
-//                       a model (a GGUF file or a dummy: spec, as
+//   BM_ModelDecode, BM_ModelPrefill, BM_ModelDecodeDepth
+//                       only when PACELINE_BENCH_MODEL names a model (a GGUF file or a dummy: spec, as
 //                       `paceline generate --model`): llama-bench's pp512
 //                       and tg128 on it, with its warm-ups (an untimed
 //                       step of 32 tokens, of 1). Prefill: 512 tokens at
@@ -39,7 +39,10 @@
 //                       steps) and their rate over the DRAM read rate
 //                       (1 GiB, measured first in the same program). The
 //                       engine's defaults otherwise (F16 KV cache, packed
-//                       matrices, one thread per core).
+//                       matrices, one thread per core). DecodeDepth: 32
+//                       decode steps after a depth of 0 / 1k / 4k / 16k
+//                       prefilled positions (llama-bench -d D -n 32), and
+//                       the sequence's KV + recurrent state in MB.
 //   BM_ReadBandwidth    a read-only sum (bench/read_bandwidth.h, 4 streams
 //                       per thread) of 1 GiB (DRAM: the roofline to divide
 //                       weight_GB/s by) and of 256 / 128 MiB (what the
@@ -496,6 +499,11 @@ std::vector<int32_t> Blocks(int64_t n) {
 constexpr int64_t kTg = 128;          // llama-bench's tg128
 constexpr int32_t kWarmUpTokens = 32;  // its prompt warm-up
 
+// A hybrid model's sequence needs a recurrent-state slot; others none.
+int32_t StateSlot(const Engine& engine) {
+  return engine.num_state_slots() > 0 ? 0 : -1;
+}
+
 void BM_ModelDecode(benchmark::State& state) {
   auto weights = BenchModel(state);
   if (weights == nullptr) return state.SkipWithError("model");
@@ -513,6 +521,7 @@ void BM_ModelDecode(benchmark::State& state) {
                                    .position_begin = 0,
                                    .block_table = table,
                                    .num_logits = 1}};
+  batch.sequences[0].state_slot = StateSlot(**engine);
   std::vector<float> logits(vocab);
   const auto step = [&](int64_t position) {
     batch.sequences[0].position_begin = static_cast<int32_t>(position);
@@ -556,6 +565,7 @@ void BM_ModelPrefill(benchmark::State& state) {
                                    .position_begin = 0,
                                    .block_table = table,
                                    .num_logits = 1}};
+  batch.sequences[0].state_slot = StateSlot(**engine);
   std::vector<float> logits(weights->config().n_vocab);
   ForwardBatch warm_up = batch;
   warm_up.tokens.resize(kWarmUpTokens);
@@ -574,6 +584,62 @@ void BM_ModelPrefill(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
+// Decode at depth: one sequence whose first state.range(0) positions were
+// prefilled (512 a step, outside the timing), then decode steps at the
+// positions after them (llama-bench -d DEPTH -n 32). What context costs a
+// decode step: a dense model reads every layer's KV up to the depth, a
+// hybrid only its attention layers'. kv_state_MB: the sequence's KV at
+// that depth plus its recurrent state.
+constexpr int64_t kDepthTg = 32;
+
+void BM_ModelDecodeDepth(benchmark::State& state) {
+  auto weights = BenchModel(state);
+  if (weights == nullptr) return state.SkipWithError("model");
+  const int64_t depth = state.range(0);
+  const ModelConfig& c = weights->config();
+  CpuEngineOptions options;
+  options.max_tokens_per_step = 512;
+  options.num_blocks = static_cast<int32_t>((depth + kDepthTg) / 16 + 1);
+  auto engine = CpuEngine::Create(weights, options);
+  if (!engine.ok()) return state.SkipWithError("engine");
+  const std::vector<int32_t> table = Blocks(options.num_blocks);
+  std::vector<float> logits(c.n_vocab);
+  ForwardBatch batch;
+  batch.sequences = {SequenceSlice{.block_table = table}};
+  SequenceSlice& slice = batch.sequences[0];
+  slice.state_slot = StateSlot(**engine);
+  for (int64_t p = 0; p < depth; p += 512) {
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(512, depth - p));
+    batch.tokens = RandomTokens(n, c.n_vocab);
+    slice.token_count = n;
+    slice.position_begin = static_cast<int32_t>(p);
+    slice.num_logits = 0;
+    if (!(*engine)->Forward(batch, {}).ok()) {
+      return state.SkipWithError("prefill");
+    }
+  }
+  batch.tokens = RandomTokens(1, c.n_vocab);
+  slice.token_count = 1;
+  slice.num_logits = 1;
+  int64_t i = 0;
+  for (auto _ : state) {
+    slice.position_begin = static_cast<int32_t>(depth + i);
+    if (!(*engine)->Forward(batch, absl::MakeSpan(logits)).ok()) {
+      return state.SkipWithError("forward");
+    }
+    benchmark::DoNotOptimize(logits.data());
+    if (++i == kDepthTg) i = 0;
+  }
+  const int64_t kv_layers = c.n_layers - c.NumRecurrentLayers();
+  const double kv_bytes = 2.0 * static_cast<double>(kv_layers) *
+                          static_cast<double>(c.n_kv_heads * c.head_dim) *
+                          2 /* F16 */ * static_cast<double>(depth + kDepthTg);
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["kv_state_MB"] =
+      (kv_bytes + static_cast<double>(c.RecurrentStateBytes())) / 1e6;
+}
+
 // Registered only when a model is named: the default run is unchanged.
 [[maybe_unused]] const bool kModelBenchmarks = [] {
   if (std::getenv("PACELINE_BENCH_MODEL") == nullptr) return false;
@@ -582,6 +648,15 @@ void BM_ModelPrefill(benchmark::State& state) {
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_ModelDecode", BM_ModelDecode)
       ->Iterations(kTg)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ModelDecodeDepth", BM_ModelDecodeDepth)
+      ->ArgName("depth")
+      ->Arg(0)
+      ->Arg(1024)
+      ->Arg(4096)
+      ->Arg(16384)
+      ->Iterations(kDepthTg)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
   return true;

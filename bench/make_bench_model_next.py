@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUFs of Gemma 3 4B's and gpt-oss-20b's widths for
 benchmarks against llama.cpp (bench/RESULTS.md, issue 37): the same file
-for both engines, in the layouts those models ship in.
+for both engines, in the layouts those models ship in; and the hybrid
+long-context pair of issue 38 (`llama`: stories110m dense, `qwen35`:
+stories110m-hybrid, documented at their functions; Q8_0, llama's 32,000-
+token SentencePiece vocabulary, ../shared/vocab/ggml-vocab-llama-spm.gguf).
 
   gemma3   Gemma 3 4B (engine/model/model_shapes.cc `gemma3-4b`): dim 2560,
            8 heads / 4 KV heads of 256, FFN 10240, sliding window 1024 on
@@ -31,7 +34,7 @@ field by field from a llama.cpp vocab file (../shared/vocab-hf: Gemma 3's
 262,145-token SentencePiece, gpt-oss's 200,019-token o200k BPE).
 
 usage: PYTHONPATH=<llama.cpp>/gguf-py /usr/bin/python3 make_bench_model_next.py \
-           gemma3|gpt-oss VOCAB.gguf OUT.gguf [LAYERS [SEED]]
+           gemma3|gpt-oss|llama|qwen35 VOCAB.gguf OUT.gguf [LAYERS [SEED]]
 """
 import math
 import sys
@@ -195,9 +198,91 @@ def gpt_oss(writer, t, n_vocab, layers):
         t.f32(p + "ffn_down_exps.bias", (experts, dim))
 
 
+def stories_ffn(t, p, dim, ffn):
+    t.q8_0(p + "ffn_gate.weight", ffn, dim)
+    t.q8_0(p + "ffn_up.weight", ffn, dim)
+    t.q8_0(p + "ffn_down.weight", dim, ffn)
+
+
+def stories_keys(writer, layers, heads, rope_dim, base, eps):
+    dim, head_dim = 768, 64
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_context_length(32768)
+    writer.add_embedding_length(dim)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(2048)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(heads)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_layer_norm_rms_eps(eps)
+    writer.add_rope_freq_base(base)
+    writer.add_rope_dimension_count(rope_dim)
+
+
+def llama(writer, t, n_vocab, layers):
+    """stories110m's widths (`stories110m`), 32K context, Q8_0."""
+    dim, ffn = 768, 2048
+    stories_keys(writer, layers, 12, 64, 10000.0, 1e-5)
+    t.q8_0("token_embd.weight", n_vocab, dim, std=1.0)
+    t.f32("output_norm.weight", dim, 1.0)
+    t.q8_0("output.weight", n_vocab, dim)
+    for i in range(layers):
+        p = f"blk.{i}."
+        t.f32(p + "attn_norm.weight", dim, 1.0)
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            t.q8_0(p + name + ".weight", dim, dim)
+        t.f32(p + "ffn_norm.weight", dim, 1.0)
+        stories_ffn(t, p, dim, ffn)
+
+
+def qwen35(writer, t, n_vocab, layers):
+    """`stories110m-hybrid`: stories110m's widths with Qwen3.5's layers (a
+    gated attention layer after every three Gated DeltaNet layers of 6 key /
+    12 value heads of 64), 32K context, Q8_0 matrices. The DeltaNet decay
+    exp(softplus(dt) * ssm_a) is about 0.5..0.9 per token."""
+    dim, ffn, d, nk, nv = 768, 2048, 64, 6, 12
+    arch = "qwen35"
+    stories_keys(writer, layers, 12, 16, 1e7, 1e-6)
+    writer.add_array(f"{arch}.rope.dimension_sections", [3, 3, 2, 0])
+    writer.add_uint32(f"{arch}.full_attention_interval", 4)
+    writer.add_uint32(f"{arch}.ssm.conv_kernel", 4)
+    writer.add_uint32(f"{arch}.ssm.state_size", d)
+    writer.add_uint32(f"{arch}.ssm.group_count", nk)
+    writer.add_uint32(f"{arch}.ssm.time_step_rank", nv)
+    writer.add_uint32(f"{arch}.ssm.inner_size", nv * d)
+    conv = (2 * nk + nv) * d
+    t.q8_0("token_embd.weight", n_vocab, dim, std=1.0)
+    t.f32("output_norm.weight", dim, 1.0)
+    t.q8_0("output.weight", n_vocab, dim)
+    for i in range(layers):
+        p = f"blk.{i}."
+        t.f32(p + "attn_norm.weight", dim, 1.0)
+        if (i + 1) % 4 != 0:
+            t.q8_0(p + "attn_qkv.weight", conv, dim)
+            t.q8_0(p + "attn_gate.weight", nv * d, dim)
+            t.f32(p + "ssm_conv1d.weight", (conv, 4), 0.0, 0.5)
+            t.f32(p + "ssm_a", nv, -1.0, 0.2)
+            t.f32(p + "ssm_dt.bias", nv, -1.0, 0.5)
+            t.q8_0(p + "ssm_beta.weight", nv, dim)
+            t.q8_0(p + "ssm_alpha.weight", nv, dim)
+            t.f32(p + "ssm_norm.weight", d, 1.0)
+            t.q8_0(p + "ssm_out.weight", dim, nv * d)
+        else:
+            t.q8_0(p + "attn_q.weight", 2 * 12 * d, dim)
+            t.q8_0(p + "attn_k.weight", 12 * d, dim)
+            t.q8_0(p + "attn_v.weight", 12 * d, dim)
+            t.q8_0(p + "attn_output.weight", dim, 12 * d)
+            t.f32(p + "attn_q_norm.weight", d, 1.0)
+            t.f32(p + "attn_k_norm.weight", d, 1.0)
+        t.f32(p + "post_attention_norm.weight", dim, 1.0)
+        stories_ffn(t, p, dim, ffn)
+
+
 def main():
     arch, vocab_path, out_path = sys.argv[1], sys.argv[2], sys.argv[3]
-    build, default_layers = {"gemma3": (gemma3, 34), "gpt-oss": (gpt_oss, 24)}[arch]
+    build, default_layers = {"gemma3": (gemma3, 34), "gpt-oss": (gpt_oss, 24),
+                             "llama": (llama, 12), "qwen35": (qwen35, 12)}[arch]
     layers = int(sys.argv[4]) if len(sys.argv) > 4 else default_layers
     seed = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     writer = gguf.GGUFWriter(out_path, arch)
