@@ -93,8 +93,10 @@ absl::Status MakeCpu(const BackendOptions& options,
   out->plan.weights_bytes = weights->MatMulBytes();  // every expert resident
   const GgmlType kv_type = options.kv_type.value_or(cpu::kDefaultKvType);
   out->plan.kv_dtype = kv_type;
-  const uint64_t kv_per_token = 2ull * mc.n_layers * mc.n_kv_heads *
-                                cpu::KvCache::RowBytes(kv_type, mc.head_dim);
+  // A hybrid model's DeltaNet layers keep no K/V (a state slot instead).
+  const uint64_t kv_per_token =
+      2ull * static_cast<uint64_t>(mc.n_layers - mc.NumRecurrentLayers()) *
+      mc.n_kv_heads * cpu::KvCache::RowBytes(kv_type, mc.head_dim);
   cpu::CpuEngineOptions cpu_options;
   cpu_options.kv_window_release = options.kv_window_release;
   // Sliding layers' blocks beyond their window go back to the pool: a

@@ -280,6 +280,11 @@ TEST_P(HybridCpuTest, MakeBackendSizesTheSlotsFromMaxRunning) {
     logged = logged || line.rfind("recurrent state: 7 slots of ", 0) == 0;
   }
   EXPECT_TRUE(logged);
+  // K/V only in the attention layers (F16: 2 bytes an element).
+  const engine::ModelConfig& c = model_.weights->config();
+  EXPECT_EQ(backend->plan.kv_bytes_per_token,
+            static_cast<uint64_t>(2 * (c.n_layers - c.NumRecurrentLayers()) *
+                                  c.n_kv_heads * c.head_dim * 2));
   // The scheduler's pager holds as many, and no more requests run.
   ServingLoopOptions options;
   options.scheduler.max_running = 256;
