@@ -1,7 +1,8 @@
 // A hybrid linear-attention model (Gated DeltaNet layers beside attention
 // layers) served through the scheduler on the CPU engine: oracle-next's
-// qwen35 files (../shared/oracle-next: 4 layers, random weights, the
-// stories260K vocabulary; skipped without them). Every running request
+// qwen35 (F32, Q8_0), qwen35moe (Q8_0) and qwen3next (F32) files
+// (../shared/oracle-next: 4 layers, random weights, the stories260K
+// vocabulary; skipped without them). Every running request
 // holds a recurrent-state slot (kvpager/kv_pager.h), so: two requests
 // batched together give the greedy tokens each gives alone; a group of
 // n = 2 forks the parent's state and both members give the request's
@@ -304,9 +305,11 @@ TEST_P(HybridCpuTest, MakeBackendSizesTheSlotsFromMaxRunning) {
   EXPECT_EQ(sink->tokens(), Alone({{Prompt("Once upon a time"), 8}})[0]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Qwen35, HybridCpuTest,
+INSTANTIATE_TEST_SUITE_P(Hybrid, HybridCpuTest,
                          ::testing::Values("qwen35-base-f32.gguf",
-                                           "qwen35-base-q8_0.gguf"));
+                                           "qwen35-base-q8_0.gguf",
+                                           "qwen35moe-base-q8_0.gguf",
+                                           "qwen3next-base-f32.gguf"));
 
 }  // namespace
 }  // namespace paceline::scheduler
