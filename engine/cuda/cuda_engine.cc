@@ -42,7 +42,9 @@ GgmlType ChooseDtype(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers()) {
     for (const WeightView* v :
          {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate,
-          &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp}) {
+          &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
+          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.ssm_qkv, &l.ssm_z, &l.ssm_beta,
+          &l.ssm_alpha, &l.ssm_ba, &l.ssm_out}) {
       if (v->rows > 0) types.insert(v->type);  // MoE: no dense FFN
     }
     for (const ExpertWeights& e : l.experts) {
@@ -137,10 +139,23 @@ uint64_t EmbeddingBytes(const ModelWeights& w, GgmlType dtype) {
 
 // The fused groups of a layer: Wq|Wk|Wv, Wo, Wgate|Wup, Wdown; a MoE
 // layer has the router and each expert's Wgate|Wup and Wdown instead of
-// the dense FFN's.
+// the dense FFN's, and its shared expert's Wgate|Wup and Wdown if any; a
+// DeltaNet layer Wqkv|Wz|Wbeta|Walpha (or Wba) and Wssm_out instead of
+// attention's.
+std::vector<const WeightView*> DeltaNetInputs(const LayerWeights& l) {
+  if (l.ssm_ba.rows > 0) return {&l.ssm_qkv, &l.ssm_z, &l.ssm_ba};
+  return {&l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha};
+}
+
 std::vector<std::vector<const WeightView*>> LayerGroups(const LayerWeights& l) {
-  std::vector<std::vector<const WeightView*>> groups = {
-      {&l.attn_q, &l.attn_k, &l.attn_v}, {&l.attn_output}};
+  std::vector<std::vector<const WeightView*>> groups;
+  if (l.ssm_qkv.rows > 0) {
+    groups.push_back(DeltaNetInputs(l));
+    groups.push_back({&l.ssm_out});
+  } else {
+    groups.push_back({&l.attn_q, &l.attn_k, &l.attn_v});
+    groups.push_back({&l.attn_output});
+  }
   if (l.experts.empty()) {
     groups.push_back({&l.ffn_gate, &l.ffn_up});
     groups.push_back({&l.ffn_down});
@@ -151,7 +166,26 @@ std::vector<std::vector<const WeightView*>> LayerGroups(const LayerWeights& l) {
     groups.push_back({&e.gate, &e.up});
     groups.push_back({&e.down});
   }
+  if (l.ffn_gate_shexp.rows > 0) {
+    groups.push_back({&l.ffn_gate_shexp, &l.ffn_up_shexp});
+    groups.push_back({&l.ffn_down_shexp});
+  }
   return groups;
+}
+
+// CudaEngineOptions::num_state_slots as the engine keeps them.
+int32_t StateSlots(const ModelConfig& c, const CudaEngineOptions& o) {
+  if (c.NumRecurrentLayers() == 0) return 0;
+  return o.num_state_slots > 0 ? o.num_state_slots : 16;
+}
+
+std::vector<int64_t> RecurrentIndex(const ModelConfig& c) {
+  std::vector<int64_t> index(static_cast<size_t>(c.n_layers), -1);
+  int64_t r = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (c.IsRecurrentLayer(l)) index[l] = r++;
+  }
+  return index;
 }
 
 cudaDataType_t CudaType(GgmlType d) {
@@ -210,8 +244,10 @@ CudaEngineFootprint CudaEngine::Footprint(const ModelWeights& weights,
   if (weights.output().data != weights.token_embd().data) {
     f.weight_bytes += GroupBytes({&weights.output()}, f.dtype);
   }
-  f.kv_bytes_per_token =
-      2 * GgmlRowBytesOf(f.kv_dtype, c.head_dim) * c.n_layers * c.n_kv_heads;
+  f.kv_bytes_per_token = 2 * GgmlRowBytesOf(f.kv_dtype, c.head_dim) *
+                         (c.n_layers - c.NumRecurrentLayers()) * c.n_kv_heads;
+  f.state_bytes = static_cast<uint64_t>(StateSlots(c, options)) *
+                  static_cast<uint64_t>(c.RecurrentStateBytes());
   return f;
 }
 
@@ -270,6 +306,10 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(
                                                    o.max_tokens_per_step,
                                                    " is not in [1, 65535]"));
   }
+  if (o.num_state_slots < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("number of state slots is negative: ", o.num_state_slots));
+  }
   if (o.num_blocks < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("number of KV blocks is negative: ", o.num_blocks));
@@ -309,6 +349,8 @@ CudaEngine::CudaEngine(std::shared_ptr<const ModelWeights> weights,
       options_(options),
       dtype_(dtype),
       kv_dtype_(kv_dtype),
+      num_state_slots_(StateSlots(weights_->config(), options)),
+      recurrent_index_(RecurrentIndex(weights_->config())),
       res_(std::make_unique<Resources>()) {
   for (const LayerProgram& program : programs_) {
     for (const Op& op : program.ops) {
@@ -422,7 +464,13 @@ absl::Status CudaEngine::UploadWeights() {
     if (c.attn_sinks) {
       RETURN_IF_ERROR(UploadFloats(lw.attn_sinks, &l.attn_sinks));
     }
-    RETURN_IF_ERROR(UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
+    if (c.IsRecurrentLayer(i)) {
+      RETURN_IF_ERROR(UploadDeltaNet(lw, &l));
+    } else {
+      RETURN_IF_ERROR(
+          UploadGroup({&lw.attn_q, &lw.attn_k, &lw.attn_v}, &l.qkv));
+      RETURN_IF_ERROR(UploadGroup({&lw.attn_output}, &l.attn_output));
+    }
     if (c.qkv_bias) {
       std::vector<float> bias(lw.q_bias);
       bias.insert(bias.end(), lw.k_bias.begin(), lw.k_bias.end());
@@ -433,7 +481,6 @@ absl::Status CudaEngine::UploadWeights() {
       RETURN_IF_ERROR(UploadFloats(lw.q_norm, &l.q_norm));
       RETURN_IF_ERROR(UploadFloats(lw.k_norm, &l.k_norm));
     }
-    RETURN_IF_ERROR(UploadGroup({&lw.attn_output}, &l.attn_output));
     if (c.is_moe()) {
       RETURN_IF_ERROR(UploadMoe(lw, &l));
       continue;
@@ -541,7 +588,8 @@ void CudaEngine::LogWeightBytes() const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     for (const Matrix* m :
-         {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down, &l.router}) {
+         {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down, &l.router,
+          &l.shexp_gate_up, &l.shexp_down, &l.ssm_in, &l.ssm_out}) {
       add(*m);
     }
     for (const Matrix& m : l.expert_gate_up) add(m);
@@ -577,10 +625,11 @@ uint64_t CudaEngine::MatMulBytesPerToken() const {
   };
   const uint64_t used = static_cast<uint64_t>(config().n_expert_used);
   for (const Layer& l : layers_) {
-    add(l.qkv);
-    add(l.attn_output);
-    add(l.gate_up);
-    add(l.ffn_down);
+    for (const Matrix* m :
+         {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down, &l.shexp_gate_up,
+          &l.shexp_down, &l.ssm_in, &l.ssm_out}) {
+      add(*m);
+    }
     if (!l.expert_down.empty()) {  // the router and n_expert_used experts
       add(l.router);
       uint64_t expert = 0;
@@ -605,7 +654,8 @@ absl::Status CudaEngine::AllocateWorkspace() {
   const size_t q_dim = static_cast<size_t>(c.n_heads * c.head_dim);
   const size_t kv_dim = static_cast<size_t>(c.n_kv_heads * c.head_dim);
   const size_t embd = static_cast<size_t>(c.n_embd);
-  const size_t ff = static_cast<size_t>(c.n_ff);
+  // The dense FFN's or the shared expert's.
+  const size_t ff = static_cast<size_t>(std::max(c.n_ff, c.n_ff_shexp));
   RETURN_IF_ERROR(x_.Allocate(t * embd * sizeof(float)));
   const bool uses_proj = std::any_of(
       programs_.begin(), programs_.end(), [](const LayerProgram& p) {
@@ -632,11 +682,11 @@ absl::Status CudaEngine::AllocateWorkspace() {
     }
   };
   for (const Layer& l : layers_) {
-    need(l.qkv);
-    need(l.attn_output);
-    need(l.gate_up);
-    need(l.ffn_down);
-    need(l.router);
+    for (const Matrix* m :
+         {&l.qkv, &l.attn_output, &l.gate_up, &l.ffn_down, &l.router,
+          &l.shexp_gate_up, &l.shexp_down, &l.ssm_in, &l.ssm_out}) {
+      need(*m);
+    }
     for (const Matrix& m : l.expert_gate_up) need(m);
     for (const Matrix& m : l.expert_down) need(m);
   }
@@ -664,7 +714,7 @@ absl::Status CudaEngine::AllocateWorkspace() {
   RETURN_IF_ERROR(tokens_host_.Allocate(t * sizeof(int32_t)));
   RETURN_IF_ERROR(tokens_device_.Allocate(t * sizeof(int32_t)));
   if (c.is_moe()) RETURN_IF_ERROR(AllocateMoeWorkspace());
-  return absl::OkStatus();
+  return AllocateHybridWorkspace();
 }
 
 size_t CudaEngine::KvBlockBytes() const {
@@ -699,6 +749,7 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   if (groups > 1 || kv_layout_.groups[0].window > 0) {
     limits.group_windows = kv_layout_.Windows();
   }
+  limits.num_state_slots = num_state_slots_;
   RETURN_IF_ERROR(CheckForwardBatch(batch, logits.size(), limits,
                                     absl::MakeSpan(owner, n)));
   int64_t table_entries = 0;
@@ -728,6 +779,17 @@ absl::Status CudaEngine::Prepare(const ForwardBatch& batch,
   int64_t offset = 0;
   max_context_ = 0;
   logit_rows_ = 0;
+  num_slices_ = static_cast<int64_t>(batch.sequences.size());
+  if (num_state_slots_ > 0) {  // the DeltaNet kernels' slices
+    int32_t* slices = meta + SlicesSection() * tk;
+    for (const SequenceSlice& slice : batch.sequences) {
+      slices[0] = slice.token_begin;
+      slices[1] = slice.token_count;
+      slices[2] = slice.state_slot;
+      slices[3] = slice.position_begin;
+      slices += kDeltaNetSliceInts;
+    }
+  }
   for (const SequenceSlice& slice : batch.sequences) {
     const int64_t end = int64_t{slice.position_begin} + slice.token_count;
     const int64_t blocks_needed = (end + bs - 1) / bs;
@@ -975,7 +1037,8 @@ absl::Status CudaEngine::RunStepGraph(int64_t n, int64_t rows, bool* ran) {
   att.tiles = use_tiles_ ? meta_device_.as<int32_t>() +
                                kTiles * options_.max_tokens_per_step
                          : nullptr;
-  Resources::GraphKey key = {n, rows};
+  // The DeltaNet kernels' grids have a block row per slice.
+  Resources::GraphKey key = {n, rows, num_state_slots_ > 0 ? num_slices_ : 0};
   for (size_t w = 0; w <= windows_.size(); ++w) {
     att.window = w == 0 ? 0 : windows_[w - 1];
     const PagedAttentionPlan plan = PlanPagedAttention(att);

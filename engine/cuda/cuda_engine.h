@@ -2,7 +2,8 @@
 #define PACELINE_ENGINE_CUDA_CUDA_ENGINE_H_
 
 // The CUDA backend of Engine (engine.h): the CPU engine's forward pass
-// (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3, qwen3moe, gemma3) on
+// (cpu/cpu_engine.h: llama / Mistral, qwen2, qwen3, qwen3moe, gemma3,
+// gpt-oss and the hybrids qwen35, qwen35moe, qwen3next) on
 // one device, with the KV block pool in device memory.
 //
 // Per step, with n = the step's tokens (T = the device dtype: F32, F16 or
@@ -42,6 +43,17 @@
 //     head's sink logit (and windows), the output's bias after its GEMM
 //     (LaunchAddRowBias); the MoE with the router's and experts' biases
 //     and SwiGLU-OAI (LaunchSwigluOai); MXFP4 experts stay MXFP4.
+//     The hybrids (qwen35, qwen35moe, qwen3next; cuda_delta_net.cc):
+//     gated attention's Wq rows hold per head the query then a gate
+//     (split by LaunchSplitQueryGate; the attention output times
+//     sigmoid(gate), LaunchSigmoidGate); a Gated DeltaNet layer is
+//       p = h [Wqkv; Wz; Wbeta; Walpha]         (float)  cuBLAS, one GEMM
+//       causal conv + SiLU, per-slot state      (float)  LaunchDeltaNetConv
+//       delta rule + gated RMSNorm per value    (T)      LaunchDeltaNetRule
+//         head, a token at a time, state matrices float32 in the slot
+//       p = o Wssm_out; x += p                           cuBLAS; AddRmsNorm
+//     and the MoE adds a shared expert times sigmoid(h . w_gate)
+//                                                        LaunchSigmoidGatedAdd
 //   hidden = RMSNorm(x[last num_hidden tokens of each slice]) (embeddings:
 //     the x rows copied to the caller's host span, normalized there)
 //   logits = RMSNorm(x[last token of each slice that wants them]) Wout
@@ -94,6 +106,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kernels/delta_net.h"
 #include "engine/cuda/kernels/quantized_matmul.h"
 #include "engine/engine.h"
 #include "engine/gguf/ggml_type_layout.h"
@@ -126,6 +139,10 @@ struct CudaEngineOptions {
   // second time that shape runs. The kernels are the same either way, so
   // the results are identical; a failed capture turns graphs off (logged).
   bool cuda_graphs = true;
+  // Recurrent-state slots of a hybrid model (Engine::num_state_slots; each
+  // ModelConfig::RecurrentStateBytes of device memory, allocated at
+  // creation); 0 = 16. Ignored (none) for a model without DeltaNet layers.
+  int32_t num_state_slots = 0;
 };
 
 // What an engine for given weights holds on the device, known before it is
@@ -134,7 +151,9 @@ struct CudaEngineFootprint {
   GgmlType dtype = GgmlType::kF16;     // weights and activations
   GgmlType kv_dtype = GgmlType::kF16;  // the KV cache
   uint64_t weight_bytes = 0;           // every uploaded matrix
-  uint64_t kv_bytes_per_token = 0;     // K and V rows, all layers
+  uint64_t kv_bytes_per_token = 0;     // K and V rows, attention layers
+  // The recurrent-state slots (options.num_state_slots of a hybrid model).
+  uint64_t state_bytes = 0;
 };
 
 class CudaEngine final : public Engine {
@@ -199,6 +218,9 @@ class CudaEngine final : public Engine {
       absl::Span<int32_t> tokens, absl::Span<float> logits,
       const std::function<void()>& before_sampling = {}) override;
   absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
+  int32_t num_state_slots() const override { return num_state_slots_; }
+  // Device-to-device copies on the engine's stream; returns once done.
+  absl::Status CopyStates(absl::Span<const kvpager::StateCopy> copies) override;
 
  private:
   // Rows [row_begin, row_begin + rows) of a Matrix in one storage: T, or
@@ -242,6 +264,20 @@ class CudaEngine final : public Engine {
     DeviceBuffer router_bias;
     DeviceBuffer expert_gate_up_bias;
     DeviceBuffer expert_down_bias;
+    // The shared expert (ModelConfig::n_ff_shexp > 0), else empty.
+    Matrix shexp_gate_up;     // (2 n_ff_shexp, n_embd): Wgate | Wup
+    Matrix shexp_down;        // (n_embd, n_ff_shexp)
+    DeviceBuffer shexp_gate;  // (n_embd) float, ffn_gate_inp_shexp
+    // A Gated DeltaNet layer (ModelConfig::IsRecurrentLayer; qkv,
+    // attn_output and the Q/K norms empty then), else empty. conv =
+    // ssm_conv_dim(), inner = ssm_value_dim(), nv = ssm_v_heads.
+    // (conv + inner + 2 nv, n_embd): Wqkv | Wz | Wbeta | Walpha (or Wba)
+    Matrix ssm_in;
+    DeviceBuffer ssm_conv1d;   // (conv, conv_kernel) float
+    DeviceBuffer ssm_a;        // (nv) float
+    DeviceBuffer ssm_dt_bias;  // (nv) float
+    DeviceBuffer ssm_norm;     // (ssm_state_size) float
+    Matrix ssm_out;            // (n_embd, inner)
   };
   struct Resources;  // stream, cuBLAS handle, captured graphs
   // Step metadata sections (int32 offsets in units of Tk); each KV group
@@ -263,8 +299,14 @@ class CudaEngine final : public Engine {
   static int64_t OffsetsSection(int64_t g) {
     return g == 0 ? kTableOffsets : kGroupSections + 2 * (g - 1) + 1;
   }
-  int64_t TablesSection() const {
+  // A hybrid model's slices, kDeltaNetSliceInts int32 each
+  // (kernels/delta_net.h): kDeltaNetSliceInts sections; none without
+  // DeltaNet layers.
+  int64_t SlicesSection() const {
     return kGroupSections + 2 * (kv_layout_.num_groups() - 1);
+  }
+  int64_t TablesSection() const {
+    return SlicesSection() + (num_state_slots_ > 0 ? kDeltaNetSliceInts : 0);
   }
   static constexpr int64_t kMaxGraphTokens = 256;
 
@@ -304,6 +346,14 @@ class CudaEngine final : public Engine {
   absl::Status QkvRope(const Op& op, int64_t layer, int64_t n);
   absl::Status Attention(const Op& op, int64_t layer, int64_t n);
   absl::Status FeedForward(const Op& op, int64_t layer, int64_t n);
+  // A Gated DeltaNet layer of every slice (cuda_delta_net.cc).
+  absl::Status DeltaNet(const Op& op, int64_t layer, int64_t n);
+  // The MoE's gated shared expert on h_, added into x_ (cuda_delta_net.cc).
+  absl::Status SharedExpert(int64_t layer, int64_t n);
+  // A DeltaNet layer's weights; the hybrids' workspace and state slots
+  // (cuda_delta_net.cc).
+  absl::Status UploadDeltaNet(const LayerWeights& lw, Layer* l);
+  absl::Status AllocateHybridWorkspace();
   // out = act(gate_up's gate half, its up half) (kernels/swiglu.h):
   //   gate_up: (n, 2 ff) float; out: (n, ff) T
   absl::Status Activate(FfnActivation activation, const float* gate_up,
@@ -364,6 +414,10 @@ class CudaEngine final : public Engine {
   const CudaEngineOptions options_;
   const GgmlType dtype_;
   const GgmlType kv_dtype_;
+  // State slots (options_.num_state_slots or 16 for a hybrid model, else
+  // 0), and each layer's index among the DeltaNet layers (-1: attention).
+  const int32_t num_state_slots_;
+  const std::vector<int64_t> recurrent_index_;  // (n_layers)
   std::unique_ptr<Resources> res_;
   std::vector<Layer> layers_;
   DeviceBuffer token_embd_;  // (n_vocab, n_embd) T or embd_quant_
@@ -414,6 +468,17 @@ class CudaEngine final : public Engine {
   DeviceBuffer moe_gate_up_;          // (R, 2 n_ff_exp) float
   DeviceBuffer moe_act_;              // (R, n_ff_exp) T
   DeviceBuffer moe_y_;                // (R, n_embd) float, expert outputs
+  DeviceBuffer shexp_y_;  // (Tk, n_embd) float, the shared expert's output
+  // Gated attention (ModelConfig::attn_output_gate), else not allocated.
+  DeviceBuffer qg_;         // (Tk, 2 q_dim + 2 kv_dim) float: Wq(+gate)|Wk|Wv
+  DeviceBuffer attn_gate_;  // (Tk, q_dim) float
+  // DeltaNet layers, else not allocated; conv, inner, nv as Layer's.
+  DeviceBuffer ssm_in_;    // (Tk, conv + inner + 2 nv) float, projections
+  DeviceBuffer ssm_conv_;  // (Tk, conv) float, after the convolution
+  DeviceBuffer ssm_o_;     // (Tk, inner) T, gated normed head outputs
+  // (num_state_slots_, DeltaNet layers, RecurrentStateFloats) float: per
+  // slot and layer kernels/delta_net.h's convolution state, then matrices.
+  DeviceBuffer states_;
   std::vector<int64_t> moe_fill_;     // (n_expert) GroupByExpert's scratch
   std::vector<int64_t> moe_offsets_;  // (n_expert + 1) first row of each
   // Engine-side sampling: per logit row (up to Tk) its parameters (pinned,
@@ -429,7 +494,8 @@ class CudaEngine final : public Engine {
   // Step metadata (int32), pinned on the host and mirrored on the device:
   //   tokens (Tk) | positions (Tk) | slot_mapping (Tk) | table_offsets (Tk)
   //   | logit_rows (Tk) | attention tiles (3 Tk) | per KV group past the
-  //   first: slot_mapping (Tk) | table_offsets (Tk) | block tables, every
+  //   first: slot_mapping (Tk) | table_offsets (Tk) | with state slots,
+  //   the slices (4 Tk: kernels/delta_net.h) | block tables, every
   //   group's (table_capacity_)
   PinnedBuffer meta_host_;
   DeviceBuffer meta_device_;
@@ -437,6 +503,7 @@ class CudaEngine final : public Engine {
   int64_t meta_used_ = 0;    // int32s of the current step's metadata
   int64_t max_context_ = 0;  // largest position + 1 of the current step
   int64_t logit_rows_ = 0;   // rows of the current step
+  int64_t num_slices_ = 0;   // slices of the current step
   bool use_tiles_ = false;   // tiled attention this step (prefill chunks)
   bool graphs_enabled_ = false;
 };

@@ -1,5 +1,6 @@
 // The CUDA engine's mixture-of-experts FFN (qwen3moe, gpt-oss with the
-// router's and experts' biases; cuda_engine.h).
+// router's and experts' biases, the hybrids with a shared expert:
+// cuda_delta_net.cc; cuda_engine.h).
 //
 // Routing runs on the device (LaunchMoeRoute), then only the expert ids
 // (n_tokens x k int32) come back to the host, which groups the step's
@@ -34,6 +35,12 @@ absl::Status CudaEngine::UploadMoe(const LayerWeights& lw, Layer* l) {
     const ExpertWeights& x = lw.experts[e];
     RETURN_IF_ERROR(UploadGroup({&x.gate, &x.up}, &l->expert_gate_up[e]));
     RETURN_IF_ERROR(UploadGroup({&x.down}, &l->expert_down[e]));
+  }
+  if (config().n_ff_shexp > 0) {
+    RETURN_IF_ERROR(
+        UploadGroup({&lw.ffn_gate_shexp, &lw.ffn_up_shexp}, &l->shexp_gate_up));
+    RETURN_IF_ERROR(UploadGroup({&lw.ffn_down_shexp}, &l->shexp_down));
+    RETURN_IF_ERROR(UploadFloats(lw.ffn_gate_inp_shexp, &l->shexp_gate));
   }
   if (!config().moe_biases) return absl::OkStatus();
   const int64_t ff = config().n_ff_exp;
@@ -164,6 +171,7 @@ absl::Status CudaEngine::RunMoe(int64_t layer, int64_t n) {
   CUDA_RETURN_IF_ERROR(LaunchMoeCombine(moe_y_.as<float>(), row_token + rows,
                                         weights, n, k, embd, x_.as<float>(),
                                         stream));
+  if (c.n_ff_shexp > 0) return SharedExpert(layer, n);
   return absl::OkStatus();
 }
 

@@ -5,7 +5,8 @@
 // float buffer adds in its last GEMM (beta 1: llama's residual add); an
 // add runs in one kernel with the in-place norm of its source before it
 // and the norm of its destination after it when the program has them there
-// (gemma3's post-norm, residual add and next pre-norm). CheckPrograms
+// (gemma3's post-norm, residual add and next pre-norm). A DeltaNet layer
+// and the hybrids' gates are in cuda_delta_net.cc. CheckPrograms
 // refuses at creation what the engine does not run: a mixture of experts
 // that is not added into x, norms or adds of T buffers, matmuls into them.
 
@@ -15,6 +16,7 @@
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/kernels/gates.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
 #include "engine/cuda/kernels/rms_norm.h"
@@ -38,11 +40,11 @@ bool Runs(const Op& op) {
       return IsFloat(op.src) && (op.dst == Buf::kH || IsFloat(op.dst)) &&
              IsNormWeight(op.weight);
     case OpKind::kQkvRope:
-      return op.src == Buf::kH && !op.output_gate;
+      return op.src == Buf::kH;
     case OpKind::kAttention:
-      return op.window >= 0 && !op.output_gate;
-    case OpKind::kDeltaNet:
-      return false;
+      return op.window >= 0;
+    case OpKind::kDeltaNet:  // into a float buffer, as a matmul
+      return op.src == Buf::kH && IsFloat(op.dst);
     case OpKind::kMatMul:
       return (op.src == Buf::kAtt || op.src == Buf::kH) && IsFloat(op.dst) &&
              op.weight == Weight::kAttnOutput;
@@ -162,7 +164,7 @@ absl::Status CudaEngine::RunOp(const Op& op, int64_t layer, int64_t n) {
     case OpKind::kAttention:
       return Attention(op, layer, n);
     case OpKind::kDeltaNet:
-      break;  // refused by CheckPrograms
+      return DeltaNet(op, layer, n);
     case OpKind::kMatMul: {
       // Weight::kAttnOutput, the only matrix (Runs); its bias after the
       // GEMM, accumulated or not.
@@ -189,7 +191,15 @@ absl::Status CudaEngine::QkvRope(const Op& op, int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
   const int64_t tk = options_.max_tokens_per_step;
   const int32_t* meta = meta_device_.as<int32_t>();
-  RETURN_IF_ERROR(Gemm(l.qkv, Rows(op.src), n, qkv_.as<float>(), 0.0f));
+  if (op.output_gate) {
+    // Wq's rows hold per head the query then the gate: split them.
+    RETURN_IF_ERROR(Gemm(l.qkv, Rows(op.src), n, qg_.as<float>(), 0.0f));
+    CUDA_RETURN_IF_ERROR(LaunchSplitQueryGate(
+        qg_.as<float>(), n, c.n_heads, c.head_dim, c.n_kv_heads * c.head_dim,
+        qkv_.as<float>(), attn_gate_.as<float>(), stream()));
+  } else {
+    RETURN_IF_ERROR(Gemm(l.qkv, Rows(op.src), n, qkv_.as<float>(), 0.0f));
+  }
   QkvRopeParams rope;
   rope.n_tokens = n;
   rope.n_heads = c.n_heads;
@@ -244,6 +254,11 @@ absl::Status CudaEngine::Attention(const Op& op, int64_t layer, int64_t n) {
   att.partial_rows = partial_rows_;
   att.tiles = use_tiles_ ? meta + kTiles * tk : nullptr;
   CUDA_RETURN_IF_ERROR(LaunchPagedAttention(dtype_, kv_dtype_, att, stream()));
+  if (op.output_gate) {
+    CUDA_RETURN_IF_ERROR(LaunchSigmoidGate(dtype_, att_.get(),
+                                           attn_gate_.as<float>(),
+                                           n * c.n_heads * hd, stream()));
+  }
   return absl::OkStatus();
 }
 

@@ -91,7 +91,8 @@ std::string TestName(const ::testing::TestParamInfo<const char*>& info) {
 INSTANTIATE_TEST_SUITE_P(Files, CudaOracleTest, ::testing::ValuesIn(kFiles),
                          TestName);
 
-// One file of each oracle-next architecture the engine runs: Gemma 3's
+// One file of each oracle-next architecture the engine runs (two of the
+// hybrids'): Gemma 3's
 // sliding windows (32 positions: on the emulation the 8- and 100-token
 // prompts with their 16 greedy tokens, crossing them), post-norms, GeGLU
 // and tied head; gpt-oss's sinks, biases, YaRN and biased MoE with
@@ -109,15 +110,35 @@ INSTANTIATE_TEST_SUITE_P(Files, CudaOracleTest, ::testing::ValuesIn(kFiles),
 // activation rounding (oracle-next's README: numpy on the dequantized
 // weights <= 0.17, a router near-tie at position 832 aside); the CPU
 // engine rounds activations that way and gets 0.024.
+//
+// The hybrids (DeltaNet layers with their state slot, gated attention, a
+// shared expert), measured on the emulation (2026-12-07), 46 positions:
+// qwen35 F32 1.7e-4, qwen3next F32 2.4e-4 (tolerance 0.01); qwen35 Q8_0
+// 0.070 (0.08). Their quantized files are where llama.cpp's 8-bit
+// activation rounding shows most (the recurrence carries it along): the
+// CUDA engine agrees with the CPU engine on the same weights widened to F32
+// within 0.001-0.0034 of the largest logit (cuda_engine_test's
+// CudaHybridFileTest, and an F32 run of these files gives the same
+// numbers), yet on llama.cpp's references qwen35 Q4_K_M is 0.131 (the CPU
+// engine 0.054), qwen35moe Q8_0 0.365 (0.030) and qwen3next Q8_0 0.398
+// (0.024). qwen35moe Q4_K_M is 0.073 with two argmax flips where
+// llama.cpp's top two are 0.086 and 0.099 apart: it runs here with flips
+// allowed below a margin of 0.1 (the README's near-ties).
 struct NextFile {
   const char* name;
   int64_t max_prompt_tokens;  // on a GPU; the emulation takes 100 at most
+  // Argmax flips allowed where llama.cpp's top-two margin is below this.
+  double flip_margin = 0;
 };
 
 const NextFile kNextFiles[] = {
     {"gemma3-base-f32", std::numeric_limits<int64_t>::max()},
     {"gpt-oss-base-f32", std::numeric_limits<int64_t>::max()},
     {"gpt-oss-base-mxfp4", 100},
+    {"qwen35-base-f32", std::numeric_limits<int64_t>::max()},
+    {"qwen35-base-q8_0", 100},
+    {"qwen35moe-base-q4_k_m", 100, 0.1},
+    {"qwen3next-base-f32", std::numeric_limits<int64_t>::max()},
 };
 
 class CudaOracleNextTest : public testing::GpuTest,
@@ -156,7 +177,11 @@ TEST_P(CudaOracleNextTest, AgreesWithLlamaCpp) {
             << (*engine)->weight_bytes() << " bytes\n";
   EXPECT_GT(m.positions, 0);
   EXPECT_LE(m.max_rel, ::paceline::testing::OracleTolerance(name));
-  EXPECT_EQ(m.argmax_equal, m.argmax_checked);
+  for (double margin : m.flip_margins) {
+    EXPECT_LT(margin, GetParam().flip_margin) << "an argmax flip";
+  }
+  EXPECT_EQ(m.argmax_equal + static_cast<int>(m.flip_margins.size()),
+            m.argmax_checked);
 }
 
 std::string NextTestName(const ::testing::TestParamInfo<NextFile>& info) {

@@ -10,10 +10,11 @@
 //     changes (retyped() counts the views changed).
 //   kF32: every matrix widened to F32 by DequantizeRow: the same weights,
 //     in a type the CPU engine multiplies exactly, as the reference for the
-//     CUDA engine on that file.
-// The token embedding, and matrices the file does not have by their dense
-// names (a MoE layer's experts), are left as loaded. The returned weights
-// keep the file mapping and the widened buffers alive.
+//     CUDA engine on that file; a MoE layer's experts too.
+// The matrices: attention's, the dense FFN's, a hybrid's DeltaNet
+// projections and shared expert, output.weight. The token embedding (and,
+// with kFileTypes, a MoE layer's experts) are left as loaded. The returned
+// weights keep the file mapping and the widened buffers alive.
 
 #include <cstdint>
 #include <memory>
@@ -29,8 +30,9 @@ enum class ViewTypes { kFileTypes, kF32 };
 struct RetypedWeights {
   std::shared_ptr<const ModelWeights> weights;
   int retyped = 0;  // matrix views whose type changed
-  // The file's bytes of the matrices above (all layers' attention and FFN
-  // and output.weight; not the token embedding).
+  // The file's bytes of the matrices above (all layers' attention or
+  // DeltaNet projections, FFN or shared expert, and output.weight; not the
+  // token embedding nor experts).
   uint64_t file_matrix_bytes = 0;
 };
 
