@@ -79,10 +79,11 @@ absl::StatusOr<int64_t> SizePool(const BackendOptions& options,
 std::string StateLine(const ModelConfig& mc, int32_t slots) {
   const uint64_t bytes = static_cast<uint64_t>(mc.RecurrentStateBytes());
   return absl::StrFormat(
-      "recurrent state: %d slots of %s (%d DeltaNet layers; max_running + %d "
-      "for speculation snapshots), %s reserved, touched as sequences use "
+      "recurrent state: %d slots of %s (%d DeltaNet layer%s; max_running + "
+      "%d for speculation snapshots), %s reserved, touched as sequences use "
       "them",
-      slots, Mib(bytes), mc.NumRecurrentLayers(), kSpeculationStateSlots,
+      slots, Mib(bytes), mc.NumRecurrentLayers(),
+      mc.NumRecurrentLayers() == 1 ? "" : "s", kSpeculationStateSlots,
       Mib(bytes * static_cast<uint64_t>(slots)));
 }
 
@@ -147,6 +148,10 @@ absl::Status MakeCuda(const BackendOptions& options,
                       Backend* out) {
   cuda::CudaEngineOptions cuda_options;
   cuda_options.kv_dtype = options.kv_type;  // CheckKvDtype refuses others
+  // A hybrid model's recurrent-state slots, as MakeCpu's (none otherwise).
+  if (weights->config().NumRecurrentLayers() > 0) {
+    cuda_options.num_state_slots = StateSlots(options);
+  }
   const cuda::CudaEngineFootprint f =
       cuda::CudaEngine::Footprint(*weights, cuda_options);
   // Before sizing the pool: a Q8_0 row of a head that is not whole blocks
@@ -154,7 +159,8 @@ absl::Status MakeCuda(const BackendOptions& options,
   RETURN_IF_ERROR(cuda::CudaEngine::CheckKvDtype(*weights, f.kv_dtype));
   uint64_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(cuda::CudaEngine::DeviceMemory(0, &free_bytes, &total_bytes));
-  const uint64_t reserved = f.weight_bytes + kCudaWorkspaceReserve;
+  const uint64_t reserved =
+      f.weight_bytes + f.state_bytes + kCudaWorkspaceReserve;
   const uint64_t available = free_bytes > reserved ? free_bytes - reserved : 0;
   out->plan.weights_bytes = f.weight_bytes;
   out->plan.kv_dtype = f.kv_dtype;
@@ -165,8 +171,11 @@ absl::Status MakeCuda(const BackendOptions& options,
   const KvLayout layout = PlanKvLayout(mc, cuda_options.kv_window_release);
   out->plan.kv_groups = layout.num_groups();
   out->plan.kv_slots = layout.slots;
-  const uint64_t block_bytes =
-      f.kv_bytes_per_token / mc.n_layers * layout.slots * options.block_size;
+  // Per attention layer (a hybrid's DeltaNet layers keep none).
+  const int64_t kv_layers = mc.n_layers - mc.NumRecurrentLayers();
+  const uint64_t block_bytes = f.kv_bytes_per_token /
+                               static_cast<uint64_t>(std::max<int64_t>(1, kv_layers)) *
+                               layout.slots * options.block_size;
   ASSIGN_OR_RETURN(
       out->num_blocks,
       SizePool(options, mc, available, f.kv_bytes_per_token, block_bytes,
@@ -176,10 +185,6 @@ absl::Status MakeCuda(const BackendOptions& options,
   cuda_options.block_size = options.block_size;
   cuda_options.max_tokens_per_step = options.max_tokens_per_step;
   cuda_options.num_blocks = static_cast<int32_t>(out->num_blocks);
-  // TODO(issue 38): a hybrid model's recurrent-state slots, as MakeCpu
-  // does: cuda_options.num_state_slots = StateSlots(options), once
-  // CudaEngineOptions has the field (the scheduler's pager takes the
-  // engine's Engine::num_state_slots() either way).
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaEngine> engine,
                    cuda::CudaEngine::Create(std::move(weights), cuda_options));
   out->log_lines.push_back(absl::StrCat(
@@ -187,6 +192,9 @@ absl::Status MakeCuda(const BackendOptions& options,
       Mib(total_bytes),
       " before the KV pool; requests without penalties or logprobs are "
       "sampled on the GPU"));
+  if (engine->num_state_slots() > 0) {
+    out->log_lines.push_back(StateLine(mc, engine->num_state_slots()));
+  }
   out->engine = std::move(engine);
   return absl::OkStatus();
 }

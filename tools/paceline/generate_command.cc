@@ -198,6 +198,9 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
   options.threads = f.threads;
   options.kv_type = f.kv_type;
   options.max_tokens_per_step = kPrefillChunk;
+  // Every request at once (a hybrid model's state slots are sized by it).
+  options.max_running = static_cast<int32_t>(
+      std::clamp<size_t>(requests.size(), 1, size_t{1} << 16));
   options.kv_blocks = scheduler::KvBlocksToRunTogether(
       requests, options.block_size,
       engine::PlanKvLayout(weights->config(), options.kv_window_release),
