@@ -402,7 +402,8 @@ class CudaEngine final : public Engine {
   void LogWeightBytes() const;
   // Bytes of one block of one layer slot: K and V rows of every KV head.
   size_t KvBlockBytes() const;
-  // The layer's blocks: its slot's (num_blocks) blocks of the pool.
+  // The layer's blocks: its slot's (num_blocks) blocks of the pool. An
+  // attention layer's only: a DeltaNet layer has no slot (-1).
   void* KvLayer(int64_t layer) const;
 
   // Constant after construction.

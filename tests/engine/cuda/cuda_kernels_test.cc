@@ -1,6 +1,7 @@
 // Each CUDA kernel against the CPU engine's own code (engine/cpu/ops.h,
-// attention.h; row_sampling.h for sampling) on fresh random inputs, outputs
-// poisoned with NaN before the launch, in every element type.
+// attention.h, delta_net.h; row_sampling.h for sampling) on fresh random
+// inputs, outputs poisoned with NaN before the launch, in every element
+// type.
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +12,15 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "engine/cpu/delta_net.h"
 #include "engine/cpu/kernels/attention.h"
 #include "engine/cpu/kv_cache.h"
 #include "engine/cpu/moe_ffn.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/kernels/delta_net.h"
 #include "engine/cuda/kernels/embedding.h"
+#include "engine/cuda/kernels/gates.h"
 #include "engine/cuda/kernels/moe.h"
 #include "engine/cuda/kernels/paged_attention.h"
 #include "engine/cuda/kernels/qkv_rope.h"
@@ -891,6 +895,235 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
           << " masked " << masked[r];
     }
   }
+}
+
+// The DeltaNet kernels against cpu::DeltaNetConv and cpu::DeltaNetHead:
+// three slices (a fresh one at position 0 over a state slot full of
+// garbage, a decode token and a chunk continuing random states), tiled and
+// grouped key heads, separate and per-key-head (fused) beta/alpha, a head
+// size that is not a multiple of 32; the outputs, and every slot's state
+// afterwards (the kernels keep the matrices transposed).
+TEST_P(KernelTest, DeltaNetConvAndRuleMatchCpu) {
+  constexpr int64_t kKHeads = 2, kVHeads = 4, kTaps = 4, kSlots = 3;
+  const std::vector<std::vector<int32_t>> slices = {
+      // token_begin, token_count, state_slot, position_begin
+      {0, 5, 2, 0},
+      {5, 1, 0, 7},
+      {6, 9, 1, 3}};
+  constexpr int64_t kTokens = 15;
+  std::vector<int32_t> flat;
+  for (const auto& s : slices) flat.insert(flat.end(), s.begin(), s.end());
+  for (const int64_t d : {64, 40}) {
+    for (const bool grouped : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "d " << d << " grouped " << grouped);
+      const bool fused = grouped;  // qwen3next has both
+      cpu::DeltaNetShape shape;
+      shape.conv_kernel = kTaps;
+      shape.k_heads = kKHeads;
+      shape.v_heads = kVHeads;
+      shape.head_dim = d;
+      shape.grouped = grouped;
+      shape.eps = 1e-6f;
+      const int64_t conv = shape.conv_dim();
+      const int64_t inner = kVHeads * d;
+      const int64_t stride = conv + inner + 2 * kVHeads + 3;  // padded
+      const int64_t conv_floats = (kTaps - 1) * conv;
+      const int64_t slot_floats = conv_floats + kVHeads * d * d;
+      const std::vector<float> in = Random(kTokens * stride);
+      const std::vector<float> w = Random(conv * kTaps, 0.5f);
+      std::vector<float> ssm_a = Random(kVHeads, 0.5f);
+      for (float& a : ssm_a) a = -std::exp(a);
+      const std::vector<float> dt_bias = Random(kVHeads, 0.5f);
+      const std::vector<float> norm = Random(d, 0.1f);
+      // The CPU's states row-major, the kernels' with matrices transposed.
+      const std::vector<float> states = Random(kSlots * slot_floats, 0.3f);
+      std::vector<float> transposed = states;
+      for (int64_t s = 0; s < kSlots; ++s) {
+        for (int64_t v = 0; v < kVHeads; ++v) {
+          const int64_t base = s * slot_floats + conv_floats + v * d * d;
+          for (int64_t i = 0; i < d; ++i) {
+            for (int64_t j = 0; j < d; ++j) {
+              transposed[base + j * d + i] = states[base + i * d + j];
+            }
+          }
+        }
+      }
+      DeviceBuffer d_slices, d_in, d_w, d_a, d_dt, d_norm, d_states, d_conv,
+          d_out;
+      ASSERT_TRUE(Upload(flat, &d_slices).ok());
+      ASSERT_TRUE(Upload(in, &d_in).ok());
+      ASSERT_TRUE(Upload(w, &d_w).ok());
+      ASSERT_TRUE(Upload(ssm_a, &d_a).ok());
+      ASSERT_TRUE(Upload(dt_bias, &d_dt).ok());
+      ASSERT_TRUE(Upload(norm, &d_norm).ok());
+      ASSERT_TRUE(Upload(transposed, &d_states).ok());
+      ASSERT_TRUE(Poisoned(kTokens * conv * sizeof(float), &d_conv).ok());
+      ASSERT_TRUE(Poisoned(kTokens * inner * elem(), &d_out).ok());
+      DeltaNetConvParams cp;
+      cp.n_slices = static_cast<int64_t>(slices.size());
+      cp.slices = d_slices.as<int32_t>();
+      cp.conv_dim = conv;
+      cp.kernel = kTaps;
+      cp.w = d_w.as<float>();
+      cp.x = d_in.as<float>();
+      cp.x_stride = stride;
+      cp.out = d_conv.as<float>();
+      cp.states = d_states.as<float>();
+      cp.slot_stride = slot_floats;
+      ASSERT_EQ(LaunchDeltaNetConv(cp, nullptr), cudaSuccess);
+      DeltaNetRuleParams rp;
+      rp.n_slices = cp.n_slices;
+      rp.slices = cp.slices;
+      rp.k_heads = kKHeads;
+      rp.v_heads = kVHeads;
+      rp.head_dim = d;
+      rp.grouped = grouped;
+      rp.fused_ba = fused;
+      rp.eps = shape.eps;
+      rp.conv = d_conv.as<float>();
+      rp.in = d_in.as<float>();
+      rp.in_stride = stride;
+      rp.z_col = conv;
+      rp.ba_col = conv + inner;
+      rp.ssm_a = d_a.as<float>();
+      rp.dt_bias = d_dt.as<float>();
+      rp.norm = d_norm.as<float>();
+      rp.states = d_states.as<float>() + conv_floats;
+      rp.slot_stride = slot_floats;
+      rp.out = d_out.get();
+      ASSERT_EQ(LaunchDeltaNetRule(dtype(), rp, nullptr), cudaSuccess);
+
+      // The CPU engine's way (cpu_delta_net.cc): columns apart, beta and
+      // alpha as v_heads betas then v_heads alphas.
+      std::vector<float> want_states = states;
+      std::vector<float> want_conv(kTokens * conv), want_out(kTokens * inner);
+      std::vector<float> x(kTokens * conv), z(kTokens * inner),
+          ba(kTokens * 2 * kVHeads);
+      const int64_t r = kVHeads / kKHeads;
+      for (int64_t t = 0; t < kTokens; ++t) {
+        const float* row = &in[t * stride];
+        std::copy(row, row + conv, &x[t * conv]);
+        std::copy(row + conv, row + conv + inner, &z[t * inner]);
+        for (int64_t v = 0; v < kVHeads; ++v) {
+          const int64_t b = fused ? (v / r) * 2 * r + v % r : v;
+          const int64_t a = fused ? b + r : kVHeads + v;
+          ba[t * 2 * kVHeads + v] = row[conv + inner + b];
+          ba[t * 2 * kVHeads + kVHeads + v] = row[conv + inner + a];
+        }
+      }
+      for (const auto& s : slices) {
+        float* state = &want_states[s[2] * slot_floats];
+        if (s[3] == 0) std::fill(state, state + slot_floats, 0.0f);
+        cpu::DeltaNetConv(shape, w.data(), state, &x[s[0] * conv], s[1],
+                          &want_conv[s[0] * conv]);
+        cpu::DeltaNetHeadArgs args;
+        args.conv = &want_conv[s[0] * conv];
+        args.b = &ba[s[0] * 2 * kVHeads];
+        args.a = args.b + kVHeads;
+        args.ba_stride = 2 * kVHeads;
+        args.z = &z[s[0] * inner];
+        args.ssm_a = ssm_a.data();
+        args.dt_bias = dt_bias.data();
+        args.norm = norm.data();
+        for (int64_t v = 0; v < kVHeads; ++v) {
+          cpu::DeltaNetHead(shape, args, v, s[1],
+                            state + conv_floats + v * d * d,
+                            &want_out[s[0] * inner]);
+        }
+      }
+      ExpectClose(Download(GgmlType::kF32, d_conv, kTokens * conv), want_conv,
+                  1e-6, 1e-5, "conv");
+      ExpectClose(Download(dtype(), d_out, kTokens * inner), want_out, 1e-5,
+                  std::max(1e-4, DefaultRtol(dtype())), "delta rule");
+      std::vector<float> got_states =
+          Download(GgmlType::kF32, d_states, kSlots * slot_floats);
+      for (int64_t s = 0; s < kSlots; ++s) {
+        for (int64_t v = 0; v < kVHeads; ++v) {
+          const int64_t base = s * slot_floats + conv_floats + v * d * d;
+          std::vector<float> m(got_states.begin() + base,
+                               got_states.begin() + base + d * d);
+          for (int64_t i = 0; i < d; ++i) {
+            for (int64_t j = 0; j < d; ++j) {
+              got_states[base + i * d + j] = m[j * d + i];
+            }
+          }
+        }
+      }
+      ExpectClose(got_states, want_states, 1e-6, 1e-4, "states");
+    }
+  }
+}
+
+// Gated attention's split and output gate, and the shared expert's gated
+// add, against plain loops (cpu_layer.cc's SplitQueryGate and sigmoid;
+// cpu_delta_net.cc's SharedExpert).
+TEST_P(KernelTest, SigmoidGates) {
+  constexpr int64_t kTokens = 7, kHeads = 3, kHeadDim = 40, kKvDim = 80;
+  constexpr int64_t kQDim = kHeads * kHeadDim;
+  const std::vector<float> qg = Random(kTokens * (2 * kQDim + 2 * kKvDim));
+  DeviceBuffer d_qg, d_qkv, d_gate;
+  ASSERT_TRUE(Upload(qg, &d_qg).ok());
+  ASSERT_TRUE(Poisoned(kTokens * (kQDim + 2 * kKvDim) * 4, &d_qkv).ok());
+  ASSERT_TRUE(Poisoned(kTokens * kQDim * 4, &d_gate).ok());
+  ASSERT_EQ(
+      LaunchSplitQueryGate(d_qg.as<float>(), kTokens, kHeads, kHeadDim, kKvDim,
+                           d_qkv.as<float>(), d_gate.as<float>(), nullptr),
+      cudaSuccess);
+  std::vector<float> want_qkv, want_gate;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    const float* row = &qg[t * (2 * kQDim + 2 * kKvDim)];
+    for (int64_t h = 0; h < kHeads; ++h) {
+      const float* head = row + h * 2 * kHeadDim;
+      want_qkv.insert(want_qkv.end(), head, head + kHeadDim);
+      want_gate.insert(want_gate.end(), head + kHeadDim, head + 2 * kHeadDim);
+    }
+    want_qkv.insert(want_qkv.end(), row + 2 * kQDim,
+                    row + 2 * kQDim + 2 * kKvDim);
+  }
+  const std::vector<float> gate =
+      Download(GgmlType::kF32, d_gate, kTokens * kQDim);
+  ExpectClose(Download(GgmlType::kF32, d_qkv, want_qkv.size()), want_qkv, 0, 0,
+              "split qkv");
+  ExpectClose(gate, want_gate, 0, 0, "split gate");
+
+  const std::vector<float> att = RoundAll(dtype(), Random(kTokens * kQDim));
+  DeviceBuffer d_att;
+  ASSERT_TRUE(Upload(Encode(dtype(), att), &d_att).ok());
+  ASSERT_EQ(LaunchSigmoidGate(dtype(), d_att.get(), d_gate.as<float>(),
+                              kTokens * kQDim, nullptr),
+            cudaSuccess);
+  std::vector<float> want_att(att.size());
+  for (size_t i = 0; i < att.size(); ++i) {
+    want_att[i] = att[i] * (1.0f / (1.0f + std::exp(-want_gate[i])));
+  }
+  ExpectClose(Download(dtype(), d_att, att.size()), want_att, 1e-6,
+              DefaultRtol(dtype()), "output gate");
+
+  constexpr int64_t kDim = 300;
+  const std::vector<float> h = RoundAll(dtype(), Random(kTokens * kDim));
+  const std::vector<float> w = Random(kDim, 0.1f);
+  const std::vector<float> y = Random(kTokens * kDim);
+  const std::vector<float> x = Random(kTokens * kDim);
+  DeviceBuffer d_h, d_w, d_y, d_x;
+  ASSERT_TRUE(Upload(Encode(dtype(), h), &d_h).ok());
+  ASSERT_TRUE(Upload(w, &d_w).ok());
+  ASSERT_TRUE(Upload(y, &d_y).ok());
+  ASSERT_TRUE(Upload(x, &d_x).ok());
+  ASSERT_EQ(LaunchSigmoidGatedAdd(dtype(), d_h.get(), d_w.as<float>(),
+                                  d_y.as<float>(), kTokens, kDim,
+                                  d_x.as<float>(), nullptr),
+            cudaSuccess);
+  std::vector<float> want_x = x;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    float logit = 0;
+    for (int64_t i = 0; i < kDim; ++i) logit += h[t * kDim + i] * w[i];
+    const float scale = 1.0f / (1.0f + std::exp(-logit));
+    for (int64_t i = 0; i < kDim; ++i) {
+      want_x[t * kDim + i] += scale * y[t * kDim + i];
+    }
+  }
+  ExpectClose(Download(GgmlType::kF32, d_x, want_x.size()), want_x, 1e-6, 1e-5,
+              "shared expert gate");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
