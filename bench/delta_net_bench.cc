@@ -71,7 +71,7 @@ void BM_DeltaNet(benchmark::State& state) {
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t d : {64, 128}) {
-    for (int64_t n : {8, 16, 32, 64, 256, 1024, 4096}) {
+    for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 256, 1024, 4096}) {
       for (int64_t chunk : {0, 16, 32, 64, 128}) b->Args({d, n, chunk});
     }
   }

@@ -37,6 +37,7 @@ void RowsTimes(const float* const (&a)[R], const float* b, int64_t kdim,
       const float* row = b + j * ldb + c0;
       for (int r = 0; r < R; ++r) {
         const float x = a[r][j];
+#pragma GCC unroll 16
         for (int l = 0; l < 16; ++l) acc[r][l] += x * row[l];
       }
     }
