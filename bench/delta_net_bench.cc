@@ -1,10 +1,11 @@
 // The gated delta rule of one value head over a prefill slice of n tokens
 // (engine/cpu/delta_net.h), on one thread: the token-by-token scan
-// (DeltaNetHead) against the chunked form (DeltaNetHeadChunked) at several
-// chunk sizes. Inputs are random, the state carried from one iteration to
+// (DeltaNetHead, and DeltaNetHeadLanes with its sums in 16 lanes) against
+// the chunked form (DeltaNetHeadChunked) at several chunk sizes. Inputs are random, the state carried from one iteration to
 // the next (its decay keeps it bounded).
 //
-//   BM_DeltaNet/d/n/C   C = 0: the scan; else the chunked form, chunk C
+//   BM_DeltaNet/d/n/C   C = 0: the scan; C = -1: the scan in 16 lanes;
+//                       else the chunked form, chunk C
 //
 // Counter: tokens/s = n / time, for one head (a layer runs v_heads of them
 // per slice, one per thread-pool task).
@@ -58,6 +59,8 @@ void BM_DeltaNet(benchmark::State& state) {
   for (auto _ : state) {
     if (chunk == 0) {
       DeltaNetHead(shape, args, 0, n, head_state.data(), out.data());
+    } else if (chunk < 0) {
+      DeltaNetHeadLanes(shape, args, 0, n, head_state.data(), out.data());
     } else {
       DeltaNetHeadChunked(shape, args, 0, n, chunk, head_state.data(),
                           out.data(), scratch.data());
@@ -72,7 +75,7 @@ void BM_DeltaNet(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t d : {64, 128}) {
     for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 256, 1024, 4096}) {
-      for (int64_t chunk : {0, 16, 32, 64, 128}) b->Args({d, n, chunk});
+      for (int64_t chunk : {0, -1, 16, 32, 64, 128}) b->Args({d, n, chunk});
     }
   }
 }

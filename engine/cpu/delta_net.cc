@@ -52,6 +52,59 @@ void RowsTimes(const float* const (&a)[R], const float* b, int64_t kdim,
   }
 }
 
+// x·y over n floats (a multiple of 16) in 16 lanes, the lanes summed at the
+// end: the float reduction -O2 leaves scalar (it may not reorder it) turned
+// into 16 independent ones that it vectorizes.
+float Dot16(const float* x, const float* y, int64_t n) {
+  float acc[16] = {};
+  for (int64_t j = 0; j < n; j += 16) {
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) acc[l] += x[j + l] * y[j + l];
+  }
+  float sum = 0;
+  for (int l = 0; l < 16; ++l) sum += acc[l];
+  return sum;
+}
+
+// s = decay·s + delta·k over n floats (a multiple of 16); returns the new
+// s·q, in 16 lanes as Dot16.
+float UpdateDot16(float* s, const float* k, const float* q, float decay,
+                  float delta, int64_t n) {
+  float acc[16] = {};
+  for (int64_t j = 0; j < n; j += 16) {
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      const float x = decay * s[j + l] + delta * k[j + l];
+      s[j + l] = x;
+      acc[l] += x * q[j + l];
+    }
+  }
+  float sum = 0;
+  for (int l = 0; l < 16; ++l) sum += acc[l];
+  return sum;
+}
+
+// Row s of a head's state over one token: s ← decay·s + beta (v_i −
+// decay·s·k) k; returns the new s·q. kLanes (head sizes a multiple of 16):
+// the two dot products in 16 lanes; else in order, as ggml sums them.
+template <bool kLanes>
+float ScanRow(float* s, const float* k, const float* q, float v_i, float beta,
+              float decay, int64_t d) {
+  if (kLanes) {
+    const float delta = beta * (v_i - decay * Dot16(s, k, d));
+    return UpdateDot16(s, k, q, decay, delta, d);
+  }
+  float sk = 0;
+  for (int64_t j = 0; j < d; ++j) sk += s[j] * k[j];
+  const float delta = beta * (v_i - decay * sk);
+  float sq = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    s[j] = decay * s[j] + delta * k[j];
+    sq += s[j] * q[j];
+  }
+  return sq;
+}
+
 // One head's output row: RMSNorm(o) · norm · silu(z).
 void GatedRmsNorm(const float* o, const float* z, const float* norm,
                   int64_t d, float eps, float* dst) {
@@ -90,8 +143,11 @@ void DeltaNetConv(const DeltaNetShape& shape, const float* w, float* state,
   }
 }
 
-void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
-                  int64_t v, int64_t n, float* state, float* out) {
+namespace {
+
+template <bool kLanes>
+void Scan(const DeltaNetShape& shape, const DeltaNetHeadArgs& args, int64_t v,
+          int64_t n, float* state, float* out) {
   const int64_t d = shape.head_dim;
   const int64_t c = shape.conv_dim();
   const int64_t kh = shape.KeyHead(v);
@@ -108,19 +164,27 @@ void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
         Softplus(args.a[t * args.ba_stride + v] + args.dt_bias[v]) *
         args.ssm_a[v]);
     for (int64_t i = 0; i < d; ++i) {
-      float* s = state + i * d;
-      float sk = 0;
-      for (int64_t j = 0; j < d; ++j) sk += s[j] * k[j];
-      const float delta = beta * (val[i] - decay * sk);
-      float sq = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        s[j] = decay * s[j] + delta * k[j];
-        sq += s[j] * q[j];
-      }
-      o[i] = sq;
+      o[i] = ScanRow<kLanes>(state + i * d, k, q, val[i], beta, decay, d);
     }
     const int64_t at = t * shape.v_heads * d + v * d;
     GatedRmsNorm(o, args.z + at, args.norm, d, shape.eps, out + at);
+  }
+}
+
+}  // namespace
+
+void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
+                  int64_t v, int64_t n, float* state, float* out) {
+  Scan<false>(shape, args, v, n, state, out);
+}
+
+void DeltaNetHeadLanes(const DeltaNetShape& shape,
+                       const DeltaNetHeadArgs& args, int64_t v, int64_t n,
+                       float* state, float* out) {
+  if (shape.head_dim % 16 == 0) {
+    Scan<true>(shape, args, v, n, state, out);
+  } else {
+    Scan<false>(shape, args, v, n, state, out);
   }
 }
 

@@ -65,6 +65,16 @@ struct DeltaNetHeadArgs {
 void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
                   int64_t v, int64_t n, float* state, float* out);
 
+// DeltaNetHead with its two dot products per state row summed in 16 lanes
+// (head sizes a multiple of 16; others as DeltaNetHead), which the compiler
+// vectorizes: ~3x faster at -O2 on x86-64 (bench/RESULTS.md). Not used by
+// the engine yet: reordering those sums moves qwen35-base-q4_k_m's oracle
+// logits past the oracle's argmax rule (the file passes with ggml's order
+// only; its int8 activation quantization amplifies rounding-level changes).
+void DeltaNetHeadLanes(const DeltaNetShape& shape,
+                       const DeltaNetHeadArgs& args, int64_t v, int64_t n,
+                       float* state, float* out);
+
 // DeltaNetHead's result (its outputs and final state, equal up to float
 // rounding) in the chunked form of the Gated DeltaNet paper (Yang et al.
 // 2024, the WY / UT transform of flash-linear-attention's kernels): per

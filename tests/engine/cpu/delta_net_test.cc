@@ -1,6 +1,7 @@
-// The gated delta rule (engine/cpu/delta_net.h): the chunked form against
-// the token-by-token scan, and both against a double-precision scan written
-// here, on random inputs with a non-zero starting state.
+// The gated delta rule (engine/cpu/delta_net.h): the chunked form and the
+// scan in 16 lanes against the token-by-token scan, and all three against a
+// double-precision scan written here, on random inputs with a non-zero
+// starting state.
 
 #include "engine/cpu/delta_net.h"
 
@@ -158,14 +159,15 @@ class DeltaNetTest : public testing::TestWithParam<Case> {};
 // contribution moves results by far more than 1e-2).
 constexpr double kTolerance = 1e-4;
 
-TEST_P(DeltaNetTest, ChunkedMatchesScanAndDoubleReference) {
+TEST_P(DeltaNetTest, FormsMatchScanAndDoubleReference) {
   const Case& c = GetParam();
   const Inputs in = MakeInputs(c.d, c.grouped, c.n,
                                static_cast<uint32_t>(c.d * 1000 + c.n));
   const int64_t nv = in.shape.v_heads;
   const int64_t dd = c.d * c.d;
   const size_t out_size = static_cast<size_t>(c.n * nv * c.d);
-  std::vector<float> scan_out(out_size), chunk_out(out_size);
+  std::vector<float> scan_out(out_size), chunk_out(out_size),
+      lanes_out(out_size);
   std::vector<double> ref_out(out_size);
   std::vector<float> scratch(
       static_cast<size_t>(DeltaNetChunkedScratchFloats(c.d, c.chunk)), NAN);
@@ -174,7 +176,10 @@ TEST_P(DeltaNetTest, ChunkedMatchesScanAndDoubleReference) {
     std::vector<float> scan_state(in.state.begin() + v * dd,
                                   in.state.begin() + (v + 1) * dd);
     std::vector<float> chunk_state = scan_state;
+    std::vector<float> lanes_state = scan_state;
     std::vector<double> ref_state(scan_state.begin(), scan_state.end());
+    DeltaNetHeadLanes(in.shape, in.Args(), v, c.n, lanes_state.data(),
+                      lanes_out.data());
     DeltaNetHead(in.shape, in.Args(), v, c.n, scan_state.data(),
                  scan_out.data());
     DeltaNetHeadChunked(in.shape, in.Args(), v, c.n, c.chunk,
@@ -183,10 +188,12 @@ TEST_P(DeltaNetTest, ChunkedMatchesScanAndDoubleReference) {
     EXPECT_LT(RelDiff(chunk_state, scan_state), kTolerance);
     EXPECT_LT(RelDiff(scan_state, ref_state), kTolerance);
     EXPECT_LT(RelDiff(chunk_state, ref_state), kTolerance);
+    EXPECT_LT(RelDiff(lanes_state, ref_state), kTolerance);
   }
   EXPECT_LT(RelDiff(chunk_out, scan_out), kTolerance);
   EXPECT_LT(RelDiff(scan_out, ref_out), kTolerance);
   EXPECT_LT(RelDiff(chunk_out, ref_out), kTolerance);
+  EXPECT_LT(RelDiff(lanes_out, ref_out), kTolerance);
 }
 
 std::vector<Case> Cases() {
