@@ -105,12 +105,15 @@ int32_t KvPager::HitBlocks(absl::Span<const int32_t> prompt,
 }
 
 KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
-                                          const Salt* salt,
-                                          int32_t first_step) const {
+                                          const Salt* salt, int32_t first_step,
+                                          bool state_hits) const {
   Admission admission;
   // Each group's longest chain, then every group cut to the shortest.
-  // With state slots no prefix is cached (see the top).
-  int32_t k = salt != nullptr && num_state_slots() == 0
+  // With state slots a hit also needs the recurrent state at its end: it
+  // is cut to the last block with a snapshot (see the top), and there is
+  // none without snapshots or a list to copy them into.
+  const bool state = num_state_slots() > 0;
+  int32_t k = salt != nullptr && (!state || state_hits)
                   ? MaxHitBlocks(prompt.size())
                   : 0;
   for (size_t g = 0; g < caches_.size(); ++g) {
@@ -118,6 +121,10 @@ KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
     chains_[g] = ChainCursor{};
     if (k > 0) chains_[g] = caches_[g]->Match(prompt, k, *salt, &hits_[g]);
     k = std::min(k, chains_[g].num_blocks);
+  }
+  if (state) {
+    while (k > 0 && SnapshotOf(hits_[0][k - 1]) == nullptr) --k;
+    if (k > 0) admission.snapshot_block = hits_[0][k - 1];
   }
   for (size_t g = 0; g < caches_.size(); ++g) {
     if (chains_[g].num_blocks == k) continue;
@@ -138,15 +145,21 @@ KvPager::Admission KvPager::PlanAdmission(absl::Span<const int32_t> prompt,
   }
   admission.fits = admission.new_blocks <= pool_.num_available() - hits_cached;
   admission.needs_slot = num_state_slots() > 0;
-  if (admission.needs_slot && slots_.num_free() == 0) admission.fits = false;
+  if (admission.needs_slot &&
+      AvailableStateSlots(admission.snapshot_block) == 0) {
+    admission.fits = false;
+  }
   return admission;
 }
 
 int32_t KvPager::CachedPrefixTokens(absl::Span<const int32_t> prompt,
                                     absl::string_view salt) const {
   const std::optional<Salt> s = caches_[0]->FindSalt(salt);
-  if (prompt.empty() || !s.has_value() || num_state_slots() > 0) return 0;
-  return HitBlocks(prompt, *s) * block_size();
+  if (prompt.empty() || !s.has_value()) return 0;
+  if (num_state_slots() == 0) return HitBlocks(prompt, *s) * block_size();
+  return PlanAdmission(prompt, &*s, kMaxSequenceTokens, /*state_hits=*/true)
+             .hit_blocks *
+         block_size();
 }
 
 bool KvPager::CanAllocate(absl::Span<const int32_t> prompt,
@@ -155,13 +168,14 @@ bool KvPager::CanAllocate(absl::Span<const int32_t> prompt,
     return false;
   }
   const std::optional<Salt> s = caches_[0]->FindSalt(salt);
-  return PlanAdmission(prompt, s.has_value() ? &*s : nullptr, first_step)
+  return PlanAdmission(prompt, s.has_value() ? &*s : nullptr, first_step,
+                       /*state_hits=*/true)
       .fits;
 }
 
-absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
-                                             absl::string_view salt,
-                                             int32_t first_step) {
+absl::StatusOr<BlockLease> KvPager::Allocate(
+    absl::Span<const int32_t> prompt, absl::string_view salt,
+    int32_t first_step, std::vector<StateCopy>* state_copies) {
   if (prompt.empty()) {
     return absl::InvalidArgumentError("cannot allocate an empty prompt");
   }
@@ -172,9 +186,11 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
   // Every group's cache interns the same salts in the same order: one id.
   const Salt s = caches_[0]->InternSalt(salt);
   for (size_t g = 1; g < caches_.size(); ++g) caches_[g]->InternSalt(salt);
-  const Admission admission = PlanAdmission(prompt, &s, first_step);
+  const Admission admission =
+      PlanAdmission(prompt, &s, first_step, state_copies != nullptr);
   if (!admission.fits) {
-    if (admission.needs_slot && slots_.num_free() == 0) {
+    if (admission.needs_slot &&
+        AvailableStateSlots(admission.snapshot_block) == 0) {
       return absl::ResourceExhaustedError(
           absl::StrCat("no free recurrent-state slot (", num_state_slots(),
                        ", all held)"));
@@ -193,7 +209,18 @@ absl::StatusOr<BlockLease> KvPager::Allocate(absl::Span<const int32_t> prompt,
   lease.num_cached_tokens_ = k * bs;
   lease.num_computed_tokens_ = lease.num_cached_tokens_;
   lease.salt_ = s;
-  if (admission.needs_slot) lease.state_slot_ = slots_.Pop();
+  if (admission.needs_slot) {
+    lease.state_slot_ = TakeStateSlot(admission.snapshot_block);
+  }
+  if (admission.snapshot_block >= 0) {
+    // The cached prefix's recurrent state becomes the sequence's (hits
+    // end where a snapshot is: PlanAdmission).
+    StateSnapshot& snap = snapshots_[snapshot_index_.at(admission.snapshot_block)];
+    snap.used = ++snapshot_tick_;
+    state_copies->push_back(StateCopy{snap.slot, lease.state_slot_});
+    ++counters_.state_copies;
+    ++counters_.state_snapshot_hits;
+  }
   if (windowed_ || num_groups() > 1) {
     lease.extra_ = std::make_unique<BlockLease::Extra>();
   }
@@ -443,8 +470,9 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
   lease->num_computed_tokens_ =
       std::max(lease->num_computed_tokens_, num_computed_tokens);
   const int32_t full_blocks = num_computed_tokens / block_size();
-  // With state slots the prefix cache is off (see the top).
-  if (num_state_slots() > 0) cache = false;
+  // With state slots, but without snapshots, the prefix cache is off
+  // (see the top).
+  if (num_state_slots() > 0 && snapshots_.empty()) cache = false;
   for (int32_t group = 0; cache && group < num_groups(); ++group) {
     BlockLease::Group& g = lease->groups_[group];
     if (g.chain.num_blocks >= full_blocks) continue;
@@ -478,7 +506,7 @@ absl::Status KvPager::MarkComputed(BlockLease* lease,
 
 bool KvPager::CanFork(const BlockLease& lease) const {
   return CheckLease(lease).ok() &&
-         (num_state_slots() == 0 || slots_.num_free() > 0);
+         (num_state_slots() == 0 || AvailableStateSlots() > 0);
 }
 
 absl::StatusOr<BlockLease> KvPager::Fork(
@@ -489,7 +517,7 @@ absl::StatusOr<BlockLease> KvPager::Fork(
       return absl::InvalidArgumentError(
           "Fork with recurrent-state slots needs a state copy list");
     }
-    if (slots_.num_free() == 0) {
+    if (AvailableStateSlots() == 0) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "no free recurrent-state slot for the fork (", num_state_slots(),
           ", all held)"));
@@ -507,7 +535,7 @@ absl::StatusOr<BlockLease> KvPager::Fork(
   fork.num_computed_tokens_ = lease.num_computed_tokens_;
   fork.salt_ = lease.salt_;
   if (num_state_slots() > 0) {
-    fork.state_slot_ = slots_.Pop();
+    fork.state_slot_ = TakeStateSlot();
     state_copies->push_back(StateCopy{lease.state_slot_, fork.state_slot_});
     ++counters_.state_copies;
   }
@@ -521,7 +549,7 @@ absl::StatusOr<BlockLease> KvPager::Fork(
 
 bool KvPager::CanSnapshot(const BlockLease& lease) const {
   return CheckLease(lease).ok() && lease.state_slot_ >= 0 &&
-         lease.snapshot_slot_ < 0 && slots_.num_free() > 0;
+         lease.snapshot_slot_ < 0 && AvailableStateSlots() > 0;
 }
 
 absl::Status KvPager::Snapshot(BlockLease* lease,
@@ -537,12 +565,12 @@ absl::Status KvPager::Snapshot(BlockLease* lease,
   if (state_copies == nullptr) {
     return absl::InvalidArgumentError("Snapshot needs a state copy list");
   }
-  if (slots_.num_free() == 0) {
+  if (AvailableStateSlots() == 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("no free recurrent-state slot for a snapshot (",
                      num_state_slots(), ", all held)"));
   }
-  lease->snapshot_slot_ = slots_.Pop();
+  lease->snapshot_slot_ = TakeStateSlot();
   state_copies->push_back(StateCopy{lease->state_slot_, lease->snapshot_slot_});
   ++counters_.state_copies;
   return absl::OkStatus();
@@ -564,6 +592,138 @@ absl::Status KvPager::DropSnapshot(BlockLease* lease) {
     return absl::InvalidArgumentError("the lease has no snapshot");
   }
   slots_.Release(std::exchange(lease->snapshot_slot_, -1));
+  return absl::OkStatus();
+}
+
+absl::Status KvPager::EnableStateSnapshots(int32_t count) {
+  if (count < 0 || count > num_state_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        count, " state snapshots; want 0 to the ", num_state_slots(),
+        " state slots"));
+  }
+  if (!snapshots_.empty() || live_leases_ > 0) {
+    return absl::FailedPreconditionError(
+        "state snapshots are enabled once, before any lease");
+  }
+  snapshots_.resize(static_cast<size_t>(count));
+  return absl::OkStatus();
+}
+
+const KvPager::StateSnapshot* KvPager::SnapshotOf(int32_t block) const {
+  const auto it = snapshot_index_.find(block);
+  if (it == snapshot_index_.end()) return nullptr;
+  const StateSnapshot& snap = snapshots_[it->second];
+  // Valid while the block still holds the entry it was kept for.
+  if (owner_[block] != 0 || !pool_.registered(block) ||
+      caches_[0]->entry(block).node != snap.node) {
+    return nullptr;
+  }
+  return &snap;
+}
+
+int32_t KvPager::AvailableStateSlots(int32_t keep_block) const {
+  int32_t evictable = 0;
+  for (const StateSnapshot& snap : snapshots_) {
+    if (snap.slot >= 0 && snap.block != keep_block) ++evictable;
+  }
+  return slots_.num_free() + evictable;
+}
+
+int32_t KvPager::TakeStateSlot(int32_t keep_block) {
+  if (slots_.num_free() > 0) return slots_.Pop();
+  // Snapshots are a cache: a sequence's slot comes first. The least
+  // recently used one (but `keep_block`'s) gives its slot up.
+  StateSnapshot* lru = nullptr;
+  for (StateSnapshot& snap : snapshots_) {
+    if (snap.slot < 0 || snap.block == keep_block) continue;
+    if (lru == nullptr || snap.used < lru->used) lru = &snap;
+  }
+  assert(lru != nullptr);  // the callers checked AvailableStateSlots
+  snapshot_index_.erase(lru->block);
+  lru->block = -1;
+  ++counters_.state_snapshot_evictions;
+  return std::exchange(lru->slot, -1);
+}
+
+int32_t KvPager::KeepStateSnapshot(const BlockLease& lease, int32_t end,
+                                   int32_t replace,
+                                   std::vector<StateCopy>* state_copies) {
+  const int32_t bs = block_size();
+  if (snapshots_.empty() || state_copies == nullptr ||
+      !CheckLease(lease).ok() || lease.state_slot_ < 0 || end < bs ||
+      end % bs != 0 || end > lease.num_computed_tokens_) {
+    return -1;
+  }
+  const int32_t index = end / bs - 1;
+  const BlockLease::Group& g0 = lease.groups_[0];
+  // The block must be registered as the lease's own chain's (MarkComputed
+  // registered it): then a hit on it matches exactly the lease's tokens.
+  if (index >= static_cast<int32_t>(g0.blocks.size()) ||
+      g0.chain.num_blocks <= index || g0.chain.node == kBrokenNode) {
+    return -1;
+  }
+  const int32_t block = g0.blocks[index];
+  if (block == kNoBlock || owner_[block] != 0 || !pool_.registered(block)) {
+    return -1;
+  }
+  const uint64_t node = caches_[0]->entry(block).node;
+  if (const auto it = snapshot_index_.find(block);
+      it != snapshot_index_.end() && snapshots_[it->second].node == node) {
+    snapshots_[it->second].used = ++snapshot_tick_;  // kept already
+    return block;
+  }
+  // Into the replaced snapshot, an empty place, or the least recently used.
+  StateSnapshot* target = nullptr;
+  if (const auto it = snapshot_index_.find(replace);
+      replace >= 0 && it != snapshot_index_.end()) {
+    target = &snapshots_[it->second];
+  }
+  for (StateSnapshot& snap : snapshots_) {
+    if (target == nullptr && snap.block < 0) target = &snap;
+  }
+  if (target == nullptr) {
+    target = &snapshots_[0];
+    for (StateSnapshot& snap : snapshots_) {
+      if (snap.used < target->used) target = &snap;
+    }
+  }
+  if (target->slot < 0) {
+    if (slots_.num_free() == 0) return -1;  // every slot runs a sequence
+    target->slot = slots_.Pop();
+  }
+  if (target->block >= 0) {
+    snapshot_index_.erase(target->block);
+    ++counters_.state_snapshot_evictions;
+  }
+  target->block = block;
+  target->node = node;
+  target->used = ++snapshot_tick_;
+  snapshot_index_[block] = static_cast<int32_t>(target - snapshots_.data());
+  state_copies->push_back(StateCopy{lease.state_slot_, target->slot});
+  ++counters_.state_copies;
+  return block;
+}
+
+absl::Status KvPager::CheckSnapshots() const {
+  int32_t indexed = 0;
+  for (size_t i = 0; i < snapshots_.size(); ++i) {
+    const StateSnapshot& snap = snapshots_[i];
+    if (snap.slot >= 0 && !slots_.held(snap.slot)) {
+      return absl::InternalError(absl::StrCat(
+          "state snapshot ", i, "'s slot ", snap.slot, " is free"));
+    }
+    if (snap.block < 0) continue;
+    ++indexed;
+    const auto it = snapshot_index_.find(snap.block);
+    if (snap.slot < 0 || it == snapshot_index_.end() ||
+        it->second != static_cast<int32_t>(i)) {
+      return absl::InternalError(absl::StrCat(
+          "state snapshot ", i, " of block ", snap.block, " is not indexed"));
+    }
+  }
+  if (indexed != static_cast<int32_t>(snapshot_index_.size())) {
+    return absl::InternalError("the state snapshot index has stale entries");
+  }
   return absl::OkStatus();
 }
 
@@ -616,14 +776,18 @@ PagerStats KvPager::Stats() const {
   stats.cached_blocks = pool_.num_cached();
   stats.total_state_slots = slots_.num_slots();
   stats.free_state_slots = slots_.num_free();
+  for (const StateSnapshot& snap : snapshots_) {
+    if (snap.block >= 0) ++stats.state_snapshots;
+  }
   return stats;
 }
 
 absl::Status KvPager::CheckConsistency() const {
   RETURN_IF_ERROR(pool_.CheckConsistency());
   RETURN_IF_ERROR(slots_.CheckConsistency());
-  if (num_state_slots() > 0) {
-    // The prefix cache is off with slots (see the top).
+  RETURN_IF_ERROR(CheckSnapshots());
+  if (num_state_slots() > 0 && snapshots_.empty()) {
+    // The prefix cache is off with slots without snapshots (see the top).
     for (const auto& cache : caches_) {
       if (cache->size() > 0) {
         return absl::InternalError(absl::StrCat(

@@ -83,11 +83,20 @@
 // may have to be undone (speculative drafts) can go back to it:
 // RestoreSnapshot makes the copy the lease's state (no copy: the slot ids
 // swap; the advanced state's slot is freed), DropSnapshot frees it.
-// The prefix cache is off with slots, for now: a cached prefix would
-// need the recurrent state at its end, and snapshots at block boundaries
-// come later. So every lookup finds 0 cached tokens (CachedPrefixTokens,
-// Allocate's num_cached_tokens) and MarkComputed registers nothing: the
-// whole prompt is computed from position 0.
+// Prefix caching with slots: a cached prefix is only usable with the
+// recurrent state at its end, so the pager keeps state snapshots of
+// cached prefixes (EnableStateSnapshots: llama.cpp's context checkpoints
+// more than vLLM's state per block, see DESIGN notes in the README's
+// "Hybrid models"): KeepStateSnapshot copies a sequence's state at a
+// block boundary into a slot no sequence holds, keyed by the group-0
+// block ending there and valid while that block holds the same cache
+// entry; a lookup's hit is cut to the last block of its chain that has a
+// snapshot, and Allocate reports the copy of that snapshot into the new
+// lease's slot. Snapshots are a cache: a sequence that needs a slot
+// (Allocate, Fork, Snapshot) takes the least recently used snapshot's when
+// none is free. Without snapshots every lookup finds 0 cached tokens and
+// MarkComputed registers nothing: the whole prompt is computed from
+// position 0.
 //
 // Threading: none inside. The serving loop's engine thread owns the pager
 // and every lease (DESIGN.md §2): all calls, and lease destruction, happen
@@ -103,6 +112,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -190,9 +200,14 @@ class KvPager {
   // instead of twice (CanAllocate walks it too).
   // Windowed groups take blocks only for the first `first_step` uncached
   // prompt tokens (see the top); Cover takes the rest as they are computed.
-  absl::StatusOr<BlockLease> Allocate(absl::Span<const int32_t> prompt,
-                                      absl::string_view salt,
-                                      int32_t first_step = kMaxSequenceTokens);
+  // With state slots and snapshots (EnableStateSnapshots), a hit ends at a
+  // block with a snapshot, whose state is copied into the lease's slot:
+  // {snapshot's slot, lease's slot} is appended to `*state_copies`, to run
+  // before the next forward pass; without `state_copies` there is no hit.
+  absl::StatusOr<BlockLease> Allocate(
+      absl::Span<const int32_t> prompt, absl::string_view salt,
+      int32_t first_step = kMaxSequenceTokens,
+      std::vector<StateCopy>* state_copies = nullptr);
 
   // --- Growth ----------------------------------------------------------
 
@@ -288,6 +303,27 @@ class KvPager {
   // Returns the lease's blocks and state slots (the same as destroying it).
   void Free(BlockLease lease) { lease.Reset(); }
 
+  // --- Recurrent state of cached prefixes ------------------------------
+
+  // Lets up to `count` state slots hold snapshots of cached prefixes'
+  // recurrent state (see the top), once, before any lease. InvalidArgument
+  // for a count outside [0, num_state_slots()]; FailedPrecondition after
+  // leases or a first call.
+  absl::Status EnableStateSnapshots(int32_t count);
+  // Keeps the lease's recurrent state after its first `end` tokens (a
+  // multiple of block_size, computed; the state must be that now) as the
+  // snapshot of the cached prefix ending there: {lease's slot, snapshot's
+  // slot} is appended to `*state_copies`, to run before the next forward
+  // pass. Goes into the snapshot of block `replace` (a sequence's previous
+  // one, -1 for none) if there is one, else an empty place, else the
+  // least recently used snapshot's; needs a slot no sequence holds.
+  // Returns the snapshot's block (the lease's group-0 block ending at
+  // `end`), or -1 when nothing is kept: snapshots off, `end` not a
+  // registered block of the lease's own chain, or no slot to spare.
+  int32_t KeepStateSnapshot(const BlockLease& lease, int32_t end,
+                            int32_t replace,
+                            std::vector<StateCopy>* state_copies);
+
   // --- Cache maintenance -----------------------------------------------
 
   // Evicts up to `max_blocks` cached blocks, least recently used first;
@@ -347,10 +383,32 @@ class KvPager {
     int32_t hit_blocks = 0;
     int32_t new_blocks = 0;  // blocks taken from the free or cached ones
     bool needs_slot = false;  // a recurrent-state slot (see the top)
+    // The hit's last block, whose state snapshot the lease starts from
+    // (with state slots), else -1.
+    int32_t snapshot_block = -1;
     bool fits = false;
   };
+  // `state_hits`: with state slots, hits may end at a snapshot (else none).
   Admission PlanAdmission(absl::Span<const int32_t> prompt, const Salt* salt,
-                          int32_t first_step) const;
+                          int32_t first_step, bool state_hits) const;
+  // A place for a cached prefix's recurrent state: `slot` (-1: its slot
+  // went to a sequence) holds the state after group-0 block `block` (-1:
+  // empty) as registered with cache node `node`.
+  struct StateSnapshot {
+    int32_t slot = -1;
+    int32_t block = -1;
+    uint64_t node = 0;
+    uint64_t used = 0;  // snapshot_tick_ when last kept or hit
+  };
+  // The valid snapshot of `block`: kept for the entry the block holds now.
+  const StateSnapshot* SnapshotOf(int32_t block) const;
+  // Free slots plus those snapshots hold (but `keep_block`'s): what a
+  // sequence can take.
+  int32_t AvailableStateSlots(int32_t keep_block = -1) const;
+  // A free slot, else the least recently used snapshot's (but
+  // `keep_block`'s). Precondition: AvailableStateSlots(keep_block) > 0.
+  int32_t TakeStateSlot(int32_t keep_block = -1);
+  absl::Status CheckSnapshots() const;
   // Hit blocks may be at most floor((len - 1) / B): the last token is
   // always computed.
   int32_t MaxHitBlocks(size_t prompt_tokens) const {
@@ -374,6 +432,9 @@ class KvPager {
 
   BlockPool pool_;
   StateSlotPool slots_;  // empty for a model without recurrent state
+  std::vector<StateSnapshot> snapshots_;  // EnableStateSnapshots' count
+  absl::flat_hash_map<int32_t, int32_t> snapshot_index_;  // block -> place
+  uint64_t snapshot_tick_ = 0;
   const std::vector<int32_t> windows_;  // (groups)
   bool windowed_ = false;               // some group has a window
   std::vector<std::unique_ptr<PrefixCache>> caches_;  // (groups)

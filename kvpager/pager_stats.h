@@ -23,6 +23,8 @@ struct PagerStats {
   // free + held == total at all times.
   int64_t total_state_slots = 0;
   int64_t free_state_slots = 0;
+  // Of the held ones, those keeping cached prefixes' state (snapshots).
+  int64_t state_snapshots = 0;
 
   // Counters since the pager was created.
   int64_t prefix_queries = 0;       // admissions (Allocate) that looked up
@@ -31,6 +33,9 @@ struct PagerStats {
   int64_t evictions = 0;   // cached blocks reclaimed (allocation, EvictCached)
   int64_t cow_copies = 0;  // copy-on-write block copies handed out
   int64_t state_copies = 0;  // state slot copies handed out (forks, snapshots)
+  int64_t state_snapshot_hits = 0;  // admissions that started from one
+  // Prefix snapshots replaced, or whose slot went to a sequence.
+  int64_t state_snapshot_evictions = 0;
 };
 
 // Events, called synchronously on the pager's thread from inside the pager

@@ -240,6 +240,11 @@ class Request {
   // num_computed_tokens()): the rest are fed again, as a prompt chunk
   // (a hybrid model's rejected draft, scheduler.cc AddDrafts).
   void RollBackComputed(int32_t n) { num_computed_tokens_ = n; }
+  // A hybrid model's latest snapshot of its generated tokens' state
+  // (kvpager::KvPager::KeepStateSnapshot's block; -1 for none): the next
+  // one replaces it.
+  int32_t rolling_snapshot() const { return rolling_snapshot_; }
+  void set_rolling_snapshot(int32_t block) { rolling_snapshot_ = block; }
   // Records a sampled token (the request must be running with nothing
   // uncomputed), applies the stop checks and hands the id to the sink.
   // Returns the finish reason when the request must now finish (the caller
@@ -273,6 +278,7 @@ class Request {
   const int32_t tenant_index_;
   const uint64_t arrival_seq_;
   const int32_t num_prompt_tokens_;
+  int32_t rolling_snapshot_ = -1;
   const engine::Tokenizer* const tokenizer_;
 
   // Engine thread.

@@ -52,6 +52,12 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
                    kvpager::KvPager::Create(
                        engine.num_blocks(), engine.block_size(),
                        engine.kv_group_windows(), engine.num_state_slots()));
+  if (engine.num_state_slots() > 0 && options.state_snapshots != 0) {
+    RETURN_IF_ERROR(s->pager_->EnableStateSnapshots(
+        options.state_snapshots < 0
+            ? engine.num_state_slots()
+            : std::min(options.state_snapshots, engine.num_state_slots())));
+  }
   ASSIGN_OR_RETURN(s->queues_,
                    TenantQueues::Create(options.tenants, options.fair_share,
                                         clock->Now(), metrics));
@@ -348,7 +354,8 @@ const StepPlan& Scheduler::Schedule() {
     // A prefill chunk leaves room for the prefills after it (above).
     const int32_t leave =
         max > 1 ? std::min(admission_reserve_tokens_, demand_after_[i]) : 0;
-    const int32_t n = std::min(max, std::max(1, budget - keep - leave));
+    const int32_t n = SnapshotAlignedGrant(
+        *r, std::min(max, std::max(1, budget - keep - leave)));
     if (GrowLease(r, n, &budget)) Grant(r, n, &budget);
   }
   if (plan_.num_preempted == 0) {
@@ -603,8 +610,11 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
     }
     // Windowed KV groups take blocks for the first chunk only (GrowLease
     // covers the next ones): at most what this step grants it.
-    absl::StatusOr<kvpager::BlockLease> lease = pager_->Allocate(
-        AdmissionTokens(*next), next->cache_salt(), *budget - leave);
+    // A hybrid model's hit starts from its snapshot's state: copied in
+    // before this step's forward pass.
+    absl::StatusOr<kvpager::BlockLease> lease =
+        pager_->Allocate(AdmissionTokens(*next), next->cache_salt(),
+                         *budget - leave, &plan_.state_copies);
     if (!lease.ok()) break;  // stays at the front until blocks free up
     if (IsReadmitted(*next)) {
       reserved_blocks_ += BlocksToFinish(*next) - lease->num_blocks();
@@ -614,7 +624,10 @@ void Scheduler::AdmitWaiting(int32_t* budget) {
     StartRequest(next, *std::move(lease), now);
     const std::vector<Request*> forked = AdmitHeld(next, now);
     TakeWaitingDemand(tenant, MaxGrant(*next));
-    Grant(next, std::min(MaxGrant(*next), *budget - leave), budget);
+    Grant(next,
+          SnapshotAlignedGrant(*next,
+                               std::min(MaxGrant(*next), *budget - leave)),
+          budget);
     for (Request* child : forked) {
       if (*budget > 0) {
         Grant(child, std::min(child->num_uncomputed(), *budget), budget);
@@ -838,6 +851,7 @@ void Scheduler::Update(const StepTokens& tokens) {
     // The lease covers every computed token (GrowLease): cannot fail.
     assert(marked.ok());
     (void)marked;
+    KeepStateSnapshot(r);
     if (r->embed()) {
       TakeHidden(r, s, now);
       continue;
@@ -940,6 +954,28 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
   // The lease has a snapshot and covers what is computed: cannot fail.
   assert(settled.ok());
   (void)settled;
+  KeepStateSnapshot(r);
+}
+
+int32_t Scheduler::SnapshotAlignedGrant(const Request& r, int32_t n) const {
+  if (pager_->num_state_slots() == 0 || n <= 1) return n;
+  const int32_t end = r.num_prompt_tokens() / block_size_ * block_size_;
+  const int32_t begin = r.num_computed_tokens();
+  return begin < end && end < begin + n ? end - begin : n;
+}
+
+void Scheduler::KeepStateSnapshot(Request* r) {
+  if (pager_->num_state_slots() == 0 || r->embed()) return;
+  const int32_t computed = r->num_computed_tokens();
+  if (computed == 0 || computed % block_size_ != 0) return;
+  const int32_t prompt_end = r->num_prompt_tokens() / block_size_ * block_size_;
+  if (computed < prompt_end) return;  // only the prompt's last whole block
+  // The prompt's stays; a generating request's replaces its previous one.
+  const bool rolling = computed > prompt_end;
+  const int32_t block = pager_->KeepStateSnapshot(
+      r->lease(), computed, rolling ? r->rolling_snapshot() : -1,
+      &pending_state_copies_);
+  if (rolling && block >= 0) r->set_rolling_snapshot(block);
 }
 
 // Fast-forward: after a running request's sampled token, the tokens its

@@ -95,6 +95,11 @@ struct SchedulerOptions {
   // Speculative decoding (see the top): draft tokens join a step only
   // while its tokens stay within this many; 0 = no speculation.
   int32_t speculation_max_step_tokens = 4;
+  // Hybrid models (an engine with state slots): at most this many
+  // snapshots of cached prefixes' recurrent state, in slots no running
+  // request holds (kvpager/kv_pager.h), so that the prefix cache serves
+  // them; -1 = as many as the engine has slots, 0 = no prefix cache.
+  int32_t state_snapshots = -1;
   std::vector<TenantConfig> tenants;  // at least one
   FairShareWeights fair_share;
 };
@@ -262,6 +267,14 @@ class Scheduler {
   // What Schedule may grant `r`: its uncomputed tokens, or for a parent
   // holding children, those its lease covers (up to the fork point).
   static int32_t MaxGrant(const Request& r);
+  // Hybrid models with prefix snapshots: `n` tokens of `r`'s prompt cut
+  // so that a chunk ends where the prompt's last whole block does (the
+  // state there is kept for the prefix cache).
+  int32_t SnapshotAlignedGrant(const Request& r, int32_t n) const;
+  // After a step, keeps `r`'s state where its computed tokens end a block:
+  // the prompt's last whole block, or (rolling, one per request) the last
+  // one reached while generating.
+  void KeepStateSnapshot(Request* r);
   // Group helpers (scheduler_group.cc; see the top).
   absl::Status CheckGroupShape(absl::Span<const RequestSpec> specs) const;
   absl::Status CheckGroupLimits(const RequestSpec& spec, int32_t n) const;

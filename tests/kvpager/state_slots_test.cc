@@ -239,6 +239,101 @@ TEST(StateSlotsTest, ThePrefixCacheIsOffWithSlots) {
   }
 }
 
+TEST(StateSlotsTest, HitsEndAtTheLastBlockWithASnapshot) {
+  // kB = 4. A 14-token sequence computed, with the state kept after 8
+  // (its second block); the same tokens again hit 8, not the 12 cached,
+  // and the snapshot's state is copied into the new lease's slot.
+  auto pager = SlotPager(16, 3);
+  ASSERT_TRUE(pager->EnableStateSnapshots(2).ok());
+  EXPECT_EQ(pager->EnableStateSnapshots(2).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const std::vector<int32_t> prompt = Range(0, 14);
+  std::vector<StateCopy> copies;
+  int32_t first_slot = -1, kept = -1;
+  {
+    BlockLease first = Allocated(*pager, 0, 14);
+    first_slot = first.state_slot();
+    // Not computed that far yet: nothing kept.
+    EXPECT_EQ(pager->KeepStateSnapshot(first, 8, -1, &copies), -1);
+    ASSERT_TRUE(pager->MarkComputed(&first, 8).ok());
+    EXPECT_EQ(pager->KeepStateSnapshot(first, 6, -1, &copies), -1);  // mid-block
+    kept = pager->KeepStateSnapshot(first, 8, -1, &copies);
+    EXPECT_EQ(kept, first.block_ids()[1]);
+    ASSERT_EQ(copies.size(), 1u);
+    EXPECT_EQ(copies[0].src, first_slot);
+    ASSERT_TRUE(pager->MarkComputed(&first, 14).ok());
+    // Kept once: a second call only touches it.
+    EXPECT_EQ(pager->KeepStateSnapshot(first, 8, -1, &copies), kept);
+    EXPECT_EQ(copies.size(), 1u);
+  }
+  const int32_t snapshot_slot = copies[0].dst;
+  EXPECT_EQ(pager->Stats().state_snapshots, 1);
+  EXPECT_EQ(pager->num_free_state_slots(), 2);  // the snapshot holds one
+  EXPECT_EQ(pager->CachedPrefixTokens(prompt, "t"), 8);
+  // Without a copy list there is no hit.
+  {
+    BlockLease cold = Allocated(*pager, 0, 14);
+    EXPECT_EQ(cold.num_cached_tokens(), 0);
+  }
+  copies.clear();
+  absl::StatusOr<BlockLease> second =
+      pager->Allocate(prompt, "t", KvPager::kMaxSequenceTokens, &copies);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->num_cached_tokens(), 8);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0], (StateCopy{snapshot_slot, second->state_slot()}));
+  EXPECT_EQ(pager->Stats().state_snapshot_hits, 1);
+  EXPECT_TRUE(pager->CheckConsistency().ok()) << pager->CheckConsistency();
+}
+
+TEST(StateSlotsTest, SnapshotsGiveTheirSlotsToSequences) {
+  // Two slots, one holding a snapshot: two sequences at once take it, and
+  // the snapshot is gone (its prefix is then computed again).
+  auto pager = SlotPager(16, 2);
+  ASSERT_TRUE(pager->EnableStateSnapshots(2).ok());
+  std::vector<StateCopy> copies;
+  {
+    BlockLease first = Allocated(*pager, 0, 10);
+    ASSERT_TRUE(pager->MarkComputed(&first, 10).ok());
+    EXPECT_GE(pager->KeepStateSnapshot(first, 8, -1, &copies), 0);
+  }
+  EXPECT_EQ(pager->num_free_state_slots(), 1);
+  EXPECT_TRUE(pager->CanAllocate(Range(100, 5), "t"));
+  BlockLease a = Allocated(*pager, 100, 5);
+  EXPECT_TRUE(pager->CanAllocate(Range(200, 5), "t"));
+  BlockLease b = Allocated(*pager, 200, 5);
+  EXPECT_GE(b.state_slot(), 0);
+  EXPECT_NE(a.state_slot(), b.state_slot());
+  const PagerStats stats = pager->Stats();
+  EXPECT_EQ(stats.state_snapshots, 0);
+  EXPECT_EQ(stats.state_snapshot_evictions, 1);
+  EXPECT_EQ(pager->CachedPrefixTokens(Range(0, 10), "t"), 0);
+  // Every slot runs a sequence: nothing can be kept.
+  ASSERT_TRUE(pager->MarkComputed(&a, 4).ok());
+  EXPECT_EQ(pager->KeepStateSnapshot(a, 4, -1, &copies), -1);
+  EXPECT_TRUE(pager->CheckConsistency().ok()) << pager->CheckConsistency();
+}
+
+TEST(StateSlotsTest, ARollingSnapshotReplacesItsPrevious) {
+  // A generating sequence keeps its latest block boundary in one place.
+  auto pager = SlotPager(16, 3);
+  ASSERT_TRUE(pager->EnableStateSnapshots(2).ok());
+  std::vector<StateCopy> copies;
+  BlockLease lease = Allocated(*pager, 0, 5);
+  std::vector<BlockCopy> block_copies;
+  ASSERT_TRUE(pager->Append(&lease, Range(5, 7), &block_copies).ok());
+  ASSERT_TRUE(pager->MarkComputed(&lease, 8).ok());
+  const int32_t at8 = pager->KeepStateSnapshot(lease, 8, -1, &copies);
+  ASSERT_GE(at8, 0);
+  ASSERT_TRUE(pager->MarkComputed(&lease, 12).ok());
+  const int32_t at12 = pager->KeepStateSnapshot(lease, 12, at8, &copies);
+  ASSERT_GE(at12, 0);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].dst, copies[1].dst);  // the same place
+  EXPECT_EQ(pager->Stats().state_snapshots, 1);
+  EXPECT_TRUE(pager->CheckConsistency().ok()) << pager->CheckConsistency();
+}
+
 TEST(StateSlotsTest, SlotsBesideWindowedGroups) {
   // A hybrid model with sliding layers too: slots are per lease, not per
   // group; windowed groups still give their blocks back.

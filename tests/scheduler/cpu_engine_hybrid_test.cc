@@ -37,6 +37,8 @@ constexpr int32_t kBlockSize = 16;
 
 struct Outcome {
   std::vector<std::vector<int32_t>> tokens;  // by request, groups flattened
+  // Each sampled token's result (logprobs where the spec asked for them).
+  std::vector<std::vector<engine::SampleResult>> samples;
   std::vector<FinishInfo> finish;
   SchedulerCounters counters;
   kvpager::PagerStats kv;
@@ -49,6 +51,9 @@ struct RunSetup {
   int32_t max_batched_tokens = 64;
   int32_t max_running = 8;
   int32_t speculation_max_step_tokens = 4;  // SchedulerOptions'
+  // SchedulerOptions'; off unless a test is about the prefix cache (the
+  // snapshots' copies and slots would blur the counts of the others).
+  int32_t state_snapshots = 0;
 };
 
 class HybridCpuTest : public ::testing::TestWithParam<std::string> {
@@ -104,6 +109,7 @@ class HybridCpuTest : public ::testing::TestWithParam<std::string> {
     options.scheduler.max_running = setup.max_running;
     options.scheduler.speculation_max_step_tokens =
         setup.speculation_max_step_tokens;
+    options.scheduler.state_snapshots = setup.state_snapshots;
     TenantConfig tenant;
     tenant.name = "t";
     options.scheduler.tenants = {tenant};
@@ -127,6 +133,7 @@ class HybridCpuTest : public ::testing::TestWithParam<std::string> {
       EXPECT_EQ(out.finish.back().reason, FinishReason::kLength)
           << out.finish.back().status;
       out.tokens.push_back(sink->tokens());
+      out.samples.push_back(sink->samples());
     }
     const Scheduler& scheduler = (*loop)->scheduler();
     out.counters = scheduler.counters();
@@ -135,7 +142,9 @@ class HybridCpuTest : public ::testing::TestWithParam<std::string> {
     // No slot and no block left held.
     EXPECT_TRUE(out.consistency.ok()) << out.consistency;
     EXPECT_EQ(out.kv.total_state_slots, setup.slots);
-    EXPECT_EQ(out.kv.free_state_slots, out.kv.total_state_slots);
+    // Slots left held keep cached prefixes' state (snapshots).
+    EXPECT_EQ(out.kv.free_state_slots + out.kv.state_snapshots,
+              out.kv.total_state_slots);
     EXPECT_EQ(out.kv.used_blocks, 0);
     return out;
   }
@@ -183,6 +192,58 @@ class HybridCpuTest : public ::testing::TestWithParam<std::string> {
 
   engine::LoadedModel model_;
 };
+
+// A chat's second turn: the first turn's prompt and answer, then a new
+// message. The second request starts from the first's state snapshot at
+// its last block boundary (a prefix-cache hit), and its logits are those
+// of a cold run, bit for bit: every token's logprob and top 5.
+TEST_P(HybridCpuTest, ASecondTurnReusesTheFirstsStateWithTheSameLogits) {
+  RunSetup setup;
+  setup.max_running = 1;
+  setup.state_snapshots = -1;
+  const std::vector<int32_t> first =
+      Prompt("Once upon a time, there was a little girl named Lily.");
+  const auto answer = Alone({{first, 24}});
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), answer[0].begin(), answer[0].end());
+  for (int32_t t : Prompt(" She liked to play outside.")) second.push_back(t);
+  const auto with_logprobs = [](std::vector<int32_t> prompt, int32_t n) {
+    RequestSpec spec = Spec(std::move(prompt), n);
+    spec.sampling.logprobs = true;
+    spec.sampling.top_logprobs = 5;
+    return spec;
+  };
+  std::vector<RequestSpec> cold_spec;
+  cold_spec.push_back(with_logprobs(second, 12));
+  const Outcome cold = Run(Singles(std::move(cold_spec)), setup);
+  std::vector<RequestSpec> specs;
+  specs.push_back(Spec(first, 24));
+  specs.push_back(with_logprobs(second, 12));
+  const Outcome chat = Run(Singles(std::move(specs)), setup);
+  ASSERT_EQ(chat.tokens.size(), 2u);
+  EXPECT_EQ(chat.tokens[0], answer[0]);
+  // Where the first turn's generation last crossed a block boundary.
+  const int32_t computed =
+      static_cast<int32_t>(first.size() + answer[0].size()) - 1;
+  EXPECT_EQ(chat.finish[1].usage.cached_prompt_tokens,
+            computed / kBlockSize * kBlockSize);
+  EXPECT_GT(chat.finish[1].usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(chat.kv.state_snapshot_hits, 1);
+  EXPECT_EQ(cold.finish[0].usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(chat.tokens[1], cold.tokens[0]);
+  ASSERT_EQ(chat.samples[1].size(), cold.samples[0].size());
+  for (size_t i = 0; i < cold.samples[0].size(); ++i) {
+    const engine::SampleResult& a = chat.samples[1][i];
+    const engine::SampleResult& b = cold.samples[0][i];
+    EXPECT_EQ(a.logprob, b.logprob) << i;
+    ASSERT_EQ(a.top_logprobs.size(), 5u);
+    ASSERT_EQ(b.top_logprobs.size(), 5u);
+    for (size_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(a.top_logprobs[j].token, b.top_logprobs[j].token) << i;
+      EXPECT_EQ(a.top_logprobs[j].logprob, b.top_logprobs[j].logprob) << i;
+    }
+  }
+}
 
 TEST_P(HybridCpuTest, TwoBatchedTogetherGiveWhatEachGivesAlone) {
   const std::vector<std::pair<std::vector<int32_t>, int32_t>> requests = {

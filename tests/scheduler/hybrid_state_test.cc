@@ -47,6 +47,9 @@ struct HybridSetup {
   int32_t max_batched_tokens = 64;
   int32_t max_running = 16;
   int32_t speculation_max_step_tokens = 4;
+  // SchedulerOptions'; off unless a test is about the prefix cache (the
+  // snapshots' copies and slots would blur the counts of the others).
+  int32_t state_snapshots = 0;
   TokenScript script = ::paceline::testing::LetterScript;
 };
 
@@ -91,6 +94,7 @@ Outcome RunHybrid(std::vector<std::vector<RequestSpec>> groups,
   options.scheduler.max_running = setup.max_running;
   options.scheduler.speculation_max_step_tokens =
       setup.speculation_max_step_tokens;
+  options.scheduler.state_snapshots = setup.state_snapshots;
   options.scheduler.tenants = {testing::Tenant("t")};
   auto loop = ServingLoop::Create(std::move(engine), tokenizer, options);
   EXPECT_TRUE(loop.ok()) << loop.status();
@@ -137,7 +141,9 @@ std::vector<std::vector<RequestSpec>> Singles(std::vector<RequestSpec> specs) {
 void ExpectClean(const Outcome& out) {
   EXPECT_EQ(out.mismatches, 0);
   EXPECT_TRUE(out.consistency.ok()) << out.consistency;
-  EXPECT_EQ(out.kv.free_state_slots, out.kv.total_state_slots);
+  // Slots left held keep cached prefixes' state (snapshots), no request's.
+  EXPECT_EQ(out.kv.free_state_slots + out.kv.state_snapshots,
+            out.kv.total_state_slots);
   EXPECT_EQ(out.kv.used_blocks, 0);
 }
 
@@ -278,9 +284,9 @@ TEST(SchedulerStateSlotsTest, NoSpareSlotNoDrafts) {
   EXPECT_EQ(out.finish[0].usage.draft_tokens, 0);
 }
 
-TEST(SchedulerStateSlotsTest, NoPrefixCacheHits) {
-  // The same 40-token prompt twice, one after the other: the second
-  // computes it all (no state for a cached prefix yet).
+TEST(SchedulerStateSlotsTest, NoPrefixCacheHitsWithoutSnapshots) {
+  // The same 40-token prompt twice, one after the other: without state
+  // snapshots the second computes it all.
   HybridSetup setup;
   setup.max_running = 1;
   std::vector<RequestSpec> specs;
@@ -293,6 +299,52 @@ TEST(SchedulerStateSlotsTest, NoPrefixCacheHits) {
   EXPECT_EQ(out.kv.prefix_hit_tokens, 0);
   EXPECT_EQ(out.kv.cached_blocks, 0);
   EXPECT_EQ(out.tokens[0], out.tokens[1]);
+}
+
+TEST(SchedulerStateSlotsTest, APromptsCachedPrefixStartsFromItsSnapshot) {
+  // The same 40-token prompt twice: the first's state after its last
+  // whole block (32 tokens: the chunk is cut there) is kept, and the
+  // second starts there from a copy of it. The fake engine checks every
+  // slice's state against its K/V, so a wrong or missing copy fails.
+  HybridSetup setup;
+  setup.max_running = 1;
+  setup.state_snapshots = -1;
+  std::vector<RequestSpec> specs;
+  specs.push_back(Spec(TaggedPrompt(7, 40), 5));
+  specs.push_back(Spec(TaggedPrompt(7, 40), 5));
+  const Outcome out = RunHybrid(Singles(std::move(specs)), setup);
+  ExpectClean(out);
+  ASSERT_EQ(out.finish.size(), 2u);
+  EXPECT_EQ(out.finish[0].usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(out.finish[1].usage.cached_prompt_tokens, 32);
+  EXPECT_EQ(out.kv.state_snapshot_hits, 1);
+  EXPECT_EQ(out.tokens[0], out.tokens[1]);
+  EXPECT_EQ(out.mismatches, 0);
+}
+
+TEST(SchedulerStateSlotsTest, ANextTurnStartsFromTheGeneratedTokensState) {
+  // A chat's second turn: the first turn's prompt and answer, then more.
+  // Its last block boundary while generating (the rolling snapshot) is
+  // where the second starts: 20 + 29 computed tokens -> 48.
+  HybridSetup setup;
+  setup.max_running = 1;
+  setup.state_snapshots = -1;
+  const std::vector<int32_t> prompt = TaggedPrompt(9, 20);
+  const auto first = Alone({{prompt, 30}}, setup);
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), first[0].begin(), first[0].end());
+  for (int32_t t : TaggedPrompt(3, 6)) next.push_back(t);
+  const auto cold = Alone({{next, 10}}, setup);
+  std::vector<RequestSpec> specs;
+  specs.push_back(Spec(prompt, 30));
+  specs.push_back(Spec(next, 10));
+  const Outcome out = RunHybrid(Singles(std::move(specs)), setup);
+  ExpectClean(out);
+  ASSERT_EQ(out.finish.size(), 2u);
+  EXPECT_EQ(out.finish[1].usage.cached_prompt_tokens, 48);
+  EXPECT_EQ(out.tokens[0], first[0]);
+  EXPECT_EQ(out.tokens[1], cold[0]);
+  EXPECT_EQ(out.mismatches, 0);
 }
 
 TEST(SchedulerStateSlotsTest, CancelFreesTheSlot) {
