@@ -202,6 +202,14 @@ Metrics::Impl::Impl(MetricsOptions opts)
   kv_used = &blocks->Add({{"state", "used"}});
   kv_cached = &blocks->Add({{"state", "cached"}});
   kv_free = &blocks->Add({{"state", "free"}});
+  auto* slots = gauge(
+      "paceline_state_slots",
+      "Recurrent-state slots of a hybrid model (0 for others) by state: "
+      "running (a live request's, speculation snapshots included), snapshot "
+      "(a cached prefix's state), free.");
+  state_running = &slots->Add({{"state", "running"}});
+  state_snapshot = &slots->Add({{"state", "snapshot"}});
+  state_free = &slots->Add({{"state", "free"}});
   kv_capacity = &gauge("paceline_kv_cache_capacity_blocks",
                        "KV cache blocks in the pool.")
                      ->Add({});
@@ -385,6 +393,10 @@ void Metrics::SetKvCache(const KvCacheState& kv) {
   impl_->kv_used->Set(static_cast<double>(kv.used_blocks));
   impl_->kv_cached->Set(static_cast<double>(kv.cached_blocks));
   impl_->kv_free->Set(static_cast<double>(kv.free_blocks));
+  impl_->state_running->Set(static_cast<double>(
+      kv.total_state_slots - kv.free_state_slots - kv.state_snapshots));
+  impl_->state_snapshot->Set(static_cast<double>(kv.state_snapshots));
+  impl_->state_free->Set(static_cast<double>(kv.free_state_slots));
   impl_->kv_usage->Set(kv.total_blocks > 0
                            ? static_cast<double>(kv.used_blocks) /
                                  static_cast<double>(kv.total_blocks)

@@ -58,6 +58,11 @@ struct KvCacheState {
   int64_t used_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t free_blocks = 0;
+  // Recurrent-state slots (hybrid models; all 0 otherwise): free + held
+  // == total, snapshots among the held.
+  int64_t total_state_slots = 0;
+  int64_t free_state_slots = 0;
+  int64_t state_snapshots = 0;
   // Cumulative since start; the counters advance by the increase.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;

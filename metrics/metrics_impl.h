@@ -88,6 +88,10 @@ struct Metrics::Impl {
   prometheus::Gauge* kv_used = nullptr;
   prometheus::Gauge* kv_cached = nullptr;
   prometheus::Gauge* kv_free = nullptr;
+  // Recurrent-state slots (hybrid models; 0 otherwise), by state.
+  prometheus::Gauge* state_running = nullptr;
+  prometheus::Gauge* state_snapshot = nullptr;
+  prometheus::Gauge* state_free = nullptr;
   prometheus::Gauge* kv_capacity = nullptr;
   prometheus::Counter* prefix_queried = nullptr;
   prometheus::Counter* prefix_hits = nullptr;

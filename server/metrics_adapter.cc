@@ -31,6 +31,9 @@ void MetricsAdapter::Refresh() {
     kv.used_blocks = load.kv.used_blocks;
     kv.cached_blocks = load.kv.cached_blocks;
     kv.free_blocks = load.kv.free_blocks;
+    kv.total_state_slots = load.kv.total_state_slots;
+    kv.free_state_slots = load.kv.free_state_slots;
+    kv.state_snapshots = load.kv.state_snapshots;
     kv.prefix_query_tokens = load.kv.prefix_query_tokens;
     kv.prefix_hit_tokens = load.kv.prefix_hit_tokens;
     metrics_->SetKvCache(kv);

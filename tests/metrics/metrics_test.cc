@@ -76,6 +76,7 @@ TEST(MetricsTest, EveryFamilyHasItsTypeAndTheModelLabel) {
       {"paceline_kv_cache_usage_ratio", "gauge"},
       {"paceline_kv_cache_blocks", "gauge"},
       {"paceline_kv_cache_capacity_blocks", "gauge"},
+      {"paceline_state_slots", "gauge"},
       {"paceline_prefix_cache_queried_tokens_total", "counter"},
       {"paceline_prefix_cache_hit_tokens_total", "counter"},
       {"paceline_time_to_first_token_seconds", "histogram"},
@@ -267,6 +268,9 @@ TEST(MetricsTest, KvCacheGaugesAndPrefixCountersAdvanceByTheIncrease) {
   kv.free_blocks = 65;
   kv.prefix_query_tokens = 40;
   kv.prefix_hit_tokens = 16;
+  kv.total_state_slots = 12;
+  kv.free_state_slots = 5;
+  kv.state_snapshots = 3;
   metrics.SetKvCache(kv);
   metrics.SetKvCache(kv);  // the same totals again: no double count
   kv.prefix_query_tokens = 50;
@@ -280,6 +284,10 @@ TEST(MetricsTest, KvCacheGaugesAndPrefixCountersAdvanceByTheIncrease) {
   EXPECT_EQ(e.Get("paceline_kv_cache_blocks{model=\"m\",state=\"cached\"}"),
             10);
   EXPECT_EQ(e.Get("paceline_kv_cache_blocks{model=\"m\",state=\"free\"}"), 65);
+  EXPECT_EQ(e.Get("paceline_state_slots{model=\"m\",state=\"running\"}"), 4);
+  EXPECT_EQ(e.Get("paceline_state_slots{model=\"m\",state=\"snapshot\"}"),
+            3);
+  EXPECT_EQ(e.Get("paceline_state_slots{model=\"m\",state=\"free\"}"), 5);
   EXPECT_EQ(e.Get("paceline_prefix_cache_queried_tokens_total{model=\"m\"}"),
             50);
   EXPECT_EQ(e.Get("paceline_prefix_cache_hit_tokens_total{model=\"m\"}"), 20);
