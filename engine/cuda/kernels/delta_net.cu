@@ -1,8 +1,10 @@
 // The Gated DeltaNet recurrence (delta_net.h): the causal convolution, a
 // thread per (slice, channel) with the channel's window in registers; the
-// delta rule, a block per (value head, slice) with the state matrix in
-// device memory, one thread per output feature (a column of the stored
-// transpose), q and k staged in shared memory per token.
+// delta rule, a block per (value head, slice), one thread per output
+// feature holding its column of the state matrix (S(i, ·), consecutive
+// across threads in the stored transpose) in registers for head sizes 64
+// and 128, in device memory for others; q and k staged in shared memory
+// per token.
 #include "engine/cuda/kernels/delta_net.h"
 #include "engine/cuda/kernels/dtype.cuh"
 #include "engine/cuda/kernels/launch.cuh"
@@ -47,7 +49,27 @@ __global__ void DeltaNetConvKernel(DeltaNetConvParams p) {
   }
 }
 
-template <typename T>
+// A thread's column of a head's state (output feature i: S(i, j) for
+// every j): in registers for the head sizes the rule is instantiated for
+// (loaded once per slice, stored back after its last token), else read and
+// written in device memory at every token.
+template <int kD>
+struct Column {
+  __device__ Column(float* /*col*/, int64_t /*d*/) {}
+  __device__ __forceinline__ float& operator[](int64_t j) { return s[j]; }
+  float s[kD];
+};
+template <>
+struct Column<0> {
+  __device__ Column(float* c, int64_t stride) : col(c), d(stride) {}
+  __device__ __forceinline__ float& operator[](int64_t j) { return col[j * d]; }
+  float* col;  // S(i, 0); S(i, j) at col[j * d]
+  int64_t d;
+};
+
+// kD: the head size when it is a compile-time one (then every thread of
+// the block owns a column), 0 for any.
+template <typename T, int kD>
 __global__ void DeltaNetRuleKernel(DeltaNetRuleParams p) {
   __shared__ float q[kMaxDeltaNetHeadDim];  // (d) this token's, normalised
   __shared__ float k[kMaxDeltaNetHeadDim];  // (d)
@@ -56,12 +78,15 @@ __global__ void DeltaNetRuleKernel(DeltaNetRuleParams p) {
   const int32_t* slice = p.slices + blockIdx.y * kDeltaNetSliceInts;
   const int64_t begin = slice[0];
   const int64_t count = slice[1];
-  const int64_t d = p.head_dim;
+  const bool fresh = slice[3] == 0;
+  const int64_t d = kD > 0 ? kD : p.head_dim;
   const int64_t i = threadIdx.x;  // output feature
-  const bool active = i < d;
-  float* s = p.states + slice[2] * p.slot_stride + v * d * d + i;  // s[j * d]
-  if (active && slice[3] == 0) {
-    for (int64_t j = 0; j < d; ++j) s[j * d] = 0.0f;
+  const bool active = kD > 0 || i < d;
+  float* col = p.states + slice[2] * p.slot_stride + v * d * d + i;
+  Column<kD> state(col, d);
+  if (active && (kD > 0 || fresh)) {
+#pragma unroll
+    for (int64_t j = 0; j < d; ++j) state[j] = fresh ? 0.0f : col[j * d];
   }
   const int64_t r = p.v_heads / p.k_heads;
   const int64_t kh = p.grouped ? v / r : v % p.k_heads;
@@ -87,12 +112,14 @@ __global__ void DeltaNetRuleKernel(DeltaNetRuleParams p) {
     float o = 0.0f;
     if (active) {
       float sk = 0.0f;
-      for (int64_t j = 0; j < d; ++j) sk += s[j * d] * k[j];
+#pragma unroll
+      for (int64_t j = 0; j < d; ++j) sk += state[j] * k[j];
       const float delta =
           beta * (row[(2 * p.k_heads + v) * d + i] - decay * sk);
+#pragma unroll
       for (int64_t j = 0; j < d; ++j) {
-        const float sj = decay * s[j * d] + delta * k[j];
-        s[j * d] = sj;
+        const float sj = decay * state[j] + delta * k[j];
+        state[j] = sj;
         o += sj * q[j];
       }
     }
@@ -105,6 +132,10 @@ __global__ void DeltaNetRuleKernel(DeltaNetRuleParams p) {
           FromFloat<T>(o * rms * p.norm[i] * Silu(z));
     }
     __syncthreads();  // q and k are rewritten by the next token
+  }
+  if (kD > 0) {
+#pragma unroll
+    for (int64_t j = 0; j < d; ++j) col[j * d] = state[j];
   }
 }
 
@@ -133,8 +164,17 @@ cudaError_t LaunchDeltaNetRule(GgmlType dtype, const DeltaNetRuleParams& p,
   const int threads = static_cast<int>((p.head_dim + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(p.v_heads),
                   static_cast<unsigned>(p.n_slices));
+  // The state in registers for the models' head sizes (Qwen3.5 and
+  // Qwen3-Next: 128), in device memory otherwise.
   PACELINE_DISPATCH_DTYPE(
-      dtype, T, LaunchKernel(DeltaNetRuleKernel<T>, grid, threads, stream, p));
+      dtype, T,
+      if (p.head_dim == 64) {
+        LaunchKernel(DeltaNetRuleKernel<T, 64>, grid, threads, stream, p);
+      } else if (p.head_dim == 128) {
+        LaunchKernel(DeltaNetRuleKernel<T, 128>, grid, threads, stream, p);
+      } else {
+        LaunchKernel(DeltaNetRuleKernel<T, 0>, grid, threads, stream, p);
+      });
   return cudaGetLastError();
 }
 

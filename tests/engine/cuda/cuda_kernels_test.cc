@@ -900,9 +900,10 @@ TEST_F(SamplingKernelTest, MatchesHostSampleRowExactly) {
 // The DeltaNet kernels against cpu::DeltaNetConv and cpu::DeltaNetHead:
 // three slices (a fresh one at position 0 over a state slot full of
 // garbage, a decode token and a chunk continuing random states), tiled and
-// grouped key heads, separate and per-key-head (fused) beta/alpha, a head
-// size that is not a multiple of 32; the outputs, and every slot's state
-// afterwards (the kernels keep the matrices transposed).
+// grouped key heads, separate and per-key-head (fused) beta/alpha, head
+// sizes 64 and 128 (the state in registers) and 40 (in device memory, not
+// a multiple of 32); the outputs, and every slot's state afterwards (the
+// kernels keep the matrices transposed).
 TEST_P(KernelTest, DeltaNetConvAndRuleMatchCpu) {
   constexpr int64_t kKHeads = 2, kVHeads = 4, kTaps = 4, kSlots = 3;
   const std::vector<std::vector<int32_t>> slices = {
@@ -913,7 +914,7 @@ TEST_P(KernelTest, DeltaNetConvAndRuleMatchCpu) {
   constexpr int64_t kTokens = 15;
   std::vector<int32_t> flat;
   for (const auto& s : slices) flat.insert(flat.end(), s.begin(), s.end());
-  for (const int64_t d : {64, 40}) {
+  for (const int64_t d : {64, 128, 40}) {
     for (const bool grouped : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "d " << d << " grouped " << grouped);
       const bool fused = grouped;  // qwen3next has both
