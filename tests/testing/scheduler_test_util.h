@@ -2,9 +2,9 @@
 #define PACELINE_TESTS_TESTING_SCHEDULER_TEST_UTIL_H_
 
 // A scheduler over the fake engine, stepped by hand: Step() is the serving
-// loop's iteration (Schedule; CopyBlocks + Forward, or ForwardAndSample for
-// the sampler's engine rows; Sample; Update) with the recorded batches kept
-// for assertions.
+// loop's iteration (Schedule; CopyBlocks, CopyStates + Forward, or
+// ForwardAndSample for the sampler's engine rows; Sample; Update) with the
+// recorded batches kept for assertions.
 
 #include <cstdint>
 #include <memory>
@@ -165,6 +165,10 @@ class Harness {
     if (plan.empty()) return EngineOutput{};
     if (!plan.copies.empty()) {
       const absl::Status copied = engine_.CopyBlocks(plan.copies);
+      if (!copied.ok()) return copied;
+    }
+    if (!plan.state_copies.empty()) {  // a hybrid model's (step.h)
+      const absl::Status copied = engine_.CopyStates(plan.state_copies);
       if (!copied.ok()) return copied;
     }
     logits_.assign(
