@@ -376,8 +376,14 @@ TEST_P(CudaHybridFileTest, SlotsTogetherAloneAndCopiedMatchCpu) {
   auto gpu = CudaEngine::Create(quantized->weights, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->num_state_slots(), 4);
-  EXPECT_EQ(CudaEngine::Footprint(*quantized->weights, options).state_bytes,
-            4 * static_cast<uint64_t>(c.RecurrentStateBytes()));
+  const CudaEngineFootprint f =
+      CudaEngine::Footprint(*quantized->weights, options);
+  EXPECT_EQ(f.state_bytes, 4 * static_cast<uint64_t>(c.RecurrentStateBytes()));
+  EXPECT_EQ(f.weight_bytes, (*gpu)->weight_bytes());
+  // K and V rows of the attention layers only.
+  EXPECT_EQ(f.kv_bytes_per_token,
+            2 * sizeof(float) * c.head_dim * c.n_kv_heads *
+                static_cast<uint64_t>(c.n_layers - c.NumRecurrentLayers()));
   auto alone = CudaEngine::Create(quantized->weights, options);
   ASSERT_TRUE(alone.ok()) << alone.status();
   cpu::CpuEngineOptions cpu_options;
