@@ -255,8 +255,12 @@ std::string FormatTable(const PlanArgs& args, const engine::ModelConfig& c,
                       ", trained context ", c.context_length));
   t.Text("parameters", HumanCount(plan.parameters));
   if (c.is_moe()) {
-    t.Text("experts", absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
-                                   " used per token, FFN ", c.n_ff_exp));
+    t.Text("experts",
+           absl::StrCat(c.n_expert, " per layer, ", c.n_expert_used,
+                        " used per token, FFN ", c.n_ff_exp,
+                        c.n_ff_shexp > 0
+                            ? absl::StrCat(", a shared expert of ", c.n_ff_shexp)
+                            : ""));
     t.Text("active parameters", HumanCount(plan.active_parameters));
   }
   t.Bytes(absl::StrCat("weights (", plan.weights_dtype, ")"),
