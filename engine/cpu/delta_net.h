@@ -7,9 +7,11 @@
 // and per value head the gated delta rule over the head's state matrix
 // with the gated RMSNorm of its output. As llama.cpp computes them
 // (src/models/delta-net-base.cpp, qwen35.cpp, qwen3next.cpp) in their
-// autoregressive form, a token at a time (DeltaNetHead), and in the
-// chunked form for prefill (DeltaNetHeadChunked; bench/RESULTS.md measures
-// the two).
+// autoregressive form, a token at a time (DeltaNetHead, what the engine
+// runs), with two alternatives the engine does not use yet: that scan with
+// its sums in 16 lanes (DeltaNetHeadLanes) and the chunked form
+// (DeltaNetHeadChunked). bench/RESULTS.md ("Gated DeltaNet: the scan
+// against the chunked form") measures the three.
 //
 // Plain loops over float rows; none allocates.
 
@@ -67,7 +69,7 @@ void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
 
 // DeltaNetHead with its two dot products per state row summed in 16 lanes
 // (head sizes a multiple of 16; others as DeltaNetHead), which the compiler
-// vectorizes: ~3x faster at -O2 on x86-64 (bench/RESULTS.md). Not used by
+// vectorizes: 2.3-3x faster at -O2 on x86-64 (bench/RESULTS.md). Not used by
 // the engine yet: reordering those sums moves qwen35-base-q4_k_m's oracle
 // logits past the oracle's argmax rule (the file passes with ggml's order
 // only; its int8 activation quantization amplifies rounding-level changes).
@@ -83,9 +85,11 @@ void DeltaNetHeadLanes(const DeltaNetShape& shape,
 //       = beta_t (v_t - e^{G_t} S k_t)          (forward substitution)
 //   o_t = e^{G_t} S q_t + sum_{s<=t} e^{G_t - G_s} (q_t.k_s) u_s
 //   S  <- e^{G_C} S + sum_s e^{G_C - G_s} u_s k_sᵀ
-// so that the state is read and written once a chunk, not once a token,
-// and every product runs over 16-float blocks of contiguous rows (which
-// the compiler vectorizes). `scratch` holds
+// so that the state is written once a chunk, not once a token (it is
+// still read once a token, for S k_t and S q_t), and every product runs
+// over 16-float blocks of contiguous rows (which the compiler vectorizes).
+// The state is transposed in and out once a call (2 d² moves: slow for
+// one or two tokens). `scratch` holds
 // DeltaNetChunkedScratchFloats(head_dim, chunk) floats, its contents
 // ignored; chunk and head_dim are positive multiples of 16.
 void DeltaNetHeadChunked(const DeltaNetShape& shape,
