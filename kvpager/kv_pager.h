@@ -169,6 +169,9 @@ class KvPager {
   // Recurrent-state slots (see the top): all of them, and those free now.
   int32_t num_state_slots() const { return slots_.num_slots(); }
   int32_t num_free_state_slots() const { return slots_.num_free(); }
+  // Free slots plus those prefix snapshots hold, which a sequence takes
+  // when it needs one (see the top).
+  int32_t num_available_state_slots() const { return AvailableStateSlots(); }
   // The most blocks one lease of `positions` positions holds at once, over
   // every group, when each step adds at most `step_tokens` (see the top).
   int64_t BlocksToHold(int64_t positions, int32_t step_tokens) const;

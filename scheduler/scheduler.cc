@@ -766,8 +766,9 @@ void Scheduler::AddDrafts(int32_t* budget) {
 
 bool Scheduler::HasSnapshotRoom(const Request& r) const {
   if (r.lease().state_slot() < 0) return true;
+  // Prefix snapshots' slots count: a speculation snapshot takes one.
   return pager_->CanSnapshot(r.lease()) &&
-         pager_->num_free_state_slots() > num_reserved_;
+         pager_->num_available_state_slots() > num_reserved_;
 }
 
 int32_t Scheduler::DraftRoom(const Request& r) const {

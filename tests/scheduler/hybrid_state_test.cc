@@ -242,8 +242,13 @@ TEST(SchedulerStateSlotsTest, RejectedDraftsRollTheStateBack) {
   setup.script = RepeatScript;
   setup.speculation_max_step_tokens = 8;
   const auto plain = Alone(Requests(), setup, 0);
+  // With prefix snapshots too: they hold the idle slots, which a
+  // speculation snapshot then takes from them.
+  for (const int32_t snapshots : {0, -1})
   for (const bool together : {false, true}) {
     SCOPED_TRACE(together ? "together" : "alone");
+    SCOPED_TRACE(snapshots);
+    setup.state_snapshots = snapshots;
     std::vector<std::vector<int32_t>> tokens;
     int64_t drafted = 0, accepted = 0, copies = 0;
     std::vector<Outcome> runs;
@@ -282,6 +287,27 @@ TEST(SchedulerStateSlotsTest, NoSpareSlotNoDrafts) {
   EXPECT_EQ(out.tokens, plain);
   ASSERT_EQ(out.finish.size(), 1u);
   EXPECT_EQ(out.finish[0].usage.draft_tokens, 0);
+}
+
+TEST(SchedulerStateSlotsTest, PrefixSnapshotsGiveTheirSlotToSpeculation) {
+  // Two slots, one request at a time: the first's prompt snapshot holds
+  // the slot the second is not using, and the second's drafts take it
+  // (the snapshot is evicted), with the output of decoding without drafts.
+  HybridSetup setup;
+  setup.script = RepeatScript;
+  setup.slots = 2;
+  setup.max_running = 1;
+  setup.state_snapshots = -1;
+  const auto plain = Alone({Requests()[0]}, setup, 0);
+  std::vector<RequestSpec> specs;
+  specs.push_back(Spec(TaggedPrompt(8, 40), 3));
+  specs.push_back(Spec(Requests()[0].first, Requests()[0].second, 4));
+  const Outcome out = RunHybrid(Singles(std::move(specs)), setup);
+  ExpectClean(out);
+  ASSERT_EQ(out.finish.size(), 2u);
+  EXPECT_EQ(out.tokens[1], plain[0]);
+  EXPECT_GT(out.finish[1].usage.draft_tokens, 0);
+  EXPECT_GE(out.kv.state_snapshot_evictions, 1);
 }
 
 TEST(SchedulerStateSlotsTest, NoPrefixCacheHitsWithoutSnapshots) {
