@@ -80,8 +80,8 @@ std::string StateLine(const ModelConfig& mc, int32_t slots) {
   const uint64_t bytes = static_cast<uint64_t>(mc.RecurrentStateBytes());
   return absl::StrFormat(
       "recurrent state: %d slots of %s (%d DeltaNet layer%s; max_running + "
-      "%d for speculation snapshots), %s reserved, touched as sequences use "
-      "them",
+      "%d for speculation snapshots; idle ones keep prefix snapshots), %s "
+      "counted before the KV pool",
       slots, Mib(bytes), mc.NumRecurrentLayers(),
       mc.NumRecurrentLayers() == 1 ? "" : "s", kSpeculationStateSlots,
       Mib(bytes * static_cast<uint64_t>(slots)));
@@ -121,11 +121,22 @@ absl::Status MakeCpu(const BackendOptions& options,
   // The engine repacks matrices for this CPU's kernels into memory of its
   // own, allocated after this reading of MemAvailable.
   const uint64_t packed = cpu::CpuEngine::PackedBytes(*weights, cpu_options);
+  // A hybrid model's state slots (running sequences, speculation and
+  // prefix snapshots: any may be touched) come out of the budget first,
+  // as on the CUDA engine.
+  const uint64_t state =
+      mc.NumRecurrentLayers() > 0
+          ? static_cast<uint64_t>(mc.RecurrentStateBytes()) *
+                static_cast<uint64_t>(cpu_options.num_state_slots)
+          : 0;
   const uint64_t available = MemAvailableBytes();
-  ASSIGN_OR_RETURN(
-      out->num_blocks,
-      SizePool(options, mc, available > packed ? available - packed : 0,
-               kv_per_token, block_bytes, blocks_per_sequence, &out->plan));
+  ASSIGN_OR_RETURN(out->num_blocks,
+                   SizePool(options, mc,
+                            available > packed + state
+                                ? available - packed - state
+                                : 0,
+                            kv_per_token, block_bytes, blocks_per_sequence,
+                            &out->plan));
   cpu_options.num_blocks = static_cast<int32_t>(out->num_blocks);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuEngine> engine,
