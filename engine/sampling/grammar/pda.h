@@ -38,8 +38,9 @@ using Stack = absl::InlinedVector<Frame, 6>;
 // reports the overflow (the caller decides: a matcher fails the request).
 inline constexpr size_t kMaxStackDepth = 2048;
 inline constexpr size_t kMaxStacks = 256;
-// Calls and returns one Step may follow: an ambiguous grammar (GBNF's
-// `l1 ::= l2 l2?` nested) has exponentially many paths to the same stacks.
+// Calls and returns one Step, or one StepAll over all its stacks, may
+// follow: an ambiguous grammar (GBNF's `l1 ::= l2 l2?` nested) has
+// exponentially many paths to the same stacks.
 inline constexpr size_t kMaxStepPaths = 4096;
 
 // Appends to `out` (deduplicated) every stack `stack` becomes after
