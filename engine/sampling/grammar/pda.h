@@ -32,7 +32,9 @@ struct Frame {
   }
 };
 
-using Stack = absl::InlinedVector<Frame, 6>;
+// 16 frames inline: nested grammars run 10-20 deep, and a step copies its
+// stacks (a heap allocation each past the inline size).
+using Stack = absl::InlinedVector<Frame, 16>;
 
 // Limits on one configuration; past them a step keeps what fits and
 // reports the overflow (the caller decides: a matcher fails the request).
