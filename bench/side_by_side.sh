@@ -25,11 +25,16 @@ out="${OUT:-/tmp/side_by_side}"
 mkdir -p "$out"
 port=18231
 max_slots=$(tr , '\n' <<<"$levels" | sort -n | tail -1)
+prompt_tokens="${PROMPT_TOKENS:-32}"
+max_tokens="${MAX_TOKENS:-128}"
+# llama-server splits -c evenly over its slots: give each slot the load's
+# prompt and output, and room for the chat template's tokens.
+slot_ctx=$((prompt_tokens + max_tokens + 96))
 
 start() {  # server model -> pid (waits for /health)
   if [[ $1 == llama ]]; then
     "$llama" -m "$2" --host 127.0.0.1 --port $port -t 2 -np "$max_slots" \
-      -c $((max_slots * 256)) --no-webui >"$out/server.log" 2>&1 &
+      -c $((max_slots * slot_ctx)) --no-webui >"$out/server.log" 2>&1 &
   else
     "$build/server/pacelined" --model "$2" --listen 127.0.0.1:0 \
       --http-listen 127.0.0.1:$port --tenant bench:benchkey --allow-root \
@@ -55,8 +60,8 @@ for model in "$@"; do
       "$build/tools/paceline/paceline" bench --api openai \
         --url "http://127.0.0.1:$port" --api-key benchkey \
         --concurrency "$levels" --requests "$requests" --warmup 4 \
-        --prompt-tokens "${PROMPT_TOKENS:-32}" \
-        --max-tokens "${MAX_TOKENS:-128}" --temperature 0 --seed 1 \
+        --prompt-tokens "$prompt_tokens" \
+        --max-tokens "$max_tokens" --temperature 0 --seed 1 \
         --vocab-size 32000 --timeout 300 --no-progress --json \
         >"$result" || { echo "bench failed: $name $server $r"; rm -f "$result"; }
       # Not this shell's child (started in $(...)): wait until it is gone,

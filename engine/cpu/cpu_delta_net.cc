@@ -21,7 +21,10 @@ absl::Status CpuEngine::DeltaNet(const Op& op, int64_t layer, int64_t n) {
   const int64_t inner = c.ssm_value_dim();
   const float* src = Rows(op.src);
   // Projections: q/k/v (convolved below), the output gate z, beta and
-  // alpha (two matrices, or one laid out per key head).
+  // alpha (two matrices, or one laid out per key head). ssm_ba_ holds the
+  // n beta rows, then the n alpha rows.
+  float* beta = ssm_ba_.data();
+  float* alpha = beta + n * nv;
   if (c.ssm_fused_ba) {
     RETURN_IF_ERROR(MatMuls({m.ssm_qkv, m.ssm_z, m.ssm_ba}, src, n,
                             {ssm_qkv_.data(), ssm_z_.data(), ssm_o_.data()}));
@@ -30,25 +33,16 @@ absl::Status CpuEngine::DeltaNet(const Op& op, int64_t layer, int64_t n) {
     const int64_t r = nv / c.ssm_k_heads;
     for (int64_t t = 0; t < n; ++t) {
       const float* ba = &ssm_o_[t * 2 * nv];
-      float* out = &ssm_ba_[t * 2 * nv];
       for (int64_t g = 0; g < c.ssm_k_heads; ++g) {
         for (int64_t j = 0; j < r; ++j) {
-          out[g * r + j] = ba[g * 2 * r + j];
-          out[nv + g * r + j] = ba[g * 2 * r + r + j];
+          beta[t * nv + g * r + j] = ba[g * 2 * r + j];
+          alpha[t * nv + g * r + j] = ba[g * 2 * r + r + j];
         }
       }
     }
   } else {
-    RETURN_IF_ERROR(MatMuls({m.ssm_qkv, m.ssm_z}, src, n,
-                            {ssm_qkv_.data(), ssm_z_.data()}));
-    RETURN_IF_ERROR(MatMul(m.ssm_beta, src, n, ssm_o_.data()));
-    RETURN_IF_ERROR(MatMul(m.ssm_alpha, src, n, ssm_o_.data() + n * nv));
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(&ssm_ba_[t * 2 * nv], &ssm_o_[t * nv],
-                  static_cast<size_t>(nv) * sizeof(float));
-      std::memcpy(&ssm_ba_[t * 2 * nv + nv], &ssm_o_[(n + t) * nv],
-                  static_cast<size_t>(nv) * sizeof(float));
-    }
+    RETURN_IF_ERROR(MatMuls({m.ssm_qkv, m.ssm_z, m.ssm_beta, m.ssm_alpha}, src,
+                            n, {ssm_qkv_.data(), ssm_z_.data(), beta, alpha}));
   }
   DeltaNetShape shape;
   shape.conv_kernel = c.ssm_conv_kernel;
@@ -76,7 +70,7 @@ absl::Status CpuEngine::DeltaNet(const Op& op, int64_t layer, int64_t n) {
   });
   // The recurrence, a (slice, value head) at a time.
   DeltaNetHeadArgs args;
-  args.ba_stride = 2 * nv;
+  args.ba_stride = nv;
   args.z = nullptr;
   args.ssm_a = w.ssm_a.data();
   args.dt_bias = w.ssm_dt_bias.data();
@@ -88,26 +82,27 @@ absl::Status CpuEngine::DeltaNet(const Op& op, int64_t layer, int64_t n) {
       const int64_t t0 = slice.token_begin;
       DeltaNetHeadArgs a = args;
       a.conv = &ssm_conv_[t0 * conv];
-      a.b = &ssm_ba_[t0 * 2 * nv];
-      a.a = a.b + nv;
+      a.b = beta + t0 * nv;
+      a.a = alpha + t0 * nv;
       a.z = &ssm_z_[t0 * inner];
       float* heads = State(slice.state_slot, layer) + conv_floats;
-      DeltaNetHead(shape, a, v, slice.token_count, heads + v * head_floats,
-                   &ssm_o_[t0 * inner]);
+      DeltaNetHeadLanes(shape, a, v, slice.token_count, heads + v * head_floats,
+                        &ssm_o_[t0 * inner]);
     }
   });
   return MatMul(m.ssm_out, ssm_o_.data(), n, Rows(op.dst));
 }
 
-absl::Status CpuEngine::SharedExpert(int64_t layer, const float* src,
-                                     int64_t n, float* out) {
+absl::Status CpuEngine::SharedExpert(int64_t layer, const float* src, int64_t n,
+                                     float* out) {
   const ModelConfig& c = config();
   const LayerMatrices& m = matrices_[layer];
-  const std::vector<float>& gate_w = weights_->layers()[layer].ffn_gate_inp_shexp;
+  const std::vector<float>& gate_w =
+      weights_->layers()[layer].ffn_gate_inp_shexp;
   const int64_t ff = c.n_ff_shexp;
   const int64_t embd = c.n_embd;
-  RETURN_IF_ERROR(MatMuls({m.gate_shexp, m.up_shexp}, src, n,
-                          {gate_.data(), up_.data()}));
+  RETURN_IF_ERROR(
+      MatMuls({m.gate_shexp, m.up_shexp}, src, n, {gate_.data(), up_.data()}));
   ForRows(n, ff, [&](int64_t b, int64_t e) {
     SwiGlu(&gate_[b * ff], &up_[b * ff], (e - b) * ff, &gate_[b * ff]);
   });

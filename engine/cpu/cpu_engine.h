@@ -53,8 +53,8 @@ inline constexpr GgmlType kDefaultKvType = GgmlType::kF16;
 struct CpuEngineOptions {
   int32_t block_size = 16;  // tokens per KV block, 1 .. 256
   // KV blocks in the pool; 0 = enough for one sequence of the model's full
-  // context (BlocksToHold of the layout, model/kv_layout.h). The pool is reserved, not touched, so unused blocks cost
-  // address space only.
+  // context (BlocksToHold of the layout, model/kv_layout.h). The pool is
+  // reserved, not touched, so unused blocks cost address space only.
   int32_t num_blocks = 0;
   int32_t max_tokens_per_step = 512;
   // The KV cache's element type (kv_cache.h): kF16, the default (llama.cpp's
@@ -126,8 +126,7 @@ class CpuEngine final : public Engine {
                        absl::Span<float> logits) override;
   absl::Status CopyBlocks(absl::Span<const kvpager::BlockCopy> copies) override;
   int32_t num_state_slots() const override { return limits_.num_state_slots; }
-  absl::Status CopyStates(
-      absl::Span<const kvpager::StateCopy> copies) override;
+  absl::Status CopyStates(absl::Span<const kvpager::StateCopy> copies) override;
 
  private:
   CpuEngine(std::shared_ptr<const ModelWeights> weights,
@@ -194,8 +193,8 @@ class CpuEngine final : public Engine {
   const std::shared_ptr<const ModelWeights> weights_;
   const std::vector<LayerProgram> programs_;  // (n_layers)
   std::vector<LayerMatrices> matrices_;       // (n_layers)
-  WeightView output_;                    // (n_vocab, n_embd)
-  std::vector<PackedMatrix> packed_;     // owns what the views point into
+  WeightView output_;                         // (n_vocab, n_embd)
+  std::vector<PackedMatrix> packed_;          // owns what the views point into
   size_t packed_bytes_ = 0;
   const CpuEngineOptions options_;
   // The layers' KV groups and slots: the cache holds kv_layout_.slots
@@ -205,7 +204,7 @@ class CpuEngine final : public Engine {
   BatchLimits limits_;  // what Prepare checks a step against
   const RopeParams rope_;
   const RopeParams rope_swa_;  // the sliding layers' (ModelConfig)
-  const bool has_sliding_;  // sliding layers rope apart: rope_swa_ too
+  const bool has_sliding_;     // sliding layers rope apart: rope_swa_ too
   const std::unique_ptr<KvCache> cache_;
   ThreadPool pool_;
   std::unique_ptr<MoeFfn> moe_;  // null for a dense model
@@ -241,14 +240,15 @@ class CpuEngine final : public Engine {
   // slice starting at position 0 zeroes its slot), each layer's index
   // among the DeltaNet layers (-1 for attention), and DeltaNet scratch.
   std::unique_ptr<float[]> states_;
-  int64_t state_floats_ = 0;  // per slot, every DeltaNet layer
+  int64_t state_floats_ = 0;              // per slot, every DeltaNet layer
   std::vector<int64_t> recurrent_index_;  // (n_layers)
-  std::vector<float> ssm_qkv_;   // (T, conv_dim) projections
-  std::vector<float> ssm_conv_;  // (T, conv_dim) after the convolution
-  std::vector<float> ssm_z_;     // (T, inner)
-  std::vector<float> ssm_ba_;    // (T, 2 v_heads): beta logits, then alpha
-  std::vector<float> ssm_o_;     // (T, inner) gated, normed head outputs
-  std::vector<float> last_;  // (T, n_embd) rows that need logits
+  std::vector<float> ssm_qkv_;            // (T, conv_dim) projections
+  std::vector<float> ssm_conv_;           // (T, conv_dim) after the convolution
+  std::vector<float> ssm_z_;              // (T, inner)
+  std::vector<float>
+      ssm_ba_;  // (2T, v_heads): a step's n beta rows, then n alpha rows
+  std::vector<float> ssm_o_;  // (T, inner) gated, normed head outputs
+  std::vector<float> last_;   // (T, n_embd) rows that need logits
 };
 
 template <typename Fn>

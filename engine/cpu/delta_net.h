@@ -7,11 +7,14 @@
 // and per value head the gated delta rule over the head's state matrix
 // with the gated RMSNorm of its output. As llama.cpp computes them
 // (src/models/delta-net-base.cpp, qwen35.cpp, qwen3next.cpp) in their
-// autoregressive form, a token at a time (DeltaNetHead, what the engine
-// runs), with two alternatives the engine does not use yet: that scan with
-// its sums in 16 lanes (DeltaNetHeadLanes) and the chunked form
-// (DeltaNetHeadChunked). bench/RESULTS.md ("Gated DeltaNet: the scan
-// against the chunked form") measures the three.
+// autoregressive form, a token at a time, for prefill and decode alike:
+// the engine runs DeltaNetHeadLanes, the scan with its dot products in 16
+// lanes; DeltaNetHead keeps ggml's summation order (the reference of the
+// tests and the benchmark). bench/RESULTS.md ("Gated DeltaNet: the scan
+// against the chunked form") measured the chunked form (the WY / UT
+// transform) against both: the 16-lane scan is as fast or faster on this
+// CPU, and it keeps a sequence's result independent of how its tokens are
+// split into steps (a cached prefix's state equals a cold run's).
 //
 // Plain loops over float rows; none allocates.
 
@@ -69,34 +72,11 @@ void DeltaNetHead(const DeltaNetShape& shape, const DeltaNetHeadArgs& args,
 
 // DeltaNetHead with its two dot products per state row summed in 16 lanes
 // (head sizes a multiple of 16; others as DeltaNetHead), which the compiler
-// vectorizes: 2.3-3x faster at -O2 on x86-64 (bench/RESULTS.md). Not used by
-// the engine yet: reordering those sums moves qwen35-base-q4_k_m's oracle
-// logits past the oracle's argmax rule (the file passes with ggml's order
-// only; its int8 activation quantization amplifies rounding-level changes).
+// vectorizes: 2.3-3x faster at -O2 on x86-64 (bench/RESULTS.md). What the
+// engine runs.
 void DeltaNetHeadLanes(const DeltaNetShape& shape,
                        const DeltaNetHeadArgs& args, int64_t v, int64_t n,
                        float* state, float* out);
-
-// DeltaNetHead's result (its outputs and final state, equal up to float
-// rounding) in the chunked form of the Gated DeltaNet paper (Yang et al.
-// 2024, the WY / UT transform of flash-linear-attention's kernels): per
-// chunk of C tokens, with G_t the chunk's cumulative log-decay,
-//   u_t + beta_t sum_{s<t} e^{G_t - G_s} (k_t.k_s) u_s
-//       = beta_t (v_t - e^{G_t} S k_t)          (forward substitution)
-//   o_t = e^{G_t} S q_t + sum_{s<=t} e^{G_t - G_s} (q_t.k_s) u_s
-//   S  <- e^{G_C} S + sum_s e^{G_C - G_s} u_s k_sᵀ
-// so that the state is written once a chunk, not once a token (it is
-// still read once a token, for S k_t and S q_t), and every product runs
-// over 16-float blocks of contiguous rows (which the compiler vectorizes).
-// The state is transposed in and out once a call (2 d² moves: slow for
-// one or two tokens). `scratch` holds
-// DeltaNetChunkedScratchFloats(head_dim, chunk) floats, its contents
-// ignored; chunk and head_dim are positive multiples of 16.
-void DeltaNetHeadChunked(const DeltaNetShape& shape,
-                         const DeltaNetHeadArgs& args, int64_t v, int64_t n,
-                         int64_t chunk, float* state, float* out,
-                         float* scratch);
-int64_t DeltaNetChunkedScratchFloats(int64_t head_dim, int64_t chunk);
 
 }  // namespace paceline::engine::cpu
 

@@ -115,6 +115,7 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
     RETURN_IF_ERROR(
         RunChunk(engine, tokens, done, p + 1, kv, absl::MakeSpan(logits)));
     CompareOracleLogits(logits, line["logits"][std::to_string(p)], m);
+    if (options.keep_rows) m->rows.push_back(logits);
     done = p + 1;
   }
   if (done != n_prompt) {
@@ -127,6 +128,7 @@ absl::Status RunLine(engine::Engine& engine, const Json& line,
     RETURN_IF_ERROR(
         RunChunk(engine, tokens, p, p + 1, kv, absl::MakeSpan(logits)));
     CompareOracleLogits(logits, greedy_logits[i], m);
+    if (options.keep_rows) m->rows.push_back(logits);
   }
   return absl::OkStatus();
 }

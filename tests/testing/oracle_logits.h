@@ -50,6 +50,8 @@ struct OracleMeasure {
   // FNV-1a of every compared row's float bits, in order: equal for
   // bit-identical logits.
   uint64_t logits_hash = 14695981039346656037ull;
+  // Every compared row, in order, where OracleRunOptions::keep_rows.
+  std::vector<std::vector<float>> rows;
 };
 
 // Compares one row of logits with llama.cpp's `ref` (a JSON array of
@@ -65,6 +67,9 @@ struct OracleRunOptions {
   int64_t max_greedy_tokens = std::numeric_limits<int64_t>::max();
   // Where NAME.jsonl is; empty: OracleDir()/ref.
   std::filesystem::path ref_dir;
+  // Keep each compared row in OracleMeasure::rows (to compare two engines
+  // position by position).
+  bool keep_rows = false;
 };
 
 // Feeds each reference line of `name` (options.ref_dir/NAME.jsonl) through

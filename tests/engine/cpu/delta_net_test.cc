@@ -1,7 +1,6 @@
-// The gated delta rule (engine/cpu/delta_net.h): the chunked form and the
-// scan in 16 lanes against the token-by-token scan, and all three against a
-// double-precision scan written here, on random inputs with a non-zero
-// starting state.
+// The gated delta rule (engine/cpu/delta_net.h): the engine's scan in 16
+// lanes and the scan in ggml's order against a double-precision scan
+// written here, on random inputs with a non-zero starting state.
 
 #include "engine/cpu/delta_net.h"
 
@@ -25,13 +24,13 @@ namespace {
 struct Inputs {
   DeltaNetShape shape;
   int64_t n = 0;
-  std::vector<float> conv;   // (n, conv_dim)
-  std::vector<float> ba;     // (n, 2 v_heads): betas, then alphas
-  std::vector<float> z;      // (n, v_heads d)
-  std::vector<float> ssm_a;  // (v_heads)
+  std::vector<float> conv;     // (n, conv_dim)
+  std::vector<float> ba;       // (n, 2 v_heads): betas, then alphas
+  std::vector<float> z;        // (n, v_heads d)
+  std::vector<float> ssm_a;    // (v_heads)
   std::vector<float> dt_bias;  // (v_heads)
-  std::vector<float> norm;   // (d)
-  std::vector<float> state;  // (v_heads, d, d)
+  std::vector<float> norm;     // (d)
+  std::vector<float> state;    // (v_heads, d, d)
 
   DeltaNetHeadArgs Args() const {
     DeltaNetHeadArgs a;
@@ -138,73 +137,88 @@ struct Case {
   int64_t d;
   bool grouped;
   int64_t n;
-  int64_t chunk;
 };
 
 std::string CaseName(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "d" + std::to_string(c.d) + (c.grouped ? "_grouped" : "_tiled") +
-         "_n" + std::to_string(c.n) + "_C" + std::to_string(c.chunk);
+         "_n" + std::to_string(c.n);
 }
 
 class DeltaNetTest : public testing::TestWithParam<Case> {};
 
 // Float against double: the scan's rounding errors, ~d·2^-24 per dot
-// product, are carried by the state and shrunk by its decay; the chunked
-// form sums the same terms in another order (and its decays as
-// exp(G_t - G_s) of float sums). Measured here (head sizes 64 and 128, up
-// to 300 tokens): the scan 9e-7 of the vector's scale from the double
-// reference, the chunked form 2.4e-6 from either; 1e-4 leaves a 40x margin
-// and still fails any wrong term (a missing decay or inter-chunk
-// contribution moves results by far more than 1e-2).
+// product, are carried by the state and shrunk by its decay. Measured here
+// (head sizes 64 and 128, up to 300 tokens): 9e-7 of the vector's scale
+// from the double reference; 1e-4 leaves a 100x margin and still fails
+// any wrong term (a missing decay or gate moves results by far more than
+// 1e-2).
 constexpr double kTolerance = 1e-4;
 
-TEST_P(DeltaNetTest, FormsMatchScanAndDoubleReference) {
+TEST_P(DeltaNetTest, ScansMatchDoubleReference) {
   const Case& c = GetParam();
-  const Inputs in = MakeInputs(c.d, c.grouped, c.n,
-                               static_cast<uint32_t>(c.d * 1000 + c.n));
+  const Inputs in =
+      MakeInputs(c.d, c.grouped, c.n, static_cast<uint32_t>(c.d * 1000 + c.n));
   const int64_t nv = in.shape.v_heads;
   const int64_t dd = c.d * c.d;
   const size_t out_size = static_cast<size_t>(c.n * nv * c.d);
-  std::vector<float> scan_out(out_size), chunk_out(out_size),
-      lanes_out(out_size);
+  std::vector<float> scan_out(out_size), lanes_out(out_size);
   std::vector<double> ref_out(out_size);
-  std::vector<float> scratch(
-      static_cast<size_t>(DeltaNetChunkedScratchFloats(c.d, c.chunk)), NAN);
   for (int64_t v = 0; v < nv; ++v) {
     SCOPED_TRACE("value head " + std::to_string(v));
     std::vector<float> scan_state(in.state.begin() + v * dd,
                                   in.state.begin() + (v + 1) * dd);
-    std::vector<float> chunk_state = scan_state;
     std::vector<float> lanes_state = scan_state;
     std::vector<double> ref_state(scan_state.begin(), scan_state.end());
     DeltaNetHeadLanes(in.shape, in.Args(), v, c.n, lanes_state.data(),
                       lanes_out.data());
     DeltaNetHead(in.shape, in.Args(), v, c.n, scan_state.data(),
                  scan_out.data());
-    DeltaNetHeadChunked(in.shape, in.Args(), v, c.n, c.chunk,
-                        chunk_state.data(), chunk_out.data(), scratch.data());
     ReferenceHead(in, v, &ref_state, &ref_out);
-    EXPECT_LT(RelDiff(chunk_state, scan_state), kTolerance);
     EXPECT_LT(RelDiff(scan_state, ref_state), kTolerance);
-    EXPECT_LT(RelDiff(chunk_state, ref_state), kTolerance);
     EXPECT_LT(RelDiff(lanes_state, ref_state), kTolerance);
   }
-  EXPECT_LT(RelDiff(chunk_out, scan_out), kTolerance);
   EXPECT_LT(RelDiff(scan_out, ref_out), kTolerance);
-  EXPECT_LT(RelDiff(chunk_out, ref_out), kTolerance);
   EXPECT_LT(RelDiff(lanes_out, ref_out), kTolerance);
+}
+
+// The 16-lane scan over n tokens in one call equals the same tokens split
+// into calls of any length, bit for bit: the engine's result does not
+// depend on how a sequence's tokens fall into steps.
+TEST(DeltaNetLanesTest, SplitIntoCallsIsBitForBit) {
+  const Inputs in = MakeInputs(64, true, 50, 11);
+  const int64_t nv = in.shape.v_heads;
+  const int64_t dd = 64 * 64;
+  const size_t out_size = static_cast<size_t>(50 * nv * 64);
+  std::vector<float> whole_out(out_size), split_out(out_size);
+  for (int64_t v = 0; v < nv; ++v) {
+    std::vector<float> whole(in.state.begin() + v * dd,
+                             in.state.begin() + (v + 1) * dd);
+    std::vector<float> split = whole;
+    DeltaNetHeadLanes(in.shape, in.Args(), v, 50, whole.data(),
+                      whole_out.data());
+    int64_t t = 0;
+    for (const int64_t len : {1, 16, 7, 26}) {
+      DeltaNetHeadArgs a = in.Args();
+      a.conv += t * in.shape.conv_dim();
+      a.b += t * a.ba_stride;
+      a.a += t * a.ba_stride;
+      a.z += t * nv * 64;
+      DeltaNetHeadLanes(in.shape, a, v, len, split.data(),
+                        split_out.data() + t * nv * 64);
+      t += len;
+    }
+    EXPECT_EQ(whole, split);
+  }
+  EXPECT_EQ(whole_out, split_out);
 }
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (int64_t d : {64, 128}) {
     for (bool grouped : {false, true}) {
-      for (int64_t chunk : {16, 64}) {
-        for (int64_t n : {int64_t{1}, int64_t{7}, chunk, chunk + 1,
-                          3 * chunk + 5, int64_t{300}}) {
-          cases.push_back({d, grouped, n, chunk});
-        }
+      for (int64_t n : {1, 7, 16, 17, 53, 300}) {
+        cases.push_back({d, grouped, n});
       }
     }
   }
@@ -213,30 +227,6 @@ std::vector<Case> Cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeltaNetTest, testing::ValuesIn(Cases()),
                          CaseName);
-
-// The chunk's decays matter: a state left from a strongly decaying head
-// is forgotten in both forms alike (a head with ssm_a -200 keeps e^-200 of
-// its state after a token; the outputs then depend on the chunk alone).
-TEST(DeltaNetChunkedTest, StrongDecayMatchesScan) {
-  Inputs in = MakeInputs(64, false, 100, 7);
-  for (float& a : in.ssm_a) a = -200.0f;
-  const int64_t dd = 64 * 64;
-  std::vector<float> scan_out(static_cast<size_t>(100 * 4 * 64));
-  std::vector<float> chunk_out = scan_out;
-  std::vector<float> scratch(
-      static_cast<size_t>(DeltaNetChunkedScratchFloats(64, 32)));
-  for (int64_t v = 0; v < 4; ++v) {
-    std::vector<float> s1(in.state.begin() + v * dd,
-                          in.state.begin() + (v + 1) * dd);
-    std::vector<float> s2 = s1;
-    DeltaNetHead(in.shape, in.Args(), v, 100, s1.data(), scan_out.data());
-    DeltaNetHeadChunked(in.shape, in.Args(), v, 100, 32, s2.data(),
-                        chunk_out.data(), scratch.data());
-    for (float x : s2) ASSERT_TRUE(std::isfinite(x));
-    EXPECT_LT(RelDiff(s2, s1), kTolerance);
-  }
-  EXPECT_LT(RelDiff(chunk_out, scan_out), kTolerance);
-}
 
 }  // namespace
 }  // namespace paceline::engine::cpu

@@ -86,6 +86,17 @@ Allowance AllowanceFor(const std::string& name) {
   // rounded up.
   if (name == "gemma3-base-q8_0") return {0.11, 0.12};
   if (name == "gemma3-base-q4_k_m") return {0.17, 0.27};
+  // llama.cpp's logits on this file are 0.131 of the logit std from the
+  // exact math on its dequantized weights and disagree with its argmax at
+  // top-two margins 0.070 and 0.215 (8- and 100-token prompts with their
+  // greedy rows: oracle-next's float64 numpy reference, tools/
+  // np_reference.py, measured 2026-12-07, and this engine on the weights
+  // widened to F32 give the same figures; cuda_oracle_test checks the
+  // latter): the 8-bit activation rounding, carried by the recurrence. A
+  // flip below that margin is within llama.cpp's own rounding here. (This
+  // engine's 16-lane recurrence flips one at 0.077; ggml's summation order
+  // none.)
+  if (name == "qwen35-base-q4_k_m") return {0.08, 0.22};
   return {::paceline::testing::OracleTolerance(name), 0.05};
 }
 
