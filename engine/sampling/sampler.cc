@@ -561,8 +561,10 @@ int32_t SequenceSampler::Draw(const float* z, float max,
 
   // Inverse CDF over the survivors in ascending id order.
   const size_t count = all ? static_cast<size_t>(v) : ids.size();
-  double sum = 0.0;
-  for (size_t j = 0; j < count; ++j) sum += w[id_at(j)];
+  // Every id survived: the same sum as `total`, term for term in the same
+  // order, already taken (a second pass over the vocabulary saved).
+  double sum = all ? total : 0.0;
+  for (size_t j = 0; !all && j < count; ++j) sum += w[id_at(j)];
   const double target = SamplingUniform(params_.seed, step_) * sum;
   double cumulative = 0.0;
   size_t last = 0;  // the last survivor with a non-zero weight

@@ -43,26 +43,27 @@ using KQuantizeKernel = void (*)(const float* x, int64_t cols, int8_t* q,
 
 struct Kernels {
   RowsKernel rows;
-  QuantizeKernel quantize = nullptr;  // null for float weight types
-  PairsKernel pairs = nullptr;        // the VNNI kernels only
-  bool panels = false;                // `rows` reads WeightLayout::kPanels
+  QuantizeKernel quantize = nullptr;     // null for float weight types
+  PairsKernel pairs = nullptr;           // the VNNI kernels only
+  bool panels = false;                   // `rows` reads WeightLayout::kPanels
   KQuantizeKernel quantize_k = nullptr;  // K-quant weight types only
 };
 
-// K-quants: one Q8_K quantizer (portable; activations cost little next to
-// the weights), AVX-512 kernels with VNNI (which read Q4_K / Q6_K panels),
-// else AVX2 ones, else scalar.
+// K-quants: with AVX-512 VNNI, the AVX-512 Q8_K quantizer and kernels
+// (which read Q4_K / Q6_K panels); else the portable quantizer (the same
+// bytes) and AVX2 kernels, else scalar ones.
 Kernels PickKQuantKernels() {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
+  k.quantize_k = &internal::QuantizeRowQ8K;
 #if defined(__x86_64__)
   if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
+    k.quantize_k = &internal::QuantizeRowQ8KAvx512;
     k.rows = &internal::MatMulRowsKQuantAvx512;
     k.panels = true;
   } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
     k.rows = &internal::MatMulRowsKQuantAvx2;
   }
 #endif
-  k.quantize_k = &internal::QuantizeRowQ8K;
   return k;
 }
 
@@ -121,9 +122,9 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
                      GetGgmlTypeTraits(w.type).name));
   }
   if (w.rows < 0 || w.cols <= 0 || n_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MatMul: bad shape: rows ", w.rows, ", cols ", w.cols,
-                     ", n_tokens ", n_tokens));
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: bad shape: rows ",
+                                                   w.rows, ", cols ", w.cols,
+                                                   ", n_tokens ", n_tokens));
   }
   const absl::StatusOr<uint64_t> row_bytes = GgmlRowBytes(w.type, w.cols);
   if (!row_bytes.ok()) {
@@ -131,19 +132,17 @@ absl::Status Validate(const WeightView& w, const float* x, int64_t n_tokens,
         absl::StrCat("MatMul: ", row_bytes.status().message()));
   }
   if (w.row_bytes < *row_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MatMul: row_bytes ", w.row_bytes, " < ", *row_bytes,
-                     " needed for ", w.cols, " ",
-                     GetGgmlTypeTraits(w.type).name, " elements"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: row_bytes ", w.row_bytes, " < ", *row_bytes, " needed for ",
+        w.cols, " ", GetGgmlTypeTraits(w.type).name, " elements"));
   }
   if (w.layout == WeightLayout::kPanels &&
       (w.type == GgmlType::kMXFP4 ||
        (IsKQuant(w.type) && !internal::HasKPanels(w.type)) ||
        (!IsQuantized(w.type) && !IsKQuant(w.type) && w.cols % 16 != 0))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MatMul: no panel layout for ",
-                     GetGgmlTypeTraits(w.type).name, " with ", w.cols,
-                     " columns"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: no panel layout for ", GetGgmlTypeTraits(w.type).name,
+        " with ", w.cols, " columns"));
   }
   if (n_tokens == 0 || w.rows == 0) return absl::OkStatus();
   if (w.data == nullptr || x == nullptr || y == nullptr) {
@@ -231,9 +230,10 @@ internal::QuantizedActs QuantizeActivations(const Kernels& kernels,
   auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
   const size_t q_bytes = align(n_tokens * cols);
   const size_t d_bytes = align(sizeof(float) * n_tokens * nb);
-  const size_t pair_bytes =
-      k ? align(2 * n_tokens * ns)
-        : kernels.pairs != nullptr ? align(4 * n_tokens * pair_stride) : 0;
+  const size_t pair_bytes = k ? align(2 * n_tokens * ns)
+                            : kernels.pairs != nullptr
+                                ? align(4 * n_tokens * pair_stride)
+                                : 0;
   const size_t needed = 64 + q_bytes + d_bytes + pair_bytes;
   if (scratch.bytes.size() < needed) {
     scratch.bytes.resize(std::max(needed, 2 * scratch.bytes.size()));
@@ -311,17 +311,16 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
   const bool kquant = IsKQuant(task.type);
   const bool quantized = IsQuantized(task.type) || kquant;
   const int64_t cols = task.cols;
-  const int64_t kc =
-      task.n_tokens > set.tokens && set.kc > 0 ? set.kc : cols;
+  const int64_t kc = task.n_tokens > set.tokens && set.kc > 0 ? set.kc : cols;
   // A row block's weights stay in L2 while every token tile passes over
   // them: at most kL2BlockBytes of rows, a multiple of 16.
   constexpr int64_t kL2BlockBytes = int64_t{512} << 10;
   const int64_t mc =
       kc < cols ? std::min<int64_t>(
-                      set.mc, std::max<int64_t>(16, kL2BlockBytes /
-                                                        static_cast<int64_t>(
-                                                            task.row_bytes) /
-                                                        16 * 16))
+                      set.mc, std::max<int64_t>(
+                                  16, kL2BlockBytes /
+                                          static_cast<int64_t>(task.row_bytes) /
+                                          16 * 16))
                 : set.mc;
   // Unreduced accumulators of one token tile between its column blocks:
   // (mc rows, set.tokens, kCarryFloats), per thread, grown once.
@@ -364,8 +363,8 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
               static_cast<int>(std::min<int64_t>(tile_rows, rb_end - r));
           a.w = task.w + r * task.row_bytes;
           a.y = task.y + t0 * task.rows + r;
-          a.carry = kc < cols ? carry.data() + (r - rb) * a.carry_stride
-                              : nullptr;
+          a.carry =
+              kc < cols ? carry.data() + (r - rb) * a.carry_stride : nullptr;
           a.prefetch = t0 == 0 && task.n_tokens > 2 && r + tile_rows < row_end
                            ? a.w + tile_rows * task.row_bytes
                            : nullptr;
@@ -378,9 +377,7 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
 
 }  // namespace internal
 
-bool MatMulSupports(GgmlType type) {
-  return IsMatMulWeightType(type);
-}
+bool MatMulSupports(GgmlType type) { return IsMatMulWeightType(type); }
 
 absl::Status MatMul(const WeightView& w, const float* x, int64_t n_tokens,
                     float* y, ThreadPool& pool, MatMulScratch& scratch) {

@@ -94,6 +94,10 @@ void MatMulRowsKQuantAvx2(const MatMulTask& task, int64_t row_begin,
 // AVX-512 BW + VNNI: vpmaddubsw and vpdpwssd, 64 columns per instruction.
 void MatMulRowsKQuantAvx512(const MatMulTask& task, int64_t row_begin,
                             int64_t row_end);
+// QuantizeRowQ8K with AVX-512 F / BW, 16 elements (one group) a vector:
+// the same bytes, scales and sums for finite x.
+void QuantizeRowQ8KAvx512(const float* x, int64_t cols, int8_t* q, float* d,
+                          int16_t* bsums);
 #endif
 
 }  // namespace paceline::engine::cpu::internal

@@ -32,11 +32,14 @@
 #include <immintrin.h>
 
 #if defined(__clang__)  // clang has no GCC target regions
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
-                             apply_to = function)
+#pragma clang attribute push(                                             \
+    __attribute__((target(                                                \
+        "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #endif
 
 namespace paceline::engine::cpu::internal {
@@ -259,9 +262,7 @@ inline __m512 LaneHalfHi(__m512i v) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
 }
 
-inline __m512i Bytes(int v) {
-  return _mm512_set1_epi8(static_cast<char>(v));
-}
+inline __m512i Bytes(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
 
 // A vector of a panel, fetching the line kKPanelPrefetch bytes further
 // into L1: a panel is one sequential stream, which the hardware
@@ -270,8 +271,7 @@ inline __m512i Bytes(int v) {
 // bandwidth with two panels at once, Q6_K 0.62 -> 0.74 (noisy, shared VM).
 constexpr int64_t kKPanelPrefetch = 2048;
 inline __m512i LoadStream(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kKPanelPrefetch,
-               _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kKPanelPrefetch, _MM_HINT_T0);
   return _mm512_loadu_si512(p);
 }
 
@@ -352,8 +352,7 @@ inline void Q4KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
     const __m512i dd = LoadStream(p[i]);
     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[i]),
                              _mm512_mul_ps(LaneHalfLo(dd), vdx), acc[i]);
-    const __m512 neg_dmin =
-        _mm512_sub_ps(_mm512_setzero_ps(), LaneHalfHi(dd));
+    const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), LaneHalfHi(dd));
     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b),
                              _mm512_mul_ps(neg_dmin, vdx), acc[i]);
   }
@@ -435,8 +434,8 @@ inline void Q6KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
 // after token, super-block after super-block into one accumulator of each
 // panel's 16 rows; y (row 0 of the first panel) gets `n` rows.
 template <GgmlType WT, int NP>
-void KPanels(const MatMulTask& task, const uint8_t* panel,
-             int64_t panel_bytes, float* y, int64_t n) {
+void KPanels(const MatMulTask& task, const uint8_t* panel, int64_t panel_bytes,
+             float* y, int64_t n) {
   const int64_t nb = task.cols / kKBlock;
   for (int64_t t = 0; t < task.n_tokens; ++t) {
     const int8_t* q = task.qx.q + t * task.cols;
@@ -519,6 +518,53 @@ TileSet MakeSet() {
 }
 
 }  // namespace
+
+void QuantizeRowQ8KAvx512(const float* x, int64_t cols, int8_t* q, float* d,
+                          int16_t* bsums) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < cols / kKBlock; ++b) {
+    const float* xb = x + b * kKBlock;  // (256): 16 groups of 16
+    int8_t* qb = q + b * kKBlock;
+    __m512 vmax = _mm512_setzero_ps();
+    for (int g = 0; g < 16; ++g) {
+      vmax = _mm512_max_ps(
+          vmax, _mm512_and_ps(_mm512_loadu_ps(xb + 16 * g), abs_mask));
+    }
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (amax == 0.0f) {
+      d[b] = 0.0f;
+      std::memset(qb, 0, kKBlock);
+      std::memset(bsums + 16 * b, 0, 16 * sizeof(int16_t));
+      continue;
+    }
+    // The first element of that magnitude gives the sign, as the scalar
+    // quantizer's strict comparison keeps it.
+    float max = amax;
+    for (int g = 0; g < 16; ++g) {
+      const __m512 v = _mm512_loadu_ps(xb + 16 * g);
+      const __mmask16 hit = _mm512_cmp_ps_mask(
+          _mm512_and_ps(v, abs_mask), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit != 0) {
+        max = xb[16 * g + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m512 vscale = _mm512_set1_ps(iscale);
+    const __m512i top = _mm512_set1_epi32(127);
+    for (int g = 0; g < 16; ++g) {
+      // cvtps rounds half to even (the default MXCSR), as lrintf does.
+      const __m512i v =
+          _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(
+                               vscale, _mm512_loadu_ps(xb + 16 * g))),
+                           top);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * g),
+                       _mm512_cvtepi32_epi8(v));
+      bsums[16 * b + g] = static_cast<int16_t>(_mm512_reduce_add_epi32(v));
+    }
+    d[b] = 1.0f / iscale;
+  }
+}
 
 void MatMulRowsKQuantAvx512(const MatMulTask& task, int64_t row_begin,
                             int64_t row_end) {

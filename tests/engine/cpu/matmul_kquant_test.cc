@@ -302,6 +302,36 @@ TEST_F(MatMulKQuantTest, QuantizeRowQ8KFollowsTheSpecification) {
   }
 }
 
+// The AVX-512 quantizer writes the portable one's bytes, scales and sums:
+// random rows, a rounding tie, a block of zeros, and blocks whose largest
+// magnitude comes twice with both signs (the first one's sign wins).
+TEST_F(MatMulKQuantTest, QuantizeRowQ8KAvx512MatchesPortable) {
+  if (!GetCpuFeatures().avx512f || !GetCpuFeatures().avx512_vnni) {
+    GTEST_SKIP() << "no AVX-512 VNNI here";
+  }
+  constexpr int64_t kCols = 1280;  // 5 blocks
+  std::mt19937 rng(7);
+  std::vector<float> x = RandomActivations(1, kCols, rng);
+  x[600] = 0.5f * (-127.0f / 37.5f);
+  std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
+  x[512 + 40] = -1000.0f;  // block 2: -1000 first, then +1000
+  x[512 + 200] = 1000.0f;
+  x[768 + 17] = 1000.0f;  // block 3: +1000 first, then -1000
+  x[768 + 255] = -1000.0f;
+  std::vector<int8_t> q1(kCols), q2(kCols);
+  std::vector<float> d1(kCols / 256), d2(kCols / 256);
+  std::vector<int16_t> b1(kCols / 16), b2(kCols / 16);
+  internal::QuantizeRowQ8K(x.data(), kCols, q1.data(), d1.data(), b1.data());
+  internal::QuantizeRowQ8KAvx512(x.data(), kCols, q2.data(), d2.data(),
+                                 b2.data());
+  EXPECT_EQ(q1, q2);
+  EXPECT_EQ(d1, d2);
+  EXPECT_EQ(b1, b2);
+  EXPECT_GT(d1[2], 0.0f);  // d = -max / 127: -1000 came first
+  EXPECT_LT(d1[3], 0.0f);
+  EXPECT_EQ(d1[1], 0.0f);
+}
+
 TEST_F(MatMulKQuantTest, RejectsBadShapesAndLayouts) {
   std::vector<uint8_t> w(4096);
   std::vector<float> x(512), y(8);
@@ -322,14 +352,14 @@ TEST_F(MatMulKQuantTest, RejectsBadShapesAndLayouts) {
                      pool, scratch)
                   .code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(MatMul({type, 2, 256, w.data(), rb, WeightLayout::kPanels},
-                     x.data(), 1, y.data(), pool, scratch)
-                  .code(),
-              panels ? absl::StatusCode::kOk
-                     : absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(PackForMatMul({type, 2, 256, w.data(), rb}).status().code(),
-              panels ? absl::StatusCode::kOk
-                     : absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        MatMul({type, 2, 256, w.data(), rb, WeightLayout::kPanels}, x.data(), 1,
+               y.data(), pool, scratch)
+            .code(),
+        panels ? absl::StatusCode::kOk : absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        PackForMatMul({type, 2, 256, w.data(), rb}).status().code(),
+        panels ? absl::StatusCode::kOk : absl::StatusCode::kInvalidArgument);
   }
 }
 
@@ -379,8 +409,8 @@ TEST_F(MatMulKQuantTest, PanelsGiveTheRowMajorBits) {
         ASSERT_TRUE(MatMul(packed->view(), x.data(), c.n_tokens,
                            panels_y.data(), pool, scratch)
                         .ok());
-        ASSERT_EQ(0, std::memcmp(rows_y.data(), panels_y.data(),
-                                 4 * rows_y.size()))
+        ASSERT_EQ(
+            0, std::memcmp(rows_y.data(), panels_y.data(), 4 * rows_y.size()))
             << Describe(c, level);
       }
     }
