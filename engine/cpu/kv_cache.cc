@@ -4,7 +4,12 @@
 #include <limits>
 #include <new>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/gguf/quantize.h"
 
 namespace paceline::engine::cpu {
@@ -65,6 +70,33 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
 
 KvCache::~KvCache() { ::operator delete(data_, kAlign); }
 
+namespace {
+
+// FloatToHalf over a row. With F16C (the avx2 level), 8 at a time:
+// vcvtps2ph rounds to nearest even and quiets NaNs keeping their top
+// payload bits, FloatToHalf's rules, so the bytes are the same.
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void HalvesF16c(const float* x, int64_t n,
+                                                    uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) out[i] = FloatToHalf(x[i]);
+}
+#endif
+
+void Halves(const float* x, int64_t n, uint16_t* out) {
+#if defined(__x86_64__)
+  if (EffectiveIsaLevel() >= IsaLevel::kAvx2) return HalvesF16c(x, n, out);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(x[i]);
+}
+
+}  // namespace
+
 void KvCache::WriteRow(int64_t layer, int64_t block, int64_t which,
                        int64_t kv_head, int64_t slot, const float* row) {
   const int64_t d = shape_.head_dim;
@@ -75,9 +107,7 @@ void KvCache::WriteRow(int64_t layer, int64_t block, int64_t which,
       std::memcpy(dst, row, static_cast<size_t>(d) * sizeof(float));
       return;
     case GgmlType::kF16:
-      for (int64_t i = 0; i < d; ++i) {
-        reinterpret_cast<uint16_t*>(dst)[i] = FloatToHalf(row[i]);
-      }
+      Halves(row, d, reinterpret_cast<uint16_t*>(dst));
       return;
     default:  // Q8_0: cannot fail, d being whole blocks (Create)
       (void)QuantizeRow(GgmlType::kQ8_0, row, d, dst);

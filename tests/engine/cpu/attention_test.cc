@@ -705,6 +705,49 @@ TEST(KvCacheTest, F16CacheRoundsToNearestAndCopiesBlocks) {
   }
 }
 
+// Every ISA level writes the same F16 bytes (F16C's conversion against
+// FloatToHalf): halfway cases, subnormals, overflow, infinities, NaNs
+// quiet and signalling, and 1,000 random values over the whole range.
+TEST(KvCacheTest, F16RowsAreTheSameBytesAtEveryLevel) {
+  constexpr int64_t kDim = 1024 + 5;  // a tail past the vectors
+  KvCacheShape shape{.n_layers = 1,
+                     .n_kv_heads = 1,
+                     .head_dim = kDim,
+                     .block_size = 1,
+                     .num_blocks = 1,
+                     .dtype = GgmlType::kF16};
+  std::vector<float> row = {1.0f + 0x1p-11f,
+                            1.0f + 0x1p-10f + 0x1p-11f,
+                            0x1p-25f,
+                            0x1p-24f + 0x1p-25f,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::signaling_NaN(),
+                            -0.0f};
+  std::mt19937 rng(5);
+  while (static_cast<int64_t>(row.size()) < kDim) {
+    row.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  }
+  std::vector<std::vector<uint16_t>> bytes;
+  for (int level = 0; level <= static_cast<int>(GetCpuFeatures().max_level);
+       ++level) {
+    SetIsaLevelCap(static_cast<IsaLevel>(level));
+    auto cache = KvCache::Create(shape);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    (*cache)->WriteRow(0, 0, 0, 0, 0, row.data());
+    const uint16_t* v = (*cache)->Rows<uint16_t>(0, 0, 0, 0);
+    bytes.emplace_back(v, v + kDim);
+  }
+  SetIsaLevelCap(IsaLevel::kAvx512);
+  for (int64_t i = 0; i < kDim; ++i)
+    ASSERT_EQ(bytes[0][i], FloatToHalf(row[i]));
+  for (size_t l = 1; l < bytes.size(); ++l) EXPECT_EQ(bytes[l], bytes[0]) << l;
+}
+
 // Q8_0 rows are ggml's block_q8_0 (an F16 d = max|x| / 127, then int8
 // round(x / d) with the float d), 34 bytes per 32 elements, and blocks
 // copy whole.
