@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/model/kv_layout.h"
 #if PACELINE_HAVE_CUDA
 #include "engine/cuda/cuda_device.h"
@@ -57,10 +58,10 @@ absl::StatusOr<int64_t> SizePool(const BackendOptions& options,
         absl::StrCat("kv_cache: ", num_blocks, " blocks is too many"));
   }
   if (num_blocks <= 0) {
-    ASSIGN_OR_RETURN(num_blocks, KvPoolBlocksOfSize(
-                                     options, blocks_per_sequence,
-                                     KvBudgetBytes(options, available),
-                                     block_bytes));
+    ASSIGN_OR_RETURN(
+        num_blocks,
+        KvPoolBlocksOfSize(options, blocks_per_sequence,
+                           KvBudgetBytes(options, available), block_bytes));
   }
   plan->kv_bytes_per_token = kv_per_token;
   plan->context = mc.context_length;
@@ -130,13 +131,11 @@ absl::Status MakeCpu(const BackendOptions& options,
                 static_cast<uint64_t>(cpu_options.num_state_slots)
           : 0;
   const uint64_t available = MemAvailableBytes();
-  ASSIGN_OR_RETURN(out->num_blocks,
-                   SizePool(options, mc,
-                            available > packed + state
-                                ? available - packed - state
-                                : 0,
-                            kv_per_token, block_bytes, blocks_per_sequence,
-                            &out->plan));
+  ASSIGN_OR_RETURN(
+      out->num_blocks,
+      SizePool(options, mc,
+               available > packed + state ? available - packed - state : 0,
+               kv_per_token, block_bytes, blocks_per_sequence, &out->plan));
   cpu_options.num_blocks = static_cast<int32_t>(out->num_blocks);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuEngine> engine,
@@ -146,6 +145,9 @@ absl::Status MakeCpu(const BackendOptions& options,
       "CPU's kernels (engine ready in %.2f s)",
       engine->num_threads(), Mib(engine->packed_bytes()),
       absl::ToDoubleSeconds(absl::Now() - start)));
+  out->log_lines.push_back(absl::StrCat(
+      "backend cpu: kernels (", cpu::IsaLevelName(cpu::EffectiveIsaLevel()),
+      " on this CPU): ", engine->kernel_summary()));
   if (engine->num_state_slots() > 0) {
     out->log_lines.push_back(StateLine(mc, engine->num_state_slots()));
   }
@@ -184,9 +186,10 @@ absl::Status MakeCuda(const BackendOptions& options,
   out->plan.kv_slots = layout.slots;
   // Per attention layer (a hybrid's DeltaNet layers keep none).
   const int64_t kv_layers = mc.n_layers - mc.NumRecurrentLayers();
-  const uint64_t block_bytes = f.kv_bytes_per_token /
-                               static_cast<uint64_t>(std::max<int64_t>(1, kv_layers)) *
-                               layout.slots * options.block_size;
+  const uint64_t block_bytes =
+      f.kv_bytes_per_token /
+      static_cast<uint64_t>(std::max<int64_t>(1, kv_layers)) * layout.slots *
+      options.block_size;
   ASSIGN_OR_RETURN(
       out->num_blocks,
       SizePool(options, mc, available, f.kv_bytes_per_token, block_bytes,
@@ -279,10 +282,9 @@ bool CudaAvailable() {
 }
 
 int32_t StateSlots(const BackendOptions& options) {
-  return static_cast<int32_t>(
-      std::min<int64_t>(int64_t{std::max(1, options.max_running)} +
-                            kSpeculationStateSlots,
-                        std::numeric_limits<int32_t>::max()));
+  return static_cast<int32_t>(std::min<int64_t>(
+      int64_t{std::max(1, options.max_running)} + kSpeculationStateSlots,
+      std::numeric_limits<int32_t>::max()));
 }
 
 uint64_t KvBudgetBytes(const BackendOptions& options, uint64_t available) {
@@ -311,10 +313,10 @@ absl::StatusOr<int64_t> KvPoolBlocksOfSize(const BackendOptions& options,
                                            uint64_t block_bytes) {
   const int32_t block_size = options.block_size;
   if (block_size < 1 || block_bytes == 0 || blocks_per_seq < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_cache: block size ", block_size, ", ", block_bytes,
-        " bytes per block and ", blocks_per_seq,
-        " blocks per sequence must all be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache: block size ", block_size, ", ", block_bytes,
+                     " bytes per block and ", blocks_per_seq,
+                     " blocks per sequence must all be positive"));
   }
   const int64_t useful = blocks_per_seq * std::max(1, options.max_running);
   const int64_t affordable = static_cast<int64_t>(budget / block_bytes);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,8 +64,8 @@ absl::Status ForEachMatrix(const ModelWeights& weights, Fn&& fn) {
     for (const WeightView* v :
          {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate,
           &w.ffn_up, &w.ffn_down, &w.ffn_gate_inp, &w.ffn_gate_shexp,
-          &w.ffn_up_shexp, &w.ffn_down_shexp, &w.ssm_qkv, &w.ssm_z,
-          &w.ssm_beta, &w.ssm_alpha, &w.ssm_ba, &w.ssm_out}) {
+          &w.ffn_up_shexp, &w.ffn_down_shexp, &w.ssm_qkv, &w.ssm_z, &w.ssm_beta,
+          &w.ssm_alpha, &w.ssm_ba, &w.ssm_out}) {
       if (v->rows > 0) RETURN_IF_ERROR(fn(*v));
     }
     for (const ExpertWeights& e : w.experts) {
@@ -115,12 +117,11 @@ std::vector<WeightView*> CpuEngine::MatrixSlots() {
 
 absl::Status CpuEngine::PackMatrices() {
   for (const LayerWeights& l : weights_->layers()) {
-    matrices_.push_back({l.attn_q, l.attn_k, l.attn_v, l.attn_output,
-                         l.ffn_gate, l.ffn_up, l.ffn_down,
-                         MoeLayerMatrices{l.ffn_gate_inp, l.experts},
-                         l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp,
-                         l.ssm_qkv, l.ssm_z, l.ssm_beta, l.ssm_alpha, l.ssm_ba,
-                         l.ssm_out});
+    matrices_.push_back(
+        {l.attn_q, l.attn_k, l.attn_v, l.attn_output, l.ffn_gate, l.ffn_up,
+         l.ffn_down, MoeLayerMatrices{l.ffn_gate_inp, l.experts},
+         l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, l.ssm_qkv, l.ssm_z,
+         l.ssm_beta, l.ssm_alpha, l.ssm_ba, l.ssm_out});
   }
   output_ = weights_->output();
   const std::vector<WeightView*> slots = MatrixSlots();
@@ -142,7 +143,21 @@ absl::Status CpuEngine::PackMatrices() {
     packed_bytes_ += packed[i]->bytes();
     packed_.push_back(*std::move(packed[i]));
   }
+  kernel_summary_ = KernelSummary(slots);
   return absl::OkStatus();
+}
+
+std::string CpuEngine::KernelSummary(const std::vector<WeightView*>& slots) {
+  // (type, layout) -> matrices, in type order.
+  std::map<std::pair<GgmlType, WeightLayout>, int> counts;
+  for (const WeightView* v : slots) ++counts[{v->type, v->layout}];
+  std::string out;
+  for (const auto& [key, count] : counts) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ",
+                    GetGgmlTypeTraits(key.first).name, " x", count, " ",
+                    MatMulKernelName(key.first, key.second));
+  }
+  return out;
 }
 
 CpuEngine::CpuEngine(std::shared_ptr<const ModelWeights> weights,
@@ -247,9 +262,9 @@ absl::Status CpuEngine::CopyStates(
   for (const kvpager::StateCopy& copy : copies) {
     if (copy.src < 0 || copy.src >= slots || copy.dst < 0 ||
         copy.dst >= slots) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state copy ", copy.src, " -> ", copy.dst, ": ", slots,
-                       " state slots"));
+      return absl::InvalidArgumentError(absl::StrCat("state copy ", copy.src,
+                                                     " -> ", copy.dst, ": ",
+                                                     slots, " state slots"));
     }
   }
   for (const kvpager::StateCopy& copy : copies) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -117,6 +118,10 @@ class CpuEngine final : public Engine {
   const ModelWeights& weights() const { return *weights_; }
   // Bytes of the matrices packed at creation (0 when none were).
   size_t packed_bytes() const { return packed_bytes_; }
+  // The matmul kernels chosen at creation for this CPU, per weight type
+  // and layout, for the start-up log: e.g. "Q4_K x84 avx512-vnni, Q8_K
+  // activations, 16-row panels; Q6_K x1 ...".
+  const std::string& kernel_summary() const { return kernel_summary_; }
   bool returns_hidden() const override { return true; }
   // Weight bytes the last Forward's matmuls read: every matrix once, but
   // of a MoE layer's experts only those its tokens selected.
@@ -188,6 +193,7 @@ class CpuEngine final : public Engine {
   absl::Status PackMatrices();
   // Every non-empty view in matrices_ and output_.
   std::vector<WeightView*> MatrixSlots();
+  static std::string KernelSummary(const std::vector<WeightView*>& slots);
 
   // Constant after construction (PackMatrices runs in Create).
   const std::shared_ptr<const ModelWeights> weights_;
@@ -196,6 +202,7 @@ class CpuEngine final : public Engine {
   WeightView output_;                         // (n_vocab, n_embd)
   std::vector<PackedMatrix> packed_;          // owns what the views point into
   size_t packed_bytes_ = 0;
+  std::string kernel_summary_;
   const CpuEngineOptions options_;
   // The layers' KV groups and slots: the cache holds kv_layout_.slots
   // layers per block, layer l in slot slot_of_layer[l] of its group's

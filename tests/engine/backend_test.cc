@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernels/matmul.h"
 #include "engine/model_loader.h"
-#include "tests/testing/build_paths.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace paceline::engine {
 namespace {
@@ -53,14 +56,22 @@ TEST(BackendTest, ExplicitCpu) {
   EXPECT_EQ(b->plan.context, 256);
   EXPECT_EQ(b->plan.sequences, 4);
   EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
-  // No fallback line for an explicit choice: the backend's, then memory.
-  ASSERT_EQ(b->log_lines.size(), 2u);
+  // No fallback line for an explicit choice: the backend's, its kernels,
+  // then memory.
+  ASSERT_EQ(b->log_lines.size(), 3u);
   EXPECT_EQ(b->log_lines[0].rfind("backend cpu: 1 engine threads", 0), 0u)
       << b->log_lines[0];
-  EXPECT_EQ(b->log_lines[1].rfind("memory: weights ", 0), 0u);
-  EXPECT_NE(b->log_lines[1].find("(4 full-context sequences)"),
+  // Every matrix of the dummy model is F16, read row-major (no packing).
+  EXPECT_EQ(
+      b->log_lines[1],
+      absl::StrCat(
+          "backend cpu: kernels (", cpu::IsaLevelName(cpu::EffectiveIsaLevel()),
+          " on this CPU): F16 x", 7 * Dummy()->config().n_layers + 1, " ",
+          cpu::MatMulKernelName(GgmlType::kF16, WeightLayout::kRows)));
+  EXPECT_EQ(b->log_lines[2].rfind("memory: weights ", 0), 0u);
+  EXPECT_NE(b->log_lines[2].find("(4 full-context sequences)"),
             std::string::npos)
-      << b->log_lines[1];
+      << b->log_lines[2];
 }
 
 // Gemma 3's oracle file (../shared/oracle-next: 4 layers, window 32 on
@@ -91,13 +102,13 @@ TEST(BackendTest, SlidingWindowsReleasedCountInThePoolAndTheMemoryLine) {
   EXPECT_EQ(b->plan.kv_bytes_per_token, 4 * 2 * 2 * 64 * 2u);
   EXPECT_EQ(b->plan.kv_bytes_per_sequence, kHeld * kBlockBytes);
   EXPECT_EQ(b->plan.kv_bytes_per_sequence_full, 4096 * 4 * 2 * 2 * 64 * 2u);
-  ASSERT_EQ(b->log_lines.size(), 2u);
-  EXPECT_NE(b->log_lines[1].find("(4 full-context sequences); sliding "
+  ASSERT_EQ(b->log_lines.size(), 3u);
+  EXPECT_NE(b->log_lines[2].find("(4 full-context sequences); sliding "
                                  "windows released: 4 KV groups of 1 layer "
                                  "slots, 2.8 MiB per full-context sequence "
                                  "(8.0 MiB with every layer's full history)"),
             std::string::npos)
-      << b->log_lines[1];
+      << b->log_lines[2];
   // Release off: one group of four layers, 256 blocks of 32 KiB per
   // sequence, so the same budget holds one sequence.
   o.kv_window_release = false;
@@ -105,7 +116,7 @@ TEST(BackendTest, SlidingWindowsReleasedCountInThePoolAndTheMemoryLine) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->engine->kv_group_windows(), std::vector<int32_t>{0});
   EXPECT_EQ(b->plan.sequences, 1);
-  EXPECT_EQ(b->log_lines[1].find("sliding"), std::string::npos);
+  EXPECT_EQ(b->log_lines[2].find("sliding"), std::string::npos);
 }
 
 // An F32 cache: twice the bytes per token of the default F16, so the same
@@ -123,8 +134,8 @@ TEST(BackendTest, F32CacheHoldsHalfTheTokens) {
   EXPECT_EQ(b->plan.sequences, 2);
   EXPECT_EQ(b->engine->num_blocks(), 2 * kBlocksPerSequence);
   EXPECT_EQ(b->plan.kv_bytes, o.kv_memory_bytes);
-  ASSERT_EQ(b->log_lines.size(), 2u);
-  EXPECT_NE(b->log_lines[1].find("f32"), std::string::npos) << b->log_lines[1];
+  ASSERT_EQ(b->log_lines.size(), 3u);
+  EXPECT_NE(b->log_lines[2].find("f32"), std::string::npos) << b->log_lines[2];
 }
 
 // A Q8_0 cache on a shape whose head size is a multiple of 32
@@ -146,7 +157,7 @@ TEST(BackendTest, Q8CacheCountsItsBlockBytes) {
   EXPECT_EQ(b->plan.kv_bytes_per_token, kQ8PerToken);
   EXPECT_EQ(b->plan.sequences, 7);  // floor(2 x 4 / 1.0625)
   EXPECT_EQ(b->engine->num_blocks(), o.kv_memory_bytes / (16 * kQ8PerToken));
-  EXPECT_NE(b->log_lines[1].find("q8_0"), std::string::npos) << b->log_lines[1];
+  EXPECT_NE(b->log_lines[2].find("q8_0"), std::string::npos) << b->log_lines[2];
 }
 
 // The one KV parser takes bf16 (the CUDA engine stores it beside BF16

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,7 @@ struct Kernels {
   PairsKernel pairs = nullptr;           // the VNNI kernels only
   bool panels = false;                   // `rows` reads WeightLayout::kPanels
   KQuantizeKernel quantize_k = nullptr;  // K-quant weight types only
+  const char* name = "scalar";           // for logs: the ISA path taken
 };
 
 // K-quants: with AVX-512 VNNI, the AVX-512 Q8_K quantizer and kernels
@@ -55,13 +57,16 @@ struct Kernels {
 Kernels PickKQuantKernels() {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
   k.quantize_k = &internal::QuantizeRowQ8K;
+  k.name = "scalar, Q8_K activations";
 #if defined(__x86_64__)
   if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
     k.quantize_k = &internal::QuantizeRowQ8KAvx512;
     k.rows = &internal::MatMulRowsKQuantAvx512;
     k.panels = true;
+    k.name = "avx512-vnni, Q8_K activations";
   } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
     k.rows = &internal::MatMulRowsKQuantAvx2;
+    k.name = "avx2, Q8_K activations";
   }
 #endif
   return k;
@@ -73,14 +78,23 @@ Kernels PickMxfp4Kernels() {
   switch (EffectiveIsaLevel()) {
 #if defined(__x86_64__)
     case IsaLevel::kAvx512:
-      return {EffectiveAvx512Vnni() ? &internal::MatMulRowsMxfp4Avx512Vnni
-                                    : &internal::MatMulRowsMxfp4Avx2,
-              &internal::QuantizeRowAvx512};
+      if (EffectiveAvx512Vnni()) {
+        return {.rows = &internal::MatMulRowsMxfp4Avx512Vnni,
+                .quantize = &internal::QuantizeRowAvx512,
+                .name = "avx512-vnni, Q8_0 activations"};
+      }
+      return {.rows = &internal::MatMulRowsMxfp4Avx2,
+              .quantize = &internal::QuantizeRowAvx512,
+              .name = "avx2, Q8_0 activations"};
     case IsaLevel::kAvx2:
-      return {&internal::MatMulRowsMxfp4Avx2, &internal::QuantizeRowAvx2};
+      return {.rows = &internal::MatMulRowsMxfp4Avx2,
+              .quantize = &internal::QuantizeRowAvx2,
+              .name = "avx2, Q8_0 activations"};
 #endif
     default:
-      return {&internal::MatMulRowsMxfp4Scalar, &internal::QuantizeRowScalar};
+      return {.rows = &internal::MatMulRowsMxfp4Scalar,
+              .quantize = &internal::QuantizeRowScalar,
+              .name = "scalar, Q8_0 activations"};
   }
 }
 
@@ -92,20 +106,29 @@ Kernels PickKernels(GgmlType type) {
 #if defined(__x86_64__)
     case IsaLevel::kAvx512:
       if (!quantized) {
-        return {&internal::MatMulRowsAvx512, nullptr, nullptr, true};
+        return {.rows = &internal::MatMulRowsAvx512,
+                .panels = true,
+                .name = "avx512"};
       }
       if (EffectiveAvx512Vnni()) {
-        return {&internal::MatMulRowsAvx512Vnni, &internal::QuantizeRowAvx512,
-                &internal::BuildPairsAvx512, true};
+        return {.rows = &internal::MatMulRowsAvx512Vnni,
+                .quantize = &internal::QuantizeRowAvx512,
+                .pairs = &internal::BuildPairsAvx512,
+                .panels = true,
+                .name = "avx512-vnni, Q8_0 activations"};
       }
-      return {&internal::MatMulRowsAvx2, &internal::QuantizeRowAvx512};
+      return {.rows = &internal::MatMulRowsAvx2,
+              .quantize = &internal::QuantizeRowAvx512,
+              .name = "avx2, Q8_0 activations"};
     case IsaLevel::kAvx2:
-      return {&internal::MatMulRowsAvx2,
-              quantized ? &internal::QuantizeRowAvx2 : nullptr};
+      return {.rows = &internal::MatMulRowsAvx2,
+              .quantize = quantized ? &internal::QuantizeRowAvx2 : nullptr,
+              .name = quantized ? "avx2, Q8_0 activations" : "avx2"};
 #endif
     default:
-      return {&internal::MatMulRowsScalar,
-              quantized ? &internal::QuantizeRowScalar : nullptr};
+      return {.rows = &internal::MatMulRowsScalar,
+              .quantize = quantized ? &internal::QuantizeRowScalar : nullptr,
+              .name = quantized ? "scalar, Q8_0 activations" : "scalar"};
   }
 }
 
@@ -376,6 +399,16 @@ void RunTiled(const MatMulTask& task, int64_t row_begin, int64_t row_end,
 }
 
 }  // namespace internal
+
+std::string MatMulKernelName(GgmlType type, WeightLayout layout) {
+  const Kernels k = PickKernels(type);
+  std::string name = k.name;
+  if (layout == WeightLayout::kPanels) {
+    absl::StrAppend(&name, k.panels ? ", 16-row panels"
+                                    : ", panels unpacked as they are read");
+  }
+  return name;
+}
 
 bool MatMulSupports(GgmlType type) { return IsMatMulWeightType(type); }
 

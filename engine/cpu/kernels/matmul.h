@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,12 @@ class ThreadPool;
 // Whether MatMul has a kernel for weights of `type`: IsMatMulWeightType
 // (MXFP4 row-major only: it has no panel layout).
 bool MatMulSupports(GgmlType type);
+
+// The kernels MatMul runs now (cpu_features.h) for weights of `type` laid
+// out as `layout`, for logs: the ISA path, the activations' quantization,
+// whether panels are read as such, e.g. "avx512-vnni, Q8_K activations,
+// 16-row panels".
+std::string MatMulKernelName(GgmlType type, WeightLayout layout);
 
 // A weight matrix repacked for the kernels of the machine it was packed on:
 // owns its bytes; view() is what MatMul takes. Packing is lossless, so the
@@ -60,8 +67,8 @@ class PackedMatrix {
 bool MatMulPrefersPanels(GgmlType type, int64_t cols);
 
 // Repacks a kRows matrix: Q8_0, Q4_0, Q4_K, Q6_K, or F32 / F16 / BF16 with
-// cols a multiple of 16. InvalidArgument for other types, layouts or inconsistent
-// shapes.
+// cols a multiple of 16. InvalidArgument for other types, layouts or
+// inconsistent shapes.
 absl::StatusOr<PackedMatrix> PackForMatMul(const WeightView& w);
 
 // The bytes PackForMatMul(w) allocates when it succeeds.
