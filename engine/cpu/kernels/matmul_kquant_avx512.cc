@@ -358,6 +358,86 @@ inline void Q4KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
   }
 }
 
+// One Q4_K super-block of one panel against T tokens (q[t], bs[t], dx[t])
+// into acc[t]: Q4KPanelBlock's integer sums and float operations for each
+// token, with each weight vector loaded, split into nibbles and its scales
+// decoded once for all T tokens (a batch's step re-read them per token).
+template <int T>
+inline void Q4KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
+                                const int16_t* const (&bs)[T],
+                                const float (&dx)[T], __m512 (&acc)[T]) {
+  const __m512i m6 = Bytes(0x3F), lo4 = Bytes(0x0F), hi2 = Bytes(0x03);
+  const __m512i u0 = LoadStream(p + 64), u1 = LoadStream(p + 128);
+  const __m512i u2 = LoadStream(p + 192);
+  const __m512i sc[2] = {
+      _mm512_and_si512(u0, m6),
+      _mm512_or_si512(_mm512_and_si512(u2, lo4),
+                      _mm512_slli_epi32(
+                          _mm512_and_si512(_mm512_srli_epi32(u0, 6), hi2), 4))};
+  const __m512i mn[2] = {
+      _mm512_and_si512(u1, m6),
+      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                      _mm512_slli_epi32(
+                          _mm512_and_si512(_mm512_srli_epi32(u1, 6), hi2), 4))};
+  __m512i a[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) a[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles), 2c + 1
+    __m512i even[T], odd16[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) even[t] = odd16[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i v = LoadStream(p + 64 * (4 + 8 * c + k));
+      const __m512i v_lo = _mm512_and_si512(v, lo4);
+      const __m512i v_hi = _mm512_andnot_si512(lo4, v);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        even[t] =
+            _mm512_dpbusd_epi32(even[t], v_lo, Bcast4(q[t] + 64 * c + 4 * k));
+        odd16[t] = _mm512_dpbusd_epi32(odd16[t], v_hi,
+                                       Bcast4(q[t] + 64 * c + 32 + 4 * k));
+      }
+    }
+    const int j = 2 * c;
+    const __m512i s_even = LaneByteU(sc[j / 4], j % 4);
+    const __m512i s_odd = LaneByteU(sc[j / 4], j % 4 + 1);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(even[t], s_even));
+      a[t] = _mm512_add_epi32(
+          a[t], _mm512_mullo_epi32(_mm512_srai_epi32(odd16[t], 4), s_odd));
+    }
+  }
+  const __m512i low16 = _mm512_set1_epi32(0x00FF00FF);
+  const __m512i mn_lo[2] = {_mm512_and_si512(mn[0], low16),
+                            _mm512_and_si512(mn[1], low16)};
+  const __m512i mn_hi[2] = {
+      _mm512_and_si512(_mm512_srli_epi32(mn[0], 8), low16),
+      _mm512_and_si512(_mm512_srli_epi32(mn[1], 8), low16)};
+  const __m512i dd = LoadStream(p);
+  const __m512 d = LaneHalfLo(dd);
+  const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), LaneHalfHi(dd));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    int bsub[8];
+    for (int j = 0; j < 8; ++j) bsub[j] = bs[t][2 * j] + bs[t][2 * j + 1];
+    __m512i b = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int* s = bsub + 4 * h;
+      b = _mm512_dpwssd_epi32(b, mn_lo[h], BcastPair(s[0], s[2]));
+      b = _mm512_dpwssd_epi32(b, mn_hi[h], BcastPair(s[1], s[3]));
+    }
+    const __m512 vdx = _mm512_set1_ps(dx[t]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[t]), _mm512_mul_ps(d, vdx),
+                             acc[t]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b),
+                             _mm512_mul_ps(neg_dmin, vdx), acc[t]);
+  }
+}
+
 // One Q6_K super-block of NP panels, as Q4KPanelBlock: element 128h + 32k
 // + l has its low 4 bits in ql byte 64h + 32(k % 2) + l (nibble k / 2) and
 // its high 2 in qh byte 32h + l (bits 2k), group 8h + 2k + l / 16;
@@ -465,6 +545,68 @@ void KPanels(const MatMulTask& task, const uint8_t* panel, int64_t panel_bytes,
   }
 }
 
+// One Q4_K panel (16 rows from `panel`; y gets `n` of them) against tokens
+// t0 .. t0 + T - 1, super-block after super-block (Q4KPanelBlockTokens).
+template <int T>
+void Q4KPanelTokens(const MatMulTask& task, const uint8_t* panel, float* y,
+                    int64_t n, int64_t t0) {
+  const int64_t nb = task.cols / kKBlock;
+  __m512 acc[T];
+  const int8_t* q[T];
+  const int16_t* bs[T];
+  float dx[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nb; ++sb) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      q[t] = task.qx.q + (t0 + t) * task.cols + sb * kKBlock;
+      bs[t] = task.qx.bsums + ((t0 + t) * nb + sb) * kKGroup;
+      dx[t] = task.qx.d[(t0 + t) * nb + sb];
+    }
+    Q4KPanelBlockTokens<T>(panel + sb * KPanelBlockBytes(GgmlType::kQ4_K), q,
+                           bs, dx, acc);
+  }
+  const auto mask = static_cast<__mmask16>((1u << n) - 1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + (t0 + t) * task.rows, mask, acc[t]);
+  }
+}
+
+// Tokens per Q4KPanelTokens call in a batch: accumulators and broadcast
+// activations of 4 tokens stay in registers beside the panel's vectors.
+constexpr int64_t kQ4KTokensAtOnce = 4;
+
+// A batch's Q4_K panels, a panel at a time (it stays in L1 across its
+// tokens), kQ4KTokensAtOnce tokens per pass over it.
+void Q4KPanelRowsBatch(const MatMulTask& task, int64_t row_begin,
+                       int64_t row_end) {
+  const int64_t panel_bytes = PanelBytes(GgmlType::kQ4_K, task.cols);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanes) {
+    const uint8_t* panel = task.w + r0 / kLanes * panel_bytes;
+    const int64_t n = std::min<int64_t>(kLanes, row_end - r0);
+    float* y = task.y + r0;
+    int64_t t0 = 0;
+    for (; t0 + kQ4KTokensAtOnce <= task.n_tokens; t0 += kQ4KTokensAtOnce) {
+      Q4KPanelTokens<kQ4KTokensAtOnce>(task, panel, y, n, t0);
+    }
+    switch (task.n_tokens - t0) {
+      case 3:
+        Q4KPanelTokens<3>(task, panel, y, n, t0);
+        break;
+      case 2:
+        Q4KPanelTokens<2>(task, panel, y, n, t0);
+        break;
+      case 1:
+        Q4KPanelTokens<1>(task, panel, y, n, t0);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 // Panels processed together: memory streams per thread, at the cost of
 // registers (Q6_K's 8 group sums per panel). Q4_K measured faster with 2
 // (0.75 -> 0.88 of the read bandwidth, 4096 x 4096); Q6_K no better.
@@ -475,6 +617,9 @@ inline constexpr int kKPanelsAtOnce = WT == GgmlType::kQ4_K ? 2 : 1;
 // multiple of 16), kKPanelsAtOnce panels at a time.
 template <GgmlType WT>
 void KPanelRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
+  if (WT == GgmlType::kQ4_K && task.n_tokens > 1) {
+    return Q4KPanelRowsBatch(task, row_begin, row_end);
+  }
   const int64_t panel_bytes = PanelBytes(WT, task.cols);
   constexpr int kNP = kKPanelsAtOnce<WT>;
   constexpr int64_t kStep = kNP * kLanes;

@@ -373,7 +373,8 @@ TEST_F(MatMulKQuantTest, PanelsGiveTheRowMajorBits) {
                                            {type, 16, 512, 1, 1},
                                            {type, 35, 768, 1, 2},
                                            {type, 48, 2048, 3, 2},
-                                           {type, 21, 1280, 17, 2}}) {
+                                           {type, 21, 1280, 17, 2},
+                                           {type, 40, 512, 6, 2}}) {
       SCOPED_TRACE(Describe(c, IsaLevel::kScalar));
       std::mt19937 rng(seed++);
       const size_t row_bytes = *GgmlRowBytes(type, c.cols) + (seed % 2) * 64;
