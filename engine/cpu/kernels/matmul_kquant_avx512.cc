@@ -510,6 +510,78 @@ inline void Q6KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
   }
 }
 
+// One Q6_K super-block of one panel against T tokens, as
+// Q4KPanelBlockTokens: each token's integer sums and float operations are
+// Q6KPanelBlock's, the weights loaded and unpacked to 6-bit values once
+// for all T (the activations are broadcast from memory per token).
+template <int T>
+inline void Q6KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
+                                const int16_t* const (&bs)[T],
+                                const float (&dx)[T], __m512 (&acc)[T]) {
+  const __m512i lo4 = Bytes(0x0F), hi2 = Bytes(0x30);
+  __m512i a[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) a[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i dot[T][8];  // groups 8h + g, from -32 bs
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        dot[t][g] = _mm512_set1_epi32(-32 * bs[t][8 * h + g]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int l4 = 0; l4 < 8; ++l4) {  // columns l = 4 * l4 .. + 3
+      const uint8_t* ql = p + 64 * (16 * h + l4);
+      const __m512i v0 = LoadStream(ql), v1 = LoadStream(ql + 512);
+      const __m512i vh = LoadStream(p + 64 * (32 + 8 * h + l4));
+      const __m512i u[4] = {
+          _mm512_or_si512(_mm512_and_si512(v0, lo4),
+                          _mm512_and_si512(_mm512_slli_epi32(vh, 4), hi2)),
+          _mm512_or_si512(_mm512_and_si512(v1, lo4),
+                          _mm512_and_si512(_mm512_slli_epi32(vh, 2), hi2)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v0, 4), lo4),
+                          _mm512_and_si512(vh, hi2)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v1, 4), lo4),
+                          _mm512_and_si512(_mm512_srli_epi32(vh, 2), hi2))};
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const int g = 2 * k + l4 / 4;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          dot[t][g] = _mm512_dpbusd_epi32(
+              dot[t][g], u[k], Bcast4(q[t] + 128 * h + 32 * k + 4 * l4));
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {  // scale quad 2h + s: groups 8h + 4s + j
+      const __m512i sc = LoadStream(p + 64 * (48 + 2 * h + s));
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i scale = LaneByteS(sc, j);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          a[t] = _mm512_add_epi32(a[t],
+                                  _mm512_mullo_epi32(dot[t][4 * s + j], scale));
+        }
+      }
+    }
+  }
+  const uint8_t* d16 = p + 64 * KPanelQuads(GgmlType::kQ6_K);
+  _mm_prefetch(reinterpret_cast<const char*>(d16) + kKPanelPrefetch,
+               _MM_HINT_T0);
+  const __m512 d = _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d16)));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[t]),
+                             _mm512_mul_ps(d, _mm512_set1_ps(dx[t])), acc[t]);
+  }
+}
+
 // NP panels from `panel` (panel_bytes apart) against every token: token
 // after token, super-block after super-block into one accumulator of each
 // panel's 16 rows; y (row 0 of the first panel) gets `n` rows.
@@ -545,11 +617,12 @@ void KPanels(const MatMulTask& task, const uint8_t* panel, int64_t panel_bytes,
   }
 }
 
-// One Q4_K panel (16 rows from `panel`; y gets `n` of them) against tokens
-// t0 .. t0 + T - 1, super-block after super-block (Q4KPanelBlockTokens).
-template <int T>
-void Q4KPanelTokens(const MatMulTask& task, const uint8_t* panel, float* y,
-                    int64_t n, int64_t t0) {
+// One Q4_K / Q6_K panel (16 rows from `panel`; y gets `n` of them)
+// against tokens t0 .. t0 + T - 1, super-block after super-block
+// (Q4KPanelBlockTokens, Q6KPanelBlockTokens).
+template <GgmlType WT, int T>
+void KPanelTokens(const MatMulTask& task, const uint8_t* panel, float* y,
+                  int64_t n, int64_t t0) {
   const int64_t nb = task.cols / kKBlock;
   __m512 acc[T];
   const int8_t* q[T];
@@ -564,8 +637,12 @@ void Q4KPanelTokens(const MatMulTask& task, const uint8_t* panel, float* y,
       bs[t] = task.qx.bsums + ((t0 + t) * nb + sb) * kKGroup;
       dx[t] = task.qx.d[(t0 + t) * nb + sb];
     }
-    Q4KPanelBlockTokens<T>(panel + sb * KPanelBlockBytes(GgmlType::kQ4_K), q,
-                           bs, dx, acc);
+    const uint8_t* block = panel + sb * KPanelBlockBytes(WT);
+    if constexpr (WT == GgmlType::kQ4_K) {
+      Q4KPanelBlockTokens<T>(block, q, bs, dx, acc);
+    } else {
+      Q6KPanelBlockTokens<T>(block, q, bs, dx, acc);
+    }
   }
   const auto mask = static_cast<__mmask16>((1u << n) - 1);
 #pragma GCC unroll 4
@@ -574,32 +651,35 @@ void Q4KPanelTokens(const MatMulTask& task, const uint8_t* panel, float* y,
   }
 }
 
-// Tokens per Q4KPanelTokens call in a batch: accumulators and broadcast
-// activations of 4 tokens stay in registers beside the panel's vectors.
-constexpr int64_t kQ4KTokensAtOnce = 4;
+// Tokens per KPanelTokens call in a batch: their accumulators (Q6_K's 8
+// group sums each) stay in registers beside the panel's vectors.
+template <GgmlType WT>
+inline constexpr int kKTokensAtOnce = WT == GgmlType::kQ4_K ? 4 : 2;
 
-// A batch's Q4_K panels, a panel at a time (it stays in L1 across its
-// tokens), kQ4KTokensAtOnce tokens per pass over it.
-void Q4KPanelRowsBatch(const MatMulTask& task, int64_t row_begin,
-                       int64_t row_end) {
-  const int64_t panel_bytes = PanelBytes(GgmlType::kQ4_K, task.cols);
+// A batch's Q4_K / Q6_K panels, a panel at a time (it stays in L1 across
+// its tokens), kKTokensAtOnce tokens per pass over it.
+template <GgmlType WT>
+void KPanelRowsBatch(const MatMulTask& task, int64_t row_begin,
+                     int64_t row_end) {
+  constexpr int kT = kKTokensAtOnce<WT>;
+  const int64_t panel_bytes = PanelBytes(WT, task.cols);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanes) {
     const uint8_t* panel = task.w + r0 / kLanes * panel_bytes;
     const int64_t n = std::min<int64_t>(kLanes, row_end - r0);
     float* y = task.y + r0;
     int64_t t0 = 0;
-    for (; t0 + kQ4KTokensAtOnce <= task.n_tokens; t0 += kQ4KTokensAtOnce) {
-      Q4KPanelTokens<kQ4KTokensAtOnce>(task, panel, y, n, t0);
+    for (; t0 + kT <= task.n_tokens; t0 += kT) {
+      KPanelTokens<WT, kT>(task, panel, y, n, t0);
     }
-    switch (task.n_tokens - t0) {
+    switch (task.n_tokens - t0) {  // fewer than kT left
       case 3:
-        Q4KPanelTokens<3>(task, panel, y, n, t0);
+        KPanelTokens<WT, 3>(task, panel, y, n, t0);
         break;
       case 2:
-        Q4KPanelTokens<2>(task, panel, y, n, t0);
+        KPanelTokens<WT, 2>(task, panel, y, n, t0);
         break;
       case 1:
-        Q4KPanelTokens<1>(task, panel, y, n, t0);
+        KPanelTokens<WT, 1>(task, panel, y, n, t0);
         break;
       default:
         break;
@@ -617,9 +697,7 @@ inline constexpr int kKPanelsAtOnce = WT == GgmlType::kQ4_K ? 2 : 1;
 // multiple of 16), kKPanelsAtOnce panels at a time.
 template <GgmlType WT>
 void KPanelRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
-  if (WT == GgmlType::kQ4_K && task.n_tokens > 1) {
-    return Q4KPanelRowsBatch(task, row_begin, row_end);
-  }
+  if (task.n_tokens > 1) return KPanelRowsBatch<WT>(task, row_begin, row_end);
   const int64_t panel_bytes = PanelBytes(WT, task.cols);
   constexpr int kNP = kKPanelsAtOnce<WT>;
   constexpr int64_t kStep = kNP * kLanes;
