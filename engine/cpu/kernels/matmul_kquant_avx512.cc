@@ -275,6 +275,23 @@ inline __m512i LoadStream(const uint8_t* p) {
   return _mm512_loadu_si512(p);
 }
 
+// The 16 rows' 6-bit scales and mins of the Q4_K panel super-block at p
+// (quad 0: d | dmin; quads 1-3: the 12 scale bytes, K4ScaleMin per lane):
+// sc[0] bytes sc_0 .. sc_3, sc[1] sc_4 .. sc_7 of each lane; mn likewise.
+inline void Q4KScales(const uint8_t* p, __m512i (&sc)[2], __m512i (&mn)[2]) {
+  const __m512i m6 = Bytes(0x3F), lo4 = Bytes(0x0F), hi2 = Bytes(0x03);
+  const __m512i u0 = LoadStream(p + 64), u1 = LoadStream(p + 128);
+  const __m512i u2 = LoadStream(p + 192);
+  sc[0] = _mm512_and_si512(u0, m6);
+  sc[1] = _mm512_or_si512(
+      _mm512_and_si512(u2, lo4),
+      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), hi2), 4));
+  mn[0] = _mm512_and_si512(u1, m6);
+  mn[1] = _mm512_or_si512(
+      _mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), hi2), 4));
+}
+
 // One Q4_K super-block of NP panels (p[i], KPanelBlockBytes bytes each)
 // against one token's q (256), bsums (16) and dx into acc[i] (lane r: row
 // r of panel i): A = sum_j sc_j dot_j, B = sum_j m_j (bs[2j] + bs[2j + 1]).
@@ -283,22 +300,11 @@ inline __m512i LoadStream(const uint8_t* p) {
 template <int NP>
 inline void Q4KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
                           const int16_t* bs, float dx, __m512 (&acc)[NP]) {
-  const __m512i m6 = Bytes(0x3F), lo4 = Bytes(0x0F), hi2 = Bytes(0x03);
-  // Quad 0: d | dmin; quads 1-3: the 12 scale bytes (K4ScaleMin, per lane):
-  // sc[i][0] bytes: sc_0 .. sc_3, sc[i][1]: sc_4 .. sc_7; mn likewise.
+  const __m512i lo4 = Bytes(0x0F);
   __m512i sc[NP][2], mn[NP][2], a[NP];
 #pragma GCC unroll 4
   for (int i = 0; i < NP; ++i) {
-    const __m512i u0 = LoadStream(p[i] + 64), u1 = LoadStream(p[i] + 128);
-    const __m512i u2 = LoadStream(p[i] + 192);
-    sc[i][0] = _mm512_and_si512(u0, m6);
-    sc[i][1] = _mm512_or_si512(
-        _mm512_and_si512(u2, lo4),
-        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), hi2), 4));
-    mn[i][0] = _mm512_and_si512(u1, m6);
-    mn[i][1] = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
-        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), hi2), 4));
+    Q4KScales(p[i], sc[i], mn[i]);
     a[i] = _mm512_setzero_si512();
   }
 #pragma GCC unroll 4
@@ -366,19 +372,9 @@ template <int T>
 inline void Q4KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
                                 const int16_t* const (&bs)[T],
                                 const float (&dx)[T], __m512 (&acc)[T]) {
-  const __m512i m6 = Bytes(0x3F), lo4 = Bytes(0x0F), hi2 = Bytes(0x03);
-  const __m512i u0 = LoadStream(p + 64), u1 = LoadStream(p + 128);
-  const __m512i u2 = LoadStream(p + 192);
-  const __m512i sc[2] = {
-      _mm512_and_si512(u0, m6),
-      _mm512_or_si512(_mm512_and_si512(u2, lo4),
-                      _mm512_slli_epi32(
-                          _mm512_and_si512(_mm512_srli_epi32(u0, 6), hi2), 4))};
-  const __m512i mn[2] = {
-      _mm512_and_si512(u1, m6),
-      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
-                      _mm512_slli_epi32(
-                          _mm512_and_si512(_mm512_srli_epi32(u1, 6), hi2), 4))};
+  const __m512i lo4 = Bytes(0x0F);
+  __m512i sc[2], mn[2];
+  Q4KScales(p, sc, mn);
   __m512i a[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) a[t] = _mm512_setzero_si512();
@@ -438,6 +434,25 @@ inline void Q4KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
   }
 }
 
+// Columns 4 l4 .. 4 l4 + 3 of half h of a Q6_K panel super-block at p,
+// as 6-bit values u[k] (element 128h + 32k + l: its low 4 bits in ql byte
+// 64h + 32(k % 2) + l, nibble k / 2, its high 2 in qh byte 32h + l, bits
+// 2k).
+inline void Q6KUnpack(const uint8_t* p, int h, int l4, __m512i (&u)[4]) {
+  const __m512i lo4 = Bytes(0x0F), hi2 = Bytes(0x30);
+  const uint8_t* ql = p + 64 * (16 * h + l4);
+  const __m512i v0 = LoadStream(ql), v1 = LoadStream(ql + 512);
+  const __m512i vh = LoadStream(p + 64 * (32 + 8 * h + l4));
+  u[0] = _mm512_or_si512(_mm512_and_si512(v0, lo4),
+                         _mm512_and_si512(_mm512_slli_epi32(vh, 4), hi2));
+  u[1] = _mm512_or_si512(_mm512_and_si512(v1, lo4),
+                         _mm512_and_si512(_mm512_slli_epi32(vh, 2), hi2));
+  u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v0, 4), lo4),
+                         _mm512_and_si512(vh, hi2));
+  u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v1, 4), lo4),
+                         _mm512_and_si512(_mm512_srli_epi32(vh, 2), hi2));
+}
+
 // One Q6_K super-block of NP panels, as Q4KPanelBlock: element 128h + 32k
 // + l has its low 4 bits in ql byte 64h + 32(k % 2) + l (nibble k / 2) and
 // its high 2 in qh byte 32h + l (bits 2k), group 8h + 2k + l / 16;
@@ -445,7 +460,6 @@ inline void Q4KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
 template <int NP>
 inline void Q6KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
                           const int16_t* bs, float dx, __m512 (&acc)[NP]) {
-  const __m512i lo4 = Bytes(0x0F), hi2 = Bytes(0x30);
   __m512i a[NP];
 #pragma GCC unroll 4
   for (int i = 0; i < NP; ++i) a[i] = _mm512_setzero_si512();
@@ -465,18 +479,8 @@ inline void Q6KPanelBlock(const uint8_t* const (&p)[NP], const int8_t* q,
       for (int k = 0; k < 4; ++k) x[k] = Bcast4(q + 128 * h + 32 * k + 4 * l4);
 #pragma GCC unroll 4
       for (int i = 0; i < NP; ++i) {
-        const uint8_t* ql = p[i] + 64 * (16 * h + l4);
-        const __m512i v0 = LoadStream(ql), v1 = LoadStream(ql + 512);
-        const __m512i vh = LoadStream(p[i] + 64 * (32 + 8 * h + l4));
-        const __m512i u[4] = {
-            _mm512_or_si512(_mm512_and_si512(v0, lo4),
-                            _mm512_and_si512(_mm512_slli_epi32(vh, 4), hi2)),
-            _mm512_or_si512(_mm512_and_si512(v1, lo4),
-                            _mm512_and_si512(_mm512_slli_epi32(vh, 2), hi2)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v0, 4), lo4),
-                            _mm512_and_si512(vh, hi2)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v1, 4), lo4),
-                            _mm512_and_si512(_mm512_srli_epi32(vh, 2), hi2))};
+        __m512i u[4];
+        Q6KUnpack(p[i], h, l4, u);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const int g = 2 * k + l4 / 4;
@@ -518,7 +522,6 @@ template <int T>
 inline void Q6KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
                                 const int16_t* const (&bs)[T],
                                 const float (&dx)[T], __m512 (&acc)[T]) {
-  const __m512i lo4 = Bytes(0x0F), hi2 = Bytes(0x30);
   __m512i a[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) a[t] = _mm512_setzero_si512();
@@ -534,18 +537,8 @@ inline void Q6KPanelBlockTokens(const uint8_t* p, const int8_t* const (&q)[T],
     }
 #pragma GCC unroll 8
     for (int l4 = 0; l4 < 8; ++l4) {  // columns l = 4 * l4 .. + 3
-      const uint8_t* ql = p + 64 * (16 * h + l4);
-      const __m512i v0 = LoadStream(ql), v1 = LoadStream(ql + 512);
-      const __m512i vh = LoadStream(p + 64 * (32 + 8 * h + l4));
-      const __m512i u[4] = {
-          _mm512_or_si512(_mm512_and_si512(v0, lo4),
-                          _mm512_and_si512(_mm512_slli_epi32(vh, 4), hi2)),
-          _mm512_or_si512(_mm512_and_si512(v1, lo4),
-                          _mm512_and_si512(_mm512_slli_epi32(vh, 2), hi2)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v0, 4), lo4),
-                          _mm512_and_si512(vh, hi2)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v1, 4), lo4),
-                          _mm512_and_si512(_mm512_srli_epi32(vh, 2), hi2))};
+      __m512i u[4];
+      Q6KUnpack(p, h, l4, u);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const int g = 2 * k + l4 / 4;
