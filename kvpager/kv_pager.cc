@@ -215,7 +215,8 @@ absl::StatusOr<BlockLease> KvPager::Allocate(
   if (admission.snapshot_block >= 0) {
     // The cached prefix's recurrent state becomes the sequence's (hits
     // end where a snapshot is: PlanAdmission).
-    StateSnapshot& snap = snapshots_[snapshot_index_.at(admission.snapshot_block)];
+    StateSnapshot& snap =
+        snapshots_[snapshot_index_.at(admission.snapshot_block)];
     snap.used = ++snapshot_tick_;
     state_copies->push_back(StateCopy{snap.slot, lease.state_slot_});
     ++counters_.state_copies;
@@ -679,7 +680,8 @@ int32_t KvPager::KeepStateSnapshot(const BlockLease& lease, int32_t end,
     target = &snapshots_[it->second];
   }
   for (StateSnapshot& snap : snapshots_) {
-    if (target == nullptr && snap.block < 0) target = &snap;
+    if (target != nullptr) break;
+    if (snap.block < 0) target = &snap;
   }
   if (target == nullptr) {
     target = &snapshots_[0];

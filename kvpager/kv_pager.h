@@ -172,6 +172,8 @@ class KvPager {
   // Free slots plus those prefix snapshots hold, which a sequence takes
   // when it needs one (see the top).
   int32_t num_available_state_slots() const { return AvailableStateSlots(); }
+  // Whether cached prefixes keep state snapshots (EnableStateSnapshots).
+  bool state_snapshots() const { return !snapshots_.empty(); }
   // The most blocks one lease of `positions` positions holds at once, over
   // every group, when each step adds at most `step_tokens` (see the top).
   int64_t BlocksToHold(int64_t positions, int32_t step_tokens) const;

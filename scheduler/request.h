@@ -278,7 +278,6 @@ class Request {
   const int32_t tenant_index_;
   const uint64_t arrival_seq_;
   const int32_t num_prompt_tokens_;
-  int32_t rolling_snapshot_ = -1;
   const engine::Tokenizer* const tokenizer_;
 
   // Engine thread.
@@ -286,6 +285,7 @@ class Request {
   std::vector<int32_t> tokens_;  // prompt, then generated
   int32_t num_computed_tokens_ = 0;
   int32_t lost_computed_tokens_ = 0;  // computed when last preempted
+  int32_t rolling_snapshot_ = -1;     // rolling_snapshot()
   kvpager::BlockLease lease_;
   engine::SequenceSampler sampler_;
   std::vector<int32_t> draft_;  // this step's draft tokens

@@ -959,14 +959,14 @@ void Scheduler::TakeDraftedTokens(Request* r, const ScheduledRequest& s,
 }
 
 int32_t Scheduler::SnapshotAlignedGrant(const Request& r, int32_t n) const {
-  if (pager_->num_state_slots() == 0 || n <= 1) return n;
+  if (!pager_->state_snapshots() || n <= 1) return n;
   const int32_t end = r.num_prompt_tokens() / block_size_ * block_size_;
   const int32_t begin = r.num_computed_tokens();
   return begin < end && end < begin + n ? end - begin : n;
 }
 
 void Scheduler::KeepStateSnapshot(Request* r) {
-  if (pager_->num_state_slots() == 0 || r->embed()) return;
+  if (!pager_->state_snapshots() || r->embed()) return;
   const int32_t computed = r->num_computed_tokens();
   if (computed == 0 || computed % block_size_ != 0) return;
   const int32_t prompt_end = r->num_prompt_tokens() / block_size_ * block_size_;

@@ -252,8 +252,7 @@ class CpuEngine final : public Engine {
   std::vector<float> ssm_qkv_;            // (T, conv_dim) projections
   std::vector<float> ssm_conv_;           // (T, conv_dim) after the convolution
   std::vector<float> ssm_z_;              // (T, inner)
-  std::vector<float>
-      ssm_ba_;  // (2T, v_heads): a step's n beta rows, then n alpha rows
+  std::vector<float> ssm_ba_;             // (2T, v_heads): n betas, n alphas
   std::vector<float> ssm_o_;  // (T, inner) gated, normed head outputs
   std::vector<float> last_;   // (T, n_embd) rows that need logits
 };
