@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernel_choice.h"
 #include "engine/model/kv_layout.h"
 #if PACELINE_HAVE_CUDA
 #include "engine/cuda/cuda_device.h"
@@ -119,6 +120,17 @@ absl::Status MakeCpu(const BackendOptions& options,
   cpu_options.pack_weights = options.pack_weights;
   // Ignored (none) for a model without DeltaNet layers.
   cpu_options.num_state_slots = StateSlots(options);
+  if (options.measure_kernels) {
+    ASSIGN_OR_RETURN(const cpu::KernelChoices choices,
+                     cpu::ChooseKernels(cpu::CpuEngine::Matrices(*weights),
+                                        {.threads = options.threads,
+                                         .cache_dir = options.state_dir}));
+    for (const std::string& w : choices.warnings) {
+      out->log_lines.push_back(absl::StrCat("backend cpu: warning: ", w));
+    }
+    out->log_lines.push_back(
+        absl::StrCat("backend cpu: ", cpu::KernelChoicesLine(choices)));
+  }
   // The engine repacks matrices for this CPU's kernels into memory of its
   // own, allocated after this reading of MemAvailable.
   const uint64_t packed = cpu::CpuEngine::PackedBytes(*weights, cpu_options);
@@ -147,7 +159,7 @@ absl::Status MakeCpu(const BackendOptions& options,
       absl::ToDoubleSeconds(absl::Now() - start)));
   out->log_lines.push_back(absl::StrCat(
       "backend cpu: kernels (", cpu::IsaLevelName(cpu::EffectiveIsaLevel()),
-      " on this CPU): ", engine->kernel_summary()));
+      " on this CPU, ", cpu::CpuModelName(), "): ", engine->kernel_summary()));
   if (engine->num_state_slots() > 0) {
     out->log_lines.push_back(StateLine(mc, engine->num_state_slots()));
   }

@@ -75,6 +75,11 @@ struct BackendOptions {
   double kv_memory_fraction = 0.5;
   // The scheduler's max_running: the KV cap above and the state slots.
   int32_t max_running = 1;
+  // CPU: choose each weight type's kernel level by measuring the
+  // candidates at start-up (cpu/kernel_choice.h) instead of taking the
+  // highest; the choices are kept in state_dir when it is not "".
+  bool measure_kernels = false;
+  std::string state_dir;
 };
 
 // Recurrent-state slots beyond max_running: snapshots of sequences that

@@ -191,6 +191,22 @@ void CheckModel(const v1::ServerConfig::Model& model, Checker& check) {
   }
 }
 
+// cpu_kernels and state_dir.
+void CheckMachineState(const v1::ServerConfig& config, Checker& check) {
+  if (config.cpu_kernels() != "" && config.cpu_kernels() != "measure" &&
+      config.cpu_kernels() != "highest") {
+    check.Fail("cpu_kernels",
+               absl::StrCat("must be \"measure\" or \"highest\", got \"",
+                            config.cpu_kernels(), "\""));
+  }
+  struct stat st;
+  if (!config.state_dir().empty() &&
+      stat(config.state_dir().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    check.Fail("state_dir", absl::StrCat("'", config.state_dir(),
+                                         "' exists and is not a directory"));
+  }
+}
+
 void CheckKvCache(const v1::ServerConfig::KvCache& kv, Checker& check) {
   if (kv.has_memory_bytes() && kv.memory_bytes() == 0) {
     check.Fail("kv_cache.memory_bytes", "must be > 0, got 0");
@@ -458,6 +474,7 @@ absl::Status ValidateConfig(const v1::ServerConfig& config,
   CheckTls(config.tls(), check);
   CheckModel(config.model(), check);
   CheckKvCache(config.kv_cache(), check);
+  CheckMachineState(config, check);
   CheckScheduler(config.scheduler(), check);
   check.AtLeast("threads", config.threads(), 0);
   if (config.has_drain_timeout_seconds()) {

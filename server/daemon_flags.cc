@@ -46,6 +46,11 @@ file, line and field.
                              in `ps`: for trials only; keep real keys as
                              SHA-256 digests in the config file (tenants)
   --threads N                engine CPU threads, 0 = one per core (threads)
+  --cpu-kernels measure|highest  CPU matmul kernels: the fastest level
+                             measured at start-up (default), or the highest
+                             the CPU runs                  (cpu_kernels)
+  --state-dir DIR            keeps the measured kernel choices across
+                             restarts; default $STATE_DIRECTORY (state_dir)
   --kv-memory BYTES          KV-cache memory: 512MiB, 2GiB, 1GB, 1e9, plain
                              bytes                  (kv_cache.memory_bytes)
   --kv-memory-fraction F     or a fraction in (0, 1] of the memory available
@@ -75,6 +80,8 @@ constexpr FlagDef kFlags[] = {
     {"http-listen", true},
     {"tenant", true},
     {"threads", true},
+    {"cpu-kernels", true},
+    {"state-dir", true},
     {"kv-memory", true},
     {"kv-memory-fraction", true},
     {"block-size", true},
@@ -131,6 +138,8 @@ absl::Status ApplyFieldFlags(const ParsedArgs& parsed, v1::ServerConfig& config,
     source.MarkFromFlag("model.aliases", "--served-model-name");
   }
   string_flag("listen", "listen", config.mutable_listen());
+  string_flag("cpu-kernels", "cpu_kernels", config.mutable_cpu_kernels());
+  string_flag("state-dir", "state_dir", config.mutable_state_dir());
   string_flag("metrics-listen", "metrics_listen",
               config.mutable_metrics_listen());
   string_flag("http-listen", "http.listen",

@@ -1,5 +1,8 @@
 #include "server/engine_factory.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace paceline::server {
 
 engine::BackendOptions BackendOptionsFrom(const v1::ServerConfig& config) {
@@ -21,6 +24,14 @@ engine::BackendOptions BackendOptionsFrom(const v1::ServerConfig& config) {
     o.kv_memory_fraction = config.kv_cache().memory_fraction();
   }
   o.max_running = config.scheduler().max_running();
+  o.measure_kernels = config.cpu_kernels() != "highest";
+  o.state_dir = config.state_dir();
+  // systemd's StateDirectory= (colon-separated when it names several).
+  if (const char* env = std::getenv("STATE_DIRECTORY");
+      o.state_dir.empty() && env != nullptr) {
+    const std::string dirs = env;
+    o.state_dir = dirs.substr(0, dirs.find(':'));
+  }
   return o;
 }
 

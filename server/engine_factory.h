@@ -10,7 +10,8 @@
 namespace paceline::server {
 
 // model.backend, threads, kv_cache (memory_bytes, or memory_fraction,
-// default 0.5; block_size) and scheduler.max_running, for a config that
+// default 0.5; block_size), scheduler.max_running, cpu_kernels and
+// state_dir (or $STATE_DIRECTORY's first directory), for a config that
 // passed validation. Errors name the config's field (model.backend).
 engine::BackendOptions BackendOptionsFrom(const v1::ServerConfig& config);
 

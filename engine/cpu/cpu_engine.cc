@@ -98,6 +98,15 @@ uint64_t CpuEngine::PackedBytes(const ModelWeights& weights,
   return bytes;
 }
 
+std::vector<WeightView> CpuEngine::Matrices(const ModelWeights& weights) {
+  std::vector<WeightView> views;
+  (void)ForEachMatrix(weights, [&](const WeightView& w) {
+    views.push_back(w);
+    return absl::OkStatus();
+  });
+  return views;
+}
+
 std::vector<WeightView*> CpuEngine::MatrixSlots() {
   std::vector<WeightView*> slots;
   for (LayerMatrices& m : matrices_) {

@@ -99,6 +99,9 @@ class CpuEngine final : public Engine {
   // the KV pool.
   static uint64_t PackedBytes(const ModelWeights& weights,
                               const CpuEngineOptions& options);
+  // Every matrix the engine multiplies by, as the file holds it (for
+  // ChooseKernels, kernel_choice.h).
+  static std::vector<WeightView> Matrices(const ModelWeights& weights);
 
   CpuEngine(const CpuEngine&) = delete;
   CpuEngine& operator=(const CpuEngine&) = delete;

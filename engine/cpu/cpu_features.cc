@@ -4,9 +4,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,15 +45,48 @@ uint64_t ReadXcr0() {
 
 bool Bit(unsigned reg, int bit) { return (reg >> bit) & 1u; }
 
+// Vendor, family, model, stepping and brand string (leaves 0, 1 and
+// 0x80000002..4).
+void DetectIdentity(CpuFeatures& f) {
+  const CpuidRegs l0 = Cpuid(0, 0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &l0.ebx, 4);
+  std::memcpy(vendor + 4, &l0.edx, 4);
+  std::memcpy(vendor + 8, &l0.ecx, 4);
+  f.vendor = vendor;
+  const unsigned eax = Cpuid(1, 0).eax;
+  const int base_family = static_cast<int>((eax >> 8) & 0xF);
+  const int base_model = static_cast<int>((eax >> 4) & 0xF);
+  f.stepping = static_cast<int>(eax & 0xF);
+  f.family = base_family == 0xF
+                 ? base_family + static_cast<int>((eax >> 20) & 0xFF)
+                 : base_family;
+  f.model = base_family == 0x6 || base_family == 0xF
+                ? base_model | static_cast<int>((eax >> 16) & 0xF) << 4
+                : base_model;
+  if (Cpuid(0x80000000, 0).eax < 0x80000004) return;
+  char brand[49] = {};
+  for (unsigned i = 0; i < 3; ++i) {
+    const CpuidRegs r = Cpuid(0x80000002 + i, 0);
+    std::memcpy(brand + 16 * i, &r.eax, 4);
+    std::memcpy(brand + 16 * i + 4, &r.ebx, 4);
+    std::memcpy(brand + 16 * i + 8, &r.ecx, 4);
+    std::memcpy(brand + 16 * i + 12, &r.edx, 4);
+  }
+  f.brand = std::string(absl::StripAsciiWhitespace(brand));
+}
+
 CpuFeatures Detect() {
   CpuFeatures f;
+  DetectIdentity(f);
   const unsigned max_leaf = Cpuid(0, 0).eax;
   const CpuidRegs l1 = Cpuid(1, 0);
   const bool osxsave = Bit(l1.ecx, 27);
   const uint64_t xcr0 = osxsave ? ReadXcr0() : 0;
-  const bool os_ymm = (xcr0 & 0x6) == 0x6;           // SSE + AVX state
-  const bool os_zmm = os_ymm && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;    // XTILECFG + XTILEDATA
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;  // SSE + AVX state
+  const bool os_zmm =
+      os_ymm && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
 
   f.avx = os_ymm && Bit(l1.ecx, 28);
   f.fma = f.avx && Bit(l1.ecx, 12);
@@ -71,8 +107,8 @@ CpuFeatures Detect() {
     f.avx512_bf16 = f.avx512f && Bit(l7s1.eax, 5);
   }
   if (f.avx2 && f.fma && f.f16c) f.max_level = IsaLevel::kAvx2;
-  if (f.max_level == IsaLevel::kAvx2 && f.avx512f && f.avx512bw &&
-      f.avx512vl && f.avx512dq) {
+  if (f.max_level == IsaLevel::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl &&
+      f.avx512dq) {
     f.max_level = IsaLevel::kAvx512;
   }
   return f;
@@ -83,8 +119,8 @@ CpuFeatures Detect() { return CpuFeatures{}; }
 
 // The cap from the environment, read once.
 struct EnvCap {
-  bool set = false;      // PACELINE_CPU_ISA present
-  bool valid = false;    // and understood
+  bool set = false;    // PACELINE_CPU_ISA present
+  bool valid = false;  // and understood
   std::string raw;
   IsaLevel level = IsaLevel::kAvx512;
 };
@@ -153,6 +189,15 @@ IsaLevel SetIsaLevelCap(IsaLevel cap) {
   return EffectiveIsaLevel();
 }
 
+std::string CpuModelName() {
+  const CpuFeatures& f = GetCpuFeatures();
+  if (f.vendor.empty()) return "unknown CPU";
+  std::string s = absl::StrFormat("%s family %d model %d stepping %d", f.vendor,
+                                  f.family, f.model, f.stepping);
+  if (!f.brand.empty()) absl::StrAppend(&s, " (", f.brand, ")");
+  return s;
+}
+
 std::string CpuFeaturesSummary() {
   const CpuFeatures& f = GetCpuFeatures();
   std::string s = "cpu:";
@@ -179,8 +224,8 @@ std::string CpuFeaturesSummary() {
   const EnvCap& env = GetEnvCap();
   absl::StrAppend(&s, "; kernels: ", IsaLevelName(EffectiveIsaLevel()));
   if (EffectiveIsaLevel() == IsaLevel::kAvx512) {
-    absl::StrAppend(&s, EffectiveAvx512Vnni() ? " (int8: vnni)"
-                                              : " (int8: avx2)");
+    absl::StrAppend(&s,
+                    EffectiveAvx512Vnni() ? " (int8: vnni)" : " (int8: avx2)");
   }
   if (!env.set) {
     absl::StrAppend(&s, " (", kIsaEnv, " unset)");

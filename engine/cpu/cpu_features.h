@@ -49,13 +49,25 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512_vnni = false;
-  bool avx_vnni = false;      // VEX-encoded VNNI (e.g. Alder Lake); reported only
-  bool avx512_bf16 = false;   // reported only
-  bool amx_tile = false;      // reported only (Linux also needs arch_prctl)
-  bool amx_int8 = false;      // reported only
-  bool amx_bf16 = false;      // reported only
+  bool avx_vnni = false;  // VEX-encoded VNNI (e.g. Alder Lake); reported only
+  bool avx512_bf16 = false;  // reported only
+  bool amx_tile = false;     // reported only (Linux also needs arch_prctl)
+  bool amx_int8 = false;     // reported only
+  bool amx_bf16 = false;     // reported only
   IsaLevel max_level = IsaLevel::kScalar;  // the highest level the CPU runs
+  // Which CPU this is (cpuid), for the kernel choices measured per CPU
+  // model (kernel_choice.h) and for benchmark reports: e.g.
+  // "AuthenticAMD", family 25, model 17, stepping 1, "AMD EPYC 9R14 ...".
+  // Family and model as the vendors number them (extended fields added).
+  std::string vendor;
+  int family = 0;
+  int model = 0;
+  int stepping = 0;
+  std::string brand;  // "" when the CPU has no brand string
 };
+
+// "GenuineIntel family 6 model 207 stepping 2 (Intel(R) Xeon(R) ...)".
+std::string CpuModelName();
 
 // Detected once; never changes.
 const CpuFeatures& GetCpuFeatures();

@@ -3,16 +3,20 @@
 
 #include "engine/backend.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kernel_choice_cache.h"
 #include "engine/cpu/kernels/matmul.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/build_paths.h"
+#include "tests/testing/files.h"
 
 namespace paceline::engine {
 namespace {
@@ -64,14 +68,54 @@ TEST(BackendTest, ExplicitCpu) {
   // Every matrix of the dummy model is F16, read row-major (no packing).
   EXPECT_EQ(
       b->log_lines[1],
-      absl::StrCat(
-          "backend cpu: kernels (", cpu::IsaLevelName(cpu::EffectiveIsaLevel()),
-          " on this CPU): F16 x", 7 * Dummy()->config().n_layers + 1, " ",
-          cpu::MatMulKernelName(GgmlType::kF16, WeightLayout::kRows)));
+      absl::StrCat("backend cpu: kernels (",
+                   cpu::IsaLevelName(cpu::EffectiveIsaLevel()),
+                   " on this CPU, ", cpu::CpuModelName(), "): F16 x",
+                   7 * Dummy()->config().n_layers + 1, " ",
+                   cpu::MatMulKernelName(GgmlType::kF16, WeightLayout::kRows)));
   EXPECT_EQ(b->log_lines[2].rfind("memory: weights ", 0), 0u);
   EXPECT_NE(b->log_lines[2].find("(4 full-context sequences)"),
             std::string::npos)
       << b->log_lines[2];
+}
+
+// With measure_kernels the CPU's kernel levels are chosen first, said in a
+// line before the others, and kept in the state directory for the next
+// start, which reads them.
+TEST(BackendTest, MeasuredKernelLevelsAreLoggedAndKept) {
+  ASSERT_NE(Dummy(), nullptr);
+  const std::string dir = paceline::testing::MakeTempDir("state");
+  BackendOptions o = Cpu();
+  o.kv_blocks = kBlocksPerSequence;
+  o.measure_kernels = true;
+  o.state_dir = dir;
+  absl::StatusOr<Backend> b = MakeBackend(o, Dummy());
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->log_lines.size(), 4u);
+  EXPECT_TRUE(absl::StartsWith(b->log_lines[0],
+                               "backend cpu: kernel levels chosen in "))
+      << b->log_lines[0];
+  const bool choice = cpu::MatMulCandidateLevels(GgmlType::kF16).size() > 1;
+  EXPECT_TRUE(absl::StrContains(
+      b->log_lines[0],
+      absl::StrCat("F16 ", cpu::IsaLevelName(cpu::MatMulLevel(GgmlType::kF16)),
+                   " (")))
+      << b->log_lines[0];
+  // The dummy model's 30 MB of F16 matrices are measured where the CPU
+  // has two levels to choose from, and the choice kept.
+  const std::string file = cpu::KernelCacheFile(dir);
+  EXPECT_EQ(std::filesystem::exists(file), choice) << file;
+  if (choice) {
+    EXPECT_TRUE(absl::StrContains(b->log_lines[0], "(measured on "))
+        << b->log_lines[0];
+    absl::StatusOr<Backend> again = MakeBackend(o, Dummy());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(absl::StrContains(again->log_lines[0], "(cached)"))
+        << again->log_lines[0];
+  }
+  EXPECT_TRUE(absl::StartsWith(b->log_lines[2], "backend cpu: kernels ("));
+  cpu::ResetMatMulLevels();
+  std::filesystem::remove_all(dir);
 }
 
 // Gemma 3's oracle file (../shared/oracle-next: 4 layers, window 32 on

@@ -282,6 +282,10 @@ TEST(ConfigTest, SemanticErrorsNameFileLineAndField) {
        "model.backend", "tpu"},
       {"model { path: \"dummy:no-such-shape\" }\n" + a, 1, "model.path",
        "no-such-shape"},
+      {Minimal(a + "cpu_kernels: \"fastest\"\n"), 6, "cpu_kernels",
+       "must be \"measure\" or \"highest\", got \"fastest\""},
+      {Minimal(a + "state_dir: \"/etc/hostname\"\n"), 6, "state_dir",
+       "exists and is not a directory"},
       // A missing field takes the line of the block around it.
       {Minimal("tenants {\n  name: \"alice\"\n}\n"), 2,
        "tenants[0].api_key_sha256", "at least one"},

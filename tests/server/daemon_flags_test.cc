@@ -52,7 +52,8 @@ TEST(DaemonFlagsTest, UsageDocumentsEveryFlag) {
        {"--config", "--model", "--backend", "--chat-template-file", "--listen",
         "--metrics-listen", "--http-listen", "--tenant", "--threads",
         "--kv-memory ", "--kv-memory-fraction", "--block-size", "--kv-dtype",
-        "--max-batched-tokens", "--drain-timeout", "--allow-root", "--help"}) {
+        "--max-batched-tokens", "--drain-timeout", "--cpu-kernels",
+        "--state-dir", "--allow-root", "--help"}) {
     EXPECT_THAT(kDaemonUsage, HasSubstr(flag));
   }
 }
@@ -93,6 +94,10 @@ TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
                                                  "2048",
                                                  "--drain-timeout",
                                                  "7",
+                                                 "--cpu-kernels",
+                                                 "highest",
+                                                 "--state-dir",
+                                                 "/tmp",
                                                  "--allow-root"});
   ASSERT_TRUE(options.ok()) << options.status();
   const v1::ServerConfig& c = options->config;
@@ -107,6 +112,8 @@ TEST(DaemonFlagsTest, FlagsOverrideTheFile) {
   EXPECT_EQ(c.kv_cache().dtype(), "f16");
   EXPECT_EQ(c.scheduler().max_batched_tokens(), 2048);
   EXPECT_EQ(c.drain_timeout_seconds(), 7);
+  EXPECT_EQ(c.cpu_kernels(), "highest");
+  EXPECT_EQ(c.state_dir(), "/tmp");
   EXPECT_TRUE(options->allow_root);
   EXPECT_EQ(c.tenants(0).name(), "alice");
 }
@@ -223,6 +230,10 @@ TEST(DaemonFlagsTest, BadFlagValuesNameTheFlag) {
       {{"--listen", "nowhere"}, "flag --listen: field listen: want HOST:PORT"},
       {{"--metrics-listen", "h:99999"}, "flag --metrics-listen"},
       {{"--backend", "tpu"}, "flag --backend: field model.backend"},
+      {{"--cpu-kernels", "fast"}, "flag --cpu-kernels: field cpu_kernels"},
+      {{"--state-dir", "/etc/hostname"},
+       "flag --state-dir: field state_dir: '/etc/hostname' exists and is "
+       "not a directory"},
       {{"--chat-template-file", "/no/such.jinja"},
        "flag --chat-template-file: field model.chat_template_file: cannot "
        "read '/no/such.jinja'"},

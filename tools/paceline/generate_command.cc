@@ -41,6 +41,7 @@ constexpr char kUsage[] =
     "usage: paceline generate --model MODEL --prompt TEXT [--prompt TEXT...]\n"
     "         [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "         [--seed S] [--threads N] [--backend cpu|cuda]\n"
+    "         [--cpu-kernels measure|highest] [--state-dir DIR]\n"
     "         [--kv-dtype f32|f16|q8_0] [--max-draft-tokens N]\n"
     "         [--json-schema FILE | --grammar FILE | --regex PATTERN |\n"
     "          --choice A,B,C] [--flexible-whitespace] [--no-fast-forward]\n"
@@ -76,6 +77,12 @@ constexpr char kUsage[] =
     "  --top-p P          nucleus sampling mass in (0, 1] (default 1: off)\n"
     "  --seed S           sampling seed (default 0)\n"
     "  --threads N        CPU threads (default 0: one per core)\n"
+    "  --cpu-kernels K    measure (default): each weight type's matmul\n"
+    "                     kernels at the level measured fastest at start\n"
+    "                     (said on stderr); highest: the highest the CPU\n"
+    "                     runs, unmeasured (as the daemon's cpu_kernels)\n"
+    "  --state-dir DIR    keep the measured choices there for later runs\n"
+    "                     on this CPU model (default: measure every run)\n"
     "  --backend B        cpu or cuda (default: cuda when this build has it\n"
     "                     and a GPU is present, else cpu; said on stderr)\n"
     "  --kv-dtype D       K/V element type, f32, f16 or q8_0 (CPU only)\n"
@@ -98,6 +105,8 @@ constexpr FlagDef kFlags[] = {
     {"top-p", true},
     {"seed", true},
     {"threads", true},
+    {"cpu-kernels", true},
+    {"state-dir", true},
     {"backend", true},
     {"kv-dtype", true},
     {"max-draft-tokens", true},
@@ -118,6 +127,8 @@ struct GenerateFlags {
   int32_t max_draft_tokens = 0;
   bool fast_forward = true;
   int threads = 0;
+  bool measure_kernels = true;
+  std::string state_dir;
   std::string backend;  // "", "cpu" or "cuda"
   std::optional<engine::GgmlType> kv_type;
   engine::SamplingParams sampling;
@@ -150,6 +161,14 @@ absl::StatusOr<GenerateFlags> ReadFlags(const ParsedArgs& args) {
   ASSIGN_OR_RETURN(const std::optional<int64_t> threads,
                    GetIntFlag(args, "threads", {.min = 0, .max = 1024}));
   f.threads = static_cast<int>(threads.value_or(f.threads));
+  if (auto v = args.Get("cpu-kernels")) {
+    if (*v != "measure" && *v != "highest") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cpu-kernels must be measure or highest, got '", *v, "'"));
+    }
+    f.measure_kernels = *v == "measure";
+  }
+  f.state_dir = args.Get("state-dir").value_or("");
   if (auto v = args.Get("backend")) {
     if (*v != "cpu" && *v != "cuda") {
       return absl::InvalidArgumentError(
@@ -196,6 +215,8 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(
   options.backend = f.backend;
   options.backend_setting = "--backend";
   options.threads = f.threads;
+  options.measure_kernels = f.measure_kernels;
+  options.state_dir = f.state_dir;
   options.kv_type = f.kv_type;
   options.max_tokens_per_step = kPrefillChunk;
   // Every request at once (a hybrid model's state slots are sized by it).

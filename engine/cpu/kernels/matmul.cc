@@ -1,6 +1,7 @@
 #include "engine/cpu/kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,6 +33,8 @@ constexpr int64_t kRowGroup = 16;
 constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
 // Matrices one MatMulShared call takes at most.
 constexpr size_t kMaxShared = 8;
+// GgmlType values the per-type levels cover (ggml's type ids are < 64).
+constexpr size_t kMaxTypes = 64;
 
 using internal::IsKQuant;
 using internal::IsQuantized;
@@ -51,20 +54,37 @@ struct Kernels {
   const char* name = "scalar";           // for logs: the ISA path taken
 };
 
+// Per weight type, the level SetMatMulLevel chose (-1: none, the effective
+// level). Process-wide, as the ISA cap is.
+std::atomic<int>& LevelSlot(GgmlType type) {
+  static std::atomic<int> slots[kMaxTypes];
+  static const bool init = [] {
+    for (std::atomic<int>& s : slots) s.store(-1);
+    return true;
+  }();
+  (void)init;
+  const size_t i = static_cast<size_t>(type);
+  return slots[i < kMaxTypes ? i : kMaxTypes - 1];
+}
+
+bool Vnni(IsaLevel level) {
+  return level == IsaLevel::kAvx512 && GetCpuFeatures().avx512_vnni;
+}
+
 // K-quants: with AVX-512 VNNI, the AVX-512 Q8_K quantizer and kernels
 // (which read Q4_K / Q6_K panels); else the portable quantizer (the same
 // bytes) and AVX2 kernels, else scalar ones.
-Kernels PickKQuantKernels() {
+Kernels PickKQuantKernels(IsaLevel level) {
   Kernels k = {&internal::MatMulRowsKQuantScalar};
   k.quantize_k = &internal::QuantizeRowQ8K;
   k.name = "scalar, Q8_K activations";
 #if defined(__x86_64__)
-  if (EffectiveIsaLevel() == IsaLevel::kAvx512 && EffectiveAvx512Vnni()) {
+  if (Vnni(level)) {
     k.quantize_k = &internal::QuantizeRowQ8KAvx512;
     k.rows = &internal::MatMulRowsKQuantAvx512;
     k.panels = true;
     k.name = "avx512-vnni, Q8_K activations";
-  } else if (EffectiveIsaLevel() >= IsaLevel::kAvx2) {
+  } else if (level >= IsaLevel::kAvx2) {
     k.rows = &internal::MatMulRowsKQuantAvx2;
     k.name = "avx2, Q8_K activations";
   }
@@ -74,11 +94,11 @@ Kernels PickKQuantKernels() {
 
 // MXFP4: row-major weights, activations quantized as for Q8_0; AVX-512
 // without VNNI runs the AVX2 kernel, as the int8 types do.
-Kernels PickMxfp4Kernels() {
-  switch (EffectiveIsaLevel()) {
+Kernels PickMxfp4Kernels(IsaLevel level) {
+  switch (level) {
 #if defined(__x86_64__)
     case IsaLevel::kAvx512:
-      if (EffectiveAvx512Vnni()) {
+      if (Vnni(level)) {
         return {.rows = &internal::MatMulRowsMxfp4Avx512Vnni,
                 .quantize = &internal::QuantizeRowAvx512,
                 .name = "avx512-vnni, Q8_0 activations"};
@@ -98,11 +118,11 @@ Kernels PickMxfp4Kernels() {
   }
 }
 
-Kernels PickKernels(GgmlType type) {
-  if (IsKQuant(type)) return PickKQuantKernels();
-  if (type == GgmlType::kMXFP4) return PickMxfp4Kernels();
+Kernels PickKernels(GgmlType type, IsaLevel level) {
+  if (IsKQuant(type)) return PickKQuantKernels(level);
+  if (type == GgmlType::kMXFP4) return PickMxfp4Kernels(level);
   const bool quantized = IsQuantized(type);
-  switch (EffectiveIsaLevel()) {
+  switch (level) {
 #if defined(__x86_64__)
     case IsaLevel::kAvx512:
       if (!quantized) {
@@ -110,7 +130,7 @@ Kernels PickKernels(GgmlType type) {
                 .panels = true,
                 .name = "avx512"};
       }
-      if (EffectiveAvx512Vnni()) {
+      if (Vnni(level)) {
         return {.rows = &internal::MatMulRowsAvx512Vnni,
                 .quantize = &internal::QuantizeRowAvx512,
                 .pairs = &internal::BuildPairsAvx512,
@@ -130,6 +150,10 @@ Kernels PickKernels(GgmlType type) {
               .quantize = quantized ? &internal::QuantizeRowScalar : nullptr,
               .name = quantized ? "scalar, Q8_0 activations" : "scalar"};
   }
+}
+
+Kernels PickKernels(GgmlType type) {
+  return PickKernels(type, MatMulLevel(type));
 }
 
 uint8_t* AlignUp(uint8_t* p, size_t alignment) {
@@ -409,6 +433,39 @@ std::string MatMulKernelName(GgmlType type, WeightLayout layout) {
   }
   return name;
 }
+
+IsaLevel MatMulLevel(GgmlType type) {
+  const int chosen = LevelSlot(type).load(std::memory_order_relaxed);
+  const IsaLevel effective = EffectiveIsaLevel();
+  return chosen < 0 ? effective
+                    : std::min(effective, static_cast<IsaLevel>(chosen));
+}
+
+void SetMatMulLevel(GgmlType type, IsaLevel level) {
+  LevelSlot(type).store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+void ResetMatMulLevels() {
+  for (size_t i = 0; i < kMaxTypes; ++i) {
+    LevelSlot(static_cast<GgmlType>(i)).store(-1, std::memory_order_relaxed);
+  }
+}
+
+std::vector<IsaLevel> MatMulCandidateLevels(GgmlType type) {
+  std::vector<IsaLevel> levels;
+  std::vector<std::string> names;
+  for (int l = static_cast<int>(EffectiveIsaLevel());
+       l >= static_cast<int>(IsaLevel::kAvx2); --l) {
+    const IsaLevel level = static_cast<IsaLevel>(l);
+    const std::string name = PickKernels(type, level).name;
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    names.push_back(name);
+    levels.push_back(level);
+  }
+  return levels;
+}
+
+bool MatMulSameBitsAtEveryLevel(GgmlType type) { return IsKQuant(type); }
 
 bool MatMulSupports(GgmlType type) { return IsMatMulWeightType(type); }
 

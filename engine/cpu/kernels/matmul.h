@@ -6,7 +6,9 @@
 // comes from sharing that read across the batch.
 //
 // Kernels are chosen at run time from the CPU's features (cpu_features.h):
-// AVX-512 / AVX2+FMA where present, a portable scalar path everywhere.
+// AVX-512 / AVX2+FMA where present, a portable scalar path everywhere; per
+// weight type the level can be set lower where that was measured faster on
+// this CPU (SetMatMulLevel; kernel_choice.h measures).
 // Quantized weights (Q8_0, Q4_0) multiply int8-quantized activations
 // (32-element blocks with a float scale per block, as the field does);
 // K-quant weights (Q2_K .. Q6_K, read in their 256-element super-blocks)
@@ -24,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/model/weight_view.h"
 
@@ -40,6 +43,25 @@ bool MatMulSupports(GgmlType type);
 // whether panels are read as such, e.g. "avx512-vnni, Q8_K activations,
 // 16-row panels".
 std::string MatMulKernelName(GgmlType type, WeightLayout layout);
+
+// The ISA level MatMul runs weights of `type` at: EffectiveIsaLevel(), or
+// the lower level SetMatMulLevel chose for the type. Process-wide, like
+// the ISA cap: set it at start-up, before any MatMul of the type runs
+// (results differ between levels in the last bits, except where
+// MatMulSameBitsAtEveryLevel; weights packed for one level still run at
+// another, unpacked as they are read).
+IsaLevel MatMulLevel(GgmlType type);
+void SetMatMulLevel(GgmlType type, IsaLevel level);
+// Forgets every SetMatMulLevel (tests).
+void ResetMatMulLevels();
+
+// The levels whose kernels for `type` differ, from EffectiveIsaLevel()
+// down to avx2 (scalar is never the faster one): e.g. {avx512, avx2}; one
+// level on an AVX2-only CPU, none on others.
+std::vector<IsaLevel> MatMulCandidateLevels(GgmlType type);
+
+// Whether every level computes the same bits for `type` (the K-quants).
+bool MatMulSameBitsAtEveryLevel(GgmlType type);
 
 // A weight matrix repacked for the kernels of the machine it was packed on:
 // owns its bytes; view() is what MatMul takes. Packing is lossless, so the
@@ -61,7 +83,7 @@ class PackedMatrix {
   WeightView view_;
 };
 
-// Whether the kernels chosen now (cpu_features.h) run weights of `type`
+// Whether the kernels of MatMulLevel(type) run weights of `type`
 // with `cols` columns faster packed: Q8_0, Q4_0, Q4_K and Q6_K with
 // AVX-512 VNNI; F32, F16 and BF16 with AVX-512 when cols is a multiple of 16.
 bool MatMulPrefersPanels(GgmlType type, int64_t cols);

@@ -105,13 +105,13 @@ void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool MatMulPrefersPanels(GgmlType type, int64_t cols) {
 #if defined(__x86_64__)
-  if (EffectiveIsaLevel() < IsaLevel::kAvx512) return false;
+  if (MatMulLevel(type) < IsaLevel::kAvx512) return false;
   switch (type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K:
-      return EffectiveAvx512Vnni();
+      return GetCpuFeatures().avx512_vnni;
     case GgmlType::kF32:
     case GgmlType::kF16:
     case GgmlType::kBF16:

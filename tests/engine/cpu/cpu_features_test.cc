@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
@@ -50,6 +53,28 @@ TEST(CpuFeaturesTest, AgreesWithCompilerBuiltins) {
             static_cast<bool>(__builtin_cpu_supports("avx512vnni")));
 }
 #endif
+
+// The identity against the kernel's reading of cpuid (/proc/cpuinfo: its
+// first processor's vendor_id, cpu family, model, stepping, model name).
+TEST(CpuFeaturesTest, IdentityAgreesWithProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::map<std::string, std::string> fields;
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    fields[std::string(absl::StripAsciiWhitespace(line.substr(0, colon)))] =
+        std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  if (!fields.contains("cpu family")) GTEST_SKIP() << "not an x86 cpuinfo";
+  const CpuFeatures& f = GetCpuFeatures();
+  EXPECT_EQ(f.vendor, fields["vendor_id"]);
+  EXPECT_EQ(absl::StrCat(f.family), fields["cpu family"]);
+  EXPECT_EQ(absl::StrCat(f.model), fields["model"]);
+  EXPECT_EQ(absl::StrCat(f.stepping), fields["stepping"]);
+  EXPECT_EQ(f.brand, fields["model name"]);
+  EXPECT_NE(CpuModelName().find(fields["model name"]), std::string::npos);
+}
 
 TEST(CpuFeaturesTest, CapLimitsTheEffectiveLevel) {
   const IsaLevel max = GetCpuFeatures().max_level;
