@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -141,30 +140,23 @@ absl::Status Measure(KernelChoice& c, const std::vector<IsaLevel>& levels,
   ASSIGN_OR_RETURN(std::vector<uint8_t> rows,
                    SyntheticRows(c.type, c.rows, c.cols, row_bytes));
   Measurement m(c, std::move(rows), pool);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  c.timings.clear();
-  for (IsaLevel l : levels) c.timings.push_back({l, kInf, kInf});
+  std::vector<std::vector<LevelTiming>> rounds;
   for (int round = 0; round <= options.rounds; ++round) {
-    for (LevelTiming& t : c.timings) {
-      ASSIGN_OR_RETURN(const double one, m.Time(c.type, t.level, 1));
-      ASSIGN_OR_RETURN(const double batch,
-                       m.Time(c.type, t.level, kBatchTokens));
-      if (round == 0) continue;  // warm-up: caches, pages, the pool
-      t.one_ms = std::min(t.one_ms, one);
-      t.batch_ms = std::min(t.batch_ms, batch);
+    std::vector<LevelTiming> timings;
+    for (IsaLevel l : levels) {
+      ASSIGN_OR_RETURN(const double one, m.Time(c.type, l, 1));
+      ASSIGN_OR_RETURN(const double batch, m.Time(c.type, l, kBatchTokens));
+      timings.push_back({l, one, batch});
     }
+    // Round 0 warms up caches, pages and the pool.
+    if (round > 0) rounds.push_back(std::move(timings));
   }
-  // The highest level unless a lower one beats it by the margin.
-  const double gain = MatMulSameBitsAtEveryLevel(c.type) ? 0.0 : kMinGain;
-  const LevelTiming& top = c.timings.front();
-  const double bar = top.one_ms * top.batch_ms * (1 - gain) * (1 - gain);
-  const LevelTiming* best = &top;
-  for (const LevelTiming& t : c.timings) {
-    const double score = t.one_ms * t.batch_ms;
-    if (score < bar && score < best->one_ms * best->batch_ms) best = &t;
-  }
-  c.level = best->level;
-  c.how = "measured";
+  const LevelDecision d =
+      DecideLevel(rounds, MatMulSameBitsAtEveryLevel(c.type) ? 0.0 : kMinGain);
+  c.timings = d.timings;
+  c.level = d.level;
+  c.steady = d.steady;
+  c.how = d.steady ? "measured" : "measured; rounds disagreed, not cached";
   return absl::OkStatus();
 }
 
@@ -192,6 +184,41 @@ KernelCacheEntries LoadCache(KernelChoices& out) {
 }
 
 }  // namespace
+
+LevelDecision DecideLevel(absl::Span<const std::vector<LevelTiming>> rounds,
+                          double min_gain) {
+  LevelDecision d;
+  if (rounds.empty() || rounds[0].empty()) return d;
+  auto score = [](const LevelTiming& t) { return t.one_ms * t.batch_ms; };
+  d.timings = rounds[0];
+  for (const std::vector<LevelTiming>& round : rounds) {
+    for (size_t i = 0; i < round.size() && i < d.timings.size(); ++i) {
+      d.timings[i].one_ms = std::min(d.timings[i].one_ms, round[i].one_ms);
+      d.timings[i].batch_ms =
+          std::min(d.timings[i].batch_ms, round[i].batch_ms);
+    }
+  }
+  // The highest level unless a lower one beats it by the margin.
+  const double bar = score(d.timings.front()) * (1 - min_gain) * (1 - min_gain);
+  const LevelTiming* best = &d.timings.front();
+  for (const LevelTiming& t : d.timings) {
+    if (score(t) < bar && score(t) < score(*best)) best = &t;
+  }
+  d.level = best->level;
+  // Steady: every round alone finds the same level fastest as the minima.
+  auto fastest = [&](const std::vector<LevelTiming>& ts) {
+    return std::min_element(ts.begin(), ts.end(),
+                            [&](const LevelTiming& a, const LevelTiming& b) {
+                              return score(a) < score(b);
+                            })
+        ->level;
+  };
+  const IsaLevel overall = fastest(d.timings);
+  for (const std::vector<LevelTiming>& round : rounds) {
+    if (round.empty() || fastest(round) != overall) d.steady = false;
+  }
+  return d;
+}
 
 absl::StatusOr<KernelChoices> ChooseKernels(
     absl::Span<const WeightView> matrices, const KernelChoiceOptions& options) {
@@ -225,8 +252,10 @@ absl::StatusOr<KernelChoices> ChooseKernels(
       c.how = "cached";
     } else {
       RETURN_IF_ERROR(Measure(c, levels, shape.row_bytes, options, pool));
-      cache[key] = {std::string(IsaLevelName(c.level)), TimingNote(c)};
-      measured = true;
+      if (c.steady) {
+        cache[key] = {std::string(IsaLevelName(c.level)), TimingNote(c)};
+        measured = true;
+      }
     }
     SetMatMulLevel(type, c.level);
     out.types.push_back(std::move(c));

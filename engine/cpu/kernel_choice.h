@@ -13,8 +13,8 @@
 // level as the model's decode step), filled with rows quantized from
 // random values. Each candidate is timed at one token (decode) and at
 // kBatchTokens tokens, in alternating rounds, the minimum of each kept;
-// the score is the product of the two. A lower level is taken only when
-// it beats the highest by min_gain (kMinGain for types whose results
+// the score is the product of the two (DecideLevel). A lower level is taken
+// only when it beats the highest by min_gain (kMinGain for types whose results
 // differ between levels, none for MatMulSameBitsAtEveryLevel types), so a
 // noisy measurement does not flip a machine between paths for nothing.
 // Types whose matrices hold fewer than min_bytes, or with one candidate,
@@ -22,7 +22,8 @@
 //
 // The choices are cached per CPU model in `cache_dir` (kernel_choice_cache
 // .h), keyed by type, shape, threads and candidates: a later start on the
-// same CPU model reads them instead of measuring.
+// same CPU model reads them instead of measuring. A choice whose rounds
+// disagreed (a busy machine) is used but not cached.
 //
 // Thread-safety: call at start-up, before any engine runs (it sets the
 // process-wide levels MatMul reads).
@@ -64,6 +65,9 @@ struct KernelChoice {
   // to measure".
   std::string how;
   std::vector<LevelTiming> timings;  // measured: one per candidate
+  // Measured: every timed round found the same level fastest. Only steady
+  // choices are cached; a start on a busy machine measures again next time.
+  bool steady = true;
 };
 
 struct KernelChoices {
@@ -72,6 +76,20 @@ struct KernelChoices {
   std::string cache_file;             // "" without a cache
   std::vector<std::string> warnings;  // an unreadable or unwritable cache
 };
+
+struct LevelDecision {
+  IsaLevel level = IsaLevel::kScalar;
+  bool steady = true;                // KernelChoice::steady
+  std::vector<LevelTiming> timings;  // per level, the minima over the rounds
+};
+
+// The choice from timed rounds (each: one LevelTiming per candidate level,
+// highest level first, the same order in every round): the level with the
+// lowest product of the minima of its one-token and batch times, where a
+// lower level than the first must beat it by `min_gain` (a fraction);
+// steady when each round alone ranks the same level fastest.
+LevelDecision DecideLevel(absl::Span<const std::vector<LevelTiming>> rounds,
+                          double min_gain);
 
 // Chooses a level for each weight type among `matrices` (the model's, in
 // any layout) and sets it (SetMatMulLevel). Errors only for what the

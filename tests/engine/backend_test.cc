@@ -102,12 +102,16 @@ TEST(BackendTest, MeasuredKernelLevelsAreLoggedAndKept) {
                    " (")))
       << b->log_lines[0];
   // The dummy model's 30 MB of F16 matrices are measured where the CPU
-  // has two levels to choose from, and the choice kept.
+  // has two levels to choose from, and the choice kept unless its rounds
+  // disagreed (a busy machine).
   const std::string file = cpu::KernelCacheFile(dir);
-  EXPECT_EQ(std::filesystem::exists(file), choice) << file;
+  const bool kept = choice && !absl::StrContains(b->log_lines[0], "not cached");
+  EXPECT_EQ(std::filesystem::exists(file), kept) << file;
   if (choice) {
-    EXPECT_TRUE(absl::StrContains(b->log_lines[0], "(measured on "))
+    EXPECT_TRUE(absl::StrContains(b->log_lines[0], "(measured"))
         << b->log_lines[0];
+  }
+  if (kept) {
     absl::StatusOr<Backend> again = MakeBackend(o, Dummy());
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(absl::StrContains(again->log_lines[0], "(cached)"))

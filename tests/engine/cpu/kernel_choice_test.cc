@@ -235,6 +235,40 @@ TEST_F(KernelChoiceTest, ACorruptCacheIsAWarningAndIsRewritten) {
   EXPECT_TRUE(ReadKernelCache(file).ok());
 }
 
+LevelTiming At(IsaLevel l, double one, double batch) { return {l, one, batch}; }
+
+TEST(DecideLevelTest, TheFastestByTheProductOfTheMinima) {
+  constexpr IsaLevel k512 = IsaLevel::kAvx512, k2 = IsaLevel::kAvx2;
+  // AVX-512 faster at both sizes.
+  LevelDecision d = DecideLevel(
+      {{At(k512, 1, 4), At(k2, 2, 8)}, {At(k512, 1.1, 4.2), At(k2, 2, 9)}},
+      kMinGain);
+  EXPECT_EQ(d.level, k512);
+  EXPECT_TRUE(d.steady);
+  ASSERT_EQ(d.timings.size(), 2u);
+  EXPECT_EQ(d.timings[0].one_ms, 1);  // the minima over the rounds
+  EXPECT_EQ(d.timings[1].batch_ms, 8);
+  // AVX2 slower at one token, much faster batched: the product decides.
+  d = DecideLevel({{At(k512, 1, 10), At(k2, 1.2, 5)}}, kMinGain);
+  EXPECT_EQ(d.level, k2);
+  // A lower level 5 % faster: not past the margin, unless there is none.
+  const std::vector<std::vector<LevelTiming>> close = {
+      {At(k512, 1, 1), At(k2, 0.95, 1)}};
+  EXPECT_EQ(DecideLevel(close, kMinGain).level, k512);
+  EXPECT_EQ(DecideLevel(close, 0.0).level, k2);
+}
+
+TEST(DecideLevelTest, RoundsThatDisagreeAreNotSteady) {
+  constexpr IsaLevel k512 = IsaLevel::kAvx512, k2 = IsaLevel::kAvx2;
+  // The second round (another process took a core) ranks AVX2 first.
+  const LevelDecision d = DecideLevel(
+      {{At(k512, 1, 4), At(k2, 2, 8)}, {At(k512, 5, 20), At(k2, 2.1, 8.1)}},
+      kMinGain);
+  EXPECT_EQ(d.level, k512);  // the minima still say AVX-512
+  EXPECT_FALSE(d.steady);
+  EXPECT_TRUE(DecideLevel({{At(k512, 1, 4), At(k2, 2, 8)}}, kMinGain).steady);
+}
+
 TEST(KernelChoiceCacheTest, ReadRefusesWhatItDidNotWrite) {
   const std::string dir = paceline::testing::MakeTempDir("cache");
   const std::string file = dir + "/c.txt";
