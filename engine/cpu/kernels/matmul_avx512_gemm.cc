@@ -177,6 +177,38 @@ void PackActLanes(const float* x, int64_t n_tokens, int64_t cols,
   }
 }
 
+// Fetches a call's share of the next block into L2, spread evenly over
+// the call's steps (a burst would take every fill buffer at once):
+// Bresenham-style, `owed` grows by the share each step and pays a line
+// per `steps`. The share: next[p] + [begin, end) * 64 bytes for each panel
+// p < np.
+class NextBlockFetch {
+ public:
+  NextBlockFetch(const uint8_t* const* next, int np, int64_t begin, int64_t end,
+                 int64_t steps)
+      : next_(next),
+        np_(np),
+        total_((end - begin) * np),
+        steps_(steps),
+        line_(begin) {}
+
+  void Step() {
+    if (total_ <= 0) return;
+    for (owed_ += total_; owed_ >= steps_; owed_ -= steps_) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_[panel_]) + line_ * 64,
+                   _MM_HINT_T1);
+      if (++panel_ == np_) panel_ = 0, ++line_;
+    }
+  }
+
+ private:
+  const uint8_t* const* next_;
+  int np_;
+  int64_t total_, steps_, line_;
+  int64_t owed_ = 0;
+  int panel_ = 0;
+};
+
 struct FGemmArgs {
   // Each panel's column block, (16 lanes, nj, 16 rows) in the tile's WT.
   const uint8_t* panel[kFPanels] = {};
@@ -206,13 +238,9 @@ struct FGemmArgs {
 template <GgmlType WT, int NP, int T>
 void FGemmTile(const FGemmArgs& g) {
   constexpr int64_t eb = kFElemBytes<WT>;
-  // The tile's share of the next block, spread evenly over its 16 * nj
-  // steps (a burst would take every fill buffer at once): Bresenham-style,
-  // `owed` grows by the share each step and pays a line per 16 * nj.
-  const int64_t pf_total = (g.next_end - g.next_begin) * g.next_np;
-  const int64_t pf_steps = kFLanes * g.nj;
-  int64_t pf_owed = 0, pf_line = g.next_begin;
-  int pf_panel = 0;
+  // The tile's share of the next block, over its 16 * nj steps.
+  NextBlockFetch fetch(g.next, g.next_np, g.next_begin, g.next_end,
+                       kFLanes * g.nj);
   for (int64_t i = 0; i < kFLanes; ++i) {
     __m512 acc[NP][T];
 #pragma GCC unroll 8
@@ -227,14 +255,7 @@ void FGemmTile(const FGemmArgs& g) {
     const int64_t lane_offset = i * g.nj * kPanelRows * eb;
     const float* xi = g.x + i * g.x_lane_stride;  // (nj, kFGemmTokens)
     for (int64_t j = 0; j < g.nj; ++j) {
-      if (pf_total > 0) {
-        for (pf_owed += pf_total; pf_owed >= pf_steps; pf_owed -= pf_steps) {
-          _mm_prefetch(
-              reinterpret_cast<const char*>(g.next[pf_panel]) + pf_line * 64,
-              _MM_HINT_T1);
-          if (++pf_panel == g.next_np) pf_panel = 0, ++pf_line;
-        }
-      }
+      fetch.Step();
       __m512 wv[NP];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
@@ -531,10 +552,15 @@ struct GemmArgs {
   int64_t y_stride = 0;
   __mmask16 last_rows = 0xFFFF;    // valid rows of the last panel
   bool accumulate = false;
-  // Streaming panels from memory (one token tile): fetch kStreamPrefetch
-  // bytes ahead along each panel, which the hardware prefetchers alone
-  // do not (they stop at every 4 KiB page).
+  // Streaming panels from memory (a block's first token tile): fetch
+  // kStreamPrefetch bytes ahead along each panel, which the hardware
+  // prefetchers alone do not (they stop at every 4 KiB page).
   bool prefetch = false;
+  // This call's share of the next block, fetched into L2 while it runs
+  // (NextBlockFetch; as in FGemmArgs).
+  const uint8_t* next[kGemmMc / kPanelRows] = {};
+  int next_np = 0;
+  int64_t next_begin = 0, next_end = 0;
 };
 
 constexpr int64_t kStreamPrefetch = 2048;
@@ -555,6 +581,10 @@ void GemmTile(const GemmArgs& g) {
                                 : _mm512_setzero_ps();
     }
   }
+  // The call's share of the next block, over its nb * kVectors steps.
+  constexpr int kVectors = static_cast<int>(PanelQuadBytes(WT) / 64);
+  NextBlockFetch fetch(g.next, g.next_np, g.next_begin, g.next_end,
+                       g.nb * kVectors);
   for (int64_t j = 0; j < g.nb; ++j) {
     const int64_t b = g.b0 + j;
     __m512i acci[NP][T];
@@ -568,9 +598,9 @@ void GemmTile(const GemmArgs& g) {
     }
     // Q8_0: 8 vectors, quad q each; Q4_0: 4 vectors, quads q (low
     // nibbles) and q + 4 (high).
-    constexpr int kVectors = static_cast<int>(PanelQuadBytes(WT) / 64);
 #pragma GCC unroll 8
     for (int q = 0; q < kVectors; ++q) {
+      fetch.Step();
       __m512i wv[NP], wv_hi[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) {
@@ -654,6 +684,29 @@ struct GemmTable {
   }
 };
 
+// Points g->next at the packed block after the one at column block b0 (kc
+// blocks wide) and rows [r0, r0 + kGemmMc) of the range [row_begin,
+// row_end): the next rows of these columns, else the range's first rows of
+// the next columns. Returns its lines per panel (0 after the last block).
+template <GgmlType WT>
+int64_t SetNextBlock(const MatMulTask& task, int64_t b0, int64_t kc, int64_t r0,
+                     int64_t row_begin, int64_t row_end, GemmArgs* g) {
+  const int64_t nb_total = task.cols / kQBlock;
+  int64_t nb0 = b0, nr0 = r0 + kGemmMc;
+  if (nr0 >= row_end) nb0 = b0 + kc, nr0 = row_begin;
+  g->next_np = 0;
+  if (nb0 >= nb_total) return 0;
+  const int64_t nb = std::min(kc, nb_total - nb0);
+  const int64_t rows = std::min(kGemmMc, row_end - nr0);
+  g->next_np = static_cast<int>((rows + kPanelRows - 1) / kPanelRows);
+  const int64_t panel_bytes = PanelBytes(WT, task.cols);
+  for (int p = 0; p < g->next_np; ++p) {
+    g->next[p] = task.w + (nr0 / kPanelRows + p) * panel_bytes +
+                 nb0 / 2 * PanelPairBytes(WT);
+  }
+  return ((nb + 1) / 2 * PanelPairBytes(WT) + 63) / 64;
+}
+
 // Rows [row_begin, row_end) (row_begin a multiple of 16) of task.y. Column
 // blocks of kGemmKcBlocks and row blocks of kGemmMc keep a block of weights
 // in L2 while every token tile passes over it; with one token tile there
@@ -679,12 +732,17 @@ void GemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
   }
   const int64_t task_panel_bytes = PanelBytes(WT, task.cols);
 
+  // Packed blocks read by several token tiles: fetch the next block into
+  // L2 across this one's tiles (FGemmRows does the same), so that only a
+  // thread's first block stalls its first tile on memory.
+  const int64_t tiles = (task.n_tokens + kGemmTokens - 1) / kGemmTokens;
+  const bool fetch_next = packed && tiles >= kFetchNextMinTiles;
+
   GemmArgs g;
   g.x_stride = task.cols;
   g.xd_stride = nb_total;
   g.pair_stride = (nb_total + 1) / 2 * 16;
   g.y_stride = task.rows;
-  g.prefetch = packed && one_tile;
   for (int64_t b0 = 0; b0 < nb_total; b0 += kc) {
     const int64_t nb = std::min(kc, nb_total - b0);
     g.nb = nb;
@@ -706,13 +764,22 @@ void GemmRows(const MatMulTask& task, int64_t row_begin, int64_t row_end) {
         panel_bytes = (nb + 1) / 2 * PanelPairBytes(WT);
       }
       const int64_t n_panels = (nr + kPanelRows - 1) / kPanelRows;
+      const int64_t next_lines =
+          fetch_next
+              ? SetNextBlock<WT>(task, b0, kc, r0, row_begin, row_end, &g)
+              : 0;
+      const int64_t calls = tiles * ((n_panels + 1) / 2);
+      int64_t call = 0;
       for (int64_t t0 = 0; t0 < task.n_tokens; t0 += kGemmTokens) {
         const int nt = static_cast<int>(
             std::min<int64_t>(kGemmTokens, task.n_tokens - t0));
         g.x = task.qx.q + t0 * task.cols;
         g.xd = task.qx.d + t0 * nb_total;
         g.xs = task.qx.s_pairs + t0 * g.pair_stride;
-        for (int64_t p = 0; p < n_panels; p += 2) {
+        g.prefetch = packed && t0 == 0;
+        for (int64_t p = 0; p < n_panels; p += 2, ++call) {
+          g.next_begin = next_lines * call / calls;
+          g.next_end = next_lines * (call + 1) / calls;
           const int np = static_cast<int>(std::min<int64_t>(2, n_panels - p));
           g.panel[0] = panels + p * panel_bytes;
           g.panel[1] = g.panel[0] + panel_bytes;
