@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/kernels/vector_math.h"
 #include "engine/gguf/ggml_type.h"
 #include "engine/gguf/quantize.h"
 
@@ -33,9 +34,17 @@ void AddInPlace(float* x, const float* y, int64_t n) {
 }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  // exp(-g) a chunk at a time through the vectorized exp (the scalar
+  // std::exp was ~2 % of a decode step), then the same float formula.
+  constexpr int64_t kChunk = 256;
+  float e[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < m; ++i) e[i] = -gate[i0 + i];
+    ExpRow(e, m, e);
+    for (int64_t i = 0; i < m; ++i) {
+      out[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+    }
   }
 }
 

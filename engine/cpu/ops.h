@@ -31,8 +31,9 @@ void AddBias(float* x, const float* bias, int64_t n_rows, int64_t dim);
 //   x, y: (n)
 void AddInPlace(float* x, const float* y, int64_t n);
 
-// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may
-// equal gate or up.
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), exp by
+// ExpRow (kernels/vector_math.h: within 2 ulp, vectorized). out may equal
+// gate or up.
 //   gate, up, out: (n)
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/cpu/cpu_features.h"
 #include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 
@@ -181,15 +182,31 @@ TEST(RopeTest, ParamsFromConfig) {
   EXPECT_EQ(p.table.mscale, 1.0);
 }
 
-TEST(SwiGluTest, MatchesReference) {
-  const std::vector<float> gate = Random(300, 5, 4.0f), up = Random(300, 6);
-  std::vector<double> ref(300);
-  for (size_t i = 0; i < ref.size(); ++i) {
+// At every instruction-set level the CPU runs (the exp is vectorized), over
+// more than one of SwiGlu's chunks, gates past exp's overflow included, and
+// in place.
+TEST(SwiGluTest, MatchesReferenceAtEveryLevel) {
+  constexpr int64_t kN = 700;
+  std::vector<float> gate = Random(kN, 5, 4.0f);
+  const std::vector<float> up = Random(kN, 6);
+  gate[3] = -95.0f;  // exp(95) overflows: silu is -0
+  gate[4] = 95.0f;
+  std::vector<double> ref(kN);
+  for (int64_t i = 0; i < kN; ++i) {
     ref[i] = gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i];
   }
-  std::vector<float> out(300);
-  SwiGlu(gate.data(), up.data(), 300, out.data());
-  ExpectClose(out, ref);
+  for (IsaLevel level :
+       {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (SetIsaLevelCap(level) != level) continue;
+    SCOPED_TRACE(IsaLevelName(level));
+    std::vector<float> out(kN);
+    SwiGlu(gate.data(), up.data(), kN, out.data());
+    ExpectClose(out, ref);
+    std::vector<float> in_place = gate;
+    SwiGlu(in_place.data(), up.data(), kN, in_place.data());
+    EXPECT_EQ(in_place, out);
+  }
+  SetIsaLevelCap(IsaLevel::kAvx512);
 }
 
 TEST(ElementwiseTest, AddBiasAndAddInPlace) {
