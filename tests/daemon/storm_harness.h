@@ -228,9 +228,18 @@ class SseStream {
       seen_.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 64)));
       tail_.append(buf, static_cast<size_t>(n));
       if (absl::StrContains(tail_, "data: [DONE]")) done_ = true;
-      if (absl::StrContains(tail_, "\"error\"")) error_ = true;
+      // An error event counts once it is whole (its blank line read): it
+      // can arrive over several reads, and CI once stopped reading after
+      // `data: {"error":`, before the message.
+      const size_t error_at = tail_.rfind("\"error\"");
+      if (error_at != std::string::npos &&
+          tail_.find("\n\n", error_at) != std::string::npos) {
+        error_ = true;
+      }
       if (absl::StrContains(tail_, "data:")) first_chunk_ = true;
-      if (tail_.size() > 256) tail_.erase(0, tail_.size() - 256);
+      if (tail_.size() > kTailBytes) {
+        tail_.erase(0, tail_.size() - kTailBytes);
+      }
     }
     if (n == 0) closed_ = true;
     return first_chunk_;
@@ -283,7 +292,10 @@ class SseStream {
   bool done_ = false;
   bool error_ = false;
   std::string seen_;  // the first bytes of each read, enough for "data:"
-  std::string tail_;  // the last bytes read, for the markers above
+  // The last bytes read (kTailBytes), for the markers above: room for a
+  // whole error event.
+  static constexpr size_t kTailBytes = 1024;
+  std::string tail_;
 };
 
 class StormTest : public ::testing::Test {
