@@ -12,7 +12,8 @@ namespace paceline::testing {
 
 // A path under ::testing::TempDir() unique to this process and the running
 // test: "<TempDir><pid>_<test name>_<name>". Outside a test the test name is
-// left out. Nothing is created.
+// left out. Nothing is created; whatever the test makes there is removed
+// when it ends (outside a test: when the program ends).
 std::string TempPath(absl::string_view name);
 
 // Writes `bytes` as is to TempPath(name), replacing any file there, and
@@ -29,7 +30,8 @@ std::string ReadFile(const std::string& path);
 
 // Creates a fresh directory under ::testing::TempDir() whose name starts with
 // `prefix` and returns its path; empty (with a test failure added) when it
-// cannot be created. The caller removes it.
+// cannot be created. It is removed, with what it holds, when the test ends
+// (made outside a test: when the program ends).
 std::string MakeTempDir(absl::string_view prefix);
 
 }  // namespace paceline::testing

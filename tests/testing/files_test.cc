@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
+#include "tests/testing/run_command.h"
 
 namespace paceline::testing {
 namespace {
@@ -56,6 +60,31 @@ TEST(FilesTest, MakeTempDirCreatesAFreshDirectory) {
   EXPECT_THAT(a, HasSubstr("files_test_"));
   std::filesystem::remove_all(a);
   std::filesystem::remove_all(b);
+}
+
+// Run only by the next test, in a process of its own: makes a file and a
+// directory holding one, and prints their paths.
+TEST(FilesTest, DISABLED_MakesAFileAndADirectory) {
+  const std::string file = WriteFile("left.txt", "x");
+  const std::string dir = MakeTempDir("files_test_left_");
+  ASSERT_TRUE(WriteFileAt(dir + "/inner.txt", "y"));
+  std::cout << file << "\n" << dir << "\n";
+}
+
+// CI's /tmp is shared with other runs: what a test made is gone once the
+// test has ended.
+TEST(FilesTest, WhatATestMadeIsRemovedWhenItEnds) {
+  const CommandResult r =
+      RunCommand({"/proc/self/exe", "--gtest_also_run_disabled_tests",
+                  "--gtest_filter=FilesTest.DISABLED_MakesAFileAndADirectory"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  int made = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (!absl::StartsWith(line, ::testing::TempDir())) continue;
+    ++made;
+    EXPECT_FALSE(std::filesystem::exists(std::string(line))) << line;
+  }
+  EXPECT_EQ(made, 2) << r.out;
 }
 
 }  // namespace
