@@ -211,15 +211,19 @@ void AttendTile(const KvCache& cache, int64_t layer, int64_t kv_head,
                 int64_t head_dim, float scale) {
   const auto attend =
       cache.dtype() == GgmlType::kF16 ? AttendGroupHalf : AttendGroupF32;
+  const int64_t per_kv = tile.HeadsPerKv();
   for (int64_t i = 0; i < tile.n_tokens; ++i) {
-    const int64_t offset = tile.RowOffset(i, 0, head_dim);
-    const GroupRows rows{.q = tile.q + offset,
-                         .out = tile.out + offset,
-                         .n_group = tile.n_group,
-                         .first = tile.First(i),
-                         .end = tile.Length(i),
-                         .sinks = tile.sinks};
-    attend(cache, layer, kv_head, block_table, rows, head_dim, scale);
+    for (int64_t h = 0; h < tile.KvHeads(); ++h) {
+      const int64_t offset = tile.RowOffset(i, h * per_kv, head_dim);
+      const GroupRows rows{
+          .q = tile.q + offset,
+          .out = tile.out + offset,
+          .n_group = per_kv,
+          .first = tile.First(i),
+          .end = tile.Length(i),
+          .sinks = tile.sinks == nullptr ? nullptr : tile.sinks + h * per_kv};
+      attend(cache, layer, kv_head + h, block_table, rows, head_dim, scale);
+    }
   }
 }
 
@@ -260,6 +264,25 @@ std::vector<TokenRun> TokenRuns(int64_t n_tokens, const int32_t* token_table,
   return runs;
 }
 
+// How many KV heads one work item reads: 1, or when every run's rows for
+// several whole groups fit one tile (decode: a token per sequence), enough
+// to spread the heads evenly over the threads. A block's rows of
+// consecutive KV heads lie one after another (kv_cache.h): an item that
+// reads several streams through them, which the hardware prefetchers
+// follow; one head's rows of consecutive blocks lie 2 * n_kv_heads rows
+// apart.
+int64_t KvHeadsPerItem(const AttentionParams& params,
+                       const std::vector<TokenRun>& runs, int64_t max_rows,
+                       int64_t passes, int threads) {
+  if (passes > 1) return 1;
+  const int64_t group = params.n_heads / params.n_kv_heads;
+  int64_t longest = 1;
+  for (const TokenRun& run : runs) longest = std::max(longest, run.count);
+  const int64_t fit = max_rows / (group * longest);
+  const int64_t even = (params.n_kv_heads + threads - 1) / threads;
+  return std::max<int64_t>(1, std::min(fit, even));
+}
+
 }  // namespace
 
 void PagedAttention(const KvCache& cache, int64_t layer,
@@ -278,20 +301,24 @@ void PagedAttention(const KvCache& cache, int64_t layer,
   const std::vector<TokenRun> runs =
       TokenRuns(n_tokens, token_table, max_rows / pass);
   const int64_t n_runs = static_cast<int64_t>(runs.size());
-  // Items (KV head, pass, run), handed out one at a time: prefill tokens
+  const int64_t kv_span =
+      KvHeadsPerItem(params, runs, max_rows, passes, pool.num_threads());
+  const int64_t n_spans = (params.n_kv_heads + kv_span - 1) / kv_span;
+  // Items (KV heads, pass, run), handed out one at a time: prefill tokens
   // late in a sequence cost more than early ones, so a static split would
   // leave threads idle. Runs are the inner index: the threads work through
-  // one KV head's runs together, so a prefill's tokens read that head's
-  // K/V from the caches rather than DRAM (at 16k positions a layer's K/V
-  // is far over the L3, one head's is not).
-  const int64_t n_items = n_runs * params.n_kv_heads * passes;
+  // one span of KV heads' runs together, so a prefill's tokens read that
+  // head's K/V from the caches rather than DRAM (at 16k positions a
+  // layer's K/V is far over the L3, one head's is not).
+  const int64_t n_items = n_runs * n_spans * passes;
   const internal::AttendTileFn attend_tile = PickAttendTile();
   std::atomic<int64_t> next{0};
   const auto work = [&](int64_t, int64_t) {
     for (int64_t item;
          (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
       const TokenRun& run = runs[static_cast<size_t>(item % n_runs)];
-      const int64_t kv_head = item / (n_runs * passes);
+      const int64_t kv_head = item / (n_runs * passes) * kv_span;
+      const int64_t kv_end = std::min(params.n_kv_heads, kv_head + kv_span);
       const int64_t head_begin =
           kv_head * group + item / n_runs % passes * pass;
       const int64_t offset =
@@ -302,10 +329,12 @@ void PagedAttention(const KvCache& cache, int64_t layer,
           .token_stride = params.n_heads * head_dim,
           .positions = positions + run.begin,
           .n_tokens = run.count,
-          .n_group = std::min(pass, (kv_head + 1) * group - head_begin),
+          .n_group = kv_span > 1 ? (kv_end - kv_head) * group
+                                 : std::min(pass, kv_end * group - head_begin),
           .window = params.window,
           .sinks =
-              params.sinks == nullptr ? nullptr : params.sinks + head_begin};
+              params.sinks == nullptr ? nullptr : params.sinks + head_begin,
+          .heads_per_kv = kv_span > 1 ? group : 0};
       attend_tile(cache, layer, kv_head, block_tables[token_table[run.begin]],
                   tile, head_dim, params.scale);
     }

@@ -74,8 +74,11 @@ inline constexpr int64_t kMaxAttentionBlockSize = 256;
 // out:          (n_tokens, n_heads, head_dim); must not alias q
 // Work is spread over `pool` by (KV head, run of up to 16 consecutive
 // tokens of one sequence): each K/V block read serves every query head of
-// the group and token of the run. The caller has checked
-// every argument (ids, coverage); nothing is checked here.
+// the group and token of the run. When every run is short enough (decode),
+// an item takes several consecutive KV heads (their rows of a block are
+// contiguous), as many as spread the heads evenly over the threads. The
+// caller has checked every argument (ids, coverage); nothing is checked
+// here.
 void PagedAttention(const KvCache& cache, int64_t layer,
                     const AttentionParams& params, const float* q,
                     int64_t n_tokens, const int32_t* positions,

@@ -85,8 +85,10 @@ inline void PrefetchAhead(const KvCache& cache, int64_t layer,
 }
 
 // The query rows of one work item: n_tokens consecutive tokens of one
-// sequence, each with the n_group query heads [head_begin, head_begin +
-// n_group) that read KV head kv_head. Row (i, g) is
+// sequence, each with n_group consecutive query heads, which read KV heads
+// kv_head, kv_head + 1, ... in turn, heads_per_kv of them each (0: all
+// n_group read kv_head). Row (i, g) reads KV head kv_head + g /
+// HeadsPerKv() and is
 //   q   + i * token_stride + g * head_dim   (head_dim floats), its result
 //   out + i * token_stride + g * head_dim,
 // and token i attends to positions [First(i), positions[i]] (attention.h's
@@ -102,6 +104,13 @@ struct QueryTile {
   int64_t n_group = 0;
   int64_t window = 0;            // 0: none
   const float* sinks = nullptr;  // (n_group) of the tile's heads, or null
+  int64_t heads_per_kv = 0;      // divides n_group; 0: n_group
+
+  int64_t HeadsPerKv() const {
+    return heads_per_kv > 0 ? heads_per_kv : n_group;
+  }
+  // How many KV heads the tile reads (from kv_head on).
+  int64_t KvHeads() const { return n_group / HeadsPerKv(); }
 
   // The end of the positions token i reads: positions[i] + 1.
   int64_t Length(int64_t i) const { return int64_t{positions[i]} + 1; }
